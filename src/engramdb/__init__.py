@@ -1,0 +1,1 @@
+"""engramdb: a persistent memory and learning layer for LLM agents."""

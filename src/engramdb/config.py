@@ -1,0 +1,148 @@
+"""Settings, resolved in one place: defaults < config file < environment < arguments.
+
+This is the only module that reads the environment. The config file is TOML,
+``$ENGRAM_CONFIG`` if set, else ``<home>/config.toml``; every key is optional::
+
+    embedder = "local"                 # or "sentence-transformers:<model>", "openai:<model>"
+    on_model_mismatch = "error"        # or "reembed"
+    embed_batch_size = 64
+
+Environment variables are ``ENGRAM_`` plus the upper-cased key (``ENGRAM_EMBEDDER``),
+and ``ENGRAM_HOME`` for the default store location.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from engramdb.errors import ConfigError
+
+__all__ = ["Settings", "default_home", "load_settings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Resolved settings of one :class:`~engramdb.Engram` instance."""
+
+    #: Where the default embedded store lives.
+    home: Path
+    #: Which embedder: "local" (bundled ONNX MiniLM), "sentence-transformers:<model>", "openai:<model>".
+    embedder: str = "local"
+    #: Base URL of an OpenAI-compatible embeddings endpoint (Ollama, vLLM, LM Studio, ...).
+    openai_base_url: str = "http://localhost:11434/v1"
+    #: API key for that endpoint, if it needs one.
+    openai_api_key: str | None = None
+    #: What to do when the store's vectors come from another model: "error" or "reembed".
+    on_model_mismatch: str = "error"
+    #: Texts per embedding batch.
+    embed_batch_size: int = 64
+    #: Entries kept in the in-process embedding cache.
+    embed_cache_size: int = 4096
+    #: SQLite busy timeout, seconds: how long a writer waits for another process's lock.
+    busy_timeout: float = 30.0
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some fields changed (validated)."""
+        return _validated(dataclasses.replace(self, **changes))
+
+
+def default_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$ENGRAM_HOME`` if set, else ``~/.engram``."""
+    env = os.environ if env is None else env
+    home = env.get("ENGRAM_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".engram"
+
+
+def _coerce(name: str, value: Any, target: Any) -> Any:
+    """Coerce a file/env value to the type of the default, with a clear error."""
+    try:
+        if target is Path:
+            return Path(str(value)).expanduser()
+        if target is int:
+            if isinstance(value, bool):
+                raise TypeError
+            return int(value)
+        if target is float:
+            return float(value)
+        if target is str:
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if target == (str | None) or target == "str | None":
+            return None if value in (None, "") else str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"setting {name!r}: {value!r} is not a valid value") from exc
+    return value
+
+
+_TYPES: dict[str, Any] = {
+    "home": Path,
+    "embedder": str,
+    "openai_base_url": str,
+    "openai_api_key": str | None,
+    "on_model_mismatch": str,
+    "embed_batch_size": int,
+    "embed_cache_size": int,
+    "busy_timeout": float,
+}
+
+
+def _validated(settings: Settings) -> Settings:
+    if settings.on_model_mismatch not in ("error", "reembed"):
+        raise ConfigError(f"on_model_mismatch must be 'error' or 'reembed', not {settings.on_model_mismatch!r}")
+    if settings.embed_batch_size < 1:
+        raise ConfigError("embed_batch_size must be at least 1")
+    if settings.embed_cache_size < 0:
+        raise ConfigError("embed_cache_size must not be negative")
+    if settings.busy_timeout < 0:
+        raise ConfigError("busy_timeout must not be negative")
+    kind = settings.embedder.split(":", 1)[0]
+    if kind not in ("local", "sentence-transformers", "openai"):
+        raise ConfigError(
+            f"unknown embedder {settings.embedder!r}: use 'local', 'sentence-transformers:<model>' or 'openai:<model>'"
+        )
+    return settings
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    unknown = sorted(set(data) - set(_TYPES))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
+    return data
+
+
+def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Resolve settings: defaults < config file < environment < ``overrides`` (None means unset)."""
+    env = os.environ if env is None else env
+    unknown = sorted(set(overrides) - set(_TYPES))
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(unknown)}")
+    home = default_home(env)
+    if overrides.get("home") is not None:
+        home = Path(overrides["home"]).expanduser()
+    config_path = Path(env["ENGRAM_CONFIG"]).expanduser() if env.get("ENGRAM_CONFIG") else home / "config.toml"
+    values: dict[str, Any] = {}
+    for key, value in _read_file(config_path).items():
+        values[key] = _coerce(key, value, _TYPES[key])
+    for f in fields(Settings):
+        raw = env.get(f"ENGRAM_{f.name.upper()}")
+        if raw is not None and f.name != "home":
+            values[f.name] = _coerce(f.name, raw, _TYPES[f.name])
+    for key, value in overrides.items():
+        if value is not None:
+            values[key] = _coerce(key, value, _TYPES[key])
+    values["home"] = home
+    return _validated(Settings(**values))

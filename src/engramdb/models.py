@@ -1,0 +1,212 @@
+"""Typed values that cross module boundaries.
+
+All are frozen dataclasses: a value returned by the API is a snapshot, never a
+live handle into the store. Timestamps are timezone-aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal
+
+__all__ = [
+    "KINDS",
+    "NO_MERGE_KINDS",
+    "VISIBILITIES",
+    "AuditEvent",
+    "Change",
+    "FailurePattern",
+    "Hit",
+    "Memory",
+    "OptionStats",
+    "SolutionStats",
+    "Suggestion",
+]
+
+#: Every kind of memory engramdb accepts; anything else is rejected.
+KINDS: Final = frozenset(
+    {
+        "collaboration",
+        "code_pattern",
+        "conversation",
+        "decision",
+        "episode",
+        "failure",
+        "knowledge",
+        "preference",
+        "success",
+    }
+)
+
+#: Kinds that are distinct events: never merged with a near-duplicate on write.
+NO_MERGE_KINDS: Final = frozenset({"conversation", "episode"})
+
+#: private: only the owner sees it; shared: the owner and agents it was shared with; public: everyone.
+VISIBILITIES: Final = frozenset({"private", "shared", "public"})
+
+Visibility = Literal["private", "shared", "public"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Memory:
+    """One stored memory, as the store holds it (secrets already redacted)."""
+
+    id: str
+    agent: str
+    kind: str
+    content: str
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+    last_accessed: datetime | None = None
+    access_count: int = 0
+    confidence: float = 0.5
+    #: Outcome evidence from tasks that used this memory (feedback); weights may be fractional.
+    successes: float = 0.0
+    attempts: float = 0.0
+    visibility: str = "private"
+    #: Kinds of secrets/personal data replaced by placeholders when this memory was written.
+    redacted: tuple[str, ...] = ()
+    #: Set when the reader is not the owner: who shared it with the reader.
+    shared_by: str | None = None
+
+    @property
+    def success_rate(self) -> float | None:
+        """Posterior mean success rate from feedback (Beta(1,1) prior); None until outcomes exist."""
+        if self.attempts <= 0:
+            return None
+        return (self.successes + 1.0) / (self.attempts + 2.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (timestamps as ISO 8601 strings)."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "kind": self.kind,
+            "content": self.content,
+            "tags": list(self.tags),
+            "metadata": dict(self.metadata),
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "last_accessed": self.last_accessed.isoformat() if self.last_accessed else None,
+            "access_count": self.access_count,
+            "confidence": self.confidence,
+            "successes": self.successes,
+            "attempts": self.attempts,
+            "success_rate": self.success_rate,
+            "visibility": self.visibility,
+            "redacted": list(self.redacted),
+            "shared_by": self.shared_by,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the memory and its final score (higher is better)."""
+
+    memory: Memory
+    score: float
+    #: The channel scores before fusion, for explanation; None when a channel did not find it.
+    keyword_score: float | None = None
+    vector_score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "memory": self.memory.to_dict(),
+            "score": self.score,
+            "keyword_score": self.keyword_score,
+            "vector_score": self.vector_score,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One entry of a memory's history.
+
+    ``before``/``after`` hold the fields that changed. After ``forget`` every
+    entry of that memory is scrubbed to ``None`` and a ``forget`` tombstone stays.
+    """
+
+    seq: int
+    memory_id: str
+    action: str  # "create" | "update" | "forget" | "merge" | ...
+    at: datetime
+    actor: str
+    before: Mapping[str, Any] | None = None
+    after: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "seq": self.seq,
+            "memory_id": self.memory_id,
+            "action": self.action,
+            "at": self.at.isoformat(),
+            "actor": self.actor,
+            "before": dict(self.before) if self.before is not None else None,
+            "after": dict(self.after) if self.after is not None else None,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OptionStats:
+    """Outcome statistics of one action in a context (evidence may be similarity-weighted)."""
+
+    action: str
+    successes: float
+    attempts: float
+    success_rate: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suggestion:
+    """What to do in a context: the recommended action (None if evidence is thin) and why."""
+
+    context: str
+    recommended: str | None
+    confidence: float
+    options: list[OptionStats] = field(default_factory=list)
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolutionStats:
+    """A fix for a failure pattern and how often it worked."""
+
+    solution: str
+    successes: float
+    attempts: float
+    success_rate: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailurePattern:
+    """A recurring kind of failure: its signature, how often it happened, and what fixed it."""
+
+    id: str
+    signature: str
+    example: str
+    occurrences: int
+    first_seen: datetime
+    last_seen: datetime
+    solutions: list[SolutionStats] = field(default_factory=list)
+    prevention: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEvent:
+    """One entry of the hash-chained audit trail."""
+
+    seq: int
+    action: str
+    agent: str | None
+    memory_id: str | None
+    at: datetime
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    hash: str = ""

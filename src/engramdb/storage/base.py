@@ -1,0 +1,134 @@
+"""The storage protocol every backend implements.
+
+Backends persist memories, their vectors and history, and fetch *candidates*:
+keyword candidates (full-text rank) and vector candidates (cosine similarity).
+Fusion and ranking happen once, above the backends (``engramdb.retrieval``),
+so every backend ranks the same data the same way.
+
+Scoping is a hard filter applied inside the backend: a :class:`Filter` names the
+reading agent, and a backend never returns a memory that agent may not see
+(its own, shared with it, or public).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from engramdb.models import Change, Memory
+
+__all__ = ["Candidate", "Filter", "Store", "Vectors"]
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Filter:
+    """Which memories a read may return.
+
+    ``agent=None`` means every agent (administrative reads only: export, retention);
+    otherwise the reader sees its own memories plus those shared with it or public.
+    ``tags`` must all be present on a memory. ``ids`` restricts to those ids.
+    """
+
+    agent: str | None
+    kinds: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
+    include_shared: bool = True
+    ids: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A memory id found by one retrieval channel, with that channel's raw score (higher is better)."""
+
+    id: str
+    score: float
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence for memories. Implementations must be safe to call from several threads."""
+
+    #: The URL or path this store was opened from (for messages).
+    location: str
+
+    def close(self) -> None:
+        """Release connections; further calls fail."""
+
+    # -- metadata -------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        """A store-level setting (e.g. the embedding model id), or None."""
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a store-level setting."""
+
+    # -- writes ---------------------------------------------------------------------------------
+    def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
+        """Insert new memories (and their unit-norm vectors, row for row) in one transaction.
+
+        Writes a ``create`` history entry for each. All or nothing.
+        """
+
+    def update(
+        self,
+        memory_id: str,
+        changes: Mapping[str, Any],
+        *,
+        vector: Vectors | None,
+        model_id: str,
+        actor: str,
+        at: datetime,
+        action: str = "update",
+    ) -> Memory:
+        """Apply field changes (and a new vector if content changed); record them in history.
+
+        Raises :class:`~engramdb.errors.NotFound` if the memory does not exist.
+        """
+
+    def delete(self, memory_id: str, *, actor: str, at: datetime) -> None:
+        """Forget: remove content from the table, the keyword index and the vectors.
+
+        Earlier history entries of the memory are scrubbed and a ``forget`` tombstone
+        without content is kept. Raises NotFound if it does not exist.
+        """
+
+    def touch(self, memory_ids: Sequence[str], *, at: datetime) -> None:
+        """Record a retrieval: set ``last_accessed`` and increment ``access_count``."""
+
+    # -- reads ----------------------------------------------------------------------------------
+    def get(self, memory_id: str, flt: Filter | None = None) -> Memory | None:
+        """One memory by id, or None if missing or not visible under ``flt``."""
+
+    def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
+        """Memories by id (missing or invisible ids are left out)."""
+
+    def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> list[Memory]:
+        """Memories matching ``flt``, newest first."""
+
+    def count(self, flt: Filter) -> int:
+        """How many memories match ``flt``."""
+
+    def history(self, memory_id: str) -> list[Change]:
+        """Every change record of a memory, oldest first (also after it was forgotten)."""
+
+    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
+        """Full-text candidates for any of ``terms`` (already normalised words), best first."""
+
+    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
+        """Exact cosine-similarity candidates for a unit-norm query vector, best first."""
+
+    # -- embeddings maintenance ----------------------------------------------------------------
+    def count_vectors_not_from(self, model_id: str) -> int:
+        """How many memories have no vector from ``model_id`` (missing or another model)."""
+
+    def iter_missing_vectors(self, model_id: str, *, batch: int = 256) -> Iterator[list[tuple[str, str]]]:
+        """Batches of (id, content) whose vector is missing or from another model."""
+
+    def set_vectors(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
+        """Replace the vectors of existing memories."""
