@@ -1,0 +1,1 @@
+"""Learning from outcomes: statistics, recommendations, failures, episodes, analytics."""

@@ -1,0 +1,1 @@
+"""Safe sharing: isolation, consent, redaction, retention, audit, export/import."""

@@ -1,0 +1,121 @@
+"""Fusion of retrieval channels and the final ranking. Pure functions: values in, values out.
+
+Relevance comes first. Recency, confidence, access and past success are *gentle*
+multiplicative boosts: together they can reorder memories of similar relevance
+but never lift an irrelevant memory over a relevant one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from engramdb.models import Memory
+from engramdb.storage.base import Candidate
+
+__all__ = ["Fused", "RankingWeights", "boost", "fuse", "rank"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankingWeights:
+    """How much each signal may move a memory. Each boost term lies in [-w, +w]."""
+
+    #: Weight of the keyword channel in fusion; the vector channel gets ``1 - keyword``.
+    keyword: float = 0.5
+    recency: float = 0.05
+    recency_half_life_days: float = 30.0
+    confidence: float = 0.05
+    access: float = 0.02
+    success: float = 0.10
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """A candidate after fusion: its relevance in [0, 1] and the raw channel scores."""
+
+    id: str
+    relevance: float
+    keyword_score: float | None
+    vector_score: float | None
+
+
+def _minmax(cands: Sequence[Candidate]) -> dict[str, float]:
+    """Scale channel scores to [0, 1] within this query's candidates (1 = the channel's best)."""
+    if not cands:
+        return {}
+    scores = [c.score for c in cands]
+    hi, lo = max(scores), min(scores)
+    span = hi - lo
+    if span <= 1e-12:
+        return {c.id: 1.0 for c in cands}
+    return {c.id: (c.score - lo) / span for c in cands}
+
+
+def fuse(keyword: Sequence[Candidate], vector: Sequence[Candidate], *, keyword_weight: float = 0.5) -> list[Fused]:
+    """Relative-score fusion: min-max normalise each channel, then a convex combination.
+
+    Unlike reciprocal-rank fusion, this keeps the *margin* by which a channel
+    prefers a candidate, so a decisive keyword match is not diluted by a vector
+    channel that is merely ranking near-ties. A candidate missing from a channel
+    gets 0 from it. Ties are broken by id for determinism.
+    """
+    if not 0.0 <= keyword_weight <= 1.0:
+        raise ValueError("keyword_weight must be within [0, 1]")
+    kw_norm, vec_norm = _minmax(keyword), _minmax(vector)
+    if not keyword:
+        keyword_weight = 0.0
+    elif not vector:
+        keyword_weight = 1.0
+    kw_raw = {c.id: c.score for c in keyword}
+    vec_raw = {c.id: c.score for c in vector}
+    out = [
+        Fused(
+            cid,
+            keyword_weight * kw_norm.get(cid, 0.0) + (1.0 - keyword_weight) * vec_norm.get(cid, 0.0),
+            kw_raw.get(cid),
+            vec_raw.get(cid),
+        )
+        for cid in kw_raw.keys() | vec_raw.keys()
+    ]
+    out.sort(key=lambda f: (-f.relevance, f.id))
+    return out
+
+
+def boost(memory: Memory, *, now: datetime, weights: RankingWeights) -> float:
+    """The multiplicative factor applied to a memory's relevance, within [1 - W, 1 + W].
+
+    W is the sum of the weights. Confidence and success are centred, so a memory
+    with average confidence and no outcomes is neither helped nor hurt by them;
+    recency and access only ever help (new and often-recalled memories rise).
+    """
+    age_days = max(0.0, (now - memory.created_at).total_seconds() / 86400.0)
+    recency = math.exp(-math.log(2.0) * age_days / weights.recency_half_life_days)  # 1 new .. 0 old
+    factor = 1.0 + weights.recency * recency
+    factor += weights.confidence * (min(max(memory.confidence, 0.0), 1.0) - 0.5) * 2.0
+    # log-saturating: the 100th access matters less than the 2nd.
+    factor += weights.access * min(1.0, math.log1p(memory.access_count) / math.log1p(100.0))
+    rate = memory.success_rate
+    if rate is not None:
+        # Shrunk towards neutral while evidence is thin.
+        evidence = memory.attempts / (memory.attempts + 3.0)
+        factor += weights.success * (rate - 0.5) * 2.0 * evidence
+    return factor
+
+
+def rank(
+    fused: Sequence[Fused],
+    memories: Mapping[str, Memory],
+    *,
+    now: datetime,
+    weights: RankingWeights,
+) -> list[tuple[Fused, Memory, float]]:
+    """Apply boosts and order best first; candidates whose memory vanished are dropped."""
+    scored = [
+        (f, memories[f.id], f.relevance * boost(memories[f.id], now=now, weights=weights))
+        for f in fused
+        if f.id in memories
+    ]
+    scored.sort(key=lambda t: (-t[2], t[0].id))
+    return scored
