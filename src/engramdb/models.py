@@ -21,6 +21,7 @@ __all__ = [
     "Hit",
     "Memory",
     "OptionStats",
+    "Share",
     "SolutionStats",
     "Suggestion",
 ]
@@ -40,8 +41,9 @@ KINDS: Final = frozenset(
     }
 )
 
-#: Kinds that are distinct events: never merged with a near-duplicate on write.
-NO_MERGE_KINDS: Final = frozenset({"conversation", "episode"})
+#: Kinds that are distinct events: never merged with a near-duplicate on write. A ``decision`` is one
+#: recorded outcome and a ``failure`` one occurrence: merging them would lose the evidence they count.
+NO_MERGE_KINDS: Final = frozenset({"conversation", "decision", "episode", "failure"})
 
 #: private: only the owner sees it; shared: the owner and agents it was shared with; public: everyone.
 VISIBILITIES: Final = frozenset({"private", "shared", "public"})
@@ -72,6 +74,8 @@ class Memory:
     redacted: tuple[str, ...] = ()
     #: Set when the reader is not the owner: who shared it with the reader.
     shared_by: str | None = None
+    #: When it was shared with the reader (None for the owner, and for a public memory never shared).
+    shared_at: datetime | None = None
 
     @property
     def success_rate(self) -> float | None:
@@ -100,6 +104,7 @@ class Memory:
             "visibility": self.visibility,
             "redacted": list(self.redacted),
             "shared_by": self.shared_by,
+            "shared_at": self.shared_at.isoformat() if self.shared_at else None,
         }
 
 
@@ -210,3 +215,22 @@ class AuditEvent:
     at: datetime
     detail: Mapping[str, Any] = field(default_factory=dict)
     hash: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Share:
+    """Consent given by an owner: ``to_agent`` (``"*"``: every agent) may read memory ``memory_id``."""
+
+    memory_id: str
+    from_agent: str
+    to_agent: str
+    shared_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "memory_id": self.memory_id,
+            "from_agent": self.from_agent,
+            "to_agent": self.to_agent,
+            "shared_at": self.shared_at.isoformat(),
+        }

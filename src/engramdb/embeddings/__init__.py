@@ -1,1 +1,58 @@
-"""Embedding providers."""
+"""Embedding providers, and :func:`make_embedder` to pick one from settings.
+
+==============================  =========================================================
+``embedder`` setting            provider
+==============================  =========================================================
+``local`` (default)             :class:`LocalEmbedder`: all-MiniLM-L6-v2 int8 ONNX, offline
+``sentence-transformers:<m>``   :class:`~engramdb.embeddings.st.SentenceTransformerEmbedder`
+``openai:<model>``              :class:`~engramdb.embeddings.openai.OpenAIEmbedder` at
+                                ``openai_base_url`` (OpenAI, Ollama, vLLM, LM Studio, ...)
+==============================  =========================================================
+
+Every provider is wrapped in a :class:`CachedEmbedder`. Importing this package loads
+neither onnxruntime, torch nor httpx; each is imported when first needed.
+"""
+
+from __future__ import annotations
+
+from engramdb.config import Settings
+from engramdb.embeddings.base import Embedder
+from engramdb.embeddings.cache import CachedEmbedder, CacheInfo
+from engramdb.embeddings.local import LocalEmbedder, count_tokens
+from engramdb.errors import ConfigError
+
+__all__ = ["CacheInfo", "CachedEmbedder", "Embedder", "LocalEmbedder", "count_tokens", "make_embedder"]
+
+_KINDS = "'local', 'sentence-transformers:<model>' or 'openai:<model>'"
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder ``settings.embedder`` names, wrapped in a cache of ``settings.embed_cache_size``.
+
+    Raises :class:`~engramdb.errors.ConfigError` for an unknown or incomplete name;
+    nothing is loaded or contacted until the first embedding.
+    """
+    spec = settings.embedder.strip()
+    kind, colon, name = spec.partition(":")
+    name = name.strip()
+    inner: Embedder
+    if kind == "local" and not colon:
+        inner = LocalEmbedder(settings.model_path, sha256=settings.model_sha256, batch_size=settings.embed_batch_size)
+    elif kind == "sentence-transformers" and name:
+        from engramdb.embeddings.st import SentenceTransformerEmbedder
+
+        inner = SentenceTransformerEmbedder(name, batch_size=settings.embed_batch_size)
+    elif kind == "openai" and name:
+        from engramdb.embeddings.openai import OpenAIEmbedder
+
+        inner = OpenAIEmbedder(
+            name,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            batch_size=settings.embed_batch_size,
+        )
+    elif kind in ("sentence-transformers", "openai"):
+        raise ConfigError(f"embedder {spec!r} names no model: use {kind}:<model>")
+    else:
+        raise ConfigError(f"unknown embedder {spec!r}: use {_KINDS}")
+    return CachedEmbedder(inner, size=settings.embed_cache_size)

@@ -12,19 +12,26 @@ reading agent, and a backend never returns a memory that agent may not see
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from engramdb.models import Change, Memory
+from engramdb.models import AuditEvent, Change, Memory, Share
+from engramdb.privacy.audit import AuditRecord
 
-__all__ = ["Candidate", "Filter", "Store", "Vectors"]
+__all__ = ["MODEL_META_KEY", "Candidate", "Filter", "Store", "Vectors"]
 
 Vectors = npt.NDArray[np.float32]
+
+#: Meta key naming the embedding model of the store: only vectors from that model are searched.
+#: ``add``/``set_vectors`` set it when it is unset; changing it is how a re-embed switches models.
+MODEL_META_KEY: Final = "model_id"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,21 +121,90 @@ class Store(Protocol):
     def count(self, flt: Filter) -> int:
         """How many memories match ``flt``."""
 
-    def history(self, memory_id: str) -> list[Change]:
+    def history(self, memory_id: str) -> builtins.list[Change]:
         """Every change record of a memory, oldest first (also after it was forgotten)."""
 
-    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
+    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> builtins.list[Candidate]:
         """Full-text candidates for any of ``terms`` (already normalised words), best first."""
 
-    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
+    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> builtins.list[Candidate]:
         """Exact cosine-similarity candidates for a unit-norm query vector, best first."""
 
     # -- embeddings maintenance ----------------------------------------------------------------
     def count_vectors_not_from(self, model_id: str) -> int:
         """How many memories have no vector from ``model_id`` (missing or another model)."""
 
-    def iter_missing_vectors(self, model_id: str, *, batch: int = 256) -> Iterator[list[tuple[str, str]]]:
+    def iter_missing_vectors(self, model_id: str, *, batch: int = 256) -> Iterator[builtins.list[tuple[str, str]]]:
         """Batches of (id, content) whose vector is missing or from another model."""
 
     def set_vectors(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
         """Replace the vectors of existing memories."""
+
+    # -- sharing ---------------------------------------------------------------------------------
+    def share(self, memory_ids: Sequence[str], *, from_agent: str, to_agent: str, at: datetime) -> int:
+        """Share ``from_agent``'s own memories among ``memory_ids`` with ``to_agent`` (``"*"``: everyone).
+
+        Other agents' memories are skipped (only the owner consents). A ``private``
+        memory becomes ``shared``; a ``share`` history entry is written. Returns how
+        many memories were newly shared (already shared with ``to_agent``: not counted).
+        """
+
+    def unshare(self, memory_ids: Sequence[str], *, from_agent: str, to_agent: str, at: datetime) -> int:
+        """Withdraw shares of ``from_agent``'s memories from ``to_agent`` (``"*"``: every share).
+
+        A ``shared`` memory left without shares becomes ``private``. Returns how many
+        memories lost at least one share.
+        """
+
+    def list_shares(
+        self,
+        *,
+        from_agent: str | None = None,
+        to_agent: str | None = None,
+        memory_ids: Sequence[str] | None = None,
+    ) -> builtins.list[Share]:
+        """Shares in force, oldest first; each argument given narrows them (``to_agent`` matches exactly)."""
+
+    # -- knowledge transfer ----------------------------------------------------------------------
+    def atomic(self) -> AbstractContextManager[None]:
+        """A block in which every write of this store commits together or not at all (re-entrant).
+
+        Raise inside to roll everything back. Searches must not run inside.
+        """
+
+    def get_vectors(self, memory_ids: Sequence[str], *, model_id: str) -> dict[str, Vectors]:
+        """The stored vectors from ``model_id`` of these memories (ids without one are left out)."""
+
+    def import_history(self, changes: Sequence[Change]) -> None:
+        """Replace the history of every memory named in ``changes`` by those entries (in order).
+
+        Only the current life's entries are replaced: a ``forget`` tombstone of an earlier
+        memory with the same id, and what precedes it, stay.
+
+        For importing memories with the history they had in another store, inside
+        :meth:`atomic` right after :meth:`add`. NotFound if a named memory does not exist.
+        """
+
+    # -- audit trail -----------------------------------------------------------------------------
+    def append_audit(self, records: Sequence[AuditRecord]) -> builtins.list[AuditEvent]:
+        """Append entries to the hash-chained audit trail; returns them numbered and hashed.
+
+        The last hash is read and the entries written in one write transaction, so
+        concurrent writers (threads or processes) extend a single unbroken chain. The
+        head (last seq and hash) is recorded alongside. Never changes existing entries.
+        """
+
+    def audit_events(
+        self,
+        *,
+        agent: str | None = None,
+        memory_id: str | None = None,
+        action: str | None = None,
+        after_seq: int = 0,
+        limit: int | None = 100,
+        newest_first: bool = False,
+    ) -> builtins.list[AuditEvent]:
+        """Audit entries with ``seq > after_seq`` (each given argument narrows them), oldest first by default."""
+
+    def audit_head(self) -> tuple[int, str] | None:
+        """``(seq, hash)`` of the last audit entry as recorded by the last append; None if none ever was."""

@@ -1,0 +1,197 @@
+"""Loaders for the retrieval benchmark data in ``../shared/bench-data`` (see its README).
+
+Both loaders return plain frozen dataclasses, so every system under test indexes
+exactly the same documents and is scored against exactly the same gold ids.
+
+LoCoMo: one document per dialogue turn, content ``"speaker: text"``, the session's
+date in the metadata; one corpus per conversation, shared by its questions.
+
+LongMemEval: one corpus per question (its ~50-session haystack), one document per
+turn, content ``"role: text"``; gold = the question's answer sessions and its
+``has_answer`` turns. Abstention questions (``_abs``) are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "LOCOMO_CATEGORIES",
+    "Doc",
+    "LocomoConversation",
+    "LongMemEvalQuestion",
+    "Question",
+    "data_dir",
+    "load_locomo",
+    "load_longmemeval",
+    "repair_evidence",
+]
+
+#: LoCoMo question categories (from the data set's README).
+LOCOMO_CATEGORIES: dict[int, str] = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
+
+
+def data_dir() -> Path:
+    """``$ENGRAM_BENCH_DATA`` if set, else ``../shared/bench-data`` relative to the checkout."""
+    env = os.environ.get("ENGRAM_BENCH_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "shared" / "bench-data"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Doc:
+    """One indexed text (a turn) with the ids the gold labels refer to."""
+
+    id: str  # unique within its corpus: LoCoMo dia_id, LongMemEval "<session position>:<turn index>"
+    session: str
+    content: str
+    date: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Question:
+    """A LoCoMo question with its repaired evidence turn ids."""
+
+    text: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocomoConversation:
+    """One LoCoMo conversation: its turns (the corpus) and its questions."""
+
+    sample_id: str
+    docs: tuple[Doc, ...]
+    questions: tuple[Question, ...]
+    #: Questions dropped because no evidence id named a turn after repair.
+    dropped: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LongMemEvalQuestion:
+    """One LongMemEval question with its own haystack (the corpus)."""
+
+    question_id: str
+    question_type: str
+    text: str
+    docs: tuple[Doc, ...]
+    answer_sessions: tuple[str, ...]
+    answer_turns: tuple[str, ...]
+
+
+_DIA_ID = re.compile(r"^D:?(\d+):(\d+)$")
+
+
+def repair_evidence(raw: list[str], known: set[str]) -> tuple[str, ...]:
+    """Normalise LoCoMo evidence ids and keep those that name a turn.
+
+    Splits on ';' and whitespace ("D8:6; D9:17"), repairs "D:11:26" -> "D11:26" and
+    zero-padded turns "D30:05" -> "D30:5", drops ids naming no turn ("D", "D10:19"
+    in a conversation without that turn). Order kept, duplicates removed.
+    """
+    out: list[str] = []
+    for item in raw:
+        for part in re.split(r"[;\s]+", str(item)):
+            m = _DIA_ID.match(part.strip())
+            if not m:
+                continue
+            ident = f"D{int(m.group(1))}:{int(m.group(2))}"
+            if ident in known and ident not in out:
+                out.append(ident)
+    return tuple(out)
+
+
+def load_locomo(path: Path | None = None) -> list[LocomoConversation]:
+    """Load ``locomo/locomo_dev.json``: one :class:`LocomoConversation` per sample."""
+    path = path or data_dir() / "locomo" / "locomo_dev.json"
+    with path.open(encoding="utf-8") as fh:
+        samples = json.load(fh)
+    conversations = []
+    for sample in samples:
+        conv = sample["conversation"]
+        docs: list[Doc] = []
+        # Only session_N keys holding lists are sessions (session_N_date_time holds its date).
+        sessions = sorted(
+            (int(key.split("_")[1]), value)
+            for key, value in conv.items()
+            if re.fullmatch(r"session_\d+", key) and isinstance(value, list)
+        )
+        for number, turns in sessions:
+            date = str(conv.get(f"session_{number}_date_time", ""))
+            for turn in turns:
+                docs.append(
+                    Doc(
+                        id=turn["dia_id"],
+                        session=f"S{number}",
+                        content=f"{turn['speaker']}: {turn['text']}",
+                        date=date,
+                    )
+                )
+        known = {d.id for d in docs}
+        questions = []
+        dropped = 0
+        for qa in sample["qa"]:
+            evidence = repair_evidence(qa.get("evidence", []), known)
+            if not evidence:
+                dropped += 1
+                continue
+            questions.append(Question(text=qa["question"], category=int(qa["category"]), evidence=evidence))
+        conversations.append(
+            LocomoConversation(
+                sample_id=sample["sample_id"], docs=tuple(docs), questions=tuple(questions), dropped=dropped
+            )
+        )
+    return conversations
+
+
+def iter_longmemeval(path: Path | None = None) -> Iterator[LongMemEvalQuestion]:
+    """Yield the non-abstention questions of ``longmemeval/longmemeval_s_dev.json.xz`` in file order."""
+    path = path or data_dir() / "longmemeval" / "longmemeval_s_dev.json.xz"
+    with lzma.open(path, "rt", encoding="utf-8") as fh:
+        items = json.load(fh)
+    for item in items:
+        if item["question_id"].endswith("_abs"):
+            continue
+        docs: list[Doc] = []
+        answer_turns: list[str] = []
+        sessions = zip(item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"], strict=True)
+        for position, (session_id, date, turns) in enumerate(sessions):
+            for index, turn in enumerate(turns):
+                # A few haystacks hold the same session twice: the position keeps turn ids unique,
+                # while session-level scoring still uses the session id.
+                doc_id = f"{position}:{index}"
+                docs.append(Doc(id=doc_id, session=session_id, content=f"{turn['role']}: {turn['content']}", date=date))
+                if turn.get("has_answer"):
+                    answer_turns.append(doc_id)
+        yield LongMemEvalQuestion(
+            question_id=item["question_id"],
+            question_type=item["question_type"],
+            text=item["question"],
+            docs=tuple(docs),
+            answer_sessions=tuple(item["answer_session_ids"]),
+            answer_turns=tuple(answer_turns),
+        )
+
+
+def load_longmemeval(path: Path | None = None, *, limit: int | None = None) -> list[LongMemEvalQuestion]:
+    """The first ``limit`` (default: all) non-abstention LongMemEval questions."""
+    out = []
+    for question in iter_longmemeval(path):
+        if limit is not None and len(out) >= limit:
+            break
+        out.append(question)
+    return out

@@ -1,0 +1,586 @@
+"""Learning benchmark: engramdb's outcome learning against simple learners, on the same simulated streams.
+
+Decisions: situations (bench/_learning_data.py) recur in varied words; in each, the agent
+picks one of four actions whose success probabilities are hidden; midway the best action
+of every situation changes. Every system sees the same stream, and the same random draw
+decides each step's outcome for every system (common random numbers). Systems:
+
+* ``engramdb``: ``mem.choose`` then ``mem.record`` on a real store with the real model;
+* ``exact-count``: success counts per action for each exact context string (untried first);
+* ``q-learning``: epsilon-greedy Q-learning keyed on the exact context string
+  (epsilon 0.2, learning rate 0.1, reward +1/-1), the design documents' approach;
+* ``random``; ``oracle`` (always the currently best action).
+
+Measured: success rate over the stream; recovery (success rate in the quarter of the
+stream right after the change); top-1 recommendation accuracy on held-out descriptions
+never seen while learning (before the change and at the end).
+
+Failures: recurring errors whose messages vary in paths, numbers, ids, hosts and quoted
+values. The agent asks ``mem.solutions`` and tries the top fix first, then others until
+one works, and records the occurrence with ``mem.record_failure``. Measured: first-try
+fix rate on recurrences, and recurring patterns identified by ``mem.failure_patterns``
+(one found pattern holding exactly the occurrences of one true pattern). Baselines: the
+last working fix per exact message, and per exception type (the text before the first colon).
+
+    python bench/learning.py                 # 3 seeds, full streams
+    python bench/learning.py --quick         # 1 seed, short streams
+    python bench/learning.py --scale         # also: suggest latency over 10k decisions
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.table import Table
+
+from _learning_data import ERRORS, FIX_POOL, SITUATIONS, ErrorKind, Situation, fill
+from engramdb import Engram
+from engramdb.config import load_settings
+from engramdb.embeddings import make_embedder
+from engramdb.embeddings.base import Embedder
+
+AGENT = "bench"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+console = Console(width=None if sys.stdout.isatty() else 150)
+
+
+# -- the decision stream -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    situation: Situation
+    context: str
+    #: One uniform draw per step: the outcome of action a is success iff draw < p(a) (common random numbers).
+    draw: float
+    changed: bool
+
+
+def make_stream(seed: int, steps: int) -> list[Step]:
+    rng = random.Random(seed)
+    return [
+        Step(
+            situation=(s := rng.choice(SITUATIONS)),
+            context=fill(rng.choice(s.train), rng),
+            draw=rng.random(),
+            changed=i >= steps // 2,
+        )
+        for i in range(steps)
+    ]
+
+
+def held_out_queries(seed: int, per_template: int = 6) -> list[tuple[Situation, str]]:
+    rng = random.Random(seed + 10_000)
+    return [(s, fill(t, rng)) for s in SITUATIONS for t in s.held_out for _ in range(per_template)]
+
+
+class Policy(Protocol):
+    name: str
+
+    def choose(self, step: Step) -> str: ...
+    def update(self, step: Step, action: str, success: bool) -> None: ...
+    def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None: ...
+
+
+class Ours:
+    """engramdb: ``mem.choose`` then ``mem.record``; held-out questions go to ``mem.suggest``."""
+
+    def __init__(
+        self, embedder: Embedder, folder: str, seed: int, *, exploration: float | None = None, **config: Any
+    ) -> None:
+        settings: dict[str, Any] = {"learning_seed": seed}
+        if exploration is not None:
+            settings["exploration"] = exploration
+        self.name = "engramdb" if exploration is None else f"engramdb (exploration={exploration:g})"
+        self.mem = Engram(folder, embedder=embedder, **settings)
+        if config:
+            self.mem.recommend_config = replace(self.mem.recommend_config, **config)
+        #: (recommended or None, top option, confidence, right answer) per held-out question.
+        self.answers: list[tuple[str | None, str, float, str]] = []
+
+    def choose(self, step: Step) -> str:
+        return self.mem.choose(step.context, step.situation.options, agent=AGENT)
+
+    def update(self, step: Step, action: str, success: bool) -> None:
+        self.mem.record(step.context, action, success, agent=AGENT, alternatives=step.situation.options)
+
+    def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
+        s = self.mem.suggest(text, agent=AGENT, options=situation.options)
+        self.answers.append((s.recommended, s.options[0].action, s.confidence, situation.best(changed)))
+        return s.options[0].action
+
+    def close(self) -> None:
+        self.mem.close()
+
+
+class ExactCount:
+    """Success counts per action for each exact context string; untried actions first, then the best ratio."""
+
+    name = "exact-count"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.table: dict[str, dict[str, list[int]]] = defaultdict(dict)
+
+    def _pick(self, context: str, options: Sequence[str]) -> str | None:
+        counts = self.table.get(context, {})
+        untried = [a for a in options if a not in counts]
+        if untried:
+            return None if len(untried) == len(options) else self.rng.choice(untried)
+        return max(options, key=lambda a: (counts[a][0] / counts[a][1], self.rng.random()))
+
+    def choose(self, step: Step) -> str:
+        return self._pick(step.context, step.situation.options) or self.rng.choice(step.situation.options)
+
+    def update(self, step: Step, action: str, success: bool) -> None:
+        c = self.table[step.context].setdefault(action, [0, 0])
+        c[0] += int(success)
+        c[1] += 1
+
+    def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
+        counts = self.table.get(text, {})
+        if not counts:
+            return self.rng.choice(situation.options)  # never seen: a guess
+        return max(counts, key=lambda a: (counts[a][0] / counts[a][1], counts[a][1]))
+
+
+class QLearning:
+    """Epsilon-greedy Q-learning keyed on the exact context string (single-step episodes)."""
+
+    name = "q-learning"
+
+    def __init__(self, seed: int, *, epsilon: float = 0.2, lr: float = 0.1) -> None:
+        self.rng = random.Random(seed)
+        self.epsilon, self.lr = epsilon, lr
+        self.q: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def _greedy(self, context: str, options: Sequence[str]) -> str:
+        values = self.q.get(context)
+        if not values:
+            return self.rng.choice(options)
+        return max(options, key=lambda a: (values.get(a, 0.0), self.rng.random()))
+
+    def choose(self, step: Step) -> str:
+        if self.rng.random() < self.epsilon:
+            return self.rng.choice(step.situation.options)
+        return self._greedy(step.context, step.situation.options)
+
+    def update(self, step: Step, action: str, success: bool) -> None:
+        reward = 1.0 if success else -1.0
+        q = self.q[step.context]
+        q[action] += self.lr * (reward - q[action])
+
+    def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
+        return self._greedy(text, situation.options)
+
+
+class RandomPolicy:
+    name = "random"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def choose(self, step: Step) -> str:
+        return self.rng.choice(step.situation.options)
+
+    def update(self, step: Step, action: str, success: bool) -> None:
+        pass
+
+    def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
+        return self.rng.choice(situation.options)
+
+
+class Oracle:
+    name = "oracle"
+
+    def choose(self, step: Step) -> str:
+        return step.situation.best(step.changed)
+
+    def update(self, step: Step, action: str, success: bool) -> None:
+        pass
+
+    def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
+        return situation.best(changed)
+
+
+@dataclass
+class DecisionResult:
+    successes: list[bool] = field(default_factory=list)
+    accuracy_before: float = 0.0
+    accuracy_after: float = 0.0
+    #: For engramdb: how often suggest recommends (not None) on held-out questions, and how often it is right then.
+    coverage: float | None = None
+    precision: float | None = None
+    mean_confidence: float | None = None
+    seconds: float = 0.0
+
+    def summary(self, steps: int) -> dict[str, float | None]:
+        half, window = steps // 2, steps // 4
+        return {
+            "success_rate": statistics.fmean(self.successes),
+            "before_change": statistics.fmean(self.successes[:half]),
+            "recovery": statistics.fmean(self.successes[half : half + window]),
+            "after_change": statistics.fmean(self.successes[half:]),
+            "top1_unseen_before": self.accuracy_before,
+            "top1_unseen_after": self.accuracy_after,
+            "recommend_coverage": self.coverage,
+            "recommend_precision": self.precision,
+            "recommend_mean_confidence": self.mean_confidence,
+            "ms_per_step": 1000 * self.seconds / steps,
+        }
+
+
+def _accuracy(policy: Policy, queries: Sequence[tuple[Situation, str]], *, changed: bool) -> float:
+    hits = [policy.recommend(s, text, changed=changed) == s.best(changed) for s, text in queries]
+    return statistics.fmean(hits)
+
+
+def run_decisions(policy: Policy, stream: Sequence[Step], queries: Sequence[tuple[Situation, str]]) -> DecisionResult:
+    result = DecisionResult()
+    start = time.perf_counter()
+    half = len(stream) // 2
+    for i, step in enumerate(stream):
+        if i == half:
+            paused = time.perf_counter()
+            result.accuracy_before = _accuracy(policy, queries, changed=False)
+            start += time.perf_counter() - paused
+        action = policy.choose(step)
+        probs = step.situation.after if step.changed else step.situation.before
+        success = step.draw < probs[action]
+        result.successes.append(success)
+        policy.update(step, action, success)
+    result.seconds = time.perf_counter() - start
+    result.accuracy_after = _accuracy(policy, queries, changed=True)
+    if isinstance(policy, Ours):
+        made = [(rec, conf, right) for rec, _, conf, right in policy.answers if rec is not None]
+        result.coverage = len(made) / len(policy.answers)
+        result.precision = statistics.fmean(rec == right for rec, _, right in made) if made else None
+        result.mean_confidence = statistics.fmean(conf for _, conf, _ in made) if made else None
+    return result
+
+
+# -- recurring failures ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    kind: ErrorKind
+    message: str
+    order: list[str]  # the order in which an agent with no knowledge would try fixes
+
+
+def make_failures(seed: int, count: int) -> list[Occurrence]:
+    rng = random.Random(seed + 20_000)
+    # Zipf-like frequencies: a few errors are common, most recur a handful of times.
+    weights = [1.0 / (r + 1) ** 0.8 for r in range(len(ERRORS))]
+    kinds = rng.sample(list(ERRORS), len(ERRORS))
+    out = []
+    for _ in range(count):
+        kind = rng.choices(kinds, weights)[0]
+        order = rng.sample(list(FIX_POOL), len(FIX_POOL))
+        out.append(Occurrence(kind, fill(kind.template, rng), order))
+    return out
+
+
+def _try_fixes(first: str | None, occ: Occurrence) -> tuple[bool, list[str]]:
+    """Try ``first`` (if any), then the rest in the occurrence's order; return (first worked, failed fixes)."""
+    tried: list[str] = []
+    for fix in ([first] if first else []) + [f for f in occ.order if f != first]:
+        if fix == occ.kind.fix:
+            return (not tried and first is not None), tried
+        tried.append(fix)
+    raise AssertionError("the right fix is always in the pool")
+
+
+@dataclass
+class FailureResult:
+    first_try: list[bool] = field(default_factory=list)
+    identified: float | None = None
+    true_recurring: int = 0
+    found_recurring: int | None = None
+    missed: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "first_try_fix_rate": statistics.fmean(self.first_try) if self.first_try else None,
+            "recurrences": len(self.first_try),
+            "patterns_identified": self.identified,
+            "true_recurring_patterns": self.true_recurring,
+            "found_recurring_patterns": self.found_recurring,
+            "ms_per_occurrence": 1000 * self.seconds / max(1, len(self.first_try)),
+            "missed": self.missed,
+        }
+
+
+def run_failures_ours(embedder: Embedder, folder: str, occurrences: Sequence[Occurrence]) -> FailureResult | None:
+    result = FailureResult()
+    with Engram(folder, embedder=embedder) as mem:
+        if not all(hasattr(mem, name) for name in ("record_failure", "solutions", "failure_patterns")):
+            return None
+        seen: set[str] = set()
+        start = time.perf_counter()
+        for occ in occurrences:
+            sols = mem.solutions(occ.message, agent=AGENT)
+            first = sols[0].solution if sols else None
+            worked, failed = _try_fixes(first, occ)
+            if occ.kind.name in seen:
+                result.first_try.append(worked)
+            seen.add(occ.kind.name)
+            mem.record_failure(occ.message, agent=AGENT, solution=occ.kind.fix, failed_solutions=failed)
+        result.seconds = time.perf_counter() - start
+        found = mem.failure_patterns(agent=AGENT, recurring=True)
+    counts: dict[str, int] = defaultdict(int)
+    for occ in occurrences:
+        counts[occ.kind.name] += 1
+    recurring = {k for k, n in counts.items() if n >= 2}
+    kind_of_example = _kind_matcher()
+    identified = set()
+    pieces: dict[str, list[int]] = defaultdict(list)
+    for p in found:
+        kind = kind_of_example(p.example)
+        pieces[str(kind)].append(p.occurrences)
+        if kind in recurring and p.occurrences == counts[kind]:
+            identified.add(kind)
+    # For diagnosis: the true count and the found patterns' counts of every error that was not identified.
+    result.missed = {k: {"true": counts[k], "found": pieces.get(k, [])} for k in sorted(recurring - identified)}
+    result.true_recurring = len(recurring)
+    result.found_recurring = len(found)
+    result.identified = len(identified) / len(recurring) if recurring else None
+    return result
+
+
+def _kind_matcher() -> Callable[[str], str | None]:
+    """Which error template produced a message (by its fixed words)."""
+    import re
+
+    patterns = []
+    for kind in ERRORS:
+        parts = re.split(r"\{[a-z0-9]+\}", kind.template)
+        regex = ".+?".join(re.escape(p) for p in parts)
+        patterns.append((kind.name, re.compile(f"^{regex}$", re.DOTALL)))
+
+    def match(text: str) -> str | None:
+        for name, rx in patterns:
+            if rx.match(text):
+                return name
+        return None
+
+    return match
+
+
+def run_failures_keyed(occurrences: Sequence[Occurrence], key: Callable[[str], str]) -> FailureResult:
+    result = FailureResult()
+    fixes: dict[str, str] = {}
+    seen: set[str] = set()
+    start = time.perf_counter()
+    for occ in occurrences:
+        worked, _ = _try_fixes(fixes.get(key(occ.message)), occ)
+        if occ.kind.name in seen:
+            result.first_try.append(worked)
+        seen.add(occ.kind.name)
+        fixes[key(occ.message)] = occ.kind.fix
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+# -- scale -------------------------------------------------------------------------------------------------------
+
+
+def run_scale(embedder: Embedder, folder: str, n: int = 10_000, repeats: int = 50) -> dict[str, float]:
+    rng = random.Random(5)
+    items = []
+    for _ in range(n):
+        s = rng.choice(SITUATIONS)
+        action = rng.choice(s.options)
+        items.append(
+            {
+                "content": fill(rng.choice(s.train), rng),
+                "agent": AGENT,
+                "kind": "decision",
+                "metadata": {"action": action, "outcome": "success", "success": float(rng.random() < 0.5)},
+            }
+        )
+    with Engram(folder, embedder=embedder) as mem:
+        for i in range(0, n, 1000):
+            mem.remember_many(items[i : i + 1000])
+        query = "The billing API returned 401 Unauthorized after the access token expired"
+        mem.suggest(query, agent=AGENT)  # warm: the query's vector is cached from here on
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            mem.suggest(query, agent=AGENT)
+            times.append(time.perf_counter() - t)
+        choose_times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            mem.choose(query, SITUATIONS[0].options, agent=AGENT)
+            choose_times.append(time.perf_counter() - t)
+    return {
+        "decisions": n,
+        "suggest_p50_ms": 1000 * statistics.median(times),
+        "suggest_p95_ms": 1000 * sorted(times)[int(0.95 * len(times)) - 1],
+        "choose_p50_ms": 1000 * statistics.median(choose_times),
+    }
+
+
+# -- main --------------------------------------------------------------------------------------------------------
+
+DECISION_SYSTEMS = ("engramdb", "engramdb (exploration=1)", "exact-count", "q-learning", "random", "oracle")
+
+
+def _mean_of(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Numbers averaged over seeds; anything else kept per seed."""
+    out: dict[str, Any] = {}
+    for key in dicts[0]:
+        values = [d[key] for d in dicts if d[key] is not None]
+        if values and all(isinstance(v, int | float) for v in values):
+            out[key] = statistics.fmean(values)
+        else:
+            out[key] = values or None
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=1600, help="decision steps per stream (the change is midway)")
+    parser.add_argument("--failures", type=int, default=300, help="error occurrences per stream")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 800 steps, 150 failures")
+    parser.add_argument("--scale", action="store_true", help="also time suggest over 10k decisions")
+    parser.add_argument("--skip-decisions", action="store_true")
+    parser.add_argument("--skip-failures", action="store_true")
+    parser.add_argument("--config", default="", help="RecommendConfig overrides, e.g. 'similarity_floor=0.4'")
+    parser.add_argument("--output", type=Path, default=RESULTS_DIR / "learning.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.steps, args.failures = 1, 800, 150
+    overrides = {k: float(v) for k, v in (kv.split("=") for kv in args.config.split(",") if kv)}
+
+    embedder = make_embedder(load_settings({}))
+    decisions: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    failures: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    failures_available = True
+    with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
+        for seed in range(args.seeds):
+            if not args.skip_decisions:
+                stream = make_stream(seed, args.steps)
+                queries = held_out_queries(seed)
+                policies: list[Policy] = [
+                    Ours(embedder, f"{tmp}/decisions-{seed}", seed, **overrides),
+                    Ours(embedder, f"{tmp}/decisions-plain-{seed}", seed, exploration=1.0, **overrides),
+                    ExactCount(seed),
+                    QLearning(seed),
+                    RandomPolicy(seed),
+                    Oracle(),
+                ]
+                for policy in policies:
+                    res = run_decisions(policy, stream, queries)
+                    decisions[policy.name].append(res.summary(args.steps))
+                    console.print(f"seed {seed} {policy.name}: {_pct(statistics.fmean(res.successes))}% success")
+                    if isinstance(policy, Ours):
+                        policy.close()
+            if not args.skip_failures:
+                occurrences = make_failures(seed, args.failures)
+                ours = run_failures_ours(embedder, f"{tmp}/failures-{seed}", occurrences)
+                if ours is None:
+                    failures_available = False
+                else:
+                    failures["engramdb"].append(ours.summary())
+                failures["exact-message"].append(run_failures_keyed(occurrences, lambda m: m).summary())
+                failures["exception-type"].append(
+                    run_failures_keyed(occurrences, lambda m: m.split(":", 1)[0]).summary()
+                )
+        scale = run_scale(embedder, f"{tmp}/scale") if args.scale else None
+
+    results: dict[str, Any] = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()} {platform.system()}, python {platform.python_version()}",
+        "seeds": args.seeds,
+        "steps": args.steps,
+        "failure_occurrences": args.failures,
+        "config_overrides": overrides,
+        "decisions": {name: _mean_of(rows) for name, rows in decisions.items()},
+        "failures": {name: _mean_of(rows) for name, rows in failures.items()},
+        "failures_available": failures_available,
+        "scale": scale,
+    }
+    if decisions:
+        table = Table(title=f"Decisions ({args.seeds} seeds x {args.steps} steps, best action changes midway)")
+        for col in (
+            "system",
+            "success %",
+            "before change %",
+            "recovery %",
+            "after change %",
+            "top-1 unseen (before) %",
+            "top-1 unseen (end) %",
+            "ms/step",
+        ):
+            table.add_column(col, justify="right" if col != "system" else "left")
+        for name in DECISION_SYSTEMS:
+            r = results["decisions"][name]
+            table.add_row(
+                name,
+                _pct(r["success_rate"]),
+                _pct(r["before_change"]),
+                _pct(r["recovery"]),
+                _pct(r["after_change"]),
+                _pct(r["top1_unseen_before"]),
+                _pct(r["top1_unseen_after"]),
+                f"{r['ms_per_step']:.2f}",
+            )
+        console.print(table)
+        ours = results["decisions"]["engramdb"]
+        console.print(
+            f"engramdb suggest on held-out descriptions: recommends for {_pct(ours['recommend_coverage'])}% of "
+            f"the questions, right for {_pct(ours['recommend_precision'])}% of those "
+            f"(mean confidence {_pct(ours['recommend_mean_confidence'])}%)"
+        )
+    if failures:
+        table = Table(title=f"Recurring failures ({args.seeds} seeds x {args.failures} occurrences)")
+        for col in ("system", "first-try fix %", "patterns identified %", "recurring (true/found)", "ms/occurrence"):
+            table.add_column(col, justify="right" if col != "system" else "left")
+        for name, r in results["failures"].items():
+            found = r["found_recurring_patterns"]
+            table.add_row(
+                name,
+                _pct(r["first_try_fix_rate"]),
+                _pct(r["patterns_identified"]),
+                f"{r['true_recurring_patterns']:.0f}/{found:.1f}" if found is not None else "-",
+                f"{r['ms_per_occurrence']:.2f}",
+            )
+        console.print(table)
+        if not failures_available:
+            console.print("[yellow]mem.record_failure/solutions/failure_patterns not available: engramdb row skipped")
+    if scale:
+        console.print(
+            f"suggest over {scale['decisions']} decisions: p50 {scale['suggest_p50_ms']:.1f} ms, "
+            f"p95 {scale['suggest_p95_ms']:.1f} ms; choose p50 {scale['choose_p50_ms']:.1f} ms (query vector cached)"
+        )
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    console.print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,617 @@
+"""Retrieval benchmark: engramdb search against BM25 and vector-only, on the same data in the same run.
+
+Quality (default): LoCoMo and LongMemEval dev data from ../shared/bench-data (see bench/README.md),
+recall@5/10 of the evidence turns, overall and per category; plus a fusion study over the store's own
+keyword and vector candidate lists. Speed: batched ingest rate and search latency. Scale (``--scale``):
+search latency at 10k and 100k memories against a plain numpy scan of the same vectors.
+
+    python bench/retrieval.py                                  # full quality + speed run
+    python bench/retrieval.py --limit-conversations 1 --limit-questions 40 --skip-speed   # quick
+    python bench/retrieval.py --scale --skip-quality --skip-speed                          # scale only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from _data import LOCOMO_CATEGORIES, Doc, load_locomo, load_longmemeval
+from _systems import (
+    BM25Index,
+    Ranked,
+    VectorIndex,
+    fuse_convex,
+    fuse_rrf,
+    percentile,
+    recall_at_k,
+    session_recall_at_k,
+)
+from engramdb import Engram
+from engramdb.config import load_settings
+from engramdb.embeddings import CachedEmbedder, make_embedder
+from engramdb.retrieval.text import query_terms
+from engramdb.storage.base import Filter
+
+AGENT = "bench"
+KS = (5, 10)
+#: Turn ranking depth used for LongMemEval session recall (walk down to k distinct sessions).
+SESSION_DEPTH = 50
+#: Candidates per channel in the fusion study: what the engine fetches for a limit-10 search.
+FUSION_DEPTH = 50
+FUSION_WEIGHTS = (0.3, 0.5, 0.7)
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+# Wide enough for the tables when output goes to a file or a pipe.
+console = Console(width=None if sys.stdout.isatty() else 150)
+
+
+# -- bookkeeping ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Scores:
+    """Per-query measures of every system, grouped (LoCoMo category, LongMemEval question type)."""
+
+    #: system -> measure ("recall@5", "session_recall@10", ...) -> group -> values
+    values: dict[str, dict[str, dict[str, list[float]]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    )
+
+    def add(self, system: str, measure: str, group: str, value: float) -> None:
+        self.values[system][measure][group].append(value)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for system, measures in self.values.items():
+            out[system] = {}
+            for measure, groups in measures.items():
+                every = [v for vals in groups.values() for v in vals]
+                out[system][measure] = {
+                    "overall": _mean(every),
+                    "n": len(every),
+                    "groups": {g: {"mean": _mean(v), "n": len(v)} for g, v in sorted(groups.items())},
+                }
+        return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return statistics.fmean(finite) if finite else math.nan
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:.1f}"
+
+
+# -- one corpus, every system ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Query:
+    text: str
+    group: str
+    gold: tuple[str, ...]
+    gold_sessions: tuple[str, ...] = ()
+
+
+class Corpus:
+    """One indexed corpus (a LoCoMo conversation or a LongMemEval haystack) under every system."""
+
+    def __init__(self, docs: Sequence[Doc], embedder: CachedEmbedder) -> None:
+        self.docs = docs
+        self.session_of = {d.id: d.session for d in docs}
+        self.embedder = embedder
+        ids = [d.id for d in docs]
+        texts = [d.content for d in docs]
+        self.bm25 = BM25Index(ids, texts)
+        # Embedded once here; the engine's remember_many below gets the same vectors from the cache.
+        self.vectors = VectorIndex(ids, embedder.embed(texts))
+        self.mem = Engram(":memory:", embedder=embedder)
+        items = [
+            {
+                "content": d.content,
+                "agent": AGENT,
+                "kind": "conversation",
+                "metadata": {"turn": d.id, "session": d.session, "date": d.date},
+            }
+            for d in docs
+        ]
+        stored = self.mem.remember_many(items)
+        self.doc_of_memory = {m.id: str(m.metadata["turn"]) for m in stored}
+
+    def close(self) -> None:
+        self.mem.close()
+
+    def ours(self, query: str, limit: int) -> list[str]:
+        hits = self.mem.search(query, agent=AGENT, limit=limit)
+        return [str(h.memory.metadata["turn"]) for h in hits]
+
+    def channels(self, query: str, qvec: np.ndarray, depth: int) -> tuple[Ranked, Ranked]:
+        """The store's own keyword (FTS) and vector candidate lists, as doc ids."""
+        flt = Filter(agent=AGENT)
+        terms = query_terms(query)
+        kw = self.mem.store.keyword_candidates(terms, flt, limit=depth) if terms else []
+        vec = self.mem.store.vector_candidates(qvec, flt, limit=depth)
+        return (
+            [(self.doc_of_memory[c.id], c.score) for c in kw],
+            [(self.doc_of_memory[c.id], c.score) for c in vec],
+        )
+
+
+def fusion_variants(kw: Ranked, vec: Ranked) -> Iterator[tuple[str, list[str]]]:
+    """Every fusion rule of the study, applied to one pair of candidate lists."""
+    yield "keyword only", [d for d, _ in kw]
+    yield "vector only", [d for d, _ in vec]
+    for w in FUSION_WEIGHTS:
+        yield f"rrf k=60 w={w}", fuse_rrf(kw, vec, keyword_weight=w)
+    for norm in ("minmax", "zscore", "dbsf"):
+        for w in FUSION_WEIGHTS:
+            yield f"{norm} w={w}", fuse_convex(kw, vec, keyword_weight=w, norm=norm)
+
+
+def evaluate_corpus(
+    corpus: Corpus,
+    queries: Sequence[Query],
+    scores: Scores,
+    fusion: Scores | None,
+    *,
+    sessions: bool,
+    consistency: list[float],
+) -> None:
+    """Run every query of one corpus through every system and record the measures."""
+    qvecs = corpus.embedder.embed([q.text for q in queries])
+    depth = max(*KS, SESSION_DEPTH if sessions else 0)
+    for query, qvec in zip(queries, qvecs, strict=True):
+        rankings: dict[str, list[str]] = {
+            "bm25": [d for d, _ in corpus.bm25.search(query.text, depth)],
+            "vector": [d for d, _ in corpus.vectors.search(qvec, depth)],
+        }
+        # Ours is asked exactly as a user would: limit=k for recall@k.
+        ours_by_k = {k: corpus.ours(query.text, k) for k in KS}
+        top10 = ours_by_k[10]
+        consistency.append(float(ours_by_k[5] == top10[:5]))
+        for system, ranking in rankings.items():
+            for k in KS:
+                scores.add(system, f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
+        for k in KS:
+            scores.add("engramdb", f"recall@{k}", query.group, recall_at_k(ours_by_k[k], query.gold, k))
+        if sessions:
+            rankings["engramdb"] = corpus.ours(query.text, SESSION_DEPTH)
+            for system, ranking in rankings.items():
+                for k in KS:
+                    value = session_recall_at_k(ranking, corpus.session_of, query.gold_sessions, k)
+                    scores.add(system, f"session_recall@{k}", query.group, value)
+        if fusion is not None:
+            kw, vec = corpus.channels(query.text, qvec, FUSION_DEPTH)
+            bm25 = corpus.bm25.search(query.text, FUSION_DEPTH)
+            vec_np = corpus.vectors.search(qvec, FUSION_DEPTH)
+            for source, pair in (("fts", (kw, vec)), ("bm25", (bm25, vec_np))):
+                for name, ranking in fusion_variants(*pair):
+                    if source == "bm25" and name == "vector only":
+                        continue  # identical to the fts row's vector channel
+                    for k in KS:
+                        fusion.add(f"{source}: {name}", f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
+
+
+# -- data sets -------------------------------------------------------------------------------------
+
+
+def run_locomo(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, Any]:
+    conversations = load_locomo()[: args.limit_conversations]
+    scores, fusion = Scores(), (None if args.skip_fusion else Scores())
+    consistency: list[float] = []
+    started = time.perf_counter()
+    n_questions = 0
+    for conv in conversations:
+        questions = conv.questions[: args.limit_questions]
+        queries = [Query(text=q.text, group=LOCOMO_CATEGORIES[q.category], gold=q.evidence) for q in questions]
+        corpus = Corpus(conv.docs, embedder)
+        try:
+            evaluate_corpus(corpus, queries, scores, fusion, sessions=False, consistency=consistency)
+        finally:
+            corpus.close()
+        n_questions += len(queries)
+        console.log(f"LoCoMo {conv.sample_id}: {len(conv.docs)} turns, {len(queries)} questions")
+    return {
+        "conversations": [c.sample_id for c in conversations],
+        "questions": n_questions,
+        "dropped_no_evidence": sum(c.dropped for c in conversations),
+        "systems": scores.summary(),
+        "fusion_study": fusion.summary() if fusion is not None else None,
+        "engramdb_limit5_is_prefix_of_limit10": _mean(consistency),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, Any]:
+    questions = load_longmemeval(limit=args.limit_questions)
+    scores, fusion = Scores(), (None if args.skip_fusion else Scores())
+    consistency: list[float] = []
+    started = time.perf_counter()
+    for i, item in enumerate(questions, start=1):
+        query = Query(
+            text=item.text, group=item.question_type, gold=item.answer_turns, gold_sessions=item.answer_sessions
+        )
+        corpus = Corpus(item.docs, embedder)
+        try:
+            evaluate_corpus(corpus, [query], scores, fusion, sessions=True, consistency=consistency)
+        finally:
+            corpus.close()
+        embedder.cache_clear()  # haystacks barely overlap: bound memory (the cache file keeps them)
+        if i % 10 == 0 or i == len(questions):
+            console.log(f"LongMemEval: {i}/{len(questions)} questions ({time.perf_counter() - started:.0f} s)")
+    return {
+        "questions": len(questions),
+        "systems": scores.summary(),
+        "fusion_study": fusion.summary() if fusion is not None else None,
+        "engramdb_limit5_is_prefix_of_limit10": _mean(consistency),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+# -- speed -----------------------------------------------------------------------------------------
+
+
+def _ms(fn: Callable[[], object]) -> float:
+    """Wall time of one call, in milliseconds."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def _latency(ms: Sequence[float]) -> dict[str, float]:
+    return {"p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95), "mean_ms": statistics.fmean(ms)}
+
+
+def _load() -> list[float]:
+    """1/5/15-minute load averages: other engineers share the 2 cores, so each timing records them."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _search_latency(mem: Engram, embedder: CachedEmbedder, questions: Sequence[str]) -> dict[str, Any]:
+    """Interleaved per query: a search that embeds the query, then the same search with the vector cached.
+
+    Interleaving exposes both variants to the same background load; their difference is
+    the query embedding.
+    """
+    for q in questions[:10]:
+        mem.search(q, agent=AGENT, limit=10)  # warm-up: model, page cache, vector matrix
+    with_embed, without = [], []
+    for q in questions:
+        embedder.cache_clear()
+        with_embed.append(_ms(lambda q=q: mem.search(q, agent=AGENT, limit=10)))
+        without.append(_ms(lambda q=q: mem.search(q, agent=AGENT, limit=10)))
+    return {
+        "search_with_query_embedding": _latency(with_embed),
+        "search_without_query_embedding": _latency(without),
+    }
+
+
+def run_speed(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) -> dict[str, Any]:
+    """Batched ingest of short texts into a fresh on-disk store; search latency on it."""
+    conversations = load_locomo()
+    texts = [d.content for c in conversations for d in c.docs][: args.ingest_count]
+    questions = [q.text for c in conversations for q in c.questions][: args.latency_queries]
+    items = [{"content": t, "agent": AGENT, "kind": "conversation"} for t in texts]
+    out: dict[str, Any] = {
+        "ingest_texts": len(texts),
+        "mean_chars": statistics.fmean(len(t) for t in texts),
+        "load_before": _load(),
+    }
+    with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
+        # Each measurement gets a fresh embedder (empty cache), so every text is embedded for real.
+        raw = make_raw()
+        raw.embed(["warm up the model"])
+        t0 = time.perf_counter()
+        for start in range(0, len(texts), 64):
+            raw.embed(texts[start : start + 64])
+        embed_s = time.perf_counter() - t0
+        out["embedding_only"] = {"seconds": embed_s, "texts_per_s": len(texts) / embed_s}
+        embedder = make_raw()
+        embedder.embed(["warm up the model"])
+        with Engram(Path(tmp) / "store", embedder=embedder) as mem:
+            t0 = time.perf_counter()
+            mem.remember_many(items)
+            ingest_s = time.perf_counter() - t0
+            out["ingest_one_call"] = {"seconds": ingest_s, "memories_per_s": len(texts) / ingest_s}
+            out["search_store_size"] = mem.count(agent=AGENT)
+            out.update(_search_latency(mem, embedder, questions))
+        embedder = make_raw()
+        embedder.embed(["warm up the model"])
+        with Engram(Path(tmp) / "store2", embedder=embedder) as mem:
+            t0 = time.perf_counter()
+            for start in range(0, len(items), 100):
+                mem.remember_many(items[start : start + 100])
+            chunk_s = time.perf_counter() - t0
+            out["ingest_chunks_of_100"] = {"seconds": chunk_s, "memories_per_s": len(texts) / chunk_s}
+    out["load_after"] = _load()
+    return out
+
+
+# -- scale -----------------------------------------------------------------------------------------
+
+
+def _scale_texts(n: int, rng: np.random.Generator) -> list[str]:
+    """Realistic short texts for the keyword index: LoCoMo turns and LongMemEval user turns, reused, shuffled."""
+    pool = [d.content for c in load_locomo() for d in c.docs]
+    for item in load_longmemeval(limit=20):
+        pool.extend(d.content[:400] for d in item.docs if d.content.startswith("user: "))
+    picks = rng.integers(0, len(pool), size=n)
+    return [pool[i] for i in picks]
+
+
+def _numpy_top(matrix: np.ndarray, vector: np.ndarray, k: int) -> np.ndarray:
+    """The reference: a plain exact scan of the same matrix, top k best first."""
+    sims = matrix @ vector
+    top = np.argpartition(-sims, k - 1)[:k]
+    return top[np.argsort(-sims[top])]
+
+
+def run_scale(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) -> dict[str, Any]:
+    """Search latency at scale: store vector scan and full search against a plain numpy scan, same vectors.
+
+    Memories go in through ``store.add`` with synthetic unit vectors (embedding 100k texts would
+    take minutes and does not change the cost of a scan); their texts are real turns, so the
+    keyword channel of the full search has realistic postings.
+    """
+    from engramdb._util import new_id, utcnow
+    from engramdb.models import Memory
+
+    rng = np.random.default_rng(0)
+    embedder = make_raw()
+    questions = [q.text for c in load_locomo() for q in c.questions][: args.latency_queries]
+    qvecs = embedder.embed(questions)
+    results: dict[str, Any] = {
+        "vectors": "synthetic unit vectors (Gaussian, normalised) inserted with store.add; texts are real turns",
+        "queries": len(questions),
+        "candidates": 50,
+    }
+    flt = Filter(agent=AGENT)
+    with (
+        tempfile.TemporaryDirectory(prefix="engram-scale-") as tmp,
+        Engram(Path(tmp) / "store", embedder=embedder) as mem,
+    ):
+        matrix = np.zeros((0, embedder.dim), dtype=np.float32)
+        for size in args.scale_sizes:
+            grow = size - matrix.shape[0]
+            texts = _scale_texts(grow, rng)
+            vecs = rng.standard_normal((grow, embedder.dim)).astype(np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+            t0 = time.perf_counter()
+            for start in range(0, grow, 5000):
+                now = utcnow()
+                batch = [
+                    Memory(id=new_id(), agent=AGENT, kind="conversation", content=t, created_at=now, updated_at=now)
+                    for t in texts[start : start + 5000]
+                ]
+                mem.store.add(batch, vecs[start : start + 5000], model_id=embedder.model_id, actor=AGENT)
+            insert_s = time.perf_counter() - t0
+            matrix = np.concatenate([matrix, vecs])
+            console.log(f"scale: {size} memories ({grow} inserted in {insert_s:.1f} s)")
+            load_before = _load()
+            for v in qvecs[:10]:  # warm-up: the first search loads the store's vector matrix
+                mem.store.vector_candidates(v, flt, limit=50)
+                _numpy_top(matrix, v, 50)
+            npy, vc = [], []
+            # Interleaved, so both see the same background load.
+            for v in qvecs:
+                npy.append(_ms(lambda v=v, m=matrix: _numpy_top(m, v, 50)))
+                vc.append(_ms(lambda v=v: mem.store.vector_candidates(v, flt, limit=50)))
+            results[str(size)] = {
+                "insert_seconds": insert_s,
+                "numpy_scan_top50": _latency(npy),
+                "store_vector_candidates_top50": _latency(vc),
+                "vector_candidates_over_numpy_p50": percentile(vc, 50) / percentile(npy, 50),
+                **_search_latency(mem, embedder, questions),
+                "load_before": load_before,
+                "load_after": _load(),
+            }
+    return results
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+
+def _quality_table(title: str, systems: dict[str, Any], measures: Sequence[str], groups: Sequence[str]) -> Table:
+    table = Table(title=title)
+    table.add_column("system")
+    for m in measures:
+        table.add_column(m, justify="right")
+    for g in groups:
+        table.add_column(f"{g} @10", justify="right")
+    for name, data in systems.items():
+        row = [name]
+        row += [_pct(data[m]["overall"]) for m in measures]
+        at10 = data[measures[-1] if measures[-1].endswith("@10") else "recall@10"]["groups"]
+        row += [_pct(at10.get(g, {"mean": math.nan})["mean"]) for g in groups]
+        table.add_row(*row)
+    return table
+
+
+def _fusion_table(title: str, study: dict[str, Any]) -> Table:
+    table = Table(title=title)
+    table.add_column("channels: rule")
+    table.add_column("recall@5", justify="right")
+    table.add_column("recall@10", justify="right")
+    for name, data in study.items():
+        table.add_row(name, _pct(data["recall@5"]["overall"]), _pct(data["recall@10"]["overall"]))
+    return table
+
+
+def report(results: dict[str, Any]) -> None:
+    if "locomo" in results:
+        lo = results["locomo"]
+        groups = list(LOCOMO_CATEGORIES.values())
+        console.print(
+            _quality_table(
+                f"LoCoMo dev: {lo['questions']} questions, recall of evidence turns (%)",
+                lo["systems"],
+                ["recall@5", "recall@10"],
+                groups,
+            )
+        )
+        if lo["fusion_study"]:
+            console.print(_fusion_table("LoCoMo fusion study (candidate depth 50 per channel)", lo["fusion_study"]))
+    if "longmemeval" in results:
+        lme = results["longmemeval"]
+        groups = sorted({g for s in lme["systems"].values() for g in s["recall@10"]["groups"]})
+        console.print(
+            _quality_table(
+                f"LongMemEval_S dev: {lme['questions']} questions (turn recall; session recall; per type: turn @10)",
+                lme["systems"],
+                ["session_recall@5", "session_recall@10", "recall@5", "recall@10"],
+                [],
+            )
+        )
+        console.print(
+            _quality_table("LongMemEval per question type, turn recall@10 (%)", lme["systems"], ["recall@10"], groups)
+        )
+        if lme["fusion_study"]:
+            console.print(_fusion_table("LongMemEval fusion study (turn recall)", lme["fusion_study"]))
+    if "speed" in results:
+        sp = results["speed"]
+        table = Table(title=f"Speed ({sp['ingest_texts']} LoCoMo turns, mean {sp['mean_chars']:.0f} chars)")
+        table.add_column("measure")
+        table.add_column("value", justify="right")
+        table.add_row("ingest, one remember_many call", f"{sp['ingest_one_call']['memories_per_s']:.0f} memories/s")
+        table.add_row("ingest, remember_many per 100", f"{sp['ingest_chunks_of_100']['memories_per_s']:.0f} memories/s")
+        table.add_row("embedding alone (batches of 64)", f"{sp['embedding_only']['texts_per_s']:.0f} texts/s")
+        table.add_row("load average (1 min) before / after", f"{sp['load_before'][0]:.1f} / {sp['load_after'][0]:.1f}")
+        for key, label in (
+            ("search_with_query_embedding", "search limit=10 incl. query embedding"),
+            ("search_without_query_embedding", "search limit=10 excl. query embedding"),
+        ):
+            table.add_row(f"{label}, p50 / p95", f"{sp[key]['p50_ms']:.2f} / {sp[key]['p95_ms']:.2f} ms")
+        console.print(table)
+    if "scale" in results:
+        sc = results["scale"]
+        table = Table(title="Scale: latency p50 / p95 (ms); synthetic unit vectors, real texts")
+        table.add_column("memories")
+        columns = (
+            ("numpy_scan_top50", "numpy scan (top 50)"),
+            ("store_vector_candidates_top50", "store.vector_candidates"),
+            ("search_without_query_embedding", "mem.search excl. q-embed"),
+            ("search_with_query_embedding", "mem.search incl. q-embed"),
+        )
+        for _, label in columns:
+            table.add_column(label, justify="right")
+        table.add_column("load (1 min)", justify="right")
+        for size in (k for k in sc if k.isdigit()):
+            d = sc[size]
+            cells = [f"{d[k]['p50_ms']:.2f} / {d[k]['p95_ms']:.2f}" for k, _ in columns]
+            table.add_row(size, *cells, f"{d['load_before'][0]:.1f}")
+        console.print(table)
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": sys.version.split()[0], "platform": platform.platform()}
+
+
+def _jsonable(value: Any) -> Any:
+    """NaN (an empty group) becomes null: strict JSON has no NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_jsonable(data), indent=2) + "\n", encoding="utf-8")
+    console.print(f"wrote {path}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="locomo,longmemeval", help="comma-separated: locomo, longmemeval")
+    parser.add_argument("--limit-conversations", type=int, default=None, help="LoCoMo: first N conversations")
+    parser.add_argument(
+        "--limit-questions", type=int, default=None, help="LoCoMo: first N per conversation; LongMemEval: first N"
+    )
+    parser.add_argument("--skip-quality", action="store_true", help="no LoCoMo/LongMemEval recall run")
+    parser.add_argument("--skip-fusion", action="store_true", help="no fusion study")
+    parser.add_argument("--skip-speed", action="store_true", help="no ingest/latency run")
+    parser.add_argument("--ingest-count", type=int, default=2000, help="texts for the ingest measurement")
+    parser.add_argument("--latency-queries", type=int, default=210, help="queries for latency measurements")
+    parser.add_argument("--scale", action="store_true", help="also run the 10k/100k scale run")
+    parser.add_argument("--scale-sizes", default="10000,100000", help="comma-separated store sizes")
+    parser.add_argument(
+        "--embed-cache",
+        default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"),
+        help="SQLite file keeping quality-run vectors across runs ('none': no file)",
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "retrieval.json", help="quality/speed JSON")
+    parser.add_argument("--scale-out", type=Path, default=RESULTS_DIR / "scale.json", help="scale-run JSON")
+    args = parser.parse_args(argv)
+    args.scale_sizes = sorted(int(s) for s in args.scale_sizes.split(","))
+
+    settings = load_settings()
+
+    def make_raw() -> CachedEmbedder:
+        """A fresh embedder as Engram() would make it (the model behind an empty in-memory cache)."""
+        emb = make_embedder(settings)
+        assert isinstance(emb, CachedEmbedder)
+        return emb
+
+    header: dict[str, Any] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    }
+    base = make_raw()
+    header["embedder"] = base.model_id
+    # Quality runs embed every text once (the engine and the vector-only baseline share vectors);
+    # an optional cache file keeps them across runs. Speed and scale runs use fresh embedders.
+    cache_path = None if args.embed_cache == "none" else Path(args.embed_cache).expanduser()
+    if cache_path is not None:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+    embedder = CachedEmbedder(base, size=200_000, path=cache_path)
+    header["embed_cache"] = str(cache_path) if cache_path else None
+    datasets = {d.strip() for d in args.datasets.split(",") if d.strip()}
+    results: dict[str, Any] = dict(header)
+    if not args.skip_quality:
+        if "locomo" in datasets:
+            results["locomo"] = run_locomo(args, embedder)
+            embedder.cache_clear()
+        if "longmemeval" in datasets:
+            results["longmemeval"] = run_longmemeval(args, embedder)
+    if not args.skip_speed:
+        results["speed"] = run_speed(args, make_raw)
+    if len(results) > len(header):
+        report(results)
+        _write(args.out, results)
+    if args.scale:
+        scale = {**header, "scale": run_scale(args, make_raw)}
+        report(scale)
+        _write(args.scale_out, scale)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

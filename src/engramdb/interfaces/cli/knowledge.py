@@ -1,0 +1,127 @@
+"""``engram knowledge ...``: move what agents know between stores and agents (export, import, merge)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from engramdb.errors import ValidationError
+from engramdb.interfaces.cli._common import JsonOption, StoreOption, console, emit_json, new_group, open_engram
+
+__all__ = ["app"]
+
+app = new_group("knowledge", "Export, import and merge agents' knowledge (versioned JSONL files).")
+
+DomainOption = Annotated[
+    str | None,
+    typer.Option("--domain", "--tag", metavar="TAG", help="Only memories carrying this tag.", show_default=False),
+]
+FileOption = Annotated[
+    str | None,
+    typer.Option("--file", "-f", metavar="FILE", help="The knowledge file; '-' for standard input/output."),
+]
+
+
+def _plural(n: int) -> str:
+    return f"{n} memor{'y' if n == 1 else 'ies'}"
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    *,
+    agent: Annotated[str, typer.Option("--agent", "-a", metavar="AGENT", help="Whose memories to export.")],
+    domain: DomainOption = None,
+    file: FileOption = None,
+    with_vectors: Annotated[
+        bool, typer.Option("--with-vectors", help="Include the vectors (spares re-embedding on import).")
+    ] = False,
+    with_history: Annotated[bool, typer.Option("--with-history", help="Include each memory's change history.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write an agent's own memories (of a domain) to a knowledge file, or to standard output.
+
+    The file keeps ids, timestamps, statistics, tags, metadata and visibility, with a header
+    (format version, embedding model, counts, sha256 checksum) so an import can verify it.
+    """
+    to_stdout = file in (None, "-")
+    if to_stdout and as_json:
+        raise ValidationError("--json reports on stdout, so it needs --file to write the knowledge elsewhere")
+    with open_engram(ctx, store) as mem:
+        target = sys.stdout.buffer if to_stdout else Path(file or "")
+        count = mem.export_knowledge(
+            target, agent=agent, tag=domain, with_vectors=with_vectors, with_history=with_history
+        )
+    if to_stdout:
+        return
+    if as_json:
+        emit_json({"exported": count, "file": file, "agent": agent, "domain": domain})
+    else:
+        console().print(f"Exported {_plural(count)} of {escape(repr(agent))} to {escape(str(file))}.")
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    *,
+    file: Annotated[
+        str, typer.Option("--file", "-f", metavar="FILE", help="The knowledge file; '-' reads standard input.")
+    ],
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", "-a", metavar="AGENT", help="Import every memory as this agent's.", show_default=False),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and count; write nothing.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import a knowledge file: validated completely first, then written all at once (or not at all).
+
+    Secrets are redacted and near-duplicates merge into existing memories, as for any write.
+    """
+    source = sys.stdin.buffer if file == "-" else Path(file)
+    if isinstance(source, Path) and not source.is_file():
+        raise ValidationError(f"no such file: {file}")
+    with open_engram(ctx, store) as mem:
+        count = mem.import_knowledge(source, agent=agent, dry_run=dry_run)
+    if as_json:
+        emit_json({"imported": count, "file": file, "agent": agent, "dry_run": dry_run})
+        return
+    verb = "Would import" if dry_run else "Imported"
+    console().print(f"{verb} {_plural(count)} from {escape(file)} (added or merged).")
+
+
+@app.command()
+def merge(
+    ctx: typer.Context,
+    *,
+    from_agent: Annotated[
+        str, typer.Option("--from-agent", "--from", metavar="AGENT", help="The agent whose knowledge to take.")
+    ],
+    to_agent: Annotated[
+        str,
+        typer.Option("--to-agent", "--to", "--agent", "-a", metavar="AGENT", help="The agent receiving it."),
+    ] = "default",
+    domain: DomainOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Merge another agent's knowledge (of a domain) into an agent's own memories.
+
+    Takes what the giver owns, and what was shared with it that the receiver may read
+    anyway. Near-duplicates merge with their statistics combined; provenance is kept.
+    Running it again changes nothing.
+    """
+    with open_engram(ctx, store) as mem:
+        count = mem.merge_knowledge(from_agent=from_agent, to_agent=to_agent, tag=domain)
+    if as_json:
+        emit_json({"merged": count, "from_agent": from_agent, "to_agent": to_agent, "domain": domain})
+        return
+    console().print(
+        f"Merged {_plural(count)} of {escape(repr(from_agent))} into {escape(repr(to_agent))} (copied or combined)."
+    )

@@ -1,0 +1,423 @@
+"""``engram memory ...``: record, find, inspect, change and forget memories."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from engramdb import Engram
+from engramdb.errors import ValidationError
+from engramdb.interfaces.cli._common import (
+    AgentOption,
+    JsonOption,
+    KindsOption,
+    LimitOption,
+    MetaOption,
+    OptionalAgentOption,
+    StoreOption,
+    TagsOption,
+    check_kind,
+    check_visibility,
+    console,
+    emit_json,
+    history_table,
+    hits_table,
+    memories_table,
+    memory_detail,
+    new_group,
+    open_engram,
+    parse_meta,
+    parse_value,
+    shorten,
+)
+
+__all__ = ["app"]
+
+app = new_group("memory", "Record, search, inspect, update and forget memories.")
+
+OUTCOME_PANEL = "Outcome record (instead of CONTENT)"
+
+IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The memory's full id.", show_default=False)]
+TagOption = Annotated[
+    list[str] | None,
+    typer.Option("--tag", metavar="TAG", help="A tag (repeatable).", show_default=False),
+]
+ConfidenceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--confidence", metavar="0..1", min=0.0, max=1.0, help="Confidence in this memory.", show_default=False
+    ),
+]
+VisibilityOption = Annotated[
+    str | None,
+    typer.Option(
+        "--visibility",
+        metavar="VISIBILITY",
+        help="Who may read it: private (the agent only), shared, or public (every agent). Default: private.",
+        show_default=False,
+    ),
+]
+
+
+def _kinds(kinds: list[str] | None) -> list[str] | None:
+    for kind in kinds or ():
+        check_kind(kind)
+    return list(kinds) if kinds else None
+
+
+def _outcome(raw: str) -> str | bool | float:
+    """An ``--outcome`` value: a word (success/failure/partial), a boolean, or a reward in [-1, 1]."""
+    value = parse_value(raw.strip())
+    if isinstance(value, bool | int | float):
+        return value if isinstance(value, bool) else float(value)
+    # Anything else goes to the library as given: it owns the list of accepted words.
+    return raw.strip()
+
+
+@app.command()
+def record(
+    ctx: typer.Context,
+    content: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="CONTENT", help="What to remember ('-' reads it from standard input).", show_default=False
+        ),
+    ] = None,
+    *,
+    agent: AgentOption = "default",
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--type",
+            "--kind",
+            "-t",
+            metavar="KIND",
+            help="Kind of memory: decision, failure, success, episode, knowledge, preference, code_pattern, "
+            "conversation, collaboration. Default: knowledge.",
+            show_default=False,
+        ),
+    ] = None,
+    tags: TagOption = None,
+    meta: MetaOption = None,
+    visibility: VisibilityOption = None,
+    confidence: ConfidenceOption = None,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            metavar="TEXT",
+            help="The situation the decision was made in.",
+            show_default=False,
+            rich_help_panel=OUTCOME_PANEL,
+        ),
+    ] = None,
+    action: Annotated[
+        str | None,
+        typer.Option(
+            "--action", metavar="TEXT", help="What was done.", show_default=False, rich_help_panel=OUTCOME_PANEL
+        ),
+    ] = None,
+    outcome: Annotated[
+        str | None,
+        typer.Option(
+            "--outcome",
+            metavar="OUTCOME",
+            help="success, failure, partial, true/false, or a reward in [-1, 1].",
+            show_default=False,
+            rich_help_panel=OUTCOME_PANEL,
+        ),
+    ] = None,
+    alternatives: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--alternative",
+            metavar="ACTION",
+            help="Another action that was possible (repeatable).",
+            show_default=False,
+            rich_help_panel=OUTCOME_PANEL,
+        ),
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration",
+            metavar="SECONDS",
+            min=0.0,
+            help="How long the action took.",
+            show_default=False,
+            rich_help_panel=OUTCOME_PANEL,
+        ),
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remember something, or record how an action turned out.
+
+    Give either CONTENT (a memory of any kind),
+    or --context, --action and --outcome together (a decision and its outcome, for the learning engine).
+    """
+    check_kind(kind)
+    check_visibility(visibility)
+    metadata = parse_meta(meta)
+    if context is None and action is None and outcome is None:
+        if content is None:
+            raise ValidationError("nothing to record: give CONTENT, or --context, --action and --outcome")
+        if alternatives or duration is not None:
+            raise ValidationError("--alternative and --duration only apply to --context/--action/--outcome")
+        text = sys.stdin.read() if content == "-" else content
+        if not text.strip():
+            raise ValidationError("content must not be empty")
+        with open_engram(ctx, store) as mem:
+            memory = mem.remember(
+                text,
+                agent=agent,
+                kind=kind or "knowledge",
+                tags=tuple(tags or ()),
+                metadata=metadata or None,
+                visibility=visibility or "private",
+                confidence=confidence,
+            )
+    else:
+        if content is not None:
+            raise ValidationError("give either CONTENT or --context/--action/--outcome, not both")
+        if context is None or action is None or outcome is None:
+            trio = {"--context": context, "--action": action, "--outcome": outcome}
+            missing = ", ".join(name for name, value in trio.items() if value is None)
+            raise ValidationError(f"--context, --action and --outcome go together (missing {missing})")
+        if kind not in (None, "decision"):
+            raise ValidationError(f"an outcome record is a decision, not {kind!r}: drop --type or use decision")
+        content_only = {"--tag": tags, "--visibility": visibility, "--confidence": confidence}
+        extra = [name for name, value in content_only.items() if value is not None]
+        if extra:
+            raise ValidationError(f"{', '.join(extra)} cannot be used with --context/--action/--outcome")
+        # The learning API may be missing from a build: say so (before a store is created).
+        if not hasattr(Engram, "record"):
+            raise ValidationError("outcome recording is not available in this version")
+        with open_engram(ctx, store) as mem:
+            memory = mem.record(  # type: ignore[attr-defined,unused-ignore]
+                context,
+                action,
+                _outcome(outcome),
+                agent=agent,
+                alternatives=tuple(alternatives or ()),
+                duration=duration,
+                metadata=metadata or None,
+            )
+
+    if as_json:
+        emit_json(memory.to_dict())
+    else:
+        out = console()
+        out.print(f"Remembered [cyan]{memory.id}[/] ({memory.kind}, agent {escape(memory.agent)})")
+        if memory.redacted:
+            # Worth saying out loud: what was stored is not exactly what was typed.
+            out.print(f"[dim]Replaced before storing: {escape(', '.join(memory.redacted))}[/]")
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    *,
+    agent: AgentOption = "default",
+    kinds: KindsOption = None,
+    tags: TagsOption = None,
+    limit: LimitOption = 100,
+    offset: Annotated[int, typer.Option("--offset", metavar="N", min=0, help="Skip this many first.")] = 0,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List an agent's memories (its own and those shared with it), newest first."""
+    kind_filter = _kinds(kinds)
+    with open_engram(ctx, store) as mem:
+        memories = mem.list(agent=agent, kind=kind_filter, tags=tags or None, limit=limit, offset=offset)
+    if as_json:
+        emit_json([m.to_dict() for m in memories])
+        return
+    if not memories:
+        console().print(f"No memories for agent {escape(repr(agent))}.")
+        return
+    out = console()
+    out.print(memories_table(memories, agent=agent, width=out.width))
+
+
+def _search(
+    ctx: typer.Context,
+    query: str,
+    *,
+    agent: str,
+    kinds: list[str] | None,
+    tags: list[str] | None,
+    limit: int,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    kind_filter = _kinds(kinds)
+    if not query.strip():
+        raise ValidationError("the query must not be empty")
+    with open_engram(ctx, store) as mem:
+        hits = mem.search(query, agent=agent, kind=kind_filter, tags=tags or None, limit=limit)
+    if as_json:
+        emit_json([h.to_dict() for h in hits])
+        return
+    if not hits:
+        console().print(f"Nothing found for {escape(repr(query))}.")
+        return
+    out = console()
+    out.print(hits_table(hits, agent=agent, width=out.width))
+
+
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for, in words.", show_default=False)],
+    *,
+    agent: AgentOption = "default",
+    kinds: KindsOption = None,
+    tags: TagsOption = None,
+    limit: LimitOption = 10,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Find memories by meaning and keywords, best first."""
+    _search(ctx, query, agent=agent, kinds=kinds, tags=tags, limit=limit, store=store, as_json=as_json)
+
+
+@app.command()
+def retrieve(
+    ctx: typer.Context,
+    *,
+    context: Annotated[
+        str,
+        typer.Option("--context", "-c", metavar="TEXT", help="The situation at hand, in words.", show_default=False),
+    ],
+    agent: AgentOption = "default",
+    kinds: KindsOption = None,
+    tags: TagsOption = None,
+    limit: LimitOption = 10,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Recall the memories most relevant to a context (search, phrased for agents)."""
+    _search(ctx, context, agent=agent, kinds=kinds, tags=tags, limit=limit, store=store, as_json=as_json)
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    memory_id: IdArgument,
+    *,
+    agent: OptionalAgentOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one memory in full."""
+    with open_engram(ctx, store) as mem:
+        memory = mem.get(memory_id, agent=agent)
+    if as_json:
+        emit_json(memory.to_dict())
+    else:
+        console().print(memory_detail(memory))
+
+
+@app.command()
+def update(
+    ctx: typer.Context,
+    memory_id: IdArgument,
+    *,
+    content: Annotated[
+        str | None, typer.Option("--content", metavar="TEXT", help="New content.", show_default=False)
+    ] = None,
+    tags: Annotated[
+        list[str] | None,
+        typer.Option("--tag", metavar="TAG", help="New tags, replacing the old ones (repeatable).", show_default=False),
+    ] = None,
+    clear_tags: Annotated[bool, typer.Option("--clear-tags", help="Remove every tag.")] = False,
+    meta: MetaOption = None,
+    confidence: ConfidenceOption = None,
+    kind: Annotated[
+        str | None, typer.Option("--type", "--kind", "-t", metavar="KIND", help="New kind.", show_default=False)
+    ] = None,
+    visibility: VisibilityOption = None,
+    agent: OptionalAgentOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change a memory. --meta entries are merged into its metadata; --tag replaces its tags."""
+    check_kind(kind)
+    check_visibility(visibility)
+    metadata = parse_meta(meta)
+    if tags and clear_tags:
+        raise ValidationError("give --tag or --clear-tags, not both")
+    if content is not None and not content.strip():
+        raise ValidationError("content must not be empty")
+    changes: dict[str, Any] = {}
+    if content is not None:
+        changes["content"] = content
+    if tags or clear_tags:
+        changes["tags"] = tuple(tags or ())
+    if confidence is not None:
+        changes["confidence"] = confidence
+    if kind is not None:
+        changes["kind"] = kind
+    if visibility is not None:
+        changes["visibility"] = visibility
+    if not changes and not metadata:
+        raise ValidationError(
+            "nothing to update: give --content, --tag, --clear-tags, --meta, --confidence, --type or --visibility"
+        )
+    with open_engram(ctx, store) as mem:
+        if metadata:
+            current = mem.get(memory_id, agent=agent)
+            changes["metadata"] = {**current.metadata, **metadata}
+        memory = mem.update(memory_id, agent=agent, **changes)
+    if as_json:
+        emit_json(memory.to_dict())
+    else:
+        console().print(f"Updated [cyan]{memory.id}[/]")
+
+
+@app.command()
+def forget(
+    ctx: typer.Context,
+    memory_id: IdArgument,
+    *,
+    agent: OptionalAgentOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Forget a memory: its content is erased and its history scrubbed (a tombstone stays)."""
+    with open_engram(ctx, store) as mem:
+        memory = mem.get(memory_id, agent=agent)
+        if not (yes or as_json):
+            if not sys.stdin.isatty():
+                raise ValidationError("refusing to forget without confirmation: pass --yes")
+            question = f"Forget {memory.id} ({memory.kind}: {shorten(memory.content, 60)!r})?"
+            if not typer.confirm(question, default=False):
+                raise typer.Abort
+        mem.forget(memory_id, agent=agent)
+    if as_json:
+        emit_json({"id": memory.id, "forgotten": True})
+    else:
+        console().print(f"Forgot [cyan]{memory.id}[/]")
+
+
+@app.command()
+def history(
+    ctx: typer.Context,
+    memory_id: IdArgument,
+    *,
+    agent: OptionalAgentOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show how a memory changed over time, oldest first."""
+    with open_engram(ctx, store) as mem:
+        changes = mem.history(memory_id, agent=agent)
+    if as_json:
+        emit_json([c.to_dict() for c in changes])
+    else:
+        console().print(history_table(changes))

@@ -1,0 +1,402 @@
+"""Execution patterns and performance analytics over outcome records. Pure: values in, values out.
+
+Everything here is computed from :class:`~engramdb.learning.records.DecisionRecord`
+values (decision memories read back): per-action and per-category success with
+Beta credible intervals, trends decided by a Cochran-Armitage test
+(:func:`~engramdb.learning.stats.trend_test`), success rate over time in calendar
+buckets, and recurring (context, action) patterns filtered by success rate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from engramdb.errors import ValidationError
+from engramdb.learning.records import DecisionRecord, normalise_context
+from engramdb.learning.stats import TrendTest, credible_intervals, exact_intervals, trend_test
+from engramdb.models import OptionStats
+
+__all__ = [
+    "GENERAL",
+    "CategoryTrend",
+    "ExecutionMatch",
+    "Pattern",
+    "RateFilter",
+    "TimelinePoint",
+    "action_stats",
+    "category_trends",
+    "parse_rate_filter",
+    "patterns",
+    "timeline",
+]
+
+#: The category of outcome records recorded without one.
+GENERAL: Final = "general"
+
+
+def _option_stats(groups: Iterable[tuple[str, float, float]], *, level: float) -> list[OptionStats]:
+    """(name, successes, attempts) as OptionStats with a Beta(1, 1) posterior, best first."""
+    rows = list(groups)
+    if not rows:
+        return []
+    alpha = [1.0 + s for _, s, _ in rows]
+    beta = [1.0 + max(0.0, n - s) for _, s, n in rows]
+    low, high = credible_intervals(alpha, beta, level=level)
+    out = [
+        OptionStats(action=name, successes=s, attempts=n, success_rate=a / (a + b), low=float(lo), high=float(hi))
+        for (name, s, n), a, b, lo, hi in zip(rows, alpha, beta, low, high, strict=True)
+    ]
+    out.sort(key=lambda o: (-o.success_rate, -o.attempts, o.action))
+    return out
+
+
+def action_stats(records: Iterable[DecisionRecord], *, level: float = 0.95) -> list[OptionStats]:
+    """Success of each action over all the given records (whatever the context), best first."""
+    succ: dict[str, float] = defaultdict(float)
+    att: dict[str, float] = defaultdict(float)
+    for r in records:
+        succ[r.action] += r.success
+        att[r.action] += 1.0
+    return _option_stats(((a, succ[a], att[a]) for a in att), level=level)
+
+
+# -- similar executions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionMatch:
+    """A past execution (or any outcome record) similar to a new task."""
+
+    record: DecisionRecord
+    #: Cosine similarity of its task description to the new one.
+    similarity: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {**self.record.to_dict(), "similarity": self.similarity}
+
+
+# -- trends per category -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CategoryTrend:
+    """How one category of tasks is going: success, duration, what works, and the trend."""
+
+    category: str
+    executions: int
+    successes: float
+    #: Posterior mean (Beta(1, 1) prior) and credible interval of the success rate.
+    success_rate: float
+    low: float
+    high: float
+    average_duration: float | None
+    #: Approaches (actions) best first.
+    best_approaches: list[OptionStats] = field(default_factory=list)
+    #: Success factors and tools named most often in successful runs, with their counts.
+    success_factors: list[tuple[str, int]] = field(default_factory=list)
+    tools: list[tuple[str, int]] = field(default_factory=list)
+    trend: TrendTest
+    first_at: datetime
+    last_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "category": self.category,
+            "executions": self.executions,
+            "successes": self.successes,
+            "success_rate": self.success_rate,
+            "low": self.low,
+            "high": self.high,
+            "average_duration": self.average_duration,
+            "best_approaches": [_option_dict(o) for o in self.best_approaches],
+            "success_factors": [{"name": n, "count": c} for n, c in self.success_factors],
+            "tools": [{"name": n, "count": c} for n, c in self.tools],
+            "trend": self.trend.to_dict(),
+            "first_at": self.first_at.isoformat(),
+            "last_at": self.last_at.isoformat(),
+        }
+
+
+def _option_dict(o: OptionStats) -> dict[str, Any]:
+    return {
+        "action": o.action,
+        "successes": o.successes,
+        "attempts": o.attempts,
+        "success_rate": o.success_rate,
+        "low": o.low,
+        "high": o.high,
+    }
+
+
+def category_trends(
+    records: Iterable[DecisionRecord],
+    *,
+    alpha: float = 0.05,
+    min_n: int = 10,
+    level: float = 0.95,
+    top: int = 3,
+) -> list[CategoryTrend]:
+    """Per category (records without one are ``general``): success, duration, best approaches, trend.
+
+    Most executions first. The trend is a Cochran-Armitage test over the category's
+    outcomes in time order (see :func:`~engramdb.learning.stats.trend_test`).
+    """
+    by_cat: dict[str, list[DecisionRecord]] = defaultdict(list)
+    for r in records:
+        by_cat[r.category or GENERAL].append(r)
+    out = []
+    for cat, rs in by_cat.items():
+        rs.sort(key=lambda r: (r.at, r.id))
+        n = len(rs)
+        s = sum(r.success for r in rs)
+        (lo,), (hi,) = credible_intervals([1.0 + s], [1.0 + n - s], level=level)
+        durations = [r.duration for r in rs if r.duration is not None]
+        wins = [r for r in rs if r.success >= 0.5]
+        factors = Counter(f for r in wins if r.execution for f in r.execution.success_factors)
+        tools = Counter(t for r in wins if r.execution for t in r.execution.tools)
+        out.append(
+            CategoryTrend(
+                category=cat,
+                executions=n,
+                successes=s,
+                success_rate=(1.0 + s) / (2.0 + n),
+                low=float(lo),
+                high=float(hi),
+                average_duration=sum(durations) / len(durations) if durations else None,
+                best_approaches=action_stats(rs, level=level)[:top],
+                success_factors=_top(factors, 5),
+                tools=_top(tools, 5),
+                trend=trend_test([r.success for r in rs], alpha=alpha, min_n=min_n),
+                first_at=rs[0].at,
+                last_at=rs[-1].at,
+            )
+        )
+    out.sort(key=lambda c: (-c.executions, c.category))
+    return out
+
+
+def _top(counter: Counter[str], k: int) -> list[tuple[str, int]]:
+    return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+# -- success over time -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimelinePoint:
+    """Success in one calendar bucket (only buckets with outcomes appear)."""
+
+    start: datetime
+    end: datetime
+    n: int
+    successes: float
+    #: Observed share of success in the bucket, and its exact (Clopper-Pearson) confidence interval.
+    success_rate: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "n": self.n,
+            "successes": self.successes,
+            "success_rate": self.success_rate,
+            "low": self.low,
+            "high": self.high,
+        }
+
+
+_FIXED: Final = (("minute", 60), ("hour", 3600), ("day", 86400), ("week", 7 * 86400))
+#: 1970-01-01 was a Thursday: shift by four days so that weeks start on Monday.
+_WEEK_SHIFT: Final = 4 * 86400
+
+
+def _bucket_fn(name: str) -> Callable[[datetime], tuple[datetime, datetime]]:
+    if name == "month":
+
+        def month(t: datetime) -> tuple[datetime, datetime]:
+            t = t.astimezone(UTC)
+            start = datetime(t.year, t.month, 1, tzinfo=UTC)
+            end = datetime(t.year + (t.month == 12), t.month % 12 + 1, 1, tzinfo=UTC)
+            return start, end
+
+        return month
+    width = dict(_FIXED)[name]
+    shift = _WEEK_SHIFT if name == "week" else 0
+
+    def fixed(t: datetime) -> tuple[datetime, datetime]:
+        ts = int(t.timestamp()) - shift
+        start = (ts // width) * width + shift
+        first = datetime.fromtimestamp(start, tz=UTC)
+        return first, first + timedelta(seconds=width)
+
+    return fixed
+
+
+def choose_bucket(first: datetime, last: datetime, *, max_points: int = 60) -> str:
+    """The finest of minute, hour, day, week, month that splits [first, last] into at most ``max_points``."""
+    span = max(0.0, (last - first).total_seconds())
+    for name, width in _FIXED:
+        if span / width < max_points:
+            return name
+    return "month"
+
+
+def timeline(
+    records: Iterable[DecisionRecord], *, bucket: str | None = None, max_points: int = 60, level: float = 0.95
+) -> tuple[str, list[TimelinePoint]]:
+    """Success rate per calendar bucket, oldest first; the bucket is chosen from the span unless given."""
+    rs = sorted(records, key=lambda r: r.at)
+    if not rs:
+        return bucket or "day", []
+    name = bucket or choose_bucket(rs[0].at, rs[-1].at, max_points=max_points)
+    if name not in {*dict(_FIXED), "month"}:
+        raise ValidationError(f"unknown bucket {name!r} (choose from minute, hour, day, week, month)")
+    fn = _bucket_fn(name)
+    groups: dict[tuple[datetime, datetime], list[float]] = {}
+    for r in rs:
+        groups.setdefault(fn(r.at), []).append(r.success)
+    keys = list(groups)
+    succ = [sum(groups[k]) for k in keys]
+    ns = [len(groups[k]) for k in keys]
+    low, high = exact_intervals(succ, ns, level=level)
+    points = [
+        TimelinePoint(start=k[0], end=k[1], n=n, successes=s, success_rate=s / n, low=float(lo), high=float(hi))
+        for k, s, n, lo, hi in zip(keys, succ, ns, low, high, strict=True)
+    ]
+    return name, points
+
+
+# -- patterns ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RateFilter:
+    """A success-rate condition such as ``>80%`` (``op`` is one of > >= < <= =)."""
+
+    op: str
+    value: float
+
+    def matches(self, rate: float) -> bool:
+        """Whether ``rate`` (0..1) satisfies the condition."""
+        ops: dict[str, Callable[[float, float], bool]] = {
+            ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b,
+            "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b,
+            "=": lambda a, b: abs(a - b) < 0.005,
+        }
+        return ops[self.op](rate, self.value)
+
+    def __str__(self) -> str:
+        return f"{self.op}{self.value:.0%}"
+
+
+_RATE = re.compile(r"^\s*(>=|<=|==|=|>|<)?\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
+
+
+def parse_rate_filter(text: str) -> RateFilter:
+    """``">80%"``, ``">=0.8"``, ``"<50%"``, ``"90%"`` (means ``>=``) as a :class:`RateFilter`."""
+    m = _RATE.match(text)
+    if not m:
+        raise ValidationError(f"bad success-rate filter {text!r}: use e.g. '>80%', '>=0.9' or '<50%'")
+    op = {None: ">=", "==": "="}.get(m.group(1), m.group(1))
+    value = float(m.group(2))
+    if m.group(3) == "%" or value > 1.0:
+        value /= 100.0
+    if not 0.0 <= value <= 1.0:
+        raise ValidationError(f"bad success-rate filter {text!r}: the rate must be within 0..100%")
+    return RateFilter(str(op), value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pattern:
+    """A recurring situation and what was done in it, with how often it worked."""
+
+    #: The category, or None when the situation is identified by its (normalised) context.
+    category: str | None
+    #: An example context (the most recent one).
+    context: str
+    action: str
+    successes: float
+    attempts: int
+    #: Posterior mean (Beta(1, 1) prior) and credible interval.
+    success_rate: float
+    low: float
+    high: float
+    last_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "category": self.category,
+            "context": self.context,
+            "action": self.action,
+            "successes": self.successes,
+            "attempts": self.attempts,
+            "success_rate": self.success_rate,
+            "low": self.low,
+            "high": self.high,
+            "last_at": self.last_at.isoformat(),
+        }
+
+
+def patterns(
+    records: Iterable[DecisionRecord],
+    *,
+    rate: RateFilter | None = None,
+    min_attempts: int = 2,
+    level: float = 0.95,
+) -> list[Pattern]:
+    """Recurring (situation, action) pairs: the situation is the category if recorded, else the context.
+
+    Only pairs seen at least ``min_attempts`` times; with ``rate``, only those whose
+    posterior success rate satisfies it. Best first, then most attempts.
+    """
+    groups: dict[tuple[str | None, str, str], list[DecisionRecord]] = defaultdict(list)
+    for r in records:
+        situation = r.category if r.category else normalise_context(r.context)
+        groups[(r.category, situation, r.action)].append(r)
+    keys = [k for k, rs in groups.items() if len(rs) >= min_attempts]
+    if not keys:
+        return []
+    succ = [sum(r.success for r in groups[k]) for k in keys]
+    ns = [len(groups[k]) for k in keys]
+    low, high = credible_intervals(
+        [1.0 + s for s in succ], [1.0 + n - s for s, n in zip(succ, ns, strict=True)], level=level
+    )
+    out = []
+    for k, s, n, lo, hi in zip(keys, succ, ns, low, high, strict=True):
+        latest = max(groups[k], key=lambda r: (r.at, r.id))
+        mean = (1.0 + s) / (2.0 + n)
+        if rate is not None and not rate.matches(mean):
+            continue
+        out.append(
+            Pattern(
+                category=k[0],
+                context=latest.context,
+                action=k[2],
+                successes=s,
+                attempts=n,
+                success_rate=mean,
+                low=float(lo),
+                high=float(hi),
+                last_at=latest.at,
+            )
+        )
+    out.sort(key=lambda p: (-p.success_rate, -p.attempts, p.action, p.context))
+    return out
+
+
+def records_since(records: Sequence[DecisionRecord], since: datetime | None) -> list[DecisionRecord]:
+    """The records at or after ``since`` (all when None)."""
+    return list(records) if since is None else [r for r in records if r.at >= since]

@@ -1,0 +1,229 @@
+"""Recommendations and explore/exploit choices from outcome records. Pure: values in, values out.
+
+The facade finds the decision records similar to a context (with their cosine
+similarity) and hands them here. This module turns them into relevance-weighted,
+recency-discounted Beta posteriors per action (:mod:`engramdb.learning.stats`) and
+
+* :func:`suggest` ranks the options by posterior mean with credible intervals, and
+  recommends the top one only when the evidence supports it (the *thin-evidence
+  rule*: at least ``min_evidence`` effective outcomes of the top option in this
+  neighbourhood, and a posterior probability of at least ``min_confidence`` that it
+  is the best of the options). ``confidence`` is that probability.
+* :func:`choose` draws a Thompson sample (with an exploration setting).
+
+Randomness is seeded from the caller's seed *and* the inputs (context, options,
+the evidence used), so the same question over the same data always gets the same
+answer, while every new outcome gives fresh, independent draws.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from engramdb.learning.records import DecisionRecord, normalise_context
+from engramdb.learning.stats import (
+    Evidence,
+    Posterior,
+    Prior,
+    credible_intervals,
+    posteriors,
+    prob_best,
+    similarity_weight,
+    thompson_choice,
+)
+from engramdb.models import OptionStats, Suggestion
+
+__all__ = ["Neighbour", "RecommendConfig", "choose", "evidence", "option_posteriors", "rng_for", "suggest"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecommendConfig:
+    """Tunables of outcome learning. The defaults are what ``bench/learning.py`` measures."""
+
+    #: Cosine similarity at or below which another context's outcomes do not count (linear ramp to 1 above it).
+    similarity_floor: float = 0.3
+    #: Age at which an outcome counts half (None: age does not matter).
+    half_life_days: float | None = 90.0
+    #: Each later outcome in the neighbourhood discounts older ones by ``1 - 1/horizon`` (None: off).
+    horizon: float | None = 25.0
+    prior: Prior = field(default_factory=Prior)
+    #: Credible level of the intervals.
+    level: float = 0.95
+    #: Thin-evidence rule: effective outcomes the top option needs, and its posterior probability of being best.
+    min_evidence: float = 3.0
+    min_confidence: float = 0.6
+    #: Most-similar decision records considered per question.
+    candidates: int = 500
+    #: Monte Carlo draws for the confidence.
+    draws: int = 4000
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.similarity_floor < 1.0:
+            raise ValueError("similarity_floor must be within [0, 1)")
+        if not 0.0 < self.level < 1.0:
+            raise ValueError("level must be within (0, 1)")
+        if self.min_evidence < 0 or not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError("min_evidence must be >= 0 and min_confidence within [0, 1]")
+        if self.candidates < 1 or self.draws < 1:
+            raise ValueError("candidates and draws must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """A decision record found near the asked context, with its cosine similarity to it."""
+
+    record: DecisionRecord
+    cosine: float
+
+
+def evidence(context: str, neighbours: Iterable[Neighbour], *, config: RecommendConfig) -> list[Evidence]:
+    """Relevance-weighted evidence: an identical context (ignoring case and spacing) weighs 1."""
+    key = normalise_context(context)
+    out = []
+    for n in neighbours:
+        same = normalise_context(n.record.context) == key
+        relevance = 1.0 if same else similarity_weight(n.cosine, floor=config.similarity_floor)
+        if relevance > 0.0:
+            out.append(Evidence(action=n.record.action, success=n.record.success, relevance=relevance, at=n.record.at))
+    return out
+
+
+def option_posteriors(
+    context: str,
+    neighbours: Sequence[Neighbour],
+    *,
+    now: datetime,
+    config: RecommendConfig,
+    options: Sequence[str] | None = None,
+) -> list[Posterior]:
+    """The posterior of every option; without ``options``, of every action seen nearby (and its alternatives)."""
+    ev = evidence(context, neighbours, config=config)
+    relevant = {e.action for e in ev}
+    if options is None:
+        # Alternatives that were available in relevant situations are options too, even if never tried.
+        seen: dict[str, None] = {}
+        for n in neighbours:
+            if n.record.action in relevant:
+                seen.update(dict.fromkeys(n.record.alternatives))
+        universe: list[str] = [*dict.fromkeys(e.action for e in ev), *seen]
+    else:
+        universe = list(options)
+    post = posteriors(
+        ev,
+        now=now,
+        prior=config.prior,
+        half_life_days=config.half_life_days,
+        horizon=config.horizon,
+        actions=universe,
+    )
+    return [post[a] for a in dict.fromkeys(universe)]
+
+
+def rng_for(seed: int, *parts: object) -> np.random.Generator:
+    """A generator seeded by ``seed`` and a stable digest of ``parts`` (same inputs, same stream)."""
+    digest = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=16).digest()
+    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+    return np.random.default_rng(np.random.SeedSequence([seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF, *words]))
+
+
+def _fingerprint(neighbours: Sequence[Neighbour]) -> str:
+    """A digest of the evidence's content (not its ids): two stores with the same history agree."""
+    digest = hashlib.blake2b(digest_size=16)
+    for item in sorted((normalise_context(n.record.context), n.record.action, n.record.success) for n in neighbours):
+        digest.update(repr(item).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _ordered(options: Sequence[Posterior]) -> list[Posterior]:
+    # Best first: posterior mean, then more evidence, then name (for a stable order).
+    return sorted(options, key=lambda p: (-p.mean, -p.attempts, p.action))
+
+
+def suggest(
+    context: str,
+    neighbours: Sequence[Neighbour],
+    *,
+    now: datetime,
+    config: RecommendConfig,
+    seed: int,
+    options: Sequence[str] | None = None,
+    limit: int = 5,
+) -> Suggestion:
+    """What to do in ``context``: options best first with intervals, and a recommendation if warranted."""
+    ranked = _ordered(option_posteriors(context, neighbours, now=now, config=config, options=options))
+    if not ranked:
+        return Suggestion(context=context, recommended=None, confidence=0.0, options=[], reason="no similar outcomes")
+    low, high = credible_intervals([p.alpha for p in ranked], [p.beta for p in ranked], level=config.level)
+    stats = [
+        OptionStats(
+            action=p.action,
+            successes=round(p.successes, 6),
+            attempts=round(p.attempts, 6),
+            success_rate=p.mean,
+            low=float(lo),
+            high=float(hi),
+        )
+        for p, lo, hi in zip(ranked, low, high, strict=True)
+    ]
+    top = ranked[0]
+    rng = rng_for(seed, "suggest", normalise_context(context), tuple(sorted(p.action for p in ranked)))
+    # With a single known action, "best" means better than an untried alternative (the prior).
+    rivals = (
+        ranked
+        if len(ranked) > 1
+        else [
+            *ranked,
+            Posterior(action="", alpha=config.prior.alpha, beta=config.prior.beta, successes=0.0, attempts=0.0),
+        ]
+    )
+    confidence = float(prob_best(rivals, rng=rng, draws=config.draws)[0])
+    if top.attempts < config.min_evidence:
+        recommended = None
+        reason = (
+            f"too little evidence: {top.action!r} has {top.attempts:.1f} weighted outcomes in similar contexts "
+            f"(at least {config.min_evidence:g} needed)"
+        )
+    elif confidence < config.min_confidence:
+        recommended = None
+        runner = f" over {ranked[1].action!r}" if len(ranked) > 1 else " over an untried alternative"
+        reason = (
+            f"evidence does not separate the options: {top.action!r} is best with probability {confidence:.0%}"
+            f"{runner} (at least {config.min_confidence:.0%} needed)"
+        )
+    else:
+        recommended = top.action
+        reason = (
+            f"{top.action!r} succeeded in {top.successes:.1f} of {top.attempts:.1f} weighted outcomes in similar "
+            f"contexts (estimated rate {top.mean:.0%}); best with probability {confidence:.0%}"
+        )
+    return Suggestion(
+        context=context,
+        recommended=recommended,
+        confidence=confidence,
+        options=stats[:limit],
+        reason=reason,
+    )
+
+
+def choose(
+    context: str,
+    options: Sequence[str],
+    neighbours: Sequence[Neighbour],
+    *,
+    now: datetime,
+    config: RecommendConfig,
+    seed: int,
+    exploration: float,
+) -> str:
+    """One option by Thompson sampling over the options' posteriors (unseen options get the prior)."""
+    post = option_posteriors(context, neighbours, now=now, config=config, options=options)
+    rng = rng_for(seed, "choose", normalise_context(context), tuple(options), _fingerprint(neighbours))
+    if not math.isfinite(exploration):
+        raise ValueError("exploration must be a finite number")
+    return post[thompson_choice(post, rng=rng, exploration=exploration)].action

@@ -1,0 +1,435 @@
+"""Outcome statistics. Pure functions: values in, values out (``now`` and randomness are passed in).
+
+The model, in one paragraph: every recorded outcome is a piece of evidence
+``(action, success, relevance, time)`` where ``success`` is a weight in [0, 1]
+(1 = success, 0 = failure, 0.5 = partial; a reward r in [-1, 1] maps to
+(r + 1) / 2) and ``relevance`` in [0, 1] says how much the context it was
+recorded in resembles the one asked about. Evidence is discounted twice: by age
+(a half-life in days) and by *later relevant evidence* (each newer outcome in
+the neighbourhood multiplies the weight of older ones by ``1 - 1/horizon``, the
+discount of discounted Thompson sampling), so a world that changes is noticed
+after a few dozen outcomes whether the agent acts every second or every week.
+The discounted, relevance-weighted counts update a Beta prior into a Beta
+posterior per action; intervals are equal-tailed Beta credible intervals,
+choices are Thompson samples, and the confidence of a recommendation is the
+posterior probability that it is the best option, estimated by sampling.
+
+Trends use the Cochran-Armitage test for trend in proportions (the score test of
+a logistic-regression slope), two-sided, on the time order of the outcomes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from engramdb.errors import ValidationError
+
+__all__ = [
+    "OUTCOME_WORDS",
+    "Evidence",
+    "Posterior",
+    "Prior",
+    "TrendTest",
+    "credible_interval",
+    "credible_intervals",
+    "discount_weights",
+    "exact_intervals",
+    "outcome_label",
+    "posteriors",
+    "prob_best",
+    "similarity_weight",
+    "success_weight",
+    "thompson_choice",
+    "trend_test",
+]
+
+#: Outcome words and the success weight each one stands for.
+OUTCOME_WORDS: Final[Mapping[str, float]] = {"success": 1.0, "failure": 0.0, "partial": 0.5}
+
+_SECONDS_PER_DAY: Final = 86400.0
+
+
+# -- outcomes --------------------------------------------------------------------------------------------------
+
+
+def success_weight(outcome: object) -> float:
+    """An outcome as a success weight in [0, 1].
+
+    ``"success"``/``"failure"``/``"partial"`` (any case) give 1, 0 and 0.5; ``True``/``False``
+    give 1 and 0; a number is a reward in [-1, 1] mapped linearly ((r + 1) / 2), so a
+    reward of 0 is as good as a partial success. Anything else raises ValidationError.
+    """
+    if isinstance(outcome, bool):
+        return 1.0 if outcome else 0.0
+    if isinstance(outcome, str):
+        word = outcome.strip().lower()
+        if word in OUTCOME_WORDS:
+            return OUTCOME_WORDS[word]
+        raise ValidationError(
+            f"unknown outcome {outcome!r}: use success, failure, partial, a boolean or a reward in [-1, 1]"
+        )
+    if isinstance(outcome, int | float) and not isinstance(outcome, bool):
+        reward = float(outcome)
+        if not math.isfinite(reward) or not -1.0 <= reward <= 1.0:
+            raise ValidationError(f"a reward must be a number within [-1, 1], not {outcome!r}")
+        return (reward + 1.0) / 2.0
+    raise ValidationError(
+        f"an outcome must be success, failure, partial, a boolean or a reward in [-1, 1], not {type(outcome).__name__}"
+    )
+
+
+def outcome_label(weight: float) -> Literal["success", "failure", "partial"]:
+    """The word for a success weight: success (1), failure (0), partial (anything between)."""
+    if weight >= 1.0:
+        return "success"
+    if weight <= 0.0:
+        return "failure"
+    return "partial"
+
+
+def similarity_weight(cosine: float, *, floor: float) -> float:
+    """How much evidence from a context with this cosine similarity counts, in [0, 1].
+
+    Linear from 0 at ``floor`` to 1 at an identical context: contexts no more similar
+    than the floor contribute nothing, so unrelated experience cannot drown a
+    specific one however much of it there is.
+    """
+    if not 0.0 <= floor < 1.0:
+        raise ValueError("floor must be within [0, 1)")
+    if not math.isfinite(cosine):
+        return 0.0
+    return min(1.0, max(0.0, (cosine - floor) / (1.0 - floor)))
+
+
+# -- evidence and posteriors -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evidence:
+    """One recorded outcome as evidence about ``action`` in the context asked about."""
+
+    action: str
+    #: Success weight in [0, 1] (see :func:`success_weight`).
+    success: float
+    #: How relevant the recorded context is to the one asked about, in [0, 1].
+    relevance: float
+    #: When the outcome was recorded (timezone-aware).
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prior:
+    """The Beta prior every action starts from; Beta(1, 1) is uniform (no opinion)."""
+
+    alpha: float = 1.0
+    beta: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.alpha > 0 and self.beta > 0 and math.isfinite(self.alpha) and math.isfinite(self.beta)):
+            raise ValueError("prior alpha and beta must be positive and finite")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Posterior:
+    """The Beta posterior of one action's success probability, and the weighted evidence behind it."""
+
+    action: str
+    alpha: float
+    beta: float
+    #: Discounted, relevance-weighted successes and attempts (the evidence, without the prior).
+    successes: float
+    attempts: float
+
+    @property
+    def mean(self) -> float:
+        """Posterior mean success probability."""
+        return self.alpha / (self.alpha + self.beta)
+
+    @property
+    def variance(self) -> float:
+        """Posterior variance."""
+        n = self.alpha + self.beta
+        return self.alpha * self.beta / (n * n * (n + 1.0))
+
+
+def discount_weights(
+    times: Sequence[datetime],
+    relevance: Sequence[float],
+    *,
+    now: datetime,
+    half_life_days: float | None,
+    horizon: float | None,
+) -> list[float]:
+    """The recency discount of each piece of evidence, in (0, 1].
+
+    Two factors: ``0.5 ** (age / half_life_days)`` for age, and
+    ``(1 - 1/horizon) ** (relevance of strictly newer evidence)`` for later
+    experience in the same neighbourhood. Evidence recorded at the same instant is
+    discounted alike. ``None`` turns a factor off. Evidence from the future (clock
+    skew) counts as new.
+    """
+    if len(times) != len(relevance):
+        raise ValueError("times and relevance must have the same length")
+    n = len(times)
+    if n == 0:
+        return []
+    out = np.ones(n, dtype=np.float64)
+    if half_life_days is not None:
+        if not half_life_days > 0:
+            raise ValueError("half_life_days must be positive")
+        ages = np.array([max(0.0, (now - t).total_seconds()) / _SECONDS_PER_DAY for t in times])
+        out *= np.exp2(-ages / half_life_days)
+    if horizon is not None:
+        if not horizon >= 1.0:
+            raise ValueError("horizon must be at least 1")
+        rel = np.clip(np.asarray(relevance, dtype=np.float64), 0.0, 1.0)
+        stamps = np.array([t.timestamp() for t in times])
+        order = np.argsort(-stamps, kind="stable")  # newest first
+        sorted_stamps = stamps[order]
+        cumulative = np.concatenate(([0.0], np.cumsum(rel[order])))
+        # For each item: the relevance of items strictly newer than it (ties share the same discount).
+        first_same = np.searchsorted(-sorted_stamps, -sorted_stamps, side="left")
+        newer = np.empty(n)
+        newer[order] = cumulative[first_same]
+        if horizon > 1.0:
+            out *= np.exp(newer * math.log1p(-1.0 / horizon))
+        else:  # horizon 1: only the newest evidence counts
+            out *= np.where(newer > 0, 0.0, 1.0)
+    return [float(x) for x in out]
+
+
+def posteriors(
+    evidence: Iterable[Evidence],
+    *,
+    now: datetime,
+    prior: Prior | None = None,
+    half_life_days: float | None = None,
+    horizon: float | None = None,
+    actions: Iterable[str] = (),
+) -> dict[str, Posterior]:
+    """Beta posteriors per action from relevance-weighted, recency-discounted evidence.
+
+    Each piece adds ``w * success`` to alpha and ``w * (1 - success)`` to beta, where
+    ``w = relevance * discount`` (see :func:`discount_weights`). ``actions`` are
+    included even without evidence (they get the prior). Keys keep first-seen order.
+    """
+    prior = prior or Prior()
+    items = [e for e in evidence if e.relevance > 0.0]
+    for e in items:
+        if not 0.0 <= e.success <= 1.0 or not math.isfinite(e.success):
+            raise ValueError(f"success weight must be within [0, 1], not {e.success!r}")
+    discounts = discount_weights(
+        [e.at for e in items],
+        [e.relevance for e in items],
+        now=now,
+        half_life_days=half_life_days,
+        horizon=horizon,
+    )
+    succ: dict[str, float] = {}
+    att: dict[str, float] = {}
+    for action in actions:
+        succ.setdefault(action, 0.0)
+        att.setdefault(action, 0.0)
+    for e, d in zip(items, discounts, strict=True):
+        w = min(1.0, e.relevance) * d
+        succ[e.action] = succ.get(e.action, 0.0) + w * e.success
+        att[e.action] = att.get(e.action, 0.0) + w
+    return {
+        a: Posterior(
+            action=a,
+            alpha=prior.alpha + succ[a],
+            beta=prior.beta + max(0.0, att[a] - succ[a]),
+            successes=succ[a],
+            attempts=att[a],
+        )
+        for a in att
+    }
+
+
+# -- intervals, sampling -------------------------------------------------------------------------------------
+
+
+def credible_intervals(
+    alpha: npt.ArrayLike, beta: npt.ArrayLike, *, level: float = 0.95
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Equal-tailed Beta credible intervals (vectorised): the (1-level)/2 and (1+level)/2 quantiles."""
+    if not 0.0 < level < 1.0:
+        raise ValueError("level must be within (0, 1)")
+    from scipy.special import betaincinv  # lazy: scipy costs ~0.2 s to import
+
+    a = np.asarray(alpha, dtype=np.float64)
+    b = np.asarray(beta, dtype=np.float64)
+    tail = (1.0 - level) / 2.0
+    low = np.clip(np.asarray(betaincinv(a, b, tail), dtype=np.float64), 0.0, 1.0)
+    high = np.clip(np.asarray(betaincinv(a, b, 1.0 - tail), dtype=np.float64), 0.0, 1.0)
+    return low, high
+
+
+def exact_intervals(
+    successes: npt.ArrayLike, trials: npt.ArrayLike, *, level: float = 0.95
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Clopper-Pearson ("exact") confidence intervals of observed shares ``successes / trials`` (vectorised).
+
+    Unlike a credible interval around a posterior mean, it always contains the observed
+    share (it reaches 0 or 1 when every trial failed or succeeded): what a chart of
+    observed success rates should show. Successes may be fractional (partial outcomes).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError("level must be within (0, 1)")
+    from scipy.special import betaincinv
+
+    x = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    if np.any(n <= 0) or np.any(x < 0) or np.any(x > n):
+        raise ValueError("need 0 <= successes <= trials and trials > 0")
+    tail = (1.0 - level) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(x > 0, betaincinv(np.maximum(x, 1e-12), n - x + 1.0, tail), 0.0)
+        high = np.where(x < n, betaincinv(x + 1.0, np.maximum(n - x, 1e-12), 1.0 - tail), 1.0)
+    return np.clip(np.asarray(low, dtype=np.float64), 0.0, 1.0), np.clip(np.asarray(high, dtype=np.float64), 0.0, 1.0)
+
+
+def credible_interval(alpha: float, beta: float, *, level: float = 0.95) -> tuple[float, float]:
+    """The equal-tailed Beta(alpha, beta) credible interval at ``level``."""
+    low, high = credible_intervals([alpha], [beta], level=level)
+    return float(low[0]), float(high[0])
+
+
+def _params(options: Sequence[Posterior]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    return (
+        np.array([p.alpha for p in options], dtype=np.float64),
+        np.array([p.beta for p in options], dtype=np.float64),
+    )
+
+
+def thompson_choice(options: Sequence[Posterior], *, rng: np.random.Generator, exploration: float = 1.0) -> int:
+    """The index of the option a Thompson sample picks.
+
+    Each option draws ``theta ~ Beta(alpha, beta)`` and the value it competes with
+    is ``mean + exploration * (theta - mean)``: 1 is plain Thompson sampling, smaller
+    values shrink every draw towards its posterior mean (its spread scales by
+    ``exploration``), and 0 is greedy: the highest posterior mean wins, ties broken
+    by the draws. The generator is advanced the same way whatever ``exploration`` is.
+    """
+    if not options:
+        raise ValueError("no options to choose from")
+    if not 0.0 <= exploration <= 1.0 or not math.isfinite(exploration):
+        raise ValueError("exploration must be within [0, 1]")
+    a, b = _params(options)
+    theta = rng.beta(a, b)
+    mean = a / (a + b)
+    value = mean + exploration * (theta - mean)
+    # lexsort: last key is primary. Highest value first; exact ties go to the higher raw draw.
+    return int(np.lexsort((-theta, -value))[0])
+
+
+def prob_best(options: Sequence[Posterior], *, rng: np.random.Generator, draws: int = 4000) -> npt.NDArray[np.float64]:
+    """For each option, the posterior probability that it is the best, by Monte Carlo."""
+    if not options:
+        return np.zeros(0)
+    if len(options) == 1:
+        return np.ones(1)
+    a, b = _params(options)
+    samples = rng.beta(a, b, size=(draws, len(options)))
+    wins = np.bincount(np.argmax(samples, axis=1), minlength=len(options))
+    return np.asarray(wins / draws, dtype=np.float64)
+
+
+# -- trends --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrendTest:
+    """The result of a test for a trend in success over time."""
+
+    #: "improving", "declining", "stable", or "insufficient data".
+    direction: str
+    #: Standardised statistic (positive: later outcomes are better); 0 when not computed.
+    z: float
+    #: Two-sided p-value; 1.0 when not computed.
+    p_value: float
+    n: int
+    #: Success rate of the earlier and the later half, for reading (the test uses all the data).
+    early_rate: float | None
+    late_rate: float | None
+    method: str = "Cochran-Armitage trend test (two-sided, rank time scores)"
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {
+            "direction": self.direction,
+            "z": self.z,
+            "p_value": self.p_value,
+            "n": self.n,
+            "early_rate": self.early_rate,
+            "late_rate": self.late_rate,
+            "method": self.method,
+        }
+
+
+def _rank(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Ranks 1..n with ties averaged."""
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    sorted_vals = values[order]
+    i = 0
+    n = len(values)
+    while i < n:
+        j = i
+        while j + 1 < n and sorted_vals[j + 1] == sorted_vals[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def trend_test(
+    successes: Sequence[float],
+    times: Sequence[float] | None = None,
+    *,
+    alpha: float = 0.05,
+    min_n: int = 10,
+) -> TrendTest:
+    """Is success getting better or worse over time? A Cochran-Armitage test for trend.
+
+    ``successes`` are success weights in [0, 1] in time order (or with ``times``, any
+    order, e.g. POSIX timestamps). The scores are the ranks of the times (robust to
+    bursts of activity). The statistic is ``Z = sum((t - t_mean) * y) / sqrt(s2(y) *
+    sum((t - t_mean)**2))``, the score test of the slope of a logistic regression of
+    success on time, with ``s2`` the sample variance (``n/(n-1) * p(1-p)`` for 0/1
+    outcomes: the exact variance of the statistic under random order, which also
+    covers partial outcomes). Two-sided normal p-value; "improving"/"declining" when
+    ``p < alpha``, else "stable"; fewer than ``min_n`` outcomes give "insufficient data".
+    """
+    y = np.asarray(successes, dtype=np.float64)
+    n = len(y)
+    if times is not None and len(times) != n:
+        raise ValueError("successes and times must have the same length")
+    if n and (np.any(y < 0.0) or np.any(y > 1.0) or not np.all(np.isfinite(y))):
+        raise ValueError("success weights must be within [0, 1]")
+    if n < max(min_n, 3):
+        mean = float(y.mean()) if n else None
+        return TrendTest(direction="insufficient data", z=0.0, p_value=1.0, n=n, early_rate=mean, late_rate=mean)
+    t_raw = np.arange(n, dtype=np.float64) if times is None else np.asarray(times, dtype=np.float64)
+    order = np.argsort(t_raw, kind="stable")
+    y_sorted = y[order]
+    half = n // 2
+    early, late = float(y_sorted[:half].mean()), float(y_sorted[half:].mean())
+    t = _rank(t_raw)
+    tc = t - t.mean()
+    # The exact permutation variance of sum(tc * y) uses the n - 1 denominator.
+    var_y = float(np.sum((y - y.mean()) ** 2) / (n - 1))
+    sxx = float(np.sum(tc * tc))
+    if var_y <= 1e-15 or sxx <= 0.0:  # all outcomes alike, or all at one instant: nothing can trend
+        return TrendTest(direction="stable", z=0.0, p_value=1.0, n=n, early_rate=early, late_rate=late)
+    z = float(np.sum(tc * y) / math.sqrt(var_y * sxx))
+    p = math.erfc(abs(z) / math.sqrt(2.0))
+    direction = "stable" if p >= alpha else ("improving" if z > 0 else "declining")
+    return TrendTest(direction=direction, z=z, p_value=p, n=n, early_rate=early, late_rate=late)

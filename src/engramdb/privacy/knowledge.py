@@ -1,0 +1,607 @@
+"""The knowledge file format: versioned JSONL with a header line (pure: values in, bytes out, and back).
+
+A knowledge file is UTF-8 text, one JSON object per line, every line ending in ``\\n``::
+
+    {"format": "engramdb-knowledge", "version": 1, "model": "<embedding model id>", "dim": 384,
+     "exported_at": "2026-01-17T10:00:00.000000+00:00", "agent": "alice", "tag": "auth",
+     "counts": {"memories": 2, "changes": 3, "vectors": 2}, "sha256": "<hex digest of the body>"}
+    {"type": "memory", "id": "...", "agent": "alice", "kind": "failure", "content": "...", "tags": ["auth"],
+     "metadata": {...}, "created_at": "...", "updated_at": "...", "last_accessed": null, "access_count": 3,
+     "confidence": 0.7, "successes": 2.0, "attempts": 3.0, "visibility": "private", "redacted": [],
+     "vector": "<base64 little-endian float32, optional>"}
+    {"type": "change", "memory_id": "...", "seq": 1, "action": "create", "at": "...", "actor": "alice",
+     "before": null, "after": {...}}
+
+The *body* is every byte after the header line; ``sha256`` is its hex digest and
+``counts`` say how many records of each type it holds, so a truncated, edited or
+spliced file is caught before anything is imported. ``vector`` is optional per
+memory (``dim`` floats, unit norm, made by ``model``); ``change`` records (a
+memory's history) are optional and refer to a memory in the same file.
+
+:func:`read_bundle` validates *everything* (syntax, header, checksum, counts,
+every field's type and range, hostile values such as NUL bytes, huge strings,
+duplicate keys or ids) and raises one :class:`~engramdb.errors.ValidationError`
+naming the line, so callers can write all or nothing. Nothing here touches a store.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import json
+import math
+import re
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import IO, Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from engramdb.errors import ValidationError
+from engramdb.models import KINDS, VISIBILITIES, Change, Memory
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "Bundle",
+    "Entry",
+    "Header",
+    "encode_change",
+    "encode_memory",
+    "encode_vector",
+    "loads_bundle",
+    "read_bundle",
+    "write_bundle",
+]
+
+#: The ``format`` value of every knowledge file's header.
+FORMAT: Final = "engramdb-knowledge"
+#: The schema version this code writes and reads.
+VERSION: Final = 1
+
+# Limits on hostile input. Generous for real data (content is capped at a million characters
+# by the write path anyway), small enough that one line cannot exhaust memory.
+MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+MAX_CONTENT_CHARS: Final = 1_000_000
+MAX_NAME_CHARS: Final = 256
+MAX_TAGS: Final = 256
+MAX_JSON_DEPTH: Final = 32
+MAX_JSON_BYTES: Final = 1024 * 1024
+MAX_DIM: Final = 65_536
+MAX_COUNT: Final = 2**62
+
+# Ids are opaque, but they end up in SQL parameters, file names of other tools and terminal
+# output: printable, no whitespace, no path or shell metacharacters.
+_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+_SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
+_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+_HEADER_KEYS: Final = frozenset(
+    {"format", "version", "model", "dim", "exported_at", "agent", "tag", "counts", "sha256"}
+)
+_COUNT_KEYS: Final = frozenset({"memories", "changes", "vectors"})
+_MEMORY_KEYS: Final = frozenset(
+    {
+        "type",
+        "id",
+        "agent",
+        "kind",
+        "content",
+        "tags",
+        "metadata",
+        "created_at",
+        "updated_at",
+        "last_accessed",
+        "access_count",
+        "confidence",
+        "successes",
+        "attempts",
+        "visibility",
+        "redacted",
+        "vector",
+    }
+)
+_MEMORY_OPTIONAL: Final = frozenset({"vector", "redacted", "last_accessed"})
+_CHANGE_KEYS: Final = frozenset({"type", "memory_id", "seq", "action", "at", "actor", "before", "after"})
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Header:
+    """The first line of a knowledge file: what made it and what the body holds."""
+
+    model: str
+    dim: int | None
+    exported_at: datetime
+    #: The agent and tag the export selected (informational; records carry their own agent).
+    agent: str | None = None
+    tag: str | None = None
+    memories: int = 0
+    changes: int = 0
+    vectors: int = 0
+    sha256: str = ""
+    format: str = FORMAT
+    version: int = VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """The header line as a JSON-ready dict."""
+        return {
+            "format": self.format,
+            "version": self.version,
+            "model": self.model,
+            "dim": self.dim,
+            "exported_at": _ts(self.exported_at),
+            "agent": self.agent,
+            "tag": self.tag,
+            "counts": {"memories": self.memories, "changes": self.changes, "vectors": self.vectors},
+            "sha256": self.sha256,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """One memory of a knowledge file, with its vector when the file carries one."""
+
+    memory: Memory
+    vector: Vector | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bundle:
+    """A whole knowledge file, validated: its header, its memories and their history."""
+
+    header: Header
+    entries: tuple[Entry, ...]
+    changes: tuple[Change, ...] = ()
+
+
+# -- writing ---------------------------------------------------------------------------------------------
+
+
+def _ts(value: datetime) -> str:
+    # Microseconds always: fixed width, and exactly what the store keeps.
+    return value.isoformat(timespec="microseconds")
+
+
+def encode_vector(vector: npt.ArrayLike) -> str:
+    """A vector as base64 of its little-endian float32 bytes."""
+    return base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def encode_memory(memory: Memory, vector: npt.ArrayLike | None = None) -> dict[str, Any]:
+    """A ``memory`` record (reader-relative ``shared_by`` and the derived ``success_rate`` are left out)."""
+    record: dict[str, Any] = {
+        "type": "memory",
+        "id": memory.id,
+        "agent": memory.agent,
+        "kind": memory.kind,
+        "content": memory.content,
+        "tags": list(memory.tags),
+        "metadata": dict(memory.metadata),
+        "created_at": _ts(memory.created_at),
+        "updated_at": _ts(memory.updated_at),
+        "last_accessed": _ts(memory.last_accessed) if memory.last_accessed is not None else None,
+        "access_count": memory.access_count,
+        "confidence": memory.confidence,
+        "successes": memory.successes,
+        "attempts": memory.attempts,
+        "visibility": memory.visibility,
+        "redacted": list(memory.redacted),
+    }
+    if vector is not None:
+        record["vector"] = encode_vector(vector)
+    return record
+
+
+def encode_change(change: Change) -> dict[str, Any]:
+    """A ``change`` record: one entry of a memory's history."""
+    return {
+        "type": "change",
+        "memory_id": change.memory_id,
+        "seq": change.seq,
+        "action": change.action,
+        "at": _ts(change.at),
+        "actor": change.actor,
+        "before": dict(change.before) if change.before is not None else None,
+        "after": dict(change.after) if change.after is not None else None,
+    }
+
+
+def _line(record: Mapping[str, Any]) -> bytes:
+    try:
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"record cannot be written as JSON: {exc}") from exc
+    return text.encode("utf-8") + b"\n"
+
+
+def write_bundle(
+    out: IO[bytes],
+    records: Iterable[Mapping[str, Any]],
+    *,
+    model: str,
+    dim: int | None,
+    exported_at: datetime,
+    agent: str | None = None,
+    tag: str | None = None,
+) -> Header:
+    """Write a knowledge file (header, then ``records``) to a binary stream; return its header.
+
+    ``records`` come from :func:`encode_memory` / :func:`encode_change`. The body is
+    spooled (to disk when large) because the header, written first, carries its checksum.
+    """
+    digest = hashlib.sha256()
+    counts = {"memory": 0, "change": 0, "vector": 0}
+    with tempfile.SpooledTemporaryFile(max_size=16 * 1024 * 1024) as body:
+        for record in records:
+            kind = record.get("type")
+            if kind not in ("memory", "change"):
+                raise ValidationError(f"unknown record type {kind!r}")
+            counts[kind] += 1
+            counts["vector"] += 1 if record.get("vector") is not None else 0
+            line = _line(record)
+            digest.update(line)
+            body.write(line)
+        header = Header(
+            model=model,
+            dim=dim,
+            exported_at=exported_at,
+            agent=agent,
+            tag=tag,
+            memories=counts["memory"],
+            changes=counts["change"],
+            vectors=counts["vector"],
+            sha256=digest.hexdigest(),
+        )
+        out.write(_line(header.to_dict()))
+        body.seek(0)
+        while chunk := body.read(1024 * 1024):
+            out.write(chunk)
+    return header
+
+
+# -- reading and validation ------------------------------------------------------------------------------
+
+
+class _Bad(Exception):
+    """A problem in one record; :func:`read_bundle` adds the line number."""
+
+
+def _no_constants(name: str) -> Any:
+    raise _Bad(f"{name} is not valid JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads silently keeps the last of duplicate keys; two values for one field is
+    # ambiguous at best and an attempt to slip something past a reviewer at worst.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Bad(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Bad(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    if not text.strip():
+        raise _Bad("empty line")
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+    except RecursionError as exc:
+        raise _Bad("JSON nested too deeply") from exc
+    except ValueError as exc:
+        raise _Bad(f"malformed JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise _Bad(f"expected a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _keys(record: Mapping[str, Any], allowed: frozenset[str], optional: frozenset[str], what: str) -> None:
+    unknown = set(record) - allowed
+    if unknown:
+        raise _Bad(f"unknown field(s) in {what}: {', '.join(sorted(unknown))}")
+    missing = allowed - optional - set(record)
+    if missing:
+        raise _Bad(f"missing field(s) in {what}: {', '.join(sorted(missing))}")
+
+
+def _text(value: Any, name: str, *, limit: int = MAX_NAME_CHARS, controls: bool = False) -> str:
+    if not isinstance(value, str):
+        raise _Bad(f"{name} must be a string, not {type(value).__name__}")
+    if len(value) > limit:
+        raise _Bad(f"{name} is too long ({len(value)} characters; the limit is {limit})")
+    if "\x00" in value:
+        raise _Bad(f"{name} contains a NUL character")
+    if not controls and _CONTROL_RE.search(value):
+        raise _Bad(f"{name} contains a control character")
+    return value
+
+
+def _name(value: Any, name: str) -> str:
+    text = _text(value, name)
+    if not text.strip() or text != text.strip():
+        raise _Bad(f"{name} must be a non-empty name without surrounding whitespace, not {text!r}")
+    if text == "*":
+        raise _Bad(f"{name} '*' is reserved (it means every agent)")
+    return text
+
+
+def _ident(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
+        raise _Bad(f"{name} must be 1-128 letters, digits or '_.:-', not {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _optional_timestamp(value: Any, name: str) -> datetime | None:
+    return None if value is None else _timestamp(value, name)
+
+
+def _timestamp(value: Any, name: str) -> datetime:
+    if not isinstance(value, str) or len(value) > 64:
+        raise _Bad(f"{name} must be an ISO 8601 timestamp string, not {_shown(value)}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise _Bad(f"{name} is not an ISO 8601 timestamp: {_shown(value)}") from exc
+    if parsed.tzinfo is None:
+        raise _Bad(f"{name} must carry a UTC offset: {_shown(value)}")
+    return parsed
+
+
+def _number(value: Any, name: str, *, low: float = 0.0, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad(f"{name} must be a number, not {_shown(value)}")
+    if not math.isfinite(value) or not low <= value <= high:
+        raise _Bad(f"{name} must be a number from {low:g} to {high:g}, not {_shown(value)}")
+    return float(value)
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise _Bad(f"{name} must be a non-negative integer, not {_shown(value)}")
+    return value
+
+
+def _strings(value: Any, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _Bad(f"{name} must be a list of strings, not {type(value).__name__}")
+    if len(value) > MAX_TAGS:
+        raise _Bad(f"{name} has too many entries ({len(value)}; the limit is {MAX_TAGS})")
+    out = tuple(_text(v, f"{name} entry") for v in value)
+    if len(set(out)) != len(out):
+        raise _Bad(f"{name} has duplicate entries")
+    return out
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    tags = _strings(value, "tags")
+    for tag in tags:
+        # The write path strips tags; a file must hold them as stored, or the round trip is not exact.
+        if not tag.strip() or tag != tag.strip():
+            raise _Bad(f"tag {tag!r} must be non-empty without surrounding whitespace")
+    return tags
+
+
+def _json_value(value: Any, name: str, depth: int = 0) -> None:
+    """Reject NUL bytes in any string (keys included) and nesting deeper than MAX_JSON_DEPTH."""
+    if depth > MAX_JSON_DEPTH:
+        raise _Bad(f"{name} is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise _Bad(f"{name} contains a NUL character")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                raise _Bad(f"{name} has a key containing a NUL character")
+            _json_value(item, name, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _json_value(item, name, depth + 1)
+
+
+def _mapping(value: Any, name: str, *, optional: bool = False) -> dict[str, Any] | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, dict):
+        raise _Bad(f"{name} must be a JSON object, not {type(value).__name__}")
+    _json_value(value, name)
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_JSON_BYTES:
+        raise _Bad(f"{name} is too large ({size} bytes; the limit is {MAX_JSON_BYTES})")
+    return value
+
+
+def _vector(value: Any, dim: int | None) -> Vector:
+    if dim is None:
+        raise _Bad("a vector is present but the header declares no dim")
+    if not isinstance(value, str) or len(value) > 4 * MAX_DIM * 2:
+        raise _Bad("vector must be a base64 string")
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _Bad("vector is not valid base64") from exc
+    if len(raw) != dim * 4:
+        raise _Bad(f"vector has {len(raw) // 4} dimensions; the header says {dim}")
+    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    if not np.all(np.isfinite(vector)):
+        raise _Bad("vector contains NaN or infinite values")
+    norm = float(np.linalg.norm(vector))
+    if abs(norm - 1.0) > 1e-3:
+        raise _Bad(f"vector is not unit length (norm {norm:.4f})")
+    return vector
+
+
+def _header(record: Mapping[str, Any]) -> Header:
+    if record.get("format") != FORMAT:
+        raise _Bad(f"not an engramdb knowledge file (format {_shown(record.get('format'))}, expected {FORMAT!r})")
+    version = record.get("version")
+    if version != VERSION or isinstance(version, bool):
+        raise _Bad(f"unsupported knowledge format version {_shown(version)} (this engramdb reads {VERSION})")
+    _keys(record, _HEADER_KEYS, frozenset(), "header")
+    counts = record["counts"]
+    if not isinstance(counts, dict):
+        raise _Bad("counts must be a JSON object")
+    _keys(counts, _COUNT_KEYS, frozenset(), "counts")
+    dim = record["dim"]
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM):
+        raise _Bad(f"dim must be null or an integer from 1 to {MAX_DIM}, not {_shown(dim)}")
+    sha = record["sha256"]
+    if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha):
+        raise _Bad("sha256 must be 64 lowercase hex digits")
+    return Header(
+        model=_name(record["model"], "model"),
+        dim=dim,
+        exported_at=_timestamp(record["exported_at"], "exported_at"),
+        agent=None if record["agent"] is None else _name(record["agent"], "agent"),
+        tag=None if record["tag"] is None else _text(record["tag"], "tag"),
+        memories=_count(counts["memories"], "counts.memories"),
+        changes=_count(counts["changes"], "counts.changes"),
+        vectors=_count(counts["vectors"], "counts.vectors"),
+        sha256=sha,
+    )
+
+
+def _memory(record: Mapping[str, Any], dim: int | None) -> Entry:
+    _keys(record, _MEMORY_KEYS, _MEMORY_OPTIONAL, "memory record")
+    kind = record["kind"]
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise _Bad(f"unknown kind {_shown(kind)} (choose from {', '.join(sorted(KINDS))})")
+    visibility = record["visibility"]
+    if not isinstance(visibility, str) or visibility not in VISIBILITIES:
+        raise _Bad(f"unknown visibility {_shown(visibility)}")
+    content = _text(record["content"], "content", limit=MAX_CONTENT_CHARS, controls=True)
+    if not content.strip():
+        raise _Bad("content must not be empty")
+    successes = _number(record["successes"], "successes")
+    attempts = _number(record["attempts"], "attempts")
+    if successes > attempts:
+        raise _Bad(f"successes ({successes:g}) exceed attempts ({attempts:g})")
+    metadata = _mapping(record["metadata"], "metadata")
+    memory = Memory(
+        id=_ident(record["id"], "id"),
+        agent=_name(record["agent"], "agent"),
+        kind=kind,
+        content=content,
+        tags=_tags(record["tags"]),
+        metadata=metadata if metadata is not None else {},
+        created_at=_timestamp(record["created_at"], "created_at"),
+        updated_at=_timestamp(record["updated_at"], "updated_at"),
+        last_accessed=_optional_timestamp(record.get("last_accessed"), "last_accessed"),
+        access_count=_count(record["access_count"], "access_count"),
+        confidence=_number(record["confidence"], "confidence", high=1.0),
+        successes=successes,
+        attempts=attempts,
+        visibility=visibility,
+        redacted=_strings(record.get("redacted", []), "redacted"),
+    )
+    raw_vector = record.get("vector")
+    return Entry(memory=memory, vector=None if raw_vector is None else _vector(raw_vector, dim))
+
+
+def _change(record: Mapping[str, Any]) -> Change:
+    _keys(record, _CHANGE_KEYS, frozenset(), "change record")
+    return Change(
+        seq=_count(record["seq"], "seq"),
+        memory_id=_ident(record["memory_id"], "memory_id"),
+        action=_name(record["action"], "action"),
+        at=_timestamp(record["at"], "at"),
+        actor=_name(record["actor"], "actor"),
+        before=_mapping(record["before"], "before", optional=True),
+        after=_mapping(record["after"], "after", optional=True),
+    )
+
+
+def _lines(stream: IO[bytes]) -> Iterator[bytes]:
+    while True:
+        line = stream.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        yield line
+
+
+def loads_bundle(data: bytes, *, source: str = "input") -> Bundle:
+    """:func:`read_bundle` on bytes in memory."""
+    return read_bundle(io.BytesIO(data), source=source)
+
+
+def read_bundle(stream: IO[bytes], *, source: str = "input") -> Bundle:
+    """Read and completely validate a knowledge file; raise ValidationError (naming ``source`` and the line).
+
+    Checks run in this order, so the message names the most telling problem: the
+    header, that no line is cut short, the checksum, each record, then the counts.
+    """
+    lines = iter(_lines(stream))
+
+    def fail(lineno: int | None, message: str) -> ValidationError:
+        where = f"{source}: line {lineno}: " if lineno is not None else f"{source}: "
+        return ValidationError(where + message)
+
+    first = next(lines, b"")
+    if not first.strip():
+        raise fail(None, "empty file: not an engramdb knowledge file")
+    try:
+        if len(first) > MAX_LINE_BYTES:
+            raise _Bad("line is too long")
+        header = _header(_parse(first))
+    except _Bad as exc:
+        raise fail(1, f"bad header: {exc}") from None
+    if not first.endswith(b"\n"):
+        raise fail(1, "truncated file: the header line is incomplete and there is no body")
+
+    body: list[bytes] = []
+    digest = hashlib.sha256()
+    for lineno, raw in enumerate(lines, start=2):
+        if len(raw) > MAX_LINE_BYTES:
+            raise fail(lineno, f"line is longer than {MAX_LINE_BYTES} bytes")
+        if not raw.endswith(b"\n"):
+            raise fail(lineno, "truncated file: the last line is incomplete")
+        digest.update(raw)
+        body.append(raw)
+    if digest.hexdigest() != header.sha256:
+        raise fail(None, "checksum mismatch: the file was changed or truncated after it was exported")
+
+    entries: list[Entry] = []
+    changes: list[Change] = []
+    ids: set[str] = set()
+    vectors = 0
+    for lineno, raw in enumerate(body, start=2):
+        try:
+            record = _parse(raw)
+            kind = record.get("type")
+            if kind == "memory":
+                entry = _memory(record, header.dim)
+                if entry.memory.id in ids:
+                    raise _Bad(f"duplicate memory id {entry.memory.id!r}")
+                ids.add(entry.memory.id)
+                vectors += entry.vector is not None
+                entries.append(entry)
+            elif kind == "change":
+                changes.append(_change(record))
+            else:
+                raise _Bad(f"unknown record type {_shown(kind)} (expected 'memory' or 'change')")
+        except _Bad as exc:
+            raise fail(lineno, str(exc)) from None
+    for change in changes:
+        if change.memory_id not in ids:
+            raise fail(None, f"history entry refers to memory {change.memory_id!r}, which is not in the file")
+    found = {"memories": len(entries), "changes": len(changes), "vectors": vectors}
+    declared = {"memories": header.memories, "changes": header.changes, "vectors": header.vectors}
+    if found != declared:
+        problems = ", ".join(f"{k}: header {declared[k]}, file {found[k]}" for k in found if found[k] != declared[k])
+        raise fail(None, f"counts do not match the header ({problems})")
+    return Bundle(header=header, entries=tuple(entries), changes=tuple(changes))
