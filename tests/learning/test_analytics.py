@@ -335,3 +335,17 @@ def test_trends_patterns_and_report_through_engram(mem: Engram, tmp_path: Path) 
     assert f"]({report.chart})" in report.to_markdown()
     assert json.loads(report.to_json())["categories"][0]["category"] == "db"
     assert [r.agent for r in mem.outcomes(agent="alice")] == ["alice"] * 16
+
+
+def test_report_includes_recurring_failures(mem: Engram) -> None:
+    for port in (5432, 5433):
+        mem.record_failure(
+            f"ConnectionRefusedError: connection refused to db.internal:{port}", agent="alice", solution="start the db"
+        )
+    mem.record_failure("ValueError: something else entirely", agent="alice")
+    mem.record("deploy", "ship", "success", agent="alice")
+    report = mem.report(agent="alice")
+    assert [p.occurrences for p in report.failure_patterns] == [2]
+    assert report.failure_patterns[0].solutions[0].solution == "start the db"
+    assert "## Recurring failures" in report.to_markdown()
+    assert any("Recurring failure (2x)" in i for i in report.insights)

@@ -174,3 +174,23 @@ def test_dedupe_can_be_turned_off(tmp_path: Path, embedder: Embedder) -> None:
     with Engram(tmp_path / "s", embedder=embedder, dedupe=False) as engram:
         a = engram.remember("same text", agent="alice")
         assert engram.remember("same text", agent="alice").id != a.id
+
+
+def test_batch_neighbours_only_look_back_within_agent_kind_and_visibility() -> None:
+    import numpy as np
+
+    from engramdb.privacy.dedupe import batch_neighbours
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def m(i: int, content: str, agent: str = "a", kind: str = "knowledge") -> Memory:
+        return Memory(id=str(i), agent=agent, kind=kind, content=content, created_at=now, updated_at=now)
+
+    batch = [m(0, "x"), m(1, "y"), m(2, "x", agent="b"), m(3, "X!"), m(4, "z", kind="episode"), m(5, "w")]
+    vectors = np.eye(6, dtype=np.float32)
+    vectors[5] = vectors[1]  # row 5 is a near-duplicate of row 1 by meaning only
+    found = batch_neighbours(batch, vectors, threshold=0.9)
+    assert found[0] == [] and found[2] == []  # nothing earlier; other agent
+    assert found[3] == [(0, 0.0)]  # identical normalised text, whatever the similarity
+    assert found[4] == []  # events never merge
+    assert found[5] == [(1, 1.0)]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from pg_server import SERVER, PgServer
 from storage_helpers import StoreFactory
 
 from engramdb.config import load_settings
@@ -21,10 +22,29 @@ def _sqlite_location(tmp_path: Path) -> str:
     return str(tmp_path / "store")
 
 
+def _postgres_location(tmp_path: Path) -> str:
+    # A fresh database on the session's server (started on first use; skipped, or failed in CI, if unavailable).
+    return SERVER.get().new_database()
+
+
 #: Backend name -> a function making a fresh location for one test.
 BACKENDS: dict[str, Callable[[Path], str]] = {
     "sqlite": _sqlite_location,
+    "postgres": _postgres_location,
 }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_postgres_server() -> Iterator[None]:
+    """Stops the session's PostgreSQL test server (if a test started it) when the session ends."""
+    yield
+    SERVER.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> PgServer:
+    """The session's PostgreSQL test server (initdb + pg_ctl in a temp dir, trust auth, fsync off)."""
+    return SERVER.get()
 
 
 @pytest.fixture(params=sorted(BACKENDS))

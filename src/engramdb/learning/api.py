@@ -407,7 +407,7 @@ class LearningAPI:
         """
         agent = check.agent_name(agent)
         since = _since(since)
-        failures = self._recurring_failures(agent)
+        failures = self._recurring_failures(agent, since)
         report = build_report(
             self.outcomes(agent=agent, since=since), agent=agent, now=utcnow(), since=since, failure_patterns=failures
         )
@@ -416,11 +416,12 @@ class LearningAPI:
             report = report.with_chart(str(written))
         return report
 
-    def _recurring_failures(self, agent: str) -> list[FailurePattern]:
+    def _recurring_failures(self, agent: str, since: datetime | None) -> list[FailurePattern]:
+        # The failures part of the engine is another mixin of the facade; a learning-only build has none.
         lookup = getattr(self, "failure_patterns", None)
         if lookup is None:
             return []
-        found = lookup(agent=agent, recurring=True)
+        found = lookup(agent=agent, recurring=True, since=since)
         return [p for p in found if isinstance(p, FailurePattern)]
 
 

@@ -288,8 +288,22 @@ def _ipv6(match: re.Match[str]) -> str:
 
 Replacement = str | Callable[[re.Match[str]], str]
 
+_PLACEHOLDERS: Final = ("n", "str", "ts", "url", "path", "host", "uuid", "addr", "email")
+# No rule starts a match right after a placeholder: what a placeholder replaced was a detail's
+# last character, so masking a signature again changes nothing (a signature is a fixed point).
+_AFTER_PLACEHOLDER: Final = "".join(f"(?<!<{name}>)" for name in _PLACEHOLDERS)
+_INLINE_FLAGS = re.compile(r"^\(\?[a-zA-Z]+\)")
+
+
+def _guarded(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    source = pattern.pattern
+    flags = _INLINE_FLAGS.match(source)
+    head = flags.group(0) if flags else ""
+    return re.compile(head + _AFTER_PLACEHOLDER + source[len(head) :], pattern.flags)
+
+
 #: (placeholder name, pattern, replacement), applied in this order.
-_RULES: Final[tuple[tuple[str, re.Pattern[str], Replacement], ...]] = (
+_RULE_LIST: Final[tuple[tuple[str, re.Pattern[str], Replacement], ...]] = (
     ("url", _URL, _url),
     ("email", _EMAIL, "<email>"),
     ("str", _QUOTED, "<str>"),
@@ -303,6 +317,7 @@ _RULES: Final[tuple[tuple[str, re.Pattern[str], Replacement], ...]] = (
     ("host", _HOST_SHAPE, _host_shape),
     ("n", _DIGIT_TOKEN, "<n>"),
 )
+_RULES: Final = tuple((name, _guarded(pattern), replacement) for name, pattern, replacement in _RULE_LIST)
 
 
 def headline(message: str) -> str:

@@ -23,7 +23,7 @@ from engramdb._util import parse_ts, utcnow
 from engramdb.errors import CorruptStoreError, NotFound, ValidationError
 from engramdb.models import NO_MERGE_KINDS, AuditEvent, Memory
 from engramdb.privacy import audit as chain
-from engramdb.privacy.dedupe import find_duplicate, merge_changes
+from engramdb.privacy.dedupe import batch_neighbours, find_duplicate, merge_changes
 from engramdb.privacy.redact import RedactionPolicy, redact_text, redact_value
 from engramdb.privacy.retention import Expiry, RetentionPolicy, evaluate, load_policy
 from engramdb.storage.base import Filter
@@ -146,13 +146,15 @@ class PrivacyAPI:
         enabled = self.settings.dedupe and not force
         threshold = self.settings.dedupe_threshold
         batch: dict[str, int] = {}  # position in plan.new of each new memory, by id
+        neighbours = batch_neighbours(memories, vectors, threshold=threshold) if enabled else []
         for row, memory in enumerate(memories):
             duplicate = None
             if enabled and memory.kind not in NO_MERGE_KINDS:
+                # Earlier rows of the batch that stayed new (the others were folded into a memory already).
                 earlier = [
-                    (m, float(vectors[r] @ vectors[row]))
-                    for m, r in zip(plan.new, plan.rows, strict=True)
-                    if m.agent == memory.agent and m.kind == memory.kind
+                    (plan.new[batch[memories[j].id]], similarity)
+                    for j, similarity in neighbours[row]
+                    if memories[j].id in batch
                 ]
                 duplicate = find_duplicate(
                     memory.content,

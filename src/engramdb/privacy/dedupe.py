@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
 
 from engramdb.models import NO_MERGE_KINDS, Memory
 
@@ -27,6 +30,7 @@ __all__ = [
     "MERGED_FROM_KEY",
     "MERGE_COUNT_KEY",
     "Duplicate",
+    "batch_neighbours",
     "compatible",
     "find_duplicate",
     "merge_changes",
@@ -113,6 +117,43 @@ def find_duplicate(
         if better and similarity >= threshold and compatible(content, memory.content):
             best = Duplicate(memory, similarity)
     return best
+
+
+_BLOCK: Final = 1024
+
+
+def batch_neighbours(
+    memories: Sequence[Memory], vectors: npt.NDArray[np.float32], *, threshold: float
+) -> list[list[tuple[int, float]]]:
+    """For each row of a new batch, the EARLIER rows it may duplicate, with their cosine similarity.
+
+    Only rows of the same agent, kind and visibility qualify; a row qualifies when its
+    similarity reaches ``threshold`` or its normalised text is identical. Similarities
+    are computed blockwise with one matrix product per block, so a batch of n costs
+    O(n^2 d) floating-point work but only O(n) Python-level steps per row found.
+    """
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for row, memory in enumerate(memories):
+        if memory.kind not in NO_MERGE_KINDS:
+            groups.setdefault((memory.agent, memory.kind, memory.visibility), []).append(row)
+    out: list[list[tuple[int, float]]] = [[] for _ in memories]
+    for rows in groups.values():
+        if len(rows) < 2:
+            continue
+        matrix = vectors[np.asarray(rows)]
+        first_of: dict[str, int] = {}
+        for start in range(0, len(rows), _BLOCK):
+            block = matrix[start : start + _BLOCK] @ matrix.T
+            for offset in range(block.shape[0]):
+                i = start + offset
+                sims = block[offset, :i]
+                near = {rows[j]: float(sims[j]) for j in np.nonzero(sims >= threshold)[0]}
+                key = normalise(memories[rows[i]].content)
+                twin = first_of.setdefault(key, rows[i])
+                if twin != rows[i]:
+                    near.setdefault(twin, float(vectors[twin] @ vectors[rows[i]]))
+                out[rows[i]] = list(near.items())
+    return out
 
 
 def merge_changes(

@@ -1,0 +1,239 @@
+"""Schema and versioned migrations of the PostgreSQL store.
+
+The version lives in a one-row ``engram_schema`` table that also marks the database
+(or the schema on the connection's ``search_path``) as an engramdb store. Each
+:class:`PgMigration` runs in its own transaction under a transaction-scoped advisory
+lock, and the version is re-read inside it, so two processes opening a fresh store at
+the same moment apply each step exactly once (PostgreSQL DDL is transactional: a
+failed step leaves nothing behind).
+
+The tables mirror the SQLite store's (see ``_sqlite_schema``): timestamps are the same
+fixed-width UTC ISO strings and JSON the same compact text, so rows decode with the
+same code on both backends. What differs:
+
+* keywords: a generated ``tsvector`` column (English stemming, content and tags) with a GIN index;
+* vectors: a dimensionless ``vector`` column; an HNSW index needs a fixed dimension, so one
+  partial expression index per (model, dimension) is created when that pair is first
+  written (see ``PostgresStore._ensure_vector_index``) and recorded in ``vector_indexes``;
+* no epoch triggers: searches run in the database, so there is no cache to keep in step.
+
+To change the schema, append a step to :data:`MIGRATIONS` (never edit a released one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from engramdb.errors import NotAStoreError, SchemaVersionError, StorageError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["LOCK_AUDIT", "LOCK_MIGRATE", "LOCK_VECTOR_INDEX", "MIGRATIONS", "SCHEMA_VERSION", "PgMigration", "migrate"]
+
+#: Advisory lock keys ("engr" in ASCII, then a purpose number): one namespace for the whole store.
+LOCK_MIGRATE: Final = 0x656E677200000001
+LOCK_AUDIT: Final = 0x656E677200000002
+LOCK_VECTOR_INDEX: Final = 0x656E677200000003
+
+#: Tables whose presence without ``engram_schema`` means the database belongs to something else.
+_OUR_TABLES: Final = ("memories", "memory_tags", "vectors", "history", "shares", "audit", "meta")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PgMigration:
+    """One schema step: SQL statements (no parameters) taking the store to ``version``."""
+
+    version: int
+    description: str
+    script: str
+
+
+_V1 = """
+CREATE TABLE meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+
+-- rid orders memories created in the same microsecond (list is newest first) and keys iteration.
+CREATE TABLE memories (
+    rid           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id            text NOT NULL UNIQUE,
+    agent         text NOT NULL,
+    kind          text NOT NULL,
+    content       text NOT NULL,
+    tags          text NOT NULL DEFAULT '[]',
+    metadata      text NOT NULL DEFAULT '{}',
+    created_at    text NOT NULL,
+    updated_at    text NOT NULL,
+    last_accessed text,
+    access_count  bigint NOT NULL DEFAULT 0,
+    confidence    double precision NOT NULL DEFAULT 0.5,
+    successes     double precision NOT NULL DEFAULT 0,
+    attempts      double precision NOT NULL DEFAULT 0,
+    visibility    text NOT NULL DEFAULT 'private' CHECK (visibility IN ('private', 'shared', 'public')),
+    redacted      text NOT NULL DEFAULT '[]',
+    -- Tags are indexed with the content, as in the SQLite store's FTS table.
+    tsv           tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content || ' ' || tags)) STORED
+);
+CREATE INDEX memories_agent_kind_created ON memories (agent, kind, created_at);
+CREATE INDEX memories_agent_created ON memories (agent, created_at);
+CREATE INDEX memories_created ON memories (created_at);
+CREATE INDEX memories_public ON memories (created_at) WHERE visibility = 'public';
+CREATE INDEX memories_tsv ON memories USING gin (tsv);
+
+CREATE TABLE memory_tags (
+    memory_id text NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    tag       text NOT NULL,
+    PRIMARY KEY (memory_id, tag)
+);
+CREATE INDEX memory_tags_tag ON memory_tags (tag, memory_id);
+
+CREATE TABLE vectors (
+    memory_id text PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+    model_id  text NOT NULL,
+    dim       integer NOT NULL CHECK (dim > 0),
+    embedding vector NOT NULL
+);
+CREATE INDEX vectors_model ON vectors (model_id, dim);
+
+-- One HNSW index per (model, dimension), created on first write of that pair.
+CREATE TABLE vector_indexes (
+    model_id   text NOT NULL,
+    dim        integer NOT NULL,
+    index_name text NOT NULL UNIQUE,
+    PRIMARY KEY (model_id, dim)
+);
+
+-- No foreign key: the history of a forgotten memory stays (scrubbed) with its tombstone.
+CREATE TABLE history (
+    seq       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    memory_id text NOT NULL,
+    action    text NOT NULL,
+    at        text NOT NULL,
+    actor     text NOT NULL,
+    before    text,
+    after     text
+);
+CREATE INDEX history_memory ON history (memory_id, seq);
+
+-- to_agent '*' shares with every agent.
+CREATE TABLE shares (
+    memory_id  text NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    from_agent text NOT NULL,
+    to_agent   text NOT NULL,
+    shared_at  text NOT NULL,
+    PRIMARY KEY (memory_id, to_agent)
+);
+CREATE INDEX shares_to ON shares (to_agent, memory_id);
+"""
+
+# The audit trail: append-only and hash-chained (engramdb.privacy.audit). Appenders take an
+# advisory lock, read the last hash and insert in one transaction, so concurrent processes build
+# one unbroken chain. The triggers make edits through SQL fail loudly.
+_V2_AUDIT = """
+CREATE TABLE audit (
+    seq       bigint PRIMARY KEY,
+    at        text NOT NULL,
+    action    text NOT NULL,
+    agent     text,
+    memory_id text,
+    detail    text NOT NULL DEFAULT '{}',
+    hash      text NOT NULL
+);
+CREATE INDEX audit_agent ON audit (agent, seq);
+CREATE INDEX audit_memory ON audit (memory_id, seq);
+CREATE FUNCTION engram_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the audit trail is append-only';
+END
+$$;
+CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON audit
+    FOR EACH ROW EXECUTE FUNCTION engram_audit_append_only();
+CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
+    FOR EACH STATEMENT EXECUTE FUNCTION engram_audit_append_only();
+"""
+
+#: Every schema step, in order. Append only.
+MIGRATIONS: Final[tuple[PgMigration, ...]] = (
+    PgMigration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
+    PgMigration(version=2, description="hash-chained audit trail", script=_V2_AUDIT),
+)
+
+#: The schema version this code writes and understands.
+SCHEMA_VERSION: Final = MIGRATIONS[-1].version
+
+
+def _version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
+    """The store's schema version; None for a database without engramdb tables; NotAStoreError for a foreign one."""
+    exists = conn.execute("SELECT to_regclass('engram_schema') IS NOT NULL").fetchone()
+    if exists is not None and exists[0]:
+        row = conn.execute("SELECT version, app FROM engram_schema").fetchone()
+        if row is None or row[1] != "engramdb":
+            raise NotAStoreError("the database holds an engram_schema table that engramdb did not write")
+        return int(str(row[0]))
+    for table in _OUR_TABLES:
+        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+        if found is not None and found[0]:
+            raise NotAStoreError(
+                f"the database already has a {table!r} table but is not an engramdb store; "
+                "use another database or schema"
+            )
+    return None
+
+
+def _check_not_newer(version: int, location: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{location}: store schema version {version} is newer than this engramdb understands "
+            f"({SCHEMA_VERSION}); upgrade engramdb"
+        )
+
+
+def migrate(conn: psycopg.Connection[tuple[object, ...]], *, location: str) -> int:
+    """Create the ``vector`` extension if needed and bring the schema up to date; return the version.
+
+    ``conn`` must be in autocommit mode. Raises SchemaVersionError for a newer store and
+    NotAStoreError for a database holding someone else's tables of the same names.
+    """
+    import psycopg
+
+    with conn.transaction():
+        current = _version(conn)
+    if current is not None:
+        _check_not_newer(current, location)
+        if current == SCHEMA_VERSION:
+            return current
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_MIGRATE,))
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise StorageError(
+            f"{location}: the pgvector extension is not enabled in this database and this user may not "
+            "enable it; ask an administrator to run CREATE EXTENSION vector"
+        ) from exc
+    except psycopg.errors.FeatureNotSupported as exc:
+        raise StorageError(f"{location}: the pgvector extension is not installed on the server ({exc})") from exc
+    except psycopg.errors.UndefinedFile as exc:
+        raise StorageError(f"{location}: the pgvector extension is not installed on the server ({exc})") from exc
+    version = current or 0
+    for step in MIGRATIONS:
+        if step.version <= version:
+            continue
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_MIGRATE,))
+            # Another process may have migrated while we waited for the lock.
+            version = _version(conn) or 0
+            _check_not_newer(version, location)
+            if step.version > version:
+                conn.execute(step.script)
+                if version == 0:
+                    conn.execute(
+                        "CREATE TABLE engram_schema (app text NOT NULL, version integer NOT NULL);"
+                        "INSERT INTO engram_schema (app, version) VALUES ('engramdb', 0)"
+                    )
+                conn.execute("UPDATE engram_schema SET version = %s", (step.version,))
+                version = step.version
+    return version

@@ -1,0 +1,174 @@
+"""A throwaway PostgreSQL server for the tests: initdb + pg_ctl in a temp dir, on a free loopback port.
+
+Started once per test session (lazily, by the first test that needs it) and stopped at
+the end. Trust authentication, ``fsync=off``: a test server, never a real one. The
+server refuses to run as root, so as root it runs as the ``postgres`` user. Each test
+gets its own fresh database (:meth:`PgServer.new_database`).
+
+When the binaries, pgvector or psycopg are missing, :func:`unavailable` says why and
+the postgres tests are skipped with that reason, except in CI (``CI=true``), where they
+fail instead: a broken install must not pass silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+_PG_ROOTS = (Path("/usr/lib/postgresql"), Path("/usr/local/pgsql"))
+
+
+def _bin_dir() -> Path | None:
+    """The directory of ``initdb``/``pg_ctl``: Debian's newest versioned one, else $PATH."""
+    for root in _PG_ROOTS:
+        if root.is_dir():
+            versions = sorted((p for p in root.iterdir() if (p / "bin" / "initdb").exists()), key=lambda p: p.name)
+            if versions:
+                return versions[-1] / "bin"
+            if (root / "bin" / "initdb").exists():
+                return root / "bin"
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+def _sharedir(bin_dir: Path) -> Path | None:
+    pg_config = bin_dir / "pg_config"
+    if not pg_config.exists():
+        return None
+    out = subprocess.run([str(pg_config), "--sharedir"], capture_output=True, text=True, check=False)
+    return Path(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def unavailable() -> str | None:
+    """Why a PostgreSQL test server cannot run here, or None if it can."""
+    for module in ("psycopg", "psycopg_pool", "pgvector"):
+        if importlib.util.find_spec(module) is None:
+            return f"python package {module!r} is missing (pip install 'engramdb[postgres]')"
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        return "PostgreSQL server binaries (initdb, pg_ctl) not found; run .ci/install-postgres.sh"
+    share = _sharedir(bin_dir)
+    if share is not None and not (share / "extension" / "vector.control").exists():
+        return f"the pgvector extension is not installed in {share}/extension; run .ci/install-postgres.sh"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no 'postgres' user to run the server as"
+    return None
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with ``reason`` locally; fail in CI so a broken install cannot pass silently."""
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail(f"postgres backend required in CI: {reason}")
+    pytest.skip(f"postgres backend unavailable: {reason}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class PgServer:
+    """A running test server."""
+
+    bin_dir: Path
+    root: Path
+    port: int
+    user: str | None  # the OS user the server runs as (None: the current one)
+    superuser: str = "postgres"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.bin_dir / args[0]), *args[1:]]
+        if self.user is not None:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+
+    @classmethod
+    def start(cls) -> PgServer:
+        reason = unavailable()
+        if reason is not None:
+            raise RuntimeError(reason)
+        bin_dir = _bin_dir()
+        assert bin_dir is not None
+        root = Path(tempfile.mkdtemp(prefix="engram-pg-"))
+        user = "postgres" if os.geteuid() == 0 else None
+        if user is not None:
+            entry = pwd.getpwnam(user)
+            os.chown(root, entry.pw_uid, entry.pw_gid)
+        server = cls(bin_dir=bin_dir, root=root, port=_free_port(), user=user)
+        init = server._run("initdb", "-D", str(server.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+        if init.returncode != 0:
+            raise RuntimeError(f"initdb failed: {init.stderr.strip() or init.stdout.strip()}")
+        options = (
+            f"-p {server.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        started = server._run("pg_ctl", "-D", str(server.data), "-l", str(root / "log"), "-o", options, "-w", "start")
+        if started.returncode != 0:
+            log = (root / "log").read_text(errors="replace") if (root / "log").exists() else ""
+            raise RuntimeError(f"pg_ctl start failed: {started.stderr.strip()} {log[-2000:]}")
+        return server
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{self.superuser}@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database; returns its URL."""
+        import psycopg
+
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class LazyServer:
+    """Starts the server on first use; remembers a failure so every test reports the same reason."""
+
+    def __init__(self) -> None:
+        self.server: PgServer | None = None
+        self.error: str | None = None
+
+    def get(self) -> PgServer:
+        if self.server is None and self.error is None:
+            try:
+                self.server = PgServer.start()
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                self.error = str(exc)
+        if self.server is None:
+            skip_or_fail(self.error or "unknown error")
+            raise AssertionError("unreachable")
+        return self.server
+
+    def stop(self) -> None:
+        if self.server is not None:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                self.server.stop()
+            self.server = None
+
+
+#: The session's server (see tests/storage/conftest.py).
+SERVER = LazyServer()
