@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -432,6 +433,7 @@ def run_scale(embedder: Embedder, folder: str, n: int = 10_000, repeats: int = 5
             choose_times.append(time.perf_counter() - t)
     return {
         "decisions": n,
+        "load_average_1m": os.getloadavg()[0],
         "suggest_p50_ms": 1000 * statistics.median(times),
         "suggest_p95_ms": 1000 * sorted(times)[int(0.95 * len(times)) - 1],
         "choose_p50_ms": 1000 * statistics.median(choose_times),
@@ -574,7 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if scale:
         console.print(
             f"suggest over {scale['decisions']} decisions: p50 {scale['suggest_p50_ms']:.1f} ms, "
-            f"p95 {scale['suggest_p95_ms']:.1f} ms; choose p50 {scale['choose_p50_ms']:.1f} ms (query vector cached)"
+            f"p95 {scale['suggest_p95_ms']:.1f} ms; choose p50 {scale['choose_p50_ms']:.1f} ms (query vector cached; "
+            f"load average {scale['load_average_1m']:.1f} on {os.cpu_count()} cores)"
         )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -304,19 +304,28 @@ def _search_latency(mem: Engram, embedder: CachedEmbedder, questions: Sequence[s
     }
 
 
+#: Ingest variants: (label, kind, memories per remember_many call; 0 = all in one call).
+#: "conversation" memories are never merged; "knowledge" (the default kind) runs the near-duplicate check.
+INGEST_VARIANTS = (
+    ("one call, kind=conversation", "conversation", 0),
+    ("one call, kind=knowledge (dedupe on)", "knowledge", 0),
+    ("calls of 100, kind=knowledge (dedupe on)", "knowledge", 100),
+)
+
+
 def run_speed(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) -> dict[str, Any]:
-    """Batched ingest of short texts into a fresh on-disk store; search latency on it."""
+    """Batched ingest of short texts into fresh on-disk stores; search latency on one of them."""
     conversations = load_locomo()
     texts = [d.content for c in conversations for d in c.docs][: args.ingest_count]
     questions = [q.text for c in conversations for q in c.questions][: args.latency_queries]
-    items = [{"content": t, "agent": AGENT, "kind": "conversation"} for t in texts]
     out: dict[str, Any] = {
         "ingest_texts": len(texts),
         "mean_chars": statistics.fmean(len(t) for t in texts),
         "load_before": _load(),
+        "ingest": {},
     }
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
-        # Each measurement gets a fresh embedder (empty cache), so every text is embedded for real.
+        # Every measurement gets a fresh embedder (empty cache), so every text is embedded for real.
         raw = make_raw()
         raw.embed(["warm up the model"])
         t0 = time.perf_counter()
@@ -324,23 +333,24 @@ def run_speed(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) 
             raw.embed(texts[start : start + 64])
         embed_s = time.perf_counter() - t0
         out["embedding_only"] = {"seconds": embed_s, "texts_per_s": len(texts) / embed_s}
-        embedder = make_raw()
-        embedder.embed(["warm up the model"])
-        with Engram(Path(tmp) / "store", embedder=embedder) as mem:
-            t0 = time.perf_counter()
-            mem.remember_many(items)
-            ingest_s = time.perf_counter() - t0
-            out["ingest_one_call"] = {"seconds": ingest_s, "memories_per_s": len(texts) / ingest_s}
-            out["search_store_size"] = mem.count(agent=AGENT)
-            out.update(_search_latency(mem, embedder, questions))
-        embedder = make_raw()
-        embedder.embed(["warm up the model"])
-        with Engram(Path(tmp) / "store2", embedder=embedder) as mem:
-            t0 = time.perf_counter()
-            for start in range(0, len(items), 100):
-                mem.remember_many(items[start : start + 100])
-            chunk_s = time.perf_counter() - t0
-            out["ingest_chunks_of_100"] = {"seconds": chunk_s, "memories_per_s": len(texts) / chunk_s}
+        for n, (label, kind, per_call) in enumerate(INGEST_VARIANTS):
+            items = [{"content": t, "agent": AGENT, "kind": kind} for t in texts]
+            chunk = per_call or len(items)
+            embedder = make_raw()
+            embedder.embed(["warm up the model"])
+            with Engram(Path(tmp) / f"store{n}", embedder=embedder) as mem:
+                t0 = time.perf_counter()
+                for start in range(0, len(items), chunk):
+                    mem.remember_many(items[start : start + chunk])
+                seconds = time.perf_counter() - t0
+                out["ingest"][label] = {
+                    "seconds": seconds,
+                    "memories_per_s": len(items) / seconds,
+                    "stored": mem.count(agent=AGENT),
+                }
+                if n == 0:
+                    out["search_store_size"] = mem.count(agent=AGENT)
+                    out.update(_search_latency(mem, embedder, questions))
     out["load_after"] = _load()
     return out
 
@@ -490,8 +500,8 @@ def report(results: dict[str, Any]) -> None:
         table = Table(title=f"Speed ({sp['ingest_texts']} LoCoMo turns, mean {sp['mean_chars']:.0f} chars)")
         table.add_column("measure")
         table.add_column("value", justify="right")
-        table.add_row("ingest, one remember_many call", f"{sp['ingest_one_call']['memories_per_s']:.0f} memories/s")
-        table.add_row("ingest, remember_many per 100", f"{sp['ingest_chunks_of_100']['memories_per_s']:.0f} memories/s")
+        for label, data in sp["ingest"].items():
+            table.add_row(f"ingest, {label}", f"{data['memories_per_s']:.0f} memories/s")
         table.add_row("embedding alone (batches of 64)", f"{sp['embedding_only']['texts_per_s']:.0f} texts/s")
         table.add_row("load average (1 min) before / after", f"{sp['load_before'][0]:.1f} / {sp['load_after'][0]:.1f}")
         for key, label in (

@@ -140,6 +140,9 @@ def test_bucket_choice_follows_the_span() -> None:
     assert choose_bucket(T0, T0 + timedelta(days=20)) == "day"
     assert choose_bucket(T0, T0 + timedelta(days=200)) == "week"
     assert choose_bucket(T0, T0 + timedelta(days=2000)) == "month"
+    # Enough outcomes per point: 30 days with 100 outcomes is weekly, with 1,000 daily.
+    assert choose_bucket(T0, T0 + timedelta(days=30), n=100) == "week"
+    assert choose_bucket(T0, T0 + timedelta(days=30), n=1000) == "day"
 
 
 def test_timeline_groups_by_calendar_bucket() -> None:
@@ -208,7 +211,7 @@ def test_report_as_json_and_markdown() -> None:
     assert data["categories"][0]["category"] == "auth"
     assert data["categories"][0]["trend"]["direction"] == "improving"
     assert data["failure_patterns"][0]["occurrences"] == 4
-    assert data["bucket"] == "hour"
+    assert data["bucket"] == "day"  # 30 outcomes in a day: hourly points would hold about one each
     assert sum(p["n"] for p in data["timeline"]) == 30
     assert any("improving" in i for i in data["insights"])
     md = r.to_markdown()

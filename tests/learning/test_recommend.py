@@ -209,6 +209,8 @@ def test_record_writes_a_decision_memory(mem: Engram) -> None:
         "duration": 1.5,
     }
     assert mem.get(m.id, agent="alice").metadata["action"] == "retry-with-backoff"
+    assert m.tags == ("action:retry-with-backoff",)
+    assert [d.id for d in mem.list(agent="alice", tags=["action:retry-with-backoff"])] == [m.id]
 
 
 @pytest.mark.parametrize(

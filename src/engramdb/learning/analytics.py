@@ -242,23 +242,28 @@ def _bucket_fn(name: str) -> Callable[[datetime], tuple[datetime, datetime]]:
     return fixed
 
 
-def choose_bucket(first: datetime, last: datetime, *, max_points: int = 60) -> str:
-    """The finest of minute, hour, day, week, month that splits [first, last] into at most ``max_points``."""
+def choose_bucket(first: datetime, last: datetime, *, n: int = 0, max_points: int = 40, min_per_point: int = 8) -> str:
+    """The finest calendar bucket (minute, hour, day, week, month) that suits a chart of ``n`` outcomes.
+
+    At most ``max_points`` buckets over [first, last], holding ``min_per_point`` outcomes
+    each on average (with fewer, a success rate per bucket is mostly noise).
+    """
     span = max(0.0, (last - first).total_seconds())
     for name, width in _FIXED:
-        if span / width < max_points:
+        buckets = span / width + 1.0
+        if buckets <= max_points and (n == 0 or n / buckets >= min_per_point):
             return name
     return "month"
 
 
 def timeline(
-    records: Iterable[DecisionRecord], *, bucket: str | None = None, max_points: int = 60, level: float = 0.95
+    records: Iterable[DecisionRecord], *, bucket: str | None = None, max_points: int = 40, level: float = 0.95
 ) -> tuple[str, list[TimelinePoint]]:
-    """Success rate per calendar bucket, oldest first; the bucket is chosen from the span unless given."""
+    """Success rate per calendar bucket, oldest first; the bucket is chosen from the data unless given."""
     rs = sorted(records, key=lambda r: r.at)
     if not rs:
         return bucket or "day", []
-    name = bucket or choose_bucket(rs[0].at, rs[-1].at, max_points=max_points)
+    name = bucket or choose_bucket(rs[0].at, rs[-1].at, n=len(rs), max_points=max_points)
     if name not in {*dict(_FIXED), "month"}:
         raise ValidationError(f"unknown bucket {name!r} (choose from minute, hour, day, week, month)")
     fn = _bucket_fn(name)

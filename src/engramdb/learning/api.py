@@ -115,7 +115,8 @@ class LearningAPI:
             used=used_ids,
             extra=check.metadata(metadata),
         )
-        tag_list = [*check.tags(tags if isinstance(tags, str) else list(tags))]
+        # The action as a tag too: ``list(tags=["action:retry"])`` finds every time it was tried.
+        tag_list = [*check.tags(tags if isinstance(tags, str) else list(tags)), f"action:{action}"]
         memory = self.remember(
             context,
             agent=agent,
@@ -317,7 +318,9 @@ class LearningAPI:
             execution=info,
             extra=check.metadata(metadata),
         )
-        tags = ["execution"] + ([f"category:{meta['category']}"] if "category" in meta else [])
+        tags = ["execution", f"action:{meta['action']}"] + (
+            [f"category:{meta['category']}"] if "category" in meta else []
+        )
         memory = self.remember(context, agent=agent, kind="decision", tags=tags, metadata=meta)
         if used_ids:
             self.feedback(used_ids, outcome, agent=agent)
@@ -332,7 +335,7 @@ class LearningAPI:
         category: str | None = None,
         limit: int = 5,
     ) -> list[ExecutionMatch]:
-        """Past executions (and other outcome records) most similar to ``task``, most similar first.
+        """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
 
         ``successful=True`` (the default) keeps those that succeeded (success weight at
         least 0.5), ``False`` those that did not, ``None`` all. ``category`` restricts
@@ -344,7 +347,8 @@ class LearningAPI:
         matches = [
             ExecutionMatch(record=n.record, similarity=n.cosine)
             for n in self._neighbours(task, agent)
-            if (successful is None or (n.record.success >= 0.5) == successful)
+            if n.record.execution is not None
+            and (successful is None or (n.record.success >= 0.5) == successful)
             and (category is None or n.record.category == category)
         ]
         matches.sort(key=lambda m: (-m.similarity, -m.record.at.timestamp(), m.record.id))

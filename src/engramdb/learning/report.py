@@ -155,7 +155,7 @@ def build_report(
     failure_patterns: Sequence[FailurePattern] = (),
     alpha: float = 0.05,
     min_n: int = 10,
-    max_points: int = 60,
+    max_points: int = 40,
     chart_categories: int = 5,
 ) -> LearningReport:
     """Summarise outcome records (already limited to ``since`` by the caller)."""
@@ -256,7 +256,13 @@ def _markdown(r: LearningReport) -> str:
             lines.append(f"| {fp.occurrences} | {_cell(fp.example[:100])} | {fix} |")
         lines.append("")
     if r.timeline:
-        lines += [f"## Per {r.bucket}", "", f"| {r.bucket} starting | runs | success |", "| --- | ---: | ---: |"]
+        latest = " (latest 30)" if len(r.timeline) > 30 else ""
+        lines += [
+            f"## Per {r.bucket}{latest}",
+            "",
+            f"| {r.bucket} starting | runs | success |",
+            "| --- | ---: | ---: |",
+        ]
         for pt in r.timeline[-30:]:
             lines.append(f"| {pt.start:%Y-%m-%d %H:%M} | {pt.n} | {_pct(pt.success_rate)} |")
         lines.append("")
@@ -308,13 +314,23 @@ def write_chart(report: LearningReport, path: str | os.PathLike[str]) -> Path:
         )
         ax.plot(xs, [p.success_rate for p in report.timeline], marker="o", color="tab:blue", label="overall")
         if len(report.category_timelines) > 1:
-            for name, pts in report.category_timelines.items():
-                ax.plot(mids(pts), [p.success_rate for p in pts], marker=".", linewidth=1, alpha=0.8, label=name[:30])
+            # Blue is the overall line's; categories take the next colours of the default cycle.
+            colours = ["tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink"]
+            for i, (name, pts) in enumerate(report.category_timelines.items()):
+                ax.plot(
+                    mids(pts),
+                    [p.success_rate for p in pts],
+                    marker=".",
+                    linewidth=1,
+                    alpha=0.8,
+                    color=colours[i % len(colours)],
+                    label=name[:30],
+                )
         locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
         ax.xaxis_date()
-        ax.legend(loc="lower left", fontsize=8)
+        ax.legend(loc="best", fontsize=8, framealpha=0.8)
     else:
         ax.text(0.5, 0.5, "no outcomes recorded", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(-0.02, 1.02)

@@ -121,7 +121,6 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
         self.location: str = redact_url(location)
         self._exact_below = exact_search_below
         self._local = threading.local()
-        self._indexed: set[tuple[str, int]] = set()
         timeout = settings.busy_timeout if settings is not None else 30.0
         self._timeout = max(1.0, timeout)
         try:
@@ -319,16 +318,17 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
         rows of that model. It is created in the writer's transaction (DDL is transactional)
         under an advisory lock, so concurrent first writers create it exactly once.
         """
-        if (model_id, dim) in self._indexed:
-            return
+        # Looked up on every vector write rather than cached: a cached "exists" could outlive the
+        # rollback of the transaction that created the index.
         found = conn.execute(
             "SELECT 1 FROM vector_indexes WHERE model_id = %s AND dim = %s", (model_id, dim)
         ).fetchone()
-        if found is None:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_VECTOR_INDEX,))
-            found = conn.execute(
-                "SELECT 1 FROM vector_indexes WHERE model_id = %s AND dim = %s", (model_id, dim)
-            ).fetchone()
+        if found is not None:
+            return
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_VECTOR_INDEX,))
+        found = conn.execute(
+            "SELECT 1 FROM vector_indexes WHERE model_id = %s AND dim = %s", (model_id, dim)
+        ).fetchone()
         if found is None:
             digest = hashlib.sha256(f"{model_id}\x00{dim}".encode()).hexdigest()[:16]
             name = f"vectors_hnsw_{digest}"
@@ -341,8 +341,6 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
             conn.execute(
                 "INSERT INTO vector_indexes (model_id, dim, index_name) VALUES (%s, %s, %s)", (model_id, dim, name)
             )
-        # Remembered even if this transaction rolls back: then the index is simply checked again.
-        self._indexed.add((model_id, dim))
 
     def _write_vectors(self, conn: Conn, ids: Sequence[str], unit: Vectors, *, model_id: str) -> None:
         """Insert or replace the vectors of existing memories (dimension checked against the model's others)."""
