@@ -29,9 +29,11 @@ from engramdb.models import (
     Hit,
     Memory,
     OptionStats,
+    Share,
     SolutionStats,
     Suggestion,
 )
+from engramdb.learning.adaptive import Recovery
 from engramdb.shortterm import Message, SessionContext
 
 __version__ = "0.1.0"
@@ -54,9 +56,11 @@ __all__ = [
     "NotAStoreError",
     "NotFound",
     "OptionStats",
+    "Recovery",
     "SchemaVersionError",
     "SessionContext",
     "Settings",
+    "Share",
     "SolutionStats",
     "StorageError",
     "Suggestion",
