@@ -21,6 +21,7 @@ from engramdb.errors import (
     StorageError,
     ValidationError,
 )
+from engramdb.learning.adaptive import Recovery
 from engramdb.models import (
     KINDS,
     AuditEvent,
@@ -33,7 +34,6 @@ from engramdb.models import (
     SolutionStats,
     Suggestion,
 )
-from engramdb.learning.adaptive import Recovery
 from engramdb.shortterm import Message, SessionContext
 
 __version__ = "0.1.0"
