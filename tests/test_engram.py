@@ -34,9 +34,14 @@ def test_remember_returns_the_stored_memory(mem: Engram):
         metadata={"source": "chat", "n": 3},
         confidence=0.8,
     )
-    assert m.agent == "alice" and m.kind == "preference" and m.tags == ("tools", "python")
-    assert m.metadata == {"source": "chat", "n": 3} and m.confidence == 0.8
-    assert m.access_count == 0 and m.last_accessed is None and m.success_rate is None
+    assert m.agent == "alice"
+    assert m.kind == "preference"
+    assert m.tags == ("tools", "python")
+    assert m.metadata == {"source": "chat", "n": 3}
+    assert m.confidence == 0.8
+    assert m.access_count == 0
+    assert m.last_accessed is None
+    assert m.success_rate is None
     assert m.visibility == "private"
     assert mem.get(m.id) == m
 
@@ -57,7 +62,8 @@ def test_filters_are_hard(mem: Engram):
     seed(mem, "alice")
     seed(mem, "bob")
     hits = mem.search("database", agent="bob", limit=20)
-    assert hits and all(h.memory.agent == "bob" for h in hits)
+    assert hits
+    assert all(h.memory.agent == "bob" for h in hits)
     only_failures = mem.search("database", agent="alice", kind="failure", limit=20)
     assert [h.memory.kind for h in only_failures] == ["failure"]
     tagged = mem.search("anything at all", agent="alice", tags=["preference"], limit=20)
@@ -68,9 +74,11 @@ def test_filters_are_hard(mem: Engram):
 def test_retrieval_counts_access(mem: Engram):
     seed(mem)
     hit = mem.search("rate limit errors", agent="alice", limit=1)[0]
-    assert hit.memory.access_count == 1 and hit.memory.last_accessed is not None
+    assert hit.memory.access_count == 1
+    assert hit.memory.last_accessed is not None
     stored = mem.get(hit.memory.id)
-    assert stored.access_count == 1 and stored.last_accessed == hit.memory.last_accessed
+    assert stored.access_count == 1
+    assert stored.last_accessed == hit.memory.last_accessed
     mem.search("rate limit errors", agent="alice", limit=1)
     assert mem.get(hit.memory.id).access_count == 2
 
@@ -78,7 +86,8 @@ def test_retrieval_counts_access(mem: Engram):
 def test_update_keeps_history_and_reembeds(mem: Engram):
     m = mem.remember("The API token rotates monthly", agent="alice")
     updated = mem.update(m.id, content="Quarterly rotation of the cat photos album", tags=["photos"])
-    assert updated.content.startswith("Quarterly") and updated.tags == ("photos",)
+    assert updated.content.startswith("Quarterly")
+    assert updated.tags == ("photos",)
     assert mem.search("cat pictures", agent="alice", limit=1)[0].memory.id == m.id
     hist = mem.history(m.id)
     assert [c.action for c in hist] == ["create", "update"]
@@ -232,7 +241,8 @@ def test_opening_with_another_model_fails_clearly_or_reembeds(tmp_path: Path, em
     with Engram(
         tmp_path / "s", embedder=OtherModel(), on_model_mismatch="reembed", progress=lambda d, t: seen.append((d, t))
     ) as mem:
-        assert seen and seen[-1] == (len(ids), len(ids))
+        assert seen
+        assert seen[-1] == (len(ids), len(ids))
         assert mem.store.get_meta("model_id") == OtherModel.model_id
         assert mem.search("exponential backoff", agent="alice", limit=1)[0].memory.kind == "success"
     with Engram(tmp_path / "s", embedder=OtherModel()) as mem:  # now consistent: opens without fuss

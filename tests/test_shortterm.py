@@ -23,7 +23,7 @@ def promoter_log():
 
 
 def test_window_trims_oldest_messages_to_the_budget():
-    calls, promote = promoter_log()
+    _calls, promote = promoter_log()
     ctx = SessionContext("a", token_budget=10, count_tokens=words, promoter=promote)
     for i in range(6):
         ctx.add(f"message number {i}")  # 3 tokens each
@@ -76,8 +76,11 @@ def test_promote_moves_items_into_long_term_memory(tmp_path):
         m2 = ctx.promote("preferred_region", kind="preference")
         assert [m.content for m in ctx.messages] == ["Noted."]
         assert "preferred_region" not in ctx.variables
-        assert m1.kind == "conversation" and m1.agent == "alice" and m1.metadata["role"] == "user"
-        assert m2.kind == "preference" and m2.content == 'preferred_region: "eu-west-1"'
+        assert m1.kind == "conversation"
+        assert m1.agent == "alice"
+        assert m1.metadata["role"] == "user"
+        assert m2.kind == "preference"
+        assert m2.content == 'preferred_region: "eu-west-1"'
         hits = mem.search("where is the deploy key", agent="alice", limit=1)
         assert hits[0].memory.id == m1.id
         # The window counts real tokens of the bundled tokenizer.

@@ -190,7 +190,8 @@ def test_batch_neighbours_only_look_back_within_agent_kind_and_visibility() -> N
     vectors = np.eye(6, dtype=np.float32)
     vectors[5] = vectors[1]  # row 5 is a near-duplicate of row 1 by meaning only
     found = batch_neighbours(batch, vectors, threshold=0.9)
-    assert found[0] == [] and found[2] == []  # nothing earlier; other agent
+    assert found[0] == []
+    assert found[2] == []
     assert found[3] == [(0, 0.0)]  # identical normalised text, whatever the similarity
     assert found[4] == []  # events never merge
     assert found[5] == [(1, 1.0)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -51,7 +52,7 @@ def test_fusion_scores_are_bounded_and_cover_both_channels(kw, vec, w):
 def test_single_channel_fusion_keeps_that_channels_order(kw):
     fused = fuse(kw, [], keyword_weight=0.5)
     relevance = {f.id: f.relevance for f in fused}
-    for higher, lower in zip(kw, kw[1:], strict=False):
+    for higher, lower in itertools.pairwise(kw):
         assert relevance[higher.id] >= relevance[lower.id]
 
 
