@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engramdb import Engram, NotFound, ValidationError
+from engramdb import ConfigError, Engram, NotFound, ValidationError
 from engramdb.embeddings.base import Embedder
 from engramdb.learning.recommend import Neighbour, RecommendConfig, choose, evidence, option_posteriors, suggest
 from engramdb.learning.records import DecisionRecord
@@ -288,7 +288,6 @@ def test_suggest_with_options_and_limit(mem: Engram) -> None:
 
 def test_choose_converges_on_the_best_option_and_is_reproducible(tmp_path: Path, embedder: Embedder) -> None:
     truth = {"backoff": 0.9, "retry": 0.3, "abort": 0.1}
-    rng = random.Random(3)
 
     def run(folder: str) -> list[str]:
         picks = []
@@ -303,7 +302,6 @@ def test_choose_converges_on_the_best_option_and_is_reproducible(tmp_path: Path,
     first = run("one")
     assert first == run("two")  # same seed, same data, same choices
     assert Counter(first[-15:])["backoff"] >= 11
-    assert rng  # keep the generator import honest
 
 
 def test_choose_settings_and_validation(mem: Engram) -> None:
@@ -318,6 +316,13 @@ def test_choose_settings_and_validation(mem: Engram) -> None:
         mem.choose("ctx", [])
     with pytest.raises(ValidationError, match="seed"):
         mem.choose("ctx", ["a", "b"], seed="x")  # type: ignore[arg-type]
+
+
+def test_learning_settings_are_validated(tmp_path: Path, embedder: Embedder) -> None:
+    with pytest.raises(ConfigError, match="exploration"):
+        Engram(tmp_path / "s", embedder=embedder, exploration=1.5)
+    with Engram(tmp_path / "s", embedder=embedder, learning_seed=7) as m:
+        assert (m.settings.learning_seed, m.settings.exploration) == (7, 0.5)
 
 
 def test_exploration_setting_turns_exploration_down(tmp_path: Path, embedder: Embedder) -> None:

@@ -166,7 +166,7 @@ def test_exact_intervals_reach_the_bounds_and_match_known_values() -> None:
     assert (low[0], high[1]) == (0.0, 1.0)
     assert low[2] == pytest.approx(0.187, abs=1e-3)  # Clopper-Pearson for 5 of 10
     assert high[2] == pytest.approx(0.813, abs=1e-3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="successes"):
         exact_intervals([3], [2])
 
 
