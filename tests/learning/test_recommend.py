@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -388,3 +389,32 @@ def test_search_ranks_memories_that_worked_above_those_that_did_not(tmp_path: Pa
             m.feedback([b.id], "failure", agent="alice")
         hits = m.search("how to retry an upload", agent="alice")
         assert [h.memory.id for h in hits[:2]] == [a.id, b.id]
+
+
+def _feedback_worker(store: str, memory_id: str, n: int, barrier: Any) -> None:
+    with Engram(store) as mem:
+        mem.embedder.embed(["warm up"])
+        barrier.wait()  # both processes hammer the same memory at the same moment
+        for _ in range(n):
+            mem.feedback([memory_id], "success", agent="alice")
+
+
+def test_feedback_from_two_processes_loses_no_update(tmp_path: Path, embedder: Embedder) -> None:
+    import multiprocessing
+
+    store = str(tmp_path / "store")
+    with Engram(store, embedder=embedder) as mem:
+        tip = mem.remember("Refresh the token before retrying a 401", agent="alice")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    workers = [ctx.Process(target=_feedback_worker, args=(store, tip.id, 40, barrier)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=300)
+    assert [w.exitcode for w in workers] == [0, 0]
+    with Engram(store, embedder=embedder) as mem:
+        after = mem.get(tip.id)
+        assert after.attempts == 80.0
+        assert after.successes == 80.0
+        assert [c.action for c in mem.history(tip.id)].count("feedback") == 80

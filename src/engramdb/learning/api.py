@@ -148,7 +148,9 @@ class LearningAPI:
             raise ValidationError("no memory ids given")
         now = utcnow()
         out = []
-        with self._feedback_lock:
+        # Read-modify-write: inside one write transaction, so concurrent writers (threads here,
+        # other processes through the store's write lock) never lose an update.
+        with self._feedback_lock, self.store.atomic():
             current = self.store.get_many(ids, Filter(agent=agent))
             for memory_id in ids:
                 m = current[memory_id]
