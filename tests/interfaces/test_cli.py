@@ -21,28 +21,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from typer.testing import CliRunner, Result
+from cli_helpers import fails, ok, ok_json
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
-from engramdb.interfaces.cli import app
 
 ENGRAM = Path(sys.executable).parent / "engram"
-
-runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test may touch the user's ~/.engram: the default store is a temp folder."""
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ENGRAM_CONFIG", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> str:
-    return str(tmp_path / "store")
 
 
 @pytest.fixture
@@ -74,32 +58,6 @@ def seeded(store: str, embedder: Embedder) -> dict[str, str]:
             ]
         )
     return {"auth": ms[0].id, "db": ms[1].id, "pref": ms[2].id, "bob": ms[3].id}
-
-
-def run(*args: str, stdin: str | None = None) -> Result:
-    return runner.invoke(app, list(args), input=stdin)
-
-
-def ok(*args: str, stdin: str | None = None) -> str:
-    result = run(*args, stdin=stdin)
-    assert result.exit_code == 0, f"exit {result.exit_code}: {result.stderr or result.stdout}"
-    return result.stdout
-
-
-def ok_json(*args: str, stdin: str | None = None) -> Any:
-    return json.loads(ok(*args, "--json", stdin=stdin))
-
-
-def fails(*args: str, stdin: str | None = None) -> str:
-    """Run a command that must fail as a user error: exit 1, one line on stderr, no traceback."""
-    result = run(*args, stdin=stdin)
-    assert result.exit_code == 1, f"exit {result.exit_code}: {result.stdout}{result.stderr}"
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    assert result.stdout == ""
-    return lines[0]
 
 
 def snapshot(store: str, embedder: Embedder) -> list[dict[str, Any]]:

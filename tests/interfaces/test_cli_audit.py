@@ -7,20 +7,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_helpers import run
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
-from engramdb.interfaces.cli import app
-
-runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ENGRAM_CONFIG", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
 
 
 @pytest.fixture
@@ -35,11 +25,11 @@ def store(tmp_path: Path, embedder: Embedder) -> str:
 
 
 def test_audit_log_and_json(store: str) -> None:
-    result = runner.invoke(app, ["--store", store, "audit", "log"])
+    result = run("--store", store, "audit", "log")
     assert result.exit_code == 0, result.output
     assert "create" in result.output
     assert "search" in result.output
-    result = runner.invoke(app, ["--store", store, "audit", "log", "--json", "--action", "create", "--agent", "alice"])
+    result = run("--store", store, "audit", "log", "--json", "--action", "create", "--agent", "alice")
     events = json.loads(result.output)
     assert [e["action"] for e in events] == ["create"] * 3
     assert events[0]["seq"] > events[-1]["seq"]  # newest first
@@ -48,22 +38,22 @@ def test_audit_log_and_json(store: str) -> None:
 
 
 def test_audit_verify_passes_then_fails_after_tampering(store: str) -> None:
-    result = runner.invoke(app, ["--store", store, "audit", "verify", "--json"])
+    result = run("--store", store, "audit", "verify", "--json")
     assert result.exit_code == 0
     report = json.loads(result.output)
     assert report["ok"] is True
     head = f"{report['head_seq']}:{report['head_hash']}"
-    ok = runner.invoke(app, ["--store", store, "audit", "verify", "--expect", head])
+    ok = run("--store", store, "audit", "verify", "--expect", head)
     assert ok.exit_code == 0
     assert "intact" in ok.output
     with sqlite3.connect(Path(store) / "engram.db") as conn:
         conn.execute("DROP TRIGGER audit_append_only_update")
         conn.execute("UPDATE audit SET action = 'get' WHERE seq = 1")
     conn.close()
-    bad = runner.invoke(app, ["--store", store, "audit", "verify"])
+    bad = run("--store", store, "audit", "verify")
     assert bad.exit_code == 1
     assert "tampered" in bad.output
-    bad_json = runner.invoke(app, ["--store", store, "audit", "verify", "--json"])
+    bad_json = run("--store", store, "audit", "verify", "--json")
     assert bad_json.exit_code == 1
     assert json.loads(bad_json.output)["bad_seq"] == 1
 
@@ -71,31 +61,31 @@ def test_audit_verify_passes_then_fails_after_tampering(store: str) -> None:
 def test_cleanup_dry_run_then_for_real(store: str, tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text("[conversation]\nmax_count = 1\n")
-    none = runner.invoke(app, ["--store", store, "memory", "cleanup"])
+    none = run("--store", store, "memory", "cleanup")
     assert none.exit_code == 0
     assert "No retention policy" in none.output
-    dry = runner.invoke(app, ["--store", store, "memory", "cleanup", "--dry-run", "--policy", str(policy)])
+    dry = run("--store", store, "memory", "cleanup", "--dry-run", "--policy", str(policy))
     assert dry.exit_code == 0, dry.output
     assert "Would forget 1 memory" in dry.output
     assert "max_count" in dry.output
-    real = runner.invoke(app, ["--store", store, "memory", "cleanup", "--policy", str(policy), "--json"])
+    real = run("--store", store, "memory", "cleanup", "--policy", str(policy), "--json")
     assert real.exit_code == 0
     report = json.loads(real.output)
     assert len(report["forgotten"]) == 1
     assert report["forgotten"][0]["kind"] == "conversation"
-    again = runner.invoke(app, ["--store", store, "memory", "cleanup", "--policy", str(policy)])
+    again = run("--store", store, "memory", "cleanup", "--policy", str(policy))
     assert "Nothing to clean up" in again.output
-    log = json.loads(runner.invoke(app, ["--store", store, "audit", "log", "--json", "--action", "retention"]).output)
+    log = json.loads(run("--store", store, "audit", "log", "--json", "--action", "retention").output)
     assert [e["memory_id"] for e in log] == [report["forgotten"][0]["memory_id"]]
 
 
 def test_cleanup_user_errors_exit_1(store: str, tmp_path: Path) -> None:
-    missing = runner.invoke(app, ["--store", store, "memory", "cleanup", "--policy", str(tmp_path / "nope.toml")])
+    missing = run("--store", store, "memory", "cleanup", "--policy", str(tmp_path / "nope.toml"))
     assert missing.exit_code == 1
     bad = tmp_path / "bad.toml"
     bad.write_text("[gossip]\nmax_age_days = 1\n")
-    result = runner.invoke(app, ["--store", store, "memory", "cleanup", "--policy", str(bad)])
+    result = run("--store", store, "memory", "cleanup", "--policy", str(bad))
     assert result.exit_code == 1
     assert "unknown kind" in result.output
-    expect = runner.invoke(app, ["--store", store, "audit", "verify", "--expect", "banana"])
+    expect = run("--store", store, "audit", "verify", "--expect", "banana")
     assert expect.exit_code == 1

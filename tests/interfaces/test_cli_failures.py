@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
+import functools
 from pathlib import Path
-from typing import Any
 
+import cli_helpers
 import pytest
-from typer.testing import CliRunner, Result
+from cli_helpers import ok, ok_json
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
-from engramdb.interfaces.cli import app
 
-runner = CliRunner()
+# This module's failures were never checked for a traceback separately: keep exactly its checks.
+fails = functools.partial(cli_helpers.fails, no_traceback=False)
 
 SOURCE = '''
 def fetch_with_retry(url, retries=3):
@@ -24,13 +24,6 @@ def fetch_with_retry(url, retries=3):
         except TimeoutError:
             sleep(2**attempt)
 '''
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ENGRAM_CONFIG", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
 
 
 @pytest.fixture
@@ -49,30 +42,6 @@ def store(tmp_path: Path, embedder: Embedder) -> str:
         mem.record_failure("KeyError: 'customer_id'", agent="alice", solution="validate the payload")
         mem.remember_code(SOURCE, agent="alice", filename="net.py")
     return path
-
-
-def run(*args: str) -> Result:
-    return runner.invoke(app, list(args))
-
-
-def ok(*args: str) -> str:
-    result = run(*args)
-    assert result.exit_code == 0, f"exit {result.exit_code}: {result.stderr or result.stdout}"
-    return result.stdout
-
-
-def ok_json(*args: str) -> Any:
-    return json.loads(ok(*args, "--json"))
-
-
-def fails(*args: str) -> str:
-    result = run(*args)
-    assert result.exit_code == 1, f"exit {result.exit_code}: {result.stdout}{result.stderr}"
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert result.stdout == ""
-    return lines[0]
 
 
 @pytest.mark.parametrize(

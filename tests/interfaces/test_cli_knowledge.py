@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
+import cli_helpers
 import pytest
-from typer.testing import CliRunner, Result
+from cli_helpers import ok, ok_json, run
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
-from engramdb.interfaces.cli import app
 from engramdb.storage.base import Filter
 
-runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ENGRAM_CONFIG", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> str:
-    return str(tmp_path / "store")
+# This module's failures were never required to leave stdout empty: keep exactly its checks.
+fails = functools.partial(cli_helpers.fails, empty_stdout=False)
 
 
 @pytest.fixture
@@ -45,30 +35,6 @@ def seeded(store: str, embedder: Embedder) -> dict[str, str]:
             ]
         )
     return {"token": ms[0].id, "ratelimit": ms[1].id, "private": ms[2].id, "bob": ms[3].id}
-
-
-def run(*args: str, stdin: bytes | str | None = None) -> Result:
-    return runner.invoke(app, list(args), input=stdin)
-
-
-def ok(*args: str, stdin: bytes | str | None = None) -> str:
-    result = run(*args, stdin=stdin)
-    assert result.exit_code == 0, f"exit {result.exit_code}: {result.stderr or result.stdout}"
-    return result.stdout
-
-
-def ok_json(*args: str) -> Any:
-    return json.loads(ok(*args, "--json"))
-
-
-def fails(*args: str, stdin: bytes | str | None = None) -> str:
-    result = run(*args, stdin=stdin)
-    assert result.exit_code == 1, f"exit {result.exit_code}: {result.stdout}{result.stderr}"
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def everything(store: str, embedder: Embedder) -> list[dict[str, Any]]:

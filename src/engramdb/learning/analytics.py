@@ -30,6 +30,7 @@ __all__ = [
     "TimelinePoint",
     "action_stats",
     "category_trends",
+    "option_dict",
     "parse_rate_filter",
     "patterns",
     "timeline",
@@ -115,7 +116,7 @@ class CategoryTrend:
             "low": self.low,
             "high": self.high,
             "average_duration": self.average_duration,
-            "best_approaches": [_option_dict(o) for o in self.best_approaches],
+            "best_approaches": [option_dict(o) for o in self.best_approaches],
             "success_factors": [{"name": n, "count": c} for n, c in self.success_factors],
             "tools": [{"name": n, "count": c} for n, c in self.tools],
             "trend": self.trend.to_dict(),
@@ -124,7 +125,8 @@ class CategoryTrend:
         }
 
 
-def _option_dict(o: OptionStats) -> dict[str, Any]:
+def option_dict(o: OptionStats) -> dict[str, Any]:
+    """An :class:`~engramdb.models.OptionStats` as a JSON-ready dict."""
     return {
         "action": o.action,
         "successes": o.successes,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from engramdb import _validate as check
+from engramdb._host import FacadeHost
 from engramdb._util import utcnow
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import recommend
@@ -41,11 +42,6 @@ from engramdb.learning.stats import success_weight
 from engramdb.models import FailurePattern, Memory, Suggestion
 from engramdb.storage.base import Filter
 
-if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.storage.base import Store
-
 __all__ = ["LearningAPI"]
 
 _DECISION: tuple[str, ...] = ("decision",)
@@ -53,31 +49,13 @@ _DECISION: tuple[str, ...] = ("decision",)
 _PAGE = 5000
 
 
-class LearningAPI:
+class LearningAPI(FacadeHost):
     """Outcome learning methods of :class:`~engramdb.Engram`; relies on its store and embedder."""
-
-    store: Store
-    embedder: Embedder
-    settings: Settings
 
     #: Tunables of suggest/choose (similarity floor, recency, thin-evidence rule); replace per instance to tune.
     recommend_config: RecommendConfig = RecommendConfig()
     # Feedback reads then writes a memory's counters; one lock keeps threads of this process from losing updates.
     _feedback_lock: ClassVar[threading.Lock] = threading.Lock()
-
-    if TYPE_CHECKING:
-
-        def remember(
-            self,
-            content: str,
-            *,
-            agent: str = "default",
-            kind: str = "knowledge",
-            tags: Iterable[str] = (),
-            metadata: Mapping[str, Any] | None = None,
-            visibility: str = "private",
-            confidence: float | None = None,
-        ) -> Memory: ...
 
     # -- outcomes --------------------------------------------------------------------------------------------
     def record(
@@ -103,27 +81,59 @@ class LearningAPI:
         outcome is fed back to them (see :meth:`feedback`). Bad input raises
         ValidationError (NotFound for an unknown ``used`` id) and records nothing.
         """
-        context = check.content(context, what="context")
+        return self._record_decision(
+            context,
+            action,
+            outcome,
+            what="context",
+            agent=agent,
+            used=used,
+            alternatives=alternatives,
+            duration=duration,
+            category=category,
+            metadata=metadata,
+            # The action as a tag too: ``list(tags=["action:retry"])`` finds every time it was tried.
+            tags=lambda meta: [*check.tags(tags if isinstance(tags, str) else list(tags)), f"action:{meta['action']}"],
+            visibility=visibility,
+        )
+
+    def _record_decision(
+        self,
+        context: str,
+        action: str,
+        outcome: str | bool | float,
+        *,
+        what: str,
+        agent: str,
+        used: Iterable[str],
+        alternatives: Iterable[str],
+        duration: float | None,
+        category: str | None,
+        metadata: Mapping[str, Any] | None,
+        tags: Callable[[Mapping[str, Any]], list[str]],
+        execution: ExecutionInfo | None = None,
+        visibility: str = "private",
+    ) -> Memory:
+        """Validate and store one outcome record (a ``decision`` memory), then feed the outcome back to ``used``.
+
+        ``what`` names the context in error messages; ``tags`` gives the memory's tags
+        from its validated metadata.
+        """
+        context = check.content(context, what=what)
         agent = check.agent_name(agent)
         used_ids = self._visible_ids(used, agent)
-        action, meta = decision_metadata(
+        _, meta = decision_metadata(
             action,
             outcome,
             alternatives=alternatives,
             duration=duration,
             category=category,
             used=used_ids,
+            execution=execution,
             extra=check.metadata(metadata),
         )
-        # The action as a tag too: ``list(tags=["action:retry"])`` finds every time it was tried.
-        tag_list = [*check.tags(tags if isinstance(tags, str) else list(tags)), f"action:{action}"]
         memory = self.remember(
-            context,
-            agent=agent,
-            kind="decision",
-            tags=tag_list,
-            metadata=meta,
-            visibility=visibility,
+            context, agent=agent, kind="decision", tags=tags(meta), metadata=meta, visibility=visibility
         )
         if used_ids:
             self.feedback(used_ids, outcome, agent=agent)
@@ -307,26 +317,23 @@ class LearningAPI:
             tools=_label_list(tools, "tools"),
             calls=calls,
         )
-        context = check.content(task, what="task")
-        agent = check.agent_name(agent)
-        used_ids = self._visible_ids(used, agent)
-        _, meta = decision_metadata(
+        return self._record_decision(
+            task,
             approach,
             outcome,
+            what="task",
+            agent=agent,
+            used=used,
             alternatives=alternatives,
             duration=duration,
             category=category,
-            used=used_ids,
+            metadata=metadata,
+            tags=lambda meta: (
+                ["execution", f"action:{meta['action']}"]
+                + ([f"category:{meta['category']}"] if "category" in meta else [])
+            ),
             execution=info,
-            extra=check.metadata(metadata),
         )
-        tags = ["execution", f"action:{meta['action']}"] + (
-            [f"category:{meta['category']}"] if "category" in meta else []
-        )
-        memory = self.remember(context, agent=agent, kind="decision", tags=tags, metadata=meta)
-        if used_ids:
-            self.feedback(used_ids, outcome, agent=agent)
-        return memory
 
     def similar_executions(
         self,
@@ -363,9 +370,7 @@ class LearningAPI:
         agent = check.agent_name(agent)
         flt = Filter(agent=agent, kinds=_DECISION)
         out: list[DecisionRecord] = []
-        offset = 0
-        while True:
-            page = self.store.list(flt, limit=_PAGE, offset=offset)
+        for page in self._pages(flt, size=_PAGE):
             for m in page:
                 rec = parse_decision(m)
                 if rec is None or (since is not None and rec.at < since):
@@ -374,9 +379,8 @@ class LearningAPI:
                     continue
                 out.append(rec)
             # Newest first: once a page ends before ``since``, older pages cannot match.
-            if len(page) < _PAGE or (since is not None and page and page[-1].created_at < since):
+            if since is not None and page and page[-1].created_at < since:
                 break
-            offset += _PAGE
         out.sort(key=lambda r: (r.at, r.id))
         return out
 

@@ -205,15 +205,20 @@ class _Extractor(ast.NodeVisitor):
     def _qualname(self, name: str) -> str:
         return ".".join([*self.scope, name])
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    def _definition(
+        self,
+        node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
+        *,
+        pattern_type: str,
+        signature: str,
+        is_async: bool = False,
+        methods: tuple[str, ...] = (),
+    ) -> None:
+        """Record a ``def`` or ``class``, then look inside it (with its name added to the scope)."""
         code, start, end = self._code(node)
-        is_async = isinstance(node, ast.AsyncFunctionDef)
-        signature = f"{'async ' if is_async else ''}def {node.name}({ast.unparse(node.args)})"
-        if node.returns is not None:
-            signature += f" -> {ast.unparse(node.returns)}"
         self.found.append(
             CodePattern(
-                pattern_type="function",
+                pattern_type=pattern_type,
                 name=self._qualname(node.name),
                 code=code,
                 lineno=start,
@@ -221,33 +226,8 @@ class _Extractor(ast.NodeVisitor):
                 complexity=complexity(node),
                 signature=signature,
                 docstring=_first_paragraph(ast.get_docstring(node)),
+                decorators=tuple(ast.unparse(d) for d in node.decorator_list),
                 is_async=is_async,
-                decorators=tuple(ast.unparse(d) for d in node.decorator_list),
-                filename=self.filename,
-            )
-        )
-        self.scope.append(node.name)
-        self.generic_visit(node)
-        self.scope.pop()
-
-    visit_FunctionDef = visit_AsyncFunctionDef = _function  # noqa: N815
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        code, start, end = self._code(node)
-        bases = [ast.unparse(b) for b in node.bases] + [ast.unparse(k) for k in node.keywords]
-        signature = f"class {node.name}" + (f"({', '.join(bases)})" if bases else "")
-        methods = tuple(n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
-        self.found.append(
-            CodePattern(
-                pattern_type="class",
-                name=self._qualname(node.name),
-                code=code,
-                lineno=start,
-                end_lineno=end,
-                complexity=complexity(node),
-                signature=signature,
-                docstring=_first_paragraph(ast.get_docstring(node)),
-                decorators=tuple(ast.unparse(d) for d in node.decorator_list),
                 methods=methods,
                 filename=self.filename,
             )
@@ -255,6 +235,21 @@ class _Extractor(ast.NodeVisitor):
         self.scope.append(node.name)
         self.generic_visit(node)
         self.scope.pop()
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        is_async = isinstance(node, ast.AsyncFunctionDef)
+        signature = f"{'async ' if is_async else ''}def {node.name}({ast.unparse(node.args)})"
+        if node.returns is not None:
+            signature += f" -> {ast.unparse(node.returns)}"
+        self._definition(node, pattern_type="function", signature=signature, is_async=is_async)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function  # noqa: N815
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        bases = [ast.unparse(b) for b in node.bases] + [ast.unparse(k) for k in node.keywords]
+        signature = f"class {node.name}" + (f"({', '.join(bases)})" if bases else "")
+        methods = tuple(n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+        self._definition(node, pattern_type="class", signature=signature, methods=methods)
 
     def _try(self, node: ast.Try | ast.TryStar) -> None:
         if node.handlers:

@@ -26,9 +26,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.errors import NotFound, ValidationError
 from engramdb.models import FailurePattern, SolutionStats
+
+if TYPE_CHECKING:
+    from engramdb.models import Memory
 
 __all__ = [
     "MAX_SIGNATURE_CHARS",
@@ -41,13 +45,17 @@ __all__ = [
     "error_signature",
     "error_text",
     "exception_type",
+    "find_pattern",
     "group_occurrences",
     "headline",
     "mask",
+    "occurrence_from_memory",
     "occurrence_from_metadata",
+    "pattern_dict",
     "pattern_key",
     "prevention_checks",
     "signature_hash",
+    "solution_dict",
     "solution_key",
     "variable_parts",
 ]
@@ -764,3 +772,53 @@ def occurrence_from_metadata(
         failed_solutions=tuple(s for s in failed if isinstance(s, str)) if isinstance(failed, list) else (),
         context=context if isinstance(context, str) else "",
     )
+
+
+def occurrence_from_memory(memory: Memory) -> Occurrence:
+    """:func:`occurrence_from_metadata` of a stored ``failure`` memory."""
+    return occurrence_from_metadata(
+        memory_id=memory.id,
+        content=memory.content,
+        metadata=memory.metadata,
+        created_at=memory.created_at,
+        agent=memory.agent,
+    )
+
+
+def find_pattern(
+    groups: Sequence[list[Occurrence]], pattern_id: str, *, agent: str, not_found_note: str = ""
+) -> list[Occurrence]:
+    """The group (from :func:`group_occurrences`) that ``pattern_id`` names, as ``agent`` sees the patterns.
+
+    A pattern is named after its first occurrence's key; occurrences that joined it later
+    (reworded, or recorded by another agent and shared) keep theirs, so any key names it.
+    A unique prefix of at least 4 characters names it too. Raises ValidationError when the
+    id is ambiguous, NotFound (its message ending with ``not_found_note``) when it names none.
+    """
+    found = [g for g in groups if any(o.key == pattern_id for o in g)]
+    if not found and len(pattern_id) >= 4:
+        found = [g for g in groups if any(o.key.startswith(pattern_id) for o in g)]
+    if len(found) > 1:
+        raise ValidationError(f"pattern id {pattern_id!r} is ambiguous: give more characters")
+    if not found:
+        raise NotFound(f"no failure pattern {pattern_id!r} visible to agent {agent!r}{not_found_note}")
+    return found[0]
+
+
+def pattern_dict(p: FailurePattern) -> dict[str, Any]:
+    """A :class:`~engramdb.models.FailurePattern` as a JSON-ready dict."""
+    return {
+        "id": p.id,
+        "signature": p.signature,
+        "example": p.example,
+        "occurrences": p.occurrences,
+        "first_seen": p.first_seen.isoformat(),
+        "last_seen": p.last_seen.isoformat(),
+        "solutions": [solution_dict(s) for s in p.solutions],
+        "prevention": list(p.prevention),
+    }
+
+
+def solution_dict(s: SolutionStats) -> dict[str, Any]:
+    """A :class:`~engramdb.models.SolutionStats` as a JSON-ready dict."""
+    return {"solution": s.solution, "successes": s.successes, "attempts": s.attempts, "success_rate": s.success_rate}

@@ -23,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from engramdb import _validate as check
+from engramdb._host import FacadeHost
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import code_patterns as code
 from engramdb.learning import episodes as ep
@@ -41,18 +42,16 @@ from engramdb.learning.failures import (
     error_signature,
     error_text,
     exception_type,
+    find_pattern,
     group_occurrences,
-    occurrence_from_metadata,
+    occurrence_from_memory,
+    pattern_dict,
     pattern_key,
     signature_hash,
+    solution_dict,
 )
 from engramdb.models import FailurePattern, Hit, Memory, SolutionStats
 from engramdb.storage.base import Filter
-
-if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.storage.base import Store
 
 __all__ = ["FailureWarning", "FailuresAPI", "PatternPlan", "pattern_dict", "solution_dict"]
 
@@ -115,60 +114,11 @@ class PatternPlan:
         }
 
 
-def pattern_dict(p: FailurePattern) -> dict[str, Any]:
-    """A :class:`~engramdb.models.FailurePattern` as a JSON-ready dict."""
-    return {
-        "id": p.id,
-        "signature": p.signature,
-        "example": p.example,
-        "occurrences": p.occurrences,
-        "first_seen": p.first_seen.isoformat(),
-        "last_seen": p.last_seen.isoformat(),
-        "solutions": [solution_dict(s) for s in p.solutions],
-        "prevention": list(p.prevention),
-    }
-
-
-def solution_dict(s: SolutionStats) -> dict[str, Any]:
-    """A :class:`~engramdb.models.SolutionStats` as a JSON-ready dict."""
-    return {"solution": s.solution, "successes": s.successes, "attempts": s.attempts, "success_rate": s.success_rate}
-
-
-class FailuresAPI:
+class FailuresAPI(FacadeHost):
     """Failure, episode, adaptive-execution and code-pattern methods of :class:`~engramdb.Engram`."""
-
-    store: Store
-    embedder: Embedder
-    settings: Settings
 
     #: Signature similarity at or above which a reworded failure joins an existing pattern.
     failure_similarity: ClassVar[float] = SIMILARITY_THRESHOLD
-
-    if TYPE_CHECKING:
-
-        def remember(
-            self,
-            content: str,
-            *,
-            agent: str = "default",
-            kind: str = "knowledge",
-            tags: Iterable[str] = (),
-            metadata: Mapping[str, Any] | None = None,
-            visibility: str = "private",
-            confidence: float | None = None,
-        ) -> Memory: ...
-
-        def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> list[Memory]: ...
-
-        def search(
-            self,
-            query: str,
-            *,
-            agent: str = "default",
-            kind: str | Sequence[str] | None = None,
-            tags: Iterable[str] | None = None,
-            limit: int = 10,
-        ) -> list[Hit]: ...
 
     # -- failures --------------------------------------------------------------------------------------------
     def record_failure(
@@ -270,17 +220,7 @@ class FailuresAPI:
         if not isinstance(pattern_id, str) or not pattern_id.strip():
             raise ValidationError("pattern id must be a non-empty string")
         wanted = pattern_id.strip()
-        groups = group_occurrences(self._all_failures(agent))
-        # A pattern is named after its first occurrence's key; occurrences that joined it later
-        # (reworded, or recorded by another agent and shared) keep theirs, so any key names it.
-        exact = [g for g in groups if any(o.key == wanted for o in g)]
-        if not exact and len(wanted) >= 4:
-            exact = [g for g in groups if any(o.key.startswith(wanted) for o in g)]
-        if len(exact) > 1:
-            raise ValidationError(f"pattern id {wanted!r} is ambiguous: give more characters")
-        if not exact:
-            raise NotFound(f"no failure pattern {wanted!r} visible to agent {agent!r}")
-        return exact[0]
+        return find_pattern(group_occurrences(self._all_failures(agent)), wanted, agent=agent)
 
     def prevention(self, pattern_id: str, *, agent: str = "default") -> list[str]:
         """Checks to run before acting so that the failure pattern ``pattern_id`` does not happen again."""
@@ -317,7 +257,7 @@ class FailuresAPI:
             memory = found.get(cand.id)
             if memory is None:
                 continue
-            occ = _occurrence(memory)
+            occ = occurrence_from_memory(memory)
             if occ.key in seen:
                 continue
             group = _main_group(self._occurrences_by_tags([occ.key], [occ.signature], agent) or [occ], occ.signature)
@@ -371,14 +311,7 @@ class FailuresAPI:
     # -- failure lookups -------------------------------------------------------------------------------------
     def _all_failures(self, agent: str) -> list[Occurrence]:
         flt = Filter(agent=agent, kinds=_FAILURE)
-        out: list[Occurrence] = []
-        offset = 0
-        while True:
-            page = self.store.list(flt, limit=_PAGE, offset=offset)
-            out.extend(_occurrence(m) for m in page)
-            if len(page) < _PAGE:
-                return out
-            offset += _PAGE
+        return [occurrence_from_memory(m) for page in self._pages(flt, size=_PAGE) for m in page]
 
     def _occurrences_by_tags(self, keys: Iterable[str], signatures: Iterable[str], agent: str) -> list[Occurrence]:
         """Every failure visible to ``agent`` in one of these patterns or with one of these signatures."""
@@ -386,16 +319,10 @@ class FailuresAPI:
         tags += [SIG_TAG + signature_hash(s) for s in dict.fromkeys(signatures)]
         found: dict[str, Occurrence] = {}
         for tag in tags:
-            flt = Filter(agent=agent, kinds=_FAILURE, tags=(tag,))
-            offset = 0
-            while True:
-                page = self.store.list(flt, limit=_PAGE, offset=offset)
+            for page in self._pages(Filter(agent=agent, kinds=_FAILURE, tags=(tag,)), size=_PAGE):
                 for m in page:
                     if m.id not in found:
-                        found[m.id] = _occurrence(m)
-                if len(page) < _PAGE:
-                    break
-                offset += _PAGE
+                        found[m.id] = occurrence_from_memory(m)
         return list(found.values())
 
     def _similar_keys(self, text: str, signature: str, etype: str | None, agent: str) -> list[str]:
@@ -406,7 +333,7 @@ class FailuresAPI:
         if not cands:
             return []
         memories = self.store.get_many([c.id for c in cands], flt)
-        past = [_occurrence(memories[c.id]) for c in cands if c.id in memories]
+        past = [occurrence_from_memory(memories[c.id]) for c in cands if c.id in memories]
         if not past:
             return []
         signatures = list(dict.fromkeys(o.signature for o in past))
@@ -428,7 +355,7 @@ class FailuresAPI:
         same = self.store.list(
             Filter(agent=agent, kinds=_FAILURE, tags=(SIG_TAG + signature_hash(signature),)), limit=50
         )
-        same_sig = [o for o in (_occurrence(m) for m in same) if o.signature == signature]
+        same_sig = [o for o in (occurrence_from_memory(m) for m in same) if o.signature == signature]
         if same_sig:
             # Oldest first: the key the pattern has had longest (its id in failure_patterns).
             return min(same_sig, key=lambda o: (o.at, o.id)).key
@@ -643,16 +570,6 @@ def _texts(values: Iterable[str], what: str) -> tuple[str, ...]:
             raise ValidationError(f"each of {what} must be a non-empty string, not {v!r}")
         out[v.strip()] = None
     return tuple(out)
-
-
-def _occurrence(memory: Memory) -> Occurrence:
-    return occurrence_from_metadata(
-        memory_id=memory.id,
-        content=memory.content,
-        metadata=memory.metadata,
-        created_at=memory.created_at,
-        agent=memory.agent,
-    )
 
 
 def _main_group(occurrences: Sequence[Occurrence], signature: str, key: str | None = None) -> list[Occurrence]:

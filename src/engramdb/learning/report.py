@@ -22,8 +22,10 @@ from engramdb.learning.analytics import (
     TimelinePoint,
     action_stats,
     category_trends,
+    option_dict,
     timeline,
 )
+from engramdb.learning.failures import pattern_dict
 from engramdb.learning.records import DecisionRecord
 from engramdb.learning.stats import credible_interval
 from engramdb.models import FailurePattern, OptionStats
@@ -74,21 +76,11 @@ class LearningReport:
             "high": self.high,
             "average_duration": self.average_duration,
             "categories": [c.to_dict() for c in self.categories],
-            "actions": [
-                {
-                    "action": o.action,
-                    "successes": o.successes,
-                    "attempts": o.attempts,
-                    "success_rate": o.success_rate,
-                    "low": o.low,
-                    "high": o.high,
-                }
-                for o in self.actions
-            ],
+            "actions": [option_dict(o) for o in self.actions],
             "bucket": self.bucket,
             "timeline": [p.to_dict() for p in self.timeline],
             "category_timelines": {k: [p.to_dict() for p in v] for k, v in self.category_timelines.items()},
-            "failure_patterns": [_failure_dict(p) for p in self.failure_patterns],
+            "failure_patterns": [pattern_dict(p) for p in self.failure_patterns],
             "insights": list(self.insights),
             "chart": self.chart,
         }
@@ -100,22 +92,6 @@ class LearningReport:
     def to_markdown(self) -> str:
         """The report as a Markdown document (the chart linked when there is one)."""
         return _markdown(self)
-
-
-def _failure_dict(p: FailurePattern) -> dict[str, Any]:
-    return {
-        "id": p.id,
-        "signature": p.signature,
-        "example": p.example,
-        "occurrences": p.occurrences,
-        "first_seen": p.first_seen.isoformat(),
-        "last_seen": p.last_seen.isoformat(),
-        "solutions": [
-            {"solution": s.solution, "successes": s.successes, "attempts": s.attempts, "success_rate": s.success_rate}
-            for s in p.solutions
-        ],
-        "prevention": list(p.prevention),
-    }
 
 
 def _insights(report: LearningReport) -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb import _validate as check
+from engramdb._host import FacadeHost
 from engramdb._util import parse_ts, utcnow
 from engramdb.errors import CorruptStoreError, NotFound, ValidationError
 from engramdb.models import NO_MERGE_KINDS, AuditEvent, Memory
@@ -31,10 +32,6 @@ from engramdb.storage.base import Filter
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
-
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.storage.base import Store
 
 __all__ = ["DedupePlan", "PrivacyAPI", "write_record"]
 
@@ -78,12 +75,8 @@ def _parse_anchor(text: str) -> tuple[int, str]:
     return int(seq), digest
 
 
-class PrivacyAPI:
+class PrivacyAPI(FacadeHost):
     """Redaction, deduplication, retention and audit of :class:`~engramdb.Engram`."""
-
-    store: Store
-    embedder: Embedder
-    settings: Settings
 
     # -- redaction --------------------------------------------------------------------------------------
     @property
@@ -333,13 +326,8 @@ class PrivacyAPI:
 
     def _owned_memories(self, agent: str | None) -> Iterator[Memory]:
         """Every memory (of ``agent`` only, if given), page by page."""
-        offset = 0
-        while True:
-            page = self.store.list(Filter(agent=agent, include_shared=False), limit=_PAGE, offset=offset)
+        for page in self._pages(Filter(agent=agent, include_shared=False), size=_PAGE):
             yield from (m for m in page if agent is None or m.agent == agent)
-            if len(page) < _PAGE:
-                return
-            offset += _PAGE
 
     def _scheduled_cleanup(self) -> None:
         """Run :meth:`cleanup` when a store opens, at most once per ``retention_interval_hours`` (0: never)."""

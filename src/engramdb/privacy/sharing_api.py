@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 import numpy as np
 
 from engramdb import _validate as check
+from engramdb._host import FacadeHost
 from engramdb._util import new_id, utcnow
 from engramdb.errors import NotFound, ValidationError
 from engramdb.models import Change, Memory, Share
@@ -32,11 +33,6 @@ from engramdb.privacy.audit import AuditRecord
 from engramdb.privacy.dedupe import Duplicate, find_duplicate
 from engramdb.privacy.transfer import Vector
 from engramdb.storage.base import Filter
-
-if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.storage.base import Store
 
 __all__ = ["SharingAPI", "Target"]
 
@@ -48,12 +44,8 @@ _PAGE: Final = 1000
 _AUDIT_IDS: Final = 100
 
 
-class SharingAPI:
+class SharingAPI(FacadeHost):
     """Mixin of :class:`~engramdb.Engram`: consent-based sharing, and knowledge export, import and merge."""
-
-    store: Store
-    embedder: Embedder
-    settings: Settings
 
     if TYPE_CHECKING:
         # The write path's hooks, provided by PrivacyAPI.
@@ -172,35 +164,14 @@ class SharingAPI:
         from engramdb.learning import failures
 
         visible = self._all(Filter(agent=owner, kinds=("failure",)))
-        occurrences = {
-            m.id: failures.occurrence_from_metadata(
-                memory_id=m.id, content=m.content, metadata=m.metadata, created_at=m.created_at, agent=m.agent
-            )
-            for m in visible
-        }
-        groups = failures.group_occurrences(occurrences.values())
-        # A pattern is named after its first occurrence's key; reworded occurrences that joined
-        # it keep theirs, so any key in the group names it.
-        found = [g for g in groups if any(o.key == pattern for o in g)]
-        if not found and len(pattern) >= 4:
-            found = [g for g in groups if any(o.key.startswith(pattern) for o in g)]
-        if len(found) > 1:
-            raise ValidationError(f"pattern id {pattern!r} is ambiguous: give more characters")
-        if not found:
-            raise NotFound(f"no failure pattern {pattern!r} visible to agent {owner!r}; nothing was shared or unshared")
+        groups = failures.group_occurrences(failures.occurrence_from_memory(m) for m in visible)
+        group = failures.find_pattern(groups, pattern, agent=owner, not_found_note="; nothing was shared or unshared")
         owned = {m.id for m in visible if m.agent == owner}
-        return [o.id for o in found[0] if o.id in owned]
+        return [o.id for o in group if o.id in owned]
 
     def _all(self, flt: Filter) -> list[Memory]:
         """Every memory matching ``flt``, oldest first."""
-        out: list[Memory] = []
-        offset = 0
-        while True:
-            page = self.store.list(flt, limit=_PAGE, offset=offset)
-            out.extend(page)
-            if len(page) < _PAGE:
-                break
-            offset += _PAGE
+        out = [m for page in self._pages(flt, size=_PAGE) for m in page]
         out.reverse()
         return out
 

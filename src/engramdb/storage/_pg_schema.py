@@ -22,10 +22,13 @@ To change the schema, append a step to :data:`MIGRATIONS` (never edit a released
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from engramdb.errors import NotAStoreError, SchemaVersionError, StorageError
+from engramdb.errors import NotAStoreError, StorageError
+from engramdb.storage._common import check_not_newer, run_steps
 
 if TYPE_CHECKING:
     import psycopg
@@ -183,12 +186,22 @@ def _version(conn: psycopg.Connection[tuple[object, ...]]) -> int | None:
     return None
 
 
-def _check_not_newer(version: int, location: str) -> None:
-    if version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{location}: store schema version {version} is newer than this engramdb understands "
-            f"({SCHEMA_VERSION}); upgrade engramdb"
+@contextmanager
+def _step_transaction(conn: psycopg.Connection[tuple[object, ...]]) -> Iterator[int]:
+    """One transaction under the migration lock, yielding the version read inside it (0: none yet)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_MIGRATE,))
+        yield _version(conn) or 0
+
+
+def _apply(conn: psycopg.Connection[tuple[object, ...]], step: PgMigration, version: int) -> None:
+    conn.execute(step.script)
+    if version == 0:
+        conn.execute(
+            "CREATE TABLE engram_schema (app text NOT NULL, version integer NOT NULL);"
+            "INSERT INTO engram_schema (app, version) VALUES ('engramdb', 0)"
         )
+    conn.execute("UPDATE engram_schema SET version = %s", (step.version,))
 
 
 def migrate(conn: psycopg.Connection[tuple[object, ...]], *, location: str) -> int:
@@ -202,7 +215,7 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], *, location: str) -> i
     with conn.transaction():
         current = _version(conn)
     if current is not None:
-        _check_not_newer(current, location)
+        check_not_newer(current, SCHEMA_VERSION, location)
         if current == SCHEMA_VERSION:
             return current
     try:
@@ -218,22 +231,10 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], *, location: str) -> i
         raise StorageError(f"{location}: the pgvector extension is not installed on the server ({exc})") from exc
     except psycopg.errors.UndefinedFile as exc:
         raise StorageError(f"{location}: the pgvector extension is not installed on the server ({exc})") from exc
-    version = current or 0
-    for step in MIGRATIONS:
-        if step.version <= version:
-            continue
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_MIGRATE,))
-            # Another process may have migrated while we waited for the lock.
-            version = _version(conn) or 0
-            _check_not_newer(version, location)
-            if step.version > version:
-                conn.execute(step.script)
-                if version == 0:
-                    conn.execute(
-                        "CREATE TABLE engram_schema (app text NOT NULL, version integer NOT NULL);"
-                        "INSERT INTO engram_schema (app, version) VALUES ('engramdb', 0)"
-                    )
-                conn.execute("UPDATE engram_schema SET version = %s", (step.version,))
-                version = step.version
-    return version
+    return run_steps(
+        MIGRATIONS,
+        version=current or 0,
+        location=location,
+        step_transaction=lambda: _step_transaction(conn),
+        apply=lambda step, version: _apply(conn, step, version),
+    )

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from engramdb.errors import NotAStoreError, SchemaVersionError, StorageError
+from engramdb.errors import NotAStoreError, StorageError
+from engramdb.storage._common import check_not_newer, run_steps
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "Migration", "check_header", "migrate", "split_script"]
 
@@ -214,12 +216,26 @@ def _user_version(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-def _check_not_newer(version: int, latest: int, location: str) -> None:
-    if version > latest:
-        raise SchemaVersionError(
-            f"{location}: store schema version {version} is newer than this engramdb understands "
-            f"({latest}); upgrade engramdb"
-        )
+@contextmanager
+def _step_transaction(conn: sqlite3.Connection) -> Iterator[int]:
+    """One ``BEGIN IMMEDIATE`` transaction (the write lock), yielding the version read inside it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield _user_version(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _apply(conn: sqlite3.Connection, step: Migration) -> None:
+    for statement in split_script(step.script):
+        conn.execute(statement)
+    if step.apply is not None:
+        step.apply(conn)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {int(step.version)}")
 
 
 def migrate(conn: sqlite3.Connection, *, location: str, migrations: Sequence[Migration] = MIGRATIONS) -> int:
@@ -230,31 +246,15 @@ def migrate(conn: sqlite3.Connection, *, location: str, migrations: Sequence[Mig
     """
     if [m.version for m in migrations] != list(range(1, len(migrations) + 1)):
         raise ValueError("migration versions must be 1, 2, 3, ... in order")
-    latest = migrations[-1].version
     version = _user_version(conn)
-    _check_not_newer(version, latest, location)
-    for step in migrations:
-        if step.version <= version:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Another process may have migrated while we waited for the write lock.
-            version = _user_version(conn)
-            _check_not_newer(version, latest, location)
-            if step.version > version:
-                for statement in split_script(step.script):
-                    conn.execute(statement)
-                if step.apply is not None:
-                    step.apply(conn)
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                conn.execute(f"PRAGMA user_version = {int(step.version)}")
-                version = step.version
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    return version
+    check_not_newer(version, migrations[-1].version, location)
+    return run_steps(
+        migrations,
+        version=version,
+        location=location,
+        step_transaction=lambda: _step_transaction(conn),
+        apply=lambda step, _: _apply(conn, step),
+    )
 
 
 def check_header(db: Path) -> None:

@@ -2,20 +2,24 @@
 :class:`~engramdb.storage.sqlite.SQLiteStore`).
 
 Visibility itself is enforced in every read (:func:`engramdb.storage._sqlite_sql.filter_sql`);
-these methods only record and withdraw an owner's consent, keep ``visibility`` in step
-(``private`` <-> ``shared``), and write a history entry per memory.
+these methods only record and withdraw an owner's consent and apply the share rules of
+:mod:`engramdb.storage._common` (``private`` <-> ``shared``, a history entry per memory).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engramdb.storage._sqlite_sql import check_share_agents, dumps, ids_json, ts
+from engramdb.storage._common import ShareChange, check_share_agents, on_share, on_unshare, ts
+from engramdb.storage._sqlite_sql import INSERT_HISTORY, ids_json
 from engramdb.storage._vector_index import attrs_op
+
+if TYPE_CHECKING:
+    from engramdb.storage.sqlite import _Write
 
 __all__ = ["SharingMixin"]
 
@@ -28,83 +32,54 @@ class SharingMixin:
         def _writing(self) -> AbstractContextManager[Any]: ...
 
     def share(self, memory_ids: Sequence[str], *, from_agent: str, to_agent: str, at: datetime) -> int:
-        """Share ``from_agent``'s own memories among ``memory_ids`` with ``to_agent`` ('*' = everyone).
-
-        Memories of other agents are skipped (only the owner can consent). A private
-        memory becomes ``shared``. Returns how many memories were newly shared.
-        """
+        """See :meth:`Store.share`."""
         check_share_agents(from_agent, to_agent)
         with self._writing() as w:
-            conn = w.conn
-            owned = conn.execute(
-                "SELECT id, kind, visibility FROM memories "
-                "WHERE id IN (SELECT value FROM json_each(?)) AND agent = ? ORDER BY rid",
-                (ids_json(memory_ids), from_agent),
-            ).fetchall()
             shared = 0
-            for memory_id, kind, visibility in owned:
-                cur = conn.execute(
+            for memory_id, kind, visibility in _owned(w.conn, memory_ids, from_agent):
+                cur = w.conn.execute(
                     "INSERT OR IGNORE INTO shares (memory_id, from_agent, to_agent, shared_at) VALUES (?, ?, ?, ?)",
                     (memory_id, from_agent, to_agent, ts(at)),
                 )
                 if cur.rowcount == 0:
                     continue
                 shared += 1
-                before: dict[str, Any] = {}
-                after: dict[str, Any] = {"shared_with": to_agent}
-                if visibility == "private":
-                    conn.execute("UPDATE memories SET visibility = 'shared' WHERE id = ?", (memory_id,))
-                    before["visibility"], after["visibility"] = "private", "shared"
-                    w.ops.append(attrs_op(memory_id, kind, "shared"))
-                self._log(conn, memory_id, "share", at=at, actor=from_agent, before=before, after=after)
+                _record(w, memory_id, kind, "share", on_share(visibility, to_agent), at=at, actor=from_agent)
         return shared
 
     def unshare(self, memory_ids: Sequence[str], *, from_agent: str, to_agent: str, at: datetime) -> int:
-        """Withdraw shares of ``from_agent``'s memories; ``to_agent='*'`` withdraws every share.
-
-        A ``shared`` memory left with no shares becomes ``private`` again (a ``public``
-        one stays public: that is a visibility change, made with :meth:`update`).
-        Returns how many memories lost at least one share.
-        """
+        """See :meth:`Store.unshare`."""
         check_share_agents(from_agent, to_agent)
         with self._writing() as w:
-            conn = w.conn
-            owned = conn.execute(
-                "SELECT id, kind, visibility FROM memories "
-                "WHERE id IN (SELECT value FROM json_each(?)) AND agent = ? ORDER BY rid",
-                (ids_json(memory_ids), from_agent),
-            ).fetchall()
             withdrawn = 0
-            for memory_id, kind, visibility in owned:
-                cur = conn.execute(
+            for memory_id, kind, visibility in _owned(w.conn, memory_ids, from_agent):
+                cur = w.conn.execute(
                     "DELETE FROM shares WHERE memory_id = ? AND (? = '*' OR to_agent = ?)",
                     (memory_id, to_agent, to_agent),
                 )
                 if cur.rowcount == 0:
                     continue
                 withdrawn += 1
-                before: dict[str, Any] = {"shared_with": to_agent}
-                after: dict[str, Any] = {}
-                left = conn.execute("SELECT 1 FROM shares WHERE memory_id = ? LIMIT 1", (memory_id,)).fetchone()
-                if left is None and visibility == "shared":
-                    conn.execute("UPDATE memories SET visibility = 'private' WHERE id = ?", (memory_id,))
-                    before["visibility"], after["visibility"] = "shared", "private"
-                    w.ops.append(attrs_op(memory_id, kind, "private"))
-                self._log(conn, memory_id, "unshare", at=at, actor=from_agent, before=before, after=after)
+                left = w.conn.execute("SELECT 1 FROM shares WHERE memory_id = ? LIMIT 1", (memory_id,)).fetchone()
+                change = on_unshare(visibility, to_agent, shares_left=left is not None)
+                _record(w, memory_id, kind, "unshare", change, at=at, actor=from_agent)
         return withdrawn
 
-    @staticmethod
-    def _log(
-        conn: sqlite3.Connection,
-        memory_id: str,
-        action: str,
-        *,
-        at: datetime,
-        actor: str,
-        before: Mapping[str, Any],
-        after: Mapping[str, Any],
-    ) -> None:
-        conn.execute(
-            "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, ?, ?)",
-            (memory_id, action, ts(at), actor, dumps(before, what="change"), dumps(after, what="change")),
-        )
+
+def _owned(conn: sqlite3.Connection, memory_ids: Sequence[str], agent: str) -> list[Any]:
+    """(id, kind, visibility) of ``agent``'s own memories among ``memory_ids``: only the owner consents."""
+    return conn.execute(
+        "SELECT id, kind, visibility FROM memories "
+        "WHERE id IN (SELECT value FROM json_each(?)) AND agent = ? ORDER BY rid",
+        (ids_json(memory_ids), agent),
+    ).fetchall()
+
+
+def _record(
+    w: _Write, memory_id: str, kind: str, action: str, change: ShareChange, *, at: datetime, actor: str
+) -> None:
+    """Apply ``change`` inside the write ``w``: the memory's visibility (and the vector cache's) and a history entry."""
+    if change.visibility is not None:
+        w.conn.execute("UPDATE memories SET visibility = ? WHERE id = ?", (change.visibility, memory_id))
+        w.ops.append(attrs_op(memory_id, kind, change.visibility))
+    w.conn.execute(INSERT_HISTORY, change.history(memory_id, action, at=at, actor=actor))

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engramdb._util import parse_ts
-from engramdb.errors import CorruptStoreError, NotFound, ValidationError
 from engramdb.models import Change, Share
-from engramdb.storage._sqlite_sql import dumps, ids_json, jsonable, ts
+from engramdb.storage._common import checked_vector, equal_conditions, imported_history, require_found, row_to_share
+from engramdb.storage._sqlite_sql import INSERT_HISTORY, ids_json
 
 if TYPE_CHECKING:
     from engramdb.storage.base import Vectors
@@ -47,7 +46,7 @@ class TransferMixin:
             yield
 
     def get_vectors(self, memory_ids: Sequence[str], *, model_id: str) -> dict[str, Vectors]:
-        """The stored vectors from ``model_id`` of these memories (ids without one are left out)."""
+        """See :meth:`Store.get_vectors`."""
         if not memory_ids:
             return {}
         with self._reading() as conn:
@@ -56,13 +55,10 @@ class TransferMixin:
                 "WHERE model_id = ? AND memory_id IN (SELECT value FROM json_each(?))",
                 (model_id, ids_json(memory_ids)),
             ).fetchall()
-        out: dict[str, Vectors] = {}
-        for memory_id, dim, blob in rows:
-            vector = np.frombuffer(blob, dtype=np.float32)
-            if vector.shape != (int(dim),):
-                raise CorruptStoreError(f"the vector of memory {memory_id!r} is damaged")
-            out[memory_id] = vector.copy()
-        return out
+        return {
+            memory_id: checked_vector(memory_id, dim, np.frombuffer(blob, dtype=np.float32))
+            for memory_id, dim, blob in rows
+        }
 
     def list_shares(
         self,
@@ -71,14 +67,8 @@ class TransferMixin:
         to_agent: str | None = None,
         memory_ids: Sequence[str] | None = None,
     ) -> builtins.list[Share]:
-        """Shares in force, oldest first; each argument given narrows them (``to_agent`` matches exactly)."""
-        conds, params = [], []
-        if from_agent is not None:
-            conds.append("from_agent = ?")
-            params.append(from_agent)
-        if to_agent is not None:
-            conds.append("to_agent = ?")
-            params.append(to_agent)
+        """See :meth:`Store.list_shares`."""
+        conds, params = equal_conditions((("from_agent", from_agent), ("to_agent", to_agent)), placeholder="?")
         if memory_ids is not None:
             conds.append("memory_id IN (SELECT value FROM json_each(?))")
             params.append(ids_json(memory_ids))
@@ -89,51 +79,23 @@ class TransferMixin:
                 "ORDER BY shared_at, memory_id, to_agent",
                 params,
             ).fetchall()
-        out = []
-        for memory_id, owner, recipient, at in rows:
-            when = parse_ts(at)
-            if when is None:
-                raise CorruptStoreError(f"share of memory {memory_id!r} has no time")
-            out.append(Share(memory_id=memory_id, from_agent=owner, to_agent=recipient, shared_at=when))
-        return out
+        return [row_to_share(row) for row in rows]
 
     def import_history(self, changes: Sequence[Change]) -> None:
-        """Give existing memories the history they had in another store.
-
-        Every memory named in ``changes`` has the history of its current life (the
-        entries after its last ``forget`` tombstone, if an earlier memory with that id
-        was forgotten) replaced by those ``changes`` (in the given order; actions, times,
-        actors and values kept, with this store's sequence numbers). Meant for an
-        import, inside :meth:`atomic` right after ``add``. Raises NotFound if a named
-        memory does not exist.
-        """
+        """See :meth:`Store.import_history`."""
         if not changes:
             return
-        rows = []
-        for c in changes:
-            if not c.action or not c.actor:
-                raise ValidationError("a history entry needs an action and an actor")
-            before = None if c.before is None else dumps(jsonable(c.before), what="history entry")
-            after = None if c.after is None else dumps(jsonable(c.after), what="history entry")
-            rows.append((c.memory_id, c.action, ts(c.at), c.actor, before, after))
-        ids = builtins.list(dict.fromkeys(c.memory_id for c in changes))
+        rows, ids = imported_history(changes)
         with self._writing() as w:
             conn: sqlite3.Connection = w.conn
-            found = {
-                r[0]
-                for r in conn.execute(
-                    "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(?))", (ids_json(ids),)
-                )
-            }
-            missing = [i for i in ids if i not in found]
-            if missing:
-                raise NotFound(f"no memory with id {missing[0]!r}")
+            found = conn.execute(
+                "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(?))", (ids_json(ids),)
+            ).fetchall()
+            require_found(ids, (r[0] for r in found))
             # Tombstones of earlier memories with the same id stay: they record a forget.
             conn.executemany(
                 "DELETE FROM history WHERE memory_id = ? AND seq > COALESCE("
                 "(SELECT max(seq) FROM history WHERE memory_id = ? AND action = 'forget'), 0)",
                 [(i, i) for i in ids],
             )
-            conn.executemany(
-                "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, ?, ?)", rows
-            )
+            conn.executemany(INSERT_HISTORY, rows)

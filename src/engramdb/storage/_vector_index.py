@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from engramdb.errors import CorruptStoreError, ValidationError
 
-__all__ = ["IndexOp", "IndexRow", "SyncState", "VectorIndex", "as_unit_rows", "attrs_op", "put_op", "remove_op"]
+__all__ = ["IndexOp", "IndexRow", "SyncState", "VectorIndex", "attrs_op", "put_op", "remove_op"]
 
 _F32 = npt.NDArray[np.float32]
 _I64 = npt.NDArray[np.int64]
@@ -41,27 +41,6 @@ class SyncState:
     model_id: str | None
     epoch: int
     max_seq: int
-
-
-def as_unit_rows(vectors: npt.ArrayLike, *, rows: int | None = None) -> _F32:
-    """Validate vectors as a finite 2-D float32 array and L2-normalise each row.
-
-    Callers hand in unit vectors already; normalising again costs little and makes
-    the dot product an exact cosine whatever they pass.
-    """
-    arr = np.asarray(vectors, dtype=np.float32)
-    if arr.ndim == 1:
-        arr = arr.reshape(1, -1)
-    if arr.ndim != 2 or arr.shape[1] == 0:
-        raise ValidationError(f"vectors must be a 2-D array with one row per memory, not shape {arr.shape}")
-    if rows is not None and arr.shape[0] != rows:
-        raise ValidationError(f"got {arr.shape[0]} vectors for {rows} memories")
-    if not np.isfinite(arr).all():
-        raise ValidationError("vectors must be finite (no NaN or infinity)")
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    if (norms == 0).any():
-        raise ValidationError("vectors must not be all zeros")
-    return np.ascontiguousarray(arr / norms, dtype=np.float32)
 
 
 class VectorIndex:

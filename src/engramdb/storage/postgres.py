@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import json
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
@@ -44,24 +42,35 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from engramdb.errors import NotFound, StorageError, ValidationError
+from engramdb.errors import StorageError, ValidationError
 from engramdb.models import Change, Memory
-from engramdb.storage._pg_mixins import AUDIT_HEAD_KEY, PgAuditMixin, PgSharingMixin, PgTransferMixin
-from engramdb.storage._pg_schema import LOCK_VECTOR_INDEX, migrate
-from engramdb.storage._pg_sql import filter_sql, tsquery_sql
-from engramdb.storage._sqlite_sql import (
+from engramdb.storage._common import (
+    AUDIT_HEAD_KEY,
     MEMORY_COLUMNS,
-    UPDATABLE_FIELDS,
-    column_value,
-    dumps,
-    jsonable,
-    normalise_changes,
+    StoreBase,
+    as_unit_rows,
+    check_changes,
+    check_distinct,
+    check_meta,
+    check_new_memories,
+    check_page,
+    created_history,
+    in_order,
+    keyset_batches,
+    memory_row,
+    not_found,
+    plan_update,
+    require_found,
+    row_to_change,
     row_to_memory,
+    shared_row_to_memory,
+    tag_rows,
+    tombstone,
     ts,
-    validate_fields,
-    validate_memory,
 )
-from engramdb.storage._vector_index import as_unit_rows
+from engramdb.storage._pg_mixins import PgAuditMixin, PgSharingMixin, PgTransferMixin
+from engramdb.storage._pg_schema import LOCK_VECTOR_INDEX, migrate
+from engramdb.storage._pg_sql import INSERT_HISTORY, filter_sql, tsquery_sql
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
 if TYPE_CHECKING:
@@ -76,24 +85,11 @@ _INTERNAL_META: Final = frozenset({AUDIT_HEAD_KEY})
 #: Below this many vectors (planner estimate) searches scan exactly instead of using the HNSW index.
 EXACT_SEARCH_BELOW: Final = 20_000
 _MIN_EF_SEARCH: Final = 100
-_CREATE_FIELDS: Final = (
-    "agent",
-    "kind",
-    "content",
-    "tags",
-    "metadata",
-    "confidence",
-    "visibility",
-    "successes",
-    "attempts",
-    "redacted",
-)
 _INSERT_MEMORY = (
     "INSERT INTO memories (id, agent, kind, content, tags, metadata, created_at, updated_at, "
     "last_accessed, access_count, confidence, successes, attempts, visibility, redacted) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
-_HISTORY = "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (%s, %s, %s, %s, %s, %s)"
 
 
 def redact_url(location: str) -> str:
@@ -101,7 +97,7 @@ def redact_url(location: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", location)
 
 
-class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
+class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin, StoreBase):
     """An engramdb store in a PostgreSQL database: ``PostgresStore("postgresql://u:p@host/db")``.
 
     Implements :class:`~engramdb.storage.base.Store`. Raises :class:`~engramdb.errors.StorageError`
@@ -153,17 +149,6 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"PostgresStore({self.location!r})"
 
     # -- connections and transactions -----------------------------------------------------------
     def _translate(self, exc: BaseException) -> StorageError | ValidationError:
@@ -229,17 +214,14 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
 
     # -- metadata ---------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        """A store-level setting, or None."""
+        """See :meth:`Store.get_meta`."""
         with self._reading() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        """Set a store-level setting (``model_id`` names the model whose vectors are searched)."""
-        if key in _INTERNAL_META:
-            raise ValidationError(f"meta key {key!r} is maintained by the store")
-        if not isinstance(value, str):
-            raise ValidationError(f"meta value for {key!r} must be a string")
+        """See :meth:`Store.set_meta`."""
+        check_meta(key, value, internal=_INTERNAL_META)
         with self._writing() as conn:
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -248,47 +230,13 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
 
     # -- writes -----------------------------------------------------------------------------
     def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
-        """Insert memories (and their vectors, row for row) in one transaction; all or nothing."""
+        """See :meth:`Store.add`."""
         if not memories:
             return
-        ids = [m.id for m in memories]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
-            raise ValidationError(f"memory id {dup!r} appears twice in one batch")
-        for memory in memories:
-            validate_memory(memory)
+        ids = check_new_memories(memories)
         unit = as_unit_rows(vectors, rows=len(memories)) if vectors is not None else None
-        rows = [
-            (
-                m.id,
-                m.agent,
-                m.kind,
-                m.content,
-                dumps(list(m.tags), what="tags"),
-                dumps(jsonable(m.metadata), what="metadata"),
-                ts(m.created_at),
-                ts(m.updated_at),
-                ts(m.last_accessed) if m.last_accessed is not None else None,
-                m.access_count,
-                float(m.confidence),
-                float(m.successes),
-                float(m.attempts),
-                m.visibility,
-                dumps(list(m.redacted), what="redacted"),
-            )
-            for m in memories
-        ]
-        history = [
-            (
-                m.id,
-                "create",
-                ts(m.created_at),
-                actor,
-                None,
-                dumps(jsonable({name: getattr(m, name) for name in _CREATE_FIELDS}), what="memory"),
-            )
-            for m in memories
-        ]
+        rows = [memory_row(m) for m in memories]
+        history = [created_history(m, actor=actor) for m in memories]
         with self._writing() as conn:
             if unit is not None:
                 # Before any row is written: creating an index waits for other writers' transactions.
@@ -303,10 +251,10 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
             except psycopg.errors.UniqueViolation as exc:
                 raise ValidationError("a memory with one of these ids already exists") from exc
             with conn.cursor() as cur:
-                tags = [(m.id, tag) for m in memories for tag in dict.fromkeys(m.tags)]
+                tags = [row for m in memories for row in tag_rows(m.id, m.tags)]
                 if tags:
                     cur.executemany("INSERT INTO memory_tags (memory_id, tag) VALUES (%s, %s)", tags)
-                cur.executemany(_HISTORY, history)
+                cur.executemany(INSERT_HISTORY, history)
             if unit is not None:
                 self._write_vectors(conn, ids, unit, model_id=model_id)
 
@@ -369,7 +317,7 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
         suffix = " FOR UPDATE" if lock else ""
         row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = %s{suffix}", (memory_id,)).fetchone()
         if row is None:
-            raise NotFound(f"no memory with id {memory_id!r}")
+            raise not_found(memory_id)
         return row_to_memory(row)
 
     def update(
@@ -383,49 +331,24 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
         at: datetime,
         action: str = "update",
     ) -> Memory:
-        """Apply field changes (and a new vector); record the changed fields in history.
-
-        Changing ``content`` without a new vector drops the old vector. Setting
-        ``visibility`` to ``private`` withdraws every share of the memory.
-        """
-        unknown = sorted(set(changes) - UPDATABLE_FIELDS)
-        if unknown:
-            raise ValidationError(f"cannot update field(s) {', '.join(unknown)}")
-        validate_fields(changes)
+        """See :meth:`Store.update`; what is written is planned by :func:`~engramdb.storage._common.plan_update`."""
+        check_changes(changes)
         unit = as_unit_rows(vector, rows=1) if vector is not None else None
         with self._writing() as conn:
             if unit is not None:
                 self._ensure_vector_index(conn, model_id, int(unit.shape[1]))
-            old = self._fetch(conn, memory_id, lock=True)
-            new = normalise_changes(changes)
-            before = {k: getattr(old, k) for k, v in new.items() if getattr(old, k) != v}
-            after = {k: new[k] for k in before}
+            plan = plan_update(self._fetch(conn, memory_id, lock=True), changes, action=action, actor=actor, at=at)
+            after = plan.after
             if after:
-                columns = {k: column_value(k, v) for k, v in after.items()}
-                columns["updated_at"] = ts(at)
-                assignments = ", ".join(f"{name} = %s" for name in columns)
-                conn.execute(f"UPDATE memories SET {assignments} WHERE id = %s", (*columns.values(), memory_id))
-                if after.get("visibility") == "private":
-                    # Private means the owner alone: making a memory private withdraws its shares.
+                assignments = ", ".join(f"{name} = %s" for name in plan.columns)
+                conn.execute(f"UPDATE memories SET {assignments} WHERE id = %s", (*plan.columns.values(), memory_id))
+                if plan.withdraws_shares:
                     conn.execute("DELETE FROM shares WHERE memory_id = %s", (memory_id,))
-                if "tags" in after:
+                if plan.new_tag_rows is not None:
                     conn.execute("DELETE FROM memory_tags WHERE memory_id = %s", (memory_id,))
                     with conn.cursor() as cur:
-                        cur.executemany(
-                            "INSERT INTO memory_tags (memory_id, tag) VALUES (%s, %s)",
-                            [(memory_id, tag) for tag in dict.fromkeys(after["tags"])],
-                        )
-                conn.execute(
-                    _HISTORY,
-                    (
-                        memory_id,
-                        action,
-                        ts(at),
-                        actor,
-                        dumps(jsonable(before), what="changes"),
-                        dumps(jsonable(after), what="changes"),
-                    ),
-                )
+                        cur.executemany("INSERT INTO memory_tags (memory_id, tag) VALUES (%s, %s)", plan.new_tag_rows)
+                conn.execute(INSERT_HISTORY, plan.history)
             result = self._fetch(conn, memory_id)
             if unit is not None:
                 self._write_vectors(conn, [memory_id], unit, model_id=model_id)
@@ -445,7 +368,7 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
                 conn.execute(sql.SQL("DELETE FROM {} WHERE memory_id = %s").format(sql.Identifier(table)), (memory_id,))
             conn.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
             conn.execute("UPDATE history SET before = NULL, after = NULL WHERE memory_id = %s", (memory_id,))
-            conn.execute(_HISTORY, (memory_id, "forget", ts(at), actor, None, None))
+            conn.execute(INSERT_HISTORY, tombstone(memory_id, at=at, actor=actor))
 
     def touch(self, memory_ids: Sequence[str], *, at: datetime) -> None:
         """Record a retrieval: ``last_accessed = at`` and ``access_count + 1``, once per distinct id."""
@@ -460,12 +383,8 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
             )
 
     # -- reads ------------------------------------------------------------------------------
-    def get(self, memory_id: str, flt: Filter | None = None) -> Memory | None:
-        """One memory by id, or None if missing or not visible under ``flt``."""
-        return self.get_many([memory_id], flt).get(memory_id)
-
     def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
-        """Memories by id, in the order asked (missing or invisible ids are left out)."""
+        """See :meth:`Store.get_many`."""
         if not memory_ids:
             return {}
         f = filter_sql(flt)
@@ -475,13 +394,11 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
                 f"WHERE m.id = ANY(%s::text[]) AND {f.where}",
                 (*f.shared_by_params, *f.shared_at_params, list(memory_ids), *f.params),
             ).fetchall()
-        found = {row[2]: row_to_memory(row[2:], row[0], row[1]) for row in rows}
-        return {i: found[i] for i in dict.fromkeys(memory_ids) if i in found}
+        return in_order(memory_ids, map(shared_row_to_memory, rows))
 
     def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> builtins.list[Memory]:
-        """Memories matching ``flt``, newest first."""
-        if limit < 0 or offset < 0:
-            raise ValidationError("limit and offset must not be negative")
+        """See :meth:`Store.list`."""
+        check_page(limit, offset)
         f = filter_sql(flt)
         with self._reading() as conn:
             rows = conn.execute(
@@ -489,35 +406,24 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
                 "ORDER BY m.created_at DESC, m.rid DESC LIMIT %s OFFSET %s",
                 (*f.shared_by_params, *f.shared_at_params, *f.params, limit, offset),
             ).fetchall()
-        return [row_to_memory(row[2:], row[0], row[1]) for row in rows]
+        return [shared_row_to_memory(row) for row in rows]
 
     def count(self, flt: Filter) -> int:
-        """How many memories match ``flt``."""
+        """See :meth:`Store.count`."""
         f = filter_sql(flt)
         with self._reading() as conn:
             row = conn.execute(f"SELECT count(*) FROM memories m WHERE {f.where}", f.params).fetchone()
         return int(row[0]) if row is not None else 0
 
     def history(self, memory_id: str) -> builtins.list[Change]:
-        """Every change record of a memory, oldest first (also after it was forgotten)."""
+        """See :meth:`Store.history`."""
         with self._reading() as conn:
             rows = conn.execute(
                 "SELECT seq, memory_id, action, at, actor, before, after FROM history "
                 "WHERE memory_id = %s ORDER BY seq",
                 (memory_id,),
             ).fetchall()
-        return [
-            Change(
-                seq=int(seq),
-                memory_id=mid,
-                action=action,
-                at=datetime.fromisoformat(at),
-                actor=actor,
-                before=None if before is None else json.loads(before),
-                after=None if after is None else json.loads(after),
-            )
-            for seq, mid, action, at, actor, before, after in rows
-        ]
+        return [row_to_change(row) for row in rows]
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> builtins.list[Candidate]:
         """Full-text candidates matching any of ``terms``, best ``ts_rank_cd`` first (higher is better)."""
@@ -576,7 +482,7 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
 
     # -- embedding maintenance --------------------------------------------------------------
     def count_vectors_not_from(self, model_id: str) -> int:
-        """How many memories have no vector from ``model_id`` (missing or another model)."""
+        """See :meth:`Store.count_vectors_not_from`."""
         with self._reading() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
@@ -586,30 +492,21 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
         return int(row[0]) if row is not None else 0
 
     def iter_missing_vectors(self, model_id: str, *, batch: int = 256) -> Iterator[builtins.list[tuple[str, str]]]:
-        """Batches of (id, content) whose vector is missing or from another model.
+        """See :meth:`Store.iter_missing_vectors` (batching: :func:`~engramdb.storage._common.keyset_batches`)."""
 
-        Each batch is a fresh query resuming after the last key, so the caller may
-        write (e.g. :meth:`set_vectors`) between batches.
-        """
-        if batch < 1:
-            raise ValidationError("batch must be at least 1")
-        last = 0
-        while True:
+        def fetch(after: int, size: int) -> builtins.list[Any]:
             with self._reading() as conn:
-                rows = conn.execute(
+                return conn.execute(
                     "SELECT m.rid, m.id, m.content FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
                     "WHERE m.rid > %s AND (v.memory_id IS NULL OR v.model_id <> %s) ORDER BY m.rid LIMIT %s",
-                    (last, model_id, batch),
+                    (after, model_id, size),
                 ).fetchall()
-            if not rows:
-                return
-            last = int(rows[-1][0])
-            yield [(memory_id, content) for _, memory_id, content in rows]
+
+        yield from keyset_batches(batch, fetch)
 
     def set_vectors(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
-        """Replace the vectors of existing memories (all or nothing; NotFound for a missing id)."""
-        if len(set(memory_ids)) != len(memory_ids):
-            raise ValidationError("memory ids must be distinct")
+        """See :meth:`Store.set_vectors`."""
+        check_distinct(memory_ids)
         unit = as_unit_rows(vectors, rows=len(memory_ids))
         if not memory_ids:
             return
@@ -621,7 +518,5 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin):
                     "SELECT id FROM memories WHERE id = ANY(%s::text[]) FOR UPDATE", (list(memory_ids),)
                 ).fetchall()
             }
-            missing = [i for i in memory_ids if i not in found]
-            if missing:
-                raise NotFound(f"no memory with id {missing[0]!r}")
+            require_found(memory_ids, found)
             self._write_vectors(conn, memory_ids, unit, model_id=model_id)

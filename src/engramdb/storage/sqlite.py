@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -25,42 +24,43 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from engramdb.errors import CorruptStoreError, NotAStoreError, NotFound, StorageError, ValidationError
+from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, ValidationError
 from engramdb.models import Change, Memory
-from engramdb.storage._sqlite_audit import AUDIT_HEAD_KEY, AuditMixin
+from engramdb.storage._common import (
+    AUDIT_HEAD_KEY,
+    MEMORY_COLUMNS,
+    StoreBase,
+    as_unit_rows,
+    check_changes,
+    check_distinct,
+    check_meta,
+    check_new_memories,
+    check_page,
+    created_history,
+    in_order,
+    keyset_batches,
+    memory_row,
+    not_found,
+    plan_update,
+    require_found,
+    row_to_change,
+    row_to_memory,
+    shared_row_to_memory,
+    tag_rows,
+    tombstone,
+    ts,
+)
+from engramdb.storage._sqlite_audit import AuditMixin
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_sharing import SharingMixin
-from engramdb.storage._sqlite_sql import (
-    MEMORY_COLUMNS,
-    UPDATABLE_FIELDS,
-    column_value,
-    dumps,
-    filter_sql,
-    fts_query,
-    ids_json,
-    jsonable,
-    normalise_changes,
-    row_to_memory,
-    ts,
-    validate_fields,
-    validate_memory,
-)
+from engramdb.storage._sqlite_sql import INSERT_HISTORY, filter_sql, fts_query, ids_json
 from engramdb.storage._sqlite_transfer import TransferMixin
-from engramdb.storage._vector_index import (
-    IndexOp,
-    SyncState,
-    VectorIndex,
-    as_unit_rows,
-    attrs_op,
-    put_op,
-    remove_op,
-)
+from engramdb.storage._vector_index import IndexOp, SyncState, VectorIndex, attrs_op, put_op, remove_op
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
 __all__ = ["DB_FILENAME", "SQLiteStore"]
@@ -72,18 +72,6 @@ DB_FILENAME: Final = "engram.db"
 _INTERNAL_META: Final = frozenset({"vec_epoch", "share_epoch", AUDIT_HEAD_KEY})
 _SHARED_CACHE_AGENTS: Final = 256
 _PAGE_SIZE: Final = 8192
-_CREATE_FIELDS: Final = (
-    "agent",
-    "kind",
-    "content",
-    "tags",
-    "metadata",
-    "confidence",
-    "visibility",
-    "successes",
-    "attempts",
-    "redacted",
-)
 
 
 @dataclass(slots=True)
@@ -97,7 +85,7 @@ class _Write:
     forgot: bool = False
 
 
-class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
+class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
     """An engramdb store in a SQLite file: ``SQLiteStore("dir")`` or ``SQLiteStore(":memory:")``.
 
     Implements :class:`~engramdb.storage.base.Store`. Raises
@@ -180,17 +168,6 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
                     self._conn = None
                     self._index.invalidate()
                     self._shared.clear()
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"SQLiteStore({self.location!r})"
 
     # -- transactions -----------------------------------------------------------------------
     def _translate(self, exc: sqlite3.Error) -> StorageError:
@@ -308,17 +285,14 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
 
     # -- metadata ---------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        """A store-level setting, or None."""
+        """See :meth:`Store.get_meta`."""
         with self._reading() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        """Set a store-level setting (``model_id`` names the model whose vectors are searched)."""
-        if key in _INTERNAL_META:
-            raise ValidationError(f"meta key {key!r} is maintained by the store")
-        if not isinstance(value, str):
-            raise ValidationError(f"meta value for {key!r} must be a string")
+        """See :meth:`Store.set_meta`."""
+        check_meta(key, value, internal=_INTERNAL_META)
         with self._writing() as w:
             w.conn.execute(
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -327,46 +301,13 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
 
     # -- writes -----------------------------------------------------------------------------
     def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
-        """Insert memories (and their vectors, row for row) in one transaction; all or nothing."""
+        """See :meth:`Store.add`."""
         if not memories:
             return
-        ids = [m.id for m in memories]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
-            raise ValidationError(f"memory id {dup!r} appears twice in one batch")
-        for memory in memories:
-            validate_memory(memory)
+        ids = check_new_memories(memories)
         unit = as_unit_rows(vectors, rows=len(memories)) if vectors is not None else None
-        rows = [
-            (
-                m.id,
-                m.agent,
-                m.kind,
-                m.content,
-                dumps(list(m.tags), what="tags"),
-                dumps(jsonable(m.metadata), what="metadata"),
-                ts(m.created_at),
-                ts(m.updated_at),
-                ts(m.last_accessed) if m.last_accessed is not None else None,
-                m.access_count,
-                float(m.confidence),
-                float(m.successes),
-                float(m.attempts),
-                m.visibility,
-                dumps(list(m.redacted), what="redacted"),
-            )
-            for m in memories
-        ]
-        history = [
-            (
-                m.id,
-                "create",
-                ts(m.created_at),
-                actor,
-                dumps(jsonable({name: getattr(m, name) for name in _CREATE_FIELDS}), what="memory"),
-            )
-            for m in memories
-        ]
+        rows = [memory_row(m) for m in memories]
+        history = [created_history(m, actor=actor) for m in memories]
         with self._writing() as w:
             conn = w.conn
             clash = conn.execute(
@@ -382,12 +323,9 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
             )
             conn.executemany(
                 "INSERT OR IGNORE INTO memory_tags (memory_id, tag) VALUES (?, ?)",
-                [(m.id, tag) for m in memories for tag in m.tags],
+                [row for m in memories for row in tag_rows(m.id, m.tags)],
             )
-            conn.executemany(
-                "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, NULL, ?)",
-                history,
-            )
+            conn.executemany(INSERT_HISTORY, history)
             if unit is not None:
                 self._write_vectors(w, memories, unit, model_id=model_id)
 
@@ -426,7 +364,7 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
     def _fetch(self, conn: sqlite3.Connection, memory_id: str) -> Memory:
         row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)).fetchone()
         if row is None:
-            raise NotFound(f"no memory with id {memory_id!r}")
+            raise not_found(memory_id)
         return row_to_memory(row)
 
     def update(
@@ -440,48 +378,24 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
         at: datetime,
         action: str = "update",
     ) -> Memory:
-        """Apply field changes (and a new vector); record the changed fields in history.
-
-        Changing ``content`` without a new vector drops the old vector (it no longer
-        describes the text), so the memory shows up in :meth:`iter_missing_vectors`.
-        Setting ``visibility`` to ``private`` withdraws every share of the memory.
-        """
-        unknown = sorted(set(changes) - UPDATABLE_FIELDS)
-        if unknown:
-            raise ValidationError(f"cannot update field(s) {', '.join(unknown)}")
-        validate_fields(changes)
+        """See :meth:`Store.update`; what is written is planned by :func:`~engramdb.storage._common.plan_update`."""
+        check_changes(changes)
         unit = as_unit_rows(vector, rows=1) if vector is not None else None
         with self._writing() as w:
             conn = w.conn
-            old = self._fetch(conn, memory_id)
-            new = normalise_changes(changes)
-            before = {k: getattr(old, k) for k, v in new.items() if getattr(old, k) != v}
-            after = {k: new[k] for k in before}
+            plan = plan_update(self._fetch(conn, memory_id), changes, action=action, actor=actor, at=at)
+            after = plan.after
             if after:
-                columns = {k: column_value(k, v) for k, v in after.items()}
-                columns["updated_at"] = ts(at)
-                assignments = ", ".join(f"{name} = ?" for name in columns)
-                conn.execute(f"UPDATE memories SET {assignments} WHERE id = ?", (*columns.values(), memory_id))
-                if after.get("visibility") == "private":
-                    # Private means the owner alone: making a memory private withdraws its shares.
+                assignments = ", ".join(f"{name} = ?" for name in plan.columns)
+                conn.execute(f"UPDATE memories SET {assignments} WHERE id = ?", (*plan.columns.values(), memory_id))
+                if plan.withdraws_shares:
                     conn.execute("DELETE FROM shares WHERE memory_id = ?", (memory_id,))
-                if "tags" in after:
+                if plan.new_tag_rows is not None:
                     conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
                     conn.executemany(
-                        "INSERT OR IGNORE INTO memory_tags (memory_id, tag) VALUES (?, ?)",
-                        [(memory_id, tag) for tag in after["tags"]],
+                        "INSERT OR IGNORE INTO memory_tags (memory_id, tag) VALUES (?, ?)", plan.new_tag_rows
                     )
-                conn.execute(
-                    "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        memory_id,
-                        action,
-                        ts(at),
-                        actor,
-                        dumps(jsonable(before), what="changes"),
-                        dumps(jsonable(after), what="changes"),
-                    ),
-                )
+                conn.execute(INSERT_HISTORY, plan.history)
             result = self._fetch(conn, memory_id)
             if unit is not None:
                 self._write_vectors(w, [result], unit, model_id=model_id)
@@ -506,11 +420,7 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
                 conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
             conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
             conn.execute("UPDATE history SET before = NULL, after = NULL WHERE memory_id = ?", (memory_id,))
-            conn.execute(
-                "INSERT INTO history (memory_id, action, at, actor, before, after) "
-                "VALUES (?, 'forget', ?, ?, NULL, NULL)",
-                (memory_id, ts(at), actor),
-            )
+            conn.execute(INSERT_HISTORY, tombstone(memory_id, at=at, actor=actor))
             w.ops.append(remove_op(memory_id))
             w.forgot = True  # the keyword index is purged when the transaction commits
 
@@ -544,12 +454,8 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
             )
 
     # -- reads ------------------------------------------------------------------------------
-    def get(self, memory_id: str, flt: Filter | None = None) -> Memory | None:
-        """One memory by id, or None if missing or not visible under ``flt``."""
-        return self.get_many([memory_id], flt).get(memory_id)
-
     def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
-        """Memories by id, in the order asked (missing or invisible ids are left out)."""
+        """See :meth:`Store.get_many`."""
         if not memory_ids:
             return {}
         f = filter_sql(flt)
@@ -559,13 +465,11 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
                 f"WHERE m.id IN (SELECT value FROM json_each(?)) AND {f.where}",
                 (*f.shared_by_params, *f.shared_at_params, ids_json(memory_ids), *f.params),
             ).fetchall()
-        found = {row[2]: row_to_memory(row[2:], row[0], row[1]) for row in rows}
-        return {i: found[i] for i in dict.fromkeys(memory_ids) if i in found}
+        return in_order(memory_ids, map(shared_row_to_memory, rows))
 
     def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> list[Memory]:
-        """Memories matching ``flt``, newest first."""
-        if limit < 0 or offset < 0:
-            raise ValidationError("limit and offset must not be negative")
+        """See :meth:`Store.list`."""
+        check_page(limit, offset)
         f = filter_sql(flt)
         with self._reading() as conn:
             rows = conn.execute(
@@ -573,33 +477,22 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
                 "ORDER BY m.created_at DESC, m.rid DESC LIMIT ? OFFSET ?",
                 (*f.shared_by_params, *f.shared_at_params, *f.params, limit, offset),
             ).fetchall()
-        return [row_to_memory(row[2:], row[0], row[1]) for row in rows]
+        return [shared_row_to_memory(row) for row in rows]
 
     def count(self, flt: Filter) -> int:
-        """How many memories match ``flt``."""
+        """See :meth:`Store.count`."""
         f = filter_sql(flt, visit_all=True)
         with self._reading() as conn:
             return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {f.where}", f.params).fetchone()[0])
 
     def history(self, memory_id: str) -> builtins.list[Change]:
-        """Every change record of a memory, oldest first (also after it was forgotten)."""
+        """See :meth:`Store.history`."""
         with self._reading() as conn:
             rows = conn.execute(
                 "SELECT seq, memory_id, action, at, actor, before, after FROM history WHERE memory_id = ? ORDER BY seq",
                 (memory_id,),
             ).fetchall()
-        return [
-            Change(
-                seq=int(seq),
-                memory_id=mid,
-                action=action,
-                at=datetime.fromisoformat(at),
-                actor=actor,
-                before=None if before is None else json.loads(before),
-                after=None if after is None else json.loads(after),
-            )
-            for seq, mid, action, at, actor, before, after in rows
-        ]
+        return [row_to_change(row) for row in rows]
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> builtins.list[Candidate]:
         """FTS5 candidates matching any of ``terms``, best BM25 first (score = -bm25, higher is better)."""
@@ -707,7 +600,7 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
 
     # -- embedding maintenance --------------------------------------------------------------
     def count_vectors_not_from(self, model_id: str) -> int:
-        """How many memories have no vector from ``model_id`` (missing or another model)."""
+        """See :meth:`Store.count_vectors_not_from`."""
         with self._reading() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
@@ -717,36 +610,25 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin):
         return int(row[0])
 
     def iter_missing_vectors(self, model_id: str, *, batch: int = 256) -> Iterator[builtins.list[tuple[str, str]]]:
-        """Batches of (id, content) whose vector is missing or from another model.
+        """See :meth:`Store.iter_missing_vectors` (batching: :func:`~engramdb.storage._common.keyset_batches`)."""
 
-        Each batch is a fresh query resuming after the last key, so the caller may
-        write (e.g. :meth:`set_vectors`) between batches.
-        """
-        if batch < 1:
-            raise ValidationError("batch must be at least 1")
-        last = 0
-        while True:
+        def fetch(after: int, size: int) -> builtins.list[Any]:
             with self._reading() as conn:
-                rows = conn.execute(
+                return conn.execute(
                     "SELECT m.rid, m.id, m.content FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
                     "WHERE m.rid > ? AND (v.memory_id IS NULL OR v.model_id != ?) ORDER BY m.rid LIMIT ?",
-                    (last, model_id, batch),
+                    (after, model_id, size),
                 ).fetchall()
-            if not rows:
-                return
-            last = int(rows[-1][0])
-            yield [(memory_id, content) for _, memory_id, content in rows]
+
+        yield from keyset_batches(batch, fetch)
 
     def set_vectors(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
-        """Replace the vectors of existing memories (all or nothing; NotFound for a missing id)."""
-        if len(set(memory_ids)) != len(memory_ids):
-            raise ValidationError("memory ids must be distinct")
+        """See :meth:`Store.set_vectors`."""
+        check_distinct(memory_ids)
         unit = as_unit_rows(vectors, rows=len(memory_ids))
         if not memory_ids:
             return
         with self._writing() as w:
             found = self.get_many(memory_ids)
-            missing = [i for i in memory_ids if i not in found]
-            if missing:
-                raise NotFound(f"no memory with id {missing[0]!r}")
+            require_found(memory_ids, found)
             self._write_vectors(w, [found[i] for i in memory_ids], unit, model_id=model_id)

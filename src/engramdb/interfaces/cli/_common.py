@@ -50,7 +50,9 @@ __all__ = [
     "check_kind",
     "check_visibility",
     "console",
+    "count_memories",
     "emit_json",
+    "format_when",
     "history_table",
     "hits_table",
     "memories_table",
@@ -58,6 +60,7 @@ __all__ = [
     "new_group",
     "open_engram",
     "parse_meta",
+    "parse_outcome",
     "shorten",
 ]
 
@@ -288,6 +291,15 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
+def parse_outcome(raw: str) -> str | bool | float:
+    """An ``--outcome`` value: a word (success/failure/partial), a boolean, or a reward in [-1, 1]."""
+    value = parse_value(raw.strip())
+    if isinstance(value, bool | int | float):
+        return value if isinstance(value, bool) else float(value)
+    # Anything else goes to the library as given: it owns the list of accepted words.
+    return raw.strip()
+
+
 def parse_meta(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``--meta KEY=VALUE`` entries as a dict (later keys win); values via :func:`parse_value`."""
     result: dict[str, Any] = {}
@@ -331,8 +343,14 @@ def shorten(text: str, width: int = CONTENT_WIDTH) -> str:
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
 
-def _when(ts: datetime | None) -> str:
+def format_when(ts: datetime | None) -> str:
+    """A timestamp as the CLI shows it: local time to the minute (``-`` for None)."""
     return ts.astimezone().strftime("%Y-%m-%d %H:%M") if ts is not None else "-"
+
+
+def count_memories(n: int) -> str:
+    """``1 memory``, ``3 memories``."""
+    return f"{n} memor{'y' if n == 1 else 'ies'}"
 
 
 def _tags(tags: Sequence[str]) -> str:
@@ -382,7 +400,7 @@ def memories_table(
     for m in memories:
         row: list[str | Text] = [m.id, m.kind, *([m.agent] if foreign else []), _content_cell(m, wide)]
         if wide:
-            row += [_tags(m.tags), str(m.access_count), _when(m.created_at)[:10]]
+            row += [_tags(m.tags), str(m.access_count), format_when(m.created_at)[:10]]
         _add_row(table, *row)
     return table
 
@@ -437,9 +455,9 @@ def memory_detail(m: Memory) -> Table:
         ("confidence", f"{m.confidence:.2f}"),
         ("success rate", f"{rate:.0%} ({m.successes:g} of {m.attempts:g})" if rate is not None else "-"),
         ("access count", str(m.access_count)),
-        ("last accessed", _when(m.last_accessed)),
-        ("created", _when(m.created_at)),
-        ("updated", _when(m.updated_at)),
+        ("last accessed", format_when(m.last_accessed)),
+        ("created", format_when(m.created_at)),
+        ("updated", format_when(m.updated_at)),
     ]
     if m.redacted:
         rows.append(("redacted", ", ".join(m.redacted)))
@@ -474,5 +492,5 @@ def history_table(changes: Sequence[Change], *, title: str | None = None) -> Tab
     table.add_column("actor", no_wrap=True)
     table.add_column("changes", ratio=1, overflow="fold")
     for c in changes:
-        _add_row(table, str(c.seq), _when(c.at), c.action, c.actor, _change_summary(c))
+        _add_row(table, str(c.seq), format_when(c.at), c.action, c.actor, _change_summary(c))
     return table

@@ -18,6 +18,7 @@ from engramdb.interfaces.cli._common import (
     LimitOption,
     StoreOption,
     console,
+    count_memories,
     emit_json,
     new_group,
     open_engram,
@@ -184,7 +185,7 @@ def cleanup(
         return
     console().print(_expiry_table(expired, dry_run=dry_run))
     verb = "Would forget" if dry_run else "Forgot"
-    console().print(f"{verb} {len(expired)} memor{'y' if len(expired) == 1 else 'ies'}.")
+    console().print(f"{verb} {count_memories(len(expired))}.")
 
 
 def _expiry_table(expired: list[Expiry], *, dry_run: bool) -> Table:

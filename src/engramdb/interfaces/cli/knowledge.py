@@ -10,7 +10,15 @@ import typer
 from rich.markup import escape
 
 from engramdb.errors import ValidationError
-from engramdb.interfaces.cli._common import JsonOption, StoreOption, console, emit_json, new_group, open_engram
+from engramdb.interfaces.cli._common import (
+    JsonOption,
+    StoreOption,
+    console,
+    count_memories,
+    emit_json,
+    new_group,
+    open_engram,
+)
 
 __all__ = ["app"]
 
@@ -24,10 +32,6 @@ FileOption = Annotated[
     str | None,
     typer.Option("--file", "-f", metavar="FILE", help="The knowledge file; '-' for standard input/output."),
 ]
-
-
-def _plural(n: int) -> str:
-    return f"{n} memor{'y' if n == 1 else 'ies'}"
 
 
 @app.command()
@@ -62,7 +66,7 @@ def export(
     if as_json:
         emit_json({"exported": count, "file": file, "agent": agent, "domain": domain})
     else:
-        console().print(f"Exported {_plural(count)} of {escape(repr(agent))} to {escape(str(file))}.")
+        console().print(f"Exported {count_memories(count)} of {escape(repr(agent))} to {escape(str(file))}.")
 
 
 @app.command("import")
@@ -93,7 +97,7 @@ def import_(
         emit_json({"imported": count, "file": file, "agent": agent, "dry_run": dry_run})
         return
     verb = "Would import" if dry_run else "Imported"
-    console().print(f"{verb} {_plural(count)} from {escape(file)} (added or merged).")
+    console().print(f"{verb} {count_memories(count)} from {escape(file)} (added or merged).")
 
 
 @app.command()
@@ -123,5 +127,6 @@ def merge(
         emit_json({"merged": count, "from_agent": from_agent, "to_agent": to_agent, "domain": domain})
         return
     console().print(
-        f"Merged {_plural(count)} of {escape(repr(from_agent))} into {escape(repr(to_agent))} (copied or combined)."
+        f"Merged {count_memories(count)} of {escape(repr(from_agent))} into {escape(repr(to_agent))} "
+        "(copied or combined)."
     )

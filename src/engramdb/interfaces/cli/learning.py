@@ -13,7 +13,7 @@ import importlib
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -28,10 +28,10 @@ from engramdb.interfaces.cli._common import (
     emit_json,
     new_group,
     open_engram,
-    parse_value,
+    parse_outcome,
     shorten,
 )
-from engramdb.learning.analytics import CategoryTrend, parse_rate_filter
+from engramdb.learning.analytics import CategoryTrend, option_dict, parse_rate_filter
 from engramdb.models import OptionStats
 
 __all__ = ["SinceOption", "app", "parse_since"]
@@ -77,17 +77,6 @@ def parse_since(text: str | None, *, now: datetime | None = None) -> datetime | 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.0%}"
-
-
-def _option_dict(o: OptionStats) -> dict[str, Any]:
-    return {
-        "action": o.action,
-        "successes": o.successes,
-        "attempts": o.attempts,
-        "success_rate": o.success_rate,
-        "low": o.low,
-        "high": o.high,
-    }
 
 
 def _options_table(options: list[OptionStats], *, title: str, weighted: bool = False) -> Table:
@@ -245,7 +234,7 @@ def suggest(
                 "recommended": s.recommended,
                 "confidence": s.confidence,
                 "reason": s.reason,
-                "options": [_option_dict(o) for o in s.options],
+                "options": [option_dict(o) for o in s.options],
             }
         )
         return
@@ -307,10 +296,7 @@ def feedback(
     as_json: JsonOption = False,
 ) -> None:
     """Tell memories used for a task how it went: their success rate and confidence follow."""
-    value = parse_value(outcome.strip())
-    parsed: str | bool | float = (
-        value if isinstance(value, bool) else float(value) if isinstance(value, int | float) else outcome.strip()
-    )
+    parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
         updated = mem.feedback(memory_ids, parsed, agent=agent)
     if as_json:

@@ -23,6 +23,7 @@ from engramdb.interfaces.cli._common import (
     StoreOption,
     console,
     emit_json,
+    format_when,
     new_group,
     open_engram,
     shorten,
@@ -44,11 +45,6 @@ PatternOption = Annotated[
 ]
 
 
-def _date(p: FailurePattern, which: str) -> str:
-    ts = p.first_seen if which == "first" else p.last_seen
-    return ts.astimezone().strftime("%Y-%m-%d %H:%M")
-
-
 def _patterns_table(found: list[FailurePattern], *, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("id", style="cyan", no_wrap=True)
@@ -61,7 +57,9 @@ def _patterns_table(found: list[FailurePattern], *, title: str) -> Table:
         fix = (
             f"{shorten(working[0].solution, 60)} ({working[0].successes:g}/{working[0].attempts:g})" if working else "-"
         )
-        table.add_row(p.id, str(p.occurrences), escape(shorten(p.signature, 120)), escape(fix), _date(p, "last"))
+        table.add_row(
+            p.id, str(p.occurrences), escape(shorten(p.signature, 120)), escape(fix), format_when(p.last_seen)
+        )
     return table
 
 
@@ -93,7 +91,7 @@ def failures(
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
         found = mem.failure_patterns(agent=agent, recurring=recurring, since=start)[:limit]
-    window = f" since {start.astimezone().strftime('%Y-%m-%d %H:%M')}" if start else ""
+    window = f" since {format_when(start)}" if start else ""
     _show_failures(found, agent=agent, title=f"Failure patterns of {agent}{window}", as_json=as_json)
 
 

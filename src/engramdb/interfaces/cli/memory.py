@@ -30,7 +30,7 @@ from engramdb.interfaces.cli._common import (
     new_group,
     open_engram,
     parse_meta,
-    parse_value,
+    parse_outcome,
     shorten,
 )
 
@@ -66,15 +66,6 @@ def _kinds(kinds: list[str] | None) -> list[str] | None:
     for kind in kinds or ():
         check_kind(kind)
     return list(kinds) if kinds else None
-
-
-def _outcome(raw: str) -> str | bool | float:
-    """An ``--outcome`` value: a word (success/failure/partial), a boolean, or a reward in [-1, 1]."""
-    value = parse_value(raw.strip())
-    if isinstance(value, bool | int | float):
-        return value if isinstance(value, bool) else float(value)
-    # Anything else goes to the library as given: it owns the list of accepted words.
-    return raw.strip()
 
 
 @app.command()
@@ -200,7 +191,7 @@ def record(
             memory = mem.record(  # type: ignore[attr-defined,unused-ignore]
                 context,
                 action,
-                _outcome(outcome),
+                parse_outcome(outcome),
                 agent=agent,
                 alternatives=tuple(alternatives or ()),
                 duration=duration,

@@ -17,10 +17,11 @@ from engramdb.interfaces.cli._common import (
     JsonOption,
     StoreOption,
     console,
+    count_memories,
     emit_json,
+    format_when,
     open_engram,
 )
-from engramdb.models import Share
 
 __all__ = ["share", "shares", "unshare"]
 
@@ -83,7 +84,7 @@ def share(
         emit_json({"shared": count, "from_agent": from_agent, "to_agent": to_agent})
         return
     who = "every agent" if to_agent == "*" else f"agent {escape(repr(to_agent))}"
-    console().print(f"Shared {count} memor{'y' if count == 1 else 'ies'} of {escape(repr(from_agent))} with {who}.")
+    console().print(f"Shared {count_memories(count)} of {escape(repr(from_agent))} with {who}.")
 
 
 def unshare(
@@ -107,7 +108,7 @@ def unshare(
     if as_json:
         emit_json({"unshared": count, "from_agent": from_agent, "to_agent": to_agent})
         return
-    console().print(f"Revoked sharing of {count} memor{'y' if count == 1 else 'ies'} of {escape(repr(from_agent))}.")
+    console().print(f"Revoked sharing of {count_memories(count)} of {escape(repr(from_agent))}.")
 
 
 def shares(
@@ -134,11 +135,7 @@ def shares(
     table.add_column("with", no_wrap=True)
     table.add_column("since", no_wrap=True)
     for s in given:
-        table.add_row("given", s.memory_id, "everyone" if s.to_agent == "*" else s.to_agent, _when(s))
+        table.add_row("given", s.memory_id, "everyone" if s.to_agent == "*" else s.to_agent, format_when(s.shared_at))
     for s in received:
-        table.add_row("received", s.memory_id, s.from_agent, _when(s))
+        table.add_row("received", s.memory_id, s.from_agent, format_when(s.shared_at))
     out.print(table)
-
-
-def _when(share: Share) -> str:
-    return share.shared_at.astimezone().strftime("%Y-%m-%d %H:%M")
