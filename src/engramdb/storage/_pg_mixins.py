@@ -20,10 +20,7 @@ from engramdb.privacy.audit import AuditRecord
 from engramdb.storage._common import (
     AUDIT_COLUMNS,
     AUDIT_HEAD_KEY,
-    AuditReads,
     ShareChange,
-    audit_head_value,
-    chain_rows,
     check_share_agents,
     checked_vector,
     equal_conditions,
@@ -34,6 +31,7 @@ from engramdb.storage._common import (
     row_to_share,
     ts,
 )
+from engramdb.storage._common_audit import AuditReads, audit_head_value, chain_rows
 from engramdb.storage._pg_schema import LOCK_AUDIT
 from engramdb.storage._pg_sql import INSERT_HISTORY
 

@@ -21,10 +21,8 @@ from engramdb.privacy.audit import AuditRecord
 from engramdb.storage._common import (
     AUDIT_COLUMNS,
     AUDIT_HEAD_KEY,
-    AuditReads,
-    audit_head_value,
-    chain_rows,
 )
+from engramdb.storage._common_audit import AuditReads, audit_head_value, chain_rows
 
 __all__ = ["AUDIT_HEAD_KEY", "AuditMixin"]
 
