@@ -25,6 +25,7 @@ __all__ = [
     "VectorIndex",
     "fuse_convex",
     "fuse_rrf",
+    "paired_bootstrap",
     "percentile",
     "recall_at_k",
     "session_recall_at_k",
@@ -183,3 +184,20 @@ def percentile(values: Sequence[float], q: float) -> float:
     if not values:
         return math.nan
     return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], *, resamples: int = 2000, seed: int = 0
+) -> dict[str, float]:
+    """Mean of ``a - b`` over paired per-question values, with a 95% percentile bootstrap interval.
+
+    Questions are resampled with replacement (pairs kept together); pairs with a NaN are left out.
+    """
+    pairs = np.asarray([(x, y) for x, y in zip(a, b, strict=True) if not (math.isnan(x) or math.isnan(y))])
+    if len(pairs) == 0:
+        return {"mean_diff": math.nan, "ci95_low": math.nan, "ci95_high": math.nan, "n": 0}
+    diffs = pairs[:, 0] - pairs[:, 1]
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {"mean_diff": float(diffs.mean()), "ci95_low": float(low), "ci95_high": float(high), "n": len(diffs)}

@@ -39,6 +39,7 @@ from _systems import (
     VectorIndex,
     fuse_convex,
     fuse_rrf,
+    paired_bootstrap,
     percentile,
     recall_at_k,
     session_recall_at_k,
@@ -77,6 +78,11 @@ class Scores:
     def add(self, system: str, measure: str, group: str, value: float) -> None:
         self.values[system][measure][group].append(value)
 
+    def per_query(self, system: str, measure: str) -> list[float]:
+        """Values in a fixed question order (groups sorted), so two systems' lists pair up."""
+        groups = self.values[system][measure]
+        return [v for g in sorted(groups) for v in groups[g]]
+
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for system, measures in self.values.items():
@@ -89,6 +95,27 @@ class Scores:
                     "groups": {g: {"mean": _mean(v), "n": len(v)} for g, v in sorted(groups.items())},
                 }
         return out
+
+
+def compare(scores: Scores, fusion: Scores | None, measures: Sequence[str]) -> dict[str, Any]:
+    """engramdb minus each reference, paired by question, with a 95% bootstrap interval.
+
+    References: the two baselines and, from the fusion study, the engine's own channels alone
+    (the hybrid must beat its best single channel).
+    """
+    refs: list[tuple[str, Scores, str]] = [("bm25", scores, "bm25"), ("vector", scores, "vector")]
+    if fusion is not None:
+        refs += [
+            ("own keyword channel", fusion, "fts: keyword only"),
+            ("own vector channel", fusion, "fts: vector only"),
+        ]
+    out: dict[str, Any] = {}
+    for measure in measures:
+        ours = scores.per_query("engramdb", measure)
+        for label, source, system in refs:
+            if measure in source.values[system]:
+                out[f"{measure}: engramdb - {label}"] = paired_bootstrap(ours, source.per_query(system, measure))
+    return out
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -235,6 +262,7 @@ def run_locomo(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, 
         "dropped_no_evidence": sum(c.dropped for c in conversations),
         "systems": scores.summary(),
         "fusion_study": fusion.summary() if fusion is not None else None,
+        "differences": compare(scores, fusion, ["recall@5", "recall@10"]),
         "engramdb_limit5_is_prefix_of_limit10": _mean(consistency),
         "seconds": time.perf_counter() - started,
     }
@@ -261,6 +289,7 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
         "questions": len(questions),
         "systems": scores.summary(),
         "fusion_study": fusion.summary() if fusion is not None else None,
+        "differences": compare(scores, fusion, ["recall@5", "recall@10", "session_recall@5", "session_recall@10"]),
         "engramdb_limit5_is_prefix_of_limit10": _mean(consistency),
         "seconds": time.perf_counter() - started,
     }
@@ -418,16 +447,18 @@ def run_scale(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) 
             for v in qvecs[:10]:  # warm-up: the first search loads the store's vector matrix
                 mem.store.vector_candidates(v, flt, limit=50)
                 _numpy_top(matrix, v, 50)
-            npy, vc = [], []
-            # Interleaved, so both see the same background load.
-            for v in qvecs:
+            npy, vc, kw = [], [], []
+            # Interleaved, so all see the same background load.
+            for q, v in zip(questions, qvecs, strict=True):
                 npy.append(_ms(lambda v=v, m=matrix: _numpy_top(m, v, 50)))
                 vc.append(_ms(lambda v=v: mem.store.vector_candidates(v, flt, limit=50)))
+                kw.append(_ms(lambda q=q: mem.store.keyword_candidates(query_terms(q), flt, limit=50)))
             results[str(size)] = {
                 "insert_seconds": insert_s,
                 "numpy_scan_top50": _latency(npy),
                 "store_vector_candidates_top50": _latency(vc),
                 "vector_candidates_over_numpy_p50": percentile(vc, 50) / percentile(npy, 50),
+                "store_keyword_candidates_top50": _latency(kw),
                 **_search_latency(mem, embedder, questions),
                 "load_before": load_before,
                 "load_after": _load(),
@@ -464,6 +495,18 @@ def _fusion_table(title: str, study: dict[str, Any]) -> Table:
     return table
 
 
+def _diff_table(title: str, diffs: dict[str, Any]) -> Table:
+    table = Table(title=title)
+    table.add_column("measure: difference")
+    table.add_column("mean (points)", justify="right")
+    table.add_column("95% CI", justify="right")
+    for name, d in diffs.items():
+        table.add_row(
+            name, f"{100 * d['mean_diff']:+.1f}", f"[{100 * d['ci95_low']:+.1f}, {100 * d['ci95_high']:+.1f}]"
+        )
+    return table
+
+
 def report(results: dict[str, Any]) -> None:
     if "locomo" in results:
         lo = results["locomo"]
@@ -478,6 +521,7 @@ def report(results: dict[str, Any]) -> None:
         )
         if lo["fusion_study"]:
             console.print(_fusion_table("LoCoMo fusion study (candidate depth 50 per channel)", lo["fusion_study"]))
+        console.print(_diff_table("LoCoMo: engramdb minus reference, paired by question", lo["differences"]))
     if "longmemeval" in results:
         lme = results["longmemeval"]
         groups = sorted({g for s in lme["systems"].values() for g in s["recall@10"]["groups"]})
@@ -494,6 +538,7 @@ def report(results: dict[str, Any]) -> None:
         )
         if lme["fusion_study"]:
             console.print(_fusion_table("LongMemEval fusion study (turn recall)", lme["fusion_study"]))
+        console.print(_diff_table("LongMemEval: engramdb minus reference, paired by question", lme["differences"]))
     if "speed" in results:
         sp = results["speed"]
         table = Table(title=f"Speed ({sp['ingest_texts']} LoCoMo turns, mean {sp['mean_chars']:.0f} chars)")
@@ -511,17 +556,18 @@ def report(results: dict[str, Any]) -> None:
         console.print(table)
     if "scale" in results:
         sc = results["scale"]
-        table = Table(title="Scale: latency p50 / p95 (ms); synthetic unit vectors, real texts")
+        table = Table(title="Scale: latency p50 / p95 ms (top-50 candidates; search limit=10; synthetic vectors)")
         table.add_column("memories")
         columns = (
-            ("numpy_scan_top50", "numpy scan (top 50)"),
-            ("store_vector_candidates_top50", "store.vector_candidates"),
-            ("search_without_query_embedding", "mem.search excl. q-embed"),
-            ("search_with_query_embedding", "mem.search incl. q-embed"),
+            ("numpy_scan_top50", "numpy scan"),
+            ("store_vector_candidates_top50", "store vector"),
+            ("store_keyword_candidates_top50", "store keyword"),
+            ("search_without_query_embedding", "search excl. embed"),
+            ("search_with_query_embedding", "search incl. embed"),
         )
         for _, label in columns:
             table.add_column(label, justify="right")
-        table.add_column("load (1 min)", justify="right")
+        table.add_column("load", justify="right")
         for size in (k for k in sc if k.isdigit()):
             d = sc[size]
             cells = [f"{d[k]['p50_ms']:.2f} / {d[k]['p95_ms']:.2f}" for k, _ in columns]

@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -140,20 +141,17 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         A near-duplicate of a memory of the same agent and kind is merged into that
         one, which is returned; ``force=True`` adds it as a new memory regardless.
         """
-        return self.remember_many(
-            [
-                {
-                    "content": content,
-                    "agent": agent,
-                    "kind": kind,
-                    "tags": tags if isinstance(tags, str) else list(tags),
-                    "metadata": metadata,
-                    "visibility": visibility,
-                    "confidence": confidence,
-                }
-            ],
-            force=force,
-        )[0]
+        now = utcnow()
+        item = {
+            "content": content,
+            "agent": agent,
+            "kind": kind,
+            "tags": tags if isinstance(tags, str) else list(tags),
+            "metadata": metadata,
+            "visibility": visibility,
+            "confidence": confidence,
+        }
+        return self._store_new([self._new_memory(item, now=now)], force=force, now=now)[0]
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> list[Memory]:
         """Store many memories in one batch: embedded together, written in one transaction.
@@ -173,6 +171,10 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
                 memories.append(self._new_memory(item, now=now))
             except ValidationError as exc:
                 raise ValidationError(f"item {i}: {exc}") from exc
+        return self._store_new(memories, force=force, now=now)
+
+    def _store_new(self, memories: builtins.list[Memory], *, force: bool, now: datetime) -> builtins.list[Memory]:
+        """Redact, dedupe, embed, store and audit validated new memories (one transaction)."""
         if not memories:
             return []
         # Redaction comes before anything is embedded, indexed or written.
@@ -193,7 +195,7 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         final = {m.id: m for m in plan.new} | merged
         return [final[target] for target in plan.targets]
 
-    def _new_memory(self, item: Mapping[str, Any], *, now: Any) -> Memory:
+    def _new_memory(self, item: Mapping[str, Any], *, now: datetime) -> Memory:
         if not isinstance(item, Mapping):
             raise ValidationError(f"each item must be a mapping, not {type(item).__name__}")
         unknown = set(item) - {"content", "agent", "kind", "tags", "metadata", "visibility", "confidence"}

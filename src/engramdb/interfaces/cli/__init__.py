@@ -27,7 +27,16 @@ from typing import Annotated, Final
 
 import typer
 
-from engramdb.interfaces.cli import audit, knowledge, learning, learning_failures, maintenance, memory, sharing
+from engramdb.interfaces.cli import (
+    audit,
+    knowledge,
+    learning,
+    learning_failures,
+    maintenance,
+    memory,
+    servers,
+    sharing,
+)
 from engramdb.interfaces.cli import demo as _demo
 from engramdb.interfaces.cli._common import CliState, EngramGroup, StoreOption, print_help
 
@@ -93,6 +102,8 @@ for _group in GROUPS:
     app.add_typer(_group)
 app.command("demo", rich_help_panel="Getting started")(_demo.demo)
 app.command("reembed", rich_help_panel="Maintenance")(maintenance.reembed)
+app.command("serve", rich_help_panel="Servers")(servers.serve)
+app.command("mcp", rich_help_panel="Servers")(servers.mcp)
 
 
 def main() -> None:
