@@ -17,6 +17,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -57,6 +58,8 @@ SESSION_DEPTH = 50
 #: Candidates per channel in the fusion study: what the engine fetches for a limit-10 search.
 FUSION_DEPTH = 50
 FUSION_WEIGHTS = (0.3, 0.5, 0.7)
+#: Candidates per channel for the depth sweep of the fusion study.
+DEPTH_SWEEP = (10, 20, 50, 100, 250)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 # Wide enough for the tables when output goes to a file or a pipe.
@@ -235,6 +238,17 @@ def evaluate_corpus(
                         continue  # identical to the fts row's vector channel
                     for k in KS:
                         fusion.add(f"{source}: {name}", f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
+            # Candidate depth: the store returns best first, so a deeper list cut short is a shallower fetch.
+            deep_kw, deep_vec = corpus.channels(query.text, qvec, max(DEPTH_SWEEP))
+            for depth in DEPTH_SWEEP:
+                pair = (deep_kw[:depth], deep_vec[:depth])
+                for name, ranking in (
+                    ("minmax w=0.5", fuse_convex(*pair, keyword_weight=0.5, norm="minmax")),
+                    ("rrf k=60 w=0.5", fuse_rrf(*pair, keyword_weight=0.5)),
+                ):
+                    for k in KS:
+                        value = recall_at_k(ranking, query.gold, k)
+                        fusion.add(f"fts depth {depth}: {name}", f"recall@{k}", query.group, value)
 
 
 # -- data sets -------------------------------------------------------------------------------------
@@ -333,36 +347,49 @@ def _search_latency(mem: Engram, embedder: CachedEmbedder, questions: Sequence[s
     }
 
 
-#: Ingest variants: (label, kind, memories per remember_many call; 0 = all in one call).
+#: Ingest variants: (label, texts, kind, memories per remember_many call; 0 = all in one call).
 #: "conversation" memories are never merged; "knowledge" (the default kind) runs the near-duplicate check.
+#: "turns" are LoCoMo turns as indexed above; "sentences" their first sentences (one-line memories), because
+#: the model's cost grows with text length and both lengths occur in agent memory.
 INGEST_VARIANTS = (
-    ("one call, kind=conversation", "conversation", 0),
-    ("one call, kind=knowledge (dedupe on)", "knowledge", 0),
-    ("calls of 100, kind=knowledge (dedupe on)", "knowledge", 100),
+    ("turns, one call, kind=conversation", "turns", "conversation", 0),
+    ("turns, one call, kind=knowledge (dedupe on)", "turns", "knowledge", 0),
+    ("turns, calls of 100, kind=knowledge (dedupe on)", "turns", "knowledge", 100),
+    ("first sentences, one call, kind=knowledge (dedupe on)", "sentences", "knowledge", 0),
 )
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def first_sentence(turn: str) -> str:
+    """``"speaker: first sentence"`` of a LoCoMo turn."""
+    return _SENTENCE_END.split(turn, maxsplit=1)[0]
 
 
 def run_speed(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) -> dict[str, Any]:
     """Batched ingest of short texts into fresh on-disk stores; search latency on one of them."""
     conversations = load_locomo()
-    texts = [d.content for c in conversations for d in c.docs][: args.ingest_count]
+    turns = [d.content for c in conversations for d in c.docs][: args.ingest_count]
+    texts = {"turns": turns, "sentences": [first_sentence(t) for t in turns]}
     questions = [q.text for c in conversations for q in c.questions][: args.latency_queries]
     out: dict[str, Any] = {
-        "ingest_texts": len(texts),
-        "mean_chars": statistics.fmean(len(t) for t in texts),
+        "ingest_texts": len(turns),
+        "mean_chars": {name: statistics.fmean(len(t) for t in group) for name, group in texts.items()},
         "load_before": _load(),
         "ingest": {},
+        "embedding_only": {},
     }
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
         # Every measurement gets a fresh embedder (empty cache), so every text is embedded for real.
-        raw = make_raw()
-        raw.embed(["warm up the model"])
-        t0 = time.perf_counter()
-        raw.embed(texts)  # one call, as remember_many makes it
-        embed_s = time.perf_counter() - t0
-        out["embedding_only"] = {"seconds": embed_s, "texts_per_s": len(texts) / embed_s}
-        for n, (label, kind, per_call) in enumerate(INGEST_VARIANTS):
-            items = [{"content": t, "agent": AGENT, "kind": kind} for t in texts]
+        for name, group in texts.items():
+            raw = make_raw()
+            raw.embed(["warm up the model"])
+            t0 = time.perf_counter()
+            raw.embed(group)  # one call, as remember_many makes it
+            embed_s = time.perf_counter() - t0
+            out["embedding_only"][name] = {"seconds": embed_s, "texts_per_s": len(group) / embed_s}
+        for n, (label, text_set, kind, per_call) in enumerate(INGEST_VARIANTS):
+            items = [{"content": t, "agent": AGENT, "kind": kind} for t in texts[text_set]]
             chunk = per_call or len(items)
             embedder = make_raw()
             embedder.embed(["warm up the model"])
@@ -485,6 +512,9 @@ def _quality_table(title: str, systems: dict[str, Any], measures: Sequence[str],
     return table
 
 
+_FUSION_NOTE = f" ({FUSION_DEPTH} candidates per channel unless a depth is named)"
+
+
 def _fusion_table(title: str, study: dict[str, Any]) -> Table:
     table = Table(title=title)
     table.add_column("channels: rule")
@@ -520,7 +550,7 @@ def report(results: dict[str, Any]) -> None:
             )
         )
         if lo["fusion_study"]:
-            console.print(_fusion_table("LoCoMo fusion study (candidate depth 50 per channel)", lo["fusion_study"]))
+            console.print(_fusion_table(f"LoCoMo fusion study{_FUSION_NOTE}", lo["fusion_study"]))
         console.print(_diff_table("LoCoMo: engramdb minus reference, paired by question", lo["differences"]))
     if "longmemeval" in results:
         lme = results["longmemeval"]
@@ -537,16 +567,21 @@ def report(results: dict[str, Any]) -> None:
             _quality_table("LongMemEval per question type, turn recall@10 (%)", lme["systems"], ["recall@10"], groups)
         )
         if lme["fusion_study"]:
-            console.print(_fusion_table("LongMemEval fusion study (turn recall)", lme["fusion_study"]))
+            console.print(_fusion_table(f"LongMemEval fusion study, turn recall{_FUSION_NOTE}", lme["fusion_study"]))
         console.print(_diff_table("LongMemEval: engramdb minus reference, paired by question", lme["differences"]))
     if "speed" in results:
         sp = results["speed"]
-        table = Table(title=f"Speed ({sp['ingest_texts']} LoCoMo turns, mean {sp['mean_chars']:.0f} chars)")
+        chars = sp["mean_chars"]
+        table = Table(
+            title=f"Speed ({sp['ingest_texts']} LoCoMo turns, mean {chars['turns']:.0f} chars; "
+            f"first sentences, mean {chars['sentences']:.0f} chars)"
+        )
         table.add_column("measure")
         table.add_column("value", justify="right")
         for label, data in sp["ingest"].items():
             table.add_row(f"ingest, {label}", f"{data['memories_per_s']:.0f} memories/s")
-        table.add_row("embedding alone (same texts, one call)", f"{sp['embedding_only']['texts_per_s']:.0f} texts/s")
+        for name, data in sp["embedding_only"].items():
+            table.add_row(f"embedding alone, {name} (one call)", f"{data['texts_per_s']:.0f} texts/s")
         table.add_row("load average (1 min) before / after", f"{sp['load_before'][0]:.1f} / {sp['load_after'][0]:.1f}")
         for key, label in (
             ("search_with_query_embedding", "search limit=10 incl. query embedding"),

@@ -947,3 +947,16 @@ def test_import_history_keeps_the_tombstone_of_a_forgotten_memory_with_that_id(s
     store.import_history([Change(seq=0, memory_id=m.id, action="create", at=later(-10), actor="origin")])
     assert [c.action for c in store.history(m.id)] == ["create", "forget", "create"]
     assert store.history(m.id)[-1].actor == "origin"
+
+
+def test_keyword_candidates_find_a_small_agents_matches_behind_a_crowd(store: Store) -> None:
+    # Another agent's 120 memories all outrank bob's for the term; the filter must still reach bob's.
+    crowd = [memory("ferret ferret ferret ferret", agent="alice") for _ in range(120)]
+    mine = [memory(f"one ferret among many other words number {i}", agent="bob") for i in range(3)]
+    add(store, [*crowd, *mine])
+    found = store.keyword_candidates(["ferret"], Filter(agent="bob"), limit=2)
+    assert len(found) == 2
+    assert set(ids_of(found)) <= {m.id for m in mine}
+    everything = store.keyword_candidates(["ferret"], Filter(agent="alice"), limit=5)
+    assert set(ids_of(everything)) <= {m.id for m in crowd}
+    assert len(everything) == 5

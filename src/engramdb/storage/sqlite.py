@@ -68,6 +68,9 @@ __all__ = ["DB_FILENAME", "SQLiteStore"]
 #: The database file inside a store directory.
 DB_FILENAME: Final = "engram.db"
 
+#: Keyword search ranks this many times ``limit`` matches before it applies the filter (see keyword_candidates).
+_KEYWORD_HEAD_FACTOR: Final = 4
+
 #: Meta keys the store maintains itself (set_meta refuses them).
 _INTERNAL_META: Final = frozenset({"vec_epoch", "share_epoch", AUDIT_HEAD_KEY})
 _SHARED_CACHE_AGENTS: Final = 256
@@ -500,13 +503,27 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
         if query is None or limit <= 0:
             return []
         f = filter_sql(flt)
+        # Two phases. Ranking every match is inherent to BM25, but joining every match with the
+        # filter is not: first the best `head` matches of the whole index, then the filter on those.
+        # If at least `limit` of them pass, they are exactly the filtered top `limit` (anything
+        # outside the head ranks below all of them); only otherwise (a selective filter) does
+        # the query run again with the filter applied to every match.
+        head = limit * _KEYWORD_HEAD_FACTOR
         with self._reading() as conn:
             rows = conn.execute(
-                "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
-                "JOIN memories m ON m.rid = memories_fts.rowid "
-                f"WHERE memories_fts MATCH ? AND {f.where} ORDER BY rank LIMIT ?",
-                (query, *f.params, limit),
+                "WITH top AS (SELECT rowid AS rid, bm25(memories_fts) AS rank FROM memories_fts "
+                "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?) "
+                f"SELECT m.id, top.rank FROM top JOIN memories m ON m.rid = top.rid WHERE {f.where} "
+                "ORDER BY top.rank LIMIT ?",
+                (query, head, *f.params, limit),
             ).fetchall()
+            if len(rows) < limit:
+                rows = conn.execute(
+                    "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+                    "JOIN memories m ON m.rid = memories_fts.rowid "
+                    f"WHERE memories_fts MATCH ? AND {f.where} ORDER BY rank LIMIT ?",
+                    (query, *f.params, limit),
+                ).fetchall()
         return [Candidate(memory_id, -float(rank)) for memory_id, rank in rows]
 
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> builtins.list[Candidate]:
