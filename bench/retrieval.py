@@ -240,15 +240,15 @@ def evaluate_corpus(
                         fusion.add(f"{source}: {name}", f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
             # Candidate depth: the store returns best first, so a deeper list cut short is a shallower fetch.
             deep_kw, deep_vec = corpus.channels(query.text, qvec, max(DEPTH_SWEEP))
-            for depth in DEPTH_SWEEP:
-                pair = (deep_kw[:depth], deep_vec[:depth])
+            for cut in DEPTH_SWEEP:
+                pair = (deep_kw[:cut], deep_vec[:cut])
                 for name, ranking in (
                     ("minmax w=0.5", fuse_convex(*pair, keyword_weight=0.5, norm="minmax")),
                     ("rrf k=60 w=0.5", fuse_rrf(*pair, keyword_weight=0.5)),
                 ):
                     for k in KS:
                         value = recall_at_k(ranking, query.gold, k)
-                        fusion.add(f"fts depth {depth}: {name}", f"recall@{k}", query.group, value)
+                        fusion.add(f"fts depth {cut}: {name}", f"recall@{k}", query.group, value)
 
 
 # -- data sets -------------------------------------------------------------------------------------
@@ -656,8 +656,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"),
         help="SQLite file keeping quality-run vectors across runs ('none': no file)",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "retrieval.json", help="quality/speed JSON")
-    parser.add_argument("--scale-out", type=Path, default=RESULTS_DIR / "scale.json", help="scale-run JSON")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "retrieval.json", help="quality JSON")
+    parser.add_argument("--speed-out", type=Path, default=RESULTS_DIR / "retrieval_speed.json", help="speed JSON")
+    parser.add_argument("--scale-out", type=Path, default=RESULTS_DIR / "retrieval_scale.json", help="scale-run JSON")
     args = parser.parse_args(argv)
     args.scale_sizes = sorted(int(s) for s in args.scale_sizes.split(","))
 
@@ -684,18 +685,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = CachedEmbedder(base, size=200_000, path=cache_path)
     header["embed_cache"] = str(cache_path) if cache_path else None
     datasets = {d.strip() for d in args.datasets.split(",") if d.strip()}
-    results: dict[str, Any] = dict(header)
+    # Each part writes its own file, so speed can be re-measured on a quiet machine without the rest.
     if not args.skip_quality:
+        results: dict[str, Any] = dict(header)
         if "locomo" in datasets:
             results["locomo"] = run_locomo(args, embedder)
             embedder.cache_clear()
         if "longmemeval" in datasets:
             results["longmemeval"] = run_longmemeval(args, embedder)
-    if not args.skip_speed:
-        results["speed"] = run_speed(args, make_raw)
-    if len(results) > len(header):
         report(results)
         _write(args.out, results)
+    if not args.skip_speed:
+        speed = {**header, "speed": run_speed(args, make_raw)}
+        report(speed)
+        _write(args.speed_out, speed)
     if args.scale:
         scale = {**header, "scale": run_scale(args, make_raw)}
         report(scale)

@@ -71,6 +71,7 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
         """Close the store. The instance must not be used afterwards."""
+        self._searcher.close()
         self.store.close()
 
     def __enter__(self) -> Engram:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 import numpy as np
@@ -12,13 +13,15 @@ from engramdb.embeddings.base import Embedder
 from engramdb.models import Hit
 from engramdb.retrieval.ranking import RankingWeights, fuse, rank
 from engramdb.retrieval.text import query_terms
-from engramdb.storage.base import Filter, Store
+from engramdb.storage.base import Candidate, Filter, Store
 
 __all__ = ["HybridSearcher"]
 
-#: Candidates fetched per channel, per requested result: fusion needs depth to re-order.
-_DEPTH_FACTOR = 5
-_MIN_DEPTH = 50
+#: Candidates fetched per channel. Independent of ``limit`` (unless it is larger), so the top
+#: results of a search do not depend on how many were asked for.
+_DEPTH = 50
+#: Fused candidates that get boosted and ranked: boosts are gentle, so only the head can reach the top.
+_HEAD = 30
 
 
 class HybridSearcher:
@@ -28,6 +31,12 @@ class HybridSearcher:
         self._store = store
         self._embedder = embedder
         self.weights = weights if weights is not None else RankingWeights()
+        # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-keyword")
+
+    def close(self) -> None:
+        """Stop the worker threads (waits for running searches)."""
+        self._pool.shutdown(wait=True)
 
     def search(
         self,
@@ -44,14 +53,19 @@ class HybridSearcher:
         Returned memories already reflect this retrieval (``access_count`` + 1,
         ``last_accessed`` = ``now``) when ``touch`` is true.
         """
-        depth = max(_MIN_DEPTH, limit * _DEPTH_FACTOR)
+        depth = max(_DEPTH, limit)
         terms = query_terms(query)
-        keyword = self._store.keyword_candidates(terms, flt, limit=depth) if terms else []
-        qvec = self._embedder.embed([query])[0] if vector is None else vector
-        vec = self._store.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
+        pending: Future[list[Candidate]] | None = (
+            self._pool.submit(self._store.keyword_candidates, terms, flt, limit=depth) if terms else None
+        )
+        try:
+            qvec = self._embedder.embed([query])[0] if vector is None else vector
+            vec = self._store.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
+        finally:
+            keyword = pending.result() if pending is not None else []
         fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
         # Boosts can reorder only within reach of the top, so fetch a bounded slice.
-        head = fused[: max(limit * 3, limit + 20)]
+        head = fused[: max(_HEAD, limit)]
         memories = self._store.get_many([f.id for f in head], flt)
         ranked = rank(head, memories, now=now, weights=self.weights)[:limit]
         if touch and ranked:
