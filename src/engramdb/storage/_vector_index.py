@@ -16,8 +16,11 @@ Not thread-safe by itself: the store calls it under its lock.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +28,26 @@ import numpy.typing as npt
 from engramdb.errors import CorruptStoreError, ValidationError
 
 __all__ = ["IndexOp", "IndexRow", "SyncState", "VectorIndex", "attrs_op", "put_op", "remove_op"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(method: Callable[Concatenate[VectorIndex, _P], _R]) -> Callable[Concatenate[VectorIndex, _P], _R]:
+    """Run a method under the index's own lock.
+
+    The index has a lock of its own, apart from the store's connection lock, so a
+    numpy scan can run while another thread runs a keyword query on the connection.
+    Lock order is always connection, then index.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: VectorIndex, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
 
 _F32 = npt.NDArray[np.float32]
 _I64 = npt.NDArray[np.int64]
@@ -47,6 +70,7 @@ class VectorIndex:
     """The cached vector matrix of one store (see the module docstring)."""
 
     def __init__(self) -> None:
+        self._lock = threading.RLock()
         self.state: SyncState | None = None
         self._clear(dim=0)
 
@@ -66,18 +90,21 @@ class VectorIndex:
     def __len__(self) -> int:
         return self._n
 
+    @_locked
     def invalidate(self) -> None:
         """Forget everything; the next search reloads."""
         self.state = None
         self._clear(dim=0)
 
     # -- loading ---------------------------------------------------------------------------------
+    @_locked
     def load(self, rows: Iterable[IndexRow], state: SyncState) -> None:
         """Replace the contents with ``rows`` (a full reload)."""
         self._clear(dim=0)
         self.append(rows)
         self.state = state
 
+    @_locked
     def append(self, rows: Iterable[IndexRow]) -> None:
         """Add rows for memories not in the index (rows already present are replaced)."""
         pending: dict[str, IndexRow] = {}
@@ -140,6 +167,7 @@ class VectorIndex:
         return code
 
     # -- own writes ------------------------------------------------------------------------------
+    @_locked
     def put(self, rows: Sequence[IndexRow]) -> None:
         """Insert or replace rows (the store's own writes)."""
         for row in rows:
@@ -155,6 +183,7 @@ class VectorIndex:
             self._kinds[i] = self._code(self._kind_codes, row[3])
             self._public[i] = row[4] == "public"
 
+    @_locked
     def set_attributes(self, memory_id: str, *, kind: str, visibility: str) -> None:
         """Update the filter data of one row (after an update of the memory)."""
         i = self._row_of.get(memory_id)
@@ -162,6 +191,7 @@ class VectorIndex:
             self._kinds[i] = self._code(self._kind_codes, kind)
             self._public[i] = visibility == "public"
 
+    @_locked
     def remove(self, memory_ids: Iterable[str]) -> None:
         """Drop rows; the last row moves into the hole so the matrix stays dense."""
         for memory_id in memory_ids:
@@ -180,6 +210,7 @@ class VectorIndex:
             self._n = last
 
     # -- search ----------------------------------------------------------------------------------
+    @_locked
     def search(
         self,
         query: _F32,

@@ -535,15 +535,17 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
             self._sync_index(conn)
             also = self._shared_rids(conn, flt.agent) if flt.agent is not None and flt.include_shared else None
             only = self._restricted_rids(conn, flt)
-            found = self._index.search(
-                query,
-                limit=limit,
-                agent=flt.agent,
-                include_public=flt.include_shared,
-                also_rids=also,
-                kinds=flt.kinds,
-                only_rids=only,
-            )
+        # The scan runs under the index's own lock, not the connection's: a keyword query of
+        # another thread (the same search's, see retrieval.hybrid) proceeds meanwhile.
+        found = self._index.search(
+            query,
+            limit=limit,
+            agent=flt.agent,
+            include_public=flt.include_shared,
+            also_rids=also,
+            kinds=flt.kinds,
+            only_rids=only,
+        )
         return [Candidate(memory_id, score) for memory_id, score in found]
 
     @staticmethod
