@@ -300,11 +300,7 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         success adjust the order gently. Each returned memory counts as accessed.
         """
         query = check.content(query, what="query")
-        flt = Filter(
-            agent=check.agent_name(agent),
-            kinds=check.kinds(kind),
-            tags=_tag_filter(tags),
-        )
+        flt = _read_filter(agent, kind, tags)
         hits = self._searcher.search(query, flt, limit=check.limit(limit), now=utcnow())
         self._audit_read("search", agent=flt.agent, ids=[h.memory.id for h in hits], kinds=flt.kinds)
         return hits
@@ -321,11 +317,7 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         """An agent's memories (and those shared with it), newest first."""
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError(f"offset must be a non-negative integer, not {offset!r}")
-        flt = Filter(
-            agent=check.agent_name(agent),
-            kinds=check.kinds(kind),
-            tags=_tag_filter(tags),
-        )
+        flt = _read_filter(agent, kind, tags)
         memories = self.store.list(flt, limit=check.limit(limit), offset=offset)
         self._audit_read("list", agent=flt.agent, ids=[m.id for m in memories], kinds=flt.kinds, offset=offset or None)
         return memories
@@ -357,11 +349,10 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
             return ctx
 
 
-def _tag_filter(tags: Iterable[str] | None) -> tuple[str, ...] | None:
-    """Tags as a hard filter: None (or no tags) means no restriction."""
-    if tags is None:
-        return None
-    return check.tags(tags if isinstance(tags, str) else list(tags)) or None
+def _read_filter(agent: str, kind: str | Sequence[str] | None, tags: Iterable[str] | None) -> Filter:
+    """The hard filter of a read: the agent's scope, and kinds and tags when given (no tags: no restriction)."""
+    wanted = None if tags is None else check.tags(tags if isinstance(tags, str) else list(tags))
+    return Filter(agent=check.agent_name(agent), kinds=check.kinds(kind), tags=wanted or None)
 
 
 def _terminal_progress(total: int) -> Progress:
