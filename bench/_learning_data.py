@@ -275,10 +275,17 @@ ERRORS: tuple[ErrorKind, ...] = (
         "({n}, {n2}) and data type float64",
         "process the data in chunks",
     ),
+    # The module decides the fix (the package to install is not always named like the module), so these
+    # two must not share a pattern, though their messages differ only in a quoted value.
     ErrorKind(
-        "missing-module",
-        "ModuleNotFoundError: No module named '{mod}'",
-        "install the missing package",
+        "missing-yaml",
+        "ModuleNotFoundError: No module named 'yaml'",
+        "pip install pyyaml",
+    ),
+    ErrorKind(
+        "missing-sklearn",
+        "ModuleNotFoundError: No module named 'sklearn'",
+        "pip install scikit-learn",
     ),
     ErrorKind(
         "bad-json",

@@ -5,7 +5,7 @@ picks one of four actions whose success probabilities are hidden; midway the bes
 of every situation changes. Every system sees the same stream, and the same random draw
 decides each step's outcome for every system (common random numbers). Systems:
 
-* ``engramdb``: ``mem.choose`` then ``mem.record`` on a real store with the real model;
+* ``engramdb``: ``mem.learning.choose`` then ``mem.learning.record`` on a real store with the real model;
 * ``exact-count``: success counts per action for each exact context string (untried first);
 * ``q-learning``: epsilon-greedy Q-learning keyed on the exact context string
   (epsilon 0.2, learning rate 0.1, reward +1/-1), the design documents' approach;
@@ -16,9 +16,9 @@ stream right after the change); top-1 recommendation accuracy on held-out descri
 never seen while learning (before the change and at the end).
 
 Failures: recurring errors whose messages vary in paths, numbers, ids, hosts and quoted
-values. The agent asks ``mem.solutions`` and tries the top fix first, then others until
-one works, and records the occurrence with ``mem.record_failure``. Measured: first-try
-fix rate on recurrences, and recurring patterns identified by ``mem.failure_patterns``
+values. The agent asks ``mem.failures.solutions`` and tries the top fix first, then others
+until one works, and records the occurrence with ``mem.failures.record``. Measured: first-try
+fix rate on recurrences, and recurring patterns identified by ``mem.failures.patterns``
 (one found pattern holding exactly the occurrences of one true pattern). Baselines: the
 last working fix per exact message, and per exception type (the text before the first colon).
 
@@ -41,7 +41,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,6 +53,8 @@ from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
+from engramdb.learning.recommend import RecommendConfig
+from engramdb.learning.stats import ChangeRule
 
 AGENT = "bench"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -98,7 +100,7 @@ class Policy(Protocol):
 
 
 class Ours:
-    """engramdb: ``mem.choose`` then ``mem.record``; held-out questions go to ``mem.suggest``."""
+    """engramdb: ``mem.learning.choose`` then ``.record``; held-out questions go to ``mem.learning.suggest``."""
 
     def __init__(
         self, embedder: Embedder, folder: str, seed: int, *, exploration: float | None = None, **config: Any
@@ -109,18 +111,18 @@ class Ours:
         self.name = "engramdb" if exploration is None else f"engramdb (exploration={exploration:g})"
         self.mem = Engram(folder, embedder=embedder, **settings)
         if config:
-            self.mem.recommend_config = replace(self.mem.recommend_config, **config)
+            self.mem.learning.recommend = replace(self.mem.learning.recommend, **config)
         #: (recommended or None, top option, confidence, right answer) per held-out question.
         self.answers: list[tuple[str | None, str, float, str]] = []
 
     def choose(self, step: Step) -> str:
-        return self.mem.choose(step.context, step.situation.options, agent=AGENT)
+        return self.mem.learning.choose(step.context, step.situation.options, agent=AGENT)
 
     def update(self, step: Step, action: str, success: bool) -> None:
-        self.mem.record(step.context, action, success, agent=AGENT, alternatives=step.situation.options)
+        self.mem.learning.record(step.context, action, success, agent=AGENT, alternatives=step.situation.options)
 
     def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
-        s = self.mem.suggest(text, agent=AGENT, options=situation.options)
+        s = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
         self.answers.append((s.recommended, s.options[0].action, s.confidence, situation.best(changed)))
         return s.options[0].action
 
@@ -226,6 +228,7 @@ class DecisionResult:
     #: For engramdb: how often suggest recommends (not None) on held-out questions, and how often it is right then.
     coverage: float | None = None
     precision: float | None = None
+    right_recommendations: float | None = None
     mean_confidence: float | None = None
     seconds: float = 0.0
 
@@ -240,6 +243,7 @@ class DecisionResult:
             "top1_unseen_after": self.accuracy_after,
             "recommend_coverage": self.coverage,
             "recommend_precision": self.precision,
+            "recommend_right": self.right_recommendations,
             "recommend_mean_confidence": self.mean_confidence,
             "ms_per_step": 1000 * self.seconds / steps,
         }
@@ -269,6 +273,7 @@ def run_decisions(policy: Policy, stream: Sequence[Step], queries: Sequence[tupl
     if isinstance(policy, Ours):
         made = [(rec, conf, right) for rec, _, conf, right in policy.answers if rec is not None]
         result.coverage = len(made) / len(policy.answers)
+        result.right_recommendations = sum(rec == right for rec, _, right in made) / len(policy.answers)
         result.precision = statistics.fmean(rec == right for rec, _, right in made) if made else None
         result.mean_confidence = statistics.fmean(conf for _, conf, _ in made) if made else None
     return result
@@ -328,23 +333,21 @@ class FailureResult:
         }
 
 
-def run_failures_ours(embedder: Embedder, folder: str, occurrences: Sequence[Occurrence]) -> FailureResult | None:
+def run_failures_ours(embedder: Embedder, folder: str, occurrences: Sequence[Occurrence]) -> FailureResult:
     result = FailureResult()
     with Engram(folder, embedder=embedder) as mem:
-        if not all(hasattr(mem, name) for name in ("record_failure", "solutions", "failure_patterns")):
-            return None
         seen: set[str] = set()
         start = time.perf_counter()
         for occ in occurrences:
-            sols = mem.solutions(occ.message, agent=AGENT)
+            sols = mem.failures.solutions(occ.message, agent=AGENT)
             first = sols[0].solution if sols else None
             worked, failed = _try_fixes(first, occ)
             if occ.kind.name in seen:
                 result.first_try.append(worked)
             seen.add(occ.kind.name)
-            mem.record_failure(occ.message, agent=AGENT, solution=occ.kind.fix, failed_solutions=failed)
+            mem.failures.record(occ.message, agent=AGENT, solution=occ.kind.fix, failed_solutions=failed)
         result.seconds = time.perf_counter() - start
-        found = mem.failure_patterns(agent=AGENT, recurring=True)
+        found = mem.failures.patterns(agent=AGENT, recurring=True)
     counts: dict[str, int] = defaultdict(int)
     for occ in occurrences:
         counts[occ.kind.name] += 1
@@ -420,16 +423,16 @@ def run_scale(embedder: Embedder, folder: str, n: int = 10_000, repeats: int = 5
         for i in range(0, n, 1000):
             mem.remember_many(items[i : i + 1000])
         query = "The billing API returned 401 Unauthorized after the access token expired"
-        mem.suggest(query, agent=AGENT)  # warm: the query's vector is cached from here on
+        mem.learning.suggest(query, agent=AGENT)  # warm: the query's vector is cached from here on
         times = []
         for _ in range(repeats):
             t = time.perf_counter()
-            mem.suggest(query, agent=AGENT)
+            mem.learning.suggest(query, agent=AGENT)
             times.append(time.perf_counter() - t)
         choose_times = []
         for _ in range(repeats):
             t = time.perf_counter()
-            mem.choose(query, SITUATIONS[0].options, agent=AGENT)
+            mem.learning.choose(query, SITUATIONS[0].options, agent=AGENT)
             choose_times.append(time.perf_counter() - t)
     return {
         "decisions": n,
@@ -438,6 +441,242 @@ def run_scale(embedder: Embedder, folder: str, n: int = 10_000, repeats: int = 5
         "suggest_p95_ms": 1000 * sorted(times)[int(0.95 * len(times)) - 1],
         "choose_p50_ms": 1000 * statistics.median(choose_times),
     }
+
+
+# -- multi-step episodes (seed 002's reinforcement learner against episode credit) --------------------------------
+
+MULTI_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("prepare", ("build-image", "reuse-cache", "vendor-deps")),
+    ("migrate", ("online-migration", "maintenance-window", "skip-migration")),
+    ("release", ("canary", "blue-green", "all-at-once")),
+)
+#: The right option of each step given the previous step's choice (the first step: given nothing).
+MULTI_RIGHT: dict[tuple[int, str | None], str] = {
+    (0, None): "build-image",
+    **{
+        (1, p): r
+        for p, r in zip(MULTI_STEPS[0][1], ("online-migration", "maintenance-window", "online-migration"), strict=True)
+    },
+    **{(2, p): r for p, r in zip(MULTI_STEPS[1][1], ("canary", "blue-green", "canary"), strict=True)},
+}
+MULTI_TEMPLATES = (
+    "Deploy the {svc} service, step {k} ({name}); the previous step was {prev}",
+    "Rolling out a new version of {svc}: {name} stage (step {k}), after {prev}",
+    "{svc} release pipeline, {name} (step {k} of 3), previous choice: {prev}",
+)
+
+
+def multi_success_p(choices: Sequence[str]) -> float:
+    """The episode's success probability: 0.9 with every step right, 0.45 with one wrong, 0.1 otherwise."""
+    right = sum(MULTI_RIGHT[(k, choices[k - 1] if k else None)] == c for k, c in enumerate(choices))
+    return {3: 0.9, 2: 0.45}.get(right, 0.1)
+
+
+@dataclass
+class MultiResult:
+    successes: list[bool] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float]:
+        half = len(self.successes) // 2
+        return {
+            "success_rate": statistics.fmean(self.successes),
+            "last_half": statistics.fmean(self.successes[half:]),
+            "first_half": statistics.fmean(self.successes[:half]),
+        }
+
+
+def run_multistep(
+    policy: str, episodes: int, seed: int, embedder: Embedder | None = None, folder: str = ""
+) -> MultiResult:
+    """``policy``: engramdb, q-structured (the seed's Q-learner on the true state), q-text (on the text), random,
+    oracle. Reward only at the end of each 3-step episode; one draw per episode decides it (common random numbers)."""
+    rng = random.Random(seed + 30_000)
+    draws = [
+        (rng.random(), [rng.randrange(len(MULTI_TEMPLATES)) for _ in MULTI_STEPS], rng.choice(SITUATIONS[0].options))
+        for _ in range(episodes)
+    ]
+    prng = random.Random(seed)
+    q: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    out = MultiResult()
+    mem = Engram(folder, embedder=embedder, learning_seed=seed) if policy == "engramdb" else None
+    svc_rng = random.Random(seed + 40_000)
+    try:
+        for draw, templates, _ in draws:
+            svc = svc_rng.choice(["billing", "orders", "search", "users"])
+            eid = mem.episodes.start(f"deploy {svc}", agent=AGENT) if mem is not None else ""
+            choices: list[str] = []
+            history: list[tuple[str, str]] = []
+            for k, (name, options) in enumerate(MULTI_STEPS):
+                prev = choices[-1] if choices else "nothing yet"
+                text = MULTI_TEMPLATES[templates[k]].format(svc=svc, k=k + 1, name=name, prev=prev)
+                state = f"deploy:{k}:{prev}" if policy == "q-structured" else text
+                if policy == "engramdb":
+                    assert mem is not None
+                    a = mem.learning.choose(text, list(options), agent=AGENT)
+                    mem.learning.record(text, a, None, agent=AGENT, alternatives=options, episode=eid)
+                elif policy == "oracle":
+                    a = MULTI_RIGHT[(k, choices[-1] if choices else None)]
+                elif policy == "random" or prng.random() < 0.2 or not q[state]:
+                    a = prng.choice(options)
+                else:
+                    a = max(options, key=lambda o: (q[state][o], prng.random()))
+                choices.append(a)
+                history.append((state, a))
+            success = draw < multi_success_p(choices)
+            out.successes.append(success)
+            if mem is not None:
+                mem.episodes.end(eid, success, agent=AGENT)
+            elif policy.startswith("q-"):
+                # The seed's learn_from_episode: backwards, reward at the end, gamma 0.95, lr 0.1.
+                for i in range(len(history) - 1, -1, -1):
+                    state, a = history[i]
+                    if i == len(history) - 1:
+                        target = 1.0 if success else -1.0
+                    else:
+                        nxt = q[history[i + 1][0]]
+                        target = 0.95 * (max(nxt.values()) if nxt else 0.0)
+                    q[state][a] += 0.1 * (target - q[state][a])
+    finally:
+        if mem is not None:
+            mem.close()
+    return out
+
+
+MULTI_SYSTEMS = ("engramdb", "q-structured", "q-text", "random", "oracle")
+
+
+# -- pure simulation (tuning and calibration) ---------------------------------------------------------------------
+
+
+@dataclass
+class SimAnswer:
+    step: int
+    raw: float
+    evidence: float
+    top: str
+    right: str
+    changed: bool
+
+
+@dataclass
+class SimResult:
+    successes: list[bool] = field(default_factory=list)
+    answers: list[SimAnswer] = field(default_factory=list)
+
+
+def _embed_all(embedder: Embedder, texts: Sequence[str]) -> dict[str, Any]:
+    unique = list(dict.fromkeys(texts))
+    vectors = embedder.embed(unique)
+    return dict(zip(unique, vectors, strict=True))
+
+
+def simulate(
+    embedder: Embedder,
+    stream: Sequence[Step],
+    queries: Sequence[tuple[Situation, str]],
+    *,
+    config: RecommendConfig,
+    seed: int,
+    exploration: float,
+    checkpoints: Sequence[int] = (),
+) -> SimResult:
+    """The decision stream through the pure recommend module (no store): what ``choose`` and ``suggest`` do,
+    with the same similarity search (top ``candidates`` cosines above the floor), in a fraction of the time."""
+    import numpy as np
+
+    from engramdb.learning import recommend as rc
+    from engramdb.models import DecisionRecord
+
+    vec = _embed_all(embedder, [s.context for s in stream] + [t for _, t in queries])
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    records: list[DecisionRecord] = []
+    matrix = np.zeros((len(stream), len(next(iter(vec.values())))), dtype=np.float32)
+    out = SimResult()
+    marks = set(checkpoints)
+
+    def neighbours(text: str, n: int) -> list[rc.Neighbour]:
+        if n == 0:
+            return []
+        cos = matrix[:n] @ vec[text]
+        k = min(config.candidates, n)
+        idx = np.argpartition(-cos, k - 1)[:k]
+        return [rc.Neighbour(records[i], float(cos[i])) for i in idx if cos[i] > config.similarity_floor]
+
+    for i, step in enumerate(stream):
+        now = t0 + timedelta(seconds=i)
+        if i in marks:
+            changed = step.changed
+            for sit, text in queries:
+                s = rc.suggest(text, neighbours(text, i), now=now, config=config, seed=seed, options=sit.options)
+                out.answers.append(
+                    SimAnswer(i, s.raw_confidence, s.evidence, s.options[0].action, sit.best(changed), changed)
+                )
+        nb = neighbours(step.context, i)
+        opts = step.situation.options
+        action = rc.choose(step.context, opts, nb, now=now, config=config, seed=seed + i, exploration=exploration)
+        probs = step.situation.after if step.changed else step.situation.before
+        success = step.draw < probs[action]
+        out.successes.append(success)
+        records.append(
+            DecisionRecord(
+                id=str(i),
+                agent=AGENT,
+                context=step.context,
+                action=action,
+                success=float(success),
+                at=now,
+                alternatives=tuple(opts),
+            )
+        )
+        matrix[i] = vec[step.context]
+    return out
+
+
+def _isotonic(points: Sequence[tuple[float, bool]], bins: int = 10) -> list[tuple[float, float]]:
+    """Knots of a monotone map raw -> share right: equal-count bins, pooled adjacent violators."""
+    pts = sorted(points)
+    if not pts:
+        return [(0.0, 0.0), (1.0, 1.0)]
+    size = max(1, len(pts) // bins)
+    blocks = [list(pts[i : i + size]) for i in range(0, len(pts), size)]
+    stats = [[statistics.fmean(p[0] for p in b), sum(p[1] for p in b), len(b)] for b in blocks]
+    merged: list[list[float]] = []
+    for st in stats:
+        merged.append(list(st))
+        while len(merged) > 1 and merged[-2][1] / merged[-2][2] > merged[-1][1] / merged[-1][2]:
+            b = merged.pop()
+            a = merged.pop()
+            n = a[2] + b[2]
+            merged.append([(a[0] * a[2] + b[0] * b[2]) / n, a[1] + b[1], n])
+    # Rates are Beta(1, 1)-smoothed so that no knot claims certainty from a finite sample.
+    return [(0.0, 0.0)] + [(round(x, 3), round((s + 1) / (n + 2), 3)) for x, s, n in merged]
+
+
+def run_calibration(embedder: Embedder, seeds: int, steps: int, config: RecommendConfig) -> dict[str, Any]:
+    answers: list[SimAnswer] = []
+    runs = []
+    checkpoints = [4, 8, 16, 32, 64, *range(100, steps, 150)]
+    for seed in range(100, 100 + seeds):
+        stream = make_stream(seed, steps)
+        queries = held_out_queries(seed, per_template=2)
+        res = simulate(embedder, stream, queries, config=config, seed=seed, exploration=0.5, checkpoints=checkpoints)
+        answers += res.answers
+        half, window = steps // 2, steps // 4
+        runs.append(
+            {
+                "success": statistics.fmean(res.successes),
+                "recovery": statistics.fmean(res.successes[half : half + window]),
+                "before": statistics.fmean(res.successes[:half]),
+                "after": statistics.fmean(res.successes[half:]),
+            }
+        )
+    bands = (0.0, 1.0, 3.0, 10.0)
+    table = []
+    for lo, hi in zip(bands, (*bands[1:], float("inf")), strict=True):
+        pts = [(a.raw, a.top == a.right) for a in answers if lo <= a.evidence < hi]
+        if len(pts) >= 50:
+            table.append((lo, tuple(_isotonic(pts))))
+    return {"runs": _mean_of(runs), "answers": len(answers), "calibration": table}
 
 
 # -- main --------------------------------------------------------------------------------------------------------
@@ -470,17 +709,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scale", action="store_true", help="also time suggest over 10k decisions")
     parser.add_argument("--skip-decisions", action="store_true")
     parser.add_argument("--skip-failures", action="store_true")
+    parser.add_argument("--skip-multistep", action="store_true")
+    parser.add_argument("--episodes", type=int, default=400, help="multi-step episodes per seed")
     parser.add_argument("--config", default="", help="RecommendConfig overrides, e.g. 'similarity_floor=0.4'")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "learning.json")
+    parser.add_argument(
+        "--calibrate", action="store_true", help="pure simulation only: success, recovery and the calibration table"
+    )
     args = parser.parse_args(argv)
+    if args.calibrate:
+        return calibrate_main(args)
     if args.quick:
-        args.seeds, args.steps, args.failures = 1, 800, 150
+        args.seeds, args.steps, args.failures, args.episodes = 1, 800, 150, 200
     overrides = {k: float(v) for k, v in (kv.split("=") for kv in args.config.split(",") if kv)}
 
     embedder = make_embedder(load_settings({}))
     decisions: dict[str, list[dict[str, Any]]] = defaultdict(list)
     failures: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    failures_available = True
+    multi: dict[str, list[dict[str, Any]]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
         for seed in range(args.seeds):
             if not args.skip_decisions:
@@ -503,14 +749,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.skip_failures:
                 occurrences = make_failures(seed, args.failures)
                 ours = run_failures_ours(embedder, f"{tmp}/failures-{seed}", occurrences)
-                if ours is None:
-                    failures_available = False
-                else:
-                    failures["engramdb"].append(ours.summary())
+                failures["engramdb"].append(ours.summary())
                 failures["exact-message"].append(run_failures_keyed(occurrences, lambda m: m).summary())
                 failures["exception-type"].append(
                     run_failures_keyed(occurrences, lambda m: m.split(":", 1)[0]).summary()
                 )
+            if not args.skip_multistep:
+                for name in MULTI_SYSTEMS:
+                    res = run_multistep(name, args.episodes, seed, embedder, f"{tmp}/multi-{seed}")
+                    multi[name].append(res.summary())
+                    console.print(f"seed {seed} multi-step {name}: {_pct(statistics.fmean(res.successes))}% success")
         scale = run_scale(embedder, f"{tmp}/scale") if args.scale else None
 
     results: dict[str, Any] = {
@@ -522,7 +770,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "config_overrides": overrides,
         "decisions": {name: _mean_of(rows) for name, rows in decisions.items()},
         "failures": {name: _mean_of(rows) for name, rows in failures.items()},
-        "failures_available": failures_available,
+        "multistep": {name: _mean_of(rows) for name, rows in multi.items()},
+        "multistep_episodes": args.episodes,
         "scale": scale,
     }
     if decisions:
@@ -555,6 +804,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(
             f"engramdb suggest on held-out descriptions: recommends for {_pct(ours['recommend_coverage'])}% of "
             f"the questions, right for {_pct(ours['recommend_precision'])}% of those "
+            f"(a right recommendation for {_pct(ours['recommend_right'])}% of all) "
             f"(mean confidence {_pct(ours['recommend_mean_confidence'])}%)"
         )
     if failures:
@@ -571,8 +821,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{r['ms_per_occurrence']:.2f}",
             )
         console.print(table)
-        if not failures_available:
-            console.print("[yellow]mem.record_failure/solutions/failure_patterns not available: engramdb row skipped")
+    if multi:
+        table = Table(
+            title=f"Multi-step episodes ({args.seeds} seeds x {args.episodes} episodes of 3 steps, reward at end)"
+        )
+        for col in ("system", "success %", "first half %", "last half %"):
+            table.add_column(col, justify="right" if col != "system" else "left")
+        for name, r in results["multistep"].items():
+            table.add_row(name, _pct(r["success_rate"]), _pct(r["first_half"]), _pct(r["last_half"]))
+        console.print(table)
     if scale:
         console.print(
             f"suggest over {scale['decisions']} decisions: p50 {scale['suggest_p50_ms']:.1f} ms, "
@@ -582,6 +839,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     console.print(f"wrote {args.output}")
+    return 0
+
+
+def calibrate_main(args: argparse.Namespace) -> int:
+    """``--calibrate``: the pure simulation with the config overrides, and the fitted calibration table."""
+    embedder = make_embedder(load_settings({}))
+    overrides: dict[str, Any] = {}
+    change: dict[str, Any] = {}
+    for kv in (x for x in args.config.split(",") if x):
+        k, v = kv.split("=")
+        if k.startswith("change_"):
+            change[k[7:]] = v if k == "change_scope" else float(v)
+        elif k == "nochange":
+            overrides["change"] = None
+        else:
+            overrides[k] = float(v)
+    cfg = RecommendConfig(calibration=None, **overrides)
+    if change:
+        cfg = replace(cfg, change=ChangeRule(**change))
+    out = run_calibration(embedder, args.seeds, args.steps, cfg)
+    print(json.dumps(out["runs"]), out["answers"])
+    for lo, knots in out["calibration"]:
+        print(f"  evidence >= {lo:g}: " + " ".join(f"{x:.2f}->{y:.2f}" for x, y in knots))
     return 0
 
 

@@ -38,7 +38,8 @@ from urllib.parse import quote
 from rich.console import Console
 from rich.table import Table
 
-from engramdb.privacy.redact import RedactionPolicy, find
+from engramdb.models import RedactionPolicy
+from engramdb.privacy.redact import find
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 console = Console()

@@ -177,8 +177,8 @@ class Corpus:
         """The store's own keyword (FTS) and vector candidate lists, as doc ids."""
         flt = Filter(agent=AGENT)
         terms = query_terms(query)
-        kw = self.mem.store.keyword_candidates(terms, flt, limit=depth) if terms else []
-        vec = self.mem.store.vector_candidates(qvec, flt, limit=depth)
+        kw = self.mem.store.search.keyword_candidates(terms, flt, limit=depth) if terms else []
+        vec = self.mem.store.search.vector_candidates(qvec, flt, limit=depth)
         return (
             [(self.doc_of_memory[c.id], c.score) for c in kw],
             [(self.doc_of_memory[c.id], c.score) for c in vec],
@@ -432,7 +432,7 @@ def _numpy_top(matrix: np.ndarray, vector: np.ndarray, k: int) -> np.ndarray:
 def run_scale(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) -> dict[str, Any]:
     """Search latency at scale: store vector scan and full search against a plain numpy scan, same vectors.
 
-    Memories go in through ``store.add`` with synthetic unit vectors (embedding 100k texts would
+    Memories go in through ``store.memories.add`` with synthetic unit vectors (embedding 100k texts would
     take minutes and does not change the cost of a scan); their texts are real turns, so the
     keyword channel of the full search has realistic postings.
     """
@@ -444,7 +444,7 @@ def run_scale(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) 
     questions = [q.text for c in load_locomo() for q in c.questions][: args.latency_queries]
     qvecs = embedder.embed(questions)
     results: dict[str, Any] = {
-        "vectors": "synthetic unit vectors (Gaussian, normalised) inserted with store.add; texts are real turns",
+        "vectors": "synthetic unit vectors (Gaussian, normalised) inserted with store.memories.add; texts are real turns",
         "queries": len(questions),
         "candidates": 50,
     }
@@ -466,20 +466,20 @@ def run_scale(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) 
                     Memory(id=new_id(), agent=AGENT, kind="conversation", content=t, created_at=now, updated_at=now)
                     for t in texts[start : start + 5000]
                 ]
-                mem.store.add(batch, vecs[start : start + 5000], model_id=embedder.model_id, actor=AGENT)
+                mem.store.memories.add(batch, vecs[start : start + 5000], model_id=embedder.model_id, actor=AGENT)
             insert_s = time.perf_counter() - t0
             matrix = np.concatenate([matrix, vecs])
             console.log(f"scale: {size} memories ({grow} inserted in {insert_s:.1f} s)")
             load_before = _load()
             for v in qvecs[:10]:  # warm-up: the first search loads the store's vector matrix
-                mem.store.vector_candidates(v, flt, limit=50)
+                mem.store.search.vector_candidates(v, flt, limit=50)
                 _numpy_top(matrix, v, 50)
             npy, vc, kw = [], [], []
             # Interleaved, so all see the same background load.
             for q, v in zip(questions, qvecs, strict=True):
                 npy.append(_ms(lambda v=v, m=matrix: _numpy_top(m, v, 50)))
-                vc.append(_ms(lambda v=v: mem.store.vector_candidates(v, flt, limit=50)))
-                kw.append(_ms(lambda q=q: mem.store.keyword_candidates(query_terms(q), flt, limit=50)))
+                vc.append(_ms(lambda v=v: mem.store.search.vector_candidates(v, flt, limit=50)))
+                kw.append(_ms(lambda q=q: mem.store.search.keyword_candidates(query_terms(q), flt, limit=50)))
             results[str(size)] = {
                 "insert_seconds": insert_s,
                 "numpy_scan_top50": _latency(npy),

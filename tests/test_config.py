@@ -51,3 +51,56 @@ def test_bad_environment_and_arguments(tmp_path: Path):
         load_settings({"ENGRAM_HOME": str(tmp_path), "ENGRAM_BUSY_TIMEOUT": "soon"})
     with pytest.raises(ConfigError, match="unknown setting"):
         load_settings({"ENGRAM_HOME": str(tmp_path)}, nonsense=1)
+
+
+def test_the_new_settings_come_from_the_environment(tmp_path):
+    env = {
+        "ENGRAM_HOME": str(tmp_path),
+        "ENGRAM_AGENT": "carol",
+        "ENGRAM_SYNCHRONOUS": "full",
+        "ENGRAM_SESSIONS": "redis://localhost:6379/0",
+        "ENGRAM_LLM": "openai:gpt-4o-mini",
+        "ENGRAM_LLM_BASE_URL": "http://localhost:11434/v1",
+        "ENGRAM_LLM_KEY_ENV": "MY_KEY",
+        "ENGRAM_KNOWLEDGE_KEY": "k" * 32,
+        "ENGRAM_MIN_SCORE": "0.3",
+    }
+    s = load_settings(env)
+    assert (s.agent, s.synchronous, s.session_url, s.llm) == (
+        "carol",
+        "FULL",
+        "redis://localhost:6379/0",
+        "openai:gpt-4o-mini",
+    )
+    assert (s.llm_base_url, s.llm_key_env, s.knowledge_key, s.min_score) == (
+        "http://localhost:11434/v1",
+        "MY_KEY",
+        "k" * 32,
+        0.3,
+    )
+    assert "k" * 32 not in repr(s)
+    defaults = load_settings({"ENGRAM_HOME": str(tmp_path)})
+    assert (defaults.agent, defaults.synchronous, defaults.min_score, defaults.knowledge_key) == (
+        "default",
+        "NORMAL",
+        0.0,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("agent", "*"),
+        ("agent", " padded"),
+        ("synchronous", "OFF"),
+        ("llm", "anthropic:claude"),
+        ("llm_key_env", "not a var"),
+        ("session_url", "localhost"),
+        ("knowledge_key", "short"),
+        ("min_score", "1.5"),
+    ],
+)
+def test_bad_new_settings_are_config_errors(tmp_path, name, value):
+    with pytest.raises(ConfigError):
+        load_settings({"ENGRAM_HOME": str(tmp_path)}, **{name: value})

@@ -1,120 +1,281 @@
-"""Validation of values that come from callers. Each check raises ValidationError with one clear line."""
+"""Validation of values that come from callers or files, and every limit on them, defined once.
+
+Each check raises :class:`~engramdb.errors.ValidationError` with one line in one wording
+(``"<field> must be ..., not <value>"``, ``"<field> is too long (...; the limit is N)"``,
+``"<field> contains a NUL character"``). The write path (``remember``, ``update``, imports)
+and the knowledge-file reader use the same checks, so a file can hold nothing that
+``remember`` would refuse.
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from engramdb.errors import ValidationError
-from engramdb.models import KINDS, VISIBILITIES
+from engramdb.models import KINDS, VISIBILITIES, Kind, Visibility
 
 __all__ = [
+    "AUDIT_IDS",
+    "MAX_CONTENT_CHARS",
+    "MAX_LIMIT",
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
+    "MAX_NAME_CHARS",
+    "MAX_OFFSET",
+    "MAX_TAGS",
+    "PAGE_SIZE",
     "agent_name",
     "confidence",
     "content",
+    "flag",
+    "json_object",
+    "key",
     "kind",
     "kinds",
     "limit",
+    "memory_id",
     "metadata",
+    "name",
+    "offset",
+    "shown",
+    "tag",
     "tags",
+    "text",
     "visibility",
 ]
 
-MAX_CONTENT_CHARS = 1_000_000
-MAX_LIMIT = 10_000
+#: Characters of a memory's content (and of a search query).
+MAX_CONTENT_CHARS: Final = 1_000_000
+#: Largest ``limit`` of one read.
+MAX_LIMIT: Final = 10_000
+#: Rows per page when a whole selection is read page by page (internal reads, exports, retention).
+PAGE_SIZE: Final = 1000
+#: Memory ids listed in one audit entry (its ``count`` is always exact).
+AUDIT_IDS: Final = 100
+#: Characters of an agent name, a tag, or another name (model, action, actor).
+MAX_NAME_CHARS: Final = 256
+#: Tags on one memory.
+MAX_TAGS: Final = 256
+#: Size of a memory's metadata as compact UTF-8 JSON.
+MAX_METADATA_BYTES: Final = 1024 * 1024
+#: Nesting depth of a memory's metadata.
+MAX_METADATA_DEPTH: Final = 32
+#: Largest ``offset`` of a paged read (the stores' integers are 64-bit).
+MAX_OFFSET: Final = 2**62
+#: Kinds named in one read filter.
+_MAX_KINDS: Final = 64
+
+_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to 60 characters (for messages); never raises."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**60:
+        return f"<an integer of {value.bit_length()} bits>"
+    try:
+        out = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__, a huge or deeply nested value
+        return f"<a {type(value).__name__}>"
+    return out if len(out) <= 60 else out[:57] + "..."
+
+
+def _utf8(value: str, what: str) -> None:
+    """Reject text that cannot be stored as UTF-8 (a lone surrogate, e.g. from undecodable input)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"{what} is not valid Unicode text (a lone surrogate {value[exc.start]!r} at position {exc.start})"
+        ) from None
+
+
+def _string(value: object, what: str, *, limit: int, controls: bool) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+    if len(value) > limit:
+        raise ValidationError(f"{what} is too long ({len(value)} characters; the limit is {limit})")
+    if "\x00" in value:
+        raise ValidationError(f"{what} contains a NUL character")
+    if not controls and _CONTROL_RE.search(value):
+        raise ValidationError(f"{what} contains a control character")
+    _utf8(value, what)
+    return value
+
+
+def text(value: object, *, what: str, limit: int = MAX_CONTENT_CHARS, empty: bool = True) -> str:
+    """Free text (a description, a context, a file name): valid Unicode, no NUL, at most ``limit`` characters."""
+    out = _string(value, what, limit=limit, controls=True)
+    if not empty and not out.strip():
+        raise ValidationError(f"{what} must not be empty")
+    return out
 
 
 def content(value: object, *, what: str = "content") -> str:
-    """Non-empty text."""
-    if not isinstance(value, str):
-        raise ValidationError(f"{what} must be text, not {type(value).__name__}")
-    if not value.strip():
+    """Non-empty text of at most :data:`MAX_CONTENT_CHARS` characters, without NUL."""
+    text = _string(value, what, limit=MAX_CONTENT_CHARS, controls=True)
+    if not text.strip():
         raise ValidationError(f"{what} must not be empty")
-    if len(value) > MAX_CONTENT_CHARS:
-        raise ValidationError(f"{what} is too long ({len(value)} characters; the limit is {MAX_CONTENT_CHARS})")
-    if "\x00" in value:
-        raise ValidationError(f"{what} must not contain NUL characters")
-    return value
+    return text
+
+
+def name(value: object, *, what: str) -> str:
+    """A non-empty name without surrounding whitespace or control characters (model, action, actor...)."""
+    text = _string(value, what, limit=MAX_NAME_CHARS, controls=False)
+    if not text.strip() or text != text.strip():
+        raise ValidationError(f"{what} must be a non-empty name without surrounding whitespace, not {shown(text)}")
+    return text
 
 
 def agent_name(value: object, *, what: str = "agent") -> str:
-    """A non-empty agent name without surrounding whitespace; '*' is reserved for 'every agent'."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be a non-empty name")
-    if value != value.strip():
-        raise ValidationError(f"{what} {value!r} must not start or end with whitespace")
-    if value == "*":
+    """A :func:`name`; ``'*'`` is reserved for "every agent"."""
+    text = name(value, what=what)
+    if text == "*":
         raise ValidationError(f"{what} '*' is reserved (it means every agent)")
+    return text
+
+
+def memory_id(value: object) -> str:
+    """A non-empty id string of printable characters (its existence is the store's business)."""
+    if not isinstance(value, str) or not value:
+        raise ValidationError(f"memory id must be a non-empty string, not {shown(value)}")
+    return _string(value, "memory id", limit=MAX_NAME_CHARS, controls=False)
+
+
+def key(value: object) -> str:
+    """The key of a keyed memory (``remember(..., key="editor")``): a name short enough for its ``key:`` tag."""
+    out = name(value, what="key")
+    if len(out) > MAX_NAME_CHARS - 4:
+        raise ValidationError(f"key is too long ({len(out)} characters; the limit is {MAX_NAME_CHARS - 4})")
+    return out
+
+
+def flag(value: object, *, what: str) -> bool:
+    """True or False (not a truthy stand-in such as 1 or "yes")."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{what} must be True or False, not {shown(value)}")
     return value
 
 
-def kind(value: object) -> str:
+def kind(value: object) -> Kind:
     """One of :data:`~engramdb.models.KINDS`."""
     if not isinstance(value, str) or value not in KINDS:
-        raise ValidationError(f"unknown kind {value!r} (choose from {', '.join(sorted(KINDS))})")
+        raise ValidationError(f"unknown kind {shown(value)} (choose from {', '.join(sorted(KINDS))})")
     return value
 
 
-def kinds(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+def kinds(value: str | Sequence[str] | None) -> tuple[Kind, ...] | None:
     """None, one kind, or several kinds."""
     if value is None:
         return None
     if isinstance(value, str):
         return (kind(value),)
+    if not isinstance(value, Sequence | set | frozenset):
+        raise ValidationError(f"kind must be a kind or a list of kinds, not {type(value).__name__}")
+    if len(value) > _MAX_KINDS:
+        raise ValidationError(f"kind has too many entries ({len(value)}; the limit is {_MAX_KINDS})")
     return tuple(kind(k) for k in value)
 
 
+def tag(value: object, *, what: str = "tag") -> str:
+    """One tag: a non-empty string of at most :data:`MAX_NAME_CHARS` characters, stripped."""
+    text = _string(value, what, limit=MAX_NAME_CHARS, controls=False).strip()
+    if not text:
+        raise ValidationError(f"{what} must not be empty")
+    return text
+
+
 def tags(value: object) -> tuple[str, ...]:
-    """Distinct non-empty tag strings, order kept."""
+    """At most :data:`MAX_TAGS` distinct tags (see :func:`tag`), order kept; any iterable but a string."""
     if value is None:
         return ()
-    if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset):
-        raise ValidationError("tags must be a list of strings")
-    out: dict[str, None] = {}
-    for t in value:
-        if not isinstance(t, str) or not t.strip():
-            raise ValidationError(f"tag {t!r} must be a non-empty string")
-        out[t.strip()] = None
-    return tuple(out)
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise ValidationError(f"tags must be a list of strings, not {type(value).__name__}")
+    items = list(itertools.islice(value, MAX_TAGS + 1))
+    if len(items) > MAX_TAGS:
+        size = len(value) if isinstance(value, Sequence | set | frozenset) else f"more than {MAX_TAGS}"
+        raise ValidationError(f"tags has too many entries ({size}; the limit is {MAX_TAGS})")
+    return tuple(dict.fromkeys(tag(t, what="tags entry") for t in items))
 
 
-def metadata(value: object) -> dict[str, Any]:
-    """A JSON-serialisable mapping with string keys (copied)."""
-    if value is None:
-        return {}
+def _nested(value: Any, what: str, depth: int) -> None:
+    """Reject NUL in any string (keys included), non-string keys, and nesting deeper than the limit."""
+    if depth > MAX_METADATA_DEPTH:
+        raise ValidationError(f"{what} is nested too deeply (more than {MAX_METADATA_DEPTH} levels)")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValidationError(f"{what} contains a NUL character")
+        _utf8(value, f"a value in {what}")
+    elif isinstance(value, Mapping):
+        for field, item in value.items():
+            if not isinstance(field, str):
+                raise ValidationError(f"{what} keys must be strings, not {shown(field)}")
+            if "\x00" in field:
+                raise ValidationError(f"{what} has a key containing a NUL character")
+            _utf8(field, f"a key in {what}")
+            _nested(item, what, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _nested(item, what, depth + 1)
+
+
+def json_object(value: object, *, what: str) -> dict[str, Any]:
+    """A JSON object (copied through JSON): string keys, no NUL, bounded depth and size."""
     if not isinstance(value, Mapping):
-        raise ValidationError(f"metadata must be a mapping, not {type(value).__name__}")
-    for key in value:
-        if not isinstance(key, str):
-            raise ValidationError(f"metadata keys must be strings, not {key!r}")
+        raise ValidationError(f"{what} must be a JSON object, not {type(value).__name__}")
+    _nested(value, what, 0)
     try:
-        # Round-trip: what we return is exactly what the store will give back.
-        out: dict[str, Any] = json.loads(json.dumps(dict(value), allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from exc
+        text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValidationError(f"{what} must be JSON-serialisable: {_first_line(exc)}") from exc
+    except RecursionError as exc:
+        raise ValidationError(f"{what} is nested too deeply (more than {MAX_METADATA_DEPTH} levels)") from exc
+    size = len(text.encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise ValidationError(f"{what} is too large ({size} bytes; the limit is {MAX_METADATA_BYTES})")
+    # Round-trip: what we return is exactly what the store will give back.
+    out: dict[str, Any] = json.loads(text)
     return out
 
 
-def visibility(value: object) -> str:
+def metadata(value: object) -> dict[str, Any]:
+    """A memory's metadata: None (empty) or a :func:`json_object`."""
+    if value is None:
+        return {}
+    return json_object(value, what="metadata")
+
+
+def visibility(value: object) -> Visibility:
     """private, shared or public."""
-    if value not in VISIBILITIES:
-        raise ValidationError(f"unknown visibility {value!r} (choose from {', '.join(sorted(VISIBILITIES))})")
-    return str(value)
+    if not isinstance(value, str) or value not in VISIBILITIES:
+        raise ValidationError(f"unknown visibility {shown(value)} (choose from {', '.join(sorted(VISIBILITIES))})")
+    return value
 
 
-def confidence(value: object) -> float:
-    """A number within [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValidationError(f"confidence must be a number within [0, 1], not {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValidationError(f"confidence must be within [0, 1], not {value!r}")
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def confidence(value: object, *, what: str = "confidence") -> float:
+    """A finite number from 0 to 1."""
+    # Compared before any conversion: float(10**400) would overflow.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValidationError(f"{what} must be a number from 0 to 1, not {shown(value)}")
     return float(value)
 
 
 def limit(value: object, *, what: str = "limit") -> int:
-    """A positive integer no larger than MAX_LIMIT."""
+    """An integer from 1 to :data:`MAX_LIMIT`."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
-        raise ValidationError(f"{what} must be an integer from 1 to {MAX_LIMIT}, not {value!r}")
+        raise ValidationError(f"{what} must be an integer from 1 to {MAX_LIMIT}, not {shown(value)}")
+    return value
+
+
+def offset(value: object, *, what: str = "offset") -> int:
+    """An integer from 0 to :data:`MAX_OFFSET`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_OFFSET:
+        raise ValidationError(f"{what} must be an integer from 0 to 2**62, not {shown(value)}")
     return value

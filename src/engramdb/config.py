@@ -7,8 +7,10 @@ This is the only module that reads the environment. The config file is TOML,
     on_model_mismatch = "error"        # or "reembed"
     embed_batch_size = 64
 
-Environment variables are ``ENGRAM_`` plus the upper-cased key (``ENGRAM_EMBEDDER``),
-and ``ENGRAM_HOME`` for the default store location.
+Environment variables are ``ENGRAM_`` plus the upper-cased key (``ENGRAM_EMBEDDER``,
+``ENGRAM_AGENT``, ``ENGRAM_SYNCHRONOUS``, ``ENGRAM_LLM``, ``ENGRAM_KNOWLEDGE_KEY``, ...),
+``ENGRAM_SESSIONS`` for ``session_url``, and ``ENGRAM_HOME`` for the default store location.
+Secrets (``openai_api_key``, ``knowledge_key``) are left out of the settings' repr.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Settings:
     #: Base URL of an OpenAI-compatible embeddings endpoint (Ollama, vLLM, LM Studio, ...).
     openai_base_url: str = "http://localhost:11434/v1"
     #: API key for that endpoint, if it needs one.
-    openai_api_key: str | None = None
+    openai_api_key: str | None = dataclasses.field(default=None, repr=False)
     #: What to do when the store's vectors come from another model: "error" or "reembed".
     on_model_mismatch: str = "error"
     #: Texts per embedding batch.
@@ -71,6 +73,25 @@ class Settings:
     #: How much ``choose`` explores, 0..1: 1 is plain Thompson sampling, 0 always takes the best estimate;
     #: the default draws from a posterior half as wide (see engramdb.learning.recommend).
     exploration: float = 0.5
+    #: The agent of calls that do not name one (the CLI's ``--agent`` default, the facade's ``agent=None``).
+    agent: str = "default"
+    #: SQLite durability: "NORMAL" (an OS crash or power loss may roll back the last commits, never corrupts)
+    #: or "FULL" (every commit is synced to disk before it returns; each write costs an fsync).
+    synchronous: str = "NORMAL"
+    #: Where shared short-term sessions live (e.g. ``redis://localhost:6379/0``); None: in the process.
+    session_url: str | None = None
+    #: The optional LLM: "openai:<model>" (any OpenAI-compatible chat-completions server); None: no LLM.
+    llm: str | None = None
+    #: Base URL of that server (OpenAI, Ollama, vLLM, LM Studio, llama.cpp).
+    llm_base_url: str = "https://api.openai.com/v1"
+    #: Name of the environment variable holding the LLM's API key (the key itself is never a setting).
+    llm_key_env: str = "OPENAI_API_KEY"
+    #: Secret key for signing knowledge files (HMAC-SHA256): exports are signed with it, and an import
+    #: takes vectors and statistics from a file only when its signature verifies with it. None: unsigned.
+    knowledge_key: str | None = dataclasses.field(default=None, repr=False)
+    #: Minimum cosine similarity (0..1) between query and memory for a search hit found only by meaning;
+    #: 0 turns the cutoff off. Hits that match the query's keywords are kept regardless.
+    min_score: float = 0.0
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -131,7 +152,17 @@ _TYPES: dict[str, Any] = {
     "retention_interval_hours": float,
     "learning_seed": int,
     "exploration": float,
+    "agent": str,
+    "synchronous": str,
+    "session_url": str | None,
+    "llm": str | None,
+    "llm_base_url": str,
+    "llm_key_env": str,
+    "knowledge_key": str | None,
+    "min_score": float,
 }
+# Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
+_ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -163,6 +194,27 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("retention_interval_hours must not be negative")
     if not 0.0 <= settings.exploration <= 1.0:
         raise ConfigError("exploration must be within [0, 1]")
+    if (
+        not settings.agent
+        or settings.agent != settings.agent.strip()
+        or settings.agent == "*"
+        or any(ord(c) < 32 or c == "\x7f" for c in settings.agent)
+    ):
+        raise ConfigError(f"agent must be a non-empty agent name (not '*'), not {settings.agent!r}")
+    if settings.synchronous.upper() not in ("NORMAL", "FULL"):
+        raise ConfigError(f"synchronous must be 'NORMAL' or 'FULL', not {settings.synchronous!r}")
+    if settings.llm is not None and (not settings.llm.startswith("openai:") or not settings.llm[7:].strip()):
+        raise ConfigError(f"unknown llm {settings.llm!r}: use 'openai:<model>' (any OpenAI-compatible server)")
+    if not settings.llm_key_env or not settings.llm_key_env.replace("_", "").isalnum():
+        raise ConfigError(f"llm_key_env must name an environment variable, not {settings.llm_key_env!r}")
+    if settings.session_url is not None and "://" not in settings.session_url:
+        raise ConfigError(f"session_url must be a URL such as redis://localhost:6379/0, not {settings.session_url!r}")
+    if settings.knowledge_key is not None and len(settings.knowledge_key) < 16:
+        raise ConfigError("knowledge_key must be at least 16 characters (use a long random secret)")
+    if not 0.0 <= settings.min_score <= 1.0:
+        raise ConfigError("min_score must be within [0, 1]")
+    if settings.synchronous != settings.synchronous.upper():
+        settings = dataclasses.replace(settings, synchronous=settings.synchronous.upper())
     kind = settings.embedder.split(":", 1)[0]
     if kind not in ("local", "sentence-transformers", "openai"):
         raise ConfigError(
@@ -199,7 +251,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
     for key, value in _read_file(config_path).items():
         values[key] = _coerce(key, value, _TYPES[key])
     for f in fields(Settings):
-        raw = env.get(f"ENGRAM_{f.name.upper()}")
+        raw = env.get(_ENV_NAMES.get(f.name, f"ENGRAM_{f.name.upper()}"))
         if raw is not None and f.name != "home":
             values[f.name] = _coerce(f.name, raw, _TYPES[f.name])
     for key, value in overrides.items():

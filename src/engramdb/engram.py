@@ -1,4 +1,12 @@
-"""The :class:`Engram` facade: one object that wires storage, embeddings and retrieval."""
+"""The :class:`Engram` facade: creates the store, the embedder, the write pipeline, the reads and the services.
+
+The core verbs stay flat on the facade (``remember``, ``search``, ``get``, ``update``,
+``forget``, ...); each area is one attribute holding a service: ``mem.learning``,
+``mem.failures``, ``mem.episodes``, ``mem.code``, ``mem.sharing``, ``mem.knowledge``,
+``mem.audit``, ``mem.retention``, ``mem.routing`` and ``mem.keys``. The brain's entry points
+``context`` and ``reason`` and the store check ``doctor`` are verbs too. Services get their
+collaborators here and never know the facade.
+"""
 
 from __future__ import annotations
 
@@ -7,71 +15,167 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engramdb import _validate as check
-from engramdb._util import new_id, utcnow
+from engramdb.auth import ApiKeys
+from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
+from engramdb.brain.distill import Distiller
+from engramdb.brain.llm import LLM, llm_from_settings
+from engramdb.brain.reason import Reasoner
+from engramdb.brain.routing import RoutingService
 from engramdb.config import Settings, load_settings
+from engramdb.doctor import Doctor
 from engramdb.embeddings import count_tokens, make_embedder
 from engramdb.embeddings.base import Embedder
-from engramdb.errors import ModelMismatchError, NotFound, ValidationError
-from engramdb.learning.api import LearningAPI
-from engramdb.learning.failures_api import FailuresAPI
-from engramdb.models import Change, Hit, Memory
-from engramdb.privacy.api import PrivacyAPI, write_record
-from engramdb.privacy.sharing_api import SharingAPI
-from engramdb.retrieval.hybrid import HybridSearcher
+from engramdb.errors import ConfigError, ModelMismatchError, ValidationError
+from engramdb.learning.code_service import CodeService
+from engramdb.learning.episode_service import EpisodeService
+from engramdb.learning.failure_service import FailureService
+from engramdb.learning.recommend import RecommendConfig
+from engramdb.learning.service import LearningService
+from engramdb.models import (
+    Change,
+    Context,
+    HealthReport,
+    Hit,
+    Kind,
+    Memory,
+    Reasoning,
+    ReasoningMode,
+    RedactionPolicy,
+    Visibility,
+)
+from engramdb.pipeline import UPDATABLE, WritePipeline
+from engramdb.privacy.audit_service import AuditService
+from engramdb.privacy.knowledge_service import KnowledgeService
+from engramdb.privacy.retention_service import RetentionService
+from engramdb.privacy.sharing_service import SharingService
+from engramdb.recall import Recall
 from engramdb.retrieval.ranking import RankingWeights
 from engramdb.shortterm import SessionContext
-from engramdb.storage import open_store
+
+if TYPE_CHECKING:
+    from engramdb.sessions_redis import RedisSessions
+from engramdb.storage import MODEL_META_KEY, open_store
 from engramdb.storage.base import Filter, Store
 
 __all__ = ["Engram"]
 
 Progress = Callable[[int, int], None]
 
-_UPDATABLE = frozenset({"content", "tags", "metadata", "kind", "confidence", "visibility"})
 
-
-class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
+class Engram:
     """A memory store for agents: remember, search, update, forget, and learn from outcomes.
 
     ``Engram()`` opens the embedded store at ``$ENGRAM_HOME`` (else ``~/.engram``);
-    ``Engram("dir")`` one at that folder; ``Engram(":memory:")`` an ephemeral one.
-    One instance is safe to share across threads; use it as a context manager
-    or call :meth:`close`.
+    ``Engram("dir")`` one at that folder; ``Engram(":memory:")`` an ephemeral one;
+    ``Engram("postgresql://...")`` a PostgreSQL + pgvector one. One instance is safe to
+    share across threads; use it as a context manager or call :meth:`close`.
+
+    ``settings`` (or keyword ``overrides`` of single settings) configure it; ``weights``
+    tune search ranking and ``recommend`` outcome learning, for this instance only.
+    ``embedder`` is an :class:`~engramdb.embeddings.base.Embedder` or a setting string
+    (``"local"``, ``"openai:<model>"``, ``"sentence-transformers:<model>"``).
+
+    Calls that do not name an ``agent`` act for the ``agent`` setting (``ENGRAM_AGENT``,
+    ``"default"`` unless configured).
     """
 
     def __init__(
         self,
         location: str | os.PathLike[str] | None = None,
         *,
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         settings: Settings | None = None,
         weights: RankingWeights | None = None,
+        recommend: RecommendConfig | None = None,
+        llm: LLM | None = None,
         progress: Progress | None = None,
         **overrides: Any,
     ) -> None:
+        if isinstance(embedder, str):
+            overrides = {**overrides, "embedder": embedder}
+            embedder = None
+        elif embedder is not None and not isinstance(embedder, Embedder):
+            raise ConfigError(
+                f"embedder must be an Embedder or a setting string such as 'local' or 'openai:<model>', "
+                f"not {type(embedder).__name__}"
+            )
         self.settings = settings.replace(**overrides) if settings is not None else load_settings(**overrides)
+        if location is not None and not isinstance(location, str | os.PathLike):
+            raise ConfigError(f"location must be a path or a URL, not {type(location).__name__}")
         self.location = os.fspath(location) if location is not None else str(self.settings.home)
+        if not isinstance(self.location, str):
+            raise ConfigError("location must be a text path, not bytes")
         self.embedder: Embedder = embedder if embedder is not None else make_embedder(self.settings)
         self.store: Store = open_store(self.location, settings=self.settings)
-        try:
-            self._check_model(progress)
-            self._scheduled_cleanup()
-        except BaseException:
-            self.store.close()
-            raise
-        self._searcher = HybridSearcher(self.store, self.embedder, weights=weights)
+        store, embedder, settings = self.store, self.embedder, self.settings
+        self._pipeline = WritePipeline(store, embedder, settings)
+        self._recall = Recall(store, embedder, settings, weights=weights, audit=self._pipeline.audit)
+        pipeline, recall = self._pipeline, self._recall
+        #: The configured LLM (``ENGRAM_LLM=openai:MODEL``), or None: every feature then stays deterministic.
+        self.llm: LLM | None = (
+            llm
+            if llm is not None
+            else llm_from_settings(settings.llm, base_url=settings.llm_base_url, key_env=settings.llm_key_env)
+        )
+        self.audit = AuditService(store)
+        self.keys = ApiKeys(store)
+        self.retention = RetentionService(store, settings, pipeline=pipeline, recall=recall, location=self.location)
+        self.sharing = SharingService(store, pipeline=pipeline, recall=recall)
+        self.failures = FailureService(store, embedder, settings, pipeline=pipeline, recall=recall)
+        self.knowledge = KnowledgeService(
+            store,
+            embedder,
+            pipeline=pipeline,
+            recall=recall,
+            distiller=Distiller(store, embedder, settings, pipeline=pipeline, recall=recall, llm=self.llm),
+            failures=self.failures,
+        )
+        self.learning = LearningService(
+            store, embedder, settings, pipeline=pipeline, recall=recall, failures=self.failures, recommend=recommend
+        )
+        self.episodes = EpisodeService(
+            store, embedder, settings, pipeline=pipeline, recall=recall, failures=self.failures
+        )
+        self.code = CodeService(store, embedder, settings, pipeline=pipeline, recall=recall)
+        self.routing = RoutingService(store, self.learning, settings)
+        self._context = ContextBuilder(
+            store,
+            embedder,
+            settings,
+            recall=recall,
+            learning=self.learning,
+            failures=self.failures,
+            sessions=self._session_of,
+        )
+        self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
+        # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one agent's window.
+        self._shared_sessions: RedisSessions | None = None
+        if settings.session_url:
+            from engramdb.sessions_redis import RedisSessions
+
+            self._shared_sessions = RedisSessions(settings.session_url)
         self._sessions: dict[str, SessionContext] = {}
         self._lock = threading.Lock()
+        try:
+            self._check_model(progress)
+            self.retention.run_scheduled()
+        except BaseException:
+            self.close()
+            raise
 
-    # -- lifecycle --------------------------------------------------------------------------
+    # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Close the store. The instance must not be used afterwards."""
-        self._searcher.close()
+        """Close the store (and the LLM client and shared sessions). The instance must not be used afterwards."""
+        self._recall.close()
+        close_llm = getattr(self.llm, "close", None)  # the LLM protocol does not require a close()
+        if callable(close_llm):
+            close_llm()
+        if self._shared_sessions is not None:
+            self._shared_sessions.close()
         self.store.close()
 
     def __enter__(self) -> Engram:
@@ -82,22 +186,31 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
     ) -> None:
         self.close()
 
+    def _agent(self, agent: str | None) -> str:
+        """``agent``, or the ``agent`` setting when None."""
+        return self.settings.agent if agent is None else agent
+
     def __repr__(self) -> str:
         return f"Engram({self.location!r}, model={self.embedder.model_id!r})"
 
-    # -- embedding model --------------------------------------------------------------------
+    @property
+    def redaction(self) -> RedactionPolicy:
+        """What this store redacts before storage (settings ``redact_secrets``, ``redact_pii``, ``pii_region``)."""
+        return self._pipeline.redaction
+
+    # -- embedding model --------------------------------------------------------------------------------
     def _check_model(self, progress: Progress | None) -> None:
-        stored = self.store.get_meta("model_id")
+        stored = self.store.meta.get(MODEL_META_KEY)
         current = self.embedder.model_id
         if stored is None:
-            self.store.set_meta("model_id", current)
+            self.store.meta.set(MODEL_META_KEY, current)
             return
-        if stored == current and self.store.count_vectors_not_from(current) == 0:
+        if stored == current and self.store.vectors.count_stale(current) == 0:
             return
         if self.settings.on_model_mismatch == "reembed":
             self.reembed(progress=progress)
             return
-        pending = self.store.count_vectors_not_from(current)
+        pending = self.store.vectors.count_stale(current)
         raise ModelMismatchError(
             f"the store at {self.location} holds vectors from model {stored!r} but this engram embeds with "
             f"{current!r}: open it with on_model_mismatch='reembed' (CLI: engram reembed) to re-embed "
@@ -112,49 +225,57 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         ``progress`` is given.
         """
         current = self.embedder.model_id
-        total = self.store.count_vectors_not_from(current)
+        total = self.store.vectors.count_stale(current)
         report = progress if progress is not None else _terminal_progress(total)
         done = 0
-        for batch in self.store.iter_missing_vectors(current, batch=self.settings.embed_batch_size * 4):
+        for batch in self.store.vectors.iter_stale(current, batch=self.settings.embed_batch_size * 4):
             ids = [i for i, _ in batch]
             vectors = self.embedder.embed([text for _, text in batch])
-            self.store.set_vectors(ids, vectors, model_id=current)
+            self.store.vectors.set(ids, vectors, model_id=current)
             done += len(ids)
             report(done, total)
-        self.store.set_meta("model_id", current)
+        self.store.meta.set(MODEL_META_KEY, current)
         return done
 
-    # -- writes -----------------------------------------------------------------------------
+    # -- writes -----------------------------------------------------------------------------------------
     def remember(
         self,
         content: str,
         *,
-        agent: str = "default",
-        kind: str = "knowledge",
+        agent: str | None = None,
+        kind: Kind = "knowledge",
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
-        visibility: str = "private",
+        visibility: Visibility = "private",
         confidence: float | None = None,
         force: bool = False,
+        key: str | None = None,
     ) -> Memory:
         """Store one memory and return it as stored (secrets replaced by placeholders, see ``redacted``).
 
         A near-duplicate of a memory of the same agent and kind is merged into that
         one, which is returned; ``force=True`` adds it as a new memory regardless.
-        """
-        now = utcnow()
-        item = {
-            "content": content,
-            "agent": agent,
-            "kind": kind,
-            "tags": tags if isinstance(tags, str) else list(tags),
-            "metadata": metadata,
-            "visibility": visibility,
-            "confidence": confidence,
-        }
-        return self._store_new([self._new_memory(item, now=now)], force=force, now=now)[0]
+        Conversations, episodes, decisions and failures are never merged.
 
-    def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> list[Memory]:
+        With ``key`` (a preference or fact that changes: ``key="editor"``) the memory is
+        the agent's current value of that key: a later ``remember`` with the same key
+        supersedes it in place (history action ``supersede``; the old value stays in
+        :meth:`history`), so search and context show only the current value. The key is
+        kept in ``metadata["key"]`` and the tag ``key:<name>``; see :meth:`recall_key`.
+        """
+        return self._pipeline.remember(
+            content,
+            agent=agent,
+            kind=kind,
+            tags=tags,
+            metadata=metadata,
+            visibility=visibility,
+            confidence=confidence,
+            force=force,
+            key=key,
+        )
+
+    def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> builtins.list[Memory]:
         """Store many memories in one batch: embedded together, written in one transaction.
 
         Every item is validated before anything is embedded or written; one bad item
@@ -163,58 +284,11 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         replaced by typed placeholders; near-duplicates of stored memories (or of
         earlier items) of the same agent and kind are merged into them unless
         ``force``; the rest are embedded and stored; every write is audited. Returns,
-        for each item, the memory as stored (the merged one for a duplicate).
+        for each item, the memory as stored (the merged one for a duplicate). An item
+        without ``agent`` is the ``agent`` setting's; an item with ``key`` supersedes
+        that key's current memory (see :meth:`remember`).
         """
-        now = utcnow()
-        memories: list[Memory] = []
-        for i, item in enumerate(items):
-            try:
-                memories.append(self._new_memory(item, now=now))
-            except ValidationError as exc:
-                raise ValidationError(f"item {i}: {exc}") from exc
-        return self._store_new(memories, force=force, now=now)
-
-    def _store_new(self, memories: builtins.list[Memory], *, force: bool, now: datetime) -> builtins.list[Memory]:
-        """Redact, dedupe, embed, store and audit validated new memories (one transaction)."""
-        if not memories:
-            return []
-        # Redaction comes before anything is embedded, indexed or written.
-        memories = [self._redact_memory(m) for m in memories]
-        vectors = self.embedder.embed([m.content for m in memories])
-        plan = self._plan_dedupe(memories, vectors, force=force)
-        model_id = self.embedder.model_id
-        with self.store.atomic():
-            if plan.new:
-                self.store.add(plan.new, vectors[plan.rows], model_id=model_id, actor=plan.new[0].agent)
-            merged = self._apply_merges(plan, model_id=model_id)
-            self._audit_records(
-                [
-                    *(write_record("create", m, at=now) for m in plan.new),
-                    *(write_record("merge", m, at=now, memory_id=t, similarity=s) for t, m, s in plan.merges),
-                ]
-            )
-        final = {m.id: m for m in plan.new} | merged
-        return [final[target] for target in plan.targets]
-
-    def _new_memory(self, item: Mapping[str, Any], *, now: datetime) -> Memory:
-        if not isinstance(item, Mapping):
-            raise ValidationError(f"each item must be a mapping, not {type(item).__name__}")
-        unknown = set(item) - {"content", "agent", "kind", "tags", "metadata", "visibility", "confidence"}
-        if unknown:
-            raise ValidationError(f"unknown field(s) {', '.join(sorted(unknown))}")
-        conf = item.get("confidence")
-        return Memory(
-            id=new_id(),
-            agent=check.agent_name(item.get("agent", "default")),
-            kind=check.kind(item.get("kind", "knowledge")),
-            content=check.content(item.get("content")),
-            tags=check.tags(item.get("tags")),
-            metadata=check.metadata(item.get("metadata")),
-            created_at=now,
-            updated_at=now,
-            confidence=0.5 if conf is None else check.confidence(conf),
-            visibility=check.visibility(item.get("visibility", "private")),
-        )
+        return self._pipeline.remember_many(items, force=force)
 
     def update(self, memory_id: str, *, agent: str | None = None, **changes: Any) -> Memory:
         """Change fields of a memory (content, tags, metadata, kind, confidence, visibility).
@@ -222,137 +296,139 @@ class Engram(LearningAPI, FailuresAPI, PrivacyAPI, SharingAPI):
         With ``agent`` given, only that agent's own memory can be changed. The old
         values go to :meth:`history`. Changing content re-embeds it.
         """
-        unknown = set(changes) - _UPDATABLE
+        unknown = set(changes) - UPDATABLE
         if unknown:
             raise ValidationError(
-                f"cannot update {', '.join(sorted(unknown))} (updatable: {', '.join(sorted(_UPDATABLE))})"
+                f"cannot update {', '.join(sorted(unknown))} (updatable: {', '.join(sorted(UPDATABLE))})"
             )
-        if not changes:
-            raise ValidationError("nothing to update")
-        current = self._owned(memory_id, agent)
-        clean: dict[str, Any] = {}
-        for field, value in changes.items():
-            validator: Callable[[Any], Any] = getattr(check, field)
-            clean[field] = validator(value)
-        clean = self._redact_changes(clean, current)
-        clean = {k: v for k, v in clean.items() if getattr(current, k) != v}
-        if not clean:
-            return current
-        vector = self.embedder.embed([clean["content"]]) if "content" in clean else None
-        actor, at = agent or current.agent, utcnow()
-        with self.store.atomic():
-            updated = self.store.update(
-                memory_id, clean, vector=vector, model_id=self.embedder.model_id, actor=actor, at=at
-            )
-            self._audit(
-                "update",
-                agent=actor,
-                memory_id=memory_id,
-                detail={"fields": sorted(set(clean) - {"redacted"}), "redacted": list(clean.get("redacted", ()))},
-                at=at,
-            )
-        return updated
+        current = self._recall.owned(memory_id, agent)
+        return self._pipeline.update(memory_id, changes, actor=agent or current.agent, current=current)
 
     def forget(self, memory_id: str, *, agent: str | None = None) -> None:
         """Remove a memory for good: content, keyword index, vector; history keeps a tombstone."""
-        current = self._owned(memory_id, agent)
-        actor, at = agent or current.agent, utcnow()
-        self.store.delete(memory_id, actor=actor, at=at)
-        self._audit("forget", agent=actor, memory_id=memory_id, detail={"kind": current.kind}, at=at)
+        current = self._recall.owned(memory_id, agent)
+        self._pipeline.forget(memory_id, actor=agent or current.agent, current=current)
 
-    def _owned(self, memory_id: str, agent: str | None) -> Memory:
-        memory = self._get(memory_id, agent)
-        if agent is not None and memory.agent != agent:
-            # Shared with the agent, but not theirs to change: as invisible as a private one.
-            raise NotFound(f"no memory {memory_id!r} owned by agent {agent!r}")
-        return memory
+    def clear(self, *, agent: str, confirm: str) -> int:
+        """Forget every memory of ``agent`` (its own; shared ones stay with their owners); return how many.
 
-    # -- reads ------------------------------------------------------------------------------
+        ``confirm`` must repeat the agent's name, else ValidationError and nothing
+        changes. Each memory is forgotten as :meth:`forget` does, with its own audit
+        entry (``forget``, reason ``clear``), one transaction per page of
+        :data:`~engramdb._validate.PAGE_SIZE` memories.
+        """
+        owner = check.agent_name(agent)
+        if not isinstance(confirm, str) or confirm != owner:
+            raise ValidationError(
+                f"clearing every memory of agent {owner!r} needs confirm={owner!r} (the agent's name); "
+                "nothing was changed"
+            )
+        return self._pipeline.forget_all(Filter(agent=owner, include_shared=False), actor=owner, reason="clear")
+
+    # -- reads ------------------------------------------------------------------------------------------
     def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
         """One memory by id. With ``agent`` given, it must be visible to that agent."""
-        memory = self._get(memory_id, agent)
-        self._audit_read("get", agent=agent, ids=[memory.id])
-        return memory
+        return self._recall.get(memory_id, agent=agent)
 
-    def _get(self, memory_id: str, agent: str | None) -> Memory:
-        if not isinstance(memory_id, str) or not memory_id:
-            raise ValidationError("memory id must be a non-empty string")
-        flt = Filter(agent=check.agent_name(agent)) if agent is not None else None
-        memory = self.store.get(memory_id, flt)
-        if memory is None:
-            scope = f" visible to agent {agent!r}" if agent is not None else ""
-            raise NotFound(f"no memory with id {memory_id!r}{scope}")
-        return memory
+    def recall_key(self, key: str, *, agent: str | None = None) -> Memory:
+        """The current memory of ``agent``'s ``key`` (see :meth:`remember`); NotFound if it has none.
+
+        Earlier values are in :meth:`history` of the returned memory (action ``supersede``).
+        """
+        return self._recall.keyed(key, agent=self._agent(agent))
 
     def search(
         self,
         query: str,
         *,
-        agent: str = "default",
-        kind: str | Sequence[str] | None = None,
+        agent: str | None = None,
+        kind: Kind | Sequence[Kind] | None = None,
         tags: Iterable[str] | None = None,
         limit: int = 10,
-    ) -> list[Hit]:
+    ) -> builtins.list[Hit]:
         """The memories most relevant to ``query``, best first.
 
         ``agent``, ``kind`` and ``tags`` (all required) are hard filters. Relevance
         (keywords and meaning) comes first; recency, confidence, access and past
-        success adjust the order gently. Each returned memory counts as accessed.
+        success adjust the order gently. Each returned memory counts as accessed. With
+        the ``min_score`` setting above 0, a memory found by meaning alone (no keyword
+        of the query) is returned only if its similarity reaches it.
         """
-        query = check.content(query, what="query")
-        flt = _read_filter(agent, kind, tags)
-        hits = self._searcher.search(query, flt, limit=check.limit(limit), now=utcnow())
-        self._audit_read("search", agent=flt.agent, ids=[h.memory.id for h in hits], kinds=flt.kinds)
-        return hits
+        return self._recall.search(query, agent=self._agent(agent), kind=kind, tags=tags, limit=limit)
 
     def list(
         self,
         *,
-        agent: str = "default",
-        kind: str | Sequence[str] | None = None,
+        agent: str | None = None,
+        kind: Kind | Sequence[Kind] | None = None,
         tags: Iterable[str] | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """An agent's memories (and those shared with it), newest first."""
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValidationError(f"offset must be a non-negative integer, not {offset!r}")
-        flt = _read_filter(agent, kind, tags)
-        memories = self.store.list(flt, limit=check.limit(limit), offset=offset)
-        self._audit_read("list", agent=flt.agent, ids=[m.id for m in memories], kinds=flt.kinds, offset=offset or None)
-        return memories
+        return self._recall.list(agent=self._agent(agent), kind=kind, tags=tags, limit=limit, offset=offset)
 
-    def count(self, *, agent: str = "default", kind: str | Sequence[str] | None = None) -> int:
+    def count(self, *, agent: str | None = None, kind: Kind | Sequence[Kind] | None = None) -> int:
         """How many memories ``agent`` can see (of ``kind``)."""
-        return self.store.count(Filter(agent=check.agent_name(agent), kinds=check.kinds(kind)))
+        return self._recall.count(agent=self._agent(agent), kind=kind)
 
     def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
         """Every change of a memory, oldest first; a forgotten memory keeps only scrubbed entries."""
-        if agent is not None:
-            self._owned(memory_id, agent)
-        changes = self.store.history(memory_id)
-        if not changes:
-            raise NotFound(f"no history for memory {memory_id!r}")
-        return changes
+        return self._recall.history(memory_id, agent=agent)
 
-    # -- short-term memory ------------------------------------------------------------------
-    def session(self, agent: str = "default", *, token_budget: int = 2000) -> SessionContext:
+    # -- short-term memory ------------------------------------------------------------------------------
+    def session(self, agent: str | None = None, *, token_budget: int = 2000) -> SessionContext:
         """The in-process short-term context of ``agent`` (the same object on every call)."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._agent(agent))
         with self._lock:
             ctx = self._sessions.get(agent)
             if ctx is None:
+                window = self._shared_sessions.window(agent) if self._shared_sessions is not None else None
                 ctx = SessionContext(
-                    agent, token_budget=token_budget, count_tokens=count_tokens, promoter=self.remember
+                    agent,
+                    token_budget=token_budget,
+                    count_tokens=count_tokens,
+                    promoter=self._pipeline.remember,
+                    window=window,
                 )
                 self._sessions[agent] = ctx
             return ctx
 
+    def _session_of(self, agent: str) -> SessionContext | None:
+        """The agent's short-term context if one was opened in this process (for :meth:`context`)."""
+        with self._lock:
+            return self._sessions.get(agent)
 
-def _read_filter(agent: str, kind: str | Sequence[str] | None, tags: Iterable[str] | None) -> Filter:
-    """The hard filter of a read: the agent's scope, and kinds and tags when given (no tags: no restriction)."""
-    wanted = None if tags is None else check.tags(tags if isinstance(tags, str) else list(tags))
-    return Filter(agent=check.agent_name(agent), kinds=check.kinds(kind), tags=wanted or None)
+    # -- the brain: context and reasoning ---------------------------------------------------------------
+    def context(self, task: str, *, agent: str | None = None, token_budget: int = DEFAULT_TOKEN_BUDGET) -> Context:
+        """What ``agent`` should know before ``task``, best first: the recommended approach and its alternatives,
+        warnings from recurring failures with prevention checks, known fixes, preferences, the most relevant
+        memories and the short-term window. ``ctx.render()`` is a prompt block within ``token_budget`` tokens.
+        Needs no LLM.
+        """
+        return self._context.build(task, agent=self._agent(agent), token_budget=token_budget)
+
+    def reason(
+        self,
+        goal: str,
+        *,
+        agent: str | None = None,
+        mode: ReasoningMode = "plan",
+        options: Sequence[str] | None = None,
+    ) -> Reasoning:
+        """Plan, think or decide about ``goal`` with the configured LLM over the agent's context.
+
+        The decision is recorded as a pending outcome record, so its outcome can be attached later.
+        Raises ``LLMNotConfigured`` (an ``EngramError``) saying how to configure one when none is.
+        """
+        return self._reasoner.reason(goal, agent=self._agent(agent), mode=mode, options=options)
+
+    # -- maintenance ------------------------------------------------------------------------------------
+    def doctor(self, *, quick: bool = False) -> HealthReport:
+        """Check the store: file integrity, keyword index, vectors, the audit chain, and that every change
+        has its audit entry. ``quick`` runs SQLite's quick check instead of the full integrity check.
+        """
+        return Doctor(self.store, self.embedder, self.settings, quick=quick).run()
 
 
 def _terminal_progress(total: int) -> Progress:

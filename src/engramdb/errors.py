@@ -8,13 +8,17 @@ and ``except ValueError`` keep working for callers who do not know our tree::
     ├── ValidationError (ValueError)        bad input: empty content, unknown kind, bad outcome
     │   └── ConfigError                     a bad setting in a config file, the environment or arguments
     ├── NotFound (KeyError)                 no such memory (or not visible to this agent)
+    ├── AccessDenied (PermissionError)      an API key does not allow this (another agent, a read-only key)
+    ├── NotAuthenticated                    a server needs an API key: none sent, or an unknown or revoked one
     ├── StorageError                        the storage backend failed
     │   ├── NotAStoreError                  the path is not an engramdb store
     │   ├── CorruptStoreError               the database file is damaged
     │   └── SchemaVersionError              the store was written by a newer engramdb
-    └── EmbeddingError                      the embedding model could not run
-        ├── ModelIntegrityError             the model file does not match its published hash
-        └── ModelMismatchError              the store's vectors come from another model
+    ├── EmbeddingError                      the embedding model could not run
+    │   ├── ModelIntegrityError             the model file does not match its published hash
+    │   └── ModelMismatchError              the store's vectors come from another model
+    └── LLMError                            the optional LLM failed, timed out or answered unusably
+        └── LLMNotConfigured                a feature needs an LLM and none is configured
 
 Driver errors (``sqlite3.Error``, ``onnxruntime`` failures, ...) are translated at
 the boundary where they happen: ``raise StorageError(msg) from exc``.
@@ -23,13 +27,17 @@ the boundary where they happen: ``raise StorageError(msg) from exc``.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDenied",
     "ConfigError",
     "CorruptStoreError",
     "EmbeddingError",
     "EngramError",
+    "LLMError",
+    "LLMNotConfigured",
     "ModelIntegrityError",
     "ModelMismatchError",
     "NotAStoreError",
+    "NotAuthenticated",
     "NotFound",
     "SchemaVersionError",
     "StorageError",
@@ -55,6 +63,14 @@ class NotFound(EngramError, KeyError):
     def __str__(self) -> str:
         # KeyError.__str__ quotes its argument; we want the plain message.
         return str(self.args[0]) if self.args else "not found"
+
+
+class AccessDenied(EngramError, PermissionError):
+    """The caller's API key does not allow this (another agent's data, or a write with a read-only key)."""
+
+
+class NotAuthenticated(EngramError):
+    """A server requires an API key and the request carried none, or an unknown or revoked one (HTTP 401)."""
 
 
 class StorageError(EngramError):
@@ -83,3 +99,11 @@ class ModelIntegrityError(EmbeddingError):
 
 class ModelMismatchError(EmbeddingError):
     """The store holds vectors made by a different embedding model."""
+
+
+class LLMError(EngramError):
+    """The LLM could not be reached, refused, timed out, or answered something unusable."""
+
+
+class LLMNotConfigured(LLMError):
+    """A feature needs an LLM and none is configured."""

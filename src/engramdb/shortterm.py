@@ -1,8 +1,12 @@
-"""Short-term memory: a per-agent session context window, kept in process.
+"""Short-term memory: a per-agent session context window, kept in process (or shared, see below).
 
 Holds the recent messages of a conversation and the agent's working variables,
 trimmed to a token budget (oldest messages leave first). Nothing here is
 persisted until :meth:`SessionContext.promote` moves an item into long-term memory.
+
+Where the window lives is a :class:`SessionWindow`: :class:`InProcessWindow` (the
+default) keeps it in this process; ``engramdb.sessions_redis.RedisWindow`` keeps it in
+Redis, so several processes (and machines) see one agent's window.
 """
 
 from __future__ import annotations
@@ -11,15 +15,16 @@ import json
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from engramdb import _validate as check
 from engramdb._util import utcnow
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
 
-__all__ = ["Message", "SessionContext"]
+__all__ = ["InProcessWindow", "Message", "SessionContext", "SessionWindow", "WindowState"]
 
 TokenCounter = Callable[[str], int]
 Promoter = Callable[..., Memory]
@@ -35,12 +40,114 @@ class Message:
     tokens: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WindowState:
+    """A consistent snapshot of a session window."""
+
+    #: Oldest first.
+    messages: tuple[Message, ...] = ()
+    variables: Mapping[str, Any] = field(default_factory=dict)
+    #: Tokens each variable counts for (as ``name: json``).
+    variable_tokens: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens held: messages plus variables."""
+        return sum(m.tokens for m in self.messages) + sum(self.variable_tokens.values())
+
+
+@runtime_checkable
+class SessionWindow(Protocol):
+    """Where a session window lives. Each write is atomic, trimming included.
+
+    Trimming: after a write, while the window holds more than one message and more
+    than ``budget`` tokens (messages plus variables), the oldest message leaves.
+    """
+
+    def snapshot(self) -> WindowState:
+        """The window as it is now."""
+
+    def add(self, message: Message, *, budget: int) -> None:
+        """Append a message, then trim."""
+
+    def set(self, name: str, value: Any, *, tokens: int, budget: int) -> None:
+        """Set a variable (JSON-serialisable ``value`` counting ``tokens``), then trim."""
+
+    def unset(self, name: str) -> None:
+        """Remove a variable if present."""
+
+    def remove(self, message: Message) -> bool:
+        """Remove one message equal to ``message``; False if none is left (trimmed or taken meanwhile)."""
+
+    def clear(self) -> None:
+        """Empty the window."""
+
+
+class InProcessWindow:
+    """A session window in this process's memory (the default :class:`SessionWindow`). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._messages: deque[Message] = deque()
+        self._variables: dict[str, Any] = {}
+        self._var_tokens: dict[str, int] = {}
+        self._lock = threading.RLock()
+
+    def snapshot(self) -> WindowState:
+        """See :meth:`SessionWindow.snapshot`."""
+        with self._lock:
+            return WindowState(
+                messages=tuple(self._messages), variables=dict(self._variables), variable_tokens=dict(self._var_tokens)
+            )
+
+    def add(self, message: Message, *, budget: int) -> None:
+        """See :meth:`SessionWindow.add`."""
+        with self._lock:
+            self._messages.append(message)
+            self._trim(budget)
+
+    def set(self, name: str, value: Any, *, tokens: int, budget: int) -> None:
+        """See :meth:`SessionWindow.set`."""
+        with self._lock:
+            self._variables[name] = value
+            self._var_tokens[name] = tokens
+            self._trim(budget)
+
+    def unset(self, name: str) -> None:
+        """See :meth:`SessionWindow.unset`."""
+        with self._lock:
+            self._variables.pop(name, None)
+            self._var_tokens.pop(name, None)
+
+    def remove(self, message: Message) -> bool:
+        """See :meth:`SessionWindow.remove`."""
+        with self._lock:
+            try:
+                self._messages.remove(message)
+            except ValueError:
+                return False
+            return True
+
+    def clear(self) -> None:
+        """See :meth:`SessionWindow.clear`."""
+        with self._lock:
+            self._messages.clear()
+            self._variables.clear()
+            self._var_tokens.clear()
+
+    def _trim(self, budget: int) -> None:
+        # Keep at least the newest message: an over-long single message is still context.
+        held = sum(m.tokens for m in self._messages) + sum(self._var_tokens.values())
+        while len(self._messages) > 1 and held > budget:
+            held -= self._messages.popleft().tokens
+
+
 class SessionContext:
     """The working context of one agent: recent messages and variables within a token budget.
 
     Thread-safe. ``tokens`` counts messages plus variables (rendered as JSON); when
     the total exceeds the budget the oldest messages are dropped, never variables,
     and the newest message always stays even if it alone exceeds the budget.
+    ``window`` is where the window lives (default: in this process, see :class:`SessionWindow`).
     """
 
     def __init__(
@@ -50,88 +157,70 @@ class SessionContext:
         token_budget: int,
         count_tokens: TokenCounter,
         promoter: Promoter,
+        window: SessionWindow | None = None,
     ) -> None:
-        if token_budget < 1:
-            raise ValidationError("token_budget must be at least 1")
+        if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
+            raise ValidationError(f"token_budget must be a positive integer, not {check.shown(token_budget)}")
         self.agent = agent
         self.token_budget = token_budget
         self._count = count_tokens
         self._promote = promoter
-        self._messages: deque[Message] = deque()
-        self._variables: dict[str, Any] = {}
-        self._var_tokens: dict[str, int] = {}
+        self._window: SessionWindow = window if window is not None else InProcessWindow()
         self._lock = threading.RLock()
 
     # -- messages ---------------------------------------------------------------------------
     def add(self, content: str, *, role: str = "user", now: datetime | None = None) -> Message:
         """Append a message; older messages are trimmed to stay within the budget."""
-        if not isinstance(content, str) or not content.strip():
-            raise ValidationError("message content must be a non-empty string")
-        if not isinstance(role, str) or not role.strip():
-            raise ValidationError("role must be a non-empty string")
+        content = check.content(content, what="message")
+        role = check.name(role, what="role")
         msg = Message(role=role, content=content, at=now or utcnow(), tokens=self._count(content))
-        with self._lock:
-            self._messages.append(msg)
-            self._trim()
+        self._window.add(msg, budget=self.token_budget)
         return msg
 
     @property
     def messages(self) -> list[Message]:
         """The messages in the window, oldest first."""
-        with self._lock:
-            return list(self._messages)
+        return list(self._window.snapshot().messages)
 
     # -- variables --------------------------------------------------------------------------
     def set(self, name: str, value: Any) -> None:
         """Set a working variable (must be JSON-serialisable)."""
-        if not isinstance(name, str) or not name:
-            raise ValidationError("variable name must be a non-empty string")
+        name = check.name(name, what="variable name")
         try:
             rendered = json.dumps(value, sort_keys=True, default=None)
         except (TypeError, ValueError) as exc:
             raise ValidationError(f"variable {name!r} is not JSON-serialisable: {exc}") from exc
-        with self._lock:
-            self._variables[name] = value
-            self._var_tokens[name] = self._count(f"{name}: {rendered}")
-            self._trim()
+        self._window.set(name, value, tokens=self._count(f"{name}: {rendered}"), budget=self.token_budget)
 
     def get(self, name: str, default: Any = None) -> Any:
         """A working variable, or ``default``."""
-        with self._lock:
-            return self._variables.get(name, default)
+        return self._window.snapshot().variables.get(name, default)
 
     def unset(self, name: str) -> None:
         """Remove a working variable if present."""
-        with self._lock:
-            self._variables.pop(name, None)
-            self._var_tokens.pop(name, None)
+        self._window.unset(name)
 
     @property
     def variables(self) -> dict[str, Any]:
         """A copy of the working variables."""
-        with self._lock:
-            return dict(self._variables)
+        return dict(self._window.snapshot().variables)
 
     # -- window -----------------------------------------------------------------------------
     @property
     def tokens(self) -> int:
         """Tokens currently held (messages plus variables)."""
-        with self._lock:
-            return sum(m.tokens for m in self._messages) + sum(self._var_tokens.values())
+        return self._window.snapshot().tokens
 
     def render(self) -> str:
         """The window as text for a prompt: variables first, then messages."""
-        with self._lock:
-            lines = [f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in self._variables.items()]
-            lines += [f"{m.role}: {m.content}" for m in self._messages]
+        state = self._window.snapshot()
+        lines = [f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in state.variables.items()]
+        lines += [f"{m.role}: {m.content}" for m in state.messages]
         return "\n".join(lines)
 
     def clear(self) -> None:
         """Forget the whole window (messages and variables)."""
-        with self._lock:
-            self._messages.clear()
-            self._variables.clear()
-            self._var_tokens.clear()
+        self._window.clear()
 
     def promote(
         self,
@@ -148,11 +237,12 @@ class SessionContext:
         """
         with self._lock:
             meta = dict(metadata or {})
+            state = self._window.snapshot()
             if isinstance(item, int):
                 try:
-                    msg = self._messages[item]
+                    msg = state.messages[item]
                 except IndexError:
-                    raise ValidationError(f"no message at index {item} (window holds {len(self._messages)})") from None
+                    raise ValidationError(f"no message at index {item} (window holds {len(state.messages)})") from None
                 meta.setdefault("role", msg.role)
                 meta.setdefault("said_at", msg.at.isoformat())
                 memory = self._promote(
@@ -162,11 +252,11 @@ class SessionContext:
                     tags=tags,
                     metadata=meta,
                 )
-                self._messages.remove(msg)
+                self._window.remove(msg)
                 return memory
-            if item not in self._variables:
+            if item not in state.variables:
                 raise ValidationError(f"no variable named {item!r} in the session")
-            value = self._variables[item]
+            value = state.variables[item]
             meta.setdefault("variable", item)
             memory = self._promote(
                 f"{item}: {json.dumps(value, sort_keys=True)}",
@@ -177,8 +267,3 @@ class SessionContext:
             )
             self.unset(item)
             return memory
-
-    def _trim(self) -> None:
-        # Keep at least the newest message: an over-long single message is still context.
-        while len(self._messages) > 1 and self.tokens > self.token_budget:
-            self._messages.popleft()

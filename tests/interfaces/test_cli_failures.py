@@ -32,15 +32,15 @@ def store(tmp_path: Path, embedder: Embedder) -> str:
     path = str(tmp_path / "store")
     with Engram(path, embedder=embedder) as mem:
         for i in range(3):
-            mem.record_failure(
+            mem.failures.record(
                 f"ConnectionError: cannot reach db-{i}.internal:{5432 + i} after {10 * i + 5}s",
                 agent="alice",
                 context="syncing the orders table",
                 solution="restart the VPN",
                 failed_solutions=["retry"],
             )
-        mem.record_failure("KeyError: 'customer_id'", agent="alice", solution="validate the payload")
-        mem.remember_code(SOURCE, agent="alice", filename="net.py")
+        mem.failures.record("KeyError: 'customer_id'", agent="alice", solution="validate the payload")
+        mem.code.remember(SOURCE, agent="alice", filename="net.py")
     return path
 
 

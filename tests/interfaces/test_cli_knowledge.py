@@ -40,8 +40,8 @@ def seeded(store: str, embedder: Embedder) -> dict[str, str]:
 def everything(store: str, embedder: Embedder) -> list[dict[str, Any]]:
     with Engram(store, embedder=embedder) as mem:
         return [
-            {**m.to_dict(), "history": len(mem.store.history(m.id))}
-            for m in mem.store.list(Filter(agent=None), limit=10_000)
+            {**m.to_dict(), "history": len(mem.store.memories.history(m.id))}
+            for m in mem.store.memories.list(Filter(agent=None), limit=10_000)
         ]
 
 
@@ -61,7 +61,7 @@ def ids_of(store: str, agent: str) -> set[str]:
     ],
     ids=" ".join,
 )
-def test_every_command_has_help(command: list[str]):
+def test_every_command_has_help(command: list[str]) -> None:
     out = ok(*command, "--help")
     assert "--json" in out
     assert "--store" in out
@@ -70,7 +70,7 @@ def test_every_command_has_help(command: list[str]):
 # -- sharing ------------------------------------------------------------------------------------------------
 
 
-def test_share_by_id_and_unshare(store: str, seeded: dict[str, str]):
+def test_share_by_id_and_unshare(store: str, seeded: dict[str, str]) -> None:
     out = ok("memory", "share", seeded["token"], "--from", "alice", "--to", "bob", "--store", store)
     assert "Shared 1 memory" in out
     assert ids_of(store, "bob") == {seeded["token"], seeded["bob"]}
@@ -81,7 +81,7 @@ def test_share_by_id_and_unshare(store: str, seeded: dict[str, str]):
     assert ids_of(store, "bob") == {seeded["bob"]}
 
 
-def test_share_a_domain_with_everyone(store: str, seeded: dict[str, str]):
+def test_share_a_domain_with_everyone(store: str, seeded: dict[str, str]) -> None:
     result = ok_json("memory", "share", "--from", "alice", "--tag", "auth", "--store", store)
     assert result == {"shared": 2, "from_agent": "alice", "to_agent": "*"}
     assert ids_of(store, "carol") == {seeded["token"], seeded["ratelimit"]}
@@ -94,22 +94,22 @@ def test_share_a_domain_with_everyone(store: str, seeded: dict[str, str]):
     assert ids_of(store, "carol") == set()
 
 
-def test_share_a_failure_pattern(store: str, embedder: Embedder):
+def test_share_a_failure_pattern(store: str, embedder: Embedder) -> None:
     with Engram(store, embedder=embedder) as mem:
         for port in (5432, 5433, 6543):
-            mem.record_failure(
+            mem.failures.record(
                 f"ConnectionError: connection refused on db-{port}.internal:{port}",
                 agent="alice",
                 solution="start the database first",
             )
-        mem.record_failure("KeyError: 'user_id'", agent="alice")
-        pattern = next(p for p in mem.failure_patterns(agent="alice") if p.occurrences == 3)
+        mem.failures.record("KeyError: 'user_id'", agent="alice")
+        pattern = next(p for p in mem.failures.patterns(agent="alice") if p.occurrences == 3)
     out = ok_json("memory", "share", "--from", "alice", "--to", "bob", "--pattern", pattern.id, "--store", store)
     assert out["shared"] == 3
     with Engram(store, embedder=embedder) as mem:
-        patterns = mem.failure_patterns(agent="bob")
+        patterns = mem.failures.patterns(agent="bob")
         assert [p.occurrences for p in patterns] == [3]
-        assert mem.solutions("ConnectionError: connection refused on db-9.internal:9999", agent="bob")
+        assert mem.failures.solutions("ConnectionError: connection refused on db-9.internal:9999", agent="bob")
     assert fails("memory", "share", "--from", "alice", "--to", "bob", "--pattern", "nope", "--store", store)
 
 
@@ -125,7 +125,7 @@ def test_share_a_failure_pattern(store: str, embedder: Embedder):
 )
 def test_share_errors_are_one_line_and_change_nothing(
     store: str, seeded: dict[str, str], embedder: Embedder, args: list[str], message: str
-):
+) -> None:
     before = everything(store, embedder)
     args = [seeded["token"] if a == "TOKEN" else a for a in args]
     line = fails("memory", "share", *args, "--store", store)
@@ -138,7 +138,7 @@ def test_share_errors_are_one_line_and_change_nothing(
 
 def test_export_import_round_trip_between_stores(
     store: str, seeded: dict[str, str], tmp_path: Path, embedder: Embedder
-):
+) -> None:
     path = tmp_path / "auth.jsonl"
     result = ok_json(
         "knowledge",
@@ -159,14 +159,14 @@ def test_export_import_round_trip_between_stores(
     assert header["format"] == "engramdb-knowledge"
     assert header["counts"]["memories"] == 2
     other = str(tmp_path / "other")
-    assert ok_json("knowledge", "import", "--file", str(path), "--store", other)["imported"] == 2
+    assert ok_json("knowledge", "import", "--file", str(path), "--keep-agents", "--store", other)["imported"] == 2
     assert ids_of(other, "alice") == {seeded["token"], seeded["ratelimit"]}
     # The private, untagged memory did not travel.
     assert all(m["content"] != "Alice's private notes on the reorg" for m in everything(other, embedder))
-    assert ok_json("knowledge", "import", "--file", str(path), "--store", other)["imported"] == 0
+    assert ok_json("knowledge", "import", "--file", str(path), "--keep-agents", "--store", other)["imported"] == 0
 
 
-def test_export_to_stdout_and_import_from_stdin(store: str, seeded: dict[str, str], tmp_path: Path):
+def test_export_to_stdout_and_import_from_stdin(store: str, seeded: dict[str, str], tmp_path: Path) -> None:
     data = run("knowledge", "export", "--agent", "alice", "--store", store).stdout_bytes
     assert data.startswith(b'{"format":"engramdb-knowledge"')
     other = str(tmp_path / "other")
@@ -175,11 +175,12 @@ def test_export_to_stdout_and_import_from_stdin(store: str, seeded: dict[str, st
     assert len(ids_of(other, "carol")) == 3
 
 
-def test_dry_run_writes_nothing(store: str, seeded: dict[str, str], tmp_path: Path, embedder: Embedder):
+def test_dry_run_writes_nothing(store: str, seeded: dict[str, str], tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "k.jsonl"
     ok("knowledge", "export", "--agent", "alice", "--file", str(path), "--store", store)
     other = str(tmp_path / "other")
-    assert ok_json("knowledge", "import", "--file", str(path), "--dry-run", "--store", other)["imported"] == 3
+    dry = ok_json("knowledge", "import", "--file", str(path), "--dry-run", "--keep-agents", "--store", other)
+    assert dry["imported"] == 3
     assert everything(other, embedder) == []
 
 
@@ -197,7 +198,7 @@ def test_dry_run_writes_nothing(store: str, seeded: dict[str, str], tmp_path: Pa
 )
 def test_a_damaged_file_is_refused_with_one_line_and_nothing_changes(
     store: str, seeded: dict[str, str], tmp_path: Path, embedder: Embedder, mangle: Any, message: str
-):
+) -> None:
     path = tmp_path / "k.jsonl"
     ok("knowledge", "export", "--agent", "alice", "--file", str(path), "--with-vectors", "--store", store)
     path.write_bytes(mangle(path.read_bytes()))
@@ -212,7 +213,7 @@ def test_a_damaged_file_is_refused_with_one_line_and_nothing_changes(
 
 def test_import_refuses_to_take_over_another_agents_ids(
     store: str, seeded: dict[str, str], tmp_path: Path, embedder: Embedder
-):
+) -> None:
     path = tmp_path / "k.jsonl"
     ok("knowledge", "export", "--agent", "alice", "--file", str(path), "--store", store)
     before = everything(store, embedder)
@@ -220,18 +221,18 @@ def test_import_refuses_to_take_over_another_agents_ids(
     assert everything(store, embedder) == before
 
 
-def test_import_of_a_missing_file(store: str, tmp_path: Path):
+def test_import_of_a_missing_file(store: str, tmp_path: Path) -> None:
     assert "no such file" in fails("knowledge", "import", "--file", str(tmp_path / "nope.jsonl"), "--store", store)
 
 
-def test_json_export_needs_a_file(store: str, seeded: dict[str, str]):
+def test_json_export_needs_a_file(store: str, seeded: dict[str, str]) -> None:
     assert "--json" in fails("knowledge", "export", "--agent", "alice", "--json", "--store", store)
 
 
 # -- merge ---------------------------------------------------------------------------------------------------
 
 
-def test_merge_copies_with_provenance_and_is_idempotent(store: str, seeded: dict[str, str], embedder: Embedder):
+def test_merge_copies_with_provenance_and_is_idempotent(store: str, seeded: dict[str, str], embedder: Embedder) -> None:
     # Without consent nothing private moves.
     assert "Merged 0 memories" in ok(
         "knowledge", "merge", "--from-agent", "alice", "--to-agent", "bob", "--domain", "auth", "--store", store

@@ -22,10 +22,10 @@ def learned(store: str, embedder: Embedder) -> str:
     """A store where alice has recorded outcomes in a few situations."""
     with Engram(store, embedder=embedder) as mem:
         for i in range(8):
-            mem.record("api-auth-timeout", "retry-with-backoff", i != 3, agent="alice", alternatives=["abort"])
-            mem.record("api-auth-timeout", "abort", i % 4 == 0, agent="alice")
+            mem.learning.record("api-auth-timeout", "retry-with-backoff", i != 3, agent="alice", alternatives=["abort"])
+            mem.learning.record("api-auth-timeout", "abort", i % 4 == 0, agent="alice")
         for i in range(12):
-            mem.record_execution(
+            mem.learning.record_execution(
                 f"migrate the orders table, step {i}",
                 approach="online",
                 outcome=i >= 5,
@@ -33,7 +33,7 @@ def learned(store: str, embedder: Embedder) -> str:
                 category="db",
                 duration=2.0,
             )
-        mem.record("bob's own situation", "shrug", "success", agent="bob")
+        mem.learning.record("bob's own situation", "shrug", "success", agent="bob")
     return store
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -170,3 +172,105 @@ def test_learning_and_failure_tools(tmp_path: Path) -> None:
         assert [p["occurrences"] for p in patterns] == [2]
 
     run(tmp_path / "store", scenario)
+
+
+def test_context_and_session_tools(tmp_path: Path) -> None:
+    async def scenario(session: ClientSession) -> None:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        schema = getattr(tools["context"], "input_schema", None) or getattr(tools["context"], "inputSchema", {})
+        assert schema["required"] == ["task"]
+        assert set(schema["properties"]) == {"task", "agent", "token_budget"}
+        assert schema["properties"]["token_budget"]["maximum"] >= schema["properties"]["token_budget"]["minimum"]
+        assert schema["additionalProperties"] is False
+
+        await session.call_tool(
+            "remember", {"content": "Deploys need the change ticket in the commit message", "agent": "alice"}
+        )
+        added = payload(
+            await session.call_tool("session_add", {"content": "we are deploying v2 today", "agent": "alice"})
+        )
+        assert added["message"]["content"] == "we are deploying v2 today"
+        window = payload(await session.call_tool("session", {"agent": "alice"}))
+        assert [m["content"] for m in window["messages"]] == ["we are deploying v2 today"]
+        assert payload(await session.call_tool("session", {"agent": "bob"}))["messages"] == []
+
+        ctx = payload(await session.call_tool("context", {"task": "deploy v2", "agent": "alice", "token_budget": 300}))
+        assert "change ticket" in ctx["prompt"]
+        assert "deploying v2 today" in ctx["prompt"]
+        assert ctx["prompt_tokens"] <= 300
+        assert "change ticket" not in text_of(await session.call_tool("context", {"task": "deploy v2", "agent": "bob"}))
+        assert is_error(await session.call_tool("context", {"task": "x", "token_budget": 0}))
+        assert is_error(await session.call_tool("context", {"task": "x", "budget": 100}))
+
+    run(tmp_path / "store", scenario)
+
+
+def _answer(proc: subprocess.Popen[bytes], timeout: float = 30) -> dict[str, Any]:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "the server did not answer"
+    line = proc.stdout.readline()
+    assert line, "the server closed its output"
+    answer: dict[str, Any] = json.loads(line)
+    return answer
+
+
+def test_malformed_json_rpc_is_answered_never_hangs(tmp_path: Path) -> None:
+    """Lines the SDK cannot read get a JSON-RPC error (with the request's id when it has one); the server lives on."""
+    command, prefix = _engram()
+    env = {**os.environ, "ENGRAM_HOME": str(tmp_path / "home")}
+    with (tmp_path / "server.log").open("w") as errlog:
+        proc = subprocess.Popen(
+            [command, *prefix, "mcp", "--store", str(tmp_path / "store")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            env=env,
+        )
+    assert proc.stdin is not None
+
+    def send(line: bytes) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode())
+        assert _answer(proc, 120)["id"] == 1
+        send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        deep = b'{"a":' * 5000 + b"1" + b"}" * 5000
+        call = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
+        cases: list[tuple[bytes, Any]] = [
+            (b"{not json", None),
+            (b"[]", None),
+            (b"\xff\xfe garbage", None),
+            (call % (5, b"remember", b'{"content":"bad \\ud800"}'), 5),
+            (call % (6, b"search", b'{"query":"caf\\udce9"}'), 6),
+            (call % (7, b"remember", b'{"content":"x","metadata":' + deep + b"}"), None),
+            (call % (8, b"remember", b'"not an object"'), 8),
+            (b'{"jsonrpc":"2.0","id":9,"method":"no/such/method"}', 9),
+        ]
+        for line, expected_id in cases:
+            send(line)
+            answer = _answer(proc)
+            assert answer["id"] == expected_id, (line[:50], answer)
+            assert "error" in answer, answer
+            assert "\n" not in answer["error"]["message"]
+        # A tool call with an unknown argument: a one-line tool error; then the server still answers.
+        send(call % (10, b"remember", b'{"content":"x","bogus":1}'))
+        result = _answer(proc)["result"]
+        assert result["isError"] is True
+        assert "bogus" in result["content"][0]["text"]
+        send(b'{"jsonrpc":"2.0","id":11,"method":"ping"}')
+        assert _answer(proc) == {"jsonrpc": "2.0", "id": 11, "result": {}}
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()
+    # Nothing was stored by the refused calls.
+    from engramdb import Engram
+
+    with Engram(tmp_path / "store") as mem:
+        assert mem.count() == 0

@@ -7,7 +7,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,8 @@ import pytest
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
+from rest_helpers import error_of, serving  # noqa: E402
+
 from engramdb import Engram  # noqa: E402 - after the skips: the REST extra is optional
 from engramdb.embeddings.base import Embedder  # noqa: E402
 from engramdb.interfaces.rest import create_app  # noqa: E402
@@ -27,26 +28,9 @@ from engramdb.interfaces.rest import create_app  # noqa: E402
 
 @contextmanager
 def running(mem: Engram) -> Iterator[httpx.Client]:
-    """Serve ``mem`` with uvicorn in a background thread on a free loopback port; a client for it."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))  # the OS picks a free port, and we hold it: no race with other tests
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(mem), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert thread.is_alive(), "the server thread died"
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.02)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-            yield client
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+    """Serve ``mem`` on a free loopback port; a client for it."""
+    with serving(create_app(mem)) as url, httpx.Client(base_url=url, timeout=60) as client:
+        yield client
 
 
 @pytest.fixture
@@ -54,20 +38,6 @@ def api(tmp_path: Path, embedder: Embedder) -> Iterator[httpx.Client]:
     """A client of a fresh server over a fresh on-disk store."""
     with Engram(tmp_path / "store", embedder=embedder) as mem, running(mem) as client:
         yield client
-
-
-def error_of(response: httpx.Response, status: int | tuple[int, ...]) -> str:
-    """The one-line ``error`` of a failed response, after checking its status and shape."""
-    statuses = status if isinstance(status, tuple) else (status,)
-    assert response.status_code in statuses, (response.status_code, response.text)
-    body = response.json()
-    assert set(body) == {"error"}, body
-    message = body["error"]
-    assert isinstance(message, str)
-    assert message
-    assert "\n" not in message
-    assert "Traceback" not in response.text
-    return message
 
 
 def remember(api: httpx.Client, content: str, **fields: Any) -> dict[str, Any]:
@@ -237,9 +207,9 @@ def test_record_then_suggest_and_choose(api: httpx.Client) -> None:
         )
         assert r.status_code == 201, r.text
         assert r.json()["kind"] == "decision"
-    for outcome in ("failure", -1.0):
+    for bad in ("failure", -1.0):
         api.post(
-            "/outcomes", json={"context": context, "action": "raise-timeout", "outcome": outcome, "agent": "alice"}
+            "/outcomes", json={"context": context, "action": "raise-timeout", "outcome": bad, "agent": "alice"}
         ).raise_for_status()
 
     s = api.post("/suggest", json={"context": context, "agent": "alice"})
@@ -316,6 +286,50 @@ def test_share_unshare_and_audit(api: httpx.Client) -> None:
     assert verification["ok"] is True
 
 
+# -- the brain and the short-term session -----------------------------------------------------------------
+
+
+def test_context_renders_what_the_agent_knows(api: httpx.Client) -> None:
+    remember(api, "Deploys to production need the change ticket number in the commit", agent="alice")
+    remember(api, "Production deploys use the blue-green script", agent="bob")
+    response = api.post("/context", json={"task": "deploy the service to production", "agent": "alice"})
+    assert response.status_code == 200, response.text
+    ctx = response.json()
+    assert (ctx["task"], ctx["agent"], ctx["token_budget"]) == ("deploy the service to production", "alice", 1500)
+    assert "change ticket number" in ctx["prompt"]
+    assert "blue-green" not in response.text
+    assert 0 < ctx["prompt_tokens"] <= 1500
+    assert any(s["items"] for s in ctx["sections"])
+    small = api.post("/context", json={"task": "deploy", "agent": "alice", "token_budget": 40}).json()
+    assert small["prompt_tokens"] <= 40
+    # The budget's bounds, an unknown field and a missing task: 422, one line.
+    for body in ({"task": "x", "token_budget": 1}, {"task": "x", "budget": 100}, {}, {"task": "   "}):
+        error_of(api.post("/context", json=body), 422)
+
+
+def test_session_messages_then_the_window(api: httpx.Client) -> None:
+    assert api.get("/session", params={"agent": "alice"}).json()["messages"] == []
+    added = api.post("/session/messages", json={"content": "let's migrate the queue first", "agent": "alice"})
+    assert added.status_code == 201, added.text
+    assert added.json()["message"]["role"] == "user"
+    api.post("/session/messages", json={"content": "ok, queue first", "role": "assistant", "agent": "alice"})
+    window = api.get("/session", params={"agent": "alice"}).json()
+    assert window["agent"] == "alice"
+    assert [(m["role"], m["content"]) for m in window["messages"]] == [
+        ("user", "let's migrate the queue first"),
+        ("assistant", "ok, queue first"),
+    ]
+    assert window["tokens"] == sum(m["tokens"] for m in window["messages"])
+    assert window["tokens"] <= window["token_budget"]
+    # Another agent's window is its own.
+    assert api.get("/session", params={"agent": "bob"}).json()["messages"] == []
+    # The window is part of the agent's context.
+    assert "migrate the queue first" in api.post("/context", json={"task": "queue", "agent": "alice"}).json()["prompt"]
+    error_of(api.post("/session/messages", json={"content": "", "agent": "alice"}), 422)
+    error_of(api.post("/session/messages", json={"content": "x", "role": 5}), 422)
+    error_of(api.get("/session", params={"agent": "alice", "limit": 3}), 422)
+
+
 def test_storage_failure_is_503_without_traceback(tmp_path: Path, embedder: Embedder) -> None:
     mem = Engram(tmp_path / "store", embedder=embedder)
     mem.close()  # every store call now fails with StorageError
@@ -355,6 +369,12 @@ def test_engram_serve_command(tmp_path: Path, embedder: Embedder) -> None:
                     time.sleep(0.1)
             assert health.json()["status"] == "ok"
             remember(client, "served by the engram command", agent="cli")
+            # The dashboard is served at / by the same command.
+            home = client.get("/")
+            assert home.status_code == 200
+            assert home.headers["content-type"].startswith("text/html")
+            assert "engramdb dashboard" in home.text
+            assert "served by the engram command" in client.get("/ui/memories", params={"agent": "cli"}).text
     finally:
         proc.terminate()
         proc.wait(timeout=30)

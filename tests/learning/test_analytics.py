@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,18 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engramdb import Engram, ValidationError
-from engramdb.embeddings.base import Embedder
 from engramdb.learning.analytics import (
     action_stats,
+    approaches,
     category_trends,
     choose_bucket,
     parse_rate_filter,
-    patterns,
     timeline,
 )
-from engramdb.learning.records import DecisionRecord, ExecutionInfo
 from engramdb.learning.report import build_report, write_chart
-from engramdb.models import FailurePattern, SolutionStats
+from engramdb.models import DecisionRecord, ExecutionInfo, FailurePattern, SolutionStats
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)  # a Monday
 
@@ -53,7 +50,9 @@ def rec(
     )
 
 
-def series(category: str, outcomes: list[float], *, action: str = "standard", step: timedelta = timedelta(hours=1)):
+def series(
+    category: str, outcomes: list[float], *, action: str = "standard", step: timedelta = timedelta(hours=1)
+) -> list[DecisionRecord]:
     return [rec(action, y, at=T0 + i * step, category=category, rid=f"{category}{i}") for i, y in enumerate(outcomes)]
 
 
@@ -74,7 +73,8 @@ def series(category: str, outcomes: list[float], *, action: str = "standard", st
 )
 def test_rate_filters_parse(text: str, op: str, value: float) -> None:
     f = parse_rate_filter(text)
-    assert (f.op, f.value) == (op, pytest.approx(value))
+    assert f.op == op
+    assert f.value == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["", "high", ">>80%", "180%", "-5%", "> %"])
@@ -97,7 +97,8 @@ def test_action_stats_are_bayesian_and_ordered() -> None:
     stats = action_stats([rec("a", 1.0), rec("a", 1.0), rec("b", 1.0), rec("b", 0.0), rec("c", 0.9)])
     assert [o.action for o in stats] == ["a", "c", "b"]
     a = stats[0]
-    assert (a.successes, a.attempts, a.success_rate) == (2.0, 2.0, pytest.approx(0.75))
+    assert (a.successes, a.attempts) == (2.0, 2.0)
+    assert a.success_rate == pytest.approx(0.75)
     assert a.low < a.success_rate < a.high
 
 
@@ -166,7 +167,7 @@ def test_timeline_groups_by_calendar_bucket() -> None:
         timeline(records, bucket="fortnight")
 
 
-def test_patterns_group_by_category_else_context_and_filter_by_rate() -> None:
+def test_approaches_group_by_category_else_context_and_filter_by_rate() -> None:
     records = [
         *[rec("retry", 1.0, context="API auth failed", rid=f"r{i}") for i in range(6)],
         rec("retry", 1.0, context="api  AUTH failed", rid="r6"),
@@ -174,16 +175,16 @@ def test_patterns_group_by_category_else_context_and_filter_by_rate() -> None:
         *[rec("pin", 1.0, category="deps", context=f"conflict {i}", rid=f"p{i}") for i in range(4)],
         rec("once", 1.0, context="rare", rid="o"),
     ]
-    found = patterns(records)
+    found = approaches(records)
     assert [(p.category, p.action, p.attempts) for p in found] == [
         (None, "retry", 7),
         ("deps", "pin", 4),
         (None, "abort", 3),
     ]
-    good = patterns(records, rate=parse_rate_filter(">80%"))
+    good = approaches(records, rate=parse_rate_filter(">80%"))
     assert [p.action for p in good] == ["retry", "pin"]  # pin: 5/6 = 83%
-    assert [p.action for p in patterns(records, rate=parse_rate_filter("<50%"))] == ["abort"]
-    assert len(patterns(records, min_attempts=1)) == 4
+    assert [p.action for p in approaches(records, rate=parse_rate_filter("<50%"))] == ["abort"]
+    assert len(approaches(records, min_attempts=1)) == 4
 
 
 # -- the report ---------------------------------------------------------------------------------------------
@@ -246,13 +247,13 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: Embedder) -> Iterator[Engram]:
-    with Engram(tmp_path / "store", embedder=embedder) as m:
-        yield m
+def mem(backend_mem: Engram) -> Engram:
+    """The facade-level tests run on every backend (SQLite and PostgreSQL)."""
+    return backend_mem
 
 
 def test_execution_records_and_similar_successful_executions(mem: Engram) -> None:
-    m = mem.record_execution(
+    m = mem.learning.record_execution(
         "Add a REST endpoint for invoices",
         approach="incremental",
         outcome=True,
@@ -274,80 +275,81 @@ def test_execution_records_and_similar_successful_executions(mem: Engram) -> Non
         "success_factors": ["tests first"],
         "tools": ["pytest", "httpx"],
         "calls": 7,
+        "complexity_assessed": False,
     }
-    mem.record_execution(
+    mem.learning.record_execution(
         "Add a REST endpoint for refunds", approach="big-bang", outcome=False, agent="alice", category="backend"
     )
-    mem.record_execution(
+    mem.learning.record_execution(
         "Write the release notes", approach="draft-first", outcome=True, agent="alice", category="docs"
     )
-    found = mem.similar_executions("Create an API endpoint for credit notes", agent="alice")
+    found = mem.learning.executions("Create an API endpoint for credit notes", agent="alice")
     assert [f.record.action for f in found][:1] == ["incremental"]
     assert all(f.record.success >= 0.5 for f in found)
     assert found[0].record.execution is not None
     assert found[0].record.execution.tools == ("pytest", "httpx")
     assert found[0].to_dict()["similarity"] == found[0].similarity
-    failed = mem.similar_executions("Create an API endpoint for credit notes", agent="alice", successful=False)
+    failed = mem.learning.executions("Create an API endpoint for credit notes", agent="alice", successful=False)
     assert [f.record.action for f in failed] == ["big-bang"]
-    docs = mem.similar_executions("Create an API endpoint", agent="alice", category="docs", successful=None)
+    docs = mem.learning.executions("Create an API endpoint", agent="alice", category="docs", successful=None)
     assert [f.record.category for f in docs] in ([], ["docs"])
-    assert mem.similar_executions("Create an API endpoint for credit notes", agent="bob") == []
+    assert mem.learning.executions("Create an API endpoint for credit notes", agent="bob") == []
     # Executions are outcomes: suggest learns from them.
-    assert mem.suggest("Add a REST endpoint for invoices", agent="alice").options[0].action == "incremental"
+    assert mem.learning.suggest("Add a REST endpoint for invoices", agent="alice").options[0].action == "incremental"
 
 
 def test_bad_execution_records_are_rejected(mem: Engram) -> None:
     with pytest.raises(ValidationError, match="calls"):
-        mem.record_execution("t", approach="a", outcome=True, calls=-1)
+        mem.learning.record_execution("t", approach="a", outcome=True, calls=-1)
     with pytest.raises(ValidationError, match="tools"):
-        mem.record_execution("t", approach="a", outcome=True, tools=[""])
+        mem.learning.record_execution("t", approach="a", outcome=True, tools=[""])
     with pytest.raises(ValidationError, match=r"approach|action"):
-        mem.record_execution("t", approach="", outcome=True)
+        mem.learning.record_execution("t", approach="", outcome=True)
     assert mem.count(kind="decision") == 0
 
 
 def test_trends_patterns_and_report_through_engram(mem: Engram, tmp_path: Path) -> None:
     for i in range(12):
-        mem.record_execution(
+        mem.learning.record_execution(
             f"migrate table {i}", approach="online", outcome=i >= 6, agent="alice", category="db", duration=1.0 + i
         )
     for _ in range(4):
-        mem.record("nightly build red", "rerun", "success", agent="alice")
-    mem.record("someone else's", "x", "success", agent="bob")
+        mem.learning.record("nightly build red", "rerun", "success", agent="alice")
+    mem.learning.record("someone else's", "x", "success", agent="bob")
 
-    trends = {t.category: t for t in mem.trends(agent="alice")}
+    trends = {t.category: t for t in mem.learning.trends(agent="alice")}
     assert set(trends) == {"db", "general"}
     assert trends["db"].executions == 12
     assert trends["db"].trend.direction == "improving"
     assert trends["db"].average_duration == pytest.approx(6.5)
 
-    pats = mem.outcome_patterns(agent="alice", success_rate=">80%")
+    pats = mem.learning.approaches(agent="alice", success_rate=">80%")
     assert [(p.context, p.action, p.attempts) for p in pats] == [("nightly build red", "rerun", 4)]
     with pytest.raises(ValidationError):
-        mem.outcome_patterns(agent="alice", success_rate="lots")
+        mem.learning.approaches(agent="alice", success_rate="lots")
 
     future = datetime.now(UTC) + timedelta(hours=1)
-    assert mem.trends(agent="alice", since=future) == []
+    assert mem.learning.trends(agent="alice", since=future) == []
     with pytest.raises(ValidationError, match="timezone"):
-        mem.trends(agent="alice", since=datetime(2026, 1, 1))  # noqa: DTZ001 - the point of the test
+        mem.learning.trends(agent="alice", since=datetime(2026, 1, 1))  # noqa: DTZ001 - the point of the test
 
-    report = mem.report(agent="alice", chart=tmp_path / "out" / "chart.png")
+    report = mem.learning.report(agent="alice", chart=tmp_path / "out" / "chart.png")
     assert report.decisions == 16
     assert report.chart is not None
     assert Path(report.chart).read_bytes()[:4] == b"\x89PNG"
     assert f"]({report.chart})" in report.to_markdown()
     assert json.loads(report.to_json())["categories"][0]["category"] == "db"
-    assert [r.agent for r in mem.outcomes(agent="alice")] == ["alice"] * 16
+    assert [r.agent for r in mem.learning.outcomes(agent="alice")] == ["alice"] * 16
 
 
 def test_report_includes_recurring_failures(mem: Engram) -> None:
     for port in (5432, 5433):
-        mem.record_failure(
+        mem.failures.record(
             f"ConnectionRefusedError: connection refused to db.internal:{port}", agent="alice", solution="start the db"
         )
-    mem.record_failure("ValueError: something else entirely", agent="alice")
-    mem.record("deploy", "ship", "success", agent="alice")
-    report = mem.report(agent="alice")
+    mem.failures.record("ValueError: something else entirely", agent="alice")
+    mem.learning.record("deploy", "ship", "success", agent="alice")
+    report = mem.learning.report(agent="alice")
     assert [p.occurrences for p in report.failure_patterns] == [2]
     assert report.failure_patterns[0].solutions[0].solution == "start the db"
     assert "## Recurring failures" in report.to_markdown()

@@ -10,12 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engramdb import Engram, ValidationError
-from engramdb.learning.episodes import Episode, EpisodeEvent, EpisodeRecord, analyze, fisher_greater
-from engramdb.models import Memory
+from engramdb.learning.episodes import Episode, analyze, fisher_greater
+from engramdb.models import EpisodeEvent, EpisodeRecord, Memory
+
+
+@pytest.fixture
+def mem(backend_mem: Engram) -> Engram:
+    """The facade-level tests run on every backend (SQLite and PostgreSQL)."""
+    return backend_mem
 
 
 def test_a_successful_episode_is_stored_with_its_events(mem: Engram) -> None:
-    with mem.episode("deploy the billing api", agent="ops", tags=["deploy"]) as ep:
+    with mem.episodes.begin("deploy the billing api", agent="ops", tags=["deploy"]) as ep:
         ep.event("build", {"image": "billing:1.4"})
         ep.event("migrate", {"tables": 3})
     assert ep.outcome == "success"
@@ -40,7 +46,7 @@ def _deploy(ep: Episode) -> None:
 
 
 def test_an_escaping_exception_records_the_failure_and_is_reraised(mem: Engram) -> None:
-    with pytest.raises(RuntimeError, match="migration 7 failed"), mem.episode("deploy api", agent="ops") as ep:
+    with pytest.raises(RuntimeError, match="migration 7 failed"), mem.episodes.begin("deploy api", agent="ops") as ep:
         _deploy(ep)
     assert ep.outcome == "failure"
     assert ep.error == "RuntimeError: migration 7 failed on db.internal"
@@ -55,7 +61,7 @@ def test_an_escaping_exception_records_the_failure_and_is_reraised(mem: Engram) 
 
 
 def test_fail_marks_the_episode_failed(mem: Engram) -> None:
-    with mem.episode("nightly report", agent="ops") as ep:
+    with mem.episodes.begin("nightly report", agent="ops") as ep:
         ep.event("query")
         ep.fail("the totals did not add up")
     assert ep.outcome == "failure"
@@ -65,7 +71,7 @@ def test_fail_marks_the_episode_failed(mem: Engram) -> None:
 
 
 def test_an_interrupted_episode_is_aborted_not_a_failure(mem: Engram) -> None:
-    with pytest.raises(KeyboardInterrupt), mem.episode("long job", agent="ops") as ep:
+    with pytest.raises(KeyboardInterrupt), mem.episodes.begin("long job", agent="ops") as ep:
         raise KeyboardInterrupt
     assert ep.outcome == "aborted"
     assert mem.count(agent="ops", kind="failure") == 0
@@ -74,14 +80,14 @@ def test_an_interrupted_episode_is_aborted_not_a_failure(mem: Engram) -> None:
 
 
 def test_failures_need_not_be_recorded(mem: Engram) -> None:
-    with pytest.raises(ValueError, match="x"), mem.episode("t", agent="ops", record_failures=False):
+    with pytest.raises(ValueError, match="x"), mem.episodes.begin("t", agent="ops", record_failures=False):
         raise ValueError("x")
     assert mem.count(agent="ops", kind="failure") == 0
     assert mem.count(agent="ops", kind="episode") == 1
 
 
 def test_bad_events_are_rejected(mem: Engram) -> None:
-    with mem.episode("t", agent="ops") as ep:
+    with mem.episodes.begin("t", agent="ops") as ep:
         with pytest.raises(ValidationError):
             ep.event("x", {"when": datetime.now(UTC)})
         with pytest.raises(ValidationError):
@@ -93,34 +99,34 @@ def test_bad_events_are_rejected(mem: Engram) -> None:
     with pytest.raises(ValidationError), ep:
         pass
     with pytest.raises(ValidationError):
-        mem.episode("", agent="ops")
+        mem.episodes.begin("", agent="ops")
 
 
 def test_similar_episodes_are_recalled_by_outcome(mem: Engram) -> None:
     for i in range(2):
-        with mem.episode(f"deploy the api to staging, attempt {i}", agent="ops"):
+        with mem.episodes.begin(f"deploy the api to staging, attempt {i}", agent="ops"):
             pass
-    with pytest.raises(RuntimeError), mem.episode("deploy the api to production", agent="ops"):
+    with pytest.raises(RuntimeError), mem.episodes.begin("deploy the api to production", agent="ops"):
         raise RuntimeError("health check failed")
-    with mem.episode("water the office plants", agent="ops"):
+    with mem.episodes.begin("water the office plants", agent="ops"):
         pass
-    recalled = mem.episodes("deploying the api", agent="ops", limit=3)
+    recalled = mem.episodes.list("deploying the api", agent="ops", limit=3)
     assert {r.task for r in recalled[:3]} >= {"deploy the api to production"}
     assert all(r.score is not None for r in recalled)
-    failed = mem.episodes("deploying the api", agent="ops", outcome="failure")
+    failed = mem.episodes.list("deploying the api", agent="ops", outcome="failure")
     assert [r.task for r in failed] == ["deploy the api to production"]
     assert failed[0].error == "RuntimeError: health check failed"
     assert [e.kind for e in failed[0].events] == ["error"]
     with pytest.raises(ValidationError):
-        mem.episodes("x", agent="ops", outcome="meh")
-    assert mem.episodes("deploying the api", agent="someone-else") == []
+        mem.episodes.list("x", agent="ops", outcome="meh")
+    assert mem.episodes.list("deploying the api", agent="someone-else") == []
 
 
 def test_analysis_finds_the_step_that_comes_with_failure(mem: Engram) -> None:
     for i in range(12):
         flaky = i % 2 == 0
         try:
-            with mem.episode(f"import batch {i}", agent="etl") as ep:
+            with mem.episodes.begin(f"import batch {i}", agent="etl") as ep:
                 ep.event("download")
                 if flaky:
                     ep.event("cache_miss")
@@ -129,7 +135,7 @@ def test_analysis_finds_the_step_that_comes_with_failure(mem: Engram) -> None:
                 ep.event("parse")
         except ValueError:
             pass
-    report = mem.analyze_episodes(agent="etl")
+    report = mem.episodes.analyze(agent="etl")
     assert (report.episodes, report.failures, report.successes) == (12, 6, 6)
     assert report.failure_rate == 0.5
     top = report.factors[0]
@@ -141,7 +147,7 @@ def test_analysis_finds_the_step_that_comes_with_failure(mem: Engram) -> None:
     assert report.last_steps == [("parse", 6)]
     assert report.errors == [("ValueError: bad row <n> in batch <n>", 6)]
     assert report.to_dict()["factors"][0]["kind"] == "cache_miss"
-    similar = mem.analyze_episodes(agent="etl", task="import batch", limit=4)
+    similar = mem.episodes.analyze(agent="etl", task="import batch", limit=4)
     assert similar.episodes == 4
 
 

@@ -15,13 +15,16 @@ from engramdb.learning.failures import (
     aggregate_solutions,
     best_match,
     build_pattern,
+    group_occurrences,
+    pattern_slug,
+    prevention_checks,
+)
+from engramdb.learning.signatures import (
     error_signature,
     error_text,
     exception_type,
-    group_occurrences,
     headline,
     pattern_key,
-    prevention_checks,
     solution_key,
     variable_parts,
 )
@@ -557,3 +560,19 @@ def test_prevention_is_deterministic_and_has_a_generic_fallback() -> None:
     }
     assert prevention_checks(**kwargs) == prevention_checks(**kwargs)  # type: ignore[arg-type]
     assert prevention_checks(**kwargs) == ["Watch for this failure, seen 1 time, last 2024-05-01: weird thing <n>"]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("signature", "slug"),
+    [
+        ("npm install timed out after <n> in CI", "npm-install-timeout"),
+        ("npm install time-out after <n>", "npm-install-timeout"),
+        ("TimeoutError: timed out", "timeout"),
+        ("ModuleNotFoundError: No module named 'yaml'", "module-not-found-yaml"),
+        ("ConnectionError: cannot reach <host> after <n>", "connection-cannot-reach"),
+        ("in CI the build broke", "ci-build-broke"),
+        ("", "failure"),
+    ],
+)
+def test_pattern_slug_spells_timeouts_one_way_and_stops_at_circumstances(signature: str, slug: str) -> None:
+    assert pattern_slug(signature) == slug

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from hypothesis import strategies as st
 from engramdb import ConfigError, Engram, NotFound, ValidationError
 from engramdb.embeddings.base import Embedder
 from engramdb.learning.recommend import Neighbour, RecommendConfig, choose, evidence, option_posteriors, suggest
-from engramdb.learning.records import DecisionRecord
+from engramdb.models import DecisionRecord
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CFG = RecommendConfig()
@@ -86,11 +85,15 @@ def test_no_evidence_no_recommendation() -> None:
     assert s.confidence == 0.0
 
 
-def test_thin_evidence_gives_no_recommendation() -> None:
+def test_thin_evidence_gives_a_tentative_recommendation_or_none() -> None:
     s = suggest("q", many("retry", 2, 0), now=NOW, config=CFG, seed=0)
-    assert s.recommended is None
-    assert "too little evidence" in s.reason
-    assert s.options[0].action == "retry"
+    assert s.recommended == "retry"
+    assert s.tentative
+    # Less than one weighted outcome (a loosely similar context): nothing to go on.
+    none = suggest("q", many("retry", 1, 0, cosine=0.5), now=NOW, config=CFG, seed=0)
+    assert none.recommended is None
+    assert "too little evidence" in none.reason
+    assert none.options[0].action == "retry"
 
 
 def test_evidence_that_does_not_separate_the_options_gives_no_recommendation() -> None:
@@ -105,7 +108,8 @@ def test_clear_evidence_recommends_the_best_with_high_confidence() -> None:
     nbrs = many("backoff", 9, 1) + many("retry", 1, 8, start=100)
     s = suggest("q", nbrs, now=NOW, config=CFG, seed=0)
     assert s.recommended == "backoff"
-    assert s.confidence > 0.95
+    assert s.confidence >= CFG.firm_confidence
+    assert not s.tentative
     assert [o.action for o in s.options] == ["backoff", "retry"]
     top = s.options[0]
     assert top.low < top.success_rate < top.high
@@ -117,7 +121,7 @@ def test_a_single_known_action_is_compared_with_an_untried_one() -> None:
     assert good.recommended == "retry"
     bad = suggest("q", many("retry", 0, 12), now=NOW, config=CFG, seed=0)
     assert bad.recommended is None
-    assert bad.confidence < 0.1
+    assert bad.confidence < 0.2
 
 
 def test_recent_outcomes_win_over_old_ones() -> None:
@@ -160,10 +164,9 @@ def test_suggestions_are_ordered_honest_and_deterministic(rows: list[tuple[str, 
 @settings(max_examples=30, deadline=None)
 def test_choose_is_deterministic_and_greedy_without_exploration(seed: int) -> None:
     nbrs = many("good", 7, 3) + many("bad", 3, 7, start=100)
-    args = {"now": NOW, "config": CFG, "seed": seed}
-    first = choose("q", ["good", "bad", "new"], nbrs, exploration=1.0, **args)
-    assert first == choose("q", ["good", "bad", "new"], nbrs, exploration=1.0, **args)
-    assert choose("q", ["good", "bad", "new"], nbrs, exploration=0.0, **args) == "good"
+    first = choose("q", ["good", "bad", "new"], nbrs, now=NOW, config=CFG, seed=seed, exploration=1.0)
+    assert first == choose("q", ["good", "bad", "new"], nbrs, now=NOW, config=CFG, seed=seed, exploration=1.0)
+    assert choose("q", ["good", "bad", "new"], nbrs, now=NOW, config=CFG, seed=seed, exploration=0.0) == "good"
 
 
 def test_choose_explores_untried_options_in_proportion_to_doubt() -> None:
@@ -182,13 +185,13 @@ def test_choose_explores_untried_options_in_proportion_to_doubt() -> None:
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: Embedder) -> Iterator[Engram]:
-    with Engram(tmp_path / "store", embedder=embedder) as m:
-        yield m
+def mem(backend_mem: Engram) -> Engram:
+    """The facade-level tests run on every backend (SQLite and PostgreSQL)."""
+    return backend_mem
 
 
 def test_record_writes_a_decision_memory(mem: Engram) -> None:
-    m = mem.record(
+    m = mem.learning.record(
         "auth-failure",
         "retry-with-backoff",
         "success",
@@ -219,7 +222,7 @@ def test_record_writes_a_decision_memory(mem: Engram) -> None:
     [("partial", "partial", 0.5), (False, "failure", 0.0), (0.5, "partial", 0.75), (-1, "failure", 0.0)],
 )
 def test_record_accepts_every_outcome_form(mem: Engram, outcome: str | bool | float, label: str, weight: float) -> None:
-    m = mem.record("ctx", "act", outcome)
+    m = mem.learning.record("ctx", "act", outcome)
     assert (m.metadata["outcome"], m.metadata["success"]) == (label, weight)
 
 
@@ -238,53 +241,58 @@ def test_record_accepts_every_outcome_form(mem: Engram, outcome: str | bool | fl
 def test_bad_records_are_rejected_and_nothing_is_written(mem: Engram, kwargs: dict[str, object], message: str) -> None:
     args: dict[str, object] = {"context": "ctx", "action": "act", "outcome": "success", **kwargs}
     with pytest.raises(ValidationError, match=message):
-        mem.record(**args)  # type: ignore[arg-type]
+        mem.learning.record(**args)  # type: ignore[arg-type]
     assert mem.count(kind="decision") == 0
 
 
 def test_suggest_learns_from_similar_contexts_in_other_words(mem: Engram) -> None:
     for i in range(6):
-        mem.record(
+        mem.learning.record(
             "The payments API returned 401: access token expired", "refresh-credentials", "success", agent="alice"
         )
-        mem.record(
+        mem.learning.record(
             "Calls to billing fail because the OAuth token is no longer valid",
             "restart-service",
             "failure",
             agent="alice",
         )
-        mem.record(
+        mem.learning.record(
             f"Calls to billing fail because the OAuth token expired {i} minutes ago",
             "refresh-credentials",
             i % 3 != 0,
             agent="alice",
         )
-    mem.record("The disk on build-7 is full", "restart-service", "success", agent="alice")
-    s = mem.suggest("Our bearer token for the orders service is stale and requests are unauthorized", agent="alice")
+    mem.learning.record("The disk on build-7 is full", "restart-service", "success", agent="alice")
+    s = mem.learning.suggest(
+        "Our bearer token for the orders service is stale and requests are unauthorized", agent="alice"
+    )
     assert s.recommended == "refresh-credentials"
     assert s.options[0].action == "refresh-credentials"
     assert 0.0 < s.confidence <= 1.0
     # Another agent's store of experience is not alice's.
-    assert mem.suggest("access token expired", agent="bob").options == []
+    assert mem.learning.suggest("access token expired", agent="bob").options == []
 
 
 def test_suggest_counts_outcomes_shared_with_the_agent(mem: Engram) -> None:
-    ids = [mem.record("deploy failed: image not found", "rebuild-image", "success", agent="alice").id for _ in range(5)]
-    assert mem.suggest("deploy failed: image not found", agent="bob").options == []
-    mem.share(ids, from_agent="alice", to_agent="bob")
-    s = mem.suggest("deploy failed: image not found", agent="bob")
+    ids = [
+        mem.learning.record("deploy failed: image not found", "rebuild-image", "success", agent="alice").id
+        for _ in range(5)
+    ]
+    assert mem.learning.suggest("deploy failed: image not found", agent="bob").options == []
+    mem.sharing.share(ids, from_agent="alice", to_agent="bob")
+    s = mem.learning.suggest("deploy failed: image not found", agent="bob")
     assert s.recommended == "rebuild-image"
 
 
 def test_suggest_with_options_and_limit(mem: Engram) -> None:
     for _ in range(4):
-        mem.record("cache miss storm", "warm-cache", "success")
-    s = mem.suggest("cache miss storm", options=["scale-out", "warm-cache", "warm-cache"], limit=1)
+        mem.learning.record("cache miss storm", "warm-cache", "success")
+    s = mem.learning.suggest("cache miss storm", options=["scale-out", "warm-cache", "warm-cache"], limit=1)
     assert [o.action for o in s.options] == ["warm-cache"]
     with pytest.raises(ValidationError):
-        mem.suggest("cache miss storm", options=[])
+        mem.learning.suggest("cache miss storm", options=[])
     with pytest.raises(ValidationError):
-        mem.suggest("cache miss storm", options="warm-cache")  # type: ignore[arg-type]
+        mem.learning.suggest("cache miss storm", options="warm-cache")
 
 
 def test_choose_converges_on_the_best_option_and_is_reproducible(tmp_path: Path, embedder: Embedder) -> None:
@@ -295,9 +303,9 @@ def test_choose_converges_on_the_best_option_and_is_reproducible(tmp_path: Path,
         with Engram(tmp_path / folder, embedder=embedder, learning_seed=11) as m:
             draws = random.Random(3)
             for _ in range(40):
-                action = m.choose("the partner API rate-limits us", list(truth))
+                action = m.learning.choose("the partner API rate-limits us", list(truth))
                 picks.append(action)
-                m.record("the partner API rate-limits us", action, draws.random() < truth[action])
+                m.learning.record("the partner API rate-limits us", action, draws.random() < truth[action])
         return picks
 
     first = run("one")
@@ -307,16 +315,16 @@ def test_choose_converges_on_the_best_option_and_is_reproducible(tmp_path: Path,
 
 def test_choose_settings_and_validation(mem: Engram) -> None:
     for _ in range(5):
-        mem.record("ctx", "good", "success")
-        mem.record("ctx", "bad", "failure")
-    assert mem.choose("ctx", ["bad", "good"], exploration=0.0) == "good"
-    assert mem.choose("ctx", ["only"]) == "only"
+        mem.learning.record("ctx", "good", "success")
+        mem.learning.record("ctx", "bad", "failure")
+    assert mem.learning.choose("ctx", ["bad", "good"], exploration=0.0) == "good"
+    assert mem.learning.choose("ctx", ["only"]) == "only"
     with pytest.raises(ValidationError, match="exploration"):
-        mem.choose("ctx", ["a", "b"], exploration=2.0)
+        mem.learning.choose("ctx", ["a", "b"], exploration=2.0)
     with pytest.raises(ValidationError, match="options"):
-        mem.choose("ctx", [])
+        mem.learning.choose("ctx", [])
     with pytest.raises(ValidationError, match="seed"):
-        mem.choose("ctx", ["a", "b"], seed="x")  # type: ignore[arg-type]
+        mem.learning.choose("ctx", ["a", "b"], seed="x")  # type: ignore[arg-type]
 
 
 def test_learning_settings_are_validated(tmp_path: Path, embedder: Embedder) -> None:
@@ -328,9 +336,9 @@ def test_learning_settings_are_validated(tmp_path: Path, embedder: Embedder) -> 
 
 def test_exploration_setting_turns_exploration_down(tmp_path: Path, embedder: Embedder) -> None:
     with Engram(tmp_path / "s", embedder=embedder, exploration=0.0) as m:
-        m.record("ctx", "known", "success")
-        m.record("ctx", "known", "partial")
-        picks = {m.choose("ctx", ["known", "untried"], seed=s) for s in range(30)}
+        m.learning.record("ctx", "known", "success")
+        m.learning.record("ctx", "known", "partial")
+        picks = {m.learning.choose("ctx", ["known", "untried"], seed=s) for s in range(30)}
         assert picks == {"known"}  # mean 0.6 beats the prior's 0.5, every time
 
 
@@ -340,11 +348,11 @@ def test_exploration_setting_turns_exploration_down(tmp_path: Path, embedder: Em
 def test_feedback_updates_success_rate_and_confidence_with_history(mem: Engram) -> None:
     m = mem.remember("Use exponential backoff on 429", agent="alice")
     assert m.success_rate is None
-    (after,) = mem.feedback([m.id], "success", agent="alice")
+    (after,) = mem.learning.feedback([m.id], "success", agent="alice")
     assert (after.successes, after.attempts) == (1.0, 1.0)
     assert after.success_rate == pytest.approx(2 / 3)
     assert after.confidence == pytest.approx((2 * 0.5 + 1) / 3)
-    (after,) = mem.feedback([m.id], "failure", agent="alice")
+    (after,) = mem.learning.feedback([m.id], "failure", agent="alice")
     assert (after.successes, after.attempts) == (1.0, 2.0)
     assert after.confidence == pytest.approx((2 * 0.5 + 1) / 4)
     changes = mem.history(m.id)
@@ -356,22 +364,22 @@ def test_feedback_on_unknown_or_invisible_memories_changes_nothing(mem: Engram) 
     mine = mem.remember("alice's note", agent="alice")
     bobs = mem.remember("bob's note", agent="bob")
     with pytest.raises(NotFound):
-        mem.feedback([mine.id, bobs.id], "success", agent="alice")
+        mem.learning.feedback([mine.id, bobs.id], "success", agent="alice")
     with pytest.raises(NotFound):
-        mem.feedback(["nope"], "success", agent="alice")
+        mem.learning.feedback(["nope"], "success", agent="alice")
     with pytest.raises(ValidationError):
-        mem.feedback([mine.id], "meh", agent="alice")
+        mem.learning.feedback([mine.id], "meh", agent="alice")
     assert mem.get(mine.id).attempts == 0
 
 
 def test_record_with_used_feeds_the_outcome_back(mem: Engram) -> None:
     tip = mem.remember("Refresh the token before retrying a 401", agent="alice")
-    mem.record("401 from billing", "refresh-token", "success", agent="alice", used=[tip.id])
-    mem.record("401 from orders", "refresh-token", 0.0, agent="alice", used=[tip.id])
+    mem.learning.record("401 from billing", "refresh-token", "success", agent="alice", used=[tip.id])
+    mem.learning.record("401 from orders", "refresh-token", 0.0, agent="alice", used=[tip.id])
     got = mem.get(tip.id)
     assert (got.successes, got.attempts) == (1.5, 2.0)
     with pytest.raises(NotFound):
-        mem.record("401", "x", "success", agent="alice", used=["missing"])
+        mem.learning.record("401", "x", "success", agent="alice", used=["missing"])
     assert mem.count(agent="alice", kind="decision") == 2
 
 
@@ -380,13 +388,13 @@ def test_search_ranks_memories_that_worked_above_those_that_did_not(tmp_path: Pa
         a = m.remember("Retry the upload with exponential backoff", agent="alice")
         b = m.remember("Retry the upload with exponential backoff", agent="alice")
         for _ in range(5):
-            m.feedback([a.id], "failure", agent="alice")
-            m.feedback([b.id], "success", agent="alice")
+            m.learning.feedback([a.id], "failure", agent="alice")
+            m.learning.feedback([b.id], "success", agent="alice")
         hits = m.search("how to retry an upload", agent="alice")
         assert [h.memory.id for h in hits[:2]] == [b.id, a.id]
         for _ in range(12):
-            m.feedback([a.id], "success", agent="alice")
-            m.feedback([b.id], "failure", agent="alice")
+            m.learning.feedback([a.id], "success", agent="alice")
+            m.learning.feedback([b.id], "failure", agent="alice")
         hits = m.search("how to retry an upload", agent="alice")
         assert [h.memory.id for h in hits[:2]] == [a.id, b.id]
 
@@ -396,7 +404,7 @@ def _feedback_worker(store: str, memory_id: str, n: int, barrier: Any) -> None:
         mem.embedder.embed(["warm up"])
         barrier.wait()  # both processes hammer the same memory at the same moment
         for _ in range(n):
-            mem.feedback([memory_id], "success", agent="alice")
+            mem.learning.feedback([memory_id], "success", agent="alice")
 
 
 def test_feedback_from_two_processes_loses_no_update(tmp_path: Path, embedder: Embedder) -> None:

@@ -18,7 +18,6 @@ from engramdb.learning.stats import (
     credible_interval,
     discount_weights,
     exact_intervals,
-    outcome_label,
     posteriors,
     prob_best,
     similarity_weight,
@@ -26,6 +25,7 @@ from engramdb.learning.stats import (
     thompson_choice,
     trend_test,
 )
+from engramdb.models.learning import outcome_label
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 

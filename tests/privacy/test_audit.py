@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engramdb import Engram
+from engramdb.auditchain import chain, entry_hash, verify
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import ValidationError
 from engramdb.models import AuditEvent
-from engramdb.privacy.audit import GENESIS, AuditRecord, chain, entry_hash, verify
+from engramdb.models.audit import GENESIS, AuditRecord
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -117,14 +118,14 @@ def seed(store_dir: Path, embedder: Embedder) -> list[str]:
         mem.list(agent="alice")
         mem.update(b.id, agent="alice", tags=["ci"])
         mem.forget(b.id, agent="alice")
-        assert mem.verify_audit()
+        assert mem.audit.verify()
         return [a.id, b.id]
 
 
 def test_facade_audits_writes_reads_and_deletions_without_content(store_dir: Path, embedder: Embedder) -> None:
     a, b = seed(store_dir, embedder)
     with Engram(store_dir, embedder=embedder) as mem:
-        log = mem.audit_log(limit=100)
+        log = mem.audit.log(limit=100)
         assert [e.action for e in reversed(log)] == ["create", "create", "search", "get", "list", "update", "forget"]
         assert all(e.agent == "alice" for e in log)
         assert [e.memory_id for e in log if e.action in ("create", "update", "forget")] == [b, b, b, a][::-1][
@@ -135,12 +136,12 @@ def test_facade_audits_writes_reads_and_deletions_without_content(store_dir: Pat
         assert by_action["search"].detail["count"] == len(by_action["search"].detail["ids"]) >= 1
         assert by_action["update"].detail["fields"] == ["tags"]
         assert by_action["forget"].memory_id == b
-        assert mem.audit_log(agent="bob") == []
-        assert [e.action for e in mem.audit_log(memory_id=b)] == ["forget", "update", "create"]
+        assert mem.audit.log(agent="bob") == []
+        assert [e.action for e in mem.audit.log(memory_id=b)] == ["forget", "update", "create"]
         text = " ".join(str(dict(e.detail)) for e in log)
         assert "certificate" not in text
         assert "artifacts" not in text
-        check = mem.check_audit()
+        check = mem.audit.verification()
         assert check.ok
         assert check.checked == 7
 
@@ -148,8 +149,8 @@ def test_facade_audits_writes_reads_and_deletions_without_content(store_dir: Pat
 def test_audit_can_be_turned_off(store_dir: Path, embedder: Embedder) -> None:
     with Engram(store_dir, embedder=embedder, audit=False) as mem:
         mem.remember("nothing recorded", agent="alice")
-        assert mem.audit_log() == []
-        assert mem.verify_audit()
+        assert mem.audit.log() == []
+        assert mem.audit.verify()
 
 
 def test_sql_cannot_edit_or_delete_entries_while_the_triggers_stand(store_dir: Path, embedder: Embedder) -> None:
@@ -188,14 +189,14 @@ def test_tampering_with_the_sqlite_file_is_detected(store_dir: Path, embedder: E
             conn.execute(statement)
     conn.close()
     with Engram(store_dir, embedder=embedder) as mem:
-        assert mem.verify_audit() is False
-        assert mem.check_audit().reason
+        assert mem.audit.verify() is False
+        assert mem.audit.verification().reason
 
 
 def test_cutting_the_end_and_fixing_the_head_needs_an_outside_anchor(store_dir: Path, embedder: Embedder) -> None:
     seed(store_dir, embedder)
     with Engram(store_dir, embedder=embedder) as mem:
-        before = mem.check_audit()
+        before = mem.audit.verification()
     anchor = f"{before.head_seq}:{before.head_hash}"
     with _db(store_dir) as conn:
         conn.execute("DROP TRIGGER audit_append_only_delete")
@@ -206,13 +207,13 @@ def test_cutting_the_end_and_fixing_the_head_needs_an_outside_anchor(store_dir: 
     conn.close()
     with Engram(store_dir, embedder=embedder) as mem:
         # The limit of any chain kept in the same file, stated rather than hidden:
-        assert mem.check_audit().ok
-        result = mem.check_audit(expect=anchor)
+        assert mem.audit.verification().ok
+        result = mem.audit.verification(expect=anchor)
         assert not result.ok
         assert "gone" in result.reason
-        assert mem.check_audit(expect="3:" + "0" * 64).ok is False  # an anchor that never matched
+        assert mem.audit.verification(expect="3:" + "0" * 64).ok is False  # an anchor that never matched
         with pytest.raises(ValidationError):
-            mem.check_audit(expect="not a head")
+            mem.audit.verification(expect="not a head")
 
 
 def _writer(store_dir: str, agent: str, count: int, go: multiprocessing.synchronize.Event) -> None:
@@ -240,7 +241,7 @@ def test_two_processes_writing_at_once_keep_one_valid_chain(store_dir: Path, emb
         p.join(timeout=300)
         assert p.exitcode == 0
     with Engram(store_dir, embedder=embedder) as mem:
-        check = mem.check_audit()
+        check = mem.audit.verification()
         assert check.ok, check.reason
         assert check.checked == 2 * 12 * 2
-        assert len(mem.audit_log(agent="alice", action="create", limit=100)) == 12
+        assert len(mem.audit.log(agent="alice", action="create", limit=100)) == 12

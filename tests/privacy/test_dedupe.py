@@ -138,7 +138,7 @@ def test_remembering_a_near_duplicate_merges_into_the_existing_memory(mem: Engra
     assert again.metadata[MERGE_COUNT_KEY] == 1
     assert again.metadata["seen_in"] == "incident-42"
     assert [c.action for c in mem.history(first.id)] == ["create", "merge"]
-    assert [e.action for e in mem.audit_log(memory_id=first.id)][:2] == ["merge", "create"]
+    assert [e.action for e in mem.audit.log(memory_id=first.id)][:2] == ["merge", "create"]
 
 
 def test_force_kinds_agents_and_contradictions_are_kept_apart(mem: Engram) -> None:

@@ -21,6 +21,13 @@ from engramdb import Engram, NotFound, ValidationError
 from engramdb.embeddings.base import Embedder
 from engramdb.models import Memory
 
+
+@pytest.fixture
+def mem(backend_mem: Engram) -> Engram:
+    """Every facade-level test here runs on each backend (SQLite and PostgreSQL)."""
+    return backend_mem
+
+
 MARKER = "zebracorn"
 
 ALICE = [
@@ -85,7 +92,7 @@ def _get_each(mem: Engram, agent: str, world: dict[str, list[Memory]]) -> list[M
 
 def _export(mem: Engram, agent: str, world: dict[str, list[Memory]]) -> list[Memory]:
     buf = io.BytesIO()
-    mem.export_knowledge(buf, agent=agent)
+    mem.knowledge.export_file(buf, agent=agent)
     from engramdb.privacy.knowledge import loads_bundle
 
     return [e.memory for e in loads_bundle(buf.getvalue()).entries]
@@ -93,7 +100,7 @@ def _export(mem: Engram, agent: str, world: dict[str, list[Memory]]) -> list[Mem
 
 def _export_tag(mem: Engram, agent: str, world: dict[str, list[Memory]]) -> list[Memory]:
     buf = io.BytesIO()
-    mem.export_knowledge(buf, agent=agent, tag="ops", with_history=True)
+    mem.knowledge.export_file(buf, agent=agent, tag="ops", with_history=True)
     text = buf.getvalue().decode()
     assert MARKER not in text or agent == "alice"
     from engramdb.privacy.knowledge import loads_bundle
@@ -154,9 +161,9 @@ def test_not_found_is_the_same_answer_for_missing_and_foreign_ids(mem: Engram, w
         lambda mem, i: mem.update(i, agent="bob", visibility="public"),
         lambda mem, i: mem.forget(i, agent="bob"),
         lambda mem, i: mem.history(i, agent="bob"),
-        lambda mem, i: mem.share([i], from_agent="bob", to_agent="bob2"),
-        lambda mem, i: mem.share([i], from_agent="bob", to_agent="*"),
-        lambda mem, i: mem.unshare([i], from_agent="bob"),
+        lambda mem, i: mem.sharing.share([i], from_agent="bob", to_agent="bob2"),
+        lambda mem, i: mem.sharing.share([i], from_agent="bob", to_agent="*"),
+        lambda mem, i: mem.sharing.unshare([i], from_agent="bob"),
     ],
     ids=["update-content", "update-visibility", "forget", "history", "share-onwards", "publish", "unshare"],
 )
@@ -174,10 +181,10 @@ def test_another_agents_memory_cannot_be_changed_or_given_away(
 
 def test_a_recipient_cannot_reshare_or_change_what_was_shared_with_it(mem: Engram, world: dict[str, list[Memory]]):
     shared = world["alice"][0]
-    assert mem.share([shared.id], from_agent="alice", to_agent="bob") == 1
+    assert mem.sharing.share([shared.id], from_agent="alice", to_agent="bob") == 1
     assert mem.get(shared.id, agent="bob").shared_by == "alice"
     with pytest.raises(NotFound):
-        mem.share([shared.id], from_agent="bob", to_agent="carol")
+        mem.sharing.share([shared.id], from_agent="bob", to_agent="carol")
     with pytest.raises(NotFound):
         mem.update(shared.id, agent="bob", content="bob's version")
     with pytest.raises(NotFound):
@@ -193,7 +200,7 @@ def test_the_reserved_everyone_name_cannot_be_used_to_read(mem: Engram, world: d
         lambda: mem.list(agent="*"),
         lambda: mem.get(world["alice"][0].id, agent="*"),
         lambda: mem.count(agent="*"),
-        lambda: mem.export_knowledge(io.BytesIO(), agent="*"),
+        lambda: mem.knowledge.export_file(io.BytesIO(), agent="*"),
     ):
         with pytest.raises(ValidationError):
             call()
@@ -233,13 +240,13 @@ def test_visibility_always_matches_the_consent_model(embedder: Embedder, sequenc
             owner = owners[i]
             if op in ("share", "unshare") and who == owner:
                 with pytest.raises(ValidationError):
-                    getattr(mem, op)([ms[i].id], from_agent=owner, to_agent=who)
+                    getattr(mem.sharing, op)([ms[i].id], from_agent=owner, to_agent=who)
                 continue
             if op == "share":
-                mem.share([ms[i].id], from_agent=owner, to_agent=who)
+                mem.sharing.share([ms[i].id], from_agent=owner, to_agent=who)
                 shares.add((i, who))
             elif op == "unshare":
-                mem.unshare([ms[i].id], from_agent=owner, to_agent=who)
+                mem.sharing.unshare([ms[i].id], from_agent=owner, to_agent=who)
                 shares = {(j, r) for j, r in shares if j != i or (who != "*" and r != who)}
             else:
                 mem.update(ms[i].id, agent=owner, visibility="public" if op == "public" else "private")
@@ -270,7 +277,7 @@ def test_visibility_always_matches_the_consent_model(embedder: Embedder, sequenc
 
 def test_json_of_a_shared_memory_names_who_shared_it(mem: Engram, world: dict[str, list[Memory]]):
     m = world["alice"][1]
-    mem.share([m.id], from_agent="alice", to_agent="bob")
+    mem.sharing.share([m.id], from_agent="alice", to_agent="bob")
     data = json.loads(json.dumps(mem.get(m.id, agent="bob").to_dict()))
     assert data["shared_by"] == "alice"
     assert data["agent"] == "alice"
@@ -287,7 +294,7 @@ def learned(mem: Engram) -> list[Memory]:
     out = []
     for _ in range(4):
         out.append(
-            mem.record(
+            mem.learning.record(
                 CONTEXT,
                 "retry-with-backoff",
                 "success",
@@ -297,9 +304,11 @@ def learned(mem: Engram) -> list[Memory]:
                 tags=["api"],
             )
         )
-        out.append(mem.record(CONTEXT, "raise-timeout", "failure", agent="alice", category="payments", tags=["api"]))
+        out.append(
+            mem.learning.record(CONTEXT, "raise-timeout", "failure", agent="alice", category="payments", tags=["api"])
+        )
     out.append(
-        mem.record_execution(
+        mem.learning.record_execution(
             f"{MARKER} nightly invoice batch", approach="chunked", outcome="success", agent="alice", category="payments"
         )
     )
@@ -308,14 +317,14 @@ def learned(mem: Engram) -> list[Memory]:
 
 def learning_views(mem: Engram, agent: str) -> dict[str, Any]:
     """Everything the learning API tells ``agent`` about alice's context."""
-    suggestion = mem.suggest(CONTEXT, agent=agent)
+    suggestion = mem.learning.suggest(CONTEXT, agent=agent)
     return {
         "options": sorted((o.action, o.attempts) for o in suggestion.options),
         "recommended": suggestion.recommended,
-        "outcomes": [m.id for m in mem.outcomes(agent=agent)],
-        "similar": [str(s) for s in mem.similar_executions(f"{MARKER} nightly invoice batch", agent=agent)],
-        "trends": repr(mem.trends(agent=agent)),
-        "patterns": repr(mem.outcome_patterns(agent=agent)),
+        "outcomes": [m.id for m in mem.learning.outcomes(agent=agent)],
+        "similar": [str(s) for s in mem.learning.executions(f"{MARKER} nightly invoice batch", agent=agent)],
+        "trends": repr(mem.learning.trends(agent=agent)),
+        "patterns": repr(mem.learning.approaches(agent=agent)),
     }
 
 
@@ -328,38 +337,38 @@ def test_learning_paths_do_not_use_another_agents_private_outcomes(mem: Engram, 
     assert MARKER not in views["trends"] + views["patterns"]
     assert "retry-with-backoff" not in views["trends"] + views["patterns"]
     # The owner does learn from them.
-    mine = mem.suggest(CONTEXT, agent="alice")
+    mine = mem.learning.suggest(CONTEXT, agent="alice")
     assert mine.recommended == "retry-with-backoff"
 
 
 def test_choose_is_a_function_of_what_the_agent_may_see(mem: Engram, learned: list[Memory], embedder: Embedder):
     options = ["raise-timeout", "retry-with-backoff", "give-up"]
     with Engram(":memory:", embedder=embedder) as empty:
-        expected = [empty.choose(CONTEXT, options, agent="bob", seed=s) for s in range(12)]
-    assert [mem.choose(CONTEXT, options, agent="bob", seed=s) for s in range(12)] == expected
+        expected = [empty.learning.choose(CONTEXT, options, agent="bob", seed=s) for s in range(12)]
+    assert [mem.learning.choose(CONTEXT, options, agent="bob", seed=s) for s in range(12)] == expected
 
 
 def test_shared_outcomes_teach_the_recipient_until_revoked(mem: Engram, learned: list[Memory]):
-    assert mem.share(from_agent="alice", to_agent="bob", tag="api") == 8
-    suggestion = mem.suggest(CONTEXT, agent="bob")
+    assert mem.sharing.share(from_agent="alice", to_agent="bob", tag="api") == 8
+    suggestion = mem.learning.suggest(CONTEXT, agent="bob")
     assert suggestion.recommended == "retry-with-backoff"
-    assert {m.shared_by for m in mem.outcomes(agent="bob")} == {"alice"}
-    assert mem.unshare(from_agent="alice", to_agent="bob", tag="api") == 8
+    assert {m.shared_by for m in mem.learning.outcomes(agent="bob")} == {"alice"}
+    assert mem.sharing.unshare(from_agent="alice", to_agent="bob", tag="api") == 8
     assert learning_views(mem, "bob")["options"] == []
-    assert mem.outcomes(agent="bob") == []
+    assert mem.learning.outcomes(agent="bob") == []
 
 
 def test_a_used_memory_must_be_visible_to_the_agent_recording(mem: Engram, learned: list[Memory]):
     victim = mem.remember(f"{MARKER} alice's runbook", agent="alice")
     for call in (
-        lambda: mem.record("some context", "act", "success", agent="bob", used=[victim.id]),
-        lambda: mem.feedback([victim.id], "failure", agent="bob"),
-        lambda: mem.record_execution("a task", approach="x", outcome="success", agent="bob", used=[victim.id]),
+        lambda: mem.learning.record("some context", "act", "success", agent="bob", used=[victim.id]),
+        lambda: mem.learning.feedback([victim.id], "failure", agent="bob"),
+        lambda: mem.learning.record_execution("a task", approach="x", outcome="success", agent="bob", used=[victim.id]),
     ):
         with pytest.raises(NotFound):
             call()
     assert mem.get(victim.id).attempts == 0
-    assert mem.outcomes(agent="bob") == []
+    assert mem.learning.outcomes(agent="bob") == []
 
 
 # -- the failure read paths (solutions, patterns, pre-action checks) -----------------------------------------
@@ -372,50 +381,50 @@ ERRORS = [
 @pytest.fixture
 def failures(mem: Engram) -> list[Memory]:
     return [
-        mem.record_failure(e, agent="alice", solution=f"{MARKER} unseal the vault first", context="deploy")
+        mem.failures.record(e, agent="alice", solution=f"{MARKER} unseal the vault first", context="deploy")
         for e in ERRORS
     ]
 
 
 def test_failure_paths_do_not_use_another_agents_private_failures(mem: Engram, failures: list[Memory]):
-    assert mem.solutions(ERRORS[0], agent="bob") == []
-    assert mem.failure_patterns(agent="bob") == []
-    assert mem.check(f"read secret/payments from vault-9 {MARKER}", agent="bob") == []
+    assert mem.failures.solutions(ERRORS[0], agent="bob") == []
+    assert mem.failures.patterns(agent="bob") == []
+    assert mem.failures.preflight(f"read secret/payments from vault-9 {MARKER}", agent="bob") == []
     with pytest.raises(NotFound):
-        mem.failure_pattern(mem.failure_patterns(agent="alice")[0].id, agent="bob")
+        mem.failures.pattern(mem.failures.patterns(agent="alice")[0].id, agent="bob")
     # Bob's own occurrence of the same failure starts bob's own pattern: alice's history does not join it.
-    mine = mem.record_failure(ERRORS[1], agent="bob")
-    assert [p.occurrences for p in mem.failure_patterns(agent="bob")] == [1]
-    assert "unseal" not in repr(mem.failure_patterns(agent="bob"))  # alice's fix stays hers
-    assert mem.solutions(ERRORS[1], agent="bob") == []
+    mine = mem.failures.record(ERRORS[1], agent="bob")
+    assert [p.occurrences for p in mem.failures.patterns(agent="bob")] == [1]
+    assert "unseal" not in repr(mem.failures.patterns(agent="bob"))  # alice's fix stays hers
+    assert mem.failures.solutions(ERRORS[1], agent="bob") == []
     assert mine.agent == "bob"
     # The owner learns from all three.
-    assert mem.failure_patterns(agent="alice")[0].occurrences == 3
-    assert mem.solutions(ERRORS[0], agent="alice")[0].solution.endswith("unseal the vault first")
+    assert mem.failures.patterns(agent="alice")[0].occurrences == 3
+    assert mem.failures.solutions(ERRORS[0], agent="alice")[0].solution.endswith("unseal the vault first")
 
 
 def test_a_shared_failure_pattern_teaches_the_recipient_until_revoked(mem: Engram, failures: list[Memory]):
-    mem.record_failure("KeyError: 'tenant_id'", agent="alice")  # another pattern, not shared
-    pattern = next(p for p in mem.failure_patterns(agent="alice") if p.occurrences == 3)
-    assert mem.share(from_agent="alice", to_agent="bob", pattern=pattern.id) == 3
-    seen = mem.failure_patterns(agent="bob")
+    mem.failures.record("KeyError: 'tenant_id'", agent="alice")  # another pattern, not shared
+    pattern = next(p for p in mem.failures.patterns(agent="alice") if p.occurrences == 3)
+    assert mem.sharing.share(from_agent="alice", to_agent="bob", pattern=pattern.id) == 3
+    seen = mem.failures.patterns(agent="bob")
     assert [(p.id, p.occurrences) for p in seen] == [(pattern.id, 3)]
-    assert mem.solutions(ERRORS[2], agent="bob")[0].successes == 3
-    assert mem.unshare(from_agent="alice", to_agent="bob", pattern=pattern.id[:8]) == 3
-    assert mem.failure_patterns(agent="bob") == []
-    assert mem.solutions(ERRORS[2], agent="bob") == []
+    assert mem.failures.solutions(ERRORS[2], agent="bob")[0].successes == 3
+    assert mem.sharing.unshare(from_agent="alice", to_agent="bob", pattern=pattern.id[:8]) == 3
+    assert mem.failures.patterns(agent="bob") == []
+    assert mem.failures.solutions(ERRORS[2], agent="bob") == []
 
 
 def test_a_pattern_is_shared_by_its_owner_only(mem: Engram, failures: list[Memory]):
-    pattern = mem.failure_patterns(agent="alice")[0]
+    pattern = mem.failures.patterns(agent="alice")[0]
     with pytest.raises(NotFound):
-        mem.share(from_agent="bob", to_agent="carol", pattern=pattern.id)
+        mem.sharing.share(from_agent="bob", to_agent="carol", pattern=pattern.id)
     # Once alice shares it with bob, bob sees the pattern but owns none of it: nothing of alice's to pass on.
-    mem.share(from_agent="alice", to_agent="bob", pattern=pattern.id)
-    assert mem.share(from_agent="bob", to_agent="carol", pattern=pattern.id) == 0
-    assert mem.failure_patterns(agent="carol") == []
+    mem.sharing.share(from_agent="alice", to_agent="bob", pattern=pattern.id)
+    assert mem.sharing.share(from_agent="bob", to_agent="carol", pattern=pattern.id) == 0
+    assert mem.failures.patterns(agent="carol") == []
     with pytest.raises(NotFound):
-        mem.share(from_agent="alice", to_agent="bob", pattern="no-such-pattern")
+        mem.sharing.share(from_agent="alice", to_agent="bob", pattern="no-such-pattern")
 
 
 # -- episodes, code patterns, reports --------------------------------------------------------------------------
@@ -434,20 +443,20 @@ def fetch_with_retry_{MARKER}(url, attempts=3):
 
 def test_episodes_code_patterns_and_reports_stay_with_their_agent(mem: Engram, learned: list[Memory]):
     def failing_episode() -> None:
-        with mem.episode(f"{MARKER} rotate the payment keys", agent="alice") as ep:
+        with mem.episodes.begin(f"{MARKER} rotate the payment keys", agent="alice") as ep:
             ep.event("step", {"n": 1})
             raise RuntimeError("key vault unreachable")
 
     with pytest.raises(RuntimeError):
         failing_episode()
-    mem.remember_code(CODE, agent="alice")
-    assert mem.episodes(f"{MARKER} rotate the payment keys", agent="bob") == []
-    assert MARKER not in repr(mem.analyze_episodes(agent="bob"))
-    assert mem.suggest_patterns("fetch a url with retries", agent="bob") == []
-    report = mem.report(agent="bob")
+    mem.code.remember(CODE, agent="alice")
+    assert mem.episodes.list(f"{MARKER} rotate the payment keys", agent="bob") == []
+    assert MARKER not in repr(mem.episodes.analyze(agent="bob"))
+    assert mem.code.suggest("fetch a url with retries", agent="bob") == []
+    report = mem.learning.report(agent="bob")
     assert MARKER not in report.to_json() + report.to_markdown()
     assert "retry-with-backoff" not in report.to_json()
     # The owner sees its own.
-    assert mem.episodes(f"{MARKER} rotate the payment keys", agent="alice")
-    assert mem.suggest_patterns("fetch a url with retries", agent="alice")
-    assert "retry-with-backoff" in mem.report(agent="alice").to_json()
+    assert mem.episodes.list(f"{MARKER} rotate the payment keys", agent="alice")
+    assert mem.code.suggest("fetch a url with retries", agent="alice")
+    assert "retry-with-backoff" in mem.learning.report(agent="alice").to_json()

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engramdb import _validate as check
 from engramdb.errors import ValidationError
 from engramdb.models import KINDS, VISIBILITIES, Change, Memory
 from engramdb.privacy import knowledge as kf
@@ -304,7 +305,7 @@ SHORT_VECTOR = base64.b64encode(unit(4).astype("<f4").tobytes()).decode()
         ({"content": "   "}, "content must not be empty"),
         ({"content": 42}, "content must be a string, not int"),
         ({"content": "a\x00b"}, "content contains a NUL character"),
-        ({"content": "x" * (kf.MAX_CONTENT_CHARS + 1)}, "content is too long"),
+        ({"content": "x" * (check.MAX_CONTENT_CHARS + 1)}, "content is too long"),
         ({"agent": "bob\x00"}, "agent contains a NUL"),
         ({"agent": "*"}, "reserved"),
         ({"agent": " bob"}, "surrounding whitespace"),
@@ -323,7 +324,7 @@ SHORT_VECTOR = base64.b64encode(unit(4).astype("<f4").tobytes()).decode()
         ({"metadata": []}, "metadata must be a JSON object"),
         ({"metadata": {"k": "v\x00"}}, "metadata contains a NUL"),
         ({"metadata": {"k\x00": 1}}, "key containing a NUL"),
-        ({"metadata": {"k": "x" * (kf.MAX_JSON_BYTES + 1)}}, "metadata is too large"),
+        ({"metadata": {"k": "x" * (check.MAX_METADATA_BYTES + 1)}}, "metadata is too large"),
         ({"created_at": "2026-13-45T00:00:00+00:00"}, "created_at is not an ISO 8601"),
         ({"created_at": 1700000000}, "created_at must be an ISO 8601 timestamp string"),
         ({"last_accessed": "2026-01-01"}, "must carry a UTC offset"),

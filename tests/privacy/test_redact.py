@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engramdb.models import RedactionPolicy
 from engramdb.privacy.redact import (
     PII_KINDS,
     SECRET_KINDS,
-    RedactionPolicy,
     find,
     placeholder,
     redact_text,
@@ -225,4 +225,29 @@ def test_a_secret_anywhere_in_prose_never_survives(prefix: str, suffix: str, pic
     _, secret, template = SECRETS[pick]
     # Context-dependent kinds carry their context word in the template, so the template goes in whole.
     text = f"{prefix} {template.format(secret)} {suffix}"
+    assert secret not in redact_text(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "auth: refresh OAuth token on 401 before retrying",
+        "token: rotate weekly on Mondays",
+        "secret: keep the vault sealed until the audit",
+    ],
+)
+def test_a_label_before_a_sentence_is_not_a_credential(text: str):
+    assert redact_text(text).text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("auth: Xk9pq2wLm then retry", "Xk9pq2wLm"),
+        ("password: sunshine and more", "sunshine"),
+        ("auth: sunshine", "sunshine"),
+        ("token=refresh", "refresh"),
+    ],
+)
+def test_values_after_a_label_are_still_redacted(text: str, secret: str):
     assert secret not in redact_text(text).text

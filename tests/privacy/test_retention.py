@@ -14,8 +14,8 @@ from engramdb import Engram
 from engramdb._util import new_id
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import ConfigError
-from engramdb.models import Memory
-from engramdb.privacy.retention import RetentionPolicy, RetentionRule, evaluate, load_policy, parse_policy
+from engramdb.models import Memory, RetentionPolicy, RetentionRule
+from engramdb.privacy.retention import evaluate, load_policy, parse_policy
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -162,18 +162,22 @@ def test_cleanup_dry_run_then_forgets_thoroughly(tmp_path: Path, embedder: Embed
         kept = m.remember("newer chat", agent="alice", kind="conversation")
         other = m.remember("bob's chat", agent="bob", kind="conversation")
         fact = m.remember("a fact", agent="alice")
-        preview = m.cleanup(dry_run=True, policy=policy)
-        assert [e.memory_id for e in preview] == [old.id]
+        preview = m.retention.cleanup(dry_run=True, policy=policy)
+        assert preview.dry_run
+        assert [e.memory_id for e in preview.expired] == [old.id]
+        assert preview.forgotten == ()
+        assert preview.to_dict()["expired"][0]["memory_id"] == old.id
         assert m.get(old.id).content.startswith("zanzibarian")  # nothing removed yet
-        assert m.cleanup(agent="bob", policy=policy) == []
-        gone = m.cleanup(policy=policy)
-        assert [(e.memory_id, e.reason) for e in gone] == [(old.id, "max_count")]
+        assert m.retention.cleanup(agent="bob", policy=policy).expired == ()
+        gone = m.retention.cleanup(policy=policy)
+        assert [(e.memory_id, e.reason) for e in gone.forgotten] == [(old.id, "max_count")]
+        assert m.retention.cleanup().policy_empty  # no policy file: nothing expires
         assert {x.id for x in m.list(agent="alice", limit=10)} == {kept.id, fact.id}
         assert m.get(other.id).agent == "bob"
         assert [c.action for c in m.history(old.id)][-1] == "forget"
         assert all(c.before is None and c.after is None for c in m.history(old.id))
-        assert m.audit_log(action="retention")[0].memory_id == old.id
-        assert m.verify_audit()
+        assert m.audit.log(action="retention")[0].memory_id == old.id
+        assert m.audit.verify()
         assert all(h.memory.id != old.id for h in m.search("zanzibarian", agent="alice"))
     assert _everywhere(store / "engram.db", "zanzibarian") == []
 
@@ -186,7 +190,7 @@ def test_policy_file_in_the_store_and_scheduled_cleanup_on_open(tmp_path: Path, 
     (store / "retention.toml").write_text("[conversation]\nmax_count = 0\n")
     with Engram(store, embedder=embedder) as m:  # no schedule: nothing happens on open
         assert m.get(short.id)
-        assert m.retention_policy().rule_for("conversation") is not None
+        assert m.retention.policy.rule_for("conversation") is not None
     with Engram(store, embedder=embedder, retention_interval_hours=24) as m:
         assert [x.id for x in m.list(agent="alice")] == [keep.id]
         again = m.remember("another chat", agent="alice", kind="conversation")

@@ -55,7 +55,7 @@ def unit_vectors(n: int, *, dim: int = DIM, seed: int = 0) -> npt.NDArray[np.flo
 def add(store: Store, memories: Sequence[Memory], *, seed: int = 0, model_id: str = MODEL) -> npt.NDArray[np.float32]:
     """Add memories with random vectors; returns the vectors, row for row."""
     vecs = unit_vectors(len(memories), seed=seed)
-    store.add(memories, vecs, model_id=model_id, actor="test")
+    store.memories.add(memories, vecs, model_id=model_id, actor="test")
     return vecs
 
 
@@ -70,16 +70,16 @@ def write_many(location: str, agent: str, count: int, batch: int, go: EventLike)
     Opens the store, waits for ``go``, then writes. Memory ``i`` has id ``f"{agent}-{i}"``
     and the vector ``unit_vectors(count, seed=seed_of(agent))[i]``.
     """
-    from engramdb.storage.sqlite import SQLiteStore
+    from engramdb.storage.sqlite import open_sqlite
 
     vecs = unit_vectors(count, seed=seed_of(agent))
-    with SQLiteStore(location) as store:
+    with open_sqlite(location) as store:
         if not go.wait(timeout=120):
             raise TimeoutError("never told to start")
         for start in range(0, count, batch):
             stop = min(count, start + batch)
             items = [memory(f"note {i} from {agent}", agent=agent, id=f"{agent}-{i}") for i in range(start, stop)]
-            store.add(items, vecs[start:stop], model_id=MODEL, actor=agent)
+            store.memories.add(items, vecs[start:stop], model_id=MODEL, actor=agent)
 
 
 class EventLike(Protocol):

@@ -17,11 +17,12 @@ from pg_server import PgServer, skip_or_fail
 from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb import Engram
+from engramdb.auditchain import verify
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotAStoreError, StorageError
-from engramdb.privacy.audit import AuditRecord, verify
+from engramdb.models.audit import AuditRecord
 from engramdb.storage.base import Filter
-from engramdb.storage.postgres import PostgresStore, redact_url
+from engramdb.storage.postgres import open_postgres, redact_url
 
 
 def test_engram_remember_search_forget_end_to_end(postgres_server: PgServer, embedder: Embedder) -> None:
@@ -38,7 +39,7 @@ def test_engram_remember_search_forget_end_to_end(postgres_server: PgServer, emb
         assert target.id not in {h.memory.id for h in mem.search("why did the deploy fail?")}
         assert [c.action for c in mem.history(target.id)][-1] == "forget"
         assert mem.count() == 2
-        assert mem.verify_audit()
+        assert mem.audit.verify()
     with Engram(url, embedder=embedder) as again:  # everything is in the server, not the process
         assert again.count() == 2
         assert again.search("tabs or spaces")[0].memory.kind == "preference"
@@ -49,10 +50,10 @@ def test_hnsw_index_path_returns_the_true_neighbours(postgres_server: PgServer) 
     # rather sort them all (and be exact), so session settings steer it onto the index.
     steer = "-c enable_seqscan=off -c enable_bitmapscan=off -c enable_sort=off"
     url = postgres_server.new_database() + "?options=" + steer.replace(" ", "%20").replace("=", "%3D")
-    with PostgresStore(url, exact_search_below=0) as store:
+    with open_postgres(url, exact_search_below=0) as store:
         ms = [memory(f"note {i}", kind=("decision", "failure")[i % 2]) for i in range(400)]
         vecs = unit_vectors(len(ms), seed=3)
-        store.add(ms, vecs, model_id=MODEL, actor="t")
+        store.memories.add(ms, vecs, model_id=MODEL, actor="t")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ANALYZE vectors")  # the store reads the planner's row estimate
             [(name,)] = conn.execute("SELECT index_name FROM vector_indexes").fetchall()
@@ -68,7 +69,7 @@ def test_hnsw_index_path_returns_the_true_neighbours(postgres_server: PgServer) 
         for q in range(5):
             query = unit_vectors(1, seed=100 + q)[0]
             for kinds in (None, ("failure",)):
-                found = store.vector_candidates(query, Filter(agent="alice", kinds=kinds), limit=10)
+                found = store.search.vector_candidates(query, Filter(agent="alice", kinds=kinds), limit=10)
                 allowed = [i for i, m in enumerate(ms) if kinds is None or m.kind in kinds]
                 truth = {ms[i].id for i in sorted(allowed, key=lambda i: -float(vecs[i] @ query))[:10]}
                 assert len(found) == 10  # hard filters still fill the top k (iterative scan)
@@ -78,26 +79,26 @@ def test_hnsw_index_path_returns_the_true_neighbours(postgres_server: PgServer) 
 
 def _write(url: str, agent: str, count: int) -> int:
     """Process entry point: add memories and audit entries in small transactions."""
-    with PostgresStore(url) as store:
+    with open_postgres(url) as store:
         vecs = unit_vectors(count, seed=len(agent))
         for start in range(0, count, 5):
             items = [memory(f"note {i} from {agent}", agent=agent) for i in range(start, min(count, start + 5))]
-            store.add(items, vecs[start : start + len(items)], model_id=MODEL, actor=agent)
-            store.append_audit([AuditRecord(action="create", agent=agent, at=items[0].created_at)])
-        return store.count(Filter(agent=agent, include_shared=False))
+            store.memories.add(items, vecs[start : start + len(items)], model_id=MODEL, actor=agent)
+            store.audit.append([AuditRecord(action="create", agent=agent, at=items[0].created_at)])
+        return store.memories.count(Filter(agent=agent, include_shared=False))
 
 
 def test_two_processes_writing_at_once_both_succeed(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
-    PostgresStore(url).close()  # create the schema first, so the processes race on writes only
+    open_postgres(url).close()  # create the schema first, so the processes race on writes only
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_write, url, agent, 40) for agent in ("ann", "bob")]
         assert [f.result(timeout=300) for f in futures] == [40, 40]
-    with PostgresStore(url) as store:
-        assert store.count(Filter(agent=None)) == 80
-        events = store.audit_events(limit=None)
+    with open_postgres(url) as store:
+        assert store.memories.count(Filter(agent=None)) == 80
+        events = store.audit.events(limit=None)
         assert [e.seq for e in events] == list(range(1, 17))
-        assert verify(events, head=store.audit_head()).ok
+        assert verify(events, head=store.audit.head()).ok
 
 
 def test_a_database_with_other_tables_of_those_names_is_not_a_store(postgres_server: PgServer) -> None:
@@ -105,13 +106,13 @@ def test_a_database_with_other_tables_of_those_names_is_not_a_store(postgres_ser
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE memories (id int)")
     with pytest.raises(NotAStoreError, match="memories"):
-        PostgresStore(url)
+        open_postgres(url)
 
 
 def test_unreachable_server_is_a_storage_error_without_the_password(postgres_server: PgServer) -> None:
     url = f"postgresql://someone:hunter2@127.0.0.1:{postgres_server.port + 1}/nowhere"
     with pytest.raises(StorageError) as info:
-        PostgresStore(url)
+        open_postgres(url)
     assert "hunter2" not in str(info.value)
     assert redact_url(url) == f"postgresql://someone:***@127.0.0.1:{postgres_server.port + 1}/nowhere"
 
@@ -119,12 +120,12 @@ def test_unreachable_server_is_a_storage_error_without_the_password(postgres_ser
 def test_text_postgres_cannot_hold_is_rejected_cleanly(postgres_server: PgServer) -> None:
     from engramdb.errors import ValidationError
 
-    with PostgresStore(postgres_server.new_database()) as store:
+    with open_postgres(postgres_server.new_database()) as store:
         with pytest.raises(ValidationError):
-            store.add([memory("nul \x00 byte")], None, model_id=MODEL, actor="t")
-        assert store.count(Filter(agent=None)) == 0
-        store.add([memory("fine")], np.ones((1, 16), dtype=np.float32), model_id=MODEL, actor="t")
-        assert store.count(Filter(agent=None)) == 1
+            store.memories.add([memory("nul \x00 byte")], None, model_id=MODEL, actor="t")
+        assert store.memories.count(Filter(agent=None)) == 0
+        store.memories.add([memory("fine")], np.ones((1, 16), dtype=np.float32), model_id=MODEL, actor="t")
+        assert store.memories.count(Filter(agent=None)) == 1
 
 
 def test_missing_server_skips_locally_but_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:

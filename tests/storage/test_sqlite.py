@@ -22,9 +22,17 @@ from engramdb.errors import (
     ValidationError,
 )
 from engramdb.storage import open_store
+from engramdb.storage._engine import sql_store
 from engramdb.storage._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, migrate, split_script
-from engramdb.storage.base import Filter
-from engramdb.storage.sqlite import DB_FILENAME, SQLiteStore
+from engramdb.storage._sqlite_search import SQLiteSearch
+from engramdb.storage.base import Filter, Store
+from engramdb.storage.sqlite import DB_FILENAME, SQLiteBackend, open_sqlite
+
+
+def opened(location: Path | str) -> tuple[SQLiteBackend, Store]:
+    """A SQLite backend and the store over it (for tests that need the raw connection)."""
+    backend = SQLiteBackend(location)
+    return backend, sql_store(backend)
 
 
 def fingerprint(path: Path) -> tuple[str, int]:
@@ -36,9 +44,10 @@ def fingerprint(path: Path) -> tuple[str, int]:
 
 def test_creates_directory_and_configures_the_database(tmp_path: Path) -> None:
     location = tmp_path / "a" / "b"
-    with SQLiteStore(location) as store:
-        assert store.path == location / DB_FILENAME
-        assert store.path.is_file()
+    backend, store = opened(location)
+    with store:
+        assert backend.path == location / DB_FILENAME
+        assert backend.path.is_file()
         add(store, [memory("x")])
     raw = sqlite3.connect(location / DB_FILENAME)
     try:
@@ -51,7 +60,8 @@ def test_creates_directory_and_configures_the_database(tmp_path: Path) -> None:
 
 
 def test_connection_pragmas(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path) as store, store.transaction() as conn:
+    backend, store = opened(tmp_path)
+    with store, backend.transaction() as conn:
         assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
         assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
 
@@ -61,7 +71,7 @@ def test_a_file_instead_of_a_directory_is_refused_untouched(tmp_path: Path) -> N
     path.write_text("my notes")
     before = fingerprint(path)
     with pytest.raises(NotAStoreError, match="not an engramdb store directory"):
-        SQLiteStore(path)
+        open_sqlite(path)
     assert fingerprint(path) == before
 
 
@@ -69,7 +79,7 @@ def test_a_non_sqlite_engram_db_is_refused_untouched(tmp_path: Path) -> None:
     (tmp_path / DB_FILENAME).write_bytes(b"this is not a database at all" * 100)
     before = fingerprint(tmp_path / DB_FILENAME)
     with pytest.raises(NotAStoreError):
-        SQLiteStore(tmp_path)
+        open_sqlite(tmp_path)
     assert fingerprint(tmp_path / DB_FILENAME) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [DB_FILENAME]
 
@@ -83,7 +93,7 @@ def test_a_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
     raw.close()
     before = fingerprint(db)
     with pytest.raises(NotAStoreError, match="not an engramdb store"):
-        SQLiteStore(tmp_path)
+        open_sqlite(tmp_path)
     assert fingerprint(db) == before
     raw = sqlite3.connect(db)
     try:
@@ -92,15 +102,16 @@ def test_a_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
         raw.close()
 
 
-def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
+def test_an_empty_file_is_refused_not_silently_a_new_store(tmp_path: Path) -> None:
+    # A new store's database is linked into place complete, so 0 bytes means the data was lost.
     (tmp_path / DB_FILENAME).touch()
-    with SQLiteStore(tmp_path) as store:
-        add(store, [memory("fine")])
-        assert store.count(Filter(agent=None)) == 1
+    with pytest.raises(CorruptStoreError, match=r"empty .*0 bytes.*restore it from a backup, or delete the directory"):
+        open_sqlite(tmp_path)
+    assert (tmp_path / DB_FILENAME).stat().st_size == 0
 
 
 def test_a_damaged_store_raises_corrupt_store_error(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path) as store:
+    with open_sqlite(tmp_path) as store:
         add(store, [memory(f"memory number {i} " * 20) for i in range(300)])
     db = tmp_path / DB_FILENAME
     data = bytearray(db.read_bytes())
@@ -111,50 +122,53 @@ def test_a_damaged_store_raises_corrupt_store_error(tmp_path: Path) -> None:
     db.write_bytes(bytes(data))
 
     def open_and_read() -> None:
-        with SQLiteStore(tmp_path) as store:
-            store.list(Filter(agent=None))
-            store.keyword_candidates(["memory"], Filter(agent=None), limit=5)
+        with open_sqlite(tmp_path) as store:
+            store.memories.list(Filter(agent=None))
+            store.search.keyword_candidates(["memory"], Filter(agent=None), limit=5)
 
     with pytest.raises(CorruptStoreError, match="damaged"):
         open_and_read()
 
 
 def test_a_store_from_a_newer_version_is_refused(tmp_path: Path) -> None:
-    SQLiteStore(tmp_path).close()
+    open_sqlite(tmp_path).close()
     raw = sqlite3.connect(tmp_path / DB_FILENAME)
     raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     raw.commit()
     raw.close()
     with pytest.raises(SchemaVersionError, match="newer"):
-        SQLiteStore(tmp_path)
+        open_sqlite(tmp_path)
 
 
 def test_memory_stores_are_separate_and_ephemeral() -> None:
-    with SQLiteStore(":memory:") as one, SQLiteStore(":memory:") as two:
+    backend = SQLiteBackend(":memory:")
+    assert backend.path is None
+    backend.close()
+    with open_sqlite(":memory:") as one, open_sqlite(":memory:") as two:
         vecs = add(one, [memory("only in one")])
-        assert one.path is None
-        assert one.count(Filter(agent=None)) == 1
-        assert two.count(Filter(agent=None)) == 0
-        assert len(one.vector_candidates(vecs[0], Filter(agent="alice"), limit=5)) == 1
-        one.delete(one.list(Filter(agent=None))[0].id, actor="t", at=NOW)
+        assert one.memories.count(Filter(agent=None)) == 1
+        assert two.memories.count(Filter(agent=None)) == 0
+        assert len(one.search.vector_candidates(vecs[0], Filter(agent="alice"), limit=5)) == 1
+        one.memories.delete(one.memories.list(Filter(agent=None))[0].id, actor="t", at=NOW)
 
 
 def test_internal_meta_keys_are_protected(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path) as store, pytest.raises(ValidationError):
-        store.set_meta("vec_epoch", "0")
+    with open_sqlite(tmp_path) as store, pytest.raises(ValidationError):
+        store.meta.set("vec_epoch", "0")
 
 
 def test_transaction_rolls_back_on_error(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path) as store:
+    backend, store = opened(tmp_path)
+    with store:
 
         def fail_midway() -> None:
-            with store.transaction() as conn:
+            with backend.transaction() as conn:
                 conn.execute("INSERT INTO meta (key, value) VALUES ('x', '1')")
                 raise RuntimeError("boom")
 
         with pytest.raises(RuntimeError):
             fail_midway()
-        assert store.get_meta("x") is None
+        assert store.meta.get("x") is None
 
 
 # -- the open_store registry --------------------------------------------------------------------
@@ -165,7 +179,8 @@ def test_open_store_picks_the_backend(tmp_path: Path) -> None:
     for location in (str(tmp_path / "s"), ":memory:"):
         store = open_store(location, settings=settings)
         try:
-            assert isinstance(store, SQLiteStore)
+            assert isinstance(store, Store)
+            assert isinstance(store.search, SQLiteSearch)
             assert store.location == location
         finally:
             store.close()
@@ -205,7 +220,7 @@ def test_split_script_keeps_trigger_bodies_whole() -> None:
 
 
 def test_a_new_migration_is_applied_once_and_kept(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path) as store:
+    with open_sqlite(tmp_path) as store:
         add(store, [memory("before the upgrade")])
     step = Migration(
         version=SCHEMA_VERSION + 1,
@@ -228,7 +243,7 @@ def test_a_new_migration_is_applied_once_and_kept(tmp_path: Path) -> None:
 
 
 def test_a_failing_migration_changes_nothing(tmp_path: Path) -> None:
-    SQLiteStore(tmp_path).close()
+    open_sqlite(tmp_path).close()
     step = Migration(version=SCHEMA_VERSION + 1, description="broken", script="CREATE TABLE x (a); SELECT nope;")
     raw = sqlite3.connect(tmp_path / DB_FILENAME, isolation_level=None)
     try:
@@ -261,41 +276,43 @@ def checkpoint(location: Path) -> None:
 
 
 def test_forgotten_content_is_gone_from_the_files(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path)
+    store = open_sqlite(tmp_path)
     others = [memory(f"ordinary note {i} about planning and retries") for i in range(200)]
     add(store, others)
     secret = memory(SECRET, tags=("quokkazebra",), metadata={"note": "marmalade"})
     vecs = add(store, [secret], seed=7)
-    store.update(secret.id, {"content": SECRET + " v2"}, vector=vecs[0], model_id=MODEL, actor="a", at=later(1))
-    store.keyword_candidates(["quokkazebra"], Filter(agent="alice"), limit=5)
-    store.vector_candidates(vecs[0], Filter(agent="alice"), limit=5)
+    store.memories.update(
+        secret.id, {"content": SECRET + " v2"}, vector=vecs[0], model_id=MODEL, actor="a", at=later(1)
+    )
+    store.search.keyword_candidates(["quokkazebra"], Filter(agent="alice"), limit=5)
+    store.search.vector_candidates(vecs[0], Filter(agent="alice"), limit=5)
     checkpoint(tmp_path)
     db_bytes = (tmp_path / DB_FILENAME).read_bytes()
     assert all(s in db_bytes for s in SECRET_BYTES)  # the test can see it while it is there
 
-    store.delete(secret.id, actor="alice", at=later(2))
+    store.memories.delete(secret.id, actor="alice", at=later(2))
     data = raw_bytes(tmp_path)  # the store is still open: forget truncated the log itself
     assert [s for s in SECRET_BYTES if s in data] == []
     assert vecs[0].tobytes() not in data
     store.close()
     data = raw_bytes(tmp_path)
     assert [s for s in SECRET_BYTES if s in data] == []
-    with SQLiteStore(tmp_path) as again:
-        assert again.count(Filter(agent=None)) == 200
-        assert again.keyword_candidates(["ordinary"], Filter(agent="alice"), limit=300)
+    with open_sqlite(tmp_path) as again:
+        assert again.memories.count(Filter(agent=None)) == 200
+        assert again.search.keyword_candidates(["ordinary"], Filter(agent="alice"), limit=300)
 
 
 def test_forgetting_inside_atomic_scrubs_once_committed(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path)
+    store = open_sqlite(tmp_path)
     secrets = [memory(f"{SECRET} copy {i}") for i in range(3)]
     add(store, [*secrets, memory("something else")])
     checkpoint(tmp_path)
     with store.atomic():
         for m in secrets:
-            store.delete(m.id, actor="alice", at=later(1))
+            store.memories.delete(m.id, actor="alice", at=later(1))
     data = raw_bytes(tmp_path)
     assert [s for s in SECRET_BYTES if s in data] == []
-    assert store.keyword_candidates(["quokkazebra", "else"], Filter(agent="alice"), limit=5)
+    assert store.search.keyword_candidates(["quokkazebra", "else"], Filter(agent="alice"), limit=5)
     store.close()
 
 
@@ -304,10 +321,10 @@ def test_forgetting_inside_atomic_scrubs_once_committed(tmp_path: Path) -> None:
 
 def test_two_processes_write_one_store_at_once(tmp_path: Path) -> None:
     location = str(tmp_path / "shared")
-    parent = SQLiteStore(location)
+    parent = open_sqlite(location)
     mine = [memory(f"parent note {i}", agent="parent") for i in range(5)]
     add(parent, mine)
-    parent.vector_candidates(unit_vectors(1)[0], Filter(agent=None), limit=3)  # cache loaded now
+    parent.search.vector_candidates(unit_vectors(1)[0], Filter(agent=None), limit=3)  # cache loaded now
 
     ctx = multiprocessing.get_context("spawn")
     go = ctx.Event()
@@ -319,36 +336,37 @@ def test_two_processes_write_one_store_at_once(tmp_path: Path) -> None:
         w.join(timeout=300)
     assert [w.exitcode for w in workers] == [0, 0]
 
-    assert parent.count(Filter(agent=None)) == 405
+    assert parent.memories.count(Filter(agent=None)) == 405
     for agent in ("left", "right"):
         vecs = unit_vectors(200, seed=seed_of(agent))
         for i in (0, 99, 199):
-            found = parent.vector_candidates(vecs[i], Filter(agent=agent), limit=1)
+            found = parent.search.vector_candidates(vecs[i], Filter(agent=agent), limit=1)
             assert [c.id for c in found] == [f"{agent}-{i}"]
             assert found[0].score == pytest.approx(1.0, abs=1e-5)
     parent.close()
 
-    with SQLiteStore(location) as again:
-        assert again.count(Filter(agent="left")) == 200
-        assert again.count(Filter(agent="right")) == 200
-        assert len(again.history("left-17")) == 1
+    with open_sqlite(location) as again:
+        assert again.memories.count(Filter(agent="left")) == 200
+        assert again.memories.count(Filter(agent="right")) == 200
+        assert len(again.memories.history("left-17")) == 1
         query = np.asarray(unit_vectors(200, seed=seed_of("right"))[42])
-        assert again.vector_candidates(query, Filter(agent=None), limit=1)[0].id == "right-42"
+        assert again.search.vector_candidates(query, Filter(agent=None), limit=1)[0].id == "right-42"
 
 
-def failing_read(store: SQLiteStore) -> None:
-    with store._reading() as conn:
+def failing_read(backend: SQLiteBackend) -> None:
+    with backend.read() as conn:
         conn.execute("SELECT * FROM no_such_table")
 
 
 def test_a_failed_read_inside_atomic_keeps_the_write_open(tmp_path: Path) -> None:
-    with SQLiteStore(tmp_path) as store:
+    backend, store = opened(tmp_path)
+    with store:
         vecs = add(store, [memory("kept")])
         with store.atomic():
-            store.add([memory("also kept")], None, model_id=MODEL, actor="t")
+            store.memories.add([memory("also kept")], None, model_id=MODEL, actor="t")
             with pytest.raises(StorageError):
-                failing_read(store)
+                failing_read(backend)
             with pytest.raises(StorageError, match="atomic"):
-                store.vector_candidates(vecs[0], Filter(agent="alice"), limit=5)
-            store.add([memory("third")], None, model_id=MODEL, actor="t")
-        assert store.count(Filter(agent=None)) == 3
+                store.search.vector_candidates(vecs[0], Filter(agent="alice"), limit=5)
+            store.memories.add([memory("third")], None, model_id=MODEL, actor="t")
+        assert store.memories.count(Filter(agent=None)) == 3

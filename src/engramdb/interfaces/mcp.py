@@ -1,210 +1,328 @@
-"""An MCP server over one :class:`~engramdb.Engram` (the official ``mcp`` SDK); run it with ``engram mcp``.
+"""An MCP server over one :class:`~engramdb.Engram` (the official ``mcp`` SDK, 2.x); run it with ``engram mcp``.
 
-Tools: ``remember``, ``search``, ``get``, ``forget``, ``record_outcome``,
-``suggest``, ``choose``, ``record_failure``, ``solutions``, ``failure_patterns``.
-Each is a thin call of the library method of (nearly) the same name and returns a
-JSON-ready dict; lists come wrapped (``{"hits": [...]}``) so every result is an
-object. A library error (bad input, unknown id, ...) becomes a tool error result
-with its one-line message, which the model can read and act on.
+Tools (:data:`TOOLS`): ``remember``, ``search``, ``get``, ``forget``; ``record_outcome``,
+``suggest``, ``choose``; ``record_failure``, ``solutions``, ``failure_patterns``,
+``preflight``; ``record_episode``, ``find_episodes``, ``analyze_episodes``; ``stats``;
+``context``; ``session_add``, ``session``; ``share``, ``unshare``. They are the REST
+server's operations (:mod:`._ops`), with the same argument models (:mod:`._schemas`) as
+their JSON schemas: unknown arguments are rejected, and every error (bad arguments, a
+library error) is a tool error result with a one-line message the model can read and act on.
+Results are JSON objects (lists come wrapped: ``{"hits": [...]}``), as text and as
+structured content.
 
-Every tool takes an ``agent`` argument (default ``"default"``), as in the Python
-API: like the library, the server trusts its client. Over stdio the client is the
-local process that started it.
+Two transports:
 
-Works with the SDK's 1.x (``FastMCP``) and 2.x (``MCPServer``) lines. Requires the
-``mcp`` extra: ``pip install 'engramdb[mcp]'``.
+- **stdio** (:func:`serve_stdio`, ``engram mcp``): the client is the local process that
+  started the server, and is trusted like a Python caller (it names its ``agent``);
+- **streamable HTTP** (:func:`create_http_app`, ``engram mcp --transport http``):
+  authenticated with the store's API keys exactly like the REST server (each call acts as
+  the key's agent), behind the same host, origin and size checks.
+
+Requires the ``mcp`` extra: ``pip install 'engramdb[mcp]'``.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+import io
+import json
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from engramdb.errors import EngramError
-from engramdb.interfaces._json import pattern_dict, solution_dict, suggestion_dict
+import anyio
+import anyio.to_thread
+import pydantic
+
+from engramdb.auth import ApiKeys
+from engramdb.errors import EngramError, NotAuthenticated, StorageError
+from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of, token_from_headers
+from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard, json_response
+from engramdb.interfaces._ops import TOOLS as _TOOLS
+from engramdb.interfaces._ops import Tool
+
+try:
+    from mcp import types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.server.transport_security import TransportSecuritySettings
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError("the MCP server needs the mcp SDK (2.x): pip install 'engramdb[mcp]'", name=exc.name) from exc
 
 if TYPE_CHECKING:
     from engramdb import Engram
+    from engramdb.interfaces._http import ASGIApp, Receive, Scope, Send
 
-__all__ = ["SERVER_NAME", "TOOLS", "create_server", "serve_stdio"]
+__all__ = ["MCP_PATH", "SERVER_NAME", "TOOLS", "check_message", "create_http_app", "create_server", "serve_stdio"]
 
 SERVER_NAME: Final = "engramdb"
 #: The tools the server offers, in the order it lists them.
-TOOLS: Final = (
-    "remember",
-    "search",
-    "get",
-    "forget",
-    "record_outcome",
-    "suggest",
-    "choose",
-    "record_failure",
-    "solutions",
-    "failure_patterns",
-)
+TOOLS: Final = tuple(t.name for t in _TOOLS)
+#: Where the streamable HTTP transport answers.
+MCP_PATH: Final = "/mcp"
+#: The ASGI scope key under which the HTTP transport leaves the authenticated caller for the tools.
+_CALLER_KEY: Final = "engramdb.caller"
 
 _INSTRUCTIONS: Final = (
     "Persistent memory for this agent. Use `search` before a task to recall what is known, `remember` to keep "
-    "facts, decisions and preferences, `record_outcome` after acting and `suggest`/`choose` before acting to learn "
-    "what works, `record_failure` and `solutions` for errors and their fixes. Pass the same `agent` name throughout."
+    "facts, decisions and preferences, `preflight` before acting and `record_outcome` after acting, "
+    "`suggest`/`choose` to learn what works, `record_failure` and `solutions` for errors and their fixes, "
+    "`record_episode` for a finished multi-step task. `context` gives, before a task, everything relevant as "
+    "one prompt block; `session_add` and `session` keep the short-term conversation window. Over HTTP your API "
+    "key decides the agent; over stdio pass the same `agent` name throughout."
 )
-_MISSING: Final = "the MCP server needs the mcp SDK: pip install 'engramdb[mcp]'"
+_log = logging.getLogger(__name__)
 
 
-def _sdk() -> tuple[Any, type[Exception]]:
-    """The SDK's server class and its ``ToolError`` (a failure reported to the model, without a traceback)."""
-    try:
-        from mcp.server.mcpserver import MCPServer
-        from mcp.server.mcpserver.exceptions import ToolError
-    except ImportError:
-        pass
-    else:
-        return MCPServer, ToolError
-    try:  # the 1.x line: the same API under its earlier name
-        fastmcp = importlib.import_module("mcp.server.fastmcp")
-        exceptions = importlib.import_module("mcp.server.fastmcp.exceptions")
-    except ImportError as exc:
-        raise ImportError(_MISSING, name=exc.name) from exc
-    server: Any = fastmcp.FastMCP
-    error: type[Exception] = exceptions.ToolError
-    return server, error
+def _one_line(message: str) -> str:
+    return " ".join(message.split()) or "failed"
 
 
-def create_server(mem: Engram) -> Any:
-    """An MCP server (the SDK's ``MCPServer``/``FastMCP``) whose tools act on ``mem``; the caller owns ``mem``."""
-    server_cls, tool_error = _sdk()
-    server = server_cls(SERVER_NAME, instructions=_INSTRUCTIONS)
-
-    def guarded(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        # A user error goes back to the model as a readable tool error; anything else is a bug,
-        # which the SDK reports without a traceback.
+def _clean(value: Any) -> Any:
+    """``value`` with every string made encodable (a lone surrogate becomes U+FFFD), so the answer can be sent."""
+    if isinstance(value, str):
         try:
-            return call()
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return value
+    if isinstance(value, Mapping):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _failure(message: str) -> types.CallToolResult:
+    text = _clean(_one_line(message))
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _success(result: dict[str, Any]) -> types.CallToolResult:
+    data = _clean(result)
+    text = json.dumps(data, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
+
+
+def _arguments_message(tool: str, exc: pydantic.ValidationError) -> str:
+    """Pydantic's errors as one line, without the rejected values (they are the caller's data)."""
+    parts = []
+    for err in exc.errors()[:10]:
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}" if loc else str(err.get("msg", "invalid")))
+    return f"invalid arguments for {tool}: " + "; ".join(parts)
+
+
+def _schema(tool: Tool) -> dict[str, Any]:
+    schema = tool.args.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    return schema
+
+
+def _caller(ctx: Any) -> Caller | None:
+    """The caller of a tool call: trusted over stdio; over HTTP the one the auth layer found (None: unknown)."""
+    request = getattr(ctx, "request", None)
+    if request is None:
+        return Caller()
+    caller = request.scope.get(_CALLER_KEY)
+    return caller if isinstance(caller, Caller) else None
+
+
+def create_server(mem: Engram) -> Server[Any]:
+    """A low-level MCP server whose tools act on ``mem``; the caller owns ``mem``."""
+    by_name = {t.name: t for t in _TOOLS}
+    listed = [types.Tool(name=t.name, description=t.description, input_schema=_schema(t), title=None) for t in _TOOLS]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = by_name.get(params.name)
+        if tool is None:
+            return _failure(f"unknown tool {params.name!r} (tools: {', '.join(TOOLS)})")
+        caller = _caller(ctx)
+        if caller is None:
+            return _failure("not authenticated")
+        try:
+            args = tool.args.model_validate(params.arguments or {})
+        except pydantic.ValidationError as exc:
+            return _failure(_arguments_message(tool.name, exc))
+
+        def run() -> dict[str, Any]:
+            return tool.call(mem, caller, args)
+
+        try:
+            return _success(await anyio.to_thread.run_sync(run))
         except EngramError as exc:
-            raise tool_error(" ".join(str(exc).split()) or type(exc).__name__) from exc
+            return _failure(str(exc) or type(exc).__name__)
+        except Exception:  # noqa: BLE001 - a bug: logged with its traceback, reported without it
+            _log.exception("tool %s failed", tool.name)
+            return _failure(f"internal error in {tool.name}")
 
-    # Keyword-only after the first argument, as in the library; MCP passes every argument by name.
-    def remember(
-        content: str,
-        *,
-        agent: str = "default",
-        kind: str = "knowledge",
-        tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        visibility: str = "private",
-    ) -> dict[str, Any]:
-        """Store a memory (kinds: knowledge, preference, decision, episode, ...); returns it as stored."""
-        return guarded(
-            lambda: mem.remember(
-                content, agent=agent, kind=kind, tags=tags or (), metadata=metadata, visibility=visibility
-            ).to_dict()
-        )
+    return Server(SERVER_NAME, instructions=_INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
 
-    def search(
-        query: str,
-        agent: str = "default",
-        kind: str | list[str] | None = None,
-        tags: list[str] | None = None,
-        limit: int = 10,
-    ) -> dict[str, Any]:
-        """Find the agent's memories most relevant to a query (by meaning and keywords), best first."""
-        return guarded(
-            lambda: {"hits": [h.to_dict() for h in mem.search(query, agent=agent, kind=kind, tags=tags, limit=limit)]}
-        )
 
-    def get(memory_id: str, agent: str = "default") -> dict[str, Any]:
-        """One memory by id; it must be visible to the agent."""
-        return guarded(lambda: mem.get(memory_id, agent=agent).to_dict())
+def _bad_text(value: Any) -> bool:
+    """Whether ``value`` holds a string that is not valid Unicode (a lone surrogate from a ``\\ud800`` escape)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_bad_text(k) or _bad_text(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_bad_text(v) for v in value)
+    return False
 
-    def forget(memory_id: str, agent: str = "default") -> dict[str, Any]:
-        """Delete one of the agent's own memories for good."""
 
-        def call() -> dict[str, Any]:
-            mem.forget(memory_id, agent=agent)
-            return {"forgotten": memory_id}
+def check_message(line: str) -> tuple[Any, int, str] | None:
+    """Why the SDK would drop this JSON-RPC line unanswered, as ``(id, code, message)``; None if it is fine.
 
-        return guarded(call)
+    The SDK reads a line it cannot parse or validate as nothing at all, so its client would
+    wait forever; the stdio transport answers such lines with this error instead.
+    """
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None, -32700, "parse error: the line is not JSON"
+    raw_id = data.get("id") if isinstance(data, dict) else None
+    msg_id = raw_id if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else None
+    try:
+        bad = _bad_text(data)
+    except RecursionError:
+        return msg_id, -32600, "invalid request: nested too deeply"
+    if bad:
+        return msg_id, -32602, "invalid params: text with a lone surrogate is not valid Unicode"
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception:  # noqa: BLE001 - whatever the SDK's parser refuses gets an answer
+        return msg_id, -32600, "invalid request: not a JSON-RPC 2.0 message"
+    return None
 
-    def record_outcome(
-        context: str,
-        action: str,
-        outcome: str | bool | float,
-        *,
-        agent: str = "default",
-        alternatives: list[str] | None = None,
-        duration: float | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Record how an action turned out in a situation.
 
-        outcome: "success", "failure", "partial", true/false, or a reward in [-1, 1].
-        """
-        return guarded(
-            lambda: mem.record(
-                context,
-                action,
-                outcome,
-                agent=agent,
-                alternatives=alternatives or (),
-                duration=duration,
-                metadata=metadata,
-            ).to_dict()
-        )
+class _Wire:
+    """The stdio transport's output (a private copy of fd 1), shared by the SDK's writer and :class:`_Lines`."""
 
-    def suggest(
-        context: str, agent: str = "default", options: list[str] | None = None, limit: int = 5
-    ) -> dict[str, Any]:
-        """What to do in a situation, from the outcomes of similar ones; recommended is null when evidence is thin."""
-        return guarded(lambda: suggestion_dict(mem.suggest(context, agent=agent, options=options, limit=limit)))
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._lock = anyio.Lock()
 
-    def choose(context: str, options: list[str], agent: str = "default") -> dict[str, Any]:
-        """Pick one of the options for a situation, balancing trying new ones and using the best known."""
-        return guarded(lambda: {"chosen": mem.choose(context, options, agent=agent)})
+    async def write(self, text: str) -> None:
+        async with self._lock:
+            await self._out.write(text)
 
-    def record_failure(
-        error: str,
-        agent: str = "default",
-        context: str = "",
-        solution: str | None = None,
-        failed_solutions: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Record one failure: the error message, the fix that worked (if any) and fixes that did not."""
-        return guarded(
-            lambda: mem.record_failure(
-                error, agent=agent, context=context, solution=solution, failed_solutions=failed_solutions or ()
-            ).to_dict()
-        )
+    async def flush(self) -> None:
+        await self._out.flush()
 
-    def solutions(error: str, agent: str = "default", limit: int = 3) -> dict[str, Any]:
-        """Fixes that worked for this error (or errors like it) before, best first."""
-        return guarded(
-            lambda: {"solutions": [solution_dict(s) for s in mem.solutions(error, agent=agent, limit=limit)]}
-        )
+    async def error(self, msg_id: Any, code: int, message: str) -> None:
+        line = json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+        async with self._lock:
+            await self._out.write(line + "\n")
+            await self._out.flush()
 
-    def failure_patterns(agent: str = "default", recurring: bool = False) -> dict[str, Any]:
-        """The kinds of failure the agent has seen, with their fixes and prevention checks."""
-        return guarded(
-            lambda: {"patterns": [pattern_dict(p) for p in mem.failure_patterns(agent=agent, recurring=recurring)]}
-        )
 
-    tools: dict[str, Callable[..., dict[str, Any]]] = {
-        "remember": remember,
-        "search": search,
-        "get": get,
-        "forget": forget,
-        "record_outcome": record_outcome,
-        "suggest": suggest,
-        "choose": choose,
-        "record_failure": record_failure,
-        "solutions": solutions,
-        "failure_patterns": failure_patterns,
-    }
-    for name in TOOLS:
-        server.tool(name=name)(tools[name])
-    return server
+class _Lines:
+    """The stdio transport's input: lines the SDK would drop unanswered are answered (:func:`check_message`)."""
+
+    def __init__(self, source: Any, wire: _Wire) -> None:
+        self._source = source
+        self._wire = wire
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self._source:
+            if not line.strip():
+                continue
+            problem = check_message(line)
+            if problem is None:
+                yield line
+            else:
+                await self._wire.error(*problem)
 
 
 def serve_stdio(mem: Engram) -> None:
-    """Serve ``mem`` over MCP on stdin/stdout until the client disconnects."""
-    create_server(mem).run("stdio")
+    """Serve ``mem`` over MCP on stdin/stdout until the client disconnects.
+
+    The protocol gets a private copy of stdout, and fd 1 points at stderr meanwhile, so
+    nothing a library prints can corrupt it.
+    """
+    server = create_server(mem)
+    sys.stdout.flush()
+    wire_fd = os.dup(1)
+    saved_stdout = os.dup(1)
+    os.dup2(2, 1)
+
+    async def main() -> None:
+        source = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        out = anyio.wrap_file(io.TextIOWrapper(os.fdopen(wire_fd, "wb"), encoding="utf-8", write_through=True))
+        wire = _Wire(out)
+        async with stdio_server(stdin=cast("Any", _Lines(source, wire)), stdout=cast("Any", wire)) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    finally:
+        os.dup2(saved_stdout, 1)
+        os.close(saved_stdout)
+
+
+class _Authenticate:
+    """ASGI middleware: every HTTP request needs an API key (while the store has any); 401 otherwise."""
+
+    def __init__(self, app: ASGIApp, *, keys: ApiKeys, allow_unauthenticated: bool) -> None:
+        self._app = app
+        self._keys = keys
+        self._allow = allow_unauthenticated
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        token = token_from_headers(headers)
+        check: Callable[[], Caller] = lambda: authenticate(self._keys, token, allow_trusted=self._allow)  # noqa: E731
+        try:
+            caller = await anyio.to_thread.run_sync(check)
+        except NotAuthenticated as exc:
+            await json_response(send, 401, str(exc), {"WWW-Authenticate": "Bearer"})
+            return
+        except StorageError as exc:
+            _log.warning("storage error while authenticating: %s", exc)
+            await json_response(send, 503, "the store is unavailable")
+            return
+        scope[_CALLER_KEY] = caller
+        await self._app(scope, receive, send)
+
+
+def create_http_app(
+    mem: Engram,
+    *,
+    keys: ApiKeys | None = None,
+    allow_unauthenticated: bool = True,
+    allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> ASGIApp:
+    """An ASGI app serving ``mem`` over MCP's streamable HTTP transport at :data:`MCP_PATH`.
+
+    Authenticated like :func:`engramdb.interfaces.rest.create_app` (same arguments):
+    while the store has API keys, every request needs one and every call acts as its
+    agent. Run it with uvicorn (``engram mcp --transport http``); its lifespan runs the
+    SDK's session manager.
+    """
+    server = create_server(mem)
+    # The host and origin checks are the Guard's (the same as REST's); the SDK's own would only repeat them.
+    inner = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=max_body_bytes,
+    )
+    authenticated = _Authenticate(
+        inner, keys=keys if keys is not None else keys_of(mem), allow_unauthenticated=allow_unauthenticated
+    )
+    return Guard(authenticated, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)

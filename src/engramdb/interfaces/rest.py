@@ -1,18 +1,32 @@
 """A JSON REST API over one :class:`~engramdb.Engram` (FastAPI): ``create_app(mem)``; run it with ``engram serve``.
 
-Each endpoint parses its request, calls the library and returns the result as
-JSON; the rules (validation of kinds, agent scoping, redaction, auditing) stay in
-the library. Errors come from the library's exception tree, mapped once::
+Each endpoint parses its request, calls the library acting as the caller and returns
+the result as JSON; the rules (validation, agent scoping, redaction, auditing) stay in
+the library, the operations are shared with the MCP server (:mod:`._ops`).
 
-    ValidationError (and a malformed request) -> 422   {"error": "<one line>"}
-    NotFound (and an unknown route)            -> 404   {"error": "<one line>"}
-    StorageError                               -> 503   {"error": "<one line>"}
-    anything else                              -> 500   {"error": "<one line>"}   (never a traceback)
+**Who the caller is.** With API keys in the store (``engram keys create``), every
+request must carry one, as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``
+(else 401), and acts as the key's agent: naming another agent is 403 (an admin key may
+act for any agent), and a read-only key gets 403 on every change. Without keys the
+server trusts its caller (the ``agent`` field or parameter decides), which
+``engram serve`` allows only on loopback unless told ``--allow-unauthenticated``.
 
-Agent identity is the ``agent`` field or query parameter, as in the Python API:
-the server trusts its caller exactly like the library does, so anyone who can
-reach it can act as any agent. That is why ``engram serve`` binds to 127.0.0.1 by
-default; binding the agent to an authenticated identity is future work.
+**What every request passes first** (:mod:`._http`): its ``Host`` must name this server
+(DNS rebinding: else 421), cross-site browser requests are refused (403), a body must
+be JSON (415) and at most ``max_body_bytes`` (413).
+
+**The dashboard** (:mod:`engramdb.interfaces.web`) is served by the same app: HTML pages at
+``/`` and ``/ui/...``, per agent, behind the same keys (a browser sends its key as HTTP
+Basic authentication's password, and is asked for it by a 401) and the same checks.
+The short-term session (``POST /session/messages``, ``GET /session``) is the store's
+``mem.session(agent)``: shared by every server when ``ENGRAM_SESSIONS=redis://...``.
+
+Errors come from the library's exception tree, mapped once, always ``{"error": "<one line>"}``
+and never a traceback::
+
+    ValidationError (and a malformed request) -> 422      NotAuthenticated -> 401
+    NotFound (and an unknown route)            -> 404      AccessDenied     -> 403
+    StorageError                               -> 503      anything else    -> 500
 
 Requires the ``rest`` extra: ``pip install 'engramdb[rest]'``.
 """
@@ -23,16 +37,50 @@ import logging
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 try:
-    from fastapi import FastAPI, Query, Request, Response
+    from fastapi import Depends, FastAPI, Query, Request, Response, Security
+    from fastapi.dependencies.models import Dependant
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
-    from pydantic import BaseModel, ConfigDict, Field
+    from fastapi.routing import APIRoute
+    from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
     from starlette.exceptions import HTTPException
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError("the REST server needs FastAPI and uvicorn: pip install 'engramdb[rest]'", name=exc.name) from exc
 
-from engramdb.errors import EngramError, NotFound, StorageError, ValidationError
-from engramdb.interfaces._json import audit_dict, pattern_dict, solution_dict, suggestion_dict
+    from engramdb.interfaces.web import api_key_authorizer, dashboard_router
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "the REST server needs FastAPI, uvicorn and Jinja2: pip install 'engramdb[rest]'", name=exc.name
+    ) from exc
+
+from engramdb._validate import MAX_LIMIT
+from engramdb.auth import ApiKeys
+from engramdb.errors import AccessDenied, EngramError, NotAuthenticated, NotFound, StorageError, ValidationError
+from engramdb.interfaces import _ops as ops
+from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of
+from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard
+from engramdb.interfaces._schemas import (
+    AGENT_HELP,
+    MAX_OFFSET,
+    AnalyzeEpisodesArgs,
+    BatchArgs,
+    ChooseArgs,
+    ContextArgs,
+    EpisodeArgs,
+    FailureArgs,
+    FindEpisodesArgs,
+    MemoryArgs,
+    PatternsArgs,
+    PreflightArgs,
+    RecordArgs,
+    RememberArgs,
+    SearchArgs,
+    SessionArgs,
+    SessionMessageArgs,
+    ShareArgs,
+    SolutionsArgs,
+    StatsArgs,
+    SuggestArgs,
+    UpdateArgs,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,136 +89,14 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "create_app"]
 
-#: Loopback only: the server has no authentication (see the module docstring).
+#: Loopback by default: without keys the server trusts its callers.
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
 
 _log = logging.getLogger(__name__)
 
-
-# -- request bodies ------------------------------------------------------------------------------------
-# Pydantic checks the shape (types, required fields, no unknown fields); the library checks the meaning.
-
-
-class _Body(BaseModel):
-    # An unknown field is most likely a typo ("tag" for "tags"): reject it rather than ignore it.
-    model_config = ConfigDict(extra="forbid")
-
-
-class RememberBody(_Body):
-    """``POST /memories``: the arguments of :meth:`Engram.remember`."""
-
-    content: str
-    agent: str = "default"
-    kind: str = "knowledge"
-    tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] | None = None
-    visibility: str = "private"
-    confidence: float | None = None
-    force: bool = False
-
-
-class BatchBody(_Body):
-    """``POST /memories/batch``: items as for :meth:`Engram.remember_many` (the library validates each)."""
-
-    items: list[dict[str, Any]]
-    force: bool = False
-
-
-class UpdateBody(_Body):
-    """``PATCH /memories/{id}``: the fields to change; fields left out stay as they are."""
-
-    content: str | None = None
-    tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    kind: str | None = None
-    confidence: float | None = None
-    visibility: str | None = None
-
-
-class SearchBody(_Body):
-    """``POST /search``: the arguments of :meth:`Engram.search`."""
-
-    query: str
-    agent: str = "default"
-    kind: str | list[str] | None = None
-    tags: list[str] | None = None
-    limit: int = 10
-
-
-class RecordBody(_Body):
-    """``POST /outcomes``: the arguments of :meth:`Engram.record`."""
-
-    context: str
-    action: str
-    # Order matters for pydantic's smart union only on ties; JSON true stays a bool, 0.5 a float.
-    outcome: str | bool | float
-    agent: str = "default"
-    alternatives: list[str] = Field(default_factory=list)
-    duration: float | None = None
-    metadata: dict[str, Any] | None = None
-    category: str | None = None
-    used: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
-    visibility: str = "private"
-
-
-class SuggestBody(_Body):
-    """``POST /suggest``: the arguments of :meth:`Engram.suggest`."""
-
-    context: str
-    agent: str = "default"
-    options: list[str] | None = None
-    limit: int = 5
-
-
-class ChooseBody(_Body):
-    """``POST /choose``: the arguments of :meth:`Engram.choose`."""
-
-    context: str
-    options: list[str]
-    agent: str = "default"
-    exploration: float | None = None
-    seed: int | None = None
-
-
-class FailureBody(_Body):
-    """``POST /failures``: the arguments of :meth:`Engram.record_failure`."""
-
-    error: str
-    agent: str = "default"
-    context: str = ""
-    solution: str | None = None
-    failed_solutions: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] | None = None
-    visibility: str = "private"
-
-
-class SolutionsBody(_Body):
-    """``POST /solutions``: the arguments of :meth:`Engram.solutions`."""
-
-    error: str
-    agent: str = "default"
-    limit: int = 3
-
-
-class ShareBody(_Body):
-    """``POST /shares`` and ``DELETE /shares``: the arguments of :meth:`Engram.share` / :meth:`Engram.unshare`."""
-
-    memory_ids: list[str] | None = None
-    from_agent: str
-    to_agent: str = "*"
-    tag: str | None = None
-    pattern: str | None = None
-
-
-# -- query parameters ----------------------------------------------------------------------------------
-
-AgentQuery = Annotated[str, Query(description="The agent whose memories these are.")]
-OptionalAgentQuery = Annotated[
-    str | None, Query(description="Act as this agent: the memory must be visible to (or owned by) it.")
-]
+AgentQuery = Annotated[str | None, Query(description=AGENT_HELP)]
+LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="At most this many results.")]
 
 
 # -- errors --------------------------------------------------------------------------------------------
@@ -180,11 +106,15 @@ def _one_line(message: str) -> str:
     return " ".join(message.split()) or "failed"
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": _one_line(message)}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": _one_line(message)}, status_code=status, headers=headers)
 
 
 def _status(exc: EngramError) -> int:
+    if isinstance(exc, NotAuthenticated):
+        return 401
+    if isinstance(exc, AccessDenied):
+        return 403
     if isinstance(exc, ValidationError):
         return 422
     if isinstance(exc, NotFound):
@@ -196,7 +126,11 @@ def _status(exc: EngramError) -> int:
 
 async def _on_engram_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EngramError)
-    return _error(_status(exc), str(exc))
+    status = _status(exc)
+    if status == 503:  # the details (paths, SQL) go to the log, not to the client
+        _log.warning("storage error on %s %s: %s", request.method, request.url.path, exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return _error(status, str(exc), headers)
 
 
 async def _on_bad_request(request: Request, exc: Exception) -> JSONResponse:
@@ -206,7 +140,7 @@ async def _on_bad_request(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    return _error(exc.status_code, str(exc.detail))
+    return _error(exc.status_code, str(exc.detail), dict(exc.headers) if exc.headers else None)
 
 
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
@@ -216,178 +150,259 @@ async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _validation_message(errors: Sequence[Any]) -> str:
-    """Pydantic's errors as one line: ``body.content: Field required; query.limit: ...``."""
+    """Pydantic's errors as one line: ``body.content: Field required; query.limit: ...`` (no input values)."""
     parts = []
-    for err in errors:
+    for err in errors[:10]:
         loc = ".".join(str(p) for p in err.get("loc", ()))
         msg = str(err.get("msg", "invalid"))
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "invalid request: " + "; ".join(parts)
 
 
+def _query_names(dependant: Dependant) -> set[str]:
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def _no_unknown_query(request: Request) -> None:
+    """Reject query parameters the endpoint does not take (a typo would silently change nothing).
+
+    Not on routes outside the API's schema (the dashboard's pages): they check their own
+    parameters and answer a bad one with their own HTML 400 page.
+    """
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not route.include_in_schema or not request.query_params:
+        return
+    known = _query_names(route.dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        raise ValidationError(f"unknown query parameter {', '.join(repr(u) for u in unknown[:5])}")
+
+
+# -- the caller ----------------------------------------------------------------------------------------
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `engram keys create`.")
+_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="An API key from `engram keys create`.")
+
+
+def _caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+    x_api_key: Annotated[str | None, Security(_header)],
+) -> Caller:
+    """The request's caller: its API key (required while the store has any), else trusted if the app allows."""
+    token = x_api_key or (credentials.credentials if credentials is not None else None)
+    state = request.app.state
+    return authenticate(state.engram_keys, token, allow_trusted=state.engram_allow_unauthenticated)
+
+
+Who = Annotated[Caller, Depends(_caller)]
+
+
 # -- the app -------------------------------------------------------------------------------------------
 
 
-def create_app(mem: Engram) -> FastAPI:
+def create_app(
+    mem: Engram,
+    *,
+    keys: ApiKeys | None = None,
+    allow_unauthenticated: bool = True,
+    allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
     """A FastAPI app serving ``mem``; the caller owns ``mem`` (opens and closes it).
+
+    ``keys`` are the store's API keys (default ``keys_of(mem)``): while any is
+    active, every request needs one. Without keys, requests are trusted when
+    ``allow_unauthenticated`` (else 401). ``allowed_hosts`` are the ``Host`` names
+    answered (None: any; see :func:`~engramdb.interfaces._access.allowed_host_names`).
 
     Endpoints are plain (sync) functions: FastAPI runs them in its thread pool,
     and one :class:`~engramdb.Engram` is safe to share across threads.
     """
+    api_keys = keys if keys is not None else keys_of(mem)
     app = FastAPI(
         title="engramdb",
         summary="Persistent memory and learning for LLM agents.",
-        description="The server trusts its caller: the `agent` field or parameter is not authenticated.",
+        description=(
+            "Authenticate with an API key (`engram keys create --agent NAME`) as `Authorization: Bearer <key>` "
+            "or `X-API-Key: <key>`: requests act as the key's agent. A server without keys trusts its caller."
+        ),
+        dependencies=[Depends(_no_unknown_query)],
     )
     app.add_exception_handler(EngramError, _on_engram_error)
     app.add_exception_handler(RequestValidationError, _on_bad_request)
     app.add_exception_handler(HTTPException, _on_http_error)
     app.add_exception_handler(Exception, _on_crash)
+    app.add_middleware(Guard, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
+
+    app.state.engram_keys = api_keys
+    app.state.engram_allow_unauthenticated = allow_unauthenticated
 
     # -- memories ------------------------------------------------------------------------------
     @app.post("/memories", status_code=201, tags=["memories"])
-    def remember(body: RememberBody) -> dict[str, Any]:
+    def remember(who: Who, body: RememberArgs) -> dict[str, Any]:
         """Store one memory; returns it as stored (secrets replaced, or the memory it merged into)."""
-        return mem.remember(
-            body.content,
-            agent=body.agent,
-            kind=body.kind,
-            tags=body.tags,
-            metadata=body.metadata,
-            visibility=body.visibility,
-            confidence=body.confidence,
-            force=body.force,
-        ).to_dict()
+        return ops.remember(mem, who, body)
 
     @app.post("/memories/batch", status_code=201, tags=["memories"])
-    def remember_many(body: BatchBody) -> dict[str, Any]:
+    def remember_many(who: Who, body: BatchArgs) -> dict[str, Any]:
         """Store many memories at once: all or nothing; an error names the bad item's position."""
-        return {"memories": [m.to_dict() for m in mem.remember_many(body.items, force=body.force)]}
+        return ops.remember_many(mem, who, body)
 
     @app.get("/memories", tags=["memories"])
     def list_memories(
-        agent: AgentQuery = "default",
+        who: Who,
+        *,
+        agent: AgentQuery = None,
         kind: Annotated[list[str] | None, Query(description="Only this kind (repeatable).")] = None,
         tag: Annotated[list[str] | None, Query(description="Only with this tag (repeatable: all must match).")] = None,
-        limit: int = 100,
-        offset: int = 0,
+        limit: LimitQuery = 100,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> dict[str, Any]:
         """An agent's memories (and those shared with it), newest first."""
-        found = mem.list(agent=agent, kind=kind, tags=tag, limit=limit, offset=offset)
-        return {"memories": [m.to_dict() for m in found], "limit": limit, "offset": offset}
+        return ops.list_memories(mem, who, agent=agent, kind=kind, tags=tag, limit=limit, offset=offset)
 
     @app.get("/memories/{memory_id}", tags=["memories"])
-    def get(memory_id: str, agent: OptionalAgentQuery = None) -> dict[str, Any]:
-        """One memory; with ``agent``, 404 unless it is visible to that agent."""
-        return mem.get(memory_id, agent=agent).to_dict()
+    def get(who: Who, memory_id: str, agent: AgentQuery = None) -> dict[str, Any]:
+        """One memory; 404 unless it is visible to the agent."""
+        return ops.get(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
 
     @app.patch("/memories/{memory_id}", tags=["memories"])
-    def update(memory_id: str, body: UpdateBody, agent: OptionalAgentQuery = None) -> dict[str, Any]:
-        """Change fields of a memory (only those sent); with ``agent``, only that agent's own memory."""
-        # Only the fields the client sent: a field sent as null is a change (to empty metadata, ...).
-        changes = body.model_dump(exclude_unset=True)
-        return mem.update(memory_id, agent=agent, **changes).to_dict()
+    def update(who: Who, memory_id: str, body: UpdateArgs, agent: AgentQuery = None) -> dict[str, Any]:
+        """Change fields of the agent's own memory (only those sent)."""
+        return ops.update(mem, who, MemoryArgs(memory_id=memory_id, agent=agent), body)
 
     @app.delete("/memories/{memory_id}", status_code=204, tags=["memories"])
-    def forget(memory_id: str, agent: OptionalAgentQuery = None) -> Response:
-        """Remove a memory for good; its history keeps a tombstone."""
-        mem.forget(memory_id, agent=agent)
+    def forget(who: Who, memory_id: str, agent: AgentQuery = None) -> Response:
+        """Remove the agent's own memory for good; its history keeps a tombstone."""
+        ops.forget(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
         return Response(status_code=204)
 
     @app.get("/memories/{memory_id}/history", tags=["memories"])
-    def history(memory_id: str, agent: OptionalAgentQuery = None) -> dict[str, Any]:
-        """Every change of a memory, oldest first."""
-        return {"changes": [c.to_dict() for c in mem.history(memory_id, agent=agent)]}
+    def history(who: Who, memory_id: str, agent: AgentQuery = None) -> dict[str, Any]:
+        """Every change of a memory visible to the agent, oldest first."""
+        return ops.history(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
 
     @app.post("/search", tags=["memories"])
-    def search(body: SearchBody) -> dict[str, Any]:
+    def search(who: Who, body: SearchArgs) -> dict[str, Any]:
         """The memories most relevant to a query, best first."""
-        hits = mem.search(body.query, agent=body.agent, kind=body.kind, tags=body.tags, limit=body.limit)
-        return {"hits": [h.to_dict() for h in hits]}
+        return ops.search(mem, who, body)
+
+    @app.get("/stats", tags=["memories"])
+    def stats(who: Who, agent: AgentQuery = None) -> dict[str, Any]:
+        """How many memories the agent sees, and its outcome statistics."""
+        return ops.stats(mem, who, StatsArgs(agent=agent))
 
     # -- learning ------------------------------------------------------------------------------
     @app.post("/outcomes", status_code=201, tags=["learning"])
-    def record(body: RecordBody) -> dict[str, Any]:
+    def record(who: Who, body: RecordArgs) -> dict[str, Any]:
         """Record how an action turned out in a context; returns the ``decision`` memory."""
-        return mem.record(
-            body.context,
-            body.action,
-            body.outcome,
-            agent=body.agent,
-            alternatives=body.alternatives,
-            duration=body.duration,
-            metadata=body.metadata,
-            category=body.category,
-            used=body.used,
-            tags=body.tags,
-            visibility=body.visibility,
-        ).to_dict()
+        return ops.record_outcome(mem, who, body)
 
     @app.post("/suggest", tags=["learning"])
-    def suggest(body: SuggestBody) -> dict[str, Any]:
+    def suggest(who: Who, body: SuggestArgs) -> dict[str, Any]:
         """What to do in a context, from the outcomes of similar contexts."""
-        return suggestion_dict(mem.suggest(body.context, agent=body.agent, options=body.options, limit=body.limit))
+        return ops.suggest(mem, who, body)
 
     @app.post("/choose", tags=["learning"])
-    def choose(body: ChooseBody) -> dict[str, Any]:
+    def choose(who: Who, body: ChooseArgs) -> dict[str, Any]:
         """Pick one of the options, balancing exploring and exploiting."""
-        chosen = mem.choose(body.context, body.options, agent=body.agent, exploration=body.exploration, seed=body.seed)
-        return {"chosen": chosen}
+        return ops.choose(mem, who, body)
 
     @app.post("/failures", status_code=201, tags=["failures"])
-    def record_failure(body: FailureBody) -> dict[str, Any]:
+    def record_failure(who: Who, body: FailureArgs) -> dict[str, Any]:
         """Record one occurrence of a failure (and the fix that worked, if any); returns the ``failure`` memory."""
-        return mem.record_failure(
-            body.error,
-            agent=body.agent,
-            context=body.context,
-            solution=body.solution,
-            failed_solutions=body.failed_solutions,
-            tags=body.tags,
-            metadata=body.metadata,
-            visibility=body.visibility,
-        ).to_dict()
+        return ops.record_failure(mem, who, body)
 
     @app.post("/solutions", tags=["failures"])
-    def solutions(body: SolutionsBody) -> dict[str, Any]:
+    def solutions(who: Who, body: SolutionsArgs) -> dict[str, Any]:
         """The fixes recorded for an error's failure pattern, best first."""
-        return {"solutions": [solution_dict(s) for s in mem.solutions(body.error, agent=body.agent, limit=body.limit)]}
+        return ops.solutions(mem, who, body)
 
     @app.get("/failure-patterns", tags=["failures"])
-    def failure_patterns(agent: AgentQuery = "default", recurring: bool = False) -> dict[str, Any]:
+    def failure_patterns(who: Who, agent: AgentQuery = None, recurring: bool = False) -> dict[str, Any]:
         """The failure patterns an agent has seen, most occurrences first."""
-        return {"patterns": [pattern_dict(p) for p in mem.failure_patterns(agent=agent, recurring=recurring)]}
+        return ops.failure_patterns(mem, who, PatternsArgs(agent=agent, recurring=recurring))
+
+    @app.post("/preflight", tags=["failures"])
+    def preflight(who: Who, body: PreflightArgs) -> dict[str, Any]:
+        """Before acting: known failures resembling the action, with what prevents them."""
+        return ops.preflight(mem, who, body)
+
+    @app.post("/episodes", status_code=201, tags=["episodes"])
+    def record_episode(who: Who, body: EpisodeArgs) -> dict[str, Any]:
+        """Record a finished task with its steps as an ``episode`` memory."""
+        return ops.record_episode(mem, who, body)
+
+    @app.post("/episodes/search", tags=["episodes"])
+    def find_episodes(who: Who, body: FindEpisodesArgs) -> dict[str, Any]:
+        """Past episodes of similar tasks, most similar first."""
+        return ops.find_episodes(mem, who, body)
+
+    @app.post("/episodes/analyze", tags=["episodes"])
+    def analyze_episodes(who: Who, body: AnalyzeEpisodesArgs) -> dict[str, Any]:
+        """What goes wrong in failed episodes."""
+        return ops.analyze_episodes(mem, who, body)
 
     # -- sharing and audit ---------------------------------------------------------------------
     @app.post("/shares", tags=["sharing"])
-    def share(body: ShareBody) -> dict[str, Any]:
-        """Share some of ``from_agent``'s own memories with ``to_agent`` (``*``: everyone)."""
-        shared = mem.share(
-            body.memory_ids, from_agent=body.from_agent, to_agent=body.to_agent, tag=body.tag, pattern=body.pattern
-        )
-        return {"shared": shared}
+    def share(who: Who, body: ShareArgs) -> dict[str, Any]:
+        """Share some of the agent's own memories with ``to_agent`` (``*``: everyone)."""
+        return ops.share(mem, who, body)
 
     @app.delete("/shares", tags=["sharing"])
-    def unshare(body: ShareBody) -> dict[str, Any]:
+    def unshare(who: Who, body: ShareArgs) -> dict[str, Any]:
         """Revoke shares (same selectors as ``POST /shares``)."""
-        revoked = mem.unshare(
-            body.memory_ids, from_agent=body.from_agent, to_agent=body.to_agent, tag=body.tag, pattern=body.pattern
-        )
-        return {"unshared": revoked}
+        return ops.unshare(mem, who, body)
+
+    @app.get("/shares", tags=["sharing"])
+    def shares(who: Who, agent: AgentQuery = None) -> dict[str, Any]:
+        """The agent's shares: those it made (outgoing) and those reaching it (incoming)."""
+        return ops.shares(mem, who, agent)
 
     @app.get("/audit", tags=["audit"])
-    def audit_log(agent: OptionalAgentQuery = None, limit: int = 100) -> dict[str, Any]:
-        """Audit entries, newest first."""
-        return {"events": [audit_dict(e) for e in mem.audit_log(agent=agent, limit=limit)]}
+    def audit_log(who: Who, agent: AgentQuery = None, limit: LimitQuery = 100) -> dict[str, Any]:
+        """Audit entries of the agent, newest first (trusted callers and admin keys: of every agent by default)."""
+        return ops.audit_log(mem, who, agent, limit)
 
     @app.get("/audit/verify", tags=["audit"])
-    def verify_audit() -> dict[str, Any]:
+    def verify_audit(who: Who) -> dict[str, Any]:
         """Whether the hash-chained audit trail is intact (``ok``), and where it broke if not."""
-        return mem.check_audit().to_dict()
+        return mem.audit.verification().to_dict()
+
+    # -- the brain and the short-term session ---------------------------------------------------
+    @app.post("/context", tags=["brain"])
+    def context(who: Who, body: ContextArgs) -> dict[str, Any]:
+        """What the agent should know before a task: sections of memories and the rendered ``prompt`` (within
+        ``token_budget`` tokens, counted in ``prompt_tokens``)."""
+        return ops.context(mem, who, body)
+
+    @app.post("/session/messages", status_code=201, tags=["session"])
+    def add_session_message(who: Who, body: SessionMessageArgs) -> dict[str, Any]:
+        """Add a message to the agent's short-term session window (shared by every server of the store when
+        sessions live in Redis: ``ENGRAM_SESSIONS=redis://...``)."""
+        return ops.add_session_message(mem, who, body)
+
+    @app.get("/session", tags=["session"])
+    def session(who: Who, agent: AgentQuery = None) -> dict[str, Any]:
+        """The agent's short-term session window: messages (oldest first), variables, tokens held."""
+        return ops.session(mem, who, SessionArgs(agent=agent))
+
+    # -- server --------------------------------------------------------------------------------
+    @app.get("/me", tags=["server"])
+    def me(who: Who) -> dict[str, Any]:
+        """Who the request acts as: the API key's agent and rights, or a trusted caller."""
+        return who.to_dict()
 
     @app.get("/health", tags=["server"])
     def health() -> dict[str, Any]:
-        """Liveness: the server answers and its store is open."""
+        """Liveness: the server answers and its store is open (no key needed)."""
         return {"status": "ok", "model": mem.embedder.model_id}
 
+    # -- the dashboard (HTML at /, /ui/...): the same keys, also sent by a browser as HTTP Basic ----
+    authorize = api_key_authorizer(api_keys, allow_unauthenticated=allow_unauthenticated)
+    app.include_router(dashboard_router(lambda: mem, authorize=authorize))
     return app

@@ -8,7 +8,7 @@ As a decorator (the chosen approach is the first argument when there are options
                 return Recovery(solution="reconnect", result=fetch_again())
         return None                               # not recovered: the error propagates
 
-    @mem.adaptive("fetch the daily report", options=["api", "scrape"], recover=recover)
+    @mem.learning.adaptive("fetch the daily report", options=["api", "scrape"], recover=recover)
     def fetch(approach):
         ...
 
@@ -16,15 +16,15 @@ As a decorator (the chosen approach is the first argument when there are options
 
 As a context manager (the block runs once; a recovered error is suppressed)::
 
-    with mem.adaptive("resize images", options=["pillow", "vips"], agent="bob") as run:
+    with mem.learning.adaptive("resize images", options=["pillow", "vips"], agent="bob") as run:
         resize(paths, backend=run.approach)
 
-Each run asks :meth:`~engramdb.Engram.choose` for the approach, records the outcome
-with :meth:`~engramdb.Engram.record` (success; failure; "partial" when the run
-failed but the hook recovered it) with its duration, and on an exception records the
-failure with :meth:`~engramdb.Engram.record_failure`, looks up known fixes with
-:meth:`~engramdb.Engram.solutions` and calls the recovery hook with them. When the
-hook returns a :class:`Recovery` naming the fix that worked, that fix is recorded
+Each run asks ``mem.learning.choose`` for the approach, records the outcome with
+``mem.learning.record`` (success; failure; "partial" when the run failed but the
+hook recovered it) with its duration, and on an exception records the failure with
+``mem.failures.record``, looks up known fixes with ``mem.failures.solutions`` and
+calls the recovery hook with them. When the hook returns a
+:class:`~engramdb.models.Recovery` naming the fix that worked, that fix is recorded
 as the solution, so the next occurrence gets it first.
 
 The store calls are synchronous; a decorated ``async def`` awaits the function (and
@@ -37,42 +37,26 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, cast
 
 from engramdb.errors import ValidationError
-from engramdb.learning.failures import error_text
-from engramdb.models import Memory, SolutionStats
+from engramdb.learning.signatures import error_text
+from engramdb.models import Memory, Recovery, SolutionStats
 
-__all__ = ["Adaptive", "AdaptiveRun", "Recovery", "RecoveryHook"]
+__all__ = ["Adaptive", "AdaptiveRun", "FailureMemory", "Learner", "RecoveryHook"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Recovery:
-    """What a recovery hook did: the fix that worked (None: not recovered), its result, fixes that failed."""
-
-    solution: str | None = None
-    #: Returned by the decorated function (or set as ``run.result``) in place of the failed run's.
-    result: Any = None
-    #: Fixes tried that did not work (recorded as failed attempts).
-    failed: Sequence[str] = ()
-
-    @property
-    def recovered(self) -> bool:
-        """True when a fix worked."""
-        return self.solution is not None
 
 
 #: ``hook(error, solutions) -> Recovery | None`` (or an awaitable of it for async functions).
 RecoveryHook = Callable[[BaseException, list[SolutionStats]], "Recovery | Awaitable[Recovery | None] | None"]
 
 
-class _Engine(Protocol):
-    """The :class:`~engramdb.Engram` methods a run uses."""
+class Learner(Protocol):
+    """What a run needs of outcome learning (:class:`~engramdb.learning.service.LearningService`)."""
 
     def choose(self, context: str, options: Sequence[str], *, agent: str = ...) -> str: ...
 
@@ -83,22 +67,26 @@ class _Engine(Protocol):
         outcome: str | bool | float,
         *,
         agent: str = ...,
-        alternatives: Sequence[str] = ...,
+        alternatives: Iterable[str] = ...,
         duration: float | None = ...,
-        metadata: dict[str, Any] | None = ...,
+        metadata: Mapping[str, Any] | None = ...,
         category: str | None = ...,
     ) -> Memory: ...
 
+
+class FailureMemory(Protocol):
+    """What a run needs of failure learning (:class:`~engramdb.learning.failure_service.FailureService`)."""
+
     def solutions(self, error: BaseException | str, *, agent: str = ..., limit: int = ...) -> list[SolutionStats]: ...
 
-    def record_failure(
+    def record(
         self,
         error: BaseException | str,
         *,
         agent: str = ...,
         context: str = ...,
         solution: str | None = ...,
-        failed_solutions: Sequence[str] = ...,
+        failed_solutions: Iterable[str] = ...,
     ) -> Memory: ...
 
 
@@ -124,11 +112,12 @@ class AdaptiveRun:
 
 
 class Adaptive:
-    """An adaptive task (made by :meth:`~engramdb.Engram.adaptive`): a decorator and a context manager."""
+    """An adaptive task (made by ``mem.learning.adaptive``): a decorator and a context manager."""
 
     def __init__(
         self,
-        engine: object,
+        learning: Learner,
+        failures: FailureMemory,
         task: str,
         *,
         options: Sequence[str] | None,
@@ -138,7 +127,8 @@ class Adaptive:
         solutions_limit: int = 5,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self.engine = cast(_Engine, engine)
+        self.learning = learning
+        self.failures = failures
         self.task = task
         self.options = list(options) if options is not None else None
         self.agent = agent
@@ -158,7 +148,7 @@ class Adaptive:
         """Choose the approach and start the clock."""
         approach = None
         if self.options:
-            approach = self.engine.choose(self.task, self.options, agent=self.agent)
+            approach = self.learning.choose(self.task, self.options, agent=self.agent)
         run = AdaptiveRun(task=self.task, approach=approach, started=self._clock())
         self.last_run = run
         return run
@@ -173,7 +163,7 @@ class Adaptive:
     def _failed(self, run: AdaptiveRun, error: BaseException) -> list[SolutionStats]:
         run.duration = self._clock() - run.started
         run.error = error
-        run.solutions = self.engine.solutions(error, agent=self.agent, limit=self.solutions_limit)
+        run.solutions = self.failures.solutions(error, agent=self.agent, limit=self.solutions_limit)
         return run.solutions
 
     def _settle(self, run: AdaptiveRun, error: BaseException, recovery: object) -> bool:
@@ -185,7 +175,7 @@ class Adaptive:
         run.recovery = recovery
         recovered = recovery is not None and recovery.recovered
         context = self.task + (f" (approach: {run.approach})" if run.approach else "")
-        run.failure = self.engine.record_failure(
+        run.failure = self.failures.record(
             error,
             agent=self.agent,
             context=context,
@@ -206,7 +196,7 @@ class Adaptive:
             meta["error"] = error_text(run.error)
         if run.recovery is not None and run.recovery.recovered:
             meta["recovered_with"] = run.recovery.solution
-        return self.engine.record(
+        return self.learning.record(
             self.task,
             action,
             run.outcome or "failure",

@@ -1,38 +1,44 @@
-"""Execution patterns and performance analytics over outcome records. Pure: values in, values out.
+"""Execution and performance analytics over outcome records. Pure: values in, values out.
 
-Everything here is computed from :class:`~engramdb.learning.records.DecisionRecord`
+Everything here is computed from :class:`~engramdb.models.DecisionRecord`
 values (decision memories read back): per-action and per-category success with
 Beta credible intervals, trends decided by a Cochran-Armitage test
 (:func:`~engramdb.learning.stats.trend_test`), success rate over time in calendar
-buckets, and recurring (context, action) patterns filtered by success rate.
+buckets, and the approaches taken in recurring situations, filtered by success rate.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from engramdb.errors import ValidationError
-from engramdb.learning.records import DecisionRecord, normalise_context
-from engramdb.learning.stats import TrendTest, credible_intervals, exact_intervals, trend_test
-from engramdb.models import OptionStats
+from engramdb.learning.records import normalise_context
+from engramdb.learning.stats import credible_intervals, exact_intervals, trend_test
+from engramdb.models import (
+    ApproachStats,
+    CategoryTrend,
+    DecisionRecord,
+    FailurePattern,
+    LearningStats,
+    OptionStats,
+    TimelinePoint,
+)
 
 __all__ = [
     "GENERAL",
-    "CategoryTrend",
-    "ExecutionMatch",
-    "Pattern",
     "RateFilter",
-    "TimelinePoint",
     "action_stats",
+    "approaches",
     "category_trends",
-    "option_dict",
+    "choose_bucket",
+    "learning_stats",
     "parse_rate_filter",
-    "patterns",
+    "records_since",
     "timeline",
 ]
 
@@ -66,75 +72,7 @@ def action_stats(records: Iterable[DecisionRecord], *, level: float = 0.95) -> l
     return _option_stats(((a, succ[a], att[a]) for a in att), level=level)
 
 
-# -- similar executions ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionMatch:
-    """A past execution (or any outcome record) similar to a new task."""
-
-    record: DecisionRecord
-    #: Cosine similarity of its task description to the new one.
-    similarity: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {**self.record.to_dict(), "similarity": self.similarity}
-
-
 # -- trends per category -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CategoryTrend:
-    """How one category of tasks is going: success, duration, what works, and the trend."""
-
-    category: str
-    executions: int
-    successes: float
-    #: Posterior mean (Beta(1, 1) prior) and credible interval of the success rate.
-    success_rate: float
-    low: float
-    high: float
-    average_duration: float | None
-    #: Approaches (actions) best first.
-    best_approaches: list[OptionStats] = field(default_factory=list)
-    #: Success factors and tools named most often in successful runs, with their counts.
-    success_factors: list[tuple[str, int]] = field(default_factory=list)
-    tools: list[tuple[str, int]] = field(default_factory=list)
-    trend: TrendTest
-    first_at: datetime
-    last_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "category": self.category,
-            "executions": self.executions,
-            "successes": self.successes,
-            "success_rate": self.success_rate,
-            "low": self.low,
-            "high": self.high,
-            "average_duration": self.average_duration,
-            "best_approaches": [option_dict(o) for o in self.best_approaches],
-            "success_factors": [{"name": n, "count": c} for n, c in self.success_factors],
-            "tools": [{"name": n, "count": c} for n, c in self.tools],
-            "trend": self.trend.to_dict(),
-            "first_at": self.first_at.isoformat(),
-            "last_at": self.last_at.isoformat(),
-        }
-
-
-def option_dict(o: OptionStats) -> dict[str, Any]:
-    """An :class:`~engramdb.models.OptionStats` as a JSON-ready dict."""
-    return {
-        "action": o.action,
-        "successes": o.successes,
-        "attempts": o.attempts,
-        "success_rate": o.success_rate,
-        "low": o.low,
-        "high": o.high,
-    }
 
 
 def category_trends(
@@ -189,32 +127,6 @@ def _top(counter: Counter[str], k: int) -> list[tuple[str, int]]:
 
 
 # -- success over time -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TimelinePoint:
-    """Success in one calendar bucket (only buckets with outcomes appear)."""
-
-    start: datetime
-    end: datetime
-    n: int
-    successes: float
-    #: Observed share of success in the bucket, and its exact (Clopper-Pearson) confidence interval.
-    success_rate: float
-    low: float
-    high: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "start": self.start.isoformat(),
-            "end": self.end.isoformat(),
-            "n": self.n,
-            "successes": self.successes,
-            "success_rate": self.success_rate,
-            "low": self.low,
-            "high": self.high,
-        }
 
 
 _FIXED: Final = (("minute", 60), ("hour", 3600), ("day", 86400), ("week", 7 * 86400))
@@ -283,7 +195,7 @@ def timeline(
     return name, points
 
 
-# -- patterns ----------------------------------------------------------------------------------------------
+# -- approaches --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,45 +237,13 @@ def parse_rate_filter(text: str) -> RateFilter:
     return RateFilter(str(op), value)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pattern:
-    """A recurring situation and what was done in it, with how often it worked."""
-
-    #: The category, or None when the situation is identified by its (normalised) context.
-    category: str | None
-    #: An example context (the most recent one).
-    context: str
-    action: str
-    successes: float
-    attempts: int
-    #: Posterior mean (Beta(1, 1) prior) and credible interval.
-    success_rate: float
-    low: float
-    high: float
-    last_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "category": self.category,
-            "context": self.context,
-            "action": self.action,
-            "successes": self.successes,
-            "attempts": self.attempts,
-            "success_rate": self.success_rate,
-            "low": self.low,
-            "high": self.high,
-            "last_at": self.last_at.isoformat(),
-        }
-
-
-def patterns(
+def approaches(
     records: Iterable[DecisionRecord],
     *,
     rate: RateFilter | None = None,
     min_attempts: int = 2,
     level: float = 0.95,
-) -> list[Pattern]:
+) -> list[ApproachStats]:
     """Recurring (situation, action) pairs: the situation is the category if recorded, else the context.
 
     Only pairs seen at least ``min_attempts`` times; with ``rate``, only those whose
@@ -388,7 +268,7 @@ def patterns(
         if rate is not None and not rate.matches(mean):
             continue
         out.append(
-            Pattern(
+            ApproachStats(
                 category=k[0],
                 context=latest.context,
                 action=k[2],
@@ -407,3 +287,47 @@ def patterns(
 def records_since(records: Sequence[DecisionRecord], since: datetime | None) -> list[DecisionRecord]:
     """The records at or after ``since`` (all when None)."""
     return list(records) if since is None else [r for r in records if r.at >= since]
+
+
+def learning_stats(
+    records: Sequence[DecisionRecord],
+    *,
+    agent: str,
+    memories: Mapping[str, int],
+    pending: int,
+    patterns: Sequence[FailurePattern],
+    episode_successes: int,
+    episode_failures: int,
+    top: int = 10,
+) -> LearningStats:
+    """``mem.learning.stats``: counts, success (Beta(1, 1) posterior mean), the most used actions and categories."""
+    n = len(records)
+    succ = sum(r.success for r in records)
+    by_use = sorted(action_stats(records), key=lambda o: (-o.attempts, -o.success_rate, o.action))
+    cats = [
+        OptionStats(
+            action=c.category,
+            successes=c.successes,
+            attempts=float(c.executions),
+            success_rate=c.success_rate,
+            low=c.low,
+            high=c.high,
+        )
+        for c in category_trends(records)
+    ]
+    cats.sort(key=lambda o: (-o.attempts, o.action))
+    return LearningStats(
+        agent=agent,
+        memories={k: v for k, v in sorted(memories.items()) if v},
+        decisions=n,
+        pending=pending,
+        successes=round(succ, 6),
+        success_rate=(1.0 + succ) / (2.0 + n) if n else None,
+        most_used=by_use[:top],
+        categories=cats[:top],
+        failure_patterns=len(patterns),
+        recurring_failures=sum(1 for p in patterns if p.occurrences >= 2),
+        episodes=memories.get("episode", 0),
+        episode_successes=episode_successes,
+        episode_failures=episode_failures,
+    )

@@ -1,10 +1,12 @@
-"""Code patterns: the functions, classes and error handlers of Python source, with a complexity estimate. Pure.
+"""Code patterns: the functions, classes and error handlers of source code, with a complexity estimate. Pure.
 
-:func:`extract` parses source with :mod:`ast` (nothing is imported or run) and
-returns one :class:`CodePattern` per function or method, class, and ``try``
-statement with handlers. The facade stores them as ``code_pattern`` memories
-(:meth:`~engramdb.Engram.remember_code`) and finds them again for a task
-description (:meth:`~engramdb.Engram.suggest_patterns`).
+:func:`extract` parses Python source with :mod:`ast` (nothing is imported or run),
+JavaScript and TypeScript source with tree-sitter (:mod:`engramdb.learning.code_js`),
+and returns one :class:`CodePattern` per function or method, class, and ``try``
+statement with handlers. The language is the one given, else the one the file
+name's extension says (:func:`detect_language`), else Python. The code service stores them as ``code_pattern`` memories
+(``mem.code.remember``, :class:`~engramdb.learning.code_service.CodeService`) and finds
+them again for a task description (``mem.code.suggest``).
 
 Complexity is McCabe's cyclomatic complexity as radon and flake8's mccabe count
 it: 1, plus one per ``if``/``elif``, conditional expression, loop (and loop
@@ -18,107 +20,45 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import dataclass
-from typing import Any, Final
+from pathlib import PurePath
+from typing import Final
 
 from engramdb.errors import ValidationError
+from engramdb.models.code import CodePattern, complexity_level
 
-__all__ = ["PATTERN_TYPES", "CodePattern", "complexity", "complexity_level", "extract"]
+__all__ = ["LANGUAGES", "PATTERN_TYPES", "complexity", "complexity_level", "detect_language", "extract"]
 
 #: The kinds of pattern extracted.
 PATTERN_TYPES: Final = ("function", "class", "error_handler")
+#: The languages code patterns are extracted from.
+LANGUAGES: Final = ("python", "javascript", "typescript")
+#: Other names accepted for them (``language="ts"``), lower case.
+_ALIASES: Final = {
+    "py": "python",
+    "python3": "python",
+    "js": "javascript",
+    "jsx": "javascript",
+    "node": "javascript",
+    "ecmascript": "javascript",
+    "ts": "typescript",
+    "tsx": "typescript",
+}
+#: File name extensions and their language (``.tsx`` is TypeScript with JSX).
+_EXTENSIONS: Final = {
+    ".py": "python",
+    ".pyi": "python",
+    ".pyw": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "typescript",
+}
 
 _Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CodePattern:
-    """A reusable piece of code found in source."""
-
-    #: "function", "class" or "error_handler".
-    pattern_type: str
-    #: Qualified name (``Client.fetch``); for an error handler, where it is and what it catches.
-    name: str
-    code: str
-    lineno: int
-    end_lineno: int
-    complexity: int
-    #: The ``def``/``class`` line without its body (None for error handlers).
-    signature: str | None = None
-    #: The first paragraph of the docstring, if any.
-    docstring: str | None = None
-    is_async: bool = False
-    decorators: tuple[str, ...] = ()
-    #: A class's methods.
-    methods: tuple[str, ...] = ()
-    #: The exception types an error handler catches ("BaseException" for a bare ``except:``).
-    handled: tuple[str, ...] = ()
-    filename: str | None = None
-    language: str = "python"
-
-    @property
-    def lines(self) -> int:
-        """Source lines the pattern spans."""
-        return self.end_lineno - self.lineno + 1
-
-    @property
-    def level(self) -> str:
-        """low, medium or high (see :func:`complexity_level`)."""
-        return complexity_level(self.complexity)
-
-    def header(self) -> list[str]:
-        """The description lines stored before the code: kind and name, signature, docstring, what it handles."""
-        head = f"{self.pattern_type.replace('_', ' ')} {self.name}"
-        if self.signature:
-            head += f": {self.signature}"
-        parts = [head]
-        if self.docstring:
-            parts.append(self.docstring)
-        if self.handled:
-            parts.append(f"handles {', '.join(self.handled)}")
-        if self.methods:
-            parts.append(f"methods: {', '.join(self.methods)}")
-        return parts
-
-    def content(self) -> str:
-        """The text stored (and embedded) for this pattern: the description first (it carries the meaning
-        a task description is matched against), then the code."""
-        return "\n".join([*self.header(), self.code])
-
-    def metadata(self) -> dict[str, Any]:
-        """JSON-ready facts about the pattern (stored as the memory's metadata)."""
-        return {
-            "language": self.language,
-            "pattern_type": self.pattern_type,
-            "name": self.name,
-            "signature": self.signature,
-            "docstring": self.docstring,
-            "lineno": self.lineno,
-            "end_lineno": self.end_lineno,
-            "lines": self.lines,
-            "complexity": self.complexity,
-            "complexity_level": self.level,
-            "is_async": self.is_async,
-            "decorators": list(self.decorators),
-            "methods": list(self.methods),
-            "handled": list(self.handled),
-            "filename": self.filename,
-            # The stored content is header() then the code: this many lines precede the code.
-            "header_lines": len(self.header()),
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (metadata plus the code)."""
-        return {**self.metadata(), "code": self.code}
-
-
-def complexity_level(value: int) -> str:
-    """low (1-5), medium (6-10) or high (11 and up)."""
-    if value <= 5:
-        return "low"
-    if value <= 10:
-        return "medium"
-    return "high"
 
 
 class _Complexity(ast.NodeVisitor):
@@ -273,13 +213,44 @@ class _Extractor(ast.NodeVisitor):
     visit_Try = visit_TryStar = _try  # noqa: N815
 
 
-def extract(source: str, *, filename: str | None = None) -> list[CodePattern]:
-    """The functions (and methods), classes and error handlers of Python ``source``, in source order.
+def detect_language(filename: str | None = None, language: str | None = None) -> str:
+    """The language of a source: ``language`` if given (a name of :data:`LANGUAGES` or an alias
+    such as ``js``, ``ts``, ``tsx``, ``py``), else the one ``filename``'s extension says, else
+    Python. Raises ValidationError for a language not supported."""
+    if language is not None:
+        if not isinstance(language, str):
+            raise ValidationError(f"language must be text, not {type(language).__name__}")
+        name = language.strip().lower()
+        name = _ALIASES.get(name, name)
+        if name not in LANGUAGES:
+            raise ValidationError(f"unsupported language {language!r} (supported: {', '.join(LANGUAGES)})")
+        return name
+    if filename:
+        suffix = PurePath(filename).suffix.lower()
+        return _EXTENSIONS.get(suffix, "python")
+    return "python"
 
-    Raises :class:`~engramdb.errors.ValidationError` when the source does not parse.
+
+def _is_tsx(filename: str | None, language: str | None) -> bool:
+    if language is not None and language.strip().lower() == "tsx":
+        return True
+    return bool(filename) and PurePath(filename or "").suffix.lower() == ".tsx"
+
+
+def extract(source: str, *, filename: str | None = None, language: str | None = None) -> list[CodePattern]:
+    """The functions (and methods), classes and error handlers of ``source``, in source order.
+
+    ``language`` ("python", "javascript", "typescript" or an alias, see :func:`detect_language`)
+    defaults to the one ``filename``'s extension says, else Python. Raises
+    :class:`~engramdb.errors.ValidationError` when the source does not parse.
     """
     if not isinstance(source, str):
         raise ValidationError(f"source must be text, not {type(source).__name__}")
+    lang = detect_language(filename, language)
+    if lang != "python":
+        from engramdb.learning import code_js
+
+        return code_js.extract(source, language=lang, filename=filename, tsx=_is_tsx(filename, language))
     try:
         tree = ast.parse(source, filename=filename or "<source>")
     except (SyntaxError, ValueError) as exc:

@@ -2,7 +2,7 @@
 
 ::
 
-    with mem.episode("deploy the api", agent="ops") as e:
+    with mem.episodes.begin("deploy the api", agent="ops") as e:
         e.event("build", {"image": "api:1.4"})
         e.event("migrate", {"tables": 3})
         if not healthy():
@@ -16,8 +16,8 @@ metadata, tagged ``outcome:<outcome>`` so recall can filter by outcome.
 
 :func:`analyze` looks at many episodes and asks which event kinds come with failure
 more often than with success (Fisher's exact test, no fixed thresholds), which step
-failures ended on, and which errors recur. This module holds no I/O: the facade
-passes :class:`Episode` a function that stores it.
+failures ended on, and which errors recur. This module holds no I/O: the episode service
+(:class:`~engramdb.learning.episode_service.EpisodeService`) passes :class:`Episode` a function that stores it.
 """
 
 from __future__ import annotations
@@ -28,33 +28,32 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Literal
 
 from engramdb._util import parse_ts, utcnow
 from engramdb.errors import ValidationError
-from engramdb.learning.failures import error_signature, error_text
-from engramdb.models import Memory
+from engramdb.learning.signatures import error_signature, error_text
+from engramdb.models import EpisodeAnalysis, EpisodeEvent, EpisodeFactor, EpisodeRecord, Memory
 
 __all__ = [
+    "EPISODE_OUTCOMES",
     "MAX_EVENTS",
-    "OUTCOMES",
     "OUTCOME_TAG",
+    "RUNNING",
     "Episode",
-    "EpisodeAnalysis",
-    "EpisodeEvent",
-    "EpisodeFactor",
-    "EpisodeRecord",
     "analyze",
     "episode_metadata",
+    "event_parts",
     "fisher_greater",
     "parse_episode",
 ]
 
-#: How an episode can end.
-OUTCOMES: Final = ("success", "failure", "aborted")
+#: How an episode can end (an episode is not an action: it can also be aborted).
+EPISODE_OUTCOMES: Final = ("success", "failure", "aborted")
+#: The outcome of an episode started by id (``mem.episodes.start``) that has not ended yet.
+RUNNING: Final = "running"
 #: Episode memories carry the tag ``outcome:<outcome>``.
 OUTCOME_TAG: Final = "outcome:"
 #: Events kept per episode; later ones are counted but not stored (metadata stays bounded).
@@ -63,26 +62,11 @@ MAX_EVENTS: Final = 1000
 ERROR_EVENT: Final = "error"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeEvent:
-    """Something that happened during an episode."""
-
-    kind: str
-    #: Any JSON value.
-    data: Any = None
-    #: Seconds since the episode started.
-    at: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"kind": self.kind, "data": self.data, "at": self.at}
-
-
 class Episode:
     """A running episode; use it as a context manager (see the module docstring).
 
-    ``on_end`` stores the finished episode and returns the memory; the facade
-    provides it. After the ``with`` block, :attr:`memory` is the stored memory.
+    ``on_end`` stores the finished episode and returns the memory; the episode
+    service provides it. After the ``with`` block, :attr:`memory` is the stored memory.
     """
 
     def __init__(
@@ -96,7 +80,7 @@ class Episode:
         self.task = task
         self.agent = agent
         self.events: list[EpisodeEvent] = []
-        #: None while running, then one of :data:`OUTCOMES`.
+        #: None while running, then one of :data:`EPISODE_OUTCOMES`.
         self.outcome: str | None = None
         #: The error that ended the episode ("Type: message"), if an exception did.
         self.error: str | None = None
@@ -117,20 +101,16 @@ class Episode:
         state = self.outcome or ("running" if self.started_at else "not started")
         return f"Episode({self.task!r}, agent={self.agent!r}, {state}, {len(self.events)} events)"
 
-    def event(self, kind: str, data: Any = None) -> None:
-        """Add an event: a step, an observation, a tool call... ``data`` must be JSON-serialisable."""
-        if not isinstance(kind, str) or not kind.strip():
-            raise ValidationError(f"event kind must be a non-empty string, not {kind!r}")
-        try:
-            value = json.loads(json.dumps(data, allow_nan=False))
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"event data must be JSON-serialisable: {exc}") from exc
+    def event(self, kind: str, data: Any = None, *, role: str | None = None) -> None:
+        """Add an event: a step, an observation, a tool call... ``data`` must be JSON-serialisable;
+        ``role`` names the agent role that produced it."""
+        kind, value, role = event_parts(kind, data, role)
         with self._lock:
             self._require_running()
             if len(self.events) >= MAX_EVENTS:
                 self.dropped_events += 1
                 return
-            self.events.append(EpisodeEvent(kind=kind.strip(), data=value, at=round(self._clock() - self._t0, 6)))
+            self.events.append(EpisodeEvent(kind=kind, data=value, at=round(self._clock() - self._t0, 6), role=role))
 
     def fail(self, reason: str) -> None:
         """Mark the episode as failed (it still runs to the end of the ``with`` block)."""
@@ -176,6 +156,19 @@ class Episode:
         return False
 
 
+def event_parts(kind: object, data: Any, role: object) -> tuple[str, Any, str | None]:
+    """A validated event: (kind stripped, data as JSON round-tripped, role stripped or None)."""
+    if not isinstance(kind, str) or not kind.strip():
+        raise ValidationError(f"event kind must be a non-empty string, not {kind!r}")
+    if role is not None and (not isinstance(role, str) or not role.strip() or len(role) > 200):
+        raise ValidationError(f"role must be a non-empty string of at most 200 characters, not {role!r}")
+    try:
+        value = json.loads(json.dumps(data, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"event data must be JSON-serialisable: {exc}") from exc
+    return kind.strip(), value, role.strip() if isinstance(role, str) else None
+
+
 def episode_metadata(
     episode: Episode, *, extra: Mapping[str, Any] | None = None, failure_id: str | None = None
 ) -> dict[str, Any]:
@@ -199,57 +192,24 @@ def episode_metadata(
     return meta
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeRecord:
-    """A stored episode."""
-
-    id: str
-    agent: str
-    task: str
-    outcome: str
-    events: tuple[EpisodeEvent, ...] = ()
-    error: str | None = None
-    reason: str | None = None
-    started_at: datetime
-    duration: float = 0.0
-    #: Relevance to the query that recalled it (None when not recalled by a search).
-    score: float | None = None
-
-    @property
-    def failed(self) -> bool:
-        """True when the episode ended as a failure."""
-        return self.outcome == "failure"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "id": self.id,
-            "agent": self.agent,
-            "task": self.task,
-            "outcome": self.outcome,
-            "events": [e.to_dict() for e in self.events],
-            "error": self.error,
-            "reason": self.reason,
-            "started_at": self.started_at.isoformat(),
-            "duration": self.duration,
-            "score": self.score,
-        }
-
-
 def parse_episode(memory: Memory, *, score: float | None = None) -> EpisodeRecord | None:
     """An :class:`EpisodeRecord` from an ``episode`` memory; None if it was not written by an Episode."""
     meta = memory.metadata
     outcome = meta.get("outcome")
-    if memory.kind != "episode" or outcome not in OUTCOMES:
+    if memory.kind != "episode" or (outcome not in EPISODE_OUTCOMES and outcome != RUNNING):
         return None
     events = []
     raw_events = meta.get("events")
     for raw in raw_events if isinstance(raw_events, list) else []:
         if isinstance(raw, Mapping) and isinstance(raw.get("kind"), str):
             at = raw.get("at")
+            role = raw.get("role")
             events.append(
                 EpisodeEvent(
-                    kind=raw["kind"], data=raw.get("data"), at=float(at) if isinstance(at, int | float) else 0.0
+                    kind=raw["kind"],
+                    data=raw.get("data"),
+                    at=float(at) if isinstance(at, int | float) else 0.0,
+                    role=role if isinstance(role, str) else None,
                 )
             )
     started = meta.get("started_at")
@@ -266,69 +226,12 @@ def parse_episode(memory: Memory, *, score: float | None = None) -> EpisodeRecor
         started_at=(parse_ts(started) if isinstance(started, str) else None) or memory.created_at,
         duration=float(duration) if isinstance(duration, int | float) else 0.0,
         score=score,
+        metrics=dict(metrics) if isinstance(metrics := meta.get("metrics"), Mapping) else {},
+        credited=credited if isinstance(credited := meta.get("credited"), int) else 0,
     )
 
 
 # -- analysis ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeFactor:
-    """An event kind that comes with failure more often than the episodes without it."""
-
-    kind: str
-    #: Failed / successful episodes in which the event occurred.
-    failures: int
-    successes: int
-    #: Posterior mean failure rate (Beta(1, 1) prior) of episodes with the event, and of those without.
-    failure_rate: float
-    baseline: float
-    #: One-sided Fisher exact test: how likely so many failures with the event are by chance alone.
-    p_value: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "kind": self.kind,
-            "failures": self.failures,
-            "successes": self.successes,
-            "failure_rate": self.failure_rate,
-            "baseline": self.baseline,
-            "p_value": self.p_value,
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeAnalysis:
-    """What goes wrong in failed episodes (see :func:`analyze`)."""
-
-    episodes: int
-    failures: int
-    successes: int
-    #: Event kinds more frequent in failures, most significant first.
-    factors: list[EpisodeFactor] = field(default_factory=list)
-    #: The step (event kind) failed episodes ended on, with counts, most common first.
-    last_steps: list[tuple[str, int]] = field(default_factory=list)
-    #: Error signatures of failed episodes, with counts, most common first.
-    errors: list[tuple[str, int]] = field(default_factory=list)
-
-    @property
-    def failure_rate(self) -> float | None:
-        """Share of finished episodes that failed; None without episodes."""
-        done = self.failures + self.successes
-        return self.failures / done if done else None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "episodes": self.episodes,
-            "failures": self.failures,
-            "successes": self.successes,
-            "failure_rate": self.failure_rate,
-            "factors": [f.to_dict() for f in self.factors],
-            "last_steps": [{"kind": k, "count": n} for k, n in self.last_steps],
-            "errors": [{"signature": s, "count": n} for s, n in self.errors],
-        }
 
 
 def _log_comb(n: int, k: int) -> float:

@@ -11,98 +11,34 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Final
 
 from engramdb.errors import ValidationError
-from engramdb.learning.stats import outcome_label, success_weight
-from engramdb.models import Memory
+from engramdb.learning.stats import success_weight
+from engramdb.models import DecisionRecord, ExecutionInfo, Memory
+from engramdb.models.learning import outcome_label
 
 __all__ = [
+    "EPISODE_TAG",
+    "PENDING",
     "RESERVED_KEYS",
-    "DecisionRecord",
-    "ExecutionInfo",
+    "credited_weights",
     "decision_metadata",
     "normalise_context",
     "parse_decision",
+    "resolved_metadata",
 ]
 
 #: Metadata keys :func:`decision_metadata` writes (callers' metadata may not use them).
 RESERVED_KEYS: Final = frozenset(
-    {"action", "outcome", "success", "reward", "alternatives", "duration", "used", "category", "execution"}
+    {"action", "outcome", "success", "reward", "alternatives", "duration", "used", "category", "execution", "episode"}
 )
+#: The outcome word (and tag) of a decision whose outcome comes later.
+PENDING: Final = "pending"
+#: Decisions made within an episode carry the tag ``episode:<id>``.
+EPISODE_TAG: Final = "episode:"
 
 MAX_ACTION_CHARS: Final = 500
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionInfo:
-    """The extra facts of an execution record (a task run with an approach)."""
-
-    task_type: str | None = None
-    complexity: str | None = None
-    success_factors: tuple[str, ...] = ()
-    tools: tuple[str, ...] = ()
-    calls: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the stored form)."""
-        return {
-            "type": self.task_type,
-            "complexity": self.complexity,
-            "success_factors": list(self.success_factors),
-            "tools": list(self.tools),
-            "calls": self.calls,
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DecisionRecord:
-    """A decision memory read back as an outcome: in ``context``, doing ``action`` gave ``success``."""
-
-    id: str
-    agent: str
-    context: str
-    action: str
-    #: Success weight in [0, 1].
-    success: float
-    at: datetime
-    alternatives: tuple[str, ...] = ()
-    duration: float | None = None
-    category: str | None = None
-    #: Set for execution records (see ``Engram.record_execution``).
-    execution: ExecutionInfo | None = None
-    #: Who shared it with the reader, if it is not the reader's own.
-    shared_by: str | None = None
-
-    @property
-    def outcome(self) -> str:
-        """success, failure or partial."""
-        return outcome_label(self.success)
-
-    @property
-    def reward(self) -> float:
-        """The success weight as a reward in [-1, 1]."""
-        return 2.0 * self.success - 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "agent": self.agent,
-            "context": self.context,
-            "action": self.action,
-            "outcome": self.outcome,
-            "success": self.success,
-            "at": self.at.isoformat(),
-            "alternatives": list(self.alternatives),
-            "duration": self.duration,
-            "category": self.category,
-        }
-        if self.execution is not None:
-            out["execution"] = self.execution.to_dict()
-        return out
 
 
 def normalise_context(text: str) -> str:
@@ -152,24 +88,22 @@ def decision_metadata(
 ) -> tuple[str, dict[str, Any]]:
     """Validate an outcome and return ``(action, metadata)`` for its decision memory.
 
-    Raises ValidationError (and nothing is written) on a bad action, outcome,
+    ``outcome`` None records a pending decision (its outcome comes later, see
+    :func:`resolved_metadata`). Raises ValidationError (and nothing is written) on a bad action, outcome,
     alternative, duration or category, or when ``extra`` uses a reserved key.
     """
     action = _label(action, "action")
-    weight = success_weight(outcome)
+    weight = None if outcome is None else success_weight(outcome)
     alts = tuple(a for a in _labels(alternatives, "alternatives") if a != action)
     clash = sorted(RESERVED_KEYS & set(extra or {}))
     if clash:
         raise ValidationError(f"metadata key(s) {', '.join(clash)} are reserved for the outcome record")
     meta: dict[str, Any] = dict(extra or {})
-    meta.update(
-        {
-            "action": action,
-            "outcome": outcome_label(weight),
-            "success": weight,
-            "reward": 2.0 * weight - 1.0,
-        }
-    )
+    meta["action"] = action
+    if weight is None:
+        meta["outcome"] = PENDING
+    else:
+        meta.update({"outcome": outcome_label(weight), "success": weight, "reward": 2.0 * weight - 1.0})
     if alts:
         meta["alternatives"] = list(alts)
     dur = _duration(duration)
@@ -198,6 +132,7 @@ def _parse_execution(raw: object) -> ExecutionInfo | None:
     return ExecutionInfo(
         task_type=_str_or_none(raw.get("type")),
         complexity=_str_or_none(raw.get("complexity")),
+        complexity_assessed=raw.get("complexity_assessed") is True,
         success_factors=tuple(str(f) for f in factors) if isinstance(factors, list) else (),
         tools=tuple(str(t) for t in tools) if isinstance(tools, list) else (),
         calls=calls if isinstance(calls, int) and not isinstance(calls, bool) else None,
@@ -235,3 +170,32 @@ def parse_decision(memory: Memory) -> DecisionRecord | None:
         execution=_parse_execution(meta.get("execution")),
         shared_by=memory.shared_by,
     )
+
+
+def resolved_metadata(meta: Mapping[str, Any], outcome: object, *, credit: str | None = None) -> dict[str, Any]:
+    """A pending decision's metadata with its outcome attached (ValidationError if it is not pending).
+
+    ``credit`` notes where the outcome came from (e.g. ``"episode"``: credited from an episode's end).
+    """
+    if meta.get("outcome") != PENDING or "action" not in meta:
+        raise ValidationError("the decision already has an outcome (only a pending decision can be resolved)")
+    weight = success_weight(outcome)
+    out = dict(meta)
+    out.update({"outcome": outcome_label(weight), "success": weight, "reward": 2.0 * weight - 1.0})
+    if credit is not None:
+        out["credit"] = credit
+    return out
+
+
+def credited_weights(outcome: object, steps: int, *, discount: float) -> list[float]:
+    """Success weights for ``steps`` decisions of an episode that ended with ``outcome``, oldest first.
+
+    The decision ``d`` steps before the end gets the episode's reward discounted by ``discount ** d``
+    (the return a Q-learner with that discount factor would credit it with when only the end is
+    rewarded): a reward r in [-1, 1] becomes ``r * discount**d``, i.e. the success weight moves
+    towards 0.5 (no information) the further the decision was from the outcome.
+    """
+    if not 0.0 < discount <= 1.0 or not math.isfinite(discount):
+        raise ValidationError(f"discount must be within (0, 1], not {discount!r}")
+    reward = 2.0 * success_weight(outcome) - 1.0
+    return [(reward * discount ** (steps - 1 - i) + 1.0) / 2.0 for i in range(steps)]

@@ -1,97 +1,27 @@
 """The learning report: what an agent's outcomes say, as JSON, Markdown and a PNG chart.
 
-:func:`build_report` is pure (records and ``now`` in, a :class:`LearningReport`
-out). :func:`write_chart` draws success rate over time with matplotlib's Agg
-canvas (no display, no pyplot global state); matplotlib is the optional
-``report`` extra and is imported only when a chart is asked for.
+:func:`build_report` is pure (records and ``now`` in, a :class:`~engramdb.models.LearningReport`
+out; the value renders itself as JSON and Markdown). :func:`write_chart` draws success
+rate over time with matplotlib's Agg canvas (no display, no pyplot global state);
+matplotlib is the optional ``report`` extra and is imported only when a chart is asked for.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from engramdb.errors import ValidationError
-from engramdb.learning.analytics import (
-    CategoryTrend,
-    TimelinePoint,
-    action_stats,
-    category_trends,
-    option_dict,
-    timeline,
-)
-from engramdb.learning.failures import pattern_dict
-from engramdb.learning.records import DecisionRecord
+from engramdb.learning.analytics import GENERAL, action_stats, category_trends, timeline
 from engramdb.learning.stats import credible_interval
-from engramdb.models import FailurePattern, OptionStats
+from engramdb.models import DecisionRecord, FailurePattern, LearningReport, TimelinePoint
+from engramdb.models.learning import percent
 
-__all__ = ["LearningReport", "build_report", "write_chart"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LearningReport:
-    """An agent's outcomes summarised: overall, per category (with trends), per action, over time."""
-
-    agent: str
-    generated_at: datetime
-    since: datetime | None
-    decisions: int
-    successes: float
-    #: Posterior mean and credible interval of the overall success rate (None without outcomes).
-    success_rate: float | None
-    low: float | None
-    high: float | None
-    average_duration: float | None
-    categories: list[CategoryTrend] = field(default_factory=list)
-    actions: list[OptionStats] = field(default_factory=list)
-    #: "minute", "hour", "day", "week" or "month".
-    bucket: str = "day"
-    timeline: list[TimelinePoint] = field(default_factory=list)
-    #: Per category (the largest few), the same buckets.
-    category_timelines: dict[str, list[TimelinePoint]] = field(default_factory=dict)
-    failure_patterns: list[FailurePattern] = field(default_factory=list)
-    insights: list[str] = field(default_factory=list)
-    #: Where the chart was written, if it was.
-    chart: str | None = None
-
-    def with_chart(self, path: str | None) -> LearningReport:
-        """A copy that refers to the chart at ``path``."""
-        return replace(self, chart=path)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "agent": self.agent,
-            "generated_at": self.generated_at.isoformat(),
-            "since": self.since.isoformat() if self.since else None,
-            "decisions": self.decisions,
-            "successes": self.successes,
-            "success_rate": self.success_rate,
-            "low": self.low,
-            "high": self.high,
-            "average_duration": self.average_duration,
-            "categories": [c.to_dict() for c in self.categories],
-            "actions": [option_dict(o) for o in self.actions],
-            "bucket": self.bucket,
-            "timeline": [p.to_dict() for p in self.timeline],
-            "category_timelines": {k: [p.to_dict() for p in v] for k, v in self.category_timelines.items()},
-            "failure_patterns": [pattern_dict(p) for p in self.failure_patterns],
-            "insights": list(self.insights),
-            "chart": self.chart,
-        }
-
-    def to_json(self) -> str:
-        """The report as indented JSON."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
-
-    def to_markdown(self) -> str:
-        """The report as a Markdown document (the chart linked when there is one)."""
-        return _markdown(self)
+__all__ = ["build_report", "write_chart"]
 
 
 def _insights(report: LearningReport) -> list[str]:
@@ -101,24 +31,60 @@ def _insights(report: LearningReport) -> list[str]:
         t = c.trend
         if t.direction in ("improving", "declining"):
             out.append(
-                f"{c.category}: success is {t.direction} ({_pct(t.early_rate)} in the earlier half, "
-                f"{_pct(t.late_rate)} in the later half; trend test p = {t.p_value:.3g})."
+                f"{c.category}: success is {t.direction} ({percent(t.early_rate)} in the earlier half, "
+                f"{percent(t.late_rate)} in the later half; trend test p = {t.p_value:.3g})."
             )
         if c.high < 0.5:
             out.append(
-                f"{c.category}: fails more often than it succeeds ({_pct(c.success_rate)}, "
-                f"95% interval {_pct(c.low)}–{_pct(c.high)})."
+                f"{c.category}: fails more often than it succeeds ({percent(c.success_rate)}, "
+                f"95% interval {percent(c.low)}–{percent(c.high)})."
             )
         if len(c.best_approaches) >= 2:
             best, second = c.best_approaches[0], c.best_approaches[1]
             if best.low > second.high:
                 out.append(
                     f"{c.category}: {best.action!r} works better than {second.action!r} "
-                    f"({_pct(best.success_rate)} vs {_pct(second.success_rate)}, intervals do not overlap)."
+                    f"({percent(best.success_rate)} vs {percent(second.success_rate)}, intervals do not overlap)."
                 )
     for p in report.failure_patterns[:5]:
         fix = f"; best fix {p.solutions[0].solution!r}" if p.solutions else "; no fix recorded yet"
         out.append(f"Recurring failure ({p.occurrences}x): {p.example[:80]}{fix}.")
+    return out
+
+
+def _recommendations(report: LearningReport, records: Sequence[DecisionRecord]) -> list[str]:
+    """The seed's threshold recommendations, each stated with its evidence.
+
+    A category is *under the target* when its posterior mean success is below ``success_target``
+    (the 95% interval is given so a reader can judge a small sample); *declining* when its trend
+    test says so; *slow* when its average duration exceeds ``slow_seconds``. An approach (action)
+    is slow when its average duration over at least 2 runs exceeds ``slow_seconds``.
+    """
+    target, slow = report.success_target, report.slow_seconds
+    out = []
+    for c in report.categories:
+        if c.success_rate < target:
+            out.append(
+                f"Focus on improving {c.category} tasks: success {percent(c.success_rate)} over {c.executions} runs "
+                f"(95% interval {percent(c.low)}–{percent(c.high)}), under the {percent(target)} target."
+            )
+        if c.trend.direction == "declining":
+            out.append(
+                f"Investigate declining performance in {c.category}: {percent(c.trend.early_rate)} earlier, "
+                f"{percent(c.trend.late_rate)} later (p = {c.trend.p_value:.3g})."
+            )
+        if c.average_duration is not None and c.average_duration > slow:
+            out.append(f"Optimize execution time for {c.category} tasks: {c.average_duration:.0f} s on average.")
+    durations: dict[str, list[float]] = {}
+    for r in records:
+        if r.duration is not None:
+            durations.setdefault(r.action, []).append(r.duration)
+    for action, values in sorted(durations.items()):
+        mean = sum(values) / len(values)
+        if len(values) >= 2 and mean > slow:
+            out.append(f"Approach {action!r} is slow: {mean:.0f} s on average over {len(values)} runs.")
+    if not out and report.decisions:
+        out.append(f"Performance meets the {percent(target)} target in every category; nothing is slow.")
     return out
 
 
@@ -133,6 +99,8 @@ def build_report(
     min_n: int = 10,
     max_points: int = 40,
     chart_categories: int = 5,
+    success_target: float = 0.7,
+    slow_seconds: float = 300.0,
 ) -> LearningReport:
     """Summarise outcome records (already limited to ``since`` by the caller)."""
     n = len(records)
@@ -141,7 +109,7 @@ def build_report(
     categories = category_trends(records, alpha=alpha, min_n=min_n)
     bucket, points = timeline(records, max_points=max_points)
     per_cat = {
-        c.category: timeline([r for r in records if (r.category or "general") == c.category], bucket=bucket)[1]
+        c.category: timeline([r for r in records if (r.category or GENERAL) == c.category], bucket=bucket)[1]
         for c in categories[:chart_categories]
     }
     low: float | None = None
@@ -166,92 +134,10 @@ def build_report(
         timeline=points,
         category_timelines=per_cat,
         failure_patterns=list(failure_patterns),
+        success_target=success_target,
+        slow_seconds=slow_seconds,
     )
-    return replace(report, insights=_insights(report))
-
-
-# -- Markdown ----------------------------------------------------------------------------------------------
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.0%}"
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-def _markdown(r: LearningReport) -> str:
-    lines = [f"# Learning report: {r.agent}", ""]
-    scope = f"since {r.since:%Y-%m-%d %H:%M} UTC" if r.since else "all recorded outcomes"
-    lines.append(f"Generated {r.generated_at:%Y-%m-%d %H:%M} UTC over {scope}.")
-    lines.append("")
-    if not r.decisions:
-        lines += ["No outcomes recorded yet.", ""]
-    else:
-        dur = f"; average duration {r.average_duration:.2f} s" if r.average_duration is not None else ""
-        lines.append(
-            f"**{r.decisions}** outcomes, success rate **{_pct(r.success_rate)}** "
-            f"(95% interval {_pct(r.low)}–{_pct(r.high)}){dur}."
-        )
-        lines.append("")
-    if r.chart:
-        lines += ["## Success rate over time", "", f"![Success rate per {r.bucket}]({_cell(r.chart)})", ""]
-    if r.insights:
-        lines += ["## Insights", ""]
-        lines += [f"- {_cell(i)}" for i in r.insights]
-        lines.append("")
-    if r.categories:
-        lines += [
-            "## Categories",
-            "",
-            "| category | runs | success | 95% interval | avg duration | best approach | trend | p |",
-            "| --- | ---: | ---: | --- | ---: | --- | --- | ---: |",
-        ]
-        for c in r.categories:
-            best = c.best_approaches[0] if c.best_approaches else None
-            best_text = f"{_cell(best.action)} ({_pct(best.success_rate)})" if best else "-"
-            dur = f"{c.average_duration:.2f} s" if c.average_duration is not None else "-"
-            p = f"{c.trend.p_value:.3g}" if c.trend.direction != "insufficient data" else "-"
-            lines.append(
-                f"| {_cell(c.category)} | {c.executions} | {_pct(c.success_rate)} | {_pct(c.low)}–{_pct(c.high)} "
-                f"| {dur} | {best_text} | {c.trend.direction} | {p} |"
-            )
-        lines.append("")
-    if r.actions:
-        lines += ["## Actions", "", "| action | runs | success | 95% interval |", "| --- | ---: | ---: | --- |"]
-        for o in r.actions[:20]:
-            lines.append(
-                f"| {_cell(o.action)} | {o.attempts:g} | {_pct(o.success_rate)} | {_pct(o.low)}–{_pct(o.high)} |"
-            )
-        lines.append("")
-    if r.failure_patterns:
-        lines += ["## Recurring failures", "", "| occurrences | example | best fix |", "| ---: | --- | --- |"]
-        for fp in r.failure_patterns[:20]:
-            fix = f"{_cell(fp.solutions[0].solution)} ({_pct(fp.solutions[0].success_rate)})" if fp.solutions else "-"
-            lines.append(f"| {fp.occurrences} | {_cell(fp.example[:100])} | {fix} |")
-        lines.append("")
-    if r.timeline:
-        latest = " (latest 30)" if len(r.timeline) > 30 else ""
-        lines += [
-            f"## Per {r.bucket}{latest}",
-            "",
-            f"| {r.bucket} starting | runs | success |",
-            "| --- | ---: | ---: |",
-        ]
-        for pt in r.timeline[-30:]:
-            lines.append(f"| {pt.start:%Y-%m-%d %H:%M} | {pt.n} | {_pct(pt.success_rate)} |")
-        lines.append("")
-    lines += [
-        "## Method",
-        "",
-        "Success rates are posterior means under a uniform Beta(1, 1) prior with equal-tailed 95% credible "
-        "intervals. A trend is *improving* or *declining* when a two-sided Cochran-Armitage test for trend "
-        "(time-ordered outcomes, rank scores) gives p < 0.05; categories with fewer than 10 outcomes are "
-        "*insufficient data*.",
-        "",
-    ]
-    return "\n".join(lines)
+    return replace(report, insights=_insights(report), recommendations=_recommendations(report, records))
 
 
 # -- chart -------------------------------------------------------------------------------------------------
@@ -302,14 +188,17 @@ def write_chart(report: LearningReport, path: str | os.PathLike[str]) -> Path:
                     color=colours[i % len(colours)],
                     label=name[:30],
                 )
-        locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+        # The x axis spans the buckets shown (not matplotlib's default padding of a day or years).
+        first, last = report.timeline[0].start, report.timeline[-1].end
+        ax.set_xlim(float(mdates.date2num(first)), float(mdates.date2num(last)))  # type: ignore[no-untyped-call]
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
         ax.xaxis_date()
         ax.legend(loc="best", fontsize=8, framealpha=0.8)
     else:
         ax.text(0.5, 0.5, "no outcomes recorded", ha="center", va="center", transform=ax.transAxes)
-    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylim(*_y_range(report))
     ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:.0%}")
     ax.set_ylabel("success rate")
     ax.set_xlabel(f"per {report.bucket} (UTC)")
@@ -319,3 +208,16 @@ def write_chart(report: LearningReport, path: str | os.PathLike[str]) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png")
     return out
+
+
+def _y_range(report: LearningReport) -> tuple[float, float]:
+    """The success-rate axis: the data's range (intervals included) padded to tenths, within 0..1."""
+    values = [v for p in report.timeline for v in (p.low, p.high, p.success_rate)]
+    values += [p.success_rate for pts in report.category_timelines.values() for p in pts]
+    if not values:
+        return -0.02, 1.02
+    low = max(0.0, math.floor(min(values) * 10.0 - 0.5) / 10.0)
+    high = min(1.0, math.ceil(max(values) * 10.0 + 0.5) / 10.0)
+    if high - low < 0.2:
+        low, high = max(0.0, high - 0.2), min(1.0, low + 0.2)
+    return low - 0.02, high + 0.02

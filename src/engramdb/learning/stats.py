@@ -24,24 +24,25 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 from engramdb.errors import ValidationError
+from engramdb.models import TrendTest
 
 __all__ = [
     "OUTCOME_WORDS",
+    "ChangeRule",
     "Evidence",
     "Posterior",
     "Prior",
-    "TrendTest",
+    "change_discounts",
     "credible_interval",
     "credible_intervals",
     "discount_weights",
     "exact_intervals",
-    "outcome_label",
     "posteriors",
     "prob_best",
     "similarity_weight",
@@ -83,15 +84,6 @@ def success_weight(outcome: object) -> float:
     raise ValidationError(
         f"an outcome must be success, failure, partial, a boolean or a reward in [-1, 1], not {type(outcome).__name__}"
     )
-
-
-def outcome_label(weight: float) -> Literal["success", "failure", "partial"]:
-    """The word for a success weight: success (1), failure (0), partial (anything between)."""
-    if weight >= 1.0:
-        return "success"
-    if weight <= 0.0:
-        return "failure"
-    return "partial"
 
 
 def similarity_weight(cosine: float, *, floor: float) -> float:
@@ -205,6 +197,76 @@ def discount_weights(
     return [float(x) for x in out]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeRule:
+    """When an action's recent outcomes contradict its older record, the older record stops counting.
+
+    For each action, its newest evidence worth ``window`` weighted outcomes is compared with
+    everything older (at least as much again): when the recent success share lies more than
+    ``z`` standard errors from the older posterior mean (a two-sample test of proportions,
+    the older side smoothed by a Beta(1, 1) prior), the world is taken to have changed for
+    that action, and its older evidence is multiplied by ``keep``. ``scope="all"`` also
+    discounts every other action's evidence older than the change, since a change in one
+    option's outcome usually means the situation itself changed.
+    """
+
+    window: float = 2.0
+    z: float = 2.5
+    keep: float = 0.1
+    scope: str = "all"
+
+    def __post_init__(self) -> None:
+        if not self.window > 0 or not self.z > 0 or not 0.0 <= self.keep <= 1.0 or self.scope not in ("action", "all"):
+            raise ValueError("change rule: window and z must be positive, keep within [0, 1], scope action or all")
+
+
+def change_discounts(
+    actions: Sequence[str],
+    successes: Sequence[float],
+    weights: Sequence[float],
+    times: Sequence[float],
+    *,
+    rule: ChangeRule,
+) -> list[float]:
+    """Multipliers in [0, 1] for each piece of evidence after change detection (see :class:`ChangeRule`).
+
+    ``weights`` are the evidence's weights before this step (relevance times recency
+    discount), ``times`` its POSIX timestamps. Evidence with no detected change keeps 1.
+    """
+    n = len(actions)
+    out = [1.0] * n
+    by_action: dict[str, list[int]] = {}
+    for i in sorted(range(n), key=lambda i: -times[i]):
+        by_action.setdefault(actions[i], []).append(i)
+    cutoffs: list[float] = []
+    for idx in by_action.values():
+        cum = 0.0
+        split = len(idx)
+        for j, i in enumerate(idx):
+            cum += weights[i]
+            if cum >= rule.window:
+                split = j + 1
+                break
+        recent, older = idx[:split], idx[split:]
+        n_old = sum(weights[i] for i in older)
+        if cum < rule.window or n_old < rule.window:
+            continue
+        n_new = sum(weights[i] for i in recent)
+        p_new = sum(weights[i] * successes[i] for i in recent) / n_new
+        p_old = (sum(weights[i] * successes[i] for i in older) + 1.0) / (n_old + 2.0)
+        se = math.sqrt(p_old * (1.0 - p_old) * (1.0 / n_new + 1.0 / (n_old + 2.0)))
+        if abs(p_new - p_old) > rule.z * se:
+            for i in older:
+                out[i] = rule.keep
+            cutoffs.append(times[recent[-1]])
+    if cutoffs and rule.scope == "all":
+        cut = max(cutoffs)
+        for i in range(n):
+            if times[i] < cut:
+                out[i] = min(out[i], rule.keep)
+    return out
+
+
 def posteriors(
     evidence: Iterable[Evidence],
     *,
@@ -213,12 +275,14 @@ def posteriors(
     half_life_days: float | None = None,
     horizon: float | None = None,
     actions: Iterable[str] = (),
+    change: ChangeRule | None = None,
 ) -> dict[str, Posterior]:
     """Beta posteriors per action from relevance-weighted, recency-discounted evidence.
 
     Each piece adds ``w * success`` to alpha and ``w * (1 - success)`` to beta, where
-    ``w = relevance * discount`` (see :func:`discount_weights`). ``actions`` are
-    included even without evidence (they get the prior). Keys keep first-seen order.
+    ``w = relevance * discount`` (see :func:`discount_weights`), times the multiplier of
+    :func:`change_discounts` when a ``change`` rule is given. ``actions`` are included
+    even without evidence (they get the prior). Keys keep first-seen order.
     """
     prior = prior or Prior()
     items = [e for e in evidence if e.relevance > 0.0]
@@ -232,6 +296,16 @@ def posteriors(
         half_life_days=half_life_days,
         horizon=horizon,
     )
+    if change is not None and items:
+        weights = [min(1.0, e.relevance) * d for e, d in zip(items, discounts, strict=True)]
+        factors = change_discounts(
+            [e.action for e in items],
+            [e.success for e in items],
+            weights,
+            [e.at.timestamp() for e in items],
+            rule=change,
+        )
+        discounts = [d * f for d, f in zip(discounts, factors, strict=True)]
     succ: dict[str, float] = {}
     att: dict[str, float] = {}
     for action in actions:
@@ -343,35 +417,6 @@ def prob_best(options: Sequence[Posterior], *, rng: np.random.Generator, draws: 
 
 
 # -- trends --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrendTest:
-    """The result of a test for a trend in success over time."""
-
-    #: "improving", "declining", "stable", or "insufficient data".
-    direction: str
-    #: Standardised statistic (positive: later outcomes are better); 0 when not computed.
-    z: float
-    #: Two-sided p-value; 1.0 when not computed.
-    p_value: float
-    n: int
-    #: Success rate of the earlier and the later half, for reading (the test uses all the data).
-    early_rate: float | None
-    late_rate: float | None
-    method: str = "Cochran-Armitage trend test (two-sided, rank time scores)"
-
-    def to_dict(self) -> dict[str, object]:
-        """A JSON-ready dict."""
-        return {
-            "direction": self.direction,
-            "z": self.z,
-            "p_value": self.p_value,
-            "n": self.n,
-            "early_rate": self.early_rate,
-            "late_rate": self.late_rate,
-            "method": self.method,
-        }
 
 
 def _rank(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -13,8 +13,12 @@ A knowledge file is UTF-8 text, one JSON object per line, every line ending in `
      "before": null, "after": {...}}
 
 The *body* is every byte after the header line; ``sha256`` is its hex digest and
-``counts`` say how many records of each type it holds, so a truncated, edited or
-spliced file is caught before anything is imported. ``vector`` is optional per
+``counts`` say how many records of each type it holds, so a truncated, damaged or
+spliced file is caught before anything is imported. The checksum has no key, so it
+proves nothing about who wrote the file: a store with a ``knowledge_key`` adds
+``"signature"`` to the header, the HMAC-SHA256 (hex) with that key of the header's other
+fields as canonical JSON (sorted keys, compact, ASCII), which cover the body through
+``sha256``; see :func:`sign` and :func:`verify`. ``vector`` is optional per
 memory (``dim`` floats, unit norm, made by ``model``); ``change`` records (a
 memory's history) are optional and refer to a memory in the same file.
 
@@ -28,22 +32,25 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
+import hmac
 import io
 import json
 import math
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, Final
+from typing import IO, Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from engramdb import _validate as check
 from engramdb.errors import ValidationError
-from engramdb.models import KINDS, VISIBILITIES, Change, Memory
+from engramdb.models import Change, Memory
 
 __all__ = [
     "FORMAT",
@@ -56,6 +63,8 @@ __all__ = [
     "encode_vector",
     "loads_bundle",
     "read_bundle",
+    "sign",
+    "verify",
     "write_bundle",
 ]
 
@@ -64,14 +73,9 @@ FORMAT: Final = "engramdb-knowledge"
 #: The schema version this code writes and reads.
 VERSION: Final = 1
 
-# Limits on hostile input. Generous for real data (content is capped at a million characters
-# by the write path anyway), small enough that one line cannot exhaust memory.
+# Limits on hostile input that only a file has (the fields' own limits are those of the write path,
+# in engramdb._validate): small enough that one line cannot exhaust memory.
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
-MAX_CONTENT_CHARS: Final = 1_000_000
-MAX_NAME_CHARS: Final = 256
-MAX_TAGS: Final = 256
-MAX_JSON_DEPTH: Final = 32
-MAX_JSON_BYTES: Final = 1024 * 1024
 MAX_DIM: Final = 65_536
 MAX_COUNT: Final = 2**62
 
@@ -79,11 +83,11 @@ MAX_COUNT: Final = 2**62
 # output: printable, no whitespace, no path or shell metacharacters.
 _ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 _SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
-_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 _HEADER_KEYS: Final = frozenset(
-    {"format", "version", "model", "dim", "exported_at", "agent", "tag", "counts", "sha256"}
+    {"format", "version", "model", "dim", "exported_at", "agent", "tag", "counts", "sha256", "signature"}
 )
+_HEADER_OPTIONAL: Final = frozenset({"signature"})
 _COUNT_KEYS: Final = frozenset({"memories", "changes", "vectors"})
 _MEMORY_KEYS: Final = frozenset(
     {
@@ -110,6 +114,7 @@ _MEMORY_OPTIONAL: Final = frozenset({"vector", "redacted", "last_accessed"})
 _CHANGE_KEYS: Final = frozenset({"type", "memory_id", "seq", "action", "at", "actor", "before", "after"})
 
 Vector = npt.NDArray[np.float32]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,12 +131,16 @@ class Header:
     changes: int = 0
     vectors: int = 0
     sha256: str = ""
+    #: HMAC-SHA256 (hex) of the other fields with the exporting store's ``knowledge_key``; None: unsigned.
+    signature: str | None = None
+    #: The header's fields other than ``signature``, exactly as read (what the signature covers).
+    signed_fields: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
     format: str = FORMAT
     version: int = VERSION
 
     def to_dict(self) -> dict[str, Any]:
         """The header line as a JSON-ready dict."""
-        return {
+        out: dict[str, Any] = {
             "format": self.format,
             "version": self.version,
             "model": self.model,
@@ -142,6 +151,9 @@ class Header:
             "counts": {"memories": self.memories, "changes": self.changes, "vectors": self.vectors},
             "sha256": self.sha256,
         }
+        if self.signature is not None:
+            out["signature"] = self.signature
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,6 +225,24 @@ def encode_change(change: Change) -> dict[str, Any]:
     }
 
 
+def _canonical(fields: Mapping[str, Any]) -> bytes:
+    return json.dumps(dict(fields), sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def sign(fields: Mapping[str, Any], key: str) -> str:
+    """The HMAC-SHA256 (hex) with ``key`` of a header's fields (without ``signature``)."""
+    return hmac.new(key.encode("utf-8"), _canonical(fields), hashlib.sha256).hexdigest()
+
+
+def verify(header: Header, key: str) -> bool:
+    """Whether ``header`` carries a signature made with ``key`` (over the fields as read)."""
+    if header.signature is None:
+        return False
+    fields = header.signed_fields if header.signed_fields is not None else header.to_dict()
+    expected = sign({k: v for k, v in fields.items() if k != "signature"}, key)
+    return hmac.compare_digest(expected, header.signature)
+
+
 def _line(record: Mapping[str, Any]) -> bytes:
     try:
         text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -230,11 +260,13 @@ def write_bundle(
     exported_at: datetime,
     agent: str | None = None,
     tag: str | None = None,
+    key: str | None = None,
 ) -> Header:
     """Write a knowledge file (header, then ``records``) to a binary stream; return its header.
 
     ``records`` come from :func:`encode_memory` / :func:`encode_change`. The body is
     spooled (to disk when large) because the header, written first, carries its checksum.
+    With ``key`` the header is signed (see :func:`sign`).
     """
     digest = hashlib.sha256()
     counts = {"memory": 0, "change": 0, "vector": 0}
@@ -259,6 +291,9 @@ def write_bundle(
             vectors=counts["vector"],
             sha256=digest.hexdigest(),
         )
+        if key is not None:
+            fields = header.to_dict()
+            header = dataclasses.replace(header, signature=sign(fields, key), signed_fields=fields)
         out.write(_line(header.to_dict()))
         body.seek(0)
         while chunk := body.read(1024 * 1024):
@@ -315,25 +350,16 @@ def _keys(record: Mapping[str, Any], allowed: frozenset[str], optional: frozense
         raise _Bad(f"missing field(s) in {what}: {', '.join(sorted(missing))}")
 
 
-def _text(value: Any, name: str, *, limit: int = MAX_NAME_CHARS, controls: bool = False) -> str:
-    if not isinstance(value, str):
-        raise _Bad(f"{name} must be a string, not {type(value).__name__}")
-    if len(value) > limit:
-        raise _Bad(f"{name} is too long ({len(value)} characters; the limit is {limit})")
-    if "\x00" in value:
-        raise _Bad(f"{name} contains a NUL character")
-    if not controls and _CONTROL_RE.search(value):
-        raise _Bad(f"{name} contains a control character")
-    return value
+def _valid(rule: Callable[..., _T], value: Any, **options: Any) -> _T:
+    """A field checked by the write path's own rule (:mod:`engramdb._validate`): one set of limits, one wording."""
+    try:
+        return rule(value, **options)
+    except ValidationError as exc:
+        raise _Bad(str(exc)) from None
 
 
 def _name(value: Any, name: str) -> str:
-    text = _text(value, name)
-    if not text.strip() or text != text.strip():
-        raise _Bad(f"{name} must be a non-empty name without surrounding whitespace, not {text!r}")
-    if text == "*":
-        raise _Bad(f"{name} '*' is reserved (it means every agent)")
-    return text
+    return _valid(check.name, value, what=name)
 
 
 def _ident(value: Any, name: str) -> str:
@@ -342,9 +368,7 @@ def _ident(value: Any, name: str) -> str:
     return value
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+_shown = check.shown
 
 
 def _optional_timestamp(value: Any, name: str) -> datetime | None:
@@ -378,52 +402,34 @@ def _count(value: Any, name: str) -> int:
 
 
 def _strings(value: Any, name: str) -> tuple[str, ...]:
+    """A list of distinct names (the kinds in ``redacted``)."""
     if not isinstance(value, list):
         raise _Bad(f"{name} must be a list of strings, not {type(value).__name__}")
-    if len(value) > MAX_TAGS:
-        raise _Bad(f"{name} has too many entries ({len(value)}; the limit is {MAX_TAGS})")
-    out = tuple(_text(v, f"{name} entry") for v in value)
+    if len(value) > check.MAX_TAGS:
+        raise _Bad(f"{name} has too many entries ({len(value)}; the limit is {check.MAX_TAGS})")
+    out = tuple(_name(v, f"{name} entry") for v in value)
     if len(set(out)) != len(out):
         raise _Bad(f"{name} has duplicate entries")
     return out
 
 
 def _tags(value: Any) -> tuple[str, ...]:
-    tags = _strings(value, "tags")
-    for tag in tags:
-        # The write path strips tags; a file must hold them as stored, or the round trip is not exact.
-        if not tag.strip() or tag != tag.strip():
-            raise _Bad(f"tag {tag!r} must be non-empty without surrounding whitespace")
+    if not isinstance(value, list):
+        raise _Bad(f"tags must be a list of strings, not {type(value).__name__}")
+    tags = _valid(check.tags, value)
+    # The write path strips tags and drops repeats; a file must hold them as stored, or the round trip is not exact.
+    if len(tags) != len(value):
+        raise _Bad("tags has duplicate entries")
+    for tag, given in zip(tags, value, strict=True):
+        if tag != given:
+            raise _Bad(f"tag {given!r} must be non-empty without surrounding whitespace")
     return tags
-
-
-def _json_value(value: Any, name: str, depth: int = 0) -> None:
-    """Reject NUL bytes in any string (keys included) and nesting deeper than MAX_JSON_DEPTH."""
-    if depth > MAX_JSON_DEPTH:
-        raise _Bad(f"{name} is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise _Bad(f"{name} contains a NUL character")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if "\x00" in key:
-                raise _Bad(f"{name} has a key containing a NUL character")
-            _json_value(item, name, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _json_value(item, name, depth + 1)
 
 
 def _mapping(value: Any, name: str, *, optional: bool = False) -> dict[str, Any] | None:
     if value is None and optional:
         return None
-    if not isinstance(value, dict):
-        raise _Bad(f"{name} must be a JSON object, not {type(value).__name__}")
-    _json_value(value, name)
-    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
-    if size > MAX_JSON_BYTES:
-        raise _Bad(f"{name} is too large ({size} bytes; the limit is {MAX_JSON_BYTES})")
-    return value
+    return _valid(check.json_object, value, what=name)
 
 
 def _vector(value: Any, dim: int | None) -> Vector:
@@ -452,7 +458,7 @@ def _header(record: Mapping[str, Any]) -> Header:
     version = record.get("version")
     if version != VERSION or isinstance(version, bool):
         raise _Bad(f"unsupported knowledge format version {_shown(version)} (this engramdb reads {VERSION})")
-    _keys(record, _HEADER_KEYS, frozenset(), "header")
+    _keys(record, _HEADER_KEYS, _HEADER_OPTIONAL, "header")
     counts = record["counts"]
     if not isinstance(counts, dict):
         raise _Bad("counts must be a JSON object")
@@ -463,47 +469,46 @@ def _header(record: Mapping[str, Any]) -> Header:
     sha = record["sha256"]
     if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha):
         raise _Bad("sha256 must be 64 lowercase hex digits")
+    signature = record.get("signature")
+    if signature is not None and (not isinstance(signature, str) or not _SHA256_RE.fullmatch(signature)):
+        raise _Bad("signature must be 64 lowercase hex digits (an HMAC-SHA256)")
     return Header(
         model=_name(record["model"], "model"),
         dim=dim,
         exported_at=_timestamp(record["exported_at"], "exported_at"),
-        agent=None if record["agent"] is None else _name(record["agent"], "agent"),
-        tag=None if record["tag"] is None else _text(record["tag"], "tag"),
+        agent=None if record["agent"] is None else _valid(check.agent_name, record["agent"]),
+        tag=None if record["tag"] is None else _valid(check.tag, record["tag"]),
         memories=_count(counts["memories"], "counts.memories"),
         changes=_count(counts["changes"], "counts.changes"),
         vectors=_count(counts["vectors"], "counts.vectors"),
         sha256=sha,
+        signature=signature,
+        signed_fields={k: v for k, v in record.items() if k != "signature"},
     )
 
 
 def _memory(record: Mapping[str, Any], dim: int | None) -> Entry:
     _keys(record, _MEMORY_KEYS, _MEMORY_OPTIONAL, "memory record")
-    kind = record["kind"]
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise _Bad(f"unknown kind {_shown(kind)} (choose from {', '.join(sorted(KINDS))})")
-    visibility = record["visibility"]
-    if not isinstance(visibility, str) or visibility not in VISIBILITIES:
-        raise _Bad(f"unknown visibility {_shown(visibility)}")
-    content = _text(record["content"], "content", limit=MAX_CONTENT_CHARS, controls=True)
-    if not content.strip():
-        raise _Bad("content must not be empty")
+    kind = _valid(check.kind, record["kind"])
+    visibility = _valid(check.visibility, record["visibility"])
+    content = _valid(check.content, record["content"])
     successes = _number(record["successes"], "successes")
     attempts = _number(record["attempts"], "attempts")
     if successes > attempts:
         raise _Bad(f"successes ({successes:g}) exceed attempts ({attempts:g})")
-    metadata = _mapping(record["metadata"], "metadata")
+    metadata = _valid(check.json_object, record["metadata"], what="metadata")
     memory = Memory(
         id=_ident(record["id"], "id"),
-        agent=_name(record["agent"], "agent"),
+        agent=_valid(check.agent_name, record["agent"]),
         kind=kind,
         content=content,
         tags=_tags(record["tags"]),
-        metadata=metadata if metadata is not None else {},
+        metadata=metadata,
         created_at=_timestamp(record["created_at"], "created_at"),
         updated_at=_timestamp(record["updated_at"], "updated_at"),
         last_accessed=_optional_timestamp(record.get("last_accessed"), "last_accessed"),
         access_count=_count(record["access_count"], "access_count"),
-        confidence=_number(record["confidence"], "confidence", high=1.0),
+        confidence=_valid(check.confidence, record["confidence"]),
         successes=successes,
         attempts=attempts,
         visibility=visibility,

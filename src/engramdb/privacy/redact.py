@@ -35,32 +35,21 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from engramdb.models import RedactionPolicy
+
 __all__ = [
     "PII_KINDS",
     "SECRET_KINDS",
     "Finding",
     "Redaction",
-    "RedactionPolicy",
     "find",
     "placeholder",
     "redact_text",
     "redact_value",
 ]
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RedactionPolicy:
-    """What to redact: secrets (on by default) and personal data (off by default)."""
-
-    secrets: bool = True
-    pii: bool = False
-    #: Region assumed for phone numbers written without a country code (ISO 3166 alpha-2).
-    phone_region: str = "US"
-
-    @property
-    def enabled(self) -> bool:
-        """True when anything at all is redacted."""
-        return self.secrets or self.pii
+#: Secrets only, the default of every function here.
+_DEFAULT_POLICY: Final = RedactionPolicy()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,9 +287,30 @@ def _generic_span(m: Match) -> tuple[int, int] | None:
         end -= len(value) - len(trimmed)
         value = trimmed
     explicit = m.group("op") is not None
+    if explicit and _label(m, value):
+        # "auth: refresh OAuth token on 401": a topic label before a sentence, not an assignment.
+        explicit = False
     if not value or not _credential_like(value.strip(), strict=not explicit):
         return None
     return start, end
+
+
+# A lower-case word followed by more words: the start of a sentence.
+_PROSE_AFTER = re.compile(r"[ \t]+[A-Za-z0-9][\w'\-]*[ \t]+[A-Za-z0-9]")
+
+
+def _label(m: Match, value: str) -> bool:
+    """Whether ``name: value`` reads as a label and prose (a commit subject, a note) rather than a setting.
+
+    Only for a colon followed by a space, a bare value of lower-case letters and more
+    words after it, and never after a password word; ``auth:`` and ``token:`` as labels are common ("auth: refresh the
+    token", "token: rotate weekly"). The value is then judged as prose is (strictly).
+    """
+    if m.group("op").strip() != ":" or m.group("bare") is None or not value.isalpha() or not value.islower():
+        return False
+    if not m.string[m.end("op") : m.end("op") + 1].isspace() or _PASSWORD_WORD.search(m.group("name")):
+        return False
+    return _PROSE_AFTER.match(m.string, m.end("bare")) is not None
 
 
 _DETECTORS: Final[tuple[_Detector, ...]] = (
@@ -468,7 +478,7 @@ def _find_secrets(text: str) -> Iterator[tuple[int, Finding]]:
             yield priority, Finding(kind=kind, start=start, end=end)
 
 
-def find(text: str, *, policy: RedactionPolicy = RedactionPolicy()) -> list[Finding]:
+def find(text: str, *, policy: RedactionPolicy = _DEFAULT_POLICY) -> list[Finding]:
     """Non-overlapping spans of ``text`` to redact, in order.
 
     Overlapping findings merge into one span that takes the kind of the most
@@ -497,7 +507,7 @@ def find(text: str, *, policy: RedactionPolicy = RedactionPolicy()) -> list[Find
     return [f for _, f in merged]
 
 
-def redact_text(text: str, *, policy: RedactionPolicy = RedactionPolicy()) -> Redaction:
+def redact_text(text: str, *, policy: RedactionPolicy = _DEFAULT_POLICY) -> Redaction:
     """``text`` with every finding replaced by its placeholder, and the kinds replaced."""
     findings = find(text, policy=policy) if policy.enabled else []
     if not findings:
@@ -516,7 +526,7 @@ def redact_text(text: str, *, policy: RedactionPolicy = RedactionPolicy()) -> Re
 _SECRET_KEY = re.compile(rf"(?i)^(?:[A-Za-z0-9]+[_.\- ])*{_KEYWORD}$")
 
 
-def redact_value(value: Any, *, policy: RedactionPolicy = RedactionPolicy()) -> tuple[Any, tuple[str, ...]]:
+def redact_value(value: Any, *, policy: RedactionPolicy = _DEFAULT_POLICY) -> tuple[Any, tuple[str, ...]]:
     """A JSON value (metadata) with secrets redacted in every string, at any depth, keys included.
 
     A string under a key that names a credential (``password``, ``db_password``,

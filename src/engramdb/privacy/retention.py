@@ -1,5 +1,8 @@
 """Retention policies: which memories expire, and why. Pure: memories, a policy and ``now`` in; ids out.
 
+The values (:class:`~engramdb.models.RetentionPolicy`, :class:`~engramdb.models.RetentionRule`,
+:class:`~engramdb.models.Expiry`) live in :mod:`engramdb.models.privacy`.
+
 A policy holds one rule per kind, plus an optional ``default`` rule for kinds
 without their own. A rule can say any of:
 
@@ -30,115 +33,21 @@ import math
 import tomllib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from engramdb.errors import ConfigError
-from engramdb.models import KINDS, Memory
+from engramdb.models import DEFAULT_RULE, KINDS, Expiry, Memory, RetentionPolicy, RetentionRule
 
 __all__ = [
-    "DEFAULT_RULE",
-    "Expiry",
-    "RetentionPolicy",
-    "RetentionRule",
     "evaluate",
     "load_policy",
     "parse_policy",
     "strength",
 ]
 
-#: The section of a policy file that applies to kinds without their own.
-DEFAULT_RULE: Final = "default"
-
 _RULE_KEYS: Final = frozenset({"max_age_days", "max_count", "decay_half_life_days", "decay_floor"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetentionRule:
-    """How long memories of one kind are kept (every limit is optional)."""
-
-    max_age_days: float | None = None
-    max_count: int | None = None
-    decay_half_life_days: float | None = None
-    decay_floor: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_age_days is not None and not (math.isfinite(self.max_age_days) and self.max_age_days > 0):
-            raise ConfigError(f"max_age_days must be a positive number, not {self.max_age_days!r}")
-        if self.max_count is not None and (isinstance(self.max_count, bool) or self.max_count < 0):
-            raise ConfigError(f"max_count must be a non-negative integer, not {self.max_count!r}")
-        half, floor = self.decay_half_life_days, self.decay_floor
-        if (half is None) != (floor is None):
-            raise ConfigError("decay_half_life_days and decay_floor go together")
-        if half is not None and not (math.isfinite(half) and half > 0):
-            raise ConfigError(f"decay_half_life_days must be a positive number, not {half!r}")
-        if floor is not None and not 0.0 < floor < 1.0:
-            raise ConfigError(f"decay_floor must be within (0, 1), not {floor!r}")
-
-    @property
-    def empty(self) -> bool:
-        """True when the rule limits nothing."""
-        return self.max_age_days is None and self.max_count is None and self.decay_half_life_days is None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The limits that are set."""
-        return {
-            k: v
-            for k, v in (
-                ("max_age_days", self.max_age_days),
-                ("max_count", self.max_count),
-                ("decay_half_life_days", self.decay_half_life_days),
-                ("decay_floor", self.decay_floor),
-            )
-            if v is not None
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetentionPolicy:
-    """Rules by kind; ``default`` applies to kinds without their own rule."""
-
-    rules: Mapping[str, RetentionRule] = field(default_factory=dict)
-    default: RetentionRule | None = None
-
-    def rule_for(self, kind: str) -> RetentionRule | None:
-        """The rule that applies to ``kind`` (its own, else the default), or None."""
-        return self.rules.get(kind, self.default)
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing ever expires under this policy."""
-        return all(r.empty for r in self.rules.values()) and (self.default is None or self.default.empty)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The policy as the sections of its file."""
-        out = {kind: rule.to_dict() for kind, rule in sorted(self.rules.items())}
-        if self.default is not None:
-            out[DEFAULT_RULE] = self.default.to_dict()
-        return out
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Expiry:
-    """A memory the policy removes, and why (``max_age``, ``max_count`` or ``decay``)."""
-
-    memory_id: str
-    agent: str
-    kind: str
-    reason: str
-    detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "memory_id": self.memory_id,
-            "agent": self.agent,
-            "kind": self.kind,
-            "reason": self.reason,
-            "detail": self.detail,
-        }
 
 
 def _number(section: str, key: str, value: Any) -> float:

@@ -163,8 +163,9 @@ def plan_import(
     - a near-duplicate (``find_duplicate``, never for event kinds) of a memory stored
       before this import: statistics merge into it, provenance kept (a second import
       of the same file finds the provenance and changes nothing);
-    - otherwise it is added as is: id, timestamps and statistics kept, with its
-      ``history`` from the file followed by an ``import`` entry.
+    - otherwise it is added: id, timestamps and statistics as given (the caller
+      neutralises what it does not trust), its ``history`` from the file (if any)
+      followed by an ``import`` entry.
 
     Duplicates are looked for only among memories stored before the import, never
     inside the file: a file holds distinct memories, and a round trip keeps them so.
@@ -200,10 +201,10 @@ def plan_import(
             plan.folded.append((dup.memory.id, item, "merge"))
             continue
         plan.add.append(item)
+        # The file's history (if trusted and present), then the import itself: never the file's word alone.
         entries = list(history.get(m.id, ()))
-        if entries:
-            entries.append(Change(seq=0, memory_id=m.id, action="import", at=at, actor=actor, before=None, after=None))
-            plan.history.extend(entries)
+        entries.append(Change(seq=0, memory_id=m.id, action="import", at=at, actor=actor, before=None, after=None))
+        plan.history.extend(entries)
     merger.finish()
     return plan
 

@@ -1,4 +1,4 @@
-"""Hybrid search: keyword and vector candidates from the store, fused and ranked once here."""
+"""Hybrid search: keyword and vector candidates from ``store.search``, fused and ranked once here."""
 
 from __future__ import annotations
 
@@ -56,20 +56,20 @@ class HybridSearcher:
         depth = max(_DEPTH, limit)
         terms = query_terms(query)
         pending: Future[list[Candidate]] | None = (
-            self._pool.submit(self._store.keyword_candidates, terms, flt, limit=depth) if terms else None
+            self._pool.submit(self._store.search.keyword_candidates, terms, flt, limit=depth) if terms else None
         )
         try:
             qvec = self._embedder.embed([query])[0] if vector is None else vector
-            vec = self._store.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
+            vec = self._store.search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
         finally:
             keyword = pending.result() if pending is not None else []
         fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
         # Boosts can reorder only within reach of the top, so fetch a bounded slice.
         head = fused[: max(_HEAD, limit)]
-        memories = self._store.get_many([f.id for f in head], flt)
+        memories = self._store.memories.get_many([f.id for f in head], flt)
         ranked = rank(head, memories, now=now, weights=self.weights)[:limit]
         if touch and ranked:
-            self._store.touch([m.id for _, m, _ in ranked], at=now)
+            self._store.memories.touch([m.id for _, m, _ in ranked], at=now)
         hits = []
         for f, m, score in ranked:
             shown = dataclasses.replace(m, access_count=m.access_count + 1, last_accessed=now) if touch else m

@@ -1,29 +1,60 @@
 """Storage backends and :func:`open_store`, which picks one from a location string.
 
-* a directory path (created if missing), ``~`` expanded: :class:`~engramdb.storage.sqlite.SQLiteStore`
-* ``":memory:"``: an ephemeral SQLite store
+* a directory path (created if missing), ``~`` expanded, or ``":memory:"``: the SQLite backend
+  (:func:`~engramdb.storage.sqlite.open_sqlite`);
 * ``postgresql://...`` / ``postgres://...``: the PostgreSQL backend, imported only when asked for
+  (psycopg and pgvector are optional extras).
+
+Every backend returns the same :class:`~engramdb.storage.base.Store` bundle of role objects.
+A new backend registers an opener for its URL scheme with :func:`register_backend`.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Final
 
 from engramdb.config import Settings
 from engramdb.errors import StorageError
-from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Store, Vectors
+from engramdb.storage.base import (
+    MODEL_META_KEY,
+    AuditRepo,
+    Candidate,
+    CandidateSource,
+    Filter,
+    MemoryRepo,
+    MetaRepo,
+    ShareRepo,
+    Store,
+    VectorRepo,
+    Vectors,
+)
 
-__all__ = ["MODEL_META_KEY", "Candidate", "Filter", "Store", "Vectors", "open_store"]
+__all__ = [
+    "MODEL_META_KEY",
+    "AuditRepo",
+    "Candidate",
+    "CandidateSource",
+    "Filter",
+    "MemoryRepo",
+    "MetaRepo",
+    "Opener",
+    "ShareRepo",
+    "Store",
+    "VectorRepo",
+    "Vectors",
+    "open_store",
+    "register_backend",
+]
 
-_Opener = Callable[[str, Settings], Store]
+#: Opens the store at a location with the given settings.
+Opener = Callable[[str, Settings], Store]
 
 
 def _open_sqlite(location: str, settings: Settings) -> Store:
-    from engramdb.storage.sqlite import SQLiteStore
+    from engramdb.storage.sqlite import open_sqlite
 
-    return SQLiteStore(location, busy_timeout=settings.busy_timeout)
+    return open_sqlite(location, busy_timeout=settings.busy_timeout, synchronous=settings.synchronous)
 
 
 def _open_postgres(location: str, settings: Settings) -> Store:
@@ -34,26 +65,33 @@ def _open_postgres(location: str, settings: Settings) -> Store:
         raise StorageError(
             f"postgres backend not installed/available ({exc}); install engramdb with the 'postgres' extra"
         ) from exc
-    store: Store = module.PostgresStore(location, settings=settings)
+    store: Store = module.open_postgres(location, settings=settings)
     return store
 
 
-#: URL schemes of the server backends; anything without a scheme is a SQLite store path.
-_SCHEMES: Final[dict[str, _Opener]] = {
+#: URL scheme -> opener. A location without ``scheme://`` is a SQLite store path.
+_BACKENDS: dict[str, Opener] = {
     "postgresql": _open_postgres,
     "postgres": _open_postgres,
 }
 
 
+def register_backend(scheme: str, opener: Opener) -> None:
+    """Open locations ``<scheme>://...`` with ``opener`` (which should import its driver lazily)."""
+    if not scheme or not scheme.isidentifier():
+        raise ValueError(f"invalid URL scheme {scheme!r}")
+    _BACKENDS[scheme.lower()] = opener
+
+
 def open_store(location: str, *, settings: Settings) -> Store:
     """Open the store at ``location`` (see the module docstring); raises StorageError subclasses."""
     scheme, sep, _ = location.partition("://")
-    if sep:
-        opener = _SCHEMES.get(scheme.lower())
-        if opener is None:
-            known = ", ".join(f"{s}://" for s in sorted(_SCHEMES))
-            raise StorageError(
-                f"unsupported store URL {location.rsplit('@', maxsplit=1)[-1]!r}: use a directory or {known}"
-            )
-        return opener(location, settings)
-    return _open_sqlite(location, settings)
+    if not sep:
+        return _open_sqlite(location, settings)
+    opener = _BACKENDS.get(scheme.lower())
+    if opener is None:
+        known = ", ".join(f"{s}://" for s in sorted(_BACKENDS))
+        raise StorageError(
+            f"unsupported store URL {location.rsplit('@', maxsplit=1)[-1]!r}: use a directory or {known}"
+        )
+    return opener(location, settings)

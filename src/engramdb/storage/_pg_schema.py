@@ -14,7 +14,7 @@ same code on both backends. What differs:
 * keywords: a generated ``tsvector`` column (English stemming, content and tags) with a GIN index;
 * vectors: a dimensionless ``vector`` column; an HNSW index needs a fixed dimension, so one
   partial expression index per (model, dimension) is created when that pair is first
-  written (see ``PostgresStore._ensure_vector_index``) and recorded in ``vector_indexes``;
+  written (see ``PostgresBackend._ensure_vector_index``) and recorded in ``vector_indexes``;
 * no epoch triggers: searches run in the database, so there is no cache to keep in step.
 
 To change the schema, append a step to :data:`MIGRATIONS` (never edit a released one).
@@ -28,17 +28,28 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from engramdb.errors import NotAStoreError, StorageError
-from engramdb.storage._common import check_not_newer, run_steps
+from engramdb.storage._migrations import check_not_newer, run_steps
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["LOCK_AUDIT", "LOCK_MIGRATE", "LOCK_VECTOR_INDEX", "MIGRATIONS", "SCHEMA_VERSION", "PgMigration", "migrate"]
+__all__ = [
+    "LOCK_AUDIT",
+    "LOCK_META_CLASS",
+    "LOCK_MIGRATE",
+    "LOCK_VECTOR_INDEX",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "PgMigration",
+    "migrate",
+]
 
 #: Advisory lock keys ("engr" in ASCII, then a purpose number): one namespace for the whole store.
 LOCK_MIGRATE: Final = 0x656E677200000001
 LOCK_AUDIT: Final = 0x656E677200000002
 LOCK_VECTOR_INDEX: Final = 0x656E677200000003
+#: The first half of the two-integer advisory locks on meta keys (``lock_meta``; a key space apart from the above).
+LOCK_META_CLASS: Final = 0x656E6772
 
 #: Tables whose presence without ``engram_schema`` means the database belongs to something else.
 _OUR_TABLES: Final = ("memories", "memory_tags", "vectors", "history", "shares", "audit", "meta")
@@ -132,7 +143,7 @@ CREATE TABLE shares (
 CREATE INDEX shares_to ON shares (to_agent, memory_id);
 """
 
-# The audit trail: append-only and hash-chained (engramdb.privacy.audit). Appenders take an
+# The audit trail: append-only and hash-chained (engramdb.auditchain). Appenders take an
 # advisory lock, read the last hash and insert in one transaction, so concurrent processes build
 # one unbroken chain. The triggers make edits through SQL fail loudly.
 _V2_AUDIT = """

@@ -1,40 +1,39 @@
-"""SQL building blocks of the PostgreSQL store: the visibility filter and the keyword query.
-
-Values are encoded and rows decoded by the backend-neutral helpers in
-:mod:`engramdb.storage._common`, so both backends return identical memories, and the
-visibility rule is written there once: :func:`filter_sql` only supplies PostgreSQL's
-spelling (``%s`` placeholders, arrays instead of JSON lists).
-"""
+"""PostgreSQL's spelling of the shared SQL: ``?`` placeholders translated to psycopg's, id lists as
+arrays, and the ``tsquery`` keyword query. The visibility rule is written once in
+:mod:`engramdb.storage._filters`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Final
 
-from engramdb.storage._common import FilterDialect, FilterSQL, filter_clauses
+from engramdb.storage._filters import FilterSQL, filter_clauses
 from engramdb.storage.base import Filter
 
-__all__ = ["INSERT_HISTORY", "TS_CONFIG", "filter_sql", "tsquery_sql"]
+__all__ = ["TS_CONFIG", "filter_sql", "one_of", "pg_statement", "tsquery_sql"]
 
 #: The text-search configuration of the keyword index (stemming like FTS5's porter tokenizer).
 TS_CONFIG: Final = "english"
 
-#: Inserts one history row (:func:`engramdb.storage._common.history_row`).
-INSERT_HISTORY: Final = (
-    "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (%s, %s, %s, %s, %s, %s)"
-)
+
+@functools.lru_cache(maxsize=1024)
+def pg_statement(statement: str) -> str:
+    """``statement`` written with ``?`` placeholders, in psycopg's ``%s`` form (a literal ``%`` doubled).
+
+    The shared SQL never holds a ``?`` or ``%`` of its own (values are always parameters).
+    """
+    return statement.replace("%", "%%").replace("?", "%s")
 
 
-def _one_of(column: str, values: Sequence[str]) -> tuple[str, list[str]]:
-    return f"{column} = ANY(%s::text[])", list(values)
-
-
-_DIALECT: Final = FilterDialect(placeholder="%s", true="TRUE", one_of=_one_of)
+def one_of(column: str, values: Sequence[str]) -> tuple[str, list[str]]:
+    """``column`` among ``values``: one text array parameter."""
+    return f"{column} = ANY(?::text[])", list(values)
 
 
 def filter_sql(flt: Filter | None) -> FilterSQL:
-    """The WHERE clause implementing ``flt`` (see :func:`~engramdb.storage._common.filter_clauses`)."""
-    return filter_clauses(flt, _DIALECT)
+    """The WHERE clause implementing ``flt`` (see :func:`~engramdb.storage._filters.filter_clauses`)."""
+    return filter_clauses(flt, one_of)
 
 
 def tsquery_sql(terms: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
@@ -48,5 +47,5 @@ def tsquery_sql(terms: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
     unique = tuple(t for t in dict.fromkeys(terms) if t and t.strip())
     if not unique:
         return None
-    expr = " || ".join(f"plainto_tsquery('{TS_CONFIG}', %s)" for _ in unique)
+    expr = " || ".join(f"plainto_tsquery('{TS_CONFIG}', ?)" for _ in unique)
     return f"({expr})", unique

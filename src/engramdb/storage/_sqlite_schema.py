@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Final
 
 from engramdb.errors import NotAStoreError, StorageError
-from engramdb.storage._common import check_not_newer, run_steps
+from engramdb.storage._migrations import check_not_newer, run_steps
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "Migration", "check_header", "migrate", "split_script"]
 
@@ -159,7 +159,7 @@ CREATE TRIGGER shares_epoch_delete AFTER DELETE ON shares BEGIN {_BUMP_SHARES} E
 CREATE TRIGGER shares_epoch_update AFTER UPDATE ON shares BEGIN {_BUMP_SHARES} END;
 """
 
-# The audit trail: append-only, hash-chained (see engramdb.privacy.audit). The sequence number is
+# The audit trail: append-only, hash-chained (see engramdb.auditchain). The sequence number is
 # assigned by the appender inside its write transaction, right after reading the last hash, so
 # two processes appending at once still build one unbroken chain. The triggers make editing or
 # deleting entries through SQL fail loudly; the chain catches whoever drops the triggers first.

@@ -1,23 +1,16 @@
-"""SQL building blocks of the SQLite store: the visibility filter, the keyword query, id lists.
-
-Kept apart from the store class so the visibility rule, the one thing every read
-must get right, lives in exactly one function (:func:`filter_sql`). Values are encoded
-and rows decoded by the backend-neutral helpers in :mod:`engramdb.storage._common`.
-"""
+"""SQLite's spelling of the shared SQL: id lists as one JSON parameter, the visibility filter's
+set form, and the FTS5 keyword query. The rule itself is written once in
+:mod:`engramdb.storage._filters`."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Final
 
-from engramdb.storage._common import FilterDialect, FilterSQL, filter_clauses
+from engramdb.storage._filters import FilterSQL, filter_clauses
 from engramdb.storage.base import Filter
 
-__all__ = ["INSERT_HISTORY", "filter_sql", "fts_query", "ids_json"]
-
-#: Inserts one history row (:func:`engramdb.storage._common.history_row`).
-INSERT_HISTORY: Final = "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, ?, ?)"
+__all__ = ["filter_sql", "fts_query", "ids_json", "one_of"]
 
 
 def fts_query(terms: Sequence[str]) -> str | None:
@@ -30,7 +23,7 @@ def fts_query(terms: Sequence[str]) -> str | None:
     return " OR ".join(quoted) if quoted else None
 
 
-# Visible to the reader, the same rule as _common's row-by-row test, as a set built from three
+# Visible to the reader, the same rule as _filters' row-by-row test, as a set built from three
 # indexed lookups: cheaper when every row is visited (count).
 _VISIBLE_SET = (
     "m.rid IN (SELECT rid FROM memories WHERE agent = ? "
@@ -39,20 +32,18 @@ _VISIBLE_SET = (
 )
 
 
-def _one_of(column: str, values: Sequence[str]) -> tuple[str, str]:
+def one_of(column: str, values: Sequence[str]) -> tuple[str, str]:
+    """``column`` among ``values``: one JSON parameter read with ``json_each`` (no variable limit)."""
     return f"{column} IN (SELECT value FROM json_each(?))", ids_json(values)
 
 
-_DIALECT: Final = FilterDialect(placeholder="?", true="1", one_of=_one_of)
-
-
 def filter_sql(flt: Filter | None, *, visit_all: bool = False) -> FilterSQL:
-    """The WHERE clause implementing ``flt`` (see :func:`~engramdb.storage._common.filter_clauses`).
+    """The WHERE clause implementing ``flt`` (see :func:`~engramdb.storage._filters.filter_clauses`).
 
     ``visit_all`` picks the visibility form suited to queries that read every
     matching row (counts) rather than stopping at a LIMIT.
     """
-    return filter_clauses(flt, _DIALECT, visible=_VISIBLE_SET if visit_all else None)
+    return filter_clauses(flt, one_of, visible=_VISIBLE_SET if visit_all else None)
 
 
 def ids_json(ids: Sequence[str]) -> str:

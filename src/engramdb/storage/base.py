@@ -1,4 +1,9 @@
-"""The storage protocol every backend implements.
+"""The storage API: role protocols and the :class:`Store` bundle every backend returns.
+
+A store is a small frozen bundle of role objects, one per concern: ``store.meta``,
+``store.memories``, ``store.search``, ``store.vectors``, ``store.shares`` and
+``store.audit``, plus ``store.atomic()``, ``store.close()`` and ``store.location``.
+Callers depend on the role they use, not on a backend class.
 
 Backends persist memories, their vectors and history, and fetch *candidates*:
 keyword candidates (full-text rank) and vector candidates (cosine similarity).
@@ -8,29 +13,51 @@ so every backend ranks the same data the same way.
 Scoping is a hard filter applied inside the backend: a :class:`Filter` names the
 reading agent, and a backend never returns a memory that agent may not see
 (its own, shared with it, or public).
+
+Every write of every role joins an open :meth:`Store.atomic` block of the same thread,
+so e.g. a forget and its audit entry commit together::
+
+    with store.atomic():
+        store.memories.delete(memory_id, actor=agent, at=now)
+        store.audit.append([record])
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Any, Final, Protocol, Self, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from engramdb.models import AuditEvent, Change, Memory, Share
-from engramdb.privacy.audit import AuditRecord
+from engramdb.models.audit import AuditRecord
 
-__all__ = ["MODEL_META_KEY", "Candidate", "Filter", "Store", "Vectors"]
+__all__ = [
+    "MODEL_META_KEY",
+    "AuditRepo",
+    "Candidate",
+    "CandidateSource",
+    "Filter",
+    "MemoryRepo",
+    "MetaRepo",
+    "ShareRepo",
+    "Store",
+    "StoreChecks",
+    "StoredVector",
+    "VectorRepo",
+    "Vectors",
+]
 
 Vectors = npt.NDArray[np.float32]
 
 #: Meta key naming the embedding model of the store: only vectors from that model are searched.
-#: ``add``/``set_vectors`` set it when it is unset; changing it is how a re-embed switches models.
+#: ``memories.add``/``vectors.set`` set it when it is unset; changing it is how a re-embed switches models.
 MODEL_META_KEY: Final = "model_id"
 
 
@@ -59,23 +86,21 @@ class Candidate:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Persistence for memories. Implementations must be safe to call from several threads."""
+class MetaRepo(Protocol):
+    """Store-level settings (e.g. the embedding model id)."""
 
-    #: The URL or path this store was opened from (for messages).
-    location: str
+    def get(self, key: str) -> str | None:
+        """The value of ``key``, or None. Inside ``store.atomic()`` the key stays locked until the block commits,
+        so a read-modify-write of it (read, change, :meth:`set`) loses no concurrent writer's change."""
 
-    def close(self) -> None:
-        """Release connections; further calls fail."""
+    def set(self, key: str, value: str) -> None:
+        """Set ``key``; ValidationError for keys the store maintains itself."""
 
-    # -- metadata -------------------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        """A store-level setting (e.g. the embedding model id), or None."""
 
-    def set_meta(self, key: str, value: str) -> None:
-        """Set a store-level setting."""
+@runtime_checkable
+class MemoryRepo(Protocol):
+    """Memories, their history, and the writes that change them."""
 
-    # -- writes ---------------------------------------------------------------------------------
     def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
         """Insert new memories (and their unit-norm vectors, row for row) in one transaction.
 
@@ -95,27 +120,38 @@ class Store(Protocol):
     ) -> Memory:
         """Apply field changes (and a new vector if content changed); record them in history.
 
-        Raises :class:`~engramdb.errors.NotFound` if the memory does not exist.
+        The row is locked for the transaction (a read-modify-write such as feedback inside
+        :meth:`Store.atomic` cannot lose a concurrent update). NotFound if it does not exist.
         """
 
     def delete(self, memory_id: str, *, actor: str, at: datetime) -> None:
         """Forget: remove content from the table, the keyword index and the vectors.
 
         Earlier history entries of the memory are scrubbed and a ``forget`` tombstone
-        without content is kept. Raises NotFound if it does not exist.
+        without content is kept. Joins an open :meth:`Store.atomic` block (backend clean-up
+        such as SQLite's log truncation runs after the outermost commit). NotFound if missing.
         """
 
     def touch(self, memory_ids: Sequence[str], *, at: datetime) -> None:
-        """Record a retrieval: set ``last_accessed`` and increment ``access_count``."""
+        """Record a retrieval: set ``last_accessed`` and increment ``access_count``.
 
-    # -- reads ----------------------------------------------------------------------------------
+        Never fails a read for lack of space: outside :meth:`Store.atomic`, when the disk is full
+        (or reports an I/O error) the touch is kept in memory (bounded) and written by the next
+        write transaction.
+        """
+
     def get(self, memory_id: str, flt: Filter | None = None) -> Memory | None:
-        """One memory by id, or None if missing or not visible under ``flt``."""
+        """One memory by id, or None if missing or not visible under ``flt``.
+
+        Inside :meth:`Store.atomic` the row is locked to the commit (``FOR UPDATE`` on PostgreSQL;
+        SQLite's write transaction locks the whole store), so ``get`` then ``update`` in one block
+        is a safe read-modify-write across threads and processes.
+        """
 
     def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
-        """Memories by id (missing or invisible ids are left out)."""
+        """Memories by id, in the order asked (missing or invisible ids are left out); locked like :meth:`get`."""
 
-    def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> list[Memory]:
+    def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> builtins.list[Memory]:
         """Memories matching ``flt``, newest first."""
 
     def count(self, flt: Filter) -> int:
@@ -124,23 +160,51 @@ class Store(Protocol):
     def history(self, memory_id: str) -> builtins.list[Change]:
         """Every change record of a memory, oldest first (also after it was forgotten)."""
 
-    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> builtins.list[Candidate]:
+    def history_all(self, *, after_seq: int = 0, limit: int = 1000) -> builtins.list[Change]:
+        """Change records of every memory with ``seq > after_seq``, in ``seq`` order (for checks)."""
+
+    def import_history(self, changes: Sequence[Change]) -> None:
+        """Replace the history of every memory named in ``changes`` by those entries (in order).
+
+        Only the current life's entries are replaced: a ``forget`` tombstone of an earlier
+        memory with the same id, and what precedes it, stay. For importing memories with the
+        history they had in another store, inside :meth:`Store.atomic` right after :meth:`add`.
+        NotFound if a named memory does not exist.
+        """
+
+
+@runtime_checkable
+class CandidateSource(Protocol):
+    """The two retrieval channels hybrid search fuses. Must not run inside :meth:`Store.atomic`."""
+
+    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """Full-text candidates for any of ``terms`` (already normalised words), best first."""
 
-    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> builtins.list[Candidate]:
-        """Exact cosine-similarity candidates for a unit-norm query vector, best first."""
+    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
+        """Cosine-similarity candidates for a unit-norm query vector, best first."""
 
-    # -- embeddings maintenance ----------------------------------------------------------------
-    def count_vectors_not_from(self, model_id: str) -> int:
+
+@runtime_checkable
+class VectorRepo(Protocol):
+    """Stored embeddings, for re-embedding and export."""
+
+    def count_stale(self, model_id: str) -> int:
         """How many memories have no vector from ``model_id`` (missing or another model)."""
 
-    def iter_missing_vectors(self, model_id: str, *, batch: int = 256) -> Iterator[builtins.list[tuple[str, str]]]:
-        """Batches of (id, content) whose vector is missing or from another model."""
+    def iter_stale(self, model_id: str, *, batch: int = 256) -> Iterator[list[tuple[str, str]]]:
+        """Batches of (id, content) whose vector is missing or from another model (writes may run between)."""
 
-    def set_vectors(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
-        """Replace the vectors of existing memories."""
+    def set(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
+        """Replace the vectors of existing memories (NotFound if one is missing)."""
 
-    # -- sharing ---------------------------------------------------------------------------------
+    def get(self, memory_ids: Sequence[str], *, model_id: str) -> dict[str, Vectors]:
+        """The stored vectors from ``model_id`` of these memories (ids without one are left out)."""
+
+
+@runtime_checkable
+class ShareRepo(Protocol):
+    """Consent to share: an owner's memories shared with other agents."""
+
     def share(self, memory_ids: Sequence[str], *, from_agent: str, to_agent: str, at: datetime) -> int:
         """Share ``from_agent``'s own memories among ``memory_ids`` with ``to_agent`` (``"*"``: everyone).
 
@@ -156,7 +220,7 @@ class Store(Protocol):
         memories lost at least one share.
         """
 
-    def list_shares(
+    def list(
         self,
         *,
         from_agent: str | None = None,
@@ -165,36 +229,25 @@ class Store(Protocol):
     ) -> builtins.list[Share]:
         """Shares in force, oldest first; each argument given narrows them (``to_agent`` matches exactly)."""
 
-    # -- knowledge transfer ----------------------------------------------------------------------
-    def atomic(self) -> AbstractContextManager[None]:
-        """A block in which every write of this store commits together or not at all (re-entrant).
 
-        Raise inside to roll everything back. Searches must not run inside.
-        """
+@runtime_checkable
+class AuditRepo(Protocol):
+    """The append-only, hash-chained audit trail (hashing itself: :mod:`engramdb.auditchain`)."""
 
-    def get_vectors(self, memory_ids: Sequence[str], *, model_id: str) -> dict[str, Vectors]:
-        """The stored vectors from ``model_id`` of these memories (ids without one are left out)."""
-
-    def import_history(self, changes: Sequence[Change]) -> None:
-        """Replace the history of every memory named in ``changes`` by those entries (in order).
-
-        Only the current life's entries are replaced: a ``forget`` tombstone of an earlier
-        memory with the same id, and what precedes it, stay.
-
-        For importing memories with the history they had in another store, inside
-        :meth:`atomic` right after :meth:`add`. NotFound if a named memory does not exist.
-        """
-
-    # -- audit trail -----------------------------------------------------------------------------
-    def append_audit(self, records: Sequence[AuditRecord]) -> builtins.list[AuditEvent]:
-        """Append entries to the hash-chained audit trail; returns them numbered and hashed.
+    def append(self, records: Sequence[AuditRecord], *, deferrable: bool | None = None) -> list[AuditEvent]:
+        """Append entries to the trail; returns them numbered and hashed.
 
         The last hash is read and the entries written in one write transaction, so
         concurrent writers (threads or processes) extend a single unbroken chain. The
         head (last seq and hash) is recorded alongside. Never changes existing entries.
+
+        ``deferrable`` (default: when every entry records a read, ``get``/``list``/``search``):
+        outside :meth:`Store.atomic`, when the disk is full the entries are kept in memory
+        (bounded) and appended first by the next write transaction; returns ``[]`` then.
+        A write's own entries are never deferred: its transaction fails instead.
         """
 
-    def audit_events(
+    def events(
         self,
         *,
         agent: str | None = None,
@@ -203,8 +256,73 @@ class Store(Protocol):
         after_seq: int = 0,
         limit: int | None = 100,
         newest_first: bool = False,
-    ) -> builtins.list[AuditEvent]:
-        """Audit entries with ``seq > after_seq`` (each given argument narrows them), oldest first by default."""
+    ) -> list[AuditEvent]:
+        """Entries with ``seq > after_seq`` (each given argument narrows them), oldest first by default."""
 
-    def audit_head(self) -> tuple[int, str] | None:
-        """``(seq, hash)`` of the last audit entry as recorded by the last append; None if none ever was."""
+    def head(self) -> tuple[int, str] | None:
+        """``(seq, hash)`` of the last entry as recorded by the last append; None if none ever was."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVector:
+    """A memory's stored vector as found (for checks): None fields when it has none."""
+
+    memory_id: str
+    model_id: str | None
+    dim: int | None
+    vector: Vectors | None
+
+
+@runtime_checkable
+class StoreChecks(Protocol):
+    """Consistency checks of the stored data (``engram doctor``); read-only."""
+
+    def database(self, *, quick: bool = False) -> builtins.list[str] | None:
+        """Problems the database's own check reports (SQLite ``PRAGMA integrity_check``; ``quick``:
+        ``quick_check``); empty when none, None when the backend has no such check."""
+
+    def keyword_index(self) -> builtins.list[str]:
+        """Problems of the keyword index against the memories (empty: in step)."""
+
+    def iter_vectors(self, *, batch: int = 1000) -> Iterator[builtins.list[StoredVector]]:
+        """Every memory's stored vector (or its absence), in batches."""
+
+    def pending(self) -> int:
+        """How many read-bookkeeping items (touches, read audit entries) wait for the next write."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Store:
+    """An open store: its role objects, one transaction scope and one lifetime. Safe across threads."""
+
+    #: The URL or path this store was opened from (passwords removed; for messages).
+    location: str
+    meta: MetaRepo
+    memories: MemoryRepo
+    search: CandidateSource
+    vectors: VectorRepo
+    shares: ShareRepo
+    audit: AuditRepo
+    checks: StoreChecks
+    _atomic: Callable[[], AbstractContextManager[None]] = field(repr=False)
+    _close: Callable[[], None] = field(repr=False)
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """A block in which every write of every role commits together or not at all (re-entrant).
+
+        Other threads wait for (SQLite) or do not see (PostgreSQL) the block's writes until
+        it commits. Raise inside to roll everything back. Searches must not run inside.
+        """
+        return self._atomic()
+
+    def close(self) -> None:
+        """Release connections (idempotent); further calls raise StorageError."""
+        self._close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

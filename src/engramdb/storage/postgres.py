@@ -1,16 +1,17 @@
 """The scale-out store: PostgreSQL with pgvector and PostgreSQL full-text search.
 
-``PostgresStore("postgresql://user:password@host/db")`` (or ``Engram("postgresql://...")``)
+``open_postgres("postgresql://user:password@host/db")`` (or ``Engram("postgresql://...")``)
 keeps memories in one PostgreSQL database (tables on the connection's ``search_path``),
 creating the ``vector`` extension and the schema on first use. Many processes and
 machines can share one store: writes are ordinary transactions, the audit chain is
 extended under an advisory lock, and searches run in the database, so there is no
-cache to keep in step between clients.
+cache to keep in step between clients. The roles of the store are the shared SQL engine
+(:mod:`engramdb.storage._engine`); this module supplies what is PostgreSQL's own.
 
 Connections come from a small ``psycopg_pool`` pool (``pool_size``, default 4) rather
 than one connection under a lock (the SQLite store's design): on a server backend the
 point is that threads of one process (a fleet of agents behind one API) search and
-write *concurrently*. :meth:`atomic` pins one pooled connection to the calling thread
+write *concurrently*. ``store.atomic()`` pins one pooled connection to the calling thread
 for the block, so every write of that thread joins the block's transaction while
 other threads keep their own connections.
 
@@ -21,6 +22,8 @@ other threads keep their own connections.
   exact scan; above it, it uses the HNSW index of the model (``hnsw.ef_search = max(100, k)``
   and pgvector's iterative scan, so hard filters still fill the top ``k``) at a recall of
   about 0.99 instead of 1.
+* read-modify-writes lock their rows (``SELECT ... FOR UPDATE``) until the commit; ``meta.get`` inside
+  ``store.atomic()`` also locks its key (row lock plus a per-key advisory lock, for a key without a row).
 * forgetting deletes the row, its vector, tags, shares and keyword entry and scrubs the
   history in one transaction; PostgreSQL reclaims the dead row versions at the next
   (auto)vacuum, and the server's write-ahead log keeps them until it is recycled.
@@ -28,68 +31,44 @@ other threads keep their own connections.
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engramdb.errors import StorageError, ValidationError
-from engramdb.models import Change, Memory
-from engramdb.storage._common import (
-    AUDIT_HEAD_KEY,
-    MEMORY_COLUMNS,
-    StoreBase,
-    as_unit_rows,
-    check_changes,
-    check_distinct,
-    check_meta,
-    check_new_memories,
-    check_page,
-    created_history,
-    in_order,
-    keyset_batches,
-    memory_row,
-    not_found,
-    plan_update,
-    require_found,
-    row_to_change,
-    row_to_memory,
-    shared_row_to_memory,
-    tag_rows,
-    tombstone,
-    ts,
-)
-from engramdb.storage._pg_mixins import PgAuditMixin, PgSharingMixin, PgTransferMixin
-from engramdb.storage._pg_schema import LOCK_VECTOR_INDEX, migrate
-from engramdb.storage._pg_sql import INSERT_HISTORY, filter_sql, tsquery_sql
-from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
+from engramdb.models import Memory
+from engramdb.storage._bookkeeping import Deferred
+from engramdb.storage._checks import as_unit_rows
+from engramdb.storage._codecs import AUDIT_HEAD_KEY
+from engramdb.storage._dialect import Conn
+from engramdb.storage._engine import sql_store
+from engramdb.storage._filters import FilterSQL
+from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
+from engramdb.storage._pg_sql import filter_sql, one_of, pg_statement, tsquery_sql
+from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Store, Vectors
 
 if TYPE_CHECKING:
     from engramdb.config import Settings
 
-__all__ = ["PostgresStore"]
+__all__ = ["EXACT_SEARCH_BELOW", "PostgresBackend", "open_postgres", "redact_url"]
 
-Conn = psycopg.Connection[tuple[Any, ...]]
+Raw = psycopg.Connection[tuple[Any, ...]]
 
-#: Meta keys the store maintains itself (set_meta refuses them).
+#: Meta keys the store maintains itself (meta.set refuses them).
 _INTERNAL_META: Final = frozenset({AUDIT_HEAD_KEY})
 #: Below this many vectors (planner estimate) searches scan exactly instead of using the HNSW index.
 EXACT_SEARCH_BELOW: Final = 20_000
 _MIN_EF_SEARCH: Final = 100
-_INSERT_MEMORY = (
-    "INSERT INTO memories (id, agent, kind, content, tags, metadata, created_at, updated_at, "
-    "last_accessed, access_count, confidence, successes, attempts, visibility, redacted) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
 
 
 def redact_url(location: str) -> str:
@@ -97,14 +76,47 @@ def redact_url(location: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", location)
 
 
-class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin, StoreBase):
-    """An engramdb store in a PostgreSQL database: ``PostgresStore("postgresql://u:p@host/db")``.
+def open_postgres(
+    location: str,
+    *,
+    settings: Settings | None = None,
+    pool_size: int = 4,
+    exact_search_below: int = EXACT_SEARCH_BELOW,
+) -> Store:
+    """The store in the PostgreSQL database at ``location`` (``postgresql://user:password@host/db``).
 
-    Implements :class:`~engramdb.storage.base.Store`. Raises :class:`~engramdb.errors.StorageError`
-    when the server cannot be reached or pgvector is missing, :class:`~engramdb.errors.NotAStoreError`
-    for a database holding other tables of the same names, and :class:`~engramdb.errors.SchemaVersionError`
-    for a store written by a newer engramdb.
+    Raises :class:`~engramdb.errors.StorageError` when the server cannot be reached or pgvector is
+    missing, :class:`~engramdb.errors.NotAStoreError` for a database holding other tables of the
+    same names, and :class:`~engramdb.errors.SchemaVersionError` for a store written by a newer engramdb.
     """
+    return sql_store(
+        PostgresBackend(location, settings=settings, pool_size=pool_size, exact_search_below=exact_search_below)
+    )
+
+
+class _PgConn:
+    """A psycopg connection running the shared ``?`` SQL (:class:`~engramdb.storage._dialect.Conn`)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Raw) -> None:
+        self.raw = raw
+
+    def execute(self, statement: str, params: Sequence[Any] = (), /) -> psycopg.Cursor[tuple[Any, ...]]:
+        return self.raw.execute(pg_statement(statement), params)
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]], /) -> None:
+        if rows:
+            with self.raw.cursor() as cur:
+                cur.executemany(pg_statement(statement), rows)
+
+
+class PostgresBackend:
+    """The PostgreSQL :class:`~engramdb.storage._dialect.Dialect`: a connection pool, transactions, pgvector."""
+
+    for_update: Final = " FOR UPDATE"
+    internal_meta: Final = _INTERNAL_META
+    vector_column: Final = "embedding"
 
     def __init__(
         self,
@@ -115,8 +127,8 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin, StoreBase):
         exact_search_below: int = EXACT_SEARCH_BELOW,
     ) -> None:
         self.location: str = redact_url(location)
-        self._exact_below = exact_search_below
         self._local = threading.local()
+        self.deferred = Deferred()
         timeout = settings.busy_timeout if settings is not None else 30.0
         self._timeout = max(1.0, timeout)
         try:
@@ -126,7 +138,8 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin, StoreBase):
             raise
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
-        self._pool: ConnectionPool[Conn] | None = ConnectionPool(
+        self.search = PgSearch(self, exact_search_below=exact_search_below)
+        self._pool: ConnectionPool[Raw] | None = ConnectionPool(
             location,
             min_size=1,
             max_size=max(1, pool_size),
@@ -163,15 +176,15 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin, StoreBase):
             return StorageError(f"{self.location}: a concurrent write conflicted; retry ({exc})")
         return StorageError(f"{self.location}: {str(exc).strip()}")
 
-    def _require_pool(self) -> ConnectionPool[Conn]:
+    def _require_pool(self) -> ConnectionPool[Raw]:
         if self._pool is None:
             raise StorageError(f"{self.location}: the store is closed")
         return self._pool
 
     @contextmanager
-    def _reading(self, *, snapshot: bool = False) -> Iterator[Conn]:
+    def reading(self, *, snapshot: bool = False) -> Iterator[Raw]:
         """A connection for reads: the thread's open write transaction if any (reads see its writes)."""
-        pinned: Conn | None = getattr(self._local, "conn", None)
+        pinned: Raw | None = getattr(self._local, "conn", None)
         if pinned is not None:
             if snapshot:
                 raise StorageError("searches cannot run inside an atomic() block")
@@ -189,76 +202,157 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin, StoreBase):
             raise self._translate(exc) from exc
 
     @contextmanager
-    def _writing(self) -> Iterator[Conn]:
+    def _writing(self) -> Iterator[Raw]:
         """One transaction on a pooled connection pinned to this thread; re-entrant (joins an open one)."""
-        pinned: Conn | None = getattr(self._local, "conn", None)
+        pinned: Raw | None = getattr(self._local, "conn", None)
         if pinned is not None:
             yield pinned
             return
         pool = self._require_pool()
+        pending = self.deferred.take()
         try:
             with pool.connection() as conn, conn.transaction():
                 self._local.conn = conn
                 try:
+                    # Bookkeeping of reads that met a full disk lands with this write (or stays pending).
+                    self.deferred.write(self, _PgConn(conn), pending)
                     yield conn
                 finally:
                     self._local.conn = None
         except (PoolTimeout, psycopg.Error) as exc:
+            self.deferred.restore(pending)
             raise self._translate(exc) from exc
+        except BaseException:
+            self.deferred.restore(pending)
+            raise
 
     @contextmanager
-    def transaction(self) -> Iterator[Conn]:
+    def transaction(self) -> Iterator[Raw]:
         """A write transaction on a raw psycopg connection, for engramdb modules adding their own tables."""
         with self._writing() as conn:
             yield conn
 
-    # -- metadata ---------------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        """See :meth:`Store.get_meta`."""
-        with self._reading() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
-        return None if row is None else str(row[0])
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
 
-    def set_meta(self, key: str, value: str) -> None:
-        """See :meth:`Store.set_meta`."""
-        check_meta(key, value, internal=_INTERNAL_META)
-        with self._writing() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
+    def _pinned(self) -> Raw:
+        pinned: Raw | None = getattr(self._local, "conn", None)
+        if pinned is None:
+            raise StorageError("a write hook ran outside a write transaction")
+        return pinned
 
-    # -- writes -----------------------------------------------------------------------------
-    def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
-        """See :meth:`Store.add`."""
-        if not memories:
-            return
-        ids = check_new_memories(memories)
-        unit = as_unit_rows(vectors, rows=len(memories)) if vectors is not None else None
-        rows = [memory_row(m) for m in memories]
-        history = [created_history(m, actor=actor) for m in memories]
-        with self._writing() as conn:
-            if unit is not None:
-                # Before any row is written: creating an index waits for other writers' transactions.
-                self._ensure_vector_index(conn, model_id, int(unit.shape[1]))
-            clash = conn.execute("SELECT id FROM memories WHERE id = ANY(%s::text[]) LIMIT 1", (ids,)).fetchone()
-            if clash is not None:
-                raise ValidationError(f"a memory with id {clash[0]!r} already exists")
-            try:
-                # A savepoint: a concurrent insert of the same id is bad input, not a broken transaction.
-                with conn.transaction(), conn.cursor() as cur:
-                    cur.executemany(_INSERT_MEMORY, rows)
-            except psycopg.errors.UniqueViolation as exc:
-                raise ValidationError("a memory with one of these ids already exists") from exc
-            with conn.cursor() as cur:
-                tags = [row for m in memories for row in tag_rows(m.id, m.tags)]
-                if tags:
-                    cur.executemany("INSERT INTO memory_tags (memory_id, tag) VALUES (%s, %s)", tags)
-                cur.executemany(INSERT_HISTORY, history)
-            if unit is not None:
-                self._write_vectors(conn, ids, unit, model_id=model_id)
+    # -- the Dialect: connections -----------------------------------------------------------
+    @contextmanager
+    def read(self) -> Iterator[Conn]:
+        """See :meth:`Dialect.read`."""
+        with self.reading() as raw:
+            yield _PgConn(raw)
 
-    def _ensure_vector_index(self, conn: Conn, model_id: str, dim: int) -> None:
+    @contextmanager
+    def write(self) -> Iterator[Conn]:
+        """See :meth:`Dialect.write`."""
+        with self._writing() as raw:
+            yield _PgConn(raw)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Group writes: every write of this store on this thread inside the block commits together or not at all.
+
+        Re-entrant. Other threads keep their own connections (they do not see the block's
+        writes until it commits). Raise to roll everything back; do not search inside.
+        """
+        with self._writing():
+            yield
+
+    def in_write(self) -> bool:
+        """See :meth:`Dialect.in_write`."""
+        return getattr(self._local, "conn", None) is not None
+
+    # -- the Dialect: spelling --------------------------------------------------------------
+    @staticmethod
+    def one_of(column: str, values: Sequence[str]) -> tuple[str, Any]:
+        """See :meth:`Dialect.one_of`."""
+        return one_of(column, values)
+
+    @staticmethod
+    def order_bytes(column: str) -> str:
+        """See :meth:`Dialect.order_bytes`."""
+        return f'{column} COLLATE "C"'
+
+    @staticmethod
+    def filter_sql(flt: Filter | None, *, visit_all: bool = False) -> FilterSQL:
+        """See :meth:`Dialect.filter_sql` (one form: the planner picks how to visit rows)."""
+        return filter_sql(flt)
+
+    @staticmethod
+    def encode_vector(vector: Vectors) -> Any:
+        """A vector as pgvector's parameter (the registered adapter takes numpy arrays)."""
+        return vector
+
+    @staticmethod
+    def decode_vector(value: Any) -> npt.ArrayLike:
+        """pgvector >= 0.3 loads a Vector object, older releases a numpy array."""
+        numbers: npt.ArrayLike = value.to_numpy() if hasattr(value, "to_numpy") else value
+        return numbers
+
+    # -- the Dialect: hooks inside a write --------------------------------------------------
+    def insert_new(self, conn: Conn, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert in a savepoint: a concurrent insert of the same id is bad input, not a broken transaction."""
+        raw = self._pinned()
+        try:
+            with raw.transaction(), raw.cursor() as cur:
+                cur.executemany(pg_statement(statement), rows)
+        except psycopg.errors.UniqueViolation as exc:
+            raise ValidationError("a memory with one of these ids already exists") from exc
+
+    def prepare_vectors(self, model_id: str, dim: int) -> None:
+        """Create the model's HNSW index if it does not exist yet (see :meth:`_ensure_vector_index`)."""
+        self._ensure_vector_index(self._pinned(), model_id, dim)
+
+    def vectors_written(self, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str) -> None:
+        """Nothing to keep in step: searches run in the database."""
+
+    def vector_removed(self, memory_id: str) -> None:
+        """Nothing to keep in step: searches run in the database."""
+
+    def attributes_changed(self, memory_id: str, *, kind: str, visibility: str) -> None:
+        """Nothing to keep in step: searches run in the database."""
+
+    def forgotten(self) -> None:
+        """Nothing beyond the SQL: the row and its ``tsvector`` are gone; (auto)vacuum reclaims the space."""
+
+    def lock_audit(self, conn: Conn) -> None:
+        """Held until commit: concurrent appenders (threads or processes) queue here, so each reads the
+        head the previous one wrote and the chain stays one line."""
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (LOCK_AUDIT,))
+
+    def lock_meta(self, conn: Conn, key: str) -> None:
+        """Held until commit, keyed by ``key``: ``SELECT ... FOR UPDATE`` locks a row that exists, this also
+        queues the first writers of a key that has none yet (two ``keys create`` on an empty store)."""
+        conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (LOCK_META_CLASS, key))
+
+    def out_of_space(self, exc: BaseException) -> bool:
+        """See :meth:`Dialect.out_of_space`: SQLSTATE class 53 (insufficient resources) or 58030 (I/O error)."""
+        cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+        state = cause.sqlstate if isinstance(cause, psycopg.Error) else None
+        return state is not None and (state.startswith("53") or state == "58030")
+
+    # -- the Dialect: health checks ---------------------------------------------------------
+    def database_problems(self, *, quick: bool) -> list[str] | None:
+        """None: PostgreSQL checks its own pages (checksums, amcheck) outside engramdb."""
+        return None
+
+    def keyword_index_problems(self) -> list[str]:
+        """Rows whose stored ``tsvector`` differs from their content and tags (it is generated: none expected)."""
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM memories WHERE tsv IS DISTINCT FROM "
+                "to_tsvector('english'::regconfig, content || ' ' || tags)"
+            ).fetchone()
+        stale = int(row[0]) if row is not None else 0
+        return [f"{stale} memories have keyword index entries out of step with their text"] if stale else []
+
+    def _ensure_vector_index(self, conn: Raw, model_id: str, dim: int) -> None:
         """Create the HNSW index of ``model_id``'s ``dim``-dimensional vectors if it does not exist yet.
 
         pgvector's HNSW needs a fixed dimension while the column holds any, so the index is a
@@ -290,164 +384,39 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin, StoreBase):
                 "INSERT INTO vector_indexes (model_id, dim, index_name) VALUES (%s, %s, %s)", (model_id, dim, name)
             )
 
-    def _write_vectors(self, conn: Conn, ids: Sequence[str], unit: Vectors, *, model_id: str) -> None:
-        """Insert or replace the vectors of existing memories (dimension checked against the model's others)."""
-        dim = int(unit.shape[1])
-        other = conn.execute(
-            "SELECT dim FROM vectors WHERE model_id = %s AND dim <> %s AND NOT memory_id = ANY(%s::text[]) LIMIT 1",
-            (model_id, dim, list(ids)),
-        ).fetchone()
-        if other is not None:
-            raise ValidationError(f"model {model_id!r} vectors have dimension {other[0]} in this store, not {dim}")
-        self._ensure_vector_index(conn, model_id, dim)
-        # The first vectors written name the model that searches use.
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (MODEL_META_KEY, model_id)
-        )
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO vectors (memory_id, model_id, dim, embedding) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
-                "embedding = excluded.embedding",
-                [(i, model_id, dim, unit[n]) for n, i in enumerate(ids)],
-            )
 
-    @staticmethod
-    def _fetch(conn: Conn, memory_id: str, *, lock: bool = False) -> Memory:
-        suffix = " FOR UPDATE" if lock else ""
-        row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = %s{suffix}", (memory_id,)).fetchone()
-        if row is None:
-            raise not_found(memory_id)
-        return row_to_memory(row)
+class PgSearch:
+    """:class:`~engramdb.storage.base.CandidateSource` of a PostgreSQL store: ``tsvector`` and pgvector."""
 
-    def update(
-        self,
-        memory_id: str,
-        changes: Mapping[str, Any],
-        *,
-        vector: Vectors | None,
-        model_id: str,
-        actor: str,
-        at: datetime,
-        action: str = "update",
-    ) -> Memory:
-        """See :meth:`Store.update`; what is written is planned by :func:`~engramdb.storage._common.plan_update`."""
-        check_changes(changes)
-        unit = as_unit_rows(vector, rows=1) if vector is not None else None
-        with self._writing() as conn:
-            if unit is not None:
-                self._ensure_vector_index(conn, model_id, int(unit.shape[1]))
-            plan = plan_update(self._fetch(conn, memory_id, lock=True), changes, action=action, actor=actor, at=at)
-            after = plan.after
-            if after:
-                assignments = ", ".join(f"{name} = %s" for name in plan.columns)
-                conn.execute(f"UPDATE memories SET {assignments} WHERE id = %s", (*plan.columns.values(), memory_id))
-                if plan.withdraws_shares:
-                    conn.execute("DELETE FROM shares WHERE memory_id = %s", (memory_id,))
-                if plan.new_tag_rows is not None:
-                    conn.execute("DELETE FROM memory_tags WHERE memory_id = %s", (memory_id,))
-                    with conn.cursor() as cur:
-                        cur.executemany("INSERT INTO memory_tags (memory_id, tag) VALUES (%s, %s)", plan.new_tag_rows)
-                conn.execute(INSERT_HISTORY, plan.history)
-            result = self._fetch(conn, memory_id)
-            if unit is not None:
-                self._write_vectors(conn, [memory_id], unit, model_id=model_id)
-            elif "content" in after:
-                conn.execute("DELETE FROM vectors WHERE memory_id = %s", (memory_id,))
-        return result
+    def __init__(self, backend: PostgresBackend, *, exact_search_below: int) -> None:
+        self._backend = backend
+        self._exact_below = exact_search_below
 
-    def delete(self, memory_id: str, *, actor: str, at: datetime) -> None:
-        """Forget a memory: its row (and with it the keyword entry), vector, tags, shares and history contents.
-
-        A ``forget`` tombstone without content stays in the history.
-        """
-        with self._writing() as conn:
-            self._fetch(conn, memory_id, lock=True)
-            # Vectors, tags and shares go with the row (ON DELETE CASCADE); explicit for clarity.
-            for table in ("vectors", "memory_tags", "shares"):
-                conn.execute(sql.SQL("DELETE FROM {} WHERE memory_id = %s").format(sql.Identifier(table)), (memory_id,))
-            conn.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
-            conn.execute("UPDATE history SET before = NULL, after = NULL WHERE memory_id = %s", (memory_id,))
-            conn.execute(INSERT_HISTORY, tombstone(memory_id, at=at, actor=actor))
-
-    def touch(self, memory_ids: Sequence[str], *, at: datetime) -> None:
-        """Record a retrieval: ``last_accessed = at`` and ``access_count + 1``, once per distinct id."""
-        if not memory_ids:
-            return
-        with self._writing() as conn:
-            # Rows are locked in id order, so concurrent touches of overlapping sets cannot deadlock.
-            conn.execute(
-                "UPDATE memories SET last_accessed = %s, access_count = access_count + 1 WHERE id IN "
-                "(SELECT id FROM memories WHERE id = ANY(%s::text[]) ORDER BY id FOR UPDATE)",
-                (ts(at), list(dict.fromkeys(memory_ids))),
-            )
-
-    # -- reads ------------------------------------------------------------------------------
-    def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
-        """See :meth:`Store.get_many`."""
-        if not memory_ids:
-            return {}
-        f = filter_sql(flt)
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM memories m "
-                f"WHERE m.id = ANY(%s::text[]) AND {f.where}",
-                (*f.shared_by_params, *f.shared_at_params, list(memory_ids), *f.params),
-            ).fetchall()
-        return in_order(memory_ids, map(shared_row_to_memory, rows))
-
-    def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> builtins.list[Memory]:
-        """See :meth:`Store.list`."""
-        check_page(limit, offset)
-        f = filter_sql(flt)
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM memories m WHERE {f.where} "
-                "ORDER BY m.created_at DESC, m.rid DESC LIMIT %s OFFSET %s",
-                (*f.shared_by_params, *f.shared_at_params, *f.params, limit, offset),
-            ).fetchall()
-        return [shared_row_to_memory(row) for row in rows]
-
-    def count(self, flt: Filter) -> int:
-        """See :meth:`Store.count`."""
-        f = filter_sql(flt)
-        with self._reading() as conn:
-            row = conn.execute(f"SELECT count(*) FROM memories m WHERE {f.where}", f.params).fetchone()
-        return int(row[0]) if row is not None else 0
-
-    def history(self, memory_id: str) -> builtins.list[Change]:
-        """See :meth:`Store.history`."""
-        with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT seq, memory_id, action, at, actor, before, after FROM history "
-                "WHERE memory_id = %s ORDER BY seq",
-                (memory_id,),
-            ).fetchall()
-        return [row_to_change(row) for row in rows]
-
-    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> builtins.list[Candidate]:
+    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """Full-text candidates matching any of ``terms``, best ``ts_rank_cd`` first (higher is better)."""
         query = tsquery_sql(terms)
         if query is None or limit <= 0:
             return []
         expr, term_params = query
         f = filter_sql(flt)
-        with self._reading() as conn:
+        with self._backend.reading() as conn:
             rows = conn.execute(
-                f"WITH q AS (SELECT {expr} AS query) "
-                "SELECT m.id, ts_rank_cd(m.tsv, q.query) AS rank FROM memories m, q "
-                f"WHERE m.tsv @@ q.query AND {f.where} ORDER BY rank DESC, m.rid LIMIT %s",
+                pg_statement(
+                    f"WITH q AS (SELECT {expr} AS query) "
+                    "SELECT m.id, ts_rank_cd(m.tsv, q.query) AS rank FROM memories m, q "
+                    f"WHERE m.tsv @@ q.query AND {f.where} ORDER BY rank DESC, m.rid LIMIT ?"
+                ),
                 (*term_params, *f.params, limit),
             ).fetchall()
         return [Candidate(memory_id, float(rank)) for memory_id, rank in rows]
 
-    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> builtins.list[Candidate]:
+    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Cosine candidates among the current model's vectors, best first (score = 1 - cosine distance)."""
         query = as_unit_rows(vector, rows=1)[0]
         if limit <= 0:
             return []
         f = filter_sql(flt)
-        with self._reading(snapshot=True) as conn:
+        with self._backend.reading(snapshot=True) as conn:
             row = conn.execute(
                 "SELECT m.value, (SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
                 "(SELECT reltuples FROM pg_class WHERE oid = to_regclass('vectors')) "
@@ -476,47 +445,11 @@ class PostgresStore(PgSharingMixin, PgTransferMixin, PgAuditMixin, StoreBase):
             statement = sql.SQL(
                 "SELECT v.memory_id, {distance} AS d FROM vectors v JOIN memories m ON m.id = v.memory_id "
                 "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s"
-            ).format(distance=distance, model=sql.Literal(model_id), dim=sql.Literal(dim), where=sql.SQL(f.where))
+            ).format(
+                distance=distance,
+                model=sql.Literal(model_id),
+                dim=sql.Literal(dim),
+                where=sql.SQL(pg_statement(f.where)),
+            )
             rows = conn.execute(statement, (query, *f.params, limit)).fetchall()
         return [Candidate(memory_id, 1.0 - float(d)) for memory_id, d in rows]
-
-    # -- embedding maintenance --------------------------------------------------------------
-    def count_vectors_not_from(self, model_id: str) -> int:
-        """See :meth:`Store.count_vectors_not_from`."""
-        with self._reading() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
-                "WHERE v.memory_id IS NULL OR v.model_id <> %s",
-                (model_id,),
-            ).fetchone()
-        return int(row[0]) if row is not None else 0
-
-    def iter_missing_vectors(self, model_id: str, *, batch: int = 256) -> Iterator[builtins.list[tuple[str, str]]]:
-        """See :meth:`Store.iter_missing_vectors` (batching: :func:`~engramdb.storage._common.keyset_batches`)."""
-
-        def fetch(after: int, size: int) -> builtins.list[Any]:
-            with self._reading() as conn:
-                return conn.execute(
-                    "SELECT m.rid, m.id, m.content FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
-                    "WHERE m.rid > %s AND (v.memory_id IS NULL OR v.model_id <> %s) ORDER BY m.rid LIMIT %s",
-                    (after, model_id, size),
-                ).fetchall()
-
-        yield from keyset_batches(batch, fetch)
-
-    def set_vectors(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
-        """See :meth:`Store.set_vectors`."""
-        check_distinct(memory_ids)
-        unit = as_unit_rows(vectors, rows=len(memory_ids))
-        if not memory_ids:
-            return
-        with self._writing() as conn:
-            self._ensure_vector_index(conn, model_id, int(unit.shape[1]))
-            found = {
-                r[0]
-                for r in conn.execute(
-                    "SELECT id FROM memories WHERE id = ANY(%s::text[]) FOR UPDATE", (list(memory_ids),)
-                ).fetchall()
-            }
-            require_found(memory_ids, found)
-            self._write_vectors(conn, memory_ids, unit, model_id=model_id)

@@ -1,28 +1,28 @@
 """The embedded store: one SQLite file (WAL mode) with FTS5 keywords and numpy vector search.
 
 A store is a directory holding ``engram.db`` (plus SQLite's ``-wal``/``-shm`` files),
-or ``":memory:"``. One :class:`SQLiteStore` owns one connection guarded by a
-re-entrant lock, so an instance can be shared across threads; several processes
-can open the same directory at once (SQLite serialises their writes, and each
-writer waits up to ``busy_timeout`` seconds for the lock).
+or ``":memory:"``: ``open_sqlite("dir")``. One :class:`SQLiteBackend` owns one connection
+guarded by a re-entrant lock, so a store can be shared across threads; several processes
+can open the same directory at once (SQLite serialises their writes, and each writer
+waits up to ``busy_timeout`` seconds for the lock).
 
-Writes run in ``BEGIN IMMEDIATE`` transactions: all or nothing. Forgetting a
-memory removes it from the table, the keyword index (merged so no term lingers
-in old index segments), the vectors and every earlier history entry, with
-``secure_delete`` on so freed pages are zeroed, then truncates the write-ahead log.
+The roles of the store are the shared SQL engine (:mod:`engramdb.storage._engine`); this
+module supplies what is SQLite's own: the connection, ``BEGIN IMMEDIATE`` write transactions
+(all or nothing, re-entrant), the in-memory vector cache kept in step after each commit, and
+forgetting down to the bytes: ``secure_delete`` zeroes freed pages, the keyword index is
+merged before the commit (so no term lingers in old segments) and the write-ahead log is
+truncated after the outermost commit.
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,84 +30,88 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, ValidationError
-from engramdb.models import Change, Memory
-from engramdb.storage._common import (
-    AUDIT_HEAD_KEY,
-    MEMORY_COLUMNS,
-    StoreBase,
-    as_unit_rows,
-    check_changes,
-    check_distinct,
-    check_meta,
-    check_new_memories,
-    check_page,
-    created_history,
-    in_order,
-    keyset_batches,
-    memory_row,
-    not_found,
-    plan_update,
-    require_found,
-    row_to_change,
-    row_to_memory,
-    shared_row_to_memory,
-    tag_rows,
-    tombstone,
-    ts,
-)
-from engramdb.storage._sqlite_audit import AuditMixin
+from engramdb.models import Memory
+from engramdb.storage._bookkeeping import Deferred
+from engramdb.storage._codecs import AUDIT_HEAD_KEY
+from engramdb.storage._dialect import Conn
+from engramdb.storage._engine import sql_store
+from engramdb.storage._filters import FilterSQL
+from engramdb.storage._sqlite_files import check_present, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
-from engramdb.storage._sqlite_sharing import SharingMixin
-from engramdb.storage._sqlite_sql import INSERT_HISTORY, filter_sql, fts_query, ids_json
-from engramdb.storage._sqlite_transfer import TransferMixin
+from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
+from engramdb.storage._sqlite_sql import filter_sql, ids_json, one_of
 from engramdb.storage._vector_index import IndexOp, SyncState, VectorIndex, attrs_op, put_op, remove_op
-from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
+from engramdb.storage.base import Filter, Store, Vectors
 
-__all__ = ["DB_FILENAME", "SQLiteStore"]
+__all__ = ["DB_FILENAME", "SYNCHRONOUS", "SQLiteBackend", "open_sqlite"]
 
 #: The database file inside a store directory.
 DB_FILENAME: Final = "engram.db"
 
-#: Keyword search ranks this many times ``limit`` matches before it applies the filter (see keyword_candidates).
-_KEYWORD_HEAD_FACTOR: Final = 4
-
-#: Meta keys the store maintains itself (set_meta refuses them).
+#: Meta keys the store maintains itself (meta.set refuses them).
 _INTERNAL_META: Final = frozenset({"vec_epoch", "share_epoch", AUDIT_HEAD_KEY})
-_SHARED_CACHE_AGENTS: Final = 256
 _PAGE_SIZE: Final = 8192
+#: The durability levels ``open_sqlite(synchronous=...)`` accepts (SQLite's ``PRAGMA synchronous`` in WAL mode).
+SYNCHRONOUS: Final = ("NORMAL", "FULL")
+#: SQLite primary result codes meaning the disk is full or failing (read bookkeeping can wait).
+_SQLITE_IOERR: Final = 10
+_SQLITE_FULL: Final = 13
+
+
+def open_sqlite(location: str | os.PathLike[str], *, busy_timeout: float = 30.0, synchronous: str = "NORMAL") -> Store:
+    """The SQLite store at directory ``location`` (created if missing) or ``":memory:"``.
+
+    ``synchronous`` is the durability level (see :data:`SYNCHRONOUS`): ``"NORMAL"`` (default)
+    never corrupts the store, but an operating-system crash or power loss may roll back the
+    last commits; ``"FULL"`` syncs the log at every commit, so a commit that returned survives
+    those too (each write costs an fsync).
+
+    Raises :class:`~engramdb.errors.NotAStoreError` for a path that holds something else,
+    :class:`~engramdb.errors.CorruptStoreError` for a damaged, emptied or vanished database file and
+    :class:`~engramdb.errors.SchemaVersionError` for a store written by a newer engramdb.
+    """
+    return sql_store(SQLiteBackend(location, busy_timeout=busy_timeout, synchronous=synchronous))
 
 
 @dataclass(slots=True)
 class _Write:
-    """An open write transaction and the vector-cache changes to apply once it commits."""
+    """An open write transaction, the vector-cache changes to apply once it commits, and what runs after."""
 
     conn: sqlite3.Connection
     before: SyncState | None
     ops: list[IndexOp] = field(default_factory=list)
-    #: Something was forgotten: purge the keyword index before the commit, empty the log after.
+    #: Something was forgotten: purge the keyword index before the commit.
     forgot: bool = False
+    #: Run once after the outermost commit (e.g. truncating the log after a forget).
+    after_commit: dict[str, Callable[[], None]] = field(default_factory=dict)
 
 
-class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
-    """An engramdb store in a SQLite file: ``SQLiteStore("dir")`` or ``SQLiteStore(":memory:")``.
+class SQLiteBackend:
+    """The SQLite :class:`~engramdb.storage._dialect.Dialect`: connection, transactions, vector cache, search."""
 
-    Implements :class:`~engramdb.storage.base.Store`. Raises
-    :class:`~engramdb.errors.NotAStoreError` for a path that holds something else,
-    :class:`~engramdb.errors.CorruptStoreError` for a damaged file and
-    :class:`~engramdb.errors.SchemaVersionError` for a store written by a newer engramdb.
-    """
+    for_update: Final = ""
+    internal_meta: Final = _INTERNAL_META
+    vector_column: Final = "vec"
 
-    def __init__(self, location: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self, location: str | os.PathLike[str], *, busy_timeout: float = 30.0, synchronous: str = "NORMAL"
+    ) -> None:
+        level = synchronous.upper() if isinstance(synchronous, str) else ""
+        if level not in SYNCHRONOUS:
+            raise ValidationError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, not {synchronous!r}")
         self.location: str = os.fspath(location)
+        self._synchronous = level
+        self.deferred = Deferred()
         self._busy_ms = max(0, int(busy_timeout * 1000))
         self._lock = threading.RLock()
         self._open_write: _Write | None = None
         self._index = VectorIndex()
-        # Keys of memories shared with each agent (for the vector filter), valid for one share epoch.
-        self._shared: dict[str, npt.NDArray[np.int64]] = {}
-        self._share_epoch = -1
+        self.search = SQLiteSearch(self._reading, self._index)
         self.path: Path | None = None
         self._conn: sqlite3.Connection | None = self._connect(busy_timeout)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
 
     # -- lifecycle --------------------------------------------------------------------------
     def _connect(self, busy_timeout: float) -> sqlite3.Connection:
@@ -123,30 +127,39 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
                 raise StorageError(f"cannot create store directory {directory}: {exc.strerror or exc}") from exc
             self.path = directory / DB_FILENAME
             check_header(self.path)
+            if not check_present(self.path):
+                create_atomically(self.path, self._initialise)
             target = str(self.path)
         try:
             conn = sqlite3.connect(target, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
         try:
-            if self._check_marker(conn):
-                # Must precede the first table. 8 KiB pages hold five 384-d float32 vectors
-                # (95% full) where 4 KiB pages hold two (75%).
-                conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            # NORMAL is safe in WAL mode (no corruption on power loss; the last commits may roll back).
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            # Zero deleted content instead of leaving it in free pages: forget means gone.
-            conn.execute("PRAGMA secure_delete = ON")
-            migrate(conn, location=self.location)
+            self._initialise(conn)
         except sqlite3.Error as exc:
             conn.close()
             raise self._translate(exc) from exc
         except BaseException:
             conn.close()
             raise
+        if self.path is not None:
+            ensure_marker(self.path.parent)
         return conn
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        """Set up a connection: the new database's page size, WAL, durability, and the schema."""
+        if self._check_marker(conn):
+            # Must precede the first table. 8 KiB pages hold five 384-d float32 vectors
+            # (95% full) where 4 KiB pages hold two (75%).
+            conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # NORMAL is safe in WAL mode (no corruption on power loss; the last commits may roll back);
+        # FULL also syncs the log at each commit, so a returned commit survives an OS crash.
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        # Zero deleted content instead of leaving it in free pages: forget means gone.
+        conn.execute("PRAGMA secure_delete = ON")
+        migrate(conn, location=self.location)
 
     def _check_marker(self, conn: sqlite3.Connection) -> bool:
         """Refuse a SQLite database that is neither empty nor marked as ours, before any write.
@@ -170,7 +183,7 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
                 finally:
                     self._conn = None
                     self._index.invalidate()
-                    self._shared.clear()
+                    self.search.clear()
 
     # -- transactions -----------------------------------------------------------------------
     def _translate(self, exc: sqlite3.Error) -> StorageError:
@@ -225,7 +238,8 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
         """One ``BEGIN IMMEDIATE`` transaction; the vector cache follows only once it commits.
 
         Re-entrant: a write started inside another on the same thread (see :meth:`atomic`)
-        joins the open transaction, and the outermost one commits everything or nothing.
+        joins the open transaction, and the outermost one commits everything or nothing,
+        then runs the write's after-commit hooks.
         """
         with self._lock:
             if self._open_write is not None:
@@ -233,9 +247,12 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
                 yield self._open_write
                 return
             conn = self._require_open()
+            pending = self.deferred.take()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                write = _Write(conn, self._sync_state(conn) if self._index.state is not None else None)
+                write = _Write(conn, sync_state(conn) if self._index.state is not None else None)
+                # Bookkeeping of reads that met a full disk lands with this write (or stays pending).
+                self.deferred.write(self, conn, pending)
                 self._open_write = write
                 try:
                     yield write
@@ -247,17 +264,19 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
                     # drops them for good: about 0.2 s per 100k memories, paid once per transaction,
                     # so forgetting many memories inside one atomic() block costs one merge.
                     conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
-                after = self._sync_state(conn) if write.before is not None else None
+                after = sync_state(conn) if write.before is not None else None
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback(conn)
+                self.deferred.restore(pending)
                 raise self._translate(exc) from exc
             except BaseException:
                 self._rollback(conn)
+                self.deferred.restore(pending)
                 raise
             self._after_commit(write, after)
-            if write.forgot:
-                self._truncate_wal()
+            for hook in write.after_commit.values():
+                hook()
 
     def _after_commit(self, write: _Write, after: SyncState | None) -> None:
         index = self._index
@@ -276,156 +295,151 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
             return
         index.state = after
 
+    def _current(self) -> _Write:
+        if self._open_write is None:
+            raise StorageError("a write hook ran outside a write transaction")
+        return self._open_write
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on the raw connection, for engramdb modules that add their own tables.
 
-        Everything inside commits together or not at all. Do not touch the
-        ``vectors`` table here: the vector cache only follows this class's own methods.
+        Everything inside commits together or not at all (and joins an open ``atomic()`` block).
+        Do not touch the ``vectors`` table here: the vector cache only follows the store's roles.
         """
         with self._writing() as write:
             yield write.conn
 
-    # -- metadata ---------------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        """See :meth:`Store.get_meta`."""
+    # -- the Dialect: connections -----------------------------------------------------------
+    @contextmanager
+    def read(self) -> Iterator[Conn]:
+        """See :meth:`Dialect.read`."""
         with self._reading() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+            yield conn
 
-    def set_meta(self, key: str, value: str) -> None:
-        """See :meth:`Store.set_meta`."""
-        check_meta(key, value, internal=_INTERNAL_META)
+    @contextmanager
+    def write(self) -> Iterator[Conn]:
+        """See :meth:`Dialect.write`."""
         with self._writing() as w:
-            w.conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
+            yield w.conn
 
-    # -- writes -----------------------------------------------------------------------------
-    def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
-        """See :meth:`Store.add`."""
-        if not memories:
-            return
-        ids = check_new_memories(memories)
-        unit = as_unit_rows(vectors, rows=len(memories)) if vectors is not None else None
-        rows = [memory_row(m) for m in memories]
-        history = [created_history(m, actor=actor) for m in memories]
-        with self._writing() as w:
-            conn = w.conn
-            clash = conn.execute(
-                "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1", (ids_json(ids),)
-            ).fetchone()
-            if clash is not None:
-                raise ValidationError(f"a memory with id {clash[0]!r} already exists")
-            conn.executemany(
-                "INSERT INTO memories (id, agent, kind, content, tags, metadata, created_at, updated_at, "
-                "last_accessed, access_count, confidence, successes, attempts, visibility, redacted) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            conn.executemany(
-                "INSERT OR IGNORE INTO memory_tags (memory_id, tag) VALUES (?, ?)",
-                [row for m in memories for row in tag_rows(m.id, m.tags)],
-            )
-            conn.executemany(INSERT_HISTORY, history)
-            if unit is not None:
-                self._write_vectors(w, memories, unit, model_id=model_id)
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Group writes: every write of this store inside the block commits together or not at all.
 
-    def _write_vectors(
-        self, w: _Write, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str
-    ) -> None:
-        """Insert or replace vectors of existing memories inside ``w`` (dimension checked)."""
-        conn = w.conn
-        dim = int(unit.shape[1])
-        ids = [m.id for m in memories]
-        other = conn.execute(
-            "SELECT dim FROM vectors WHERE model_id = ? AND memory_id NOT IN (SELECT value FROM json_each(?)) LIMIT 1",
-            (model_id, ids_json(ids)),
-        ).fetchone()
-        if other is not None and int(other[0]) != dim:
-            raise ValidationError(f"model {model_id!r} vectors have dimension {other[0]} in this store, not {dim}")
-        # The first vectors written name the model that searches use.
-        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (MODEL_META_KEY, model_id))
-        blobs = [unit[i].tobytes() for i in range(len(ids))]
-        conn.executemany(
-            "INSERT INTO vectors (memory_id, model_id, dim, vec) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
-            "vec = excluded.vec",
-            [(i, model_id, dim, blob) for i, blob in zip(ids, blobs, strict=True)],
-        )
+        The block holds the store's write lock (other threads wait). Raise to roll
+        everything back; do not run searches inside (they need their own snapshot).
+        """
+        with self._writing():
+            yield
+
+    def in_write(self) -> bool:
+        """See :meth:`Dialect.in_write` (under the store's lock, only the writing thread gets here)."""
+        with self._lock:
+            return self._open_write is not None
+
+    # -- the Dialect: spelling --------------------------------------------------------------
+    @staticmethod
+    def one_of(column: str, values: Sequence[str]) -> tuple[str, Any]:
+        """See :meth:`Dialect.one_of`."""
+        return one_of(column, values)
+
+    @staticmethod
+    def order_bytes(column: str) -> str:
+        """See :meth:`Dialect.order_bytes` (SQLite's default collation compares bytes)."""
+        return column
+
+    @staticmethod
+    def filter_sql(flt: Filter | None, *, visit_all: bool = False) -> FilterSQL:
+        """See :meth:`Dialect.filter_sql`."""
+        return filter_sql(flt, visit_all=visit_all)
+
+    @staticmethod
+    def encode_vector(vector: Vectors) -> bytes:
+        """A vector as a float32 blob."""
+        return vector.astype(np.float32, copy=False).tobytes()
+
+    @staticmethod
+    def decode_vector(value: Any) -> npt.ArrayLike:
+        """A float32 blob as numbers."""
+        return np.frombuffer(value, dtype=np.float32)
+
+    # -- the Dialect: hooks inside a write --------------------------------------------------
+    @staticmethod
+    def insert_new(conn: Conn, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """See :meth:`Dialect.insert_new` (writers are serialised: the clash check before it suffices)."""
+        conn.executemany(statement, rows)
+
+    def prepare_vectors(self, model_id: str, dim: int) -> None:
+        """Nothing to prepare: the vector cache indexes whatever is committed."""
+
+    def vectors_written(self, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str) -> None:
+        """Queue the new vectors for the cache (applied once the write commits)."""
+        w = self._current()
         if w.before is None:
             return  # no cache loaded: nothing to keep in step
+        ids = [m.id for m in memories]
         rids = dict(
-            conn.execute(
+            w.conn.execute(
                 "SELECT id, rid FROM memories WHERE id IN (SELECT value FROM json_each(?))", (ids_json(ids),)
             ).fetchall()
         )
-        for m, blob in zip(memories, blobs, strict=True):
-            w.ops.append(put_op((m.id, int(rids[m.id]), m.agent, m.kind, m.visibility, blob), model_id))
+        for n, m in enumerate(memories):
+            row = (m.id, int(rids[m.id]), m.agent, m.kind, m.visibility, self.encode_vector(unit[n]))
+            w.ops.append(put_op(row, model_id))
 
-    def _fetch(self, conn: sqlite3.Connection, memory_id: str) -> Memory:
-        row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)).fetchone()
-        if row is None:
-            raise not_found(memory_id)
-        return row_to_memory(row)
+    def vector_removed(self, memory_id: str) -> None:
+        """Queue dropping the memory's row from the cache."""
+        self._current().ops.append(remove_op(memory_id))
 
-    def update(
-        self,
-        memory_id: str,
-        changes: Mapping[str, Any],
-        *,
-        vector: Vectors | None,
-        model_id: str,
-        actor: str,
-        at: datetime,
-        action: str = "update",
-    ) -> Memory:
-        """See :meth:`Store.update`; what is written is planned by :func:`~engramdb.storage._common.plan_update`."""
-        check_changes(changes)
-        unit = as_unit_rows(vector, rows=1) if vector is not None else None
-        with self._writing() as w:
-            conn = w.conn
-            plan = plan_update(self._fetch(conn, memory_id), changes, action=action, actor=actor, at=at)
-            after = plan.after
-            if after:
-                assignments = ", ".join(f"{name} = ?" for name in plan.columns)
-                conn.execute(f"UPDATE memories SET {assignments} WHERE id = ?", (*plan.columns.values(), memory_id))
-                if plan.withdraws_shares:
-                    conn.execute("DELETE FROM shares WHERE memory_id = ?", (memory_id,))
-                if plan.new_tag_rows is not None:
-                    conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO memory_tags (memory_id, tag) VALUES (?, ?)", plan.new_tag_rows
-                    )
-                conn.execute(INSERT_HISTORY, plan.history)
-            result = self._fetch(conn, memory_id)
-            if unit is not None:
-                self._write_vectors(w, [result], unit, model_id=model_id)
-            elif "content" in after:
-                conn.execute("DELETE FROM vectors WHERE memory_id = ?", (memory_id,))
-                w.ops.append(remove_op(memory_id))
-            if "kind" in after or "visibility" in after:
-                w.ops.append(attrs_op(memory_id, result.kind, result.visibility))
-        return result
+    def attributes_changed(self, memory_id: str, *, kind: str, visibility: str) -> None:
+        """Queue the memory's new filter data for the cache."""
+        self._current().ops.append(attrs_op(memory_id, kind, visibility))
 
-    def delete(self, memory_id: str, *, actor: str, at: datetime) -> None:
-        """Forget a memory: its row, keyword terms, vector, tags, shares and history contents.
+    def forgotten(self) -> None:
+        """Purge the keyword index before the commit and truncate the log after the outermost one."""
+        w = self._current()
+        w.forgot = True
+        w.after_commit["truncate_wal"] = self._truncate_wal
 
-        A ``forget`` tombstone without content stays in the history. Forgetting many
-        memories is much cheaper inside one :meth:`atomic` block: the keyword index is
-        merged (so no term of a forgotten memory lingers) once per transaction.
-        """
-        with self._writing() as w:
-            conn = w.conn
-            self._fetch(conn, memory_id)
-            for table in ("vectors", "memory_tags", "shares"):
-                conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
-            conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-            conn.execute("UPDATE history SET before = NULL, after = NULL WHERE memory_id = ?", (memory_id,))
-            conn.execute(INSERT_HISTORY, tombstone(memory_id, at=at, actor=actor))
-            w.ops.append(remove_op(memory_id))
-            w.forgot = True  # the keyword index is purged when the transaction commits
+    def lock_audit(self, conn: Conn) -> None:
+        """Nothing beyond ``BEGIN IMMEDIATE``, which already serialises every writer."""
+
+    def lock_meta(self, conn: Conn, key: str) -> None:
+        """Nothing beyond ``BEGIN IMMEDIATE``, which already serialises every writer."""
+
+    def out_of_space(self, exc: BaseException) -> bool:
+        """See :meth:`Dialect.out_of_space`: SQLITE_FULL or SQLITE_IOERR (any extended code) behind ``exc``."""
+        cause = exc if isinstance(exc, sqlite3.Error) else exc.__cause__
+        code = getattr(cause, "sqlite_errorcode", None) if isinstance(cause, sqlite3.Error) else None
+        if isinstance(code, int):
+            return code & 0xFF in (_SQLITE_FULL, _SQLITE_IOERR)
+        text = str(cause).lower() if cause is not None else ""
+        return "disk is full" in text or "disk i/o error" in text
+
+    # -- the Dialect: health checks ---------------------------------------------------------
+    def database_problems(self, *, quick: bool) -> list[str] | None:
+        """See :meth:`Dialect.database_problems`: ``PRAGMA integrity_check`` (or ``quick_check``), all rows."""
+        pragma = "quick_check" if quick else "integrity_check"
+        try:
+            with self._reading() as conn:
+                rows = conn.execute(f"PRAGMA {pragma}").fetchall()
+                broken_keys = conn.execute("PRAGMA foreign_key_check").fetchall()
+        except CorruptStoreError as exc:
+            return [str(exc)]
+        problems = [str(r[0]) for r in rows if str(r[0]) != "ok"]
+        problems += [f"{r[0]} row {r[1]} refers to a missing {r[2]} row" for r in broken_keys]
+        return problems
+
+    def keyword_index_problems(self) -> list[str]:
+        """See :meth:`Dialect.keyword_index_problems`: FTS5 ``integrity-check`` against the memories table."""
+        try:
+            with self._reading() as conn:
+                # rank = 1 also compares the index with the content table (external content).
+                conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
+        except StorageError as exc:
+            return [str(exc)]
+        return []
 
     def _truncate_wal(self) -> None:
         """Checkpoint and empty the write-ahead log so no old page image keeps forgotten content.
@@ -444,210 +458,3 @@ class SQLiteStore(SharingMixin, TransferMixin, AuditMixin, StoreBase):
                 pass  # busy: see the docstring
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-
-    def touch(self, memory_ids: Sequence[str], *, at: datetime) -> None:
-        """Record a retrieval: ``last_accessed = at`` and ``access_count + 1``, in one statement."""
-        if not memory_ids:
-            return
-        with self._writing() as w:
-            w.conn.execute(
-                "UPDATE memories SET last_accessed = ?, access_count = access_count + 1 "
-                "WHERE id IN (SELECT DISTINCT value FROM json_each(?))",
-                (ts(at), ids_json(memory_ids)),
-            )
-
-    # -- reads ------------------------------------------------------------------------------
-    def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
-        """See :meth:`Store.get_many`."""
-        if not memory_ids:
-            return {}
-        f = filter_sql(flt)
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM memories m "
-                f"WHERE m.id IN (SELECT value FROM json_each(?)) AND {f.where}",
-                (*f.shared_by_params, *f.shared_at_params, ids_json(memory_ids), *f.params),
-            ).fetchall()
-        return in_order(memory_ids, map(shared_row_to_memory, rows))
-
-    def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> list[Memory]:
-        """See :meth:`Store.list`."""
-        check_page(limit, offset)
-        f = filter_sql(flt)
-        with self._reading() as conn:
-            rows = conn.execute(
-                f"SELECT {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM memories m WHERE {f.where} "
-                "ORDER BY m.created_at DESC, m.rid DESC LIMIT ? OFFSET ?",
-                (*f.shared_by_params, *f.shared_at_params, *f.params, limit, offset),
-            ).fetchall()
-        return [shared_row_to_memory(row) for row in rows]
-
-    def count(self, flt: Filter) -> int:
-        """See :meth:`Store.count`."""
-        f = filter_sql(flt, visit_all=True)
-        with self._reading() as conn:
-            return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {f.where}", f.params).fetchone()[0])
-
-    def history(self, memory_id: str) -> builtins.list[Change]:
-        """See :meth:`Store.history`."""
-        with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT seq, memory_id, action, at, actor, before, after FROM history WHERE memory_id = ? ORDER BY seq",
-                (memory_id,),
-            ).fetchall()
-        return [row_to_change(row) for row in rows]
-
-    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> builtins.list[Candidate]:
-        """FTS5 candidates matching any of ``terms``, best BM25 first (score = -bm25, higher is better)."""
-        query = fts_query(terms)
-        if query is None or limit <= 0:
-            return []
-        f = filter_sql(flt)
-        # Two phases. Ranking every match is inherent to BM25, but joining every match with the
-        # filter is not: first the best `head` matches of the whole index, then the filter on those.
-        # If at least `limit` of them pass, they are exactly the filtered top `limit` (anything
-        # outside the head ranks below all of them); only otherwise (a selective filter) does
-        # the query run again with the filter applied to every match.
-        head = limit * _KEYWORD_HEAD_FACTOR
-        with self._reading() as conn:
-            rows = conn.execute(
-                "WITH top AS (SELECT rowid AS rid, bm25(memories_fts) AS rank FROM memories_fts "
-                "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?) "
-                f"SELECT m.id, top.rank FROM top JOIN memories m ON m.rid = top.rid WHERE {f.where} "
-                "ORDER BY top.rank LIMIT ?",
-                (query, head, *f.params, limit),
-            ).fetchall()
-            if len(rows) < limit:
-                rows = conn.execute(
-                    "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
-                    "JOIN memories m ON m.rid = memories_fts.rowid "
-                    f"WHERE memories_fts MATCH ? AND {f.where} ORDER BY rank LIMIT ?",
-                    (query, *f.params, limit),
-                ).fetchall()
-        return [Candidate(memory_id, -float(rank)) for memory_id, rank in rows]
-
-    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> builtins.list[Candidate]:
-        """Exact cosine candidates among the current model's vectors, best first."""
-        query = as_unit_rows(vector, rows=1)[0]
-        if limit <= 0:
-            return []
-        with self._reading(snapshot=True) as conn:
-            self._sync_index(conn)
-            also = self._shared_rids(conn, flt.agent) if flt.agent is not None and flt.include_shared else None
-            only = self._restricted_rids(conn, flt)
-        # The scan runs under the index's own lock, not the connection's: a keyword query of
-        # another thread (the same search's, see retrieval.hybrid) proceeds meanwhile.
-        found = self._index.search(
-            query,
-            limit=limit,
-            agent=flt.agent,
-            include_public=flt.include_shared,
-            also_rids=also,
-            kinds=flt.kinds,
-            only_rids=only,
-        )
-        return [Candidate(memory_id, score) for memory_id, score in found]
-
-    @staticmethod
-    def _rids(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> npt.NDArray[np.int64]:
-        return np.fromiter((r[0] for r in conn.execute(sql, params)), dtype=np.int64)
-
-    def _shared_rids(self, conn: sqlite3.Connection, agent: str) -> npt.NDArray[np.int64]:
-        """Keys of memories shared with ``agent`` or everyone, cached until any share changes."""
-        epoch = int(conn.execute("SELECT value FROM meta WHERE key = 'share_epoch'").fetchone()[0])
-        if epoch != self._share_epoch:
-            self._shared.clear()
-            self._share_epoch = epoch
-        rids = self._shared.get(agent)
-        if rids is None:
-            if len(self._shared) >= _SHARED_CACHE_AGENTS:
-                self._shared.clear()
-            rids = self._shared[agent] = self._rids(
-                conn,
-                "SELECT m.rid FROM shares s JOIN memories m ON m.id = s.memory_id WHERE s.to_agent IN (?, '*')",
-                (agent,),
-            )
-        return rids
-
-    def _restricted_rids(self, conn: sqlite3.Connection, flt: Filter) -> npt.NDArray[np.int64] | None:
-        """Keys allowed by the ``tags``/``ids`` parts of ``flt`` (None: no such restriction)."""
-        if flt.ids is not None:
-            f = filter_sql(Filter(agent=None, tags=flt.tags, ids=flt.ids))
-            return self._rids(conn, f"SELECT m.rid FROM memories m WHERE {f.where}", f.params)
-        if not flt.tags:
-            return None
-        # Driven from the first tag's index entries rather than a scan of every memory.
-        first, *rest = dict.fromkeys(flt.tags)
-        f = filter_sql(Filter(agent=None, tags=tuple(rest)))
-        return self._rids(
-            conn,
-            f"SELECT m.rid FROM memory_tags t0 JOIN memories m ON m.id = t0.memory_id WHERE t0.tag = ? AND {f.where}",
-            (first, *f.params),
-        )
-
-    # -- vector cache -----------------------------------------------------------------------
-    @staticmethod
-    def _sync_state(conn: sqlite3.Connection) -> SyncState:
-        model, epoch, max_seq = conn.execute(
-            "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = 'vec_epoch'), "
-            "(SELECT max(seq) FROM vectors)",
-            (MODEL_META_KEY,),
-        ).fetchone()
-        return SyncState(model, int(epoch or 0), int(max_seq or 0))
-
-    def _sync_index(self, conn: sqlite3.Connection) -> None:
-        """Bring the vector cache up to the database (inside a read snapshot)."""
-        state = self._sync_state(conn)
-        cached = self._index.state
-        if cached == state:
-            return
-        select = (
-            "SELECT v.memory_id, m.rid, m.agent, m.kind, m.visibility, v.vec FROM vectors v "
-            "JOIN memories m ON m.id = v.memory_id WHERE v.model_id = ?"
-        )
-        if (
-            cached is not None
-            and (cached.model_id, cached.epoch) == (state.model_id, state.epoch)
-            and state.max_seq > cached.max_seq
-        ):
-            # Only appends happened since the cache was filled: load just the new rows.
-            rows = conn.execute(f"{select} AND v.seq > ? ORDER BY v.seq", (state.model_id, cached.max_seq))
-            self._index.append(rows)
-            self._index.state = state
-        else:
-            self._index.load(conn.execute(f"{select} ORDER BY v.seq", (state.model_id,)), state)
-
-    # -- embedding maintenance --------------------------------------------------------------
-    def count_vectors_not_from(self, model_id: str) -> int:
-        """See :meth:`Store.count_vectors_not_from`."""
-        with self._reading() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
-                "WHERE v.memory_id IS NULL OR v.model_id != ?",
-                (model_id,),
-            ).fetchone()
-        return int(row[0])
-
-    def iter_missing_vectors(self, model_id: str, *, batch: int = 256) -> Iterator[builtins.list[tuple[str, str]]]:
-        """See :meth:`Store.iter_missing_vectors` (batching: :func:`~engramdb.storage._common.keyset_batches`)."""
-
-        def fetch(after: int, size: int) -> builtins.list[Any]:
-            with self._reading() as conn:
-                return conn.execute(
-                    "SELECT m.rid, m.id, m.content FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
-                    "WHERE m.rid > ? AND (v.memory_id IS NULL OR v.model_id != ?) ORDER BY m.rid LIMIT ?",
-                    (after, model_id, size),
-                ).fetchall()
-
-        yield from keyset_batches(batch, fetch)
-
-    def set_vectors(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
-        """See :meth:`Store.set_vectors`."""
-        check_distinct(memory_ids)
-        unit = as_unit_rows(vectors, rows=len(memory_ids))
-        if not memory_ids:
-            return
-        with self._writing() as w:
-            found = self.get_many(memory_ids)
-            require_found(memory_ids, found)
-            self._write_vectors(w, [found[i] for i in memory_ids], unit, model_id=model_id)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import tempfile
 from typing import Any, Final
 
-from engramdb.interfaces.cli._common import (
-    JsonOption,
+from engramdb.interfaces.cli._options import JsonOption
+from engramdb.interfaces.cli._render import (
     console,
     emit_json,
     history_table,

@@ -10,19 +10,10 @@ import typer
 from rich.markup import escape
 
 from engramdb.errors import ValidationError
-from engramdb.interfaces.cli._common import (
-    JsonOption,
-    StoreOption,
-    console,
-    count_memories,
-    emit_json,
-    new_group,
-    open_engram,
-)
+from engramdb.interfaces.cli._options import JsonOption, StoreOption, open_engram
+from engramdb.interfaces.cli._render import console, count_memories, emit_json
 
-__all__ = ["app"]
-
-app = new_group("knowledge", "Export, import and merge agents' knowledge (versioned JSONL files).")
+__all__ = ["export", "import_", "merge"]
 
 DomainOption = Annotated[
     str | None,
@@ -34,7 +25,6 @@ FileOption = Annotated[
 ]
 
 
-@app.command()
 def export(
     ctx: typer.Context,
     *,
@@ -58,7 +48,7 @@ def export(
         raise ValidationError("--json reports on stdout, so it needs --file to write the knowledge elsewhere")
     with open_engram(ctx, store) as mem:
         target = sys.stdout.buffer if to_stdout else Path(file or "")
-        count = mem.export_knowledge(
+        count = mem.knowledge.export_file(
             target, agent=agent, tag=domain, with_vectors=with_vectors, with_history=with_history
         )
     if to_stdout:
@@ -69,7 +59,6 @@ def export(
         console().print(f"Exported {count_memories(count)} of {escape(repr(agent))} to {escape(str(file))}.")
 
 
-@app.command("import")
 def import_(
     ctx: typer.Context,
     *,
@@ -80,6 +69,10 @@ def import_(
         str | None,
         typer.Option("--agent", "-a", metavar="AGENT", help="Import every memory as this agent's.", show_default=False),
     ] = None,
+    keep_agents: Annotated[
+        bool,
+        typer.Option("--keep-agents", help="Keep each memory's agent from the file (else --agent is needed)."),
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and count; write nothing.")] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -92,7 +85,7 @@ def import_(
     if isinstance(source, Path) and not source.is_file():
         raise ValidationError(f"no such file: {file}")
     with open_engram(ctx, store) as mem:
-        count = mem.import_knowledge(source, agent=agent, dry_run=dry_run)
+        count = mem.knowledge.import_file(source, agent=agent, keep_agents=keep_agents, dry_run=dry_run)
     if as_json:
         emit_json({"imported": count, "file": file, "agent": agent, "dry_run": dry_run})
         return
@@ -100,7 +93,6 @@ def import_(
     console().print(f"{verb} {count_memories(count)} from {escape(file)} (added or merged).")
 
 
-@app.command()
 def merge(
     ctx: typer.Context,
     *,
@@ -122,7 +114,7 @@ def merge(
     Running it again changes nothing.
     """
     with open_engram(ctx, store) as mem:
-        count = mem.merge_knowledge(from_agent=from_agent, to_agent=to_agent, tag=domain)
+        count = mem.knowledge.merge(from_agent=from_agent, to_agent=to_agent, tag=domain)
     if as_json:
         emit_json({"merged": count, "from_agent": from_agent, "to_agent": to_agent, "domain": domain})
         return

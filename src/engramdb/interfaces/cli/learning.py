@@ -1,82 +1,82 @@
 """``engram learning ...``: what an agent's outcomes say, and what to do next.
 
 Outcomes are recorded with ``engram memory record --context C --action A --outcome O``
-(or the Python API); these commands read them back: ``stats``, ``patterns``,
+(or ``mem.learning.record``); these commands read them back: ``stats``, ``patterns``,
 ``suggest``, ``choose``, ``feedback`` and ``report``. The failure commands of the same
-group (``failures``, ``apply-pattern``) live in ``learning_failures.py`` (see the
-end of this module).
+group (``failures``, ``apply-pattern``) live in ``failures.py``;
+:mod:`engramdb.interfaces.cli.app` registers them all.
 """
 
 from __future__ import annotations
 
-import importlib
-import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from engramdb.errors import ValidationError
-from engramdb.interfaces.cli._common import (
+from engramdb.interfaces.cli._options import (
     AgentOption,
+    ContextOption,
     JsonOption,
     LimitOption,
+    SinceOption,
     StoreOption,
-    console,
-    emit_json,
-    new_group,
     open_engram,
     parse_outcome,
-    shorten,
+    parse_since,
 )
-from engramdb.learning.analytics import CategoryTrend, option_dict, parse_rate_filter
-from engramdb.models import OptionStats
+from engramdb.interfaces.cli._render import console, emit_json, pct, shorten
 
-__all__ = ["SinceOption", "app", "parse_since"]
+if TYPE_CHECKING:
+    from engramdb.models import CategoryTrend, FailurePattern, LearningStats, OptionStats
 
-app = new_group("learning", "Learn from outcomes: statistics, patterns, suggestions, reports.")
+__all__ = ["choose", "feedback", "patterns", "pending", "report", "resolve", "stats", "suggest"]
 
-SinceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--since",
-        "--recent",
-        metavar="AGE|DATE",
-        help="Only outcomes from the last AGE (30m, 12h, 7d, 4w) or since DATE (2026-01-31, ISO 8601).",
-        show_default=False,
-    ),
-]
-ContextOption = Annotated[str, typer.Option("--context", "-c", help="The situation, in words.", show_default=False)]
 OptionsOption = Annotated[
     list[str] | None,
     typer.Option("--option", "-o", help="An action to consider (repeatable).", show_default=False),
 ]
-
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*$", re.IGNORECASE)
-_UNITS = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_since(text: str | None, *, now: datetime | None = None) -> datetime | None:
-    """``--since``/``--recent``: an age (``7d``, ``12h``, ``30m``, ``2w``) or an ISO date; None stays None."""
-    if text is None:
-        return None
-    now = now or datetime.now(UTC)
-    m = _AGE.match(text)
-    if m:
-        return now - timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValidationError(
-            f"bad --since {text!r}: use an age like 7d, 12h, 30m, 2w or a date like 2026-01-31"
-        ) from None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+#: The fields of a learning report that ``engram learning stats --json`` shows.
+STATS_FIELDS = (
+    "agent",
+    "since",
+    "decisions",
+    "successes",
+    "success_rate",
+    "low",
+    "high",
+    "average_duration",
+    "actions",
+    "categories",
+)
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.0%}"
+#: The all-time fields of ``mem.learning.stats`` that ``engram learning stats --json`` adds.
+STATS_OVERVIEW_FIELDS = (
+    "memories",
+    "pending",
+    "most_used",
+    "failure_patterns",
+    "recurring_failures",
+    "episodes",
+    "episode_successes",
+    "episode_failures",
+)
+
+
+def _overview_line(s: LearningStats) -> str:
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(s.memories.items(), key=lambda kv: -kv[1])) or "none"
+    parts = [f"Memories: {kinds}"]
+    if s.pending:
+        parts.append(f"{s.pending} decision(s) awaiting an outcome")
+    if s.failure_patterns:
+        parts.append(f"{s.failure_patterns} failure pattern(s), {s.recurring_failures} recurring")
+    if s.episodes:
+        parts.append(f"{s.episodes} episode(s): {s.episode_successes} succeeded, {s.episode_failures} failed")
+    return escape(". ".join(parts) + ".")
 
 
 def _options_table(options: list[OptionStats], *, title: str, weighted: bool = False) -> Table:
@@ -86,7 +86,7 @@ def _options_table(options: list[OptionStats], *, title: str, weighted: bool = F
     table.add_column("95% interval", justify="right")
     table.add_column("weighted runs" if weighted else "runs", justify="right")
     for o in options:
-        table.add_row(o.action, _pct(o.success_rate), f"{_pct(o.low)}–{_pct(o.high)}", f"{o.attempts:.3g}")
+        table.add_row(o.action, pct(o.success_rate), f"{pct(o.low)}–{pct(o.high)}", f"{o.attempts:.3g}")
     return table
 
 
@@ -106,17 +106,16 @@ def _categories_table(categories: list[CategoryTrend]) -> Table:
         table.add_row(
             c.category,
             str(c.executions),
-            _pct(c.success_rate),
-            f"{_pct(c.low)}–{_pct(c.high)}",
+            pct(c.success_rate),
+            f"{pct(c.low)}–{pct(c.high)}",
             f"{c.average_duration:.2f} s" if c.average_duration is not None else "-",
-            f"{best.action} ({_pct(best.success_rate)})" if best else "-",
+            f"{best.action} ({pct(best.success_rate)})" if best else "-",
             f"[{trend_style}]{c.trend.direction}[/]" if trend_style else c.trend.direction,
             f"{c.trend.p_value:.3g}" if c.trend.direction != "insufficient data" else "-",
         )
     return table
 
 
-@app.command()
 def stats(
     ctx: typer.Context,
     *,
@@ -128,28 +127,16 @@ def stats(
     """Outcome statistics of an agent: overall, per action, and per category with trends."""
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
-        report = mem.report(agent=agent, since=start)
+        report = mem.learning.report(agent=agent, since=start)
+        overview = mem.learning.stats(agent=agent)
     if as_json:
         data = report.to_dict()
-        emit_json(
-            {
-                k: data[k]
-                for k in (
-                    "agent",
-                    "since",
-                    "decisions",
-                    "successes",
-                    "success_rate",
-                    "low",
-                    "high",
-                    "average_duration",
-                    "actions",
-                    "categories",
-                )
-            }
-        )
+        extra = overview.to_dict()
+        emit_json({k: data[k] for k in STATS_FIELDS} | {k: extra[k] for k in STATS_OVERVIEW_FIELDS})
         return
     out = console()
+    if overview.memories or overview.pending:
+        out.print(_overview_line(overview))
     if not report.decisions:
         out.print(
             f"No outcomes recorded for agent {agent}. Record some with: engram memory record --agent {agent} "
@@ -158,13 +145,12 @@ def stats(
         return
     out.print(
         f"[bold]{report.decisions}[/] outcomes for agent [cyan]{agent}[/]: success rate "
-        f"[green]{_pct(report.success_rate)}[/] (95% interval {_pct(report.low)}–{_pct(report.high)})"
+        f"[green]{pct(report.success_rate)}[/] (95% interval {pct(report.low)}–{pct(report.high)})"
     )
     out.print(_options_table(report.actions[:20], title="Actions"))
     out.print(_categories_table(report.categories))
 
 
-@app.command()
 def patterns(
     ctx: typer.Context,
     *,
@@ -179,21 +165,49 @@ def patterns(
         ),
     ] = None,
     min_attempts: Annotated[int, typer.Option("--min-attempts", min=1, help="Only patterns seen this often.")] = 2,
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--type",
+            "--kind",
+            "-t",
+            metavar="TYPE",
+            help="decision (situations and the approaches taken) or failure (recurring failure patterns).",
+        ),
+    ] = "decision",
+    recurring: Annotated[
+        bool, typer.Option("--recurring", help="With --type failure: only patterns seen at least twice.")
+    ] = False,
     since: SinceOption = None,
     limit: LimitOption = 50,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Recurring situations (category, else the same context) and actions, with how often they worked."""
-    rate = parse_rate_filter(success_rate) if success_rate is not None else None
+    """Recurring situations (category, else the same context), the approaches taken and how often they worked.
+
+    With --type failure: the failure patterns, by readable name, with their best fix.
+    """
+    chosen = kind.strip().lower()
+    if chosen not in ("decision", "failure"):
+        raise ValidationError(f"unknown pattern type {kind!r} (choose from decision, failure)")
     start = parse_since(since)
+    if chosen == "failure":
+        if success_rate is not None:
+            raise ValidationError("--success-rate applies to decision patterns, not --type failure")
+        with open_engram(ctx, store) as mem:
+            failed = mem.failures.patterns(agent=agent, recurring=recurring, since=start)[:limit]
+        _show_failure_patterns(failed, agent=agent, as_json=as_json)
+        return
+    if recurring:
+        raise ValidationError("--recurring applies to --type failure (decision patterns use --min-attempts)")
     with open_engram(ctx, store) as mem:
-        found = mem.outcome_patterns(agent=agent, success_rate=rate, min_attempts=min_attempts, since=start)
+        found = mem.learning.approaches(agent=agent, success_rate=success_rate, min_attempts=min_attempts, since=start)
     found = found[:limit]
     if as_json:
         emit_json([p.to_dict() for p in found])
         return
-    table = Table(title=f"Patterns of {agent}" + (f" with success {rate}" if rate else ""), title_justify="left")
+    condition = f" with success {' '.join(success_rate.split())}" if success_rate else ""
+    table = Table(title=escape(f"Patterns of {agent}{condition}"), title_justify="left")
     table.add_column("situation", ratio=1, min_width=20)
     table.add_column("action", style="cyan")
     table.add_column("success", justify="right", style="green")
@@ -205,15 +219,33 @@ def patterns(
         table.add_row(
             situation,
             p.action,
-            _pct(p.success_rate),
-            f"{_pct(p.low)}–{_pct(p.high)}",
+            pct(p.success_rate),
+            f"{pct(p.low)}–{pct(p.high)}",
             str(p.attempts),
             p.last_at.astimezone().strftime("%Y-%m-%d"),
         )
     console().print(table if found else "No patterns match.")
 
 
-@app.command()
+def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: bool) -> None:
+    if as_json:
+        emit_json([p.to_dict() for p in found])
+        return
+    out = console()
+    if not found:
+        out.print(f"No failure patterns for agent {escape(repr(agent))}.")
+        return
+    for p in found:
+        out.print(f'Identified pattern: [bold magenta]"{escape(p.name or p.id)}"[/] ([cyan]{p.id}[/])')
+        out.print(f"  • Seen {p.occurrences} time(s): {escape(shorten(p.signature, 120))}")
+        working = [s for s in p.solutions if s.successes > 0]
+        if working:
+            best = working[0]
+            out.print(f"  • Best fix: {escape(best.solution)} ({best.successes:g}/{best.attempts:g} worked)")
+        if p.prevention:
+            out.print(f"  • Prevention check: {escape(p.prevention[0])}")
+
+
 def suggest(
     ctx: typer.Context,
     *,
@@ -226,21 +258,17 @@ def suggest(
 ) -> None:
     """What to do in a situation, from the outcomes of similar ones (no recommendation when evidence is thin)."""
     with open_engram(ctx, store) as mem:
-        s = mem.suggest(context, agent=agent, options=options or None, limit=limit)
+        s = mem.learning.suggest(context, agent=agent, options=options or None, limit=limit)
     if as_json:
-        emit_json(
-            {
-                "context": s.context,
-                "recommended": s.recommended,
-                "confidence": s.confidence,
-                "reason": s.reason,
-                "options": [option_dict(o) for o in s.options],
-            }
-        )
+        emit_json(s.to_dict())
         return
     out = console()
     if s.recommended is not None:
-        out.print(f"Recommended: [bold cyan]{s.recommended}[/] (confidence {s.confidence:.0%})")
+        firmness = "tentative: little evidence yet, " if s.tentative else ""
+        out.print(
+            f"Recommended: [bold cyan]{escape(s.recommended)}[/] ({firmness}confidence {s.confidence:.0%}, "
+            f"{s.evidence:.3g} weighted outcomes)"
+        )
     else:
         out.print(f"No recommendation (confidence {s.confidence:.0%}).")
     out.print(s.reason)
@@ -248,7 +276,6 @@ def suggest(
         out.print(_options_table(s.options, title="Options, best first", weighted=True))
 
 
-@app.command()
 def choose(
     ctx: typer.Context,
     *,
@@ -273,14 +300,13 @@ def choose(
 ) -> None:
     """Pick one action for a situation, balancing trying options and using the best known one."""
     with open_engram(ctx, store) as mem:
-        chosen = mem.choose(context, options, agent=agent, exploration=exploration, seed=seed)
+        chosen = mem.learning.choose(context, options, agent=agent, exploration=exploration, seed=seed)
     if as_json:
         emit_json({"context": context, "options": list(options), "chosen": chosen})
     else:
         typer.echo(chosen)
 
 
-@app.command()
 def feedback(
     ctx: typer.Context,
     memory_ids: Annotated[list[str], typer.Argument(help="Ids of the memories used for the task.", show_default=False)],
@@ -298,18 +324,17 @@ def feedback(
     """Tell memories used for a task how it went: their success rate and confidence follow."""
     parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
-        updated = mem.feedback(memory_ids, parsed, agent=agent)
+        updated = mem.learning.feedback(memory_ids, parsed, agent=agent)
     if as_json:
         emit_json([m.to_dict() for m in updated])
         return
     for m in updated:
         rate = m.success_rate
         console().print(
-            f"[cyan]{m.id}[/]: success rate {_pct(rate)} over {m.attempts:g} uses, confidence {m.confidence:.2f}"
+            f"[cyan]{m.id}[/]: success rate {pct(rate)} over {m.attempts:g} uses, confidence {m.confidence:.2f}"
         )
 
 
-@app.command()
 def report(
     ctx: typer.Context,
     *,
@@ -328,6 +353,25 @@ def report(
             "--chart", metavar="FILE.png", help="Also draw success rate over time as a PNG.", show_default=False
         ),
     ] = None,
+    success_target: Annotated[
+        float,
+        typer.Option(
+            "--success-target",
+            metavar="SHARE",
+            min=0.0,
+            max=1.0,
+            help="Recommend attention for categories whose success rate is below this share.",
+        ),
+    ] = 0.7,
+    slow_seconds: Annotated[
+        float,
+        typer.Option(
+            "--slow-seconds",
+            metavar="SECONDS",
+            min=0.0,
+            help="Recommend attention for categories and approaches slower than this on average.",
+        ),
+    ] = 300.0,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -339,7 +383,9 @@ def report(
         raise ValidationError(f"--chart must name a .png file, not {chart.name!r}")
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
-        result = mem.report(agent=agent, since=start, chart=chart)
+        result = mem.learning.report(
+            agent=agent, since=start, chart=chart, success_target=success_target, slow_seconds=slow_seconds
+        )
     text = result.to_json() if fmt == "json" else result.to_markdown()
     if output is None:
         typer.echo(text)
@@ -350,22 +396,65 @@ def report(
             console().print(f"Wrote {output}" + (f" and {chart}" if chart is not None else ""))
 
 
-# -- the failures part of the learning engine --------------------------------------------------------------
-# ``engram learning failures`` and ``engram learning apply-pattern`` belong to the failures/episodes/code-patterns
-# work and live in ``learning_failures.py``, which adds them to this same group:
-#
-#     from engramdb.interfaces.cli.learning import SinceOption, app, parse_since
-#
-#     @app.command()
-#     def failures(...): ...
-#
-# It is imported here, after this module's own commands, so ``engram learning --help`` lists them all.
-def _load_failure_commands() -> None:
-    try:
-        importlib.import_module("engramdb.interfaces.cli.learning_failures")
-    except ModuleNotFoundError as exc:
-        if exc.name != "engramdb.interfaces.cli.learning_failures":
-            raise
+def resolve(
+    ctx: typer.Context,
+    decision_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The id of a decision recorded with --outcome pending.")
+    ],
+    *,
+    outcome: Annotated[
+        str,
+        typer.Option(
+            "--outcome", help="success, failure, partial, true/false, or a reward in [-1, 1].", show_default=False
+        ),
+    ],
+    agent: AgentOption = "default",
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Attach the outcome to a decision recorded earlier with --outcome pending."""
+    parsed = parse_outcome(outcome)
+    with open_engram(ctx, store) as mem:
+        memory = mem.learning.resolve(decision_id, parsed, agent=agent)
+    if as_json:
+        emit_json(memory.to_dict())
+        return
+    action = escape(str(memory.metadata.get("action", "")))
+    console().print(f"Resolved [cyan]{memory.id}[/] ({action}): {escape(str(memory.metadata.get('outcome')))}")
 
 
-_load_failure_commands()
+def pending(
+    ctx: typer.Context,
+    *,
+    episode: Annotated[
+        str | None,
+        typer.Option("--episode", metavar="ID", help="Only the decisions of this episode.", show_default=False),
+    ] = None,
+    agent: AgentOption = "default",
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Decisions still waiting for their outcome, oldest first (resolve them with 'engram learning resolve')."""
+    with open_engram(ctx, store) as mem:
+        found = mem.learning.pending(agent=agent, episode=episode)
+    if as_json:
+        emit_json([m.to_dict() for m in found])
+        return
+    if not found:
+        console().print(f"No decisions awaiting an outcome for agent {escape(repr(agent))}.")
+        return
+    table = Table(title=f"Decisions of {escape(agent)} awaiting an outcome", title_justify="left")
+    table.add_column("id", style="cyan", no_wrap=True)
+    table.add_column("context", ratio=1, min_width=20)
+    table.add_column("action", style="magenta")
+    table.add_column("episode")
+    table.add_column("recorded", no_wrap=True)
+    for m in found:
+        table.add_row(
+            m.id,
+            escape(shorten(m.content, 80)),
+            escape(str(m.metadata.get("action", "-"))),
+            escape(str(m.metadata.get("episode") or "-")),
+            m.created_at.astimezone().strftime("%Y-%m-%d %H:%M"),
+        )
+    console().print(table)

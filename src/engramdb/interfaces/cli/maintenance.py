@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 
-from engramdb.interfaces.cli._common import JsonOption, StoreOption, console, emit_json, open_engram
+from engramdb.interfaces.cli._options import JsonOption, StoreOption, open_engram
+from engramdb.interfaces.cli._render import console, emit_json
 
 __all__ = ["reembed"]
 

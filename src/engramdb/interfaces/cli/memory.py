@@ -1,4 +1,9 @@
-"""``engram memory ...``: record, find, inspect, change and forget memories."""
+"""``engram memory ...``: record, find, inspect, change and forget memories.
+
+The other commands of the ``memory`` group live with their area: ``share``, ``unshare`` and
+``shares`` in ``sharing.py``, ``patterns`` in ``failures.py``, ``cleanup`` in ``retention.py``.
+:mod:`engramdb.interfaces.cli.app` registers them all.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from engramdb import Engram
 from engramdb.errors import ValidationError
-from engramdb.interfaces.cli._common import (
+from engramdb.interfaces.cli._options import (
     AgentOption,
     JsonOption,
     KindsOption,
@@ -20,23 +24,23 @@ from engramdb.interfaces.cli._common import (
     StoreOption,
     TagsOption,
     check_kind,
+    check_kinds,
     check_visibility,
+    open_engram,
+    parse_meta,
+    parse_outcome,
+)
+from engramdb.interfaces.cli._render import (
     console,
     emit_json,
     history_table,
     hits_table,
     memories_table,
     memory_detail,
-    new_group,
-    open_engram,
-    parse_meta,
-    parse_outcome,
     shorten,
 )
 
-__all__ = ["app"]
-
-app = new_group("memory", "Record, search, inspect, update and forget memories.")
+__all__ = ["forget", "history", "list_", "record", "retrieve", "search", "show", "update"]
 
 OUTCOME_PANEL = "Outcome record (instead of CONTENT)"
 
@@ -62,13 +66,6 @@ VisibilityOption = Annotated[
 ]
 
 
-def _kinds(kinds: list[str] | None) -> list[str] | None:
-    for kind in kinds or ():
-        check_kind(kind)
-    return list(kinds) if kinds else None
-
-
-@app.command()
 def record(
     ctx: typer.Context,
     content: Annotated[
@@ -116,7 +113,18 @@ def record(
         typer.Option(
             "--outcome",
             metavar="OUTCOME",
-            help="success, failure, partial, true/false, or a reward in [-1, 1].",
+            help="success, failure, partial, true/false, a reward in [-1, 1], or pending "
+            "(the outcome comes later: 'engram learning resolve ID --outcome ...').",
+            show_default=False,
+            rich_help_panel=OUTCOME_PANEL,
+        ),
+    ] = None,
+    episode: Annotated[
+        str | None,
+        typer.Option(
+            "--episode",
+            metavar="ID",
+            help="The episode the decision belongs to (with --outcome pending it is credited when the episode ends).",
             show_default=False,
             rich_help_panel=OUTCOME_PANEL,
         ),
@@ -150,14 +158,14 @@ def record(
     Give either CONTENT (a memory of any kind),
     or --context, --action and --outcome together (a decision and its outcome, for the learning engine).
     """
-    check_kind(kind)
-    check_visibility(visibility)
+    checked_kind = check_kind(kind)
+    checked_visibility = check_visibility(visibility)
     metadata = parse_meta(meta)
     if context is None and action is None and outcome is None:
         if content is None:
             raise ValidationError("nothing to record: give CONTENT, or --context, --action and --outcome")
-        if alternatives or duration is not None:
-            raise ValidationError("--alternative and --duration only apply to --context/--action/--outcome")
+        if alternatives or duration is not None or episode is not None:
+            raise ValidationError("--alternative, --duration and --episode only apply to --context/--action/--outcome")
         text = sys.stdin.read() if content == "-" else content
         if not text.strip():
             raise ValidationError("content must not be empty")
@@ -165,10 +173,10 @@ def record(
             memory = mem.remember(
                 text,
                 agent=agent,
-                kind=kind or "knowledge",
+                kind=checked_kind or "knowledge",
                 tags=tuple(tags or ()),
                 metadata=metadata or None,
-                visibility=visibility or "private",
+                visibility=checked_visibility or "private",
                 confidence=confidence,
             )
     else:
@@ -184,18 +192,16 @@ def record(
         extra = [name for name, value in content_only.items() if value is not None]
         if extra:
             raise ValidationError(f"{', '.join(extra)} cannot be used with --context/--action/--outcome")
-        # The learning API may be missing from a build: say so (before a store is created).
-        if not hasattr(Engram, "record"):
-            raise ValidationError("outcome recording is not available in this version")
         with open_engram(ctx, store) as mem:
-            memory = mem.record(  # type: ignore[attr-defined,unused-ignore]
+            memory = mem.learning.record(
                 context,
                 action,
-                parse_outcome(outcome),
+                None if outcome.strip().lower() == "pending" else parse_outcome(outcome),
                 agent=agent,
                 alternatives=tuple(alternatives or ()),
                 duration=duration,
                 metadata=metadata or None,
+                episode=episode,
             )
 
     if as_json:
@@ -208,7 +214,6 @@ def record(
             out.print(f"[dim]Replaced before storing: {escape(', '.join(memory.redacted))}[/]")
 
 
-@app.command("list")
 def list_(
     ctx: typer.Context,
     *,
@@ -221,7 +226,7 @@ def list_(
     as_json: JsonOption = False,
 ) -> None:
     """List an agent's memories (its own and those shared with it), newest first."""
-    kind_filter = _kinds(kinds)
+    kind_filter = check_kinds(kinds)
     with open_engram(ctx, store) as mem:
         memories = mem.list(agent=agent, kind=kind_filter, tags=tags or None, limit=limit, offset=offset)
     if as_json:
@@ -245,7 +250,7 @@ def _search(
     store: str | None,
     as_json: bool,
 ) -> None:
-    kind_filter = _kinds(kinds)
+    kind_filter = check_kinds(kinds)
     if not query.strip():
         raise ValidationError("the query must not be empty")
     with open_engram(ctx, store) as mem:
@@ -260,7 +265,6 @@ def _search(
     out.print(hits_table(hits, agent=agent, width=out.width))
 
 
-@app.command()
 def search(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for, in words.", show_default=False)],
@@ -276,7 +280,6 @@ def search(
     _search(ctx, query, agent=agent, kinds=kinds, tags=tags, limit=limit, store=store, as_json=as_json)
 
 
-@app.command()
 def retrieve(
     ctx: typer.Context,
     *,
@@ -295,7 +298,6 @@ def retrieve(
     _search(ctx, context, agent=agent, kinds=kinds, tags=tags, limit=limit, store=store, as_json=as_json)
 
 
-@app.command()
 def show(
     ctx: typer.Context,
     memory_id: IdArgument,
@@ -313,7 +315,6 @@ def show(
         console().print(memory_detail(memory))
 
 
-@app.command()
 def update(
     ctx: typer.Context,
     memory_id: IdArgument,
@@ -370,7 +371,6 @@ def update(
         console().print(f"Updated [cyan]{memory.id}[/]")
 
 
-@app.command()
 def forget(
     ctx: typer.Context,
     memory_id: IdArgument,
@@ -396,7 +396,6 @@ def forget(
         console().print(f"Forgot [cyan]{memory.id}[/]")
 
 
-@app.command()
 def history(
     ctx: typer.Context,
     memory_id: IdArgument,

@@ -1,4 +1,11 @@
-"""Server commands at the top level: ``engram serve`` (REST API) and ``engram mcp`` (MCP over stdio).
+"""Server commands at the top level: ``engram serve`` (REST API) and ``engram mcp`` (MCP over stdio or HTTP).
+
+Both HTTP servers follow one policy. They listen on 127.0.0.1 by default. With API keys
+in the store (``engram keys create``) every request needs one and acts as its agent.
+Without keys, a loopback server trusts its callers (and says so when it starts); a
+server bound elsewhere refuses to start unless ``--allow-unauthenticated`` is given.
+Only requests whose ``Host`` names the server are answered (``--allowed-host`` adds
+names, e.g. the one a load balancer forwards; ``*`` turns the check off).
 
 The server modules and their dependencies (FastAPI, uvicorn, the mcp SDK) are
 imported only when a command runs: ``engram --help`` stays fast, and the core
@@ -7,34 +14,104 @@ install works without the ``rest`` and ``mcp`` extras.
 
 from __future__ import annotations
 
-import ipaddress
 import sys
-from typing import Annotated
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
-from engramdb.errors import EngramError
-from engramdb.interfaces.cli._common import StoreOption, open_engram
+from engramdb.errors import EngramError, ValidationError
+from engramdb.interfaces.cli._options import StoreOption, open_engram
+
+if TYPE_CHECKING:
+    from engramdb import Engram
 
 __all__ = ["mcp", "serve"]
 
-_DEFAULT_HOST = "127.0.0.1"  # the same as engramdb.interfaces.rest.DEFAULT_HOST, without importing FastAPI
-_DEFAULT_PORT = 8765
+_DEFAULT_HOST: Final = "127.0.0.1"  # the same as engramdb.interfaces.rest.DEFAULT_HOST, without importing FastAPI
+_DEFAULT_PORT: Final = 8765
+_DEFAULT_MCP_PORT: Final = 8766
+_DEFAULT_MAX_BODY: Final = 8 * 1024 * 1024
+
+HostOption = Annotated[
+    str, typer.Option("--host", help="Address to listen on. Elsewhere than loopback needs API keys.")
+]
+AllowedHostOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        metavar="NAME",
+        help="Also answer requests for this host name (repeatable; '*': any). Others get 421.",
+        show_default=False,
+    ),
+]
+AllowUnauthenticatedOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unauthenticated",
+        help="Serve off loopback without API keys: anyone who can reach it acts as any agent.",
+    ),
+]
+MaxBodyOption = Annotated[
+    int, typer.Option("--max-body-bytes", min=1024, metavar="N", help="Refuse request bodies over N bytes (413).")
+]
+
+
+class Transport(StrEnum):
+    """How ``engram mcp`` talks to its client."""
+
+    stdio = "stdio"
+    http = "http"
+
+
+def _http_policy(
+    mem: Engram, *, host: str, allowed: list[str] | None, allow_unauthenticated: bool, what: str
+) -> tuple[frozenset[str] | None, bool]:
+    """The allowed ``Host`` names and whether unauthenticated callers are trusted; refuses unsafe setups."""
+    from engramdb.interfaces._access import allowed_host_names, is_loopback, keys_of
+
+    loopback = is_loopback(host)
+    active = len(keys_of(mem).list(include_revoked=False))
+    if not loopback and not active and not allow_unauthenticated:
+        raise ValidationError(
+            f"refusing to serve on {host} without API keys: anyone who can reach it could read and change every "
+            "agent's memories. Create a key with 'engram keys create --agent NAME', or pass --allow-unauthenticated"
+        )
+    hosts = allowed_host_names(host, allowed or ())
+    if hosts is not None and not hosts:
+        raise ValidationError(
+            f"serving on {host} answers no host name: pass --allowed-host NAME (the name clients use), "
+            "or --allowed-host '*' to answer any"
+        )
+    if active:
+        sys.stderr.write(f"{what}: API keys required ({active} active); each request acts as its key's agent\n")
+    elif loopback:
+        sys.stderr.write(
+            f"{what}: no API keys in this store, so every local caller is trusted and may act as any agent; "
+            "create keys with 'engram keys create --agent NAME' to require them\n"
+        )
+    else:
+        sys.stderr.write(
+            f"warning: {what} on {host} without API keys (--allow-unauthenticated): anyone who can reach it "
+            "can read and change every agent's memories\n"
+        )
+    return hosts, loopback or allow_unauthenticated
 
 
 def serve(
     ctx: typer.Context,
     *,
-    host: Annotated[
-        str, typer.Option("--host", help="Address to listen on. The API has no authentication: keep it local.")
-    ] = _DEFAULT_HOST,
+    host: HostOption = _DEFAULT_HOST,
     port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on.")] = _DEFAULT_PORT,
+    allowed_host: AllowedHostOption = None,
+    allow_unauthenticated: AllowUnauthenticatedOption = False,
+    max_body_bytes: MaxBodyOption = _DEFAULT_MAX_BODY,
     store: StoreOption = None,
 ) -> None:
     """Serve the store as a JSON REST API (needs the 'rest' extra); Ctrl+C stops it.
 
-    The server trusts its callers: any client can act as any agent. It listens on
-    127.0.0.1 unless told otherwise.
+    With API keys in the store ('engram keys create') every request needs one and acts as its agent.
+    Without keys it trusts its callers, so it listens on 127.0.0.1 unless told otherwise.
     """
     try:
         import uvicorn
@@ -42,41 +119,54 @@ def serve(
         from engramdb.interfaces.rest import create_app
     except ImportError as exc:
         raise EngramError("engram serve needs FastAPI and uvicorn: pip install 'engramdb[rest]'") from exc
-    if not _is_loopback(host):
-        sys.stderr.write(
-            f"warning: serving on {host}: the API has no authentication, so anyone who can reach it "
-            "can read and change every agent's memories\n"
-        )
     with open_engram(ctx, store) as mem:
+        hosts, trusted = _http_policy(
+            mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram serve"
+        )
+        app = create_app(mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes)
         # uvicorn handles Ctrl+C itself (graceful shutdown); the store closes when it returns.
-        uvicorn.run(create_app(mem), host=host, port=port, log_level="info")
+        uvicorn.run(app, host=host, port=port, log_level="info")
 
 
-def mcp(ctx: typer.Context, *, store: StoreOption = None) -> None:
-    """Serve the store to an MCP client over stdin/stdout (needs the 'mcp' extra).
+def mcp(
+    ctx: typer.Context,
+    *,
+    transport: Annotated[
+        Transport, typer.Option("--transport", help="stdio (the client starts the server) or http (streamable HTTP).")
+    ] = Transport.stdio,
+    host: HostOption = _DEFAULT_HOST,
+    port: Annotated[
+        int, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on (http).")
+    ] = _DEFAULT_MCP_PORT,
+    allowed_host: AllowedHostOption = None,
+    allow_unauthenticated: AllowUnauthenticatedOption = False,
+    max_body_bytes: MaxBodyOption = _DEFAULT_MAX_BODY,
+    store: StoreOption = None,
+) -> None:
+    """Serve the store to MCP clients (needs the 'mcp' extra): over stdin/stdout, or streamable HTTP at /mcp.
 
-    Configure it in the client as the command `engram mcp --store PATH`.
+    For stdio, configure the client with the command `engram mcp --store PATH`. Over HTTP the
+    server authenticates like 'engram serve': with API keys in the store, each request needs one.
     """
-    missing = "engram mcp needs the mcp SDK: pip install 'engramdb[mcp]'"
+    missing = "engram mcp needs the mcp SDK (2.x): pip install 'engramdb[mcp]'"
     try:  # before the store is opened (and perhaps created)
-        import mcp as _sdk  # noqa: F401
+        from engramdb.interfaces import mcp as server
     except ImportError as exc:
         raise EngramError(missing) from exc
-    from engramdb.interfaces.mcp import create_server
-
-    with open_engram(ctx, store) as mem:
-        try:
-            server = create_server(mem)
-        except ImportError as exc:  # an SDK without either server class
-            raise EngramError(missing) from exc
-        # stdout is the protocol channel from here on: nothing else may print to it.
-        server.run("stdio")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+    if transport is Transport.stdio:
+        with open_engram(ctx, store) as mem:
+            # stdout is the protocol channel from here on: nothing else may print to it.
+            server.serve_stdio(mem)
+        return
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: assume it may be reachable from elsewhere
-        return False
+        import uvicorn
+    except ImportError as exc:
+        raise EngramError("engram mcp --transport http needs uvicorn: pip install 'engramdb[rest]'") from exc
+    with open_engram(ctx, store) as mem:
+        hosts, trusted = _http_policy(
+            mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram mcp"
+        )
+        app = server.create_http_app(
+            mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes
+        )
+        uvicorn.run(app, host=host, port=port, log_level="info")

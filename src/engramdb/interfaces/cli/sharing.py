@@ -1,6 +1,6 @@
 """``engram memory share | unshare | shares``: consent-based sharing between agents.
 
-These commands belong to the ``memory`` group; :mod:`engramdb.interfaces.cli`
+These commands belong to the ``memory`` group; :mod:`engramdb.interfaces.cli.app`
 registers them there.
 """
 
@@ -12,16 +12,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from engramdb.interfaces.cli._common import (
-    AgentOption,
-    JsonOption,
-    StoreOption,
-    console,
-    count_memories,
-    emit_json,
-    format_when,
-    open_engram,
-)
+from engramdb.interfaces.cli._options import AgentOption, JsonOption, StoreOption, open_engram
+from engramdb.interfaces.cli._render import console, count_memories, emit_json, format_when
 
 __all__ = ["share", "shares", "unshare"]
 
@@ -79,7 +71,9 @@ def share(
     learning, marked with who shared them, until 'engram memory unshare'.
     """
     with open_engram(ctx, store) as mem:
-        count = mem.share(_ids(ids, id_options), from_agent=from_agent, to_agent=to_agent, tag=tag, pattern=pattern)
+        count = mem.sharing.share(
+            _ids(ids, id_options), from_agent=from_agent, to_agent=to_agent, tag=tag, pattern=pattern
+        )
     if as_json:
         emit_json({"shared": count, "from_agent": from_agent, "to_agent": to_agent})
         return
@@ -104,7 +98,9 @@ def unshare(
 ) -> None:
     """Revoke shares: the recipients no longer see those memories anywhere."""
     with open_engram(ctx, store) as mem:
-        count = mem.unshare(_ids(ids, id_options), from_agent=from_agent, to_agent=to_agent, tag=tag, pattern=pattern)
+        count = mem.sharing.unshare(
+            _ids(ids, id_options), from_agent=from_agent, to_agent=to_agent, tag=tag, pattern=pattern
+        )
     if as_json:
         emit_json({"unshared": count, "from_agent": from_agent, "to_agent": to_agent})
         return
@@ -120,8 +116,8 @@ def shares(
 ) -> None:
     """What an agent has shared, and what was shared with it."""
     with open_engram(ctx, store) as mem:
-        given = mem.shares(from_agent=agent)
-        received = mem.shares(to_agent=agent)
+        given = mem.sharing.list(from_agent=agent)
+        received = mem.sharing.list(to_agent=agent)
     if as_json:
         emit_json({"given": [s.to_dict() for s in given], "received": [s.to_dict() for s in received]})
         return

@@ -1,0 +1,475 @@
+"""Learned LLM routing: ``mem.routing``. The seed's routing table is the prior; recorded outcomes override it.
+
+The model, in one paragraph. For a task of type ``t`` and a candidate model ``m``, the
+probability that ``m`` does the task well has a Beta posterior built in three layers:
+
+1. **The table.** Seed 002's "LLM routing strategy" says which tier of model suits
+   which kind of task (strong cloud models for complex reasoning, code generation and
+   long contexts; local models for classification, pattern matching, embeddings and
+   cost-sensitive work). :func:`table_prior` turns it into a prior mean per (type,
+   tier), worth :attr:`RoutingConfig.prior_strength` outcomes, so two or three
+   contrary outcomes already outweigh it.
+2. **Similar tasks.** The learning engine's neighbourhood (``mem.learning.suggest``
+   over the task's description: relevance-weighted, recency-discounted outcomes of
+   similar contexts) shapes that prior. Without a task type it counts in full. With
+   one, only a model not yet tried on that type borrows (so no outcome counts twice),
+   worth at most :attr:`RoutingConfig.borrow_cap` outcomes: a model that failed at
+   similar tasks of another type starts lower.
+3. **This task type.** Every recorded outcome of ``t`` (the newest
+   :attr:`RoutingConfig.window`), discounted like the learning engine does
+   (:func:`engramdb.learning.stats.posteriors`: half-life, horizon, change detection),
+   is the evidence.
+
+The pick maximises ``success - cost_weight * cost / max_cost - latency_weight *
+latency / max_latency`` over the candidates, where cost and latency are the means
+recorded for (type, model) (else the model's spec, else its tier's typical values),
+normalised by the largest candidate's: ``cost_weight=0.2`` says the most expensive
+candidate must be 20 points likelier to succeed than a free one to be worth it.
+``success`` is a Thompson draw from the posterior, its spread scaled by the
+``exploration`` setting (0: always the best posterior mean; see
+:func:`engramdb.learning.stats.thompson_choice`), seeded by the ``learning_seed``
+setting and the evidence, so the same data gives the same pick.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+
+from engramdb import _validate as check
+from engramdb._util import utcnow
+from engramdb.errors import ValidationError
+from engramdb.learning.recommend import rng_for
+from engramdb.learning.records import normalise_context, parse_decision
+from engramdb.learning.stats import ChangeRule, Evidence, credible_intervals, posteriors
+from engramdb.models import Memory, ModelSpec, ModelStats, ModelTier, RouteChoice
+from engramdb.storage.base import Filter
+
+if TYPE_CHECKING:
+    from engramdb.config import Settings
+    from engramdb.learning.service import LearningService
+    from engramdb.storage.base import Store
+
+__all__ = [
+    "ROUTING_TABLE",
+    "TASK_TYPE_ALIASES",
+    "TIER_DEFAULTS",
+    "ModelsArg",
+    "RoutingConfig",
+    "RoutingService",
+    "guess_tier",
+    "normalise_task_type",
+    "table_prior",
+]
+
+#: Seed 002's routing table: for each task type, the tier it recommends, and why.
+ROUTING_TABLE: Final[Mapping[str, tuple[ModelTier, str]]] = {
+    "reasoning": ("strong", "complex reasoning: best chain-of-thought"),
+    "code_generation": ("strong", "code generation: best code quality"),
+    "long_context": ("strong", "long context analysis: large context window"),
+    "classification": ("local", "quick classification: fast, low latency"),
+    "pattern_matching": ("local", "pattern matching: adequate quality, free"),
+    "embedding": ("local", "embedding generation: free, good enough"),
+    "cost_sensitive": ("local", "cost-sensitive tasks: zero API cost"),
+    "summarization": ("local", "default to local for cost efficiency"),
+    "chat": ("local", "default to local for cost efficiency"),
+}
+#: Other spellings of the table's task types.
+TASK_TYPE_ALIASES: Final[Mapping[str, str]] = {
+    "code": "code_generation",
+    "code_gen": "code_generation",
+    "codegen": "code_generation",
+    "coding": "code_generation",
+    "classify": "classification",
+    "long_context_analysis": "long_context",
+    "summarisation": "summarization",
+    "summary": "summarization",
+    "embeddings": "embedding",
+    "patterns": "pattern_matching",
+    "complex_reasoning": "reasoning",
+}
+
+#: Prior mean success by (the tier the table recommends for the task type, the model's tier).
+_PRIOR: Final[Mapping[str | None, Mapping[ModelTier, float]]] = {
+    "strong": {"strong": 0.85, "medium": 0.70, "local": 0.55},
+    "local": {"strong": 0.90, "medium": 0.88, "local": 0.85},
+    None: {"strong": 0.80, "medium": 0.72, "local": 0.62},  # a task type the table does not name
+}
+#: Typical cost per call (relative units: a frontier model's call is 1) and latency of each tier.
+TIER_DEFAULTS: Final[Mapping[ModelTier, tuple[float, float]]] = {
+    "strong": (1.0, 2500.0),
+    "medium": (0.15, 1200.0),
+    "local": (0.0, 800.0),
+}
+
+_TAG: Final = "llm-route"
+_TYPE_TAG: Final = "llm-task:"
+_DECISION: Final = ("decision",)
+
+_MEDIUM = re.compile(r"mini|nano|haiku|flash|gpt-3\.5|turbo|small|lite", re.IGNORECASE)
+_STRONG = re.compile(r"gpt-4|gpt-5|\bo[1345]\b|^o[1345]|claude|opus|sonnet|gemini.*pro|large|grok", re.IGNORECASE)
+_LOCAL = re.compile(
+    r":|llama|mistral|mixtral|qwen|phi|gemma|deepseek|codellama|starcoder|local|ollama|lmstudio|gguf", re.IGNORECASE
+)
+
+ModelsArg = Sequence[str | ModelSpec] | Mapping[str, Mapping[str, Any]]
+
+
+def guess_tier(name: str) -> ModelTier:
+    """The tier a model name suggests: medium (mini, haiku, flash...), strong (gpt-4, claude...), local, else medium."""
+    if _MEDIUM.search(name):
+        return "medium"
+    if _STRONG.search(name):
+        return "strong"
+    if _LOCAL.search(name):
+        return "local"
+    return "medium"
+
+
+def normalise_task_type(task_type: object) -> str | None:
+    """A task type in the table's spelling (lower case, ``_`` for spaces and hyphens, aliases resolved); None stays."""
+    if task_type is None:
+        return None
+    if not isinstance(task_type, str) or not task_type.strip():
+        raise ValidationError(f"task_type must be a non-empty string, not {task_type!r}")
+    key = re.sub(r"[\s\-]+", "_", task_type.strip().lower())
+    if len(key) > 100:
+        raise ValidationError(f"task_type is too long ({len(key)} characters; the limit is 100)")
+    return TASK_TYPE_ALIASES.get(key, key)
+
+
+def table_prior(task_type: str | None, tier: ModelTier) -> float:
+    """The prior mean success of a model of ``tier`` on ``task_type`` from the seed's table."""
+    row = ROUTING_TABLE.get(task_type) if task_type is not None else None
+    recommended = row[0] if row is not None else None
+    return _PRIOR[recommended][tier]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoutingConfig:
+    """Tunables of the router; the defaults are the ones ``bench/routing.py`` measures."""
+
+    #: How many outcomes the table's prior is worth.
+    prior_strength: float = 2.0
+    #: At most this many outcomes of similar tasks shape the prior when the task type is known.
+    borrow_cap: float = 4.0
+    #: Newest outcomes of a task type read per route.
+    window: int = 2000
+    #: Age at which an outcome counts half (None: never).
+    half_life_days: float | None = 90.0
+    #: Each newer outcome of the task type discounts older ones by 1 - 1/horizon (None: off).
+    horizon: float | None = 200.0
+    #: Detect a model whose recent outcomes contradict its record (None: off).
+    change: ChangeRule | None = field(default_factory=ChangeRule)
+    #: Default weights of cost and latency against success (see the module doc).
+    cost_weight: float = 0.1
+    latency_weight: float = 0.0
+    #: Recorded costs and latencies averaged per (type, model): the newest this many.
+    cost_window: int = 50
+
+    def __post_init__(self) -> None:
+        if not (self.prior_strength > 0 and self.borrow_cap >= 0 and self.window >= 1 and self.cost_window >= 1):
+            raise ValueError("prior_strength must be positive, borrow_cap non-negative, windows at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class _Observed:
+    """What the records of one task type say about one model."""
+
+    evidence: list[Evidence]
+    costs: list[float]
+    latencies: list[float]
+
+
+class RoutingService:
+    """Pick an LLM for a task by learned success, cost and latency; record how it went."""
+
+    def __init__(
+        self, store: Store, learning: LearningService, settings: Settings, *, config: RoutingConfig | None = None
+    ) -> None:
+        self._store = store
+        self._learning = learning
+        self._settings = settings
+        #: The router's tunables; replace to tune this instance.
+        self.config: RoutingConfig = config if config is not None else RoutingConfig()
+
+    # -- routing ---------------------------------------------------------------------------------------------
+    def route(
+        self,
+        task: str,
+        *,
+        models: ModelsArg,
+        task_type: str | None = None,
+        agent: str = "default",
+        cost_weight: float | None = None,
+        latency_weight: float | None = None,
+        exploration: float | None = None,
+        seed: int | None = None,
+    ) -> RouteChoice:
+        """The model to use for ``task``: ``choice.model`` (``str(choice)``), with every candidate's estimates.
+
+        ``models`` are the candidates: names, :class:`~engramdb.models.ModelSpec` values, or
+        a mapping ``name -> {"tier": ..., "cost": ..., "latency_ms": ...}``. ``task_type``
+        (e.g. ``reasoning``, ``code_generation``, ``classification``: see
+        :data:`ROUTING_TABLE`; any other label works too, with a neutral prior) groups the
+        outcomes. ``cost_weight`` and ``latency_weight`` (default: the config's, 0.1 and 0)
+        say how many points of success probability the most expensive / slowest candidate
+        costs. ``exploration`` (default: the ``exploration`` setting) 0 always takes the
+        best estimate. Bad input raises ValidationError.
+        """
+        task = check.content(task, what="task")
+        agent = check.agent_name(agent)
+        specs = _specs(models)
+        ttype = normalise_task_type(task_type)
+        cw = _weight(self.config.cost_weight if cost_weight is None else cost_weight, "cost_weight")
+        lw = _weight(self.config.latency_weight if latency_weight is None else latency_weight, "latency_weight")
+        exp = self._settings.exploration if exploration is None else exploration
+        if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
+            raise ValidationError(f"exploration must be a number within [0, 1], not {exploration!r}")
+        chosen_seed = self._settings.learning_seed if seed is None else seed
+        if isinstance(chosen_seed, bool) or not isinstance(chosen_seed, int):
+            raise ValidationError(f"seed must be an integer, not {seed!r}")
+
+        names = [s.name for s in specs]
+        records = self._records(agent, ttype) if ttype is not None else []
+        observed = _observe(records, names, self.config.cost_window)
+        borrowed = self._borrowed(task, agent, names)
+        now = utcnow()
+        cfg = self.config
+        post = posteriors(
+            [e for o in observed.values() for e in o.evidence],
+            now=now,
+            half_life_days=cfg.half_life_days,
+            horizon=cfg.horizon,
+            actions=names,
+            change=cfg.change,
+        )
+        alphas, betas, priors, evidence, tiers = [], [], [], [], []
+        for spec in specs:
+            tier = spec.tier or guess_tier(spec.name)
+            p0 = table_prior(ttype, tier)
+            a0, b0 = cfg.prior_strength * p0, cfg.prior_strength * (1.0 - p0)
+            bs, bn = borrowed.get(spec.name, (0.0, 0.0))
+            # With a task type, only a model with no outcome of that type borrows (so nothing counts twice).
+            if bn > 0 and not observed[spec.name].evidence:
+                scale = min(1.0, cfg.borrow_cap / bn) if ttype is not None else 1.0
+                a0, b0 = a0 + scale * bs, b0 + scale * max(0.0, bn - bs)
+            p = post[spec.name]
+            alphas.append(a0 + p.successes)
+            betas.append(b0 + max(0.0, p.attempts - p.successes))
+            priors.append(a0 / (a0 + b0))
+            evidence.append(p.attempts)
+            tiers.append(tier)
+        a = np.array(alphas)
+        b = np.array(betas)
+        mean = a / (a + b)
+        low, high = credible_intervals(a, b, level=0.95)
+        costs = np.array(
+            [_estimate(observed[s.name].costs, s.cost, TIER_DEFAULTS[t][0]) for s, t in zip(specs, tiers, strict=True)]
+        )
+        lats = np.array(
+            [
+                _estimate(observed[s.name].latencies, s.latency_ms, TIER_DEFAULTS[t][1])
+                for s, t in zip(specs, tiers, strict=True)
+            ]
+        )
+        penalty = cw * _relative(costs) + lw * _relative(lats)
+        utility = mean - penalty
+        rng = rng_for(
+            chosen_seed,
+            "route",
+            normalise_context(task),
+            ttype,
+            tuple(names),
+            len(records),
+            records[0].id if records else "",
+            tuple(round(x, 6) for x in a),
+        )
+        theta = rng.beta(a, b)
+        drawn = mean + float(exp) * (theta - mean) - penalty
+        pick = int(np.lexsort((-theta, -drawn))[0])
+        best = int(np.lexsort((-mean, -utility))[0])
+        stats = [
+            ModelStats(
+                model=spec.name,
+                tier=tiers[i],
+                expected_success=float(mean[i]),
+                low=float(low[i]),
+                high=float(high[i]),
+                prior_success=float(priors[i]),
+                evidence=round(float(evidence[i]), 6),
+                expected_cost=float(costs[i]),
+                expected_latency_ms=float(lats[i]),
+                utility=float(utility[i]),
+            )
+            for i, spec in enumerate(specs)
+        ]
+        order = sorted(range(len(stats)), key=lambda i: (-stats[i].utility, -stats[i].evidence, stats[i].model))
+        chosen = stats[pick]
+        return RouteChoice(
+            model=chosen.model,
+            task=task,
+            task_type=ttype,
+            reason=_reason(chosen, ttype, explored=pick != best, cost_weight=cw),
+            candidates=tuple(stats[i] for i in order),
+            explored=pick != best,
+            cost_weight=cw,
+            latency_weight=lw,
+        )
+
+    def record(
+        self,
+        task: str,
+        model: str,
+        outcome: str | bool | float,
+        *,
+        task_type: str | None = None,
+        latency_ms: float | None = None,
+        cost: float | None = None,
+        agent: str = "default",
+    ) -> Memory:
+        """Record how ``model`` did on ``task``: an outcome record (``decision`` memory) the router learns from.
+
+        ``outcome`` is success/failure/partial, a boolean or a reward in [-1, 1] (as for
+        ``mem.learning.record``). ``latency_ms`` and ``cost`` (the unit of your choice,
+        the same for every model) feed the cost and latency estimates. Bad input raises
+        ValidationError and records nothing.
+        """
+        task = check.content(task, what="task")
+        agent = check.agent_name(agent)
+        model = check.name(model, what="model")
+        ttype = normalise_task_type(task_type)
+        latency = _non_negative(latency_ms, "latency_ms")
+        price = _non_negative(cost, "cost")
+        routing: dict[str, Any] = {"task_type": ttype}
+        if latency is not None:
+            routing["latency_ms"] = latency
+        if price is not None:
+            routing["cost"] = price
+        tags = [_TAG] + ([_TYPE_TAG + ttype] if ttype is not None else [])
+        return self._learning.record(
+            task,
+            model,
+            outcome,
+            agent=agent,
+            duration=latency / 1000.0 if latency is not None else None,
+            category=ttype,
+            metadata={"routing": routing},
+            tags=tags,
+        )
+
+    # -- evidence ---------------------------------------------------------------------------------------------
+    def _records(self, agent: str, ttype: str) -> list[Memory]:
+        flt = Filter(agent=agent, kinds=_DECISION, tags=(_TAG, _TYPE_TAG + ttype))
+        return self._store.memories.list(flt, limit=self.config.window, offset=0)
+
+    def _borrowed(self, task: str, agent: str, names: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """(weighted successes, weighted attempts) of each model in the outcomes of tasks similar to ``task``."""
+        suggestion = self._learning.suggest(task, agent=agent, options=list(names), limit=len(names))
+        return {o.action: (o.successes, o.attempts) for o in suggestion.options if o.attempts > 0}
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _specs(models: object) -> list[ModelSpec]:
+    if models is None or isinstance(models, str) or not isinstance(models, Iterable):
+        raise ValidationError("models must be a non-empty list of model names (or ModelSpec values, or a mapping)")
+    out: list[ModelSpec] = []
+    if isinstance(models, Mapping):
+        for name, given in models.items():
+            info = {} if given is None else given
+            if not isinstance(info, Mapping):
+                raise ValidationError(f"the details of model {name!r} must be a mapping (tier, cost, latency_ms)")
+            unknown = set(info) - {"tier", "cost", "latency_ms"}
+            if unknown:
+                raise ValidationError(f"unknown detail(s) {', '.join(sorted(map(str, unknown)))} of model {name!r}")
+            out.append(
+                ModelSpec(name=name, tier=info.get("tier"), cost=info.get("cost"), latency_ms=info.get("latency_ms"))
+            )
+    else:
+        for m in models:
+            if isinstance(m, ModelSpec):
+                out.append(m)
+            elif isinstance(m, str):
+                out.append(ModelSpec(name=m))
+            else:
+                raise ValidationError(f"each model must be a name or a ModelSpec, not {m!r}")
+    for spec in out:
+        check.name(spec.name, what="model")
+    names = [s.name for s in out]
+    if not names:
+        raise ValidationError("models must not be empty")
+    if len(set(names)) != len(names):
+        raise ValidationError("models must be distinct")
+    if len(names) > 100:
+        raise ValidationError(f"too many models ({len(names)}; the limit is 100)")
+    return out
+
+
+def _weight(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValidationError(f"{what} must be a non-negative number, not {value!r}")
+    return float(value)
+
+
+def _non_negative(value: object, what: str) -> float | None:
+    if value is None:
+        return None
+    return _weight(value, what)
+
+
+def _observe(records: Sequence[Memory], names: Sequence[str], cost_window: int) -> dict[str, _Observed]:
+    out = {n: _Observed([], [], []) for n in names}
+    for m in records:  # newest first
+        rec = parse_decision(m)
+        if rec is None or rec.action not in out:
+            continue
+        o = out[rec.action]
+        o.evidence.append(Evidence(action=rec.action, success=rec.success, relevance=1.0, at=rec.at))
+        info = m.metadata.get("routing")
+        if isinstance(info, Mapping):
+            for key, sink in (("cost", o.costs), ("latency_ms", o.latencies)):
+                v = info.get(key)
+                if (
+                    isinstance(v, int | float)
+                    and not isinstance(v, bool)
+                    and math.isfinite(v)
+                    and len(sink) < cost_window
+                ):
+                    sink.append(float(v))
+    return out
+
+
+def _estimate(observed: Sequence[float], spec: float | None, default: float) -> float:
+    if observed:
+        return float(sum(observed) / len(observed))
+    return float(spec) if spec is not None else default
+
+
+def _relative(values: np.ndarray[Any, np.dtype[np.float64]]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    top = float(values.max()) if values.size else 0.0
+    return values / top if top > 0 else np.zeros_like(values)
+
+
+def _reason(chosen: ModelStats, ttype: str | None, *, explored: bool, cost_weight: float) -> str:
+    if ttype is not None and ttype in ROUTING_TABLE:
+        tier, why = ROUTING_TABLE[ttype]
+        table = f"the routing table suggests a {tier} model ({why})"
+    else:
+        table = "the routing table does not name this task type"
+    if chosen.evidence >= 1.0:
+        basis = f"{chosen.evidence:.1f} weighted outcomes of this task type"
+    else:
+        basis = "no outcomes of this task type yet: the prior decides"
+    what = "exploring" if explored else "best expected utility"
+    return (
+        f"{chosen.model} ({chosen.tier}): {what}; expected success {chosen.expected_success:.0%} "
+        f"[{chosen.low:.0%}–{chosen.high:.0%}], cost {chosen.expected_cost:.3g}, "
+        f"latency {chosen.expected_latency_ms:.0f} ms (cost weight {cost_weight:g}); {basis}; {table}"
+    )

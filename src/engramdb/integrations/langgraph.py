@@ -1,0 +1,440 @@
+"""A LangGraph long-term store on engramdb (``pip install "engramdb[langgraph]"``).
+
+>>> from engramdb import Engram
+>>> from engramdb.integrations.langgraph import EngramStore
+>>> store = EngramStore(Engram("./memory"))                             # doctest: +SKIP
+>>> graph = builder.compile(store=store)                                # doctest: +SKIP
+
+:class:`EngramStore` implements :class:`langgraph.store.base.BaseStore` (``get``/``put``/``delete``/``search``/
+``list_namespaces``, ``batch`` and ``abatch``), so a LangGraph app that swaps its store gets engramdb's hybrid
+search (keywords and meaning, no embedding configuration), secret redaction and the audit trail.
+
+How items map to memories:
+
+- The first label of a namespace is the engramdb **agent** that owns the item: ``("alice", "memories")`` is
+  agent ``alice``'s. (LangGraph reserves the root label ``langgraph``; engramdb uses that agent for its
+  namespace registry, which is how ``list_namespaces`` and searches over the whole store find every agent.)
+- Each item is one memory of ``kind`` (default ``knowledge``) tagged ``langgraph``, ``langgraph.ns:<prefix>``
+  for every prefix of its namespace, ``langgraph.in:<namespace>`` and ``langgraph.item:<hash>`` for its
+  (namespace, key). Its metadata keeps
+  the namespace, the key and the JSON value under ``"langgraph"``, so ``get`` returns what was put.
+- The memory's content is the text that search matches: the value's ``index`` fields (LangGraph path syntax,
+  per put or per store), or the whole value as ``field: value`` lines. ``index=False`` stores the
+  namespace and key as the text.
+- ``put`` of an existing key updates that memory (its history keeps the old value); ``put(..., None)`` and
+  ``delete`` forget it.
+
+Differences from ``InMemoryStore`` worth knowing:
+
+- **Secrets are redacted by design**: an API key or password in a value comes back from ``get`` as a typed
+  placeholder (``[REDACTED:...]``), exactly as it was stored. Personal data too when the store's redaction
+  policy says so.
+- Values must be JSON (``dict`` of JSON types): anything else is rejected with engramdb's ``ValidationError``.
+- Every item is indexed (engramdb embeds every memory with its own model); ``index`` only chooses the text.
+- Operations of one batch run in order, each seeing the previous ones' effects. TTLs are not supported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.base.embed import get_text_at_path, tokenize_path
+
+from engramdb import _validate as check
+from engramdb.errors import ValidationError
+from engramdb.models import Memory
+
+if TYPE_CHECKING:
+    from engramdb.engram import Engram
+
+__all__ = ["REGISTRY_AGENT", "EngramStore"]
+
+#: The agent holding the namespace registry (LangGraph forbids it as a namespace's first label).
+REGISTRY_AGENT: Final = "langgraph"
+_TAG: Final = "langgraph"
+_NS_TAG: Final = "langgraph.ns:"
+_EXACT_NS_TAG: Final = "langgraph.in:"
+_ITEM_TAG: Final = "langgraph.item:"
+_REGISTRY_TAG: Final = "langgraph.namespace"
+_REGISTRY_ID_TAG: Final = "langgraph.namespace:"
+_META: Final = "langgraph"
+_PAGE: Final = 500
+_MAX_FETCH: Final = check.MAX_LIMIT
+_OPERATORS: Final = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+
+class EngramStore(BaseStore):
+    """LangGraph's ``BaseStore`` on an :class:`~engramdb.Engram`: the namespace's first label is the agent.
+
+    ``kind`` is the kind of the memories items become; ``index`` the default value fields whose text
+    search matches (LangGraph path syntax, e.g. ``["text", "tags[*]"]``; None: the whole value).
+    The store does not close ``mem``.
+    """
+
+    __slots__ = ("_index", "_kind", "_known_namespaces", "_mem")
+
+    supports_ttl = False
+
+    def __init__(self, mem: Engram, *, kind: str = "knowledge", index: Sequence[str] | None = None) -> None:
+        self._mem = mem
+        self._kind = check.kind(kind)
+        if index is not None and (isinstance(index, str) or not all(isinstance(f, str) for f in index)):
+            raise ValidationError("index must be a list of field paths")
+        self._index: tuple[str, ...] | None = tuple(index) if index is not None else None
+        self._known_namespaces: set[tuple[str, ...]] = set()
+
+    # -- BaseStore -----------------------------------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations in order; one result per operation (None for a put)."""
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, PutOp):
+                self._put(op)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            else:
+                raise TypeError(f"unknown store operation {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread (an Engram is safe to share across threads)."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # -- get / put -----------------------------------------------------------------------------------------
+    def _get(self, op: GetOp) -> Item | None:
+        namespace = _namespace(op.namespace)
+        found = self._find(namespace, op.key)
+        return _item(found[0]) if found else None
+
+    def _find(self, namespace: tuple[str, ...], key: str) -> list[Memory]:
+        """The memories holding (namespace, key), newest first (more than one only after a race)."""
+        page = self._mem.list(agent=namespace[0], tags=[_item_tag(namespace, key)], limit=_PAGE)
+        out = [m for m in page if m.agent == namespace[0] and _address(m) == (namespace, key)]
+        return sorted(out, key=lambda m: m.updated_at, reverse=True)
+
+    def _put(self, op: PutOp) -> None:
+        namespace = _namespace(op.namespace)
+        if namespace[0] == REGISTRY_AGENT:
+            raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
+        if not isinstance(op.key, str):
+            raise ValidationError(f"key must be a string, not {type(op.key).__name__}")
+        if op.ttl is not None:
+            raise NotImplementedError("EngramStore does not support TTLs")
+        agent = namespace[0]
+        existing = self._find(namespace, op.key)
+        if op.value is None:
+            for m in existing:
+                self._mem.forget(m.id, agent=agent)
+            return
+        if not isinstance(op.value, Mapping):
+            raise ValidationError(f"a store value must be a mapping, not {type(op.value).__name__}")
+        try:
+            value = check.metadata(op.value)
+        except ValidationError as exc:
+            raise ValidationError(f"store value for key {op.key!r}: {str(exc).replace('metadata', 'value')}") from exc
+        content = self._text(namespace, op.key, value, op.index)
+        metadata = {_META: {"namespace": list(namespace), "key": op.key, "value": value}}
+        if existing:
+            self._mem.update(existing[0].id, agent=agent, content=content, metadata=metadata)
+            for stale in existing[1:]:
+                self._mem.forget(stale.id, agent=agent)
+            return
+        self._register(namespace)
+        self._mem.remember(
+            content, agent=agent, kind=self._kind, tags=_tags(namespace, op.key), metadata=metadata, force=True
+        )
+
+    def _text(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any) -> str:
+        """The text search matches for a value: its index fields, or all of it."""
+        fields = self._index if index is None else (None if index is False else tuple(index))
+        if index is False:
+            texts: list[str] = []
+        elif fields is None:
+            texts = [_render(value)]
+        else:
+            texts = [t for f in fields for t in get_text_at_path(value, tokenize_path(f))]
+        text = "\n".join(t for t in texts if t.strip())
+        return text if text.strip() else "/".join((*namespace, key))
+
+    # -- namespace registry ---------------------------------------------------------------------------------
+    def _register(self, namespace: tuple[str, ...]) -> None:
+        """Records a namespace in the registry (once) so whole-store reads can find it."""
+        if namespace in self._known_namespaces:
+            return
+        tag = _REGISTRY_ID_TAG + _digest(list(namespace))
+        if not self._mem.list(agent=REGISTRY_AGENT, tags=[tag], limit=1):
+            self._mem.remember(
+                f"LangGraph store namespace {'.'.join(namespace)}",
+                agent=REGISTRY_AGENT,
+                kind="knowledge",
+                tags=[_TAG, _REGISTRY_TAG, tag],
+                metadata={_META: {"namespace": list(namespace)}},
+                force=True,
+            )
+        self._known_namespaces.add(namespace)
+
+    def _registered(self) -> list[tuple[str, ...]]:
+        """Every namespace ever registered (some may be empty now)."""
+        out: set[tuple[str, ...]] = set()
+        offset = 0
+        while True:
+            page = self._mem.list(agent=REGISTRY_AGENT, tags=[_REGISTRY_TAG], limit=_PAGE, offset=offset)
+            for m in page:
+                raw = m.metadata.get(_META)
+                ns = raw.get("namespace") if isinstance(raw, Mapping) else None
+                if isinstance(ns, list) and ns and all(isinstance(label, str) for label in ns):
+                    out.add(tuple(ns))
+            if len(page) < _PAGE:
+                return sorted(out)
+            offset += len(page)
+
+    def _agents(self, prefix: tuple[str, ...]) -> list[str]:
+        """The agents a read under ``prefix`` covers: the prefix's first label, else every registered one."""
+        if prefix:
+            return [prefix[0]]
+        return sorted({ns[0] for ns in self._registered()})
+
+    def _non_empty(self, namespace: tuple[str, ...]) -> bool:
+        """Whether the namespace holds an item now (deleting its last item empties it)."""
+        tags = [_TAG, _EXACT_NS_TAG + ".".join(namespace)]
+        return any(m.agent == namespace[0] for m in self._mem.list(agent=namespace[0], tags=tags, limit=1))
+
+    # -- search ---------------------------------------------------------------------------------------------
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = _labels(op.namespace_prefix)
+        limit, offset = _non_negative(op.limit, "limit"), _non_negative(op.offset, "offset")
+        if limit == 0:
+            return []
+        wanted = offset + limit
+        if op.filter is not None and not isinstance(op.filter, Mapping):
+            raise ValidationError("filter must be a mapping of value fields to values or {'$op': value} conditions")
+        flt = dict(op.filter or {})
+        if op.query:
+            scored: list[tuple[float, Memory]] = []
+            fetch = min(_MAX_FETCH, wanted if not flt else max(wanted * 5, 100))
+            for agent in self._agents(prefix):
+                tags = [_TAG, _NS_TAG + ".".join(prefix)] if prefix else [_TAG]
+                hits = self._mem.search(op.query, agent=agent, tags=tags, limit=fetch)
+                scored.extend((h.score, h.memory) for h in hits if _matches(h.memory, agent, prefix, flt))
+            scored.sort(key=lambda pair: pair[0], reverse=True)
+            return [_search_item(m, s) for s, m in scored[offset:wanted]]
+        found: list[Memory] = []
+        for agent in self._agents(prefix):
+            found.extend(self._scan(agent, prefix, flt, wanted))
+        found.sort(key=lambda m: m.updated_at, reverse=True)
+        return [_search_item(m, None) for m in found[offset:wanted]]
+
+    def _scan(self, agent: str, prefix: tuple[str, ...], flt: Mapping[str, Any], wanted: int) -> Iterator[Memory]:
+        """Up to ``wanted`` of the agent's items under ``prefix`` that pass ``flt``, newest first."""
+        tags = [_TAG, _NS_TAG + ".".join(prefix)] if prefix else [_TAG]
+        offset = seen = 0
+        while seen < wanted:
+            page = self._mem.list(agent=agent, tags=tags, limit=_PAGE, offset=offset)
+            for m in page:
+                if _matches(m, agent, prefix, flt):
+                    seen += 1
+                    yield m
+                    if seen >= wanted:
+                        return
+            if len(page) < _PAGE:
+                return
+            offset += len(page)
+
+    # -- namespaces -----------------------------------------------------------------------------------------
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        limit, offset = _non_negative(op.limit, "limit"), _non_negative(op.offset, "offset")
+        conditions = tuple(op.match_conditions or ())
+        for condition in conditions:
+            _labels(condition.path)
+        namespaces = [
+            ns for ns in self._registered() if all(_does_match(c, ns) for c in conditions) and self._non_empty(ns)
+        ]
+        if op.max_depth is not None:
+            namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
+        return namespaces[offset : offset + limit]
+
+
+# -- helpers ----------------------------------------------------------------------------------------------------
+def _labels(namespace: Any) -> tuple[str, ...]:
+    """A namespace (or prefix) whose labels are non-empty strings without periods or NUL."""
+    if not isinstance(namespace, tuple | list):
+        raise InvalidNamespaceError(f"a namespace must be a tuple of strings, not {type(namespace).__name__}")
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {tuple(namespace)}: labels are non-empty strings "
+                "without periods or NUL characters"
+            )
+    return tuple(namespace)
+
+
+def _namespace(namespace: Any) -> tuple[str, ...]:
+    """A full namespace: at least one label, the first one a valid agent name."""
+    labels = _labels(namespace)
+    if not labels:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    check.agent_name(labels[0], what="namespace's first label (the agent)")
+    return labels
+
+
+def _non_negative(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"{what} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def _item_tag(namespace: tuple[str, ...], key: str) -> str:
+    return _ITEM_TAG + _digest([*namespace, key])
+
+
+def _tags(namespace: tuple[str, ...], key: str) -> list[str]:
+    prefixes = [_NS_TAG + ".".join(namespace[:i]) for i in range(1, len(namespace) + 1)]
+    return [_TAG, *prefixes, _EXACT_NS_TAG + ".".join(namespace), _item_tag(namespace, key)]
+
+
+def _payload(m: Memory) -> Mapping[str, Any] | None:
+    raw = m.metadata.get(_META)
+    return raw if isinstance(raw, Mapping) else None
+
+
+def _address_namespace(m: Memory) -> tuple[str, ...] | None:
+    raw = _payload(m)
+    ns = raw.get("namespace") if raw is not None else None
+    return tuple(ns) if isinstance(ns, list) and all(isinstance(label, str) for label in ns) else None
+
+
+def _address(m: Memory) -> tuple[tuple[str, ...], str] | None:
+    raw = _payload(m)
+    ns = _address_namespace(m)
+    key = raw.get("key") if raw is not None else None
+    return (ns, key) if ns is not None and isinstance(key, str) else None
+
+
+def _value(m: Memory) -> dict[str, Any]:
+    raw = _payload(m)
+    value = raw.get("value") if raw is not None else None
+    # A deep copy: the caller may change it without touching the memory.
+    return json.loads(json.dumps(value)) if isinstance(value, Mapping) else {}
+
+
+def _item(m: Memory) -> Item:
+    """The LangGraph item a memory holds."""
+    namespace, key = _checked_address(m)
+    return Item(value=_value(m), key=key, namespace=namespace, created_at=m.created_at, updated_at=m.updated_at)
+
+
+def _search_item(m: Memory, score: float | None) -> SearchItem:
+    """The LangGraph search result a memory holds (``score``: None when no query ranked it)."""
+    namespace, key = _checked_address(m)
+    return SearchItem(
+        namespace=namespace,
+        key=key,
+        value=_value(m),
+        created_at=m.created_at,
+        updated_at=m.updated_at,
+        score=None if score is None else float(score),
+    )
+
+
+def _checked_address(m: Memory) -> tuple[tuple[str, ...], str]:
+    address = _address(m)
+    if address is None:  # pragma: no cover - only memories written by EngramStore carry the tags read here
+        raise ValidationError(f"memory {m.id} is not a LangGraph store item")
+    return address
+
+
+def _matches(m: Memory, agent: str, prefix: tuple[str, ...], flt: Mapping[str, Any]) -> bool:
+    """Whether a memory is an item of ``agent`` under ``prefix`` whose value passes ``flt``."""
+    if m.agent != agent:
+        return False
+    address = _address(m)
+    if address is None or address[0][: len(prefix)] != prefix:
+        return False
+    value = _value(m)
+    return all(_compare(value.get(field), wanted) for field, wanted in flt.items())
+
+
+def _compare(actual: Any, wanted: Any) -> bool:
+    """LangGraph's filter semantics: nested equality, and ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/``$lte``."""
+    if isinstance(wanted, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
+            return all(_operator(actual, op, operand) for op, operand in wanted.items())
+        return isinstance(actual, Mapping) and all(_compare(actual.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(actual, list | tuple)
+            and len(actual) == len(wanted)
+            and all(_compare(a, w) for a, w in zip(actual, wanted, strict=True))
+        )
+    return bool(actual == wanted)
+
+
+def _operator(actual: Any, op: str, operand: Any) -> bool:
+    if op not in _OPERATORS:
+        raise ValidationError(f"unsupported filter operator {op!r} (use {', '.join(sorted(_OPERATORS))})")
+    if op == "$eq":
+        return bool(actual == operand)
+    if op == "$ne":
+        return bool(actual != operand)
+    try:
+        a, b = float(actual), float(operand)
+    except (TypeError, ValueError):
+        return False
+    return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
+
+
+def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    """A prefix or suffix condition (``*`` matches any label)."""
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    else:
+        raise ValidationError(f"unsupported namespace match type {condition.match_type!r} (prefix or suffix)")
+    return all(p in ("*", n) for n, p in pairs)
+
+
+def _render(value: Any, indent: str = "") -> str:
+    """A value as readable text for search: ``field: value`` lines, nested values indented."""
+    if isinstance(value, Mapping):
+        lines = []
+        for k, v in value.items():
+            if isinstance(v, Mapping | list):
+                inner = _render(v, indent + "  ")
+                if inner:
+                    lines.append(f"{indent}{k}:\n{inner}")
+            elif v is not None:
+                lines.append(f"{indent}{k}: {v}")
+        return "\n".join(lines)
+    if isinstance(value, list):
+        return "\n".join(r for r in (_render(v, indent) for v in value) if r)
+    return "" if value is None else f"{indent}{value}"

@@ -1,0 +1,231 @@
+"""What ``engram`` commands accept: the shared options, their parsing, and the store they open.
+
+The options every command takes (``--store``, ``--json``, ``--agent``, ...) are
+declared once here as ``Annotated`` aliases, so they read the same everywhere.
+Parsers turn option text into library arguments and reject bad input before a
+store is opened (so a typo creates nothing). :func:`open_engram` opens the store
+selected by ``--store`` (on the command, else on the root, else the default).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Any, Final
+
+import typer
+
+from engramdb.errors import ValidationError
+from engramdb.models import KINDS, VISIBILITIES
+
+if TYPE_CHECKING:
+    from engramdb import Engram
+    from engramdb.models import Kind, Visibility
+
+__all__ = [
+    "COMMON_PANEL",
+    "AgentOption",
+    "CliState",
+    "ContextOption",
+    "JsonOption",
+    "KindsOption",
+    "LimitOption",
+    "MetaOption",
+    "OptionalAgentOption",
+    "SinceOption",
+    "StoreOption",
+    "TagsOption",
+    "check_kind",
+    "check_kinds",
+    "check_visibility",
+    "open_engram",
+    "parse_meta",
+    "parse_outcome",
+    "parse_since",
+    "parse_value",
+    "store_location",
+]
+
+#: The help panel of the options every command shares.
+COMMON_PANEL: Final = "Common options"
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        "-s",
+        metavar="PATH",
+        rich_help_panel=COMMON_PANEL,
+        help="Store folder (or database URL). Default: $ENGRAM_HOME, else ~/.engram.",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print machine-readable JSON on stdout.", rich_help_panel=COMMON_PANEL)
+]
+AgentOption = Annotated[str, typer.Option("--agent", "-a", metavar="NAME", help="The agent whose memories these are.")]
+OptionalAgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        metavar="NAME",
+        help="Act as this agent: the memory must be visible to it. Default: any agent.",
+        show_default=False,
+    ),
+]
+KindsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--type",
+        "--kind",
+        "-t",
+        metavar="KIND",
+        help="Only memories of this kind (repeatable).",
+        show_default=False,
+    ),
+]
+TagsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tag", metavar="TAG", help="Only memories carrying this tag (repeatable: all must match).", show_default=False
+    ),
+]
+MetaOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--meta",
+        "-m",
+        metavar="KEY=VALUE",
+        help="Metadata entry (repeatable). VALUE is parsed as JSON when it is valid JSON, else kept as a string.",
+        show_default=False,
+    ),
+]
+LimitOption = Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, help="At most this many results.")]
+SinceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        "--recent",
+        metavar="AGE|DATE",
+        help="Only outcomes from the last AGE (30m, 12h, 7d, 4w) or since DATE (2026-01-31, ISO 8601).",
+        show_default=False,
+    ),
+]
+ContextOption = Annotated[str, typer.Option("--context", "-c", help="The situation, in words.", show_default=False)]
+
+
+# -- the store -----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CliState:
+    """What the root command parsed, for the subcommands (``ctx.obj``)."""
+
+    store: str | None = None
+
+
+def store_location(ctx: typer.Context, store: str | None) -> str | None:
+    """The store to open: the command's ``--store``, else the root's, else None (the library default)."""
+    if store:
+        return store
+    root = ctx.find_root().obj
+    return root.store if isinstance(root, CliState) else None
+
+
+@contextmanager
+def open_engram(ctx: typer.Context, store: str | None, **options: Any) -> Iterator[Engram]:
+    """Open the selected store for one command and close it afterwards.
+
+    ``options`` go to :class:`~engramdb.Engram` (``on_model_mismatch=...``, ``progress=...``).
+    """
+    from engramdb import Engram  # here, so `engram --help` does not load the library
+
+    with Engram(store_location(ctx, store), **options) as mem:
+        yield mem
+
+
+# -- parsing -------------------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    # json.loads accepts NaN/Infinity, which are not JSON: keep such values as strings.
+    raise ValueError(name)
+
+
+def parse_value(raw: str) -> Any:
+    """``raw`` parsed as JSON when it is valid JSON (``3``, ``true``, ``{"a": 1}``), else the string itself."""
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except ValueError:
+        return raw
+
+
+def parse_outcome(raw: str) -> str | bool | float:
+    """An ``--outcome`` value: a word (success/failure/partial), a boolean, or a reward in [-1, 1]."""
+    value = parse_value(raw.strip())
+    if isinstance(value, bool | int | float):
+        return value if isinstance(value, bool) else float(value)
+    # Anything else goes to the library as given: it owns the list of accepted words.
+    return raw.strip()
+
+
+def parse_meta(pairs: Sequence[str] | None) -> dict[str, Any]:
+    """``--meta KEY=VALUE`` entries as a dict (later keys win); values via :func:`parse_value`."""
+    result: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValidationError(f"bad --meta {pair!r}: expected KEY=VALUE")
+        result[key] = parse_value(raw)
+    return result
+
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*$", re.IGNORECASE)
+_UNITS: Final = {"m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str | None, *, now: datetime | None = None) -> datetime | None:
+    """``--since``/``--recent``: an age (``7d``, ``12h``, ``30m``, ``2w``) or an ISO date; None stays None."""
+    if text is None:
+        return None
+    now = now or datetime.now(UTC)
+    m = _AGE.match(text)
+    if m:
+        return now - timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationError(
+            f"bad --since {text!r}: use an age like 7d, 12h, 30m, 2w or a date like 2026-01-31"
+        ) from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def check_kind(kind: str | None) -> Kind | None:
+    """``kind`` if it is a known kind (None stays None); rejected before the store is opened (so nothing is created)."""
+    if kind is None:
+        return None
+    if kind not in KINDS:
+        raise ValidationError(f"unknown kind {kind!r} (choose from {', '.join(sorted(KINDS))})")
+    return kind
+
+
+def check_kinds(kinds: Sequence[str] | None) -> list[Kind] | None:
+    """Repeated ``--type`` values, each checked with :func:`check_kind`; None when none was given."""
+    checked = [k for k in (check_kind(kind) for kind in kinds or ()) if k is not None]
+    return checked or None
+
+
+def check_visibility(visibility: str | None) -> Visibility | None:
+    """``visibility`` if it is a known one (None stays None); rejected before the store is opened."""
+    if visibility is None:
+        return None
+    if visibility not in VISIBILITIES:
+        raise ValidationError(f"unknown visibility {visibility!r} (choose from {', '.join(sorted(VISIBILITIES))})")
+    return visibility

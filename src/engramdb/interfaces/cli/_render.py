@@ -1,0 +1,219 @@
+"""How ``engram`` prints: JSON on ``--json``, else rich tables and short lines.
+
+JSON is always a value's own ``to_dict()`` (the one serializer of the library),
+printed by :func:`emit_json`. The tables here show the core values (memories,
+hits, history); a command's own tables live next to the command.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from engramdb.models import Change, Hit, Memory
+
+__all__ = [
+    "CONTENT_WIDTH",
+    "WIDE",
+    "console",
+    "count_memories",
+    "emit_json",
+    "format_when",
+    "history_table",
+    "hits_table",
+    "memories_table",
+    "memory_detail",
+    "pct",
+    "shorten",
+]
+
+#: Characters of content shown in a table cell; ``show`` prints it whole.
+CONTENT_WIDTH: Final = 160
+#: Terminal width from which tables show their optional columns.
+WIDE: Final = 120
+
+
+# -- basics --------------------------------------------------------------------------------------------
+
+
+def console() -> Console:
+    """A rich console on the current stdout (created per call: tests swap stdout)."""
+    return Console(highlight=False)
+
+
+def emit_json(data: Any) -> None:
+    """Print ``data`` as indented JSON on stdout."""
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def shorten(text: str, width: int = CONTENT_WIDTH) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+
+
+def format_when(ts: datetime | None) -> str:
+    """A timestamp as the CLI shows it: local time to the minute (``-`` for None)."""
+    return ts.astimezone().strftime("%Y-%m-%d %H:%M") if ts is not None else "-"
+
+
+def count_memories(n: int) -> str:
+    """``1 memory``, ``3 memories``."""
+    return f"{n} memor{'y' if n == 1 else 'ies'}"
+
+
+def pct(x: float | None) -> str:
+    """A rate as a whole percentage (``-`` for None)."""
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _tags(tags: Sequence[str]) -> str:
+    return ", ".join(tags)
+
+
+def _table(title: str | None) -> Table:
+    # Light borders: a listing should read like `ls -l`, and leave room for the content.
+    return Table(
+        title=title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        header_style="bold",
+    )
+
+
+def _add_row(table: Table, *cells: str | Text) -> None:
+    # Plain strings in a rich table are parsed as markup: a tag like "[wip]" would vanish.
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+
+
+def _id_column(table: Table) -> None:
+    # Ids are what users copy into `show`/`update`/`forget`: never wrap or cut them.
+    table.add_column("id", no_wrap=True, min_width=32, style="cyan")
+
+
+def memories_table(
+    memories: Sequence[Memory], *, agent: str | None = None, title: str | None = None, width: int = 80
+) -> Table:
+    """Memories one per row: id, kind, content (shortened) and tags; more columns when ``width`` allows."""
+    wide = width >= WIDE
+    foreign = any(agent is not None and m.agent != agent for m in memories)
+    table = _table(title)
+    _id_column(table)
+    table.add_column("kind", no_wrap=True, style="magenta")
+    if foreign:
+        table.add_column("agent", no_wrap=True)
+    table.add_column("content", ratio=1, min_width=20)
+    if wide:
+        table.add_column("tags", max_width=30)
+        table.add_column("used", justify="right", no_wrap=True)
+        table.add_column("created", no_wrap=True)
+    for m in memories:
+        row: list[str | Text] = [m.id, m.kind, *([m.agent] if foreign else []), _content_cell(m, wide)]
+        if wide:
+            row += [_tags(m.tags), str(m.access_count), format_when(m.created_at)[:10]]
+        _add_row(table, *row)
+    return table
+
+
+def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | None = None, width: int = 80) -> Table:
+    """Search results best first: score, id, kind, content (shortened) and tags."""
+    wide = width >= WIDE
+    foreign = any(agent is not None and h.memory.agent != agent for h in hits)
+    table = _table(title)
+    table.add_column("score", justify="right", no_wrap=True, style="green")
+    _id_column(table)
+    table.add_column("kind", no_wrap=True, style="magenta")
+    if foreign:
+        table.add_column("agent", no_wrap=True)
+    table.add_column("content", ratio=1, min_width=20)
+    if wide:
+        table.add_column("tags", max_width=30)
+    for h in hits:
+        m = h.memory
+        row: list[str | Text] = [f"{h.score:.3f}", m.id, m.kind, *([m.agent] if foreign else [])]
+        row.append(_content_cell(m, wide))
+        if wide:
+            row.append(_tags(m.tags))
+        _add_row(table, *row)
+    return table
+
+
+def _content_cell(m: Memory, wide: bool) -> Text:
+    if wide:
+        return Text(shorten(m.content))
+    # A narrow terminal has no room for a tags column: tags go under the (shorter) content.
+    cell = Text(shorten(m.content, CONTENT_WIDTH // 2))
+    if m.tags:
+        cell.append("\n" + " ".join(f"#{t}" for t in m.tags), style="dim")
+    return cell
+
+
+def memory_detail(m: Memory) -> Table:
+    """Every field of one memory, the content in full."""
+    table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    rate = m.success_rate
+    rows: list[tuple[str, str | Text]] = [
+        ("id", Text(m.id, style="cyan")),
+        ("agent", m.agent + (f" (shared by {m.shared_by})" if m.shared_by else "")),
+        ("kind", m.kind),
+        ("content", Text(m.content)),
+        ("tags", _tags(m.tags) or "-"),
+        ("metadata", Text(json.dumps(dict(m.metadata), ensure_ascii=False)) if m.metadata else "-"),
+        ("visibility", m.visibility),
+        ("confidence", f"{m.confidence:.2f}"),
+        ("success rate", f"{rate:.0%} ({m.successes:g} of {m.attempts:g})" if rate is not None else "-"),
+        ("access count", str(m.access_count)),
+        ("last accessed", format_when(m.last_accessed)),
+        ("created", format_when(m.created_at)),
+        ("updated", format_when(m.updated_at)),
+    ]
+    if m.redacted:
+        rows.append(("redacted", ", ".join(m.redacted)))
+    for name, value in rows:
+        _add_row(table, name, value)
+    return table
+
+
+def _change_summary(change: Change) -> str:
+    before: Mapping[str, Any] = change.before or {}
+    after: Mapping[str, Any] = change.after or {}
+    if change.action != "update":
+        # A create/merge records the whole memory: its content says more than its field names.
+        content = after.get("content")
+        if isinstance(content, str):
+            return shorten(content, 80)
+        return ", ".join(sorted(after or before)) or "-"
+    parts = []
+    for field in sorted(set(before) | set(after)):
+        old = shorten(json.dumps(before.get(field), ensure_ascii=False, default=str), 40)
+        new = shorten(json.dumps(after.get(field), ensure_ascii=False, default=str), 40)
+        parts.append(f"{field}: {old} → {new}")
+    return "; ".join(parts) or "-"
+
+
+def history_table(changes: Sequence[Change], *, title: str | None = None) -> Table:
+    """A memory's history, oldest first: what changed, when and by whom."""
+    table = _table(title)
+    table.add_column("#", justify="right")
+    table.add_column("when", no_wrap=True)
+    table.add_column("action", style="magenta", no_wrap=True)
+    table.add_column("actor", no_wrap=True)
+    table.add_column("changes", ratio=1, overflow="fold")
+    for c in changes:
+        _add_row(table, str(c.seq), format_when(c.at), c.action, c.actor, _change_summary(c))
+    return table

@@ -1,0 +1,590 @@
+"""Learning from outcomes: ``mem.learning``.
+
+Thin on purpose: each method validates its arguments, reads memories through the
+store's roles (agent scope is a hard filter there, and memories shared with the
+agent count), writes through the write pipeline, and hands values to the pure
+modules next to it: :mod:`~engramdb.learning.recommend` (suggest, choose),
+:mod:`~engramdb.learning.analytics` and :mod:`~engramdb.learning.report`
+(executions, trends, approaches, the report), :mod:`~engramdb.learning.adaptive`.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from engramdb import _validate as check
+from engramdb._util import utcnow
+from engramdb._validate import PAGE_SIZE
+from engramdb.errors import NotFound, ValidationError
+from engramdb.learning import _args, recommend
+from engramdb.learning.adaptive import Adaptive, RecoveryHook
+from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, learning_stats, parse_rate_filter
+from engramdb.learning.analytics import approaches as find_approaches
+from engramdb.learning.complexity import assess_complexity
+from engramdb.learning.recommend import Neighbour, RecommendConfig
+from engramdb.learning.records import EPISODE_TAG, PENDING, decision_metadata, parse_decision, resolved_metadata
+from engramdb.learning.report import build_report, write_chart
+from engramdb.learning.stats import success_weight
+from engramdb.models import (
+    KINDS,
+    ApproachStats,
+    CategoryTrend,
+    DecisionRecord,
+    ExecutionInfo,
+    ExecutionMatch,
+    LearningReport,
+    LearningStats,
+    Memory,
+    Suggestion,
+    Visibility,
+)
+from engramdb.storage.base import Filter
+
+if TYPE_CHECKING:
+    from engramdb.config import Settings
+    from engramdb.embeddings.base import Embedder
+    from engramdb.learning.failure_service import FailureService
+    from engramdb.pipeline import WritePipeline
+    from engramdb.recall import Recall
+    from engramdb.storage.base import Store
+
+__all__ = ["LearningService"]
+
+_DECISION: tuple[str, ...] = ("decision",)
+#: Cosine similarity at which a past run counts as a run of the same task (complexity from history).
+_SIMILAR_TASK: Final = 0.6
+
+
+class LearningService:
+    """Outcome learning: record outcomes, get suggestions and choices, feedback, executions, analytics."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        settings: Settings,
+        *,
+        pipeline: WritePipeline,
+        recall: Recall,
+        failures: FailureService,
+        recommend: RecommendConfig | None = None,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._settings = settings
+        self._pipeline = pipeline
+        self._recall = recall
+        self._failures = failures
+        #: Tunables of suggest/choose (similarity floor, recency, thin-evidence rule); replace to tune this instance.
+        self.recommend: RecommendConfig = recommend if recommend is not None else RecommendConfig()
+        # Feedback reads then writes a memory's counters; the lock keeps this instance's threads from losing updates.
+        self._feedback_lock = threading.Lock()
+
+    # -- outcomes --------------------------------------------------------------------------------------------
+    def record(
+        self,
+        context: str,
+        action: str,
+        outcome: str | bool | float | None,
+        *,
+        agent: str = "default",
+        alternatives: Iterable[str] = (),
+        duration: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        category: str | None = None,
+        used: Iterable[str] = (),
+        tags: Iterable[str] = (),
+        visibility: Visibility = "private",
+        episode: str | None = None,
+    ) -> Memory:
+        """Record that doing ``action`` in ``context`` turned out as ``outcome``; returns the decision memory.
+
+        ``outcome`` is "success", "failure", "partial", a boolean, or a reward in [-1, 1]; None
+        records the decision now and its outcome later (:meth:`resolve`, or the end of its
+        ``episode``: a decision made within an episode started with ``mem.episodes.start``
+        and left pending gets credit from the episode's outcome, discounted by its distance
+        from the end). A pending decision does not count in suggestions until resolved.
+        ``alternatives`` are the other actions that were possible (they become options of
+        :meth:`suggest`). ``used`` names memories the agent relied on for this task: the
+        outcome is fed back to them (see :meth:`feedback`). Bad input raises
+        ValidationError (NotFound for an unknown ``used`` id) and records nothing.
+        """
+        return self._record_decision(
+            context,
+            action,
+            outcome,
+            what="context",
+            agent=agent,
+            used=used,
+            alternatives=alternatives,
+            duration=duration,
+            category=category,
+            metadata=metadata,
+            # The action as a tag too: ``list(tags=["action:retry"])`` finds every time it was tried.
+            tags=lambda meta: [*check.tags(tags if isinstance(tags, str) else list(tags)), f"action:{meta['action']}"],
+            visibility=visibility,
+            episode=episode,
+        )
+
+    def resolve(self, decision_id: str, outcome: str | bool | float, *, agent: str = "default") -> Memory:
+        """Attach the outcome to a decision recorded with ``outcome=None``; returns the decision memory.
+
+        The memories it ``used`` get the outcome as feedback now. ValidationError if the
+        decision already has an outcome; NotFound if ``agent`` has no such decision.
+        """
+        agent = check.agent_name(agent)
+        if not isinstance(decision_id, str) or not decision_id.strip():
+            raise ValidationError("decision id must be a non-empty string")
+        memory = self._store.memories.get(decision_id.strip(), Filter(agent=agent, kinds=_DECISION))
+        if memory is None or memory.agent != agent:
+            raise NotFound(f"no decision {decision_id!r} of agent {agent!r}")
+        meta = resolved_metadata(memory.metadata, outcome)
+        updated = self._pipeline.update(
+            memory.id,
+            {"metadata": meta, "tags": [t for t in memory.tags if t != PENDING]},
+            actor=agent,
+            action="resolve",
+            current=memory,
+        )
+        used = [u for u in meta.get("used", []) if isinstance(u, str)]
+        if used:
+            self.feedback(used, outcome, agent=agent)
+        return updated
+
+    def pending(self, *, agent: str = "default", episode: str | None = None) -> list[Memory]:
+        """Decisions of ``agent`` still waiting for their outcome (of one ``episode`` if given), oldest first."""
+        agent = check.agent_name(agent)
+        if episode is not None:
+            episode = _args.label(episode, "episode")
+        tags = (PENDING,) if episode is None else (PENDING, EPISODE_TAG + episode)
+        out = [m for page in self._recall.pages(Filter(agent=agent, kinds=_DECISION, tags=tags)) for m in page]
+        out = [m for m in out if m.agent == agent and m.metadata.get("outcome") == PENDING]
+        out.sort(key=lambda m: (m.created_at, m.id))
+        return out
+
+    def _record_decision(
+        self,
+        context: str,
+        action: str,
+        outcome: str | bool | float | None,
+        *,
+        what: str,
+        agent: str,
+        used: Iterable[str],
+        alternatives: Iterable[str],
+        duration: float | None,
+        category: str | None,
+        metadata: Mapping[str, Any] | None,
+        tags: Callable[[Mapping[str, Any]], list[str]],
+        execution: ExecutionInfo | None = None,
+        visibility: Visibility = "private",
+        episode: str | None = None,
+    ) -> Memory:
+        """Validate and store one outcome record (a ``decision`` memory), then feed the outcome back to ``used``.
+
+        ``what`` names the context in error messages; ``tags`` gives the memory's tags
+        from its validated metadata.
+        """
+        context = check.content(context, what=what)
+        agent = check.agent_name(agent)
+        used_ids = self._visible_ids(used, agent)
+        _, meta = decision_metadata(
+            action,
+            outcome,
+            alternatives=alternatives,
+            duration=duration,
+            category=category,
+            used=used_ids,
+            execution=execution,
+            extra=check.metadata(metadata),
+        )
+        all_tags = tags(meta)
+        if episode is not None:
+            episode = _args.label(episode, "episode")
+            meta["episode"] = episode
+            all_tags.append(EPISODE_TAG + episode)
+        if outcome is None:
+            all_tags.append(PENDING)
+        memory = self._pipeline.remember(
+            context, agent=agent, kind="decision", tags=all_tags, metadata=meta, visibility=visibility
+        )
+        if used_ids and outcome is not None:
+            self.feedback(used_ids, outcome, agent=agent)
+        return memory
+
+    def feedback(
+        self, memory_ids: Iterable[str], outcome: str | bool | float, *, agent: str = "default"
+    ) -> list[Memory]:
+        """Tell the memories an agent used for a task how the task went; returns them updated.
+
+        Each memory's ``successes`` grows by the outcome's success weight and its
+        ``attempts`` by one (so ``success_rate``, which search ranking uses, follows),
+        and its ``confidence`` moves towards the outcome like a Beta posterior mean with
+        the old confidence as a prior worth two outcomes. The memories must be visible
+        to ``agent`` (its own or shared with it); the change is in their history as
+        ``feedback`` by that agent. Unknown ids raise NotFound and change nothing.
+        """
+        agent = check.agent_name(agent)
+        weight = success_weight(outcome)
+        ids = self._visible_ids(memory_ids, agent)
+        if not ids:
+            raise ValidationError("no memory ids given")
+        now = utcnow()
+        out = []
+        # Read-modify-write: inside one write transaction, so concurrent writers (threads here,
+        # other processes through the store's write lock) never lose an update. The counters are
+        # not fields a caller may set (not the pipeline's update): the store role writes them.
+        with self._feedback_lock, self._store.atomic():
+            current = self._store.memories.get_many(ids, Filter(agent=agent))
+            for memory_id in ids:
+                m = current[memory_id]
+                changes = {
+                    "successes": m.successes + weight,
+                    "attempts": m.attempts + 1.0,
+                    # Running Beta mean: prior mass 2 at the initial confidence, one unit per outcome.
+                    "confidence": min(1.0, max(0.0, m.confidence + (weight - m.confidence) / (m.attempts + 3.0))),
+                }
+                out.append(
+                    self._store.memories.update(
+                        memory_id,
+                        changes,
+                        vector=None,
+                        model_id=self._embedder.model_id,
+                        actor=agent,
+                        at=now,
+                        action="feedback",
+                    )
+                )
+        return out
+
+    def _visible_ids(self, memory_ids: Iterable[str], agent: str) -> list[str]:
+        ids = _args.ids(memory_ids)
+        if not ids:
+            return []
+        found = self._store.memories.get_many(ids, Filter(agent=agent))
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise NotFound(f"no memory {missing[0]!r} visible to agent {agent!r}")
+        return ids
+
+    # -- recommendations -------------------------------------------------------------------------------------
+    def _neighbours(self, context: str, agent: str) -> list[Neighbour]:
+        """Outcome records of ``agent`` (and shared with it) whose context resembles ``context``."""
+        cfg = self.recommend
+        flt = Filter(agent=agent, kinds=_DECISION)
+        query = self._embedder.embed([context])[0]
+        cands = self._store.search.vector_candidates(query, flt, limit=cfg.candidates)
+        # Below the floor a context contributes nothing, unless it is the same text (cosine ~1 anyway).
+        cands = [c for c in cands if c.score > cfg.similarity_floor]
+        memories = self._store.memories.get_many([c.id for c in cands], flt)
+        out = []
+        for c in cands:
+            m = memories.get(c.id)
+            rec = parse_decision(m) if m is not None else None
+            if rec is not None:
+                out.append(Neighbour(rec, c.score))
+        return out
+
+    def suggest(
+        self,
+        context: str,
+        *,
+        agent: str = "default",
+        options: Sequence[str] | None = None,
+        limit: int = 5,
+    ) -> Suggestion:
+        """What to do in ``context``, from the outcomes of similar contexts.
+
+        ``options`` limits (and completes: unseen ones get the prior) the actions
+        considered; without it, every action recorded nearby and its alternatives.
+        ``recommended`` is None when the evidence is too thin (see
+        :mod:`engramdb.learning.recommend`); ``confidence`` is the posterior
+        probability that the top option is the best.
+        """
+        context = check.content(context, what="context")
+        agent = check.agent_name(agent)
+        opts = _args.options(options) if options is not None else None
+        limit = check.limit(limit)
+        return recommend.suggest(
+            context,
+            self._neighbours(context, agent),
+            now=utcnow(),
+            config=self.recommend,
+            seed=self._settings.learning_seed,
+            options=opts,
+            limit=limit,
+        )
+
+    def choose(
+        self,
+        context: str,
+        options: Sequence[str],
+        *,
+        agent: str = "default",
+        exploration: float | None = None,
+        seed: int | None = None,
+    ) -> str:
+        """Pick one of ``options`` for ``context``, balancing exploring and exploiting (Thompson sampling).
+
+        ``exploration`` (default: the ``exploration`` setting, 0.5) scales how far each
+        draw may stray from its posterior mean: 0 always takes the best estimate.
+        Deterministic: the same data, context, options and ``seed`` (default: the
+        ``learning_seed`` setting) give the same choice; each new outcome gives new draws.
+        """
+        context = check.content(context, what="context")
+        agent = check.agent_name(agent)
+        opts = _args.options(options)
+        exp = self._settings.exploration if exploration is None else exploration
+        if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
+            raise ValidationError(f"exploration must be a number within [0, 1], not {exploration!r}")
+        chosen_seed = self._settings.learning_seed if seed is None else seed
+        if isinstance(chosen_seed, bool) or not isinstance(chosen_seed, int):
+            raise ValidationError(f"seed must be an integer, not {seed!r}")
+        if len(opts) == 1:
+            return opts[0]
+        return recommend.choose(
+            context,
+            opts,
+            self._neighbours(context, agent),
+            now=utcnow(),
+            config=self.recommend,
+            seed=chosen_seed,
+            exploration=float(exp),
+        )
+
+    # -- executions and analytics ----------------------------------------------------------------------------
+    def record_execution(
+        self,
+        task: str,
+        *,
+        approach: str,
+        outcome: str | bool | float,
+        agent: str = "default",
+        category: str | None = None,
+        task_type: str | None = None,
+        complexity: str | None = None,
+        success_factors: Iterable[str] = (),
+        tools: Iterable[str] = (),
+        duration: float | None = None,
+        calls: int | None = None,
+        alternatives: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        used: Iterable[str] = (),
+    ) -> Memory:
+        """Record a task run: the approach taken, how it went, and what it involved.
+
+        An execution is an outcome record (a ``decision`` memory whose context is the
+        task) with the execution's facts in its metadata, so :meth:`suggest` and
+        :meth:`choose` learn from executions too. ``calls`` counts API or tool calls.
+        Without ``complexity`` it is assessed from the task's text and the agent's similar
+        past runs (the rule is in :mod:`engramdb.learning.complexity`).
+        """
+        if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
+            raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
+        given = _args.optional_label(complexity, "complexity")
+        info = ExecutionInfo(
+            task_type=_args.optional_label(task_type, "task_type"),
+            complexity=given if given is not None else self._assess(task, agent),
+            complexity_assessed=given is None,
+            success_factors=_args.label_list(success_factors, "success_factors"),
+            tools=_args.label_list(tools, "tools"),
+            calls=calls,
+        )
+        return self._record_decision(
+            task,
+            approach,
+            outcome,
+            what="task",
+            agent=agent,
+            used=used,
+            alternatives=alternatives,
+            duration=duration,
+            category=category,
+            metadata=metadata,
+            tags=lambda meta: (
+                ["execution", f"action:{meta['action']}"]
+                + ([f"category:{meta['category']}"] if "category" in meta else [])
+            ),
+            execution=info,
+        )
+
+    def _assess(self, task: str, agent: str) -> str:
+        """The complexity of ``task`` by :func:`~engramdb.learning.complexity.assess_complexity`."""
+        if not isinstance(task, str) or not task.strip():
+            return "low"  # the record itself rejects it
+        agent = check.agent_name(agent)
+        similar = [n.record for n in self._neighbours(task, agent) if n.cosine >= _SIMILAR_TASK]
+        durations = [r.duration for r in self.outcomes(agent=agent) if r.duration is not None]
+        return assess_complexity(
+            task,
+            similar_success=[r.success for r in similar],
+            similar_durations=[r.duration for r in similar if r.duration is not None],
+            typical_duration=statistics.median(durations) if durations else None,
+        )
+
+    def executions(
+        self,
+        task: str,
+        *,
+        agent: str = "default",
+        successful: bool | None = True,
+        category: str | None = None,
+        limit: int = 5,
+    ) -> list[ExecutionMatch]:
+        """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
+
+        ``successful=True`` (the default) keeps those that succeeded (success weight at
+        least 0.5), ``False`` those that did not, ``None`` all. ``category`` restricts
+        to one category.
+        """
+        task = check.content(task, what="task")
+        agent = check.agent_name(agent)
+        limit = check.limit(limit)
+        matches = [
+            ExecutionMatch(record=n.record, similarity=n.cosine)
+            for n in self._neighbours(task, agent)
+            if n.record.execution is not None
+            and (successful is None or (n.record.success >= 0.5) == successful)
+            and (category is None or n.record.category == category)
+        ]
+        matches.sort(key=lambda m: (-m.similarity, -m.record.at.timestamp(), m.record.id))
+        return matches[:limit]
+
+    def outcomes(
+        self, *, agent: str = "default", since: datetime | None = None, category: str | None = None
+    ) -> list[DecisionRecord]:
+        """Every outcome record ``agent`` can see (its own and shared with it), oldest first."""
+        agent = check.agent_name(agent)
+        since = _args.since(since)
+        flt = Filter(agent=agent, kinds=_DECISION)
+        out: list[DecisionRecord] = []
+        for page in self._recall.pages(flt, size=PAGE_SIZE):
+            for m in page:
+                rec = parse_decision(m)
+                if rec is None or (since is not None and rec.at < since):
+                    continue
+                if category is not None and (rec.category or GENERAL) != category:
+                    continue
+                out.append(rec)
+            # Newest first: once a page ends before ``since``, older pages cannot match.
+            if since is not None and page and page[-1].created_at < since:
+                break
+        out.sort(key=lambda r: (r.at, r.id))
+        return out
+
+    def trends(
+        self, *, agent: str = "default", since: datetime | None = None, category: str | None = None
+    ) -> list[CategoryTrend]:
+        """Performance per category: success with interval, duration, best approaches, and a tested trend."""
+        return category_trends(self.outcomes(agent=agent, since=since, category=category))
+
+    def approaches(
+        self,
+        *,
+        agent: str = "default",
+        success_rate: str | RateFilter | None = None,
+        min_attempts: int = 2,
+        since: datetime | None = None,
+    ) -> list[ApproachStats]:
+        """The approaches taken in recurring situations, with their success, e.g. ``success_rate=">80%"``.
+
+        A situation is the category when one was recorded, else the context (ignoring
+        case and spacing); only (situation, approach) pairs tried at least
+        ``min_attempts`` times count. Best first.
+        """
+        rate = parse_rate_filter(success_rate) if isinstance(success_rate, str) else success_rate
+        if isinstance(min_attempts, bool) or not isinstance(min_attempts, int) or min_attempts < 1:
+            raise ValidationError(f"min_attempts must be a positive integer, not {min_attempts!r}")
+        return find_approaches(self.outcomes(agent=agent, since=since), rate=rate, min_attempts=min_attempts)
+
+    def report(
+        self,
+        *,
+        agent: str = "default",
+        since: datetime | None = None,
+        chart: str | os.PathLike[str] | None = None,
+        success_target: float = 0.7,
+        slow_seconds: float = 300.0,
+    ) -> LearningReport:
+        """A report of ``agent``'s outcomes (``.to_json()``, ``.to_markdown()``); with ``chart``, also a PNG there.
+
+        Recurring failure patterns (``mem.failures.patterns``) are included. Its
+        ``recommendations`` name the categories under ``success_target`` (a share) or
+        declining, and the categories and approaches slower than ``slow_seconds`` on average.
+        """
+        agent = check.agent_name(agent)
+        since = _args.since(since)
+        if chart is not None and not isinstance(chart, str | os.PathLike):
+            raise ValidationError(f"chart must be a file path, not {type(chart).__name__}")
+        for value, what in ((success_target, "success_target"), (slow_seconds, "slow_seconds")):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise ValidationError(f"{what} must be a non-negative number, not {value!r}")
+        if success_target > 1:
+            raise ValidationError(f"success_target is a share within [0, 1], not {success_target!r}")
+        failures = self._failures.patterns(agent=agent, recurring=True, since=since)
+        report = build_report(
+            self.outcomes(agent=agent, since=since),
+            agent=agent,
+            now=utcnow(),
+            since=since,
+            failure_patterns=failures,
+            success_target=float(success_target),
+            slow_seconds=float(slow_seconds),
+        )
+        if chart is not None:
+            written = write_chart(report, chart)
+            report = report.with_chart(str(written))
+        return report
+
+    def stats(self, *, agent: str = "default", top: int = 10) -> LearningStats:
+        """``agent``'s learning in one call: memories per kind, outcomes and success, the most used actions and
+        categories, failure patterns, episodes."""
+        agent = check.agent_name(agent)
+        top = check.limit(top)
+        counts: dict[str, int] = {k: self._recall.count(agent=agent, kind=k) for k in KINDS}
+        flt = Filter(agent=agent, kinds=("episode",))
+        return learning_stats(
+            self.outcomes(agent=agent),
+            agent=agent,
+            memories=counts,
+            pending=len(self.pending(agent=agent)),
+            patterns=self._failures.patterns(agent=agent),
+            episode_successes=self._store.memories.count(replace(flt, tags=("outcome:success",))),
+            episode_failures=self._store.memories.count(replace(flt, tags=("outcome:failure",))),
+            top=top,
+        )
+
+    # -- adaptive execution ----------------------------------------------------------------------------------
+    def adaptive(
+        self,
+        task: str,
+        options: Sequence[str] | None = None,
+        *,
+        agent: str = "default",
+        recover: RecoveryHook | None = None,
+        category: str | None = None,
+    ) -> Adaptive:
+        """Run a task adaptively: choose the approach, time it, record the outcome, recover from known failures.
+
+        Use as a decorator (the chosen approach is passed as the first argument when
+        ``options`` are given) or as a context manager (``run.approach``). See
+        :mod:`engramdb.learning.adaptive`.
+        """
+        task = check.content(task, what="task")
+        agent = check.agent_name(agent)
+        opts = None
+        if options is not None:
+            if isinstance(options, str):
+                raise ValidationError("options must be a list of approach names")
+            opts = _args.texts(options, "options")
+            if not opts:
+                raise ValidationError("options must not be empty")
+        if recover is not None and not callable(recover):
+            raise ValidationError("recover must be callable")
+        return Adaptive(self, self._failures, task, options=opts, agent=agent, recover=recover, category=category)

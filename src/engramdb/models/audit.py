@@ -1,0 +1,80 @@
+"""Values of the audit trail: an entry to append, an entry as stored, and the outcome of verifying the chain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+__all__ = ["GENESIS", "AuditEvent", "AuditRecord", "Verification"]
+
+#: The "previous hash" of the first entry.
+GENESIS: Final = "0" * 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditRecord:
+    """An event to append: what happened, who did it, to which memory, when, and details (no content)."""
+
+    action: str
+    agent: str | None
+    memory_id: str | None = None
+    at: datetime
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEvent:
+    """One entry of the hash-chained audit trail."""
+
+    seq: int
+    action: str
+    agent: str | None
+    memory_id: str | None
+    at: datetime
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    hash: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "seq": self.seq,
+            "action": self.action,
+            "agent": self.agent,
+            "memory_id": self.memory_id,
+            "at": self.at.isoformat(),
+            "detail": dict(self.detail),
+            "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verification:
+    """The outcome of checking the chain: ``ok``, how many entries were checked, and where it broke."""
+
+    ok: bool
+    checked: int
+    #: The last entry's sequence number and hash (what to keep elsewhere to detect a rewrite).
+    head_seq: int = 0
+    head_hash: str = GENESIS
+    #: The first entry found wrong (None when ok, or when entries are missing from the end).
+    bad_seq: int | None = None
+    reason: str = ""
+
+    @property
+    def head(self) -> str:
+        """``"SEQ:HASH"`` of the last entry: keep it outside the store and pass it back as ``expect``."""
+        return f"{self.head_seq}:{self.head_hash}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "ok": self.ok,
+            "checked": self.checked,
+            "head_seq": self.head_seq,
+            "head_hash": self.head_hash,
+            "head": self.head,
+            "bad_seq": self.bad_seq,
+            "reason": self.reason,
+        }

@@ -1,0 +1,182 @@
+"""Values of failure learning: a fix and its record, a failure pattern, a pre-action warning, a plan.
+
+"Pattern" means a failure pattern: the occurrences of one failure whose messages differ only in
+details (paths, numbers, ids, hosts...). See :mod:`engramdb.learning.failures`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "CheckResult",
+    "FailurePattern",
+    "FailureWarning",
+    "PatternPlan",
+    "PreventionCheck",
+    "SolutionStats",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolutionStats:
+    """A fix for a failure pattern and how often it worked."""
+
+    solution: str
+    successes: float
+    attempts: float
+    success_rate: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "solution": self.solution,
+            "successes": self.successes,
+            "attempts": self.attempts,
+            "success_rate": self.success_rate,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailurePattern:
+    """A recurring kind of failure: its signature, how often it happened, and what fixed it."""
+
+    id: str
+    signature: str
+    example: str
+    occurrences: int
+    #: A readable slug (``npm-install-timeout``), unique among the agent's patterns; accepted wherever an id is.
+    name: str = ""
+    first_seen: datetime
+    last_seen: datetime
+    solutions: list[SolutionStats] = field(default_factory=list)
+    prevention: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (timestamps as ISO 8601 strings)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "signature": self.signature,
+            "example": self.example,
+            "occurrences": self.occurrences,
+            "first_seen": self.first_seen.isoformat(),
+            "last_seen": self.last_seen.isoformat(),
+            "solutions": [s.to_dict() for s in self.solutions],
+            "prevention": list(self.prevention),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailureWarning:
+    """A known failure pattern that a planned action resembles (see ``mem.failures.preflight``)."""
+
+    pattern: FailurePattern
+    #: Cosine similarity between the planned action and the closest past occurrence, 0..1.
+    similarity: float
+    #: One line for the agent: what happened before and what to check first.
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"pattern": self.pattern.to_dict(), "similarity": self.similarity, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PatternPlan:
+    """How to apply a known failure pattern, or a stored memory, to a task (see ``mem.failures.plan``)."""
+
+    task: str
+    pattern_id: str
+    #: "failure_pattern", or the kind of the memory the id names ("code_pattern", "decision", ...).
+    kind: str
+    #: What the pattern is, in one line.
+    title: str
+    #: Cosine similarity of the task and the pattern, -1..1: low means the pattern may not fit the task.
+    relevance: float
+    #: What to do, in order: checks before starting, the approach or code to reuse.
+    steps: list[str] = field(default_factory=list)
+    #: For a failure pattern: its fixes, best first.
+    fixes: list[SolutionStats] = field(default_factory=list)
+    #: For a code pattern: the code to adapt.
+    code: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "task": self.task,
+            "pattern_id": self.pattern_id,
+            "kind": self.kind,
+            "title": self.title,
+            "relevance": self.relevance,
+            "steps": list(self.steps),
+            "fixes": [s.to_dict() for s in self.fixes],
+            "code": self.code,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreventionCheck:
+    """A saved prevention check: a described condition to verify before a workflow stage, and optionally
+    shell-free predicates that ``mem.failures.run_checks``
+    evaluates (files that must exist, environment variables that must be set, commands that must be on
+    ``PATH``, Python modules that must be importable)."""
+
+    id: str
+    agent: str
+    #: What to verify, in words.
+    description: str
+    #: The workflow stage it runs before ("development", "ci", "deploy", ...).
+    stage: str
+    #: The failure pattern it prevents (its id and name), if any.
+    pattern_id: str | None = None
+    pattern_name: str | None = None
+    files: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    created_at: datetime
+
+    @property
+    def automatic(self) -> bool:
+        """True when the check has a predicate to evaluate (else it is a reminder to check by hand)."""
+        return bool(self.files or self.env or self.commands or self.modules)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "description": self.description,
+            "stage": self.stage,
+            "pattern_id": self.pattern_id,
+            "pattern_name": self.pattern_name,
+            "files": list(self.files),
+            "env": list(self.env),
+            "commands": list(self.commands),
+            "modules": list(self.modules),
+            "automatic": self.automatic,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckResult:
+    """The outcome of running one prevention check."""
+
+    check: PreventionCheck
+    #: "passed", "failed", or "manual" (no predicate: verify by hand).
+    status: str
+    #: What is missing, one line per unmet predicate.
+    problems: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """True unless the check failed (a manual check does not fail)."""
+        return self.status != "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"check": self.check.to_dict(), "status": self.status, "problems": list(self.problems)}

@@ -1,0 +1,179 @@
+"""Core values: a memory, a search hit, a change record, a share; kinds, visibilities, outcomes.
+
+All are frozen dataclasses: a value returned by the API is a snapshot, never a
+live handle into the store. Timestamps are timezone-aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal, get_args
+
+__all__ = [
+    "KINDS",
+    "NO_MERGE_KINDS",
+    "OUTCOMES",
+    "VISIBILITIES",
+    "Change",
+    "Hit",
+    "Kind",
+    "Memory",
+    "Outcome",
+    "Share",
+    "Visibility",
+]
+
+#: The kind of a memory.
+Kind = Literal[
+    "collaboration",
+    "code_pattern",
+    "conversation",
+    "decision",
+    "episode",
+    "failure",
+    "knowledge",
+    "preference",
+    "success",
+]
+#: Every kind of memory engramdb accepts; anything else is rejected.
+KINDS: Final[frozenset[Kind]] = frozenset(get_args(Kind))
+
+#: Kinds that are distinct events: never merged with a near-duplicate on write. A ``decision`` is one
+#: recorded outcome and a ``failure`` one occurrence: merging them would lose the evidence they count.
+NO_MERGE_KINDS: Final[frozenset[Kind]] = frozenset({"conversation", "decision", "episode", "failure"})
+
+#: Who may read a memory. private: only the owner; shared: the owner and agents it was shared with;
+#: public: everyone.
+Visibility = Literal["private", "shared", "public"]
+VISIBILITIES: Final[frozenset[Visibility]] = frozenset(get_args(Visibility))
+
+#: The outcome of an action, as a label (learning also accepts a bool or a reward in [-1, 1]).
+Outcome = Literal["success", "failure", "partial"]
+OUTCOMES: Final[frozenset[Outcome]] = frozenset(get_args(Outcome))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Memory:
+    """One stored memory, as the store holds it (secrets already redacted)."""
+
+    id: str
+    agent: str
+    kind: Kind
+    content: str
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+    last_accessed: datetime | None = None
+    access_count: int = 0
+    confidence: float = 0.5
+    #: Outcome evidence from tasks that used this memory (feedback); weights may be fractional.
+    successes: float = 0.0
+    attempts: float = 0.0
+    visibility: Visibility = "private"
+    #: Kinds of secrets/personal data replaced by placeholders when this memory was written.
+    redacted: tuple[str, ...] = ()
+    #: Set when the reader is not the owner: who shared it with the reader.
+    shared_by: str | None = None
+    #: When it was shared with the reader (None for the owner, and for a public memory never shared).
+    shared_at: datetime | None = None
+
+    @property
+    def success_rate(self) -> float | None:
+        """Posterior mean success rate from feedback (Beta(1,1) prior); None until outcomes exist."""
+        if self.attempts <= 0:
+            return None
+        return (self.successes + 1.0) / (self.attempts + 2.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (timestamps as ISO 8601 strings)."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "kind": self.kind,
+            "content": self.content,
+            "tags": list(self.tags),
+            "metadata": dict(self.metadata),
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "last_accessed": self.last_accessed.isoformat() if self.last_accessed else None,
+            "access_count": self.access_count,
+            "confidence": self.confidence,
+            "successes": self.successes,
+            "attempts": self.attempts,
+            "success_rate": self.success_rate,
+            "visibility": self.visibility,
+            "redacted": list(self.redacted),
+            "shared_by": self.shared_by,
+            "shared_at": self.shared_at.isoformat() if self.shared_at else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the memory and its final score (higher is better)."""
+
+    memory: Memory
+    score: float
+    #: The channel scores before fusion, for explanation; None when a channel did not find it.
+    keyword_score: float | None = None
+    vector_score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "memory": self.memory.to_dict(),
+            "score": self.score,
+            "keyword_score": self.keyword_score,
+            "vector_score": self.vector_score,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One entry of a memory's history.
+
+    ``before``/``after`` hold the fields that changed. After ``forget`` every
+    entry of that memory is scrubbed to ``None`` and a ``forget`` tombstone stays.
+    """
+
+    seq: int
+    memory_id: str
+    action: str  # "create" | "update" | "forget" | "merge" | ...
+    at: datetime
+    actor: str
+    before: Mapping[str, Any] | None = None
+    after: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "seq": self.seq,
+            "memory_id": self.memory_id,
+            "action": self.action,
+            "at": self.at.isoformat(),
+            "actor": self.actor,
+            "before": dict(self.before) if self.before is not None else None,
+            "after": dict(self.after) if self.after is not None else None,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Share:
+    """Consent given by an owner: ``to_agent`` (``"*"``: every agent) may read memory ``memory_id``."""
+
+    memory_id: str
+    from_agent: str
+    to_agent: str
+    shared_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "memory_id": self.memory_id,
+            "from_agent": self.from_agent,
+            "to_agent": self.to_agent,
+            "shared_at": self.shared_at.isoformat(),
+        }

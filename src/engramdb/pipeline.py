@@ -1,0 +1,573 @@
+"""The write pipeline: the one path every write takes (remember, batches, update, forget, import, merge).
+
+In order: validate, redact (secrets, and personal data if enabled, in content, tags and
+metadata), look for near-duplicates (unless forced, never for event kinds), embed, then
+write the rows, vectors, history and audit entries in one ``store.atomic()`` transaction.
+The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
+:mod:`~engramdb.privacy.dedupe`, :mod:`~engramdb.privacy.transfer`); this class applies them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from engramdb import _validate as check
+from engramdb._util import new_id, utcnow
+from engramdb.config import Settings
+from engramdb.embeddings.base import Embedder
+from engramdb.errors import NotFound, ValidationError
+from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
+from engramdb.privacy import transfer
+from engramdb.privacy.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
+from engramdb.privacy.redact import redact_text, redact_value
+from engramdb.storage.base import Filter, Store
+
+__all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "DedupePlan", "WritePipeline", "key_of", "key_tag", "write_record"]
+
+Vector = npt.NDArray[np.float32]
+
+#: Fields a caller may change with ``update``.
+UPDATABLE: Final = frozenset({"content", "tags", "metadata", "kind", "confidence", "visibility"})
+#: Candidates per new memory checked for near-duplicates.
+_DEDUPE_CANDIDATES: Final = 5
+#: Fields of a new memory given as a mapping (``remember_many``).
+_ITEM_FIELDS: Final = frozenset({"content", "agent", "kind", "tags", "metadata", "visibility", "confidence", "key"})
+#: A keyed memory carries its key in ``metadata["key"]`` and the tag ``key:<name>`` (the lookup).
+KEY_TAG_PREFIX: Final = "key:"
+
+
+def key_tag(key: str) -> str:
+    """The tag that marks the keyed memory of ``key``."""
+    return KEY_TAG_PREFIX + key
+
+
+def key_of(memory: Memory) -> str | None:
+    """The key of a keyed memory (``remember(..., key=...)``), None for others."""
+    value = memory.metadata.get("key")
+    return value if isinstance(value, str) and key_tag(value) in memory.tags else None
+
+
+def _count(value: object, *, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise ValidationError(f"{what} must be a non-negative number, not {check.shown(value)}")
+    return float(value)
+
+
+#: The check of each field ``update`` accepts (the public ones, and the outcome counters learning keeps).
+_CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
+    "content": check.content,
+    "tags": check.tags,
+    "metadata": check.metadata,
+    "kind": check.kind,
+    "confidence": check.confidence,
+    "visibility": check.visibility,
+    "successes": lambda v: _count(v, what="successes"),
+    "attempts": lambda v: _count(v, what="attempts"),
+}
+
+
+@dataclass(slots=True)
+class DedupePlan:
+    """What a batch write does: memories to add (with their vector rows) and merges into stored ones."""
+
+    new: list[Memory] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    #: (stored memory id, incoming memory, similarity), in input order.
+    merges: list[tuple[str, Memory, float]] = field(default_factory=list)
+    #: For each input item, the id of the memory it ended up in.
+    targets: list[str] = field(default_factory=list)
+
+
+def write_record(
+    action: str, memory: Memory, *, at: datetime, memory_id: str | None = None, similarity: float | None = None
+) -> AuditRecord:
+    """The audit entry of a write: kind and redacted kinds, never content."""
+    detail: dict[str, Any] = {"kind": memory.kind, "redacted": list(memory.redacted)}
+    if similarity is not None:
+        detail["similarity"] = round(similarity, 4)
+    return AuditRecord(action=action, agent=memory.agent, memory_id=memory_id or memory.id, at=at, detail=detail)
+
+
+class WritePipeline:
+    """Validates, redacts, dedupes, embeds and writes memories, each write and its audit in one transaction."""
+
+    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._settings = settings
+
+    @property
+    def settings(self) -> Settings:
+        """The settings of the store this pipeline writes to."""
+        return self._settings
+
+    @property
+    def redaction(self) -> RedactionPolicy:
+        """What is redacted before storage (settings ``redact_secrets``, ``redact_pii``, ``pii_region``)."""
+        s = self._settings
+        return RedactionPolicy(secrets=s.redact_secrets, pii=s.redact_pii, phone_region=s.pii_region)
+
+    # -- new memories -------------------------------------------------------------------------------------
+    def new_memory(self, item: Mapping[str, Any], *, now: datetime) -> Memory:
+        """A validated (not yet redacted) new memory from ``item``'s fields; ValidationError if any is bad."""
+        if not isinstance(item, Mapping):
+            raise ValidationError(f"each item must be a mapping, not {type(item).__name__}")
+        unknown = [str(k) for k in item if k not in _ITEM_FIELDS]
+        if unknown:
+            raise ValidationError(f"unknown field(s) {', '.join(sorted(check.shown(k) for k in unknown))}")
+        conf = item.get("confidence")
+        agent = item.get("agent")
+        tags = check.tags(item.get("tags"))
+        metadata = check.metadata(item.get("metadata"))
+        if item.get("key") is not None:
+            key = check.key(item["key"])
+            tags = tuple(dict.fromkeys((*tags, key_tag(key))))
+            if len(tags) > check.MAX_TAGS:
+                raise ValidationError(f"tags has too many entries with the key's tag (the limit is {check.MAX_TAGS})")
+            metadata = check.metadata({**metadata, "key": key})
+        return Memory(
+            id=new_id(),
+            agent=check.agent_name(self._settings.agent if agent is None else agent),
+            kind=check.kind(item.get("kind", "knowledge")),
+            content=check.content(item.get("content")),
+            tags=tags,
+            metadata=metadata,
+            created_at=now,
+            updated_at=now,
+            confidence=0.5 if conf is None else check.confidence(conf),
+            visibility=check.visibility(item.get("visibility", "private")),
+        )
+
+    def remember(
+        self,
+        content: str,
+        *,
+        agent: str | None = None,
+        kind: Kind = "knowledge",
+        tags: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        visibility: Visibility = "private",
+        confidence: float | None = None,
+        force: bool = False,
+        key: str | None = None,
+    ) -> Memory:
+        """Store one memory; returns it as stored (or the memory it merged into, or the keyed one it superseded)."""
+        now = utcnow()
+        item = {
+            "content": content,
+            "agent": agent,
+            "kind": kind,
+            "tags": tags,
+            "metadata": metadata,
+            "visibility": visibility,
+            "confidence": confidence,
+            "key": key,
+        }
+        force = check.flag(force, what="force")
+        return self._keyed_write([self.new_memory(item, now=now)], force=force, now=now)[0]
+
+    def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> list[Memory]:
+        """Store many memories in one transaction; one bad item rejects all (the error names its position).
+
+        Items with a ``key`` supersede the stored memory of that agent and key (or an
+        earlier item of the batch with the same key), see :meth:`_keyed_write`.
+        """
+        force = check.flag(force, what="force")
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise ValidationError(f"items must be a list of mappings, not {type(items).__name__}")
+        now = utcnow()
+        memories: list[Memory] = []
+        for i, item in enumerate(items):
+            try:
+                memories.append(self.new_memory(item, now=now))
+            except ValidationError as exc:
+                raise ValidationError(f"item {i}: {exc}") from exc
+        return self._keyed_write(memories, force=force, now=now)
+
+    def keyed(self, agent: str, key: str) -> Memory | None:
+        """The current memory of ``agent``'s ``key`` (its own, never a shared one), or None."""
+        flt = Filter(agent=agent, tags=(key_tag(key),), include_shared=False)
+        found = [m for m in self._store.memories.list(flt, limit=2) if key_of(m) == key]
+        return found[0] if found else None
+
+    def _keyed_write(self, memories: list[Memory], *, force: bool, now: datetime) -> list[Memory]:
+        """:meth:`write`, except that a keyed memory whose key is taken supersedes the holder.
+
+        The first memory of a free (agent, key) is added (never merged as a near-duplicate);
+        a later one updates the holder in place with history action ``supersede`` (the
+        old value stays in :meth:`~engramdb.Engram.history`), so reads see one current value.
+        """
+        holders: dict[tuple[str, str], str] = {}
+        fresh: list[int] = []
+        later: list[int] = []
+        for pos, memory in enumerate(memories):
+            key = key_of(memory)
+            if key is None:
+                fresh.append(pos)
+                continue
+            slot = (memory.agent, key)
+            if slot not in holders:
+                stored = self.keyed(memory.agent, key)
+                if stored is None:
+                    holders[slot] = memory.id
+                    fresh.append(pos)
+                    continue
+                holders[slot] = stored.id
+            later.append(pos)
+        out: dict[int, Memory] = {}
+        written = self.write([memories[p] for p in fresh], force=force, now=now) if fresh else []
+        out.update(zip(fresh, written, strict=True))
+        for pos in later:
+            memory = memories[pos]
+            holder = holders[(memory.agent, key_of(memory) or "")]
+            changes = {
+                "content": memory.content,
+                "kind": memory.kind,
+                "tags": memory.tags,
+                "metadata": memory.metadata,
+                "visibility": memory.visibility,
+                "confidence": memory.confidence,
+            }
+            out[pos] = self.update(holder, changes, actor=memory.agent, action="supersede")
+        return [out[p] for p in range(len(memories))]
+
+    def write(
+        self,
+        memories: list[Memory],
+        *,
+        force: bool = False,
+        now: datetime,
+        audit_action: str = "create",
+        extra_audit: Sequence[AuditRecord] = (),
+    ) -> list[Memory]:
+        """Redact, dedupe (unless ``force``; never for NO_MERGE_KINDS), embed and store validated new memories.
+
+        Rows, vectors, merges, history and audit entries (``extra_audit`` too) are written
+        in one transaction. Returns, for each input, the memory as stored (the merged one
+        for a near-duplicate).
+        """
+        if not memories:
+            if extra_audit:
+                with self._store.atomic():
+                    self.audit(extra_audit)
+            return []
+        # Redaction comes before anything is embedded, indexed or written.
+        memories = [self.redact(m) for m in memories]
+        vectors = self.embed([m.content for m in memories])
+        plan = self._plan_dedupe(memories, vectors, force=force)
+        model_id = self._embedder.model_id
+        with self._store.atomic():
+            by_agent: dict[str, list[int]] = {}
+            for pos, memory in enumerate(plan.new):
+                by_agent.setdefault(memory.agent, []).append(pos)
+            for agent, positions in by_agent.items():
+                rows = [plan.rows[p] for p in positions]
+                self._store.memories.add(
+                    [plan.new[p] for p in positions], vectors[rows], model_id=model_id, actor=agent
+                )
+            merged = self._apply_merges(plan, model_id=model_id)
+            self.audit(
+                [
+                    *(write_record(audit_action, m, at=now) for m in plan.new),
+                    *(write_record("merge", m, at=now, memory_id=t, similarity=s) for t, m, s in plan.merges),
+                    *extra_audit,
+                ]
+            )
+        final = {m.id: m for m in plan.new} | merged
+        return [final[target] for target in plan.targets]
+
+    # -- changes ------------------------------------------------------------------------------------------
+    def update(
+        self,
+        memory_id: str,
+        changes: Mapping[str, Any],
+        *,
+        actor: str,
+        action: str = "update",
+        current: Memory | None = None,
+    ) -> Memory:
+        """Validate and redact field ``changes``, re-embed if the content changed; store + audit in one transaction.
+
+        Changes equal to the stored values are dropped; with none left, nothing is
+        written and the memory is returned unchanged. ``current`` (the stored memory,
+        if the caller has it) saves a read.
+        """
+        unknown = set(changes) - set(_CHECKS)
+        if unknown:
+            raise ValidationError(
+                f"cannot update {', '.join(sorted(unknown))} (updatable: {', '.join(sorted(UPDATABLE))})"
+            )
+        if not changes:
+            raise ValidationError("nothing to update")
+        clean = {name: _CHECKS[name](value) for name, value in changes.items()}
+        if current is None:
+            current = self._stored(memory_id)
+        key = key_of(current)
+        if key is not None:
+            # A keyed memory stays keyed: its tag and metadata entry survive any change.
+            if "tags" in clean:
+                clean["tags"] = tuple(dict.fromkeys((*clean["tags"], key_tag(key))))
+                if len(clean["tags"]) > check.MAX_TAGS:
+                    raise ValidationError(
+                        f"tags has too many entries with the key's tag (the limit is {check.MAX_TAGS})"
+                    )
+            if "metadata" in clean:
+                clean["metadata"] = {**clean["metadata"], "key": key}
+        clean = self._redact_changes(clean, current)
+        clean = {k: v for k, v in clean.items() if getattr(current, k) != v}
+        if not clean:
+            return current
+        vector = self.embed([clean["content"]]) if "content" in clean else None
+        at = utcnow()
+        with self._store.atomic():
+            updated = self._store.memories.update(
+                memory_id, clean, vector=vector, model_id=self._embedder.model_id, actor=actor, at=at, action=action
+            )
+            detail = {"fields": sorted(set(clean) - {"redacted"}), "redacted": list(clean.get("redacted", ()))}
+            self.audit([AuditRecord(action=action, agent=actor, memory_id=memory_id, at=at, detail=detail)])
+        return updated
+
+    def forget(
+        self,
+        memory_id: str,
+        *,
+        actor: str,
+        action: str = "forget",
+        detail: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+        current: Memory | None = None,
+    ) -> None:
+        """Remove a memory for good (content, index, vector; history keeps a tombstone) and audit it, atomically.
+
+        NotFound if it does not exist. ``action`` and ``detail`` name the audit entry
+        (retention records ``"retention"`` with its reason); by default ``{"kind": ...}``.
+        """
+        if current is None:
+            current = self._stored(memory_id)
+        at = utcnow() if at is None else at
+        info = dict(detail) if detail is not None else {"kind": current.kind}
+        with self._store.atomic():
+            self._store.memories.delete(memory_id, actor=actor, at=at)
+            self.audit([AuditRecord(action=action, agent=current.agent, memory_id=memory_id, at=at, detail=info)])
+
+    def forget_all(self, flt: Filter, *, actor: str, reason: str) -> int:
+        """Forget every memory matching ``flt`` (each with its ``forget`` audit entry), one transaction per page.
+
+        Returns how many. A failure part-way leaves the pages before it forgotten and the rest intact.
+        """
+        done = 0
+        while True:
+            page = self._store.memories.list(flt, limit=check.PAGE_SIZE, offset=0)
+            if not page:
+                return done
+            at = utcnow()
+            with self._store.atomic():
+                for memory in page:
+                    self._store.memories.delete(memory.id, actor=actor, at=at)
+                self.audit(
+                    [
+                        AuditRecord(
+                            action="forget",
+                            agent=memory.agent,
+                            memory_id=memory.id,
+                            at=at,
+                            detail={"kind": memory.kind, "reason": reason},
+                        )
+                        for memory in page
+                    ]
+                )
+            done += len(page)
+
+    def apply_transfer(
+        self, plan: transfer.Plan, *, actor: str, at: datetime, added_action: str, detail: Mapping[str, Any]
+    ) -> None:
+        """Every write of an import or merge plan (adds, history, patches) and its audit entries, in one transaction."""
+        model_id = self._embedder.model_id
+        with self._store.atomic():
+            by_agent: dict[str, list[transfer.Incoming]] = {}
+            for item in plan.add:
+                by_agent.setdefault(item.memory.agent, []).append(item)
+            for agent, items in by_agent.items():
+                vectors = np.stack([i.vector for i in items]).astype(np.float32)
+                self._store.memories.add([i.memory for i in items], vectors, model_id=model_id, actor=agent)
+            self._store.memories.import_history(plan.history)
+            for patch in plan.patches:
+                vector = None if patch.vector is None else np.asarray([patch.vector], dtype=np.float32)
+                self._store.memories.update(
+                    patch.memory_id,
+                    patch.changes,
+                    vector=vector,
+                    model_id=model_id,
+                    actor=actor,
+                    at=at,
+                    action=patch.action,
+                )
+            records = [_transfer_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
+            records += [_transfer_record(action, target, i, at, detail) for target, i, action in plan.folded]
+            self.audit(records)
+
+    # -- building blocks ----------------------------------------------------------------------------------
+    def audit(self, records: Sequence[AuditRecord]) -> None:
+        """Append audit entries (inside the caller's transaction, if any); a no-op when auditing is off."""
+        if self._settings.audit and records:
+            self._store.audit.append(records)
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        """Unit-norm vectors of ``texts`` from this store's model."""
+        return self._embedder.embed(list(texts))
+
+    def redact(self, memory: Memory) -> Memory:
+        """``memory`` with secrets replaced in its content, tags and metadata (keys and values, at any depth)."""
+        policy = self.redaction
+        if not policy.enabled:
+            return memory
+        content = redact_text(memory.content, policy=policy)
+        tags = [redact_text(t, policy=policy) for t in memory.tags]
+        metadata, meta_kinds = redact_value(dict(memory.metadata), policy=policy)
+        kinds = set(content.kinds) | set(meta_kinds) | {k for t in tags for k in t.kinds}
+        if not kinds:
+            return memory
+        return dataclasses.replace(
+            memory,
+            content=content.text,
+            tags=tuple(dict.fromkeys(t.text for t in tags)),
+            metadata=metadata,
+            redacted=tuple(sorted(kinds | set(memory.redacted))),
+        )
+
+    def stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
+        """The stored memories of the same agent and kind nearest to ``vector`` (dedupe lookup), with cosines."""
+        flt = Filter(agent=memory.agent, kinds=(memory.kind,), include_shared=False)
+        found = self._store.search.vector_candidates(vector, flt, limit=_DEDUPE_CANDIDATES)
+        if not found:
+            return []
+        stored = self._store.memories.get_many([c.id for c in found], flt)
+        return [(stored[c.id], c.score) for c in found if c.id in stored]
+
+    @property
+    def dedupes(self) -> bool:
+        """Whether writes merge near-duplicates (the ``dedupe`` setting)."""
+        return self._settings.dedupe
+
+    def duplicate_finder(self) -> transfer.FindDuplicate:
+        """The write path's near-duplicate rule, against the memories stored so far."""
+        threshold = self._settings.dedupe_threshold
+
+        def find(memory: Memory, vector: Vector) -> Duplicate | None:
+            return find_duplicate(
+                memory.content,
+                agent=memory.agent,
+                kind=memory.kind,
+                visibility=memory.visibility,
+                candidates=self.stored_candidates(memory, vector),
+                threshold=threshold,
+            )
+
+        return find
+
+    def _stored(self, memory_id: str) -> Memory:
+        memory = self._store.memories.get(check.memory_id(memory_id))
+        if memory is None:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        return memory
+
+    def _redact_changes(self, changes: Mapping[str, Any], current: Memory) -> dict[str, Any]:
+        """Validated update ``changes`` with secrets replaced; adds ``redacted`` when anything was."""
+        policy = self.redaction
+        out = dict(changes)
+        if not policy.enabled:
+            return out
+        kinds: set[str] = set()
+        if "content" in out:
+            result = redact_text(out["content"], policy=policy)
+            out["content"], kinds = result.text, kinds | set(result.kinds)
+        if "tags" in out:
+            redacted_tags = [redact_text(t, policy=policy) for t in out["tags"]]
+            out["tags"] = tuple(dict.fromkeys(t.text for t in redacted_tags))
+            kinds |= {k for t in redacted_tags for k in t.kinds}
+        if "metadata" in out:
+            out["metadata"], meta_kinds = redact_value(out["metadata"], policy=policy)
+            kinds |= set(meta_kinds)
+        if kinds - set(current.redacted):
+            out["redacted"] = tuple(sorted(kinds | set(current.redacted)))
+        return out
+
+    def _plan_dedupe(self, memories: Sequence[Memory], vectors: Vector, *, force: bool) -> DedupePlan:
+        """Decide, for each new (redacted, embedded) memory, whether it is added or merged into another.
+
+        A near-duplicate is looked for among the stored memories of the same agent
+        and kind, and among the earlier items of the same batch.
+        """
+        plan = DedupePlan()
+        enabled = self._settings.dedupe and not force
+        threshold = self._settings.dedupe_threshold
+        batch: dict[str, int] = {}  # position in plan.new of each new memory, by id
+        neighbours = batch_neighbours(memories, vectors, threshold=threshold) if enabled else []
+        for row, memory in enumerate(memories):
+            duplicate = None
+            if enabled and memory.kind not in NO_MERGE_KINDS and key_of(memory) is None:
+                # Earlier rows of the batch that stayed new (the others were folded into a memory already).
+                earlier = [
+                    (plan.new[batch[memories[j].id]], similarity)
+                    for j, similarity in neighbours[row]
+                    if memories[j].id in batch
+                ]
+                duplicate = find_duplicate(
+                    memory.content,
+                    agent=memory.agent,
+                    kind=memory.kind,
+                    visibility=memory.visibility,
+                    candidates=[*earlier, *self.stored_candidates(memory, vectors[row])],
+                    threshold=threshold,
+                )
+            if duplicate is None:
+                batch[memory.id] = len(plan.new)
+                plan.new.append(memory)
+                plan.rows.append(row)
+                plan.targets.append(memory.id)
+                continue
+            target = duplicate.memory.id
+            plan.targets.append(target)
+            if target in batch:
+                # A duplicate inside the batch: fold it into the pending new memory before it is stored.
+                pending = plan.new[batch[target]]
+                changes = merge_changes(pending, memory, similarity=duplicate.similarity, at=memory.created_at)
+                plan.new[batch[target]] = dataclasses.replace(pending, **changes)
+            else:
+                plan.merges.append((target, memory, duplicate.similarity))
+        return plan
+
+    def _apply_merges(self, plan: DedupePlan, *, model_id: str) -> dict[str, Memory]:
+        """Fold the planned merges into the stored memories (inside the caller's transaction)."""
+        merged: dict[str, Memory] = {}
+        for target, incoming, similarity in plan.merges:
+            current = merged.get(target) or self._store.memories.get(target)
+            if current is None:
+                raise NotFound(f"memory {target!r} disappeared while merging into it; retry the write")
+            changes = merge_changes(current, incoming, similarity=similarity, at=incoming.created_at)
+            merged[target] = self._store.memories.update(
+                target, changes, vector=None, model_id=model_id, actor=incoming.agent, at=incoming.created_at,
+                action="merge",
+            )  # fmt: skip
+        return merged
+
+
+def _transfer_record(
+    action: str, memory_id: str, item: transfer.Incoming, at: datetime, detail: Mapping[str, Any]
+) -> AuditRecord:
+    """The audit entry of one imported or merged memory: where it came from, never its content."""
+    info = {
+        **detail,
+        "kind": item.memory.kind,
+        "redacted": list(item.memory.redacted),
+        "origin_agent": item.source.agent,
+        "origin_id": item.source.id,
+    }
+    return AuditRecord(action=action, agent=item.memory.agent, memory_id=memory_id, at=at, detail=info)

@@ -1,0 +1,195 @@
+"""Reads: search, get, list, count and history, scoped by agent and audited; and unaudited internal paging.
+
+Every public read validates its arguments, applies the reading agent's scope as a hard
+filter inside the store (own memories, those shared with it, public ones), and appends
+one audit entry per call (the ids read, capped at :data:`~engramdb._validate.AUDIT_IDS`,
+and their exact count; never content). :meth:`Recall.pages` and :meth:`Recall.all` are for
+services that read whole selections (exports, retention, analytics): not audited.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from engramdb import _validate as check
+from engramdb._util import utcnow
+from engramdb.config import Settings
+from engramdb.embeddings.base import Embedder
+from engramdb.errors import NotFound
+from engramdb.models import AuditRecord, Change, Hit, Memory
+from engramdb.pipeline import key_of, key_tag
+from engramdb.retrieval.hybrid import HybridSearcher
+from engramdb.retrieval.ranking import RankingWeights
+from engramdb.storage.base import Filter, Store
+
+__all__ = ["Recall", "read_filter"]
+
+
+def read_filter(agent: str, kind: str | Sequence[str] | None, tags: Iterable[str] | None) -> Filter:
+    """The hard filter of a read: the agent's scope, and kinds and tags when given (no tags: no restriction)."""
+    wanted = None if tags is None else check.tags(tags)
+    return Filter(agent=check.agent_name(agent), kinds=check.kinds(kind), tags=wanted or None)
+
+
+class Recall:
+    """The read side of a store: what an agent may see, found by meaning and keywords, each read audited."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        settings: Settings,
+        *,
+        weights: RankingWeights | None,
+        audit: Callable[[Sequence[AuditRecord]], None],
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._audit = audit
+        self._searcher = HybridSearcher(store, embedder, weights=weights)
+
+    @property
+    def weights(self) -> RankingWeights:
+        """The ranking weights of this instance's searches."""
+        return self._searcher.weights
+
+    def close(self) -> None:
+        """Stop the search worker threads."""
+        self._searcher.close()
+
+    # -- audited reads ------------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        agent: str = "default",
+        kind: str | Sequence[str] | None = None,
+        tags: Iterable[str] | None = None,
+        limit: int = 10,
+    ) -> builtins.list[Hit]:
+        """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed)."""
+        query = check.content(query, what="query")
+        flt = read_filter(agent, kind, tags)
+        limit = check.limit(limit)
+        now = utcnow()
+        cutoff = self._settings.min_score
+        if cutoff <= 0:
+            hits = self._searcher.search(query, flt, limit=limit, now=now)
+        else:
+            # Found by meaning alone and less similar than the cutoff: unrelated, not a hit (and not accessed).
+            found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
+            hits = [h for h in found if h.keyword_score is not None or (h.vector_score or 0.0) >= cutoff]
+            if hits:
+                self._store.memories.touch([h.memory.id for h in hits], at=now)
+                hits = [
+                    dataclasses.replace(
+                        h,
+                        memory=dataclasses.replace(h.memory, access_count=h.memory.access_count + 1, last_accessed=now),
+                    )
+                    for h in hits
+                ]
+        self._read("search", agent=flt.agent, ids=[h.memory.id for h in hits], kinds=flt.kinds)
+        return hits
+
+    def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
+        """One memory by id; with ``agent`` given, it must be visible to that agent (else NotFound)."""
+        memory = self.find(memory_id, agent=agent)
+        self._read("get", agent=agent, ids=[memory.id])
+        return memory
+
+    def keyed(self, key: str, *, agent: str) -> Memory:
+        """The current memory of ``agent``'s ``key`` (its own); NotFound if none. Audited as a ``get``."""
+        key = check.key(key)
+        flt = Filter(agent=check.agent_name(agent), tags=(key_tag(key),), include_shared=False)
+        found = [m for m in self._store.memories.list(flt, limit=2) if key_of(m) == key]
+        if not found:
+            raise NotFound(f"agent {agent!r} has no memory with key {key!r}")
+        self._read("get", agent=flt.agent, ids=[found[0].id], key=key)
+        return found[0]
+
+    def list(
+        self,
+        *,
+        agent: str = "default",
+        kind: str | Sequence[str] | None = None,
+        tags: Iterable[str] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Memory]:
+        """An agent's memories (and those shared with it), newest first."""
+        offset = check.offset(offset)
+        flt = read_filter(agent, kind, tags)
+        memories = self._store.memories.list(flt, limit=check.limit(limit), offset=offset)
+        self._read("list", agent=flt.agent, ids=[m.id for m in memories], kinds=flt.kinds, offset=offset or None)
+        return memories
+
+    def count(self, *, agent: str = "default", kind: str | Sequence[str] | None = None) -> int:
+        """How many memories ``agent`` can see (of ``kind``)."""
+        return self._store.memories.count(Filter(agent=check.agent_name(agent), kinds=check.kinds(kind)))
+
+    def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
+        """Every change of a memory, oldest first; with ``agent`` given, it must be that agent's own."""
+        if agent is not None:
+            self.owned(memory_id, agent)
+        changes = self._store.memories.history(check.memory_id(memory_id))
+        if not changes:
+            raise NotFound(f"no history for memory {memory_id!r}")
+        return changes
+
+    # -- unaudited helpers for the write side and the services --------------------------------------------
+    def find(self, memory_id: str, *, agent: str | None = None) -> Memory:
+        """:meth:`get` without the audit entry (for checks before a write)."""
+        memory_id = check.memory_id(memory_id)
+        flt = Filter(agent=check.agent_name(agent)) if agent is not None else None
+        memory = self._store.memories.get(memory_id, flt)
+        if memory is None:
+            scope = f" visible to agent {agent!r}" if agent is not None else ""
+            raise NotFound(f"no memory with id {memory_id!r}{scope}")
+        return memory
+
+    def owned(self, memory_id: str, agent: str | None) -> Memory:
+        """The memory, which must be ``agent``'s own when ``agent`` is given (a shared one is as invisible)."""
+        memory = self.find(memory_id, agent=agent)
+        if agent is not None and memory.agent != agent:
+            raise NotFound(f"no memory {memory_id!r} owned by agent {agent!r}")
+        return memory
+
+    def pages(self, flt: Filter, *, size: int = check.PAGE_SIZE) -> Iterator[builtins.list[Memory]]:
+        """Every memory matching ``flt`` (newest first), ``size`` at a time; the last page is the short one.
+
+        Reading stops with the first short page, so callers may also stop early.
+        """
+        offset = 0
+        while True:
+            page = self._store.memories.list(flt, limit=size, offset=offset)
+            yield page
+            if len(page) < size:
+                return
+            offset += size
+
+    def all(self, flt: Filter) -> builtins.list[Memory]:
+        """Every memory matching ``flt``, oldest first."""
+        out = [m for page in self.pages(flt) for m in page]
+        out.reverse()
+        return out
+
+    def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
+        """Memories by id (missing or invisible under ``flt`` left out), fetched a page of ids at a time."""
+        found: dict[str, Memory] = {}
+        ids = list(memory_ids)
+        for start in range(0, len(ids), check.PAGE_SIZE):
+            found.update(self._store.memories.get_many(ids[start : start + check.PAGE_SIZE], flt))
+        return found
+
+    def _read(self, action: str, *, agent: str | None, ids: Sequence[str], **detail: Any) -> None:
+        """One audit entry per read call (not per result): the ids read, capped, and their count."""
+        if not self._settings.audit:
+            return
+        info: dict[str, Any] = {k: v for k, v in detail.items() if v is not None}
+        info["count"] = len(ids)
+        info["ids"] = list(ids[: check.AUDIT_IDS])
+        memory_id = ids[0] if len(ids) == 1 else None
+        self._audit([AuditRecord(action=action, agent=agent, memory_id=memory_id, at=utcnow(), detail=info)])

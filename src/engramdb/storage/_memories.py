@@ -1,0 +1,284 @@
+"""The memories role of both SQL backends, written once over a :class:`~engramdb.storage._dialect.Dialect`.
+
+SQL here runs on SQLite and PostgreSQL alike (``?`` placeholders; the PostgreSQL dialect
+translates them). What each write changes is decided first (:mod:`engramdb.storage._planning`)
+and values are encoded by :mod:`engramdb.storage._codecs`, so both backends store and return
+identical memories.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from engramdb.errors import StorageError, ValidationError
+from engramdb.models import Change, Memory
+from engramdb.storage._bookkeeping import touch_rows
+from engramdb.storage._checks import (
+    as_unit_rows,
+    check_changes,
+    check_new_memories,
+    check_page,
+    not_found,
+    require_found,
+)
+from engramdb.storage._codecs import (
+    MEMORY_COLUMNS,
+    created_history,
+    imported_history,
+    in_order,
+    memory_row,
+    row_to_change,
+    row_to_memory,
+    shared_row_to_memory,
+    tag_rows,
+    tombstone,
+    ts,
+)
+from engramdb.storage._dialect import Conn, Dialect
+from engramdb.storage._planning import plan_update
+from engramdb.storage.base import MODEL_META_KEY, Filter, Vectors
+
+__all__ = ["INSERT_HISTORY", "SQLMemories", "fetch_locked", "write_vectors"]
+
+#: Inserts one history row (:func:`engramdb.storage._codecs.history_row`).
+INSERT_HISTORY: Final = "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT_MEMORY: Final = (
+    "INSERT INTO memories (id, agent, kind, content, tags, metadata, created_at, updated_at, "
+    "last_accessed, access_count, confidence, successes, attempts, visibility, redacted) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_TAG: Final = "INSERT INTO memory_tags (memory_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING"
+
+
+def fetch_locked(d: Dialect, conn: Conn, memory_id: str) -> Memory:
+    """A memory inside a write, its row locked until the commit where the backend locks rows; NotFound if missing."""
+    row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?{d.for_update}", (memory_id,)).fetchone()
+    if row is None:
+        raise not_found(memory_id)
+    return row_to_memory(row)
+
+
+def write_vectors(
+    d: Dialect, conn: Conn, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str
+) -> None:
+    """Insert or replace the vectors of existing memories inside a write (dimension checked)."""
+    dim = int(unit.shape[1])
+    ids = [m.id for m in memories]
+    not_these, ids_param = d.one_of("memory_id", ids)
+    other = conn.execute(
+        f"SELECT dim FROM vectors WHERE model_id = ? AND dim <> ? AND NOT {not_these} LIMIT 1",
+        (model_id, dim, ids_param),
+    ).fetchone()
+    if other is not None:
+        raise ValidationError(f"model {model_id!r} vectors have dimension {other[0]} in this store, not {dim}")
+    d.prepare_vectors(model_id, dim)
+    # The first vectors written name the model that searches use.
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (MODEL_META_KEY, model_id))
+    column = d.vector_column
+    conn.executemany(
+        f"INSERT INTO vectors (memory_id, model_id, dim, {column}) VALUES (?, ?, ?, ?) "
+        f"ON CONFLICT (memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
+        f"{column} = excluded.{column}",
+        [(memory_id, model_id, dim, d.encode_vector(unit[n])) for n, memory_id in enumerate(ids)],
+    )
+    d.vectors_written(memories, unit, model_id=model_id)
+
+
+class SQLMemories:
+    """:class:`~engramdb.storage.base.MemoryRepo` over a SQL dialect."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._d = dialect
+
+    # -- writes -----------------------------------------------------------------------------
+    def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
+        """See :meth:`MemoryRepo.add`."""
+        if not memories:
+            return
+        d = self._d
+        ids = check_new_memories(memories)
+        unit = as_unit_rows(vectors, rows=len(memories)) if vectors is not None else None
+        rows = [memory_row(m) for m in memories]
+        history = [created_history(m, actor=actor) for m in memories]
+        with d.write() as conn:
+            if unit is not None:
+                # Before any row is written (PostgreSQL: creating an index waits for other writers).
+                d.prepare_vectors(model_id, int(unit.shape[1]))
+            clause, param = d.one_of("id", ids)
+            clash = conn.execute(f"SELECT id FROM memories WHERE {clause} LIMIT 1", (param,)).fetchone()
+            if clash is not None:
+                raise ValidationError(f"a memory with id {clash[0]!r} already exists")
+            d.insert_new(conn, _INSERT_MEMORY, rows)
+            tags = [row for m in memories for row in tag_rows(m.id, m.tags)]
+            if tags:
+                conn.executemany(_INSERT_TAG, tags)
+            conn.executemany(INSERT_HISTORY, history)
+            if unit is not None:
+                write_vectors(d, conn, memories, unit, model_id=model_id)
+
+    def update(
+        self,
+        memory_id: str,
+        changes: Mapping[str, Any],
+        *,
+        vector: Vectors | None,
+        model_id: str,
+        actor: str,
+        at: datetime,
+        action: str = "update",
+    ) -> Memory:
+        """See :meth:`MemoryRepo.update`; what is written is planned by :func:`~engramdb.storage._planning.plan_update`.
+
+        The row is read with the dialect's lock (``FOR UPDATE`` on PostgreSQL; SQLite's write
+        transaction holds the database lock), so a read-modify-write inside ``atomic()`` is safe.
+        """
+        check_changes(changes)
+        unit = as_unit_rows(vector, rows=1) if vector is not None else None
+        d = self._d
+        with d.write() as conn:
+            if unit is not None:
+                d.prepare_vectors(model_id, int(unit.shape[1]))
+            plan = plan_update(fetch_locked(d, conn, memory_id), changes, action=action, actor=actor, at=at)
+            after = plan.after
+            if after:
+                assignments = ", ".join(f"{name} = ?" for name in plan.columns)
+                conn.execute(f"UPDATE memories SET {assignments} WHERE id = ?", (*plan.columns.values(), memory_id))
+                if plan.withdraws_shares:
+                    conn.execute("DELETE FROM shares WHERE memory_id = ?", (memory_id,))
+                if plan.new_tag_rows is not None:
+                    conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
+                    if plan.new_tag_rows:
+                        conn.executemany(_INSERT_TAG, plan.new_tag_rows)
+                conn.execute(INSERT_HISTORY, plan.history)
+            result = fetch_locked(d, conn, memory_id)
+            if unit is not None:
+                write_vectors(d, conn, [result], unit, model_id=model_id)
+            elif "content" in after:
+                # The old vector no longer describes the text: the memory shows up in vectors.iter_stale.
+                conn.execute("DELETE FROM vectors WHERE memory_id = ?", (memory_id,))
+                d.vector_removed(memory_id)
+            if "kind" in after or "visibility" in after:
+                d.attributes_changed(memory_id, kind=result.kind, visibility=result.visibility)
+        return result
+
+    def delete(self, memory_id: str, *, actor: str, at: datetime) -> None:
+        """Forget a memory: its row, keyword terms, vector, tags, shares and history contents.
+
+        A ``forget`` tombstone without content stays in the history. Joins an open ``atomic()``
+        block; what the backend does beyond SQL (SQLite: merge the keyword index before the
+        commit, truncate the log after the outermost one) runs once per transaction.
+        """
+        d = self._d
+        with d.write() as conn:
+            fetch_locked(d, conn, memory_id)
+            # Vectors, tags and shares would go with the row (ON DELETE CASCADE); explicit for clarity.
+            for table in ("vectors", "memory_tags", "shares"):
+                conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
+            conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            conn.execute("UPDATE history SET before = NULL, after = NULL WHERE memory_id = ?", (memory_id,))
+            conn.execute(INSERT_HISTORY, tombstone(memory_id, at=at, actor=actor))
+            d.vector_removed(memory_id)
+            d.forgotten()
+
+    def touch(self, memory_ids: Sequence[str], *, at: datetime) -> None:
+        """Record a retrieval: ``last_accessed = at`` and ``access_count + 1``, once per distinct id.
+
+        See :meth:`MemoryRepo.touch`: on a full disk the touch waits in memory for the next write.
+        """
+        if not memory_ids:
+            return
+        d = self._d
+        try:
+            with d.write() as conn:
+                touch_rows(d, conn, memory_ids, ts(at))
+        except StorageError as exc:
+            # A read must not fail for its bookkeeping: on a full disk the next write catches up.
+            if d.in_write() or not d.out_of_space(exc):
+                raise
+            d.deferred.add_touches(memory_ids, ts(at))
+
+    def import_history(self, changes: Sequence[Change]) -> None:
+        """See :meth:`MemoryRepo.import_history`."""
+        if not changes:
+            return
+        rows, ids = imported_history(changes)
+        d = self._d
+        clause, param = d.one_of("id", ids)
+        with d.write() as conn:
+            found = conn.execute(f"SELECT id FROM memories WHERE {clause}{d.for_update}", (param,)).fetchall()
+            require_found(ids, (r[0] for r in found))
+            # Tombstones of earlier memories with the same id stay: they record a forget.
+            conn.executemany(
+                "DELETE FROM history WHERE memory_id = ? AND seq > COALESCE("
+                "(SELECT max(seq) FROM history WHERE memory_id = ? AND action = 'forget'), 0)",
+                [(i, i) for i in ids],
+            )
+            conn.executemany(INSERT_HISTORY, rows)
+
+    # -- reads ------------------------------------------------------------------------------
+    def get(self, memory_id: str, flt: Filter | None = None) -> Memory | None:
+        """See :meth:`MemoryRepo.get`."""
+        return self.get_many([memory_id], flt).get(memory_id)
+
+    def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
+        """See :meth:`MemoryRepo.get_many`."""
+        if not memory_ids:
+            return {}
+        d = self._d
+        f = d.filter_sql(flt)
+        clause, param = d.one_of("m.id", memory_ids)
+        # Inside a write, the rows read are locked to the commit (in id order: no deadlock between
+        # two such reads), so a read-modify-write in one atomic() block cannot lose an update.
+        lock = f" ORDER BY m.id{d.for_update}" if d.for_update and d.in_write() else ""
+        with d.read() as conn:
+            rows = conn.execute(
+                f"SELECT {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM memories m "
+                f"WHERE {clause} AND {f.where}{lock}",
+                (*f.shared_by_params, *f.shared_at_params, param, *f.params),
+            ).fetchall()
+        return in_order(memory_ids, map(shared_row_to_memory, rows))
+
+    def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> builtins.list[Memory]:
+        """See :meth:`MemoryRepo.list`."""
+        check_page(limit, offset)
+        f = self._d.filter_sql(flt)
+        with self._d.read() as conn:
+            rows = conn.execute(
+                f"SELECT {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM memories m WHERE {f.where} "
+                "ORDER BY m.created_at DESC, m.rid DESC LIMIT ? OFFSET ?",
+                (*f.shared_by_params, *f.shared_at_params, *f.params, limit, offset),
+            ).fetchall()
+        return [shared_row_to_memory(row) for row in rows]
+
+    def count(self, flt: Filter) -> int:
+        """See :meth:`MemoryRepo.count`."""
+        f = self._d.filter_sql(flt, visit_all=True)
+        with self._d.read() as conn:
+            row = conn.execute(f"SELECT count(*) FROM memories m WHERE {f.where}", f.params).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def history_all(self, *, after_seq: int = 0, limit: int = 1000) -> builtins.list[Change]:
+        """See :meth:`MemoryRepo.history_all`."""
+        check_page(limit, 0)
+        with self._d.read() as conn:
+            rows = conn.execute(
+                "SELECT seq, memory_id, action, at, actor, before, after FROM history WHERE seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (after_seq, limit),
+            ).fetchall()
+        return [row_to_change(row) for row in rows]
+
+    def history(self, memory_id: str) -> builtins.list[Change]:
+        """See :meth:`MemoryRepo.history`."""
+        with self._d.read() as conn:
+            rows = conn.execute(
+                "SELECT seq, memory_id, action, at, actor, before, after FROM history WHERE memory_id = ? ORDER BY seq",
+                (memory_id,),
+            ).fetchall()
+        return [row_to_change(row) for row in rows]

@@ -1,0 +1,114 @@
+"""The files of a SQLite store directory: refusing an emptied or vanished database, creating one atomically.
+
+A new store's database is built under a temporary name and linked into place only once its
+schema is complete, so ``engram.db`` is never legitimately empty: a 0-byte ``engram.db`` means
+the data was lost (a truncated copy, a full disk during a restore, ...) and the store refuses
+to open rather than silently start over. Beside it, the marker file :data:`MARKER_FILENAME`
+records that the directory holds a store; a directory with the marker (or with SQLite's log
+files) but no database lost its database, and is refused the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from engramdb.errors import CorruptStoreError, StorageError
+
+__all__ = ["MARKER_FILENAME", "check_present", "create_atomically", "ensure_marker"]
+
+#: Written beside the database once the store exists: "this directory holds an engramdb store".
+MARKER_FILENAME: Final = "engram.store"
+_MARKER_TEXT: Final = json.dumps({"engramdb": "store", "database": "engram.db"}) + "\n"
+
+
+def _recover(directory: Path) -> str:
+    return f"restore it from a backup, or delete the directory {directory} to start a new, empty store"
+
+
+def check_present(db: Path) -> bool:
+    """Whether ``db`` exists; CorruptStoreError if it is empty, or missing from a directory that held a store."""
+    directory = db.parent
+    try:
+        size = db.stat().st_size
+    except FileNotFoundError:
+        leftovers = [
+            name for name in (MARKER_FILENAME, f"{db.name}-wal", f"{db.name}-shm") if (directory / name).exists()
+        ]
+        if leftovers:
+            raise CorruptStoreError(
+                f"{directory}: the database file {db.name} is missing but the directory held a store "
+                f"({', '.join(leftovers)} still there): {_recover(directory)}"
+            ) from None
+        return False
+    except OSError as exc:
+        raise StorageError(f"cannot read {db}: {exc.strerror or exc}") from exc
+    if size == 0:
+        raise CorruptStoreError(f"{db} is empty (0 bytes): the store's data is gone; {_recover(directory)}")
+    return True
+
+
+def create_atomically(db: Path, init: Callable[[sqlite3.Connection], None]) -> None:
+    """Build a new database with ``init`` under a temporary name and link it into place as ``db``.
+
+    If another process created ``db`` meanwhile, its database is kept and this one discarded.
+    """
+    tmp = db.with_name(f".{db.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        conn = sqlite3.connect(str(tmp), isolation_level=None)
+        try:
+            init(conn)
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, db)
+        except FileExistsError:
+            pass  # another process won the race: open its store
+        except OSError:
+            # No hard links on this file system: a rename, which (unlike a link) could replace a
+            # database created in the same instant, so only when there still is none.
+            if not db.exists():
+                os.replace(tmp, db)
+        _fsync_directory(db.parent)
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot create the store database {db}: {exc}") from exc
+    except OSError as exc:
+        raise StorageError(f"cannot create the store database {db}: {exc.strerror or exc}") from exc
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def ensure_marker(directory: Path) -> None:
+    """Write the marker file if it is missing (best effort: a full disk must not stop a store from opening)."""
+    marker = directory / MARKER_FILENAME
+    if marker.exists():
+        return
+    tmp = directory / f".{MARKER_FILENAME}.{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        tmp.write_text(_MARKER_TEXT, encoding="utf-8")
+        os.replace(tmp, marker)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the new directory entry durable (best effort; not every platform can open a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

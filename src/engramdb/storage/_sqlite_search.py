@@ -1,0 +1,167 @@
+"""Candidate retrieval of the SQLite store: FTS5 keywords and the cached numpy vector index.
+
+The vector cache (:class:`~engramdb.storage._vector_index.VectorIndex`) follows committed
+data: the store applies its own writes after they commit, and before each search
+:class:`SQLiteSearch` compares a :class:`~engramdb.storage._vector_index.SyncState` read
+from the database to notice other processes' writes (appends load just the new rows).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from engramdb.storage._checks import as_unit_rows
+from engramdb.storage._sqlite_sql import filter_sql, fts_query
+from engramdb.storage._vector_index import SyncState, VectorIndex
+from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
+
+__all__ = ["SQLiteSearch", "sync_state"]
+
+#: Keyword search ranks this many times ``limit`` matches before it applies the filter (see keyword_candidates).
+_KEYWORD_HEAD_FACTOR: Final = 4
+_SHARED_CACHE_AGENTS: Final = 256
+
+#: Opens a read on the store's connection (``snapshot``: in one read transaction; refused inside a write).
+Reading = Callable[..., AbstractContextManager[sqlite3.Connection]]
+
+
+def sync_state(conn: sqlite3.Connection) -> SyncState:
+    """What the ``vectors`` table holds now: model searched, vector epoch, largest seq."""
+    model, epoch, max_seq = conn.execute(
+        "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT value FROM meta WHERE key = 'vec_epoch'), "
+        "(SELECT max(seq) FROM vectors)",
+        (MODEL_META_KEY,),
+    ).fetchone()
+    return SyncState(model, int(epoch or 0), int(max_seq or 0))
+
+
+class SQLiteSearch:
+    """:class:`~engramdb.storage.base.CandidateSource` of a SQLite store."""
+
+    def __init__(self, reading: Reading, index: VectorIndex) -> None:
+        self._reading = reading
+        self._index = index
+        # Keys of memories shared with each agent (for the vector filter), valid for one share epoch.
+        self._shared: dict[str, npt.NDArray[np.int64]] = {}
+        self._share_epoch = -1
+
+    def clear(self) -> None:
+        """Drop the cached share keys (the store closed)."""
+        self._shared.clear()
+        self._share_epoch = -1
+
+    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
+        """FTS5 candidates matching any of ``terms``, best BM25 first (score = -bm25, higher is better)."""
+        query = fts_query(terms)
+        if query is None or limit <= 0:
+            return []
+        f = filter_sql(flt)
+        # Two phases. Ranking every match is inherent to BM25, but joining every match with the
+        # filter is not: first the best `head` matches of the whole index, then the filter on those.
+        # If at least `limit` of them pass, they are exactly the filtered top `limit` (anything
+        # outside the head ranks below all of them); only otherwise (a selective filter) does
+        # the query run again with the filter applied to every match.
+        head = limit * _KEYWORD_HEAD_FACTOR
+        with self._reading() as conn:
+            rows = conn.execute(
+                "WITH top AS (SELECT rowid AS rid, bm25(memories_fts) AS rank FROM memories_fts "
+                "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?) "
+                f"SELECT m.id, top.rank FROM top JOIN memories m ON m.rid = top.rid WHERE {f.where} "
+                "ORDER BY top.rank LIMIT ?",
+                (query, head, *f.params, limit),
+            ).fetchall()
+            if len(rows) < limit:
+                rows = conn.execute(
+                    "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+                    "JOIN memories m ON m.rid = memories_fts.rowid "
+                    f"WHERE memories_fts MATCH ? AND {f.where} ORDER BY rank LIMIT ?",
+                    (query, *f.params, limit),
+                ).fetchall()
+        return [Candidate(memory_id, -float(rank)) for memory_id, rank in rows]
+
+    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
+        """Exact cosine candidates among the current model's vectors, best first."""
+        query = as_unit_rows(vector, rows=1)[0]
+        if limit <= 0:
+            return []
+        with self._reading(snapshot=True) as conn:
+            self._sync_index(conn)
+            also = self._shared_rids(conn, flt.agent) if flt.agent is not None and flt.include_shared else None
+            only = self._restricted_rids(conn, flt)
+        # The scan runs under the index's own lock, not the connection's: a keyword query of
+        # another thread (the same search's, see retrieval.hybrid) proceeds meanwhile.
+        found = self._index.search(
+            query,
+            limit=limit,
+            agent=flt.agent,
+            include_public=flt.include_shared,
+            also_rids=also,
+            kinds=flt.kinds,
+            only_rids=only,
+        )
+        return [Candidate(memory_id, score) for memory_id, score in found]
+
+    @staticmethod
+    def _rids(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> npt.NDArray[np.int64]:
+        return np.fromiter((r[0] for r in conn.execute(sql, params)), dtype=np.int64)
+
+    def _shared_rids(self, conn: sqlite3.Connection, agent: str) -> npt.NDArray[np.int64]:
+        """Keys of memories shared with ``agent`` or everyone, cached until any share changes."""
+        epoch = int(conn.execute("SELECT value FROM meta WHERE key = 'share_epoch'").fetchone()[0])
+        if epoch != self._share_epoch:
+            self._shared.clear()
+            self._share_epoch = epoch
+        rids = self._shared.get(agent)
+        if rids is None:
+            if len(self._shared) >= _SHARED_CACHE_AGENTS:
+                self._shared.clear()
+            rids = self._shared[agent] = self._rids(
+                conn,
+                "SELECT m.rid FROM shares s JOIN memories m ON m.id = s.memory_id WHERE s.to_agent IN (?, '*')",
+                (agent,),
+            )
+        return rids
+
+    def _restricted_rids(self, conn: sqlite3.Connection, flt: Filter) -> npt.NDArray[np.int64] | None:
+        """Keys allowed by the ``tags``/``ids`` parts of ``flt`` (None: no such restriction)."""
+        if flt.ids is not None:
+            f = filter_sql(Filter(agent=None, tags=flt.tags, ids=flt.ids))
+            return self._rids(conn, f"SELECT m.rid FROM memories m WHERE {f.where}", f.params)
+        if not flt.tags:
+            return None
+        # Driven from the first tag's index entries rather than a scan of every memory.
+        first, *rest = dict.fromkeys(flt.tags)
+        f = filter_sql(Filter(agent=None, tags=tuple(rest)))
+        return self._rids(
+            conn,
+            f"SELECT m.rid FROM memory_tags t0 JOIN memories m ON m.id = t0.memory_id WHERE t0.tag = ? AND {f.where}",
+            (first, *f.params),
+        )
+
+    def _sync_index(self, conn: sqlite3.Connection) -> None:
+        """Bring the vector cache up to the database (inside a read snapshot)."""
+        state = sync_state(conn)
+        cached = self._index.state
+        if cached == state:
+            return
+        select = (
+            "SELECT v.memory_id, m.rid, m.agent, m.kind, m.visibility, v.vec FROM vectors v "
+            "JOIN memories m ON m.id = v.memory_id WHERE v.model_id = ?"
+        )
+        if (
+            cached is not None
+            and (cached.model_id, cached.epoch) == (state.model_id, state.epoch)
+            and state.max_seq > cached.max_seq
+        ):
+            # Only appends happened since the cache was filled: load just the new rows.
+            rows = conn.execute(f"{select} AND v.seq > ? ORDER BY v.seq", (state.model_id, cached.max_seq))
+            self._index.append(rows)
+            self._index.state = state
+        else:
+            self._index.load(conn.execute(f"{select} ORDER BY v.seq", (state.model_id,)), state)
