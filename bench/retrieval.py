@@ -444,7 +444,7 @@ def run_scale(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) 
     questions = [q.text for c in load_locomo() for q in c.questions][: args.latency_queries]
     qvecs = embedder.embed(questions)
     results: dict[str, Any] = {
-        "vectors": "synthetic unit vectors (Gaussian, normalised) inserted with store.memories.add; texts are real turns",
+        "vectors": "synthetic unit vectors (Gaussian, normalised) added with store.memories.add; texts are real turns",
         "queries": len(questions),
         "candidates": 50,
     }

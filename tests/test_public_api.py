@@ -48,10 +48,9 @@ def _engramdb_classes(tp: object) -> set[type]:
 
 def test_every_type_a_public_method_returns_is_exported(mem):
     """Users never import internals to name what the API hands them (facade verbs and every area's methods)."""
+    import collections.abc
     import inspect
     import typing
-
-    import collections.abc
 
     import engramdb.models
 

@@ -25,6 +25,7 @@ from engramdb.brain.distill import Distiller
 from engramdb.brain.llm import LLM, llm_from_settings
 from engramdb.brain.reason import Reasoner
 from engramdb.brain.routing import RoutingService
+from engramdb.brain.sentiment import reward_from_text
 from engramdb.config import Settings, load_settings
 from engramdb.doctor import Doctor
 from engramdb.embeddings import count_tokens, make_embedder
@@ -135,7 +136,14 @@ class Engram:
             failures=self.failures,
         )
         self.learning = LearningService(
-            store, embedder, settings, pipeline=pipeline, recall=recall, failures=self.failures, recommend=recommend
+            store,
+            embedder,
+            settings,
+            pipeline=pipeline,
+            recall=recall,
+            failures=self.failures,
+            recommend=recommend,
+            rate_text=lambda text: reward_from_text(text, llm=self.llm),
         )
         self.episodes = EpisodeService(
             store, embedder, settings, pipeline=pipeline, recall=recall, failures=self.failures
@@ -395,7 +403,10 @@ class Engram:
             return ctx
 
     def _session_of(self, agent: str) -> SessionContext | None:
-        """The agent's short-term context if one was opened in this process (for :meth:`context`)."""
+        """The agent's short-term context (for :meth:`context`): the shared window when sessions live in Redis
+        (another process may have written it), else the one opened in this process, if any."""
+        if self._shared_sessions is not None:
+            return self.session(agent)
         with self._lock:
             return self._sessions.get(agent)
 

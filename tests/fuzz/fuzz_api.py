@@ -23,7 +23,9 @@ from engramdb.storage.base import Filter
 __all__ = ["SERVICES", "SKIP", "arguments", "hostile", "method_names", "methods", "resolve", "seed", "state"]
 
 #: The facade's service attributes.
-SERVICES = ("learning", "failures", "episodes", "code", "sharing", "knowledge", "audit", "retention")
+SERVICES = (
+    "learning", "failures", "episodes", "code", "sharing", "knowledge", "audit", "retention", "routing", "keys"
+)  # fmt: skip
 #: Methods that end the instance or are not calls on data.
 SKIP = frozenset({"close"})
 IDS: list[str] = []
@@ -60,6 +62,8 @@ def method_names() -> list[str]:
         "knowledge": engram.KnowledgeService,
         "audit": engram.AuditService,
         "retention": engram.RetentionService,
+        "routing": engram.RoutingService,
+        "keys": engram.ApiKeys,
     }
     names = [
         n

@@ -30,7 +30,7 @@ from engramdb.learning.complexity import assess_complexity
 from engramdb.learning.recommend import Neighbour, RecommendConfig
 from engramdb.learning.records import EPISODE_TAG, PENDING, decision_metadata, parse_decision, resolved_metadata
 from engramdb.learning.report import build_report, write_chart
-from engramdb.learning.stats import success_weight
+from engramdb.learning.stats import OUTCOME_WORDS, success_weight
 from engramdb.models import (
     KINDS,
     ApproachStats,
@@ -59,6 +59,8 @@ __all__ = ["LearningService"]
 _DECISION: tuple[str, ...] = ("decision",)
 #: Cosine similarity at which a past run counts as a run of the same task (complexity from history).
 _SIMILAR_TASK: Final = 0.6
+#: Feedback in words whose reward is above this is also kept as a learned preference (seed 002's rule).
+_PREFERENCE_REWARD: Final = 0.5
 
 
 class LearningService:
@@ -74,6 +76,7 @@ class LearningService:
         recall: Recall,
         failures: FailureService,
         recommend: RecommendConfig | None = None,
+        rate_text: Callable[[str], float] | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
@@ -81,6 +84,8 @@ class LearningService:
         self._pipeline = pipeline
         self._recall = recall
         self._failures = failures
+        # Feedback in words -> a reward in [-1, 1] (Engram passes engramdb.brain.sentiment.reward_from_text).
+        self._rate_text = rate_text
         #: Tunables of suggest/choose (similarity floor, recency, thin-evidence rule); replace to tune this instance.
         self.recommend: RecommendConfig = recommend if recommend is not None else RecommendConfig()
         # Feedback reads then writes a memory's counters; the lock keeps this instance's threads from losing updates.
@@ -229,12 +234,19 @@ class LearningService:
         the old confidence as a prior worth two outcomes. The memories must be visible
         to ``agent`` (its own or shared with it); the change is in their history as
         ``feedback`` by that agent. Unknown ids raise NotFound and change nothing.
+
+        ``outcome`` may also be feedback in words ("great, exactly what I wanted"): text
+        that is not an outcome word is rated as a reward in [-1, 1] (the lexicon, or the
+        configured LLM), and feedback rated above 0.5 is also kept as a learned
+        ``preference`` memory of ``agent`` (tag ``feedback``; metadata ``feedback``,
+        ``reward``, ``memories``). Empty or invalid text raises ValidationError and changes nothing.
         """
         agent = check.agent_name(agent)
-        weight = success_weight(outcome)
         ids = self._visible_ids(memory_ids, agent)
         if not ids:
             raise ValidationError("no memory ids given")
+        text, reward = self._rate_feedback(outcome)  # after the ids: rating may ask the LLM
+        weight = success_weight(outcome if reward is None else reward)
         now = utcnow()
         out = []
         # Read-modify-write: inside one write transaction, so concurrent writers (threads here,
@@ -261,7 +273,31 @@ class LearningService:
                         action="feedback",
                     )
                 )
+        if text is not None and reward is not None and reward > _PREFERENCE_REWARD:
+            # After the transaction: the pipeline's duplicate check searches, which must not run inside one.
+            self._pipeline.remember(
+                text,
+                agent=agent,
+                kind="preference",
+                tags=["feedback"],
+                metadata={"feedback": text, "reward": reward, "memories": ids},
+            )
         return out
+
+    def _rate_feedback(self, outcome: object) -> tuple[str | None, float | None]:
+        """Feedback in words (text that is no outcome word) and its reward; (None, None) for any other outcome."""
+        if not isinstance(outcome, str) or outcome.strip().lower() in OUTCOME_WORDS:
+            return None, None
+        text = check.content(outcome, what="feedback text").strip()
+        if self._rate_text is None:
+            raise ValidationError(
+                "text feedback needs a rater (rate_text) to turn it into a reward; without one, give "
+                "success, failure, partial, a boolean or a reward in [-1, 1]"
+            )
+        reward = self._rate_text(text)
+        if isinstance(reward, bool) or not isinstance(reward, int | float) or not -1.0 <= reward <= 1.0:
+            raise ValidationError(f"the text rater must give a reward within [-1, 1], not {reward!r}")
+        return text, float(reward)
 
     def _visible_ids(self, memory_ids: Iterable[str], agent: str) -> list[str]:
         ids = _args.ids(memory_ids)

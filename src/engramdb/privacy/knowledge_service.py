@@ -84,6 +84,8 @@ class KnowledgeService:
 
         Idempotent and versioned: loading the same version again writes nothing.
         """
+        pack = check.name(pack, what="pack")
+        agent = check.agent_name(agent)
         return seed_pack(ServiceTarget(self._pipeline, self._recall, self._failures), pack, agent=agent)
 
     # -- export -------------------------------------------------------------------------------------------

@@ -1,0 +1,125 @@
+"""The shape of the house (docs/architecture.md), checked: no mixins, no upward imports, no cycles, small modules."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import engramdb
+
+SRC = Path(engramdb.__file__).parent
+
+#: Layers, bottom first: a module may import its own layer or those below (others: checked for cycles only).
+LAYERS: list[tuple[str, ...]] = [
+    ("engramdb.errors", "engramdb._util", "engramdb.config", "engramdb.models", "engramdb._validate",
+     "engramdb.auditchain", "engramdb.auditcoverage"),
+    ("engramdb.storage", "engramdb.embeddings"),
+    ("engramdb.retrieval",),
+]  # fmt: skip
+#: What the storage layer must never import.
+ABOVE_STORAGE = (
+    "engramdb.learning",
+    "engramdb.privacy",
+    "engramdb.retrieval",
+    "engramdb.brain",
+    "engramdb.pipeline",
+    "engramdb.recall",
+    "engramdb.engram",
+    "engramdb.interfaces",
+)
+
+
+def _modules() -> list[str]:
+    names = ["engramdb"]
+    for info in pkgutil.walk_packages([str(SRC)], prefix="engramdb."):
+        names.append(info.name)
+    return names
+
+
+def _path(module: str) -> Path:
+    parts = module.split(".")[1:]
+    candidate = SRC.joinpath(*parts)
+    return candidate / "__init__.py" if candidate.is_dir() else candidate.with_suffix(".py")
+
+
+def _runtime_imports(module: str) -> set[str]:
+    """engramdb modules imported at import time (not under ``if TYPE_CHECKING:``, not inside functions)."""
+    tree = ast.parse(_path(module).read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for sub in ast.walk(node) if not isinstance(node, ast.FunctionDef | ast.ClassDef) else ():
+            if isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0 and sub.module.startswith("engramdb"):
+                found.add(sub.module)
+            elif isinstance(sub, ast.Import):
+                found |= {a.name for a in sub.names if a.name.startswith("engramdb")}
+    return found
+
+
+def _layer(module: str) -> int | None:
+    for i, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    return None
+
+
+def test_no_class_inherits_from_more_than_one_project_class():
+    offenders = []
+    for name in _modules():
+        module = importlib.import_module(name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != name:
+                continue
+            own = [b for b in cls.__bases__ if b.__module__.startswith("engramdb")]
+            if len(own) > 1:
+                offenders.append(f"{name}.{cls.__name__}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("module", [m for m in _modules() if _layer(m) is not None])
+def test_no_module_imports_a_layer_above_its_own(module):
+    mine = _layer(module)
+    assert mine is not None
+    above = {i for i in _runtime_imports(module) if (_layer(i) or 0) > mine}
+    assert above == set()
+
+
+def test_storage_never_imports_the_layers_above_it():
+    storage = [m for m in _modules() if m.startswith("engramdb.storage")]
+    bad = {m: sorted(i for i in _runtime_imports(m) if i.startswith(ABOVE_STORAGE)) for m in storage}
+    assert {m: v for m, v in bad.items() if v} == {}
+
+
+def test_no_import_cycles():
+    modules = set(_modules())
+    graph = {m: {i for i in _runtime_imports(m) if i in modules and i != m} for m in modules}
+    # A package's __init__ re-exporting its submodules is not a cycle of design: drop package -> own child edges.
+    for m, deps in graph.items():
+        graph[m] = {d for d in deps if not d.startswith(m + ".")}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                cycles.append([*stack[stack.index(dep) :], dep] if dep in stack else [node, dep])
+            elif dep not in state:
+                visit(dep, [*stack, dep])
+        state[node] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_no_module_is_over_650_lines():
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 650}
+    assert long == {}
