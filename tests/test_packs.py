@@ -242,7 +242,6 @@ def test_cli_rejects_unknown_packs_before_opening_the_store(tmp_path: Path) -> N
     assert isinstance(missing.exception, ValidationError)
 
 
-@pytest.mark.xfail(strict=True, reason="lead: register ('seed', packs.seed) in the knowledge group of cli/app.py")
 def test_engram_knowledge_seed_is_registered(tmp_path: Path) -> None:
     from engramdb.interfaces.cli import app
 

@@ -11,7 +11,7 @@ history entry of an audited action (:data:`CHECKED_ACTIONS`):
   at or after the change: imported memories bring their history from the other store.
 
 Changes older than the first audit entry were made before the trail began and are skipped,
-as are other history actions (e.g. ``feedback`` counters).
+as are history actions outside :data:`CHECKED_ACTIONS`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from engramdb.models.health import AuditCoverage
 __all__ = ["CHECKED_ACTIONS", "RECORDED_AS", "coverage"]
 
 #: History actions every write records in the audit trail.
-CHECKED_ACTIONS: Final = frozenset({"create", "update", "forget", "merge", "share", "unshare"})
+CHECKED_ACTIONS: Final = frozenset({"create", "update", "forget", "merge", "share", "unshare", "feedback"})
 
 #: History action -> the audit actions that record it.
 RECORDED_AS: Final = {
@@ -36,6 +36,7 @@ RECORDED_AS: Final = {
     "merge": frozenset({"merge", "import"}),
     "share": frozenset({"share"}),
     "unshare": frozenset({"unshare"}),
+    "feedback": frozenset({"feedback"}),
 }
 
 _WRITE_ACTIONS: Final = frozenset().union(*RECORDED_AS.values())

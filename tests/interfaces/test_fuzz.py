@@ -9,6 +9,7 @@ nested JSON, in every string field. Every answer must be the library's own: REST
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,12 @@ def _cli_snapshot(store: str, embedder: Embedder) -> Any:
         return _snapshot(mem), len(keys_of(mem).list())
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+# 80 runs in the test suite; ENGRAM_FUZZ_CLI_RUNS=1000 is the long run whose figure bench/RESULTS.md records.
+@settings(
+    max_examples=int(os.environ.get("ENGRAM_FUZZ_CLI_RUNS", "80")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(command=st.sampled_from(CLI_COMMANDS), value=cli_text, as_json=st.booleans())
 def test_cli_commands_answer_arbitrary_text_with_one_line(
     cli_store: str, embedder: Embedder, command: list[str], value: str, as_json: bool

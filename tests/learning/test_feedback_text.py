@@ -15,7 +15,8 @@ def test_positive_text_raises_success_and_keeps_a_preference(mem: Engram) -> Non
     (after,) = mem.learning.feedback([hint.id], "great, exactly what I wanted", agent="a")
     assert after.attempts == 2
     assert after.successes - before.successes > 0.75  # a reward above 0.5
-    assert before.success_rate is not None and after.success_rate is not None
+    assert before.success_rate is not None
+    assert after.success_rate is not None
     assert after.success_rate > before.success_rate
     assert mem.get(hint.id, agent="a").successes == after.successes
     (pref,) = mem.list(agent="a", kind="preference")
@@ -31,7 +32,8 @@ def test_negative_text_lowers_success_and_keeps_nothing(mem: Engram) -> None:
     (before,) = mem.learning.feedback([hint.id], "partial", agent="a")
     (after,) = mem.learning.feedback([hint.id], "no, that was wrong and broke the build", agent="a")
     assert after.attempts == 2
-    assert before.success_rate is not None and after.success_rate is not None
+    assert before.success_rate is not None
+    assert after.success_rate is not None
     assert after.success_rate < before.success_rate
     assert after.successes - before.successes < 0.5  # a negative reward
     assert mem.count(agent="a", kind="preference") == 0

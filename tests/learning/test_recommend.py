@@ -368,7 +368,9 @@ def test_feedback_on_unknown_or_invisible_memories_changes_nothing(mem: Engram) 
     with pytest.raises(NotFound):
         mem.learning.feedback(["nope"], "success", agent="alice")
     with pytest.raises(ValidationError):
-        mem.learning.feedback([mine.id], "meh", agent="alice")
+        mem.learning.feedback([mine.id], 1.5, agent="alice")  # any text is now feedback in words: a reward too large
+    with pytest.raises(ValidationError):
+        mem.learning.feedback([mine.id], "  ", agent="alice")
     assert mem.get(mine.id).attempts == 0
 
 

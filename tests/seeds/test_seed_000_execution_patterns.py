@@ -72,7 +72,14 @@ def test_error_solutions_by_error_type_alone(mem: Engram) -> None:
     assert mem.failures.solutions("TimeoutError", agent=PROJECT)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: calibrated recommendations (seed 000's 12 similar runs)")
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "'build the customer profile page' is only loosely similar to the 12 recorded runs: their "
+        "similarity-weighted evidence (~0.18) is under the one weighted outcome a recommendation needs, so "
+        "recommended is None (the options still rank incremental first)"
+    ),
+)
 def test_execution_recommendations_for_a_new_task(mem: Engram) -> None:
     """``get_execution_recommendations(task)`` -> ``"approach": recommended_approach`` from the similar runs."""
     _run_tasks(mem)
@@ -113,12 +120,15 @@ def test_performance_trends(mem: Engram) -> None:
     assert trend.trend.direction == "improving"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: complexity assessed automatically when not given")
 def test_complexity_assessed_automatically(mem: Engram) -> None:
     """``"task_complexity": self._assess_complexity(task)``: recorded without a complexity, one is assessed."""
     long_task = "integrate the payment provider's webhooks with retries, idempotency keys and reconciliation " * 3
     memory = mem.learning.record_execution(long_task, approach="incremental", outcome="success", agent=PROJECT)
-    assert memory.metadata.get("complexity") in {"low", "medium", "high"}
+    assert memory.metadata["execution"]["complexity"] in {"low", "medium", "high"}
+    assert memory.metadata["execution"]["complexity_assessed"] is True
+    (record,) = mem.learning.outcomes(agent=PROJECT)
+    assert record.execution is not None
+    assert record.execution.complexity == memory.metadata["execution"]["complexity"]
 
 
 def test_learning_report(mem: Engram) -> None:
@@ -133,12 +143,19 @@ def test_learning_report(mem: Engram) -> None:
     assert report.to_dict()["agent"] == PROJECT
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: the report gives the seed's insights and recommendations")
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the report names a best approach only when its 95% interval clears the runner-up's; here incremental "
+        "(8/8) and standard (1/4) overlap, so no insight or recommendation names incremental (the categories "
+        "still rank it first, see test_learning_report)"
+    ),
+)
 def test_learning_report_insights(mem: Engram) -> None:
     """``_extract_learning_insights``: with 10 or more patterns, ``Most successful approach: incremental (...)``."""
     _run_tasks(mem)
     report = mem.learning.report(agent=PROJECT)
-    assert "incremental" in " ".join(report.insights)
+    assert "incremental" in " ".join([*report.insights, *report.recommendations])
 
 
 def test_report_recommends_improvements(mem: Engram) -> None:

@@ -62,7 +62,14 @@ def test_auth_scenario_ranks_the_fix_first(cli: Cli) -> None:
     assert suggestion["options"][0]["success_rate"] > suggestion["options"][1]["success_rate"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: calibrated recommendations (seed 001's two-decision auth scenario)")
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the question 'authentication API timed out' is only loosely similar to the recorded context "
+        "'api-auth-timeout', so the two decisions weigh less than the one weighted outcome a recommendation "
+        "needs: recommended is None (the options still rank the fix first)"
+    ),
+)
 def test_auth_scenario_recommends_the_fix(cli: Cli) -> None:
     """Scenario 1: ``Recommended: retry-with-exponential-backoff`` after the two recorded decisions."""
     _auth_scenario(cli)
@@ -70,7 +77,6 @@ def test_auth_scenario_recommends_the_fix(cli: Cli) -> None:
     assert suggestion["recommended"] == AUTH_FIX
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: ENGRAM_AGENT setting (the seed's commands run without --agent)")
 def test_engram_agent_setting(cli: Cli) -> None:
     """``engram learning suggest --context "api-auth-timeout"`` (no --agent) answers from alice's memories."""
     _auth_scenario(cli)
@@ -127,7 +133,6 @@ def test_recurring_failure_pattern_and_prevention(tmp_path: Path, cli: Cli) -> N
     assert "npm" in text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: `engram learning patterns --type failure --recurring` as written")
 def test_learning_patterns_type_failure(cli: Cli) -> None:
     """``engram learning patterns --type failure --recurring`` -> ``Identified pattern: "npm-install-timeout"``."""
     with Engram(cli.store) as mem:
@@ -136,7 +141,6 @@ def test_learning_patterns_type_failure(cli: Cli) -> None:
     assert found[0]["occurrences"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: failure patterns have readable slugs usable wherever an id is")
 def test_pattern_slug_names(cli: Cli) -> None:
     """``Identified pattern: "npm-install-timeout"`` and ``engram prevention generate --pattern
     npm-install-timeout``."""
@@ -147,7 +151,6 @@ def test_pattern_slug_names(cli: Cli) -> None:
     cli.ok("prevention", "generate", "--pattern", "npm-install-timeout", "--agent", "alice")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: prevention checks saved, attached to a workflow stage, listed, run")
 def test_prevention_check_added_to_workflow_stage(cli: Cli) -> None:
     """``Created prevention check: verify-npm-cache-status`` / ``Added to workflow stage: development``."""
     with Engram(cli.store) as mem:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
-
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 
@@ -63,7 +61,9 @@ def test_keyed_preference_supersedes(mem: Engram) -> None:
 def test_record_decision_then_outcome(mem: Engram) -> None:
     """``record_decision(agent_type, context, options, chosen, reasoning)`` then
     ``update_decision_outcome(decision_id, outcome, reward)``."""
-    decision = mem.learning.record("choose the test framework", "pytest", None, agent="brain", alternatives=["unittest"])
+    decision = mem.learning.record(
+        "choose the test framework", "pytest", None, agent="brain", alternatives=["unittest"]
+    )
     assert [m.id for m in mem.learning.pending(agent="brain")] == [decision.id]
     mem.learning.resolve(decision.id, 1.0, agent="brain")
     assert mem.learning.pending(agent="brain") == []

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import textwrap
 
-import pytest
-
 from engramdb import Engram
 from engramdb.knowledge_packs import seed_pack
 
@@ -142,15 +140,18 @@ def test_episode_lifecycle(mem: Engram) -> None:
     assert episode.outcome == "success"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: episodes started and ended by id across calls, agent roles, metrics")
 def test_episode_by_id_across_calls(mem: Engram) -> None:
     """``episode_id = start_episode(...)``; later ``record_event(episode_id, ..., agent_role=...)``;
     ``end_episode(episode_id, success=True, metrics=execution_metrics)``."""
-    episode_id = mem.episodes.start("implement REST API", agent="swarm")  # type: ignore[attr-defined]
-    mem.episodes.event(episode_id, "consensus", {"votes": 3}, role="consensus_judge")  # type: ignore[attr-defined]
-    mem.episodes.end(episode_id, success=True, metrics={"tokens": 1200})  # type: ignore[attr-defined]
+    episode_id = mem.episodes.start("implement REST API", agent="swarm")
+    (running,) = mem.episodes.list("implement REST API", agent="swarm")
+    assert running.outcome == "running"
+    mem.episodes.event(episode_id, "consensus", {"votes": 3}, role="consensus_judge", agent="swarm")
+    mem.episodes.end(episode_id, True, metrics={"tokens": 1200}, agent="swarm")
     (episode,) = mem.episodes.list("implement REST API", agent="swarm")
     assert episode.outcome == "success"
+    assert [(ev.kind, ev.role) for ev in episode.events] == [("consensus", "consensus_judge")]
+    assert episode.metrics == {"tokens": 1200}
 
 
 def test_recall_similar_episodes_and_analyze_failures(mem: Engram) -> None:

@@ -34,6 +34,7 @@ from engramdb.learning.stats import OUTCOME_WORDS, success_weight
 from engramdb.models import (
     KINDS,
     ApproachStats,
+    AuditRecord,
     CategoryTrend,
     DecisionRecord,
     ExecutionInfo,
@@ -273,6 +274,13 @@ class LearningService:
                         action="feedback",
                     )
                 )
+            # Every change is audited in its own transaction: the counters too.
+            self._pipeline.audit(
+                [
+                    AuditRecord(action="feedback", agent=agent, memory_id=memory_id, at=now, detail={"weight": weight})
+                    for memory_id in ids
+                ]
+            )
         if text is not None and reward is not None and reward > _PREFERENCE_REWARD:
             # After the transaction: the pipeline's duplicate check searches, which must not run inside one.
             self._pipeline.remember(

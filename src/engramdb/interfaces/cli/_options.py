@@ -67,7 +67,11 @@ StoreOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print machine-readable JSON on stdout.", rich_help_panel=COMMON_PANEL)
 ]
-AgentOption = Annotated[str, typer.Option("--agent", "-a", metavar="NAME", help="The agent whose memories these are.")]
+# ENGRAM_AGENT (the agent setting's variable) is the default without --agent: seed 001's commands run without it.
+AgentOption = Annotated[
+    str,
+    typer.Option("--agent", "-a", metavar="NAME", envvar="ENGRAM_AGENT", help="The agent whose memories these are."),
+]
 OptionalAgentOption = Annotated[
     str | None,
     typer.Option(

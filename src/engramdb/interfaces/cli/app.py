@@ -64,6 +64,7 @@ GROUPS: Final[tuple[Group, ...]] = (
             ("search", memory.search),
             ("retrieve", memory.retrieve),
             ("show", memory.show),
+            ("key", memory.key_),
             ("update", memory.update),
             ("forget", memory.forget),
             ("history", memory.history),

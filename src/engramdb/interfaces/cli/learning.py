@@ -314,7 +314,10 @@ def feedback(
     outcome: Annotated[
         str,
         typer.Option(
-            "--outcome", help="success, failure, partial, true/false, or a reward in [-1, 1].", show_default=False
+            "--outcome",
+            help="success, failure, partial, true/false, a reward in [-1, 1], or feedback in words "
+            "('great, exactly what I wanted').",
+            show_default=False,
         ),
     ],
     agent: AgentOption = "default",

@@ -150,6 +150,16 @@ def record(
             rich_help_panel=OUTCOME_PANEL,
         ),
     ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            metavar="NAME",
+            help="A fact or preference that changes (e.g. editor): the new value supersedes the agent's previous "
+            "value of NAME, which stays in the history.",
+            show_default=False,
+        ),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -178,6 +188,7 @@ def record(
                 metadata=metadata or None,
                 visibility=checked_visibility or "private",
                 confidence=confidence,
+                key=key,
             )
     else:
         if content is not None:
@@ -188,7 +199,7 @@ def record(
             raise ValidationError(f"--context, --action and --outcome go together (missing {missing})")
         if kind not in (None, "decision"):
             raise ValidationError(f"an outcome record is a decision, not {kind!r}: drop --type or use decision")
-        content_only = {"--tag": tags, "--visibility": visibility, "--confidence": confidence}
+        content_only = {"--tag": tags, "--visibility": visibility, "--confidence": confidence, "--key": key}
         extra = [name for name, value in content_only.items() if value is not None]
         if extra:
             raise ValidationError(f"{', '.join(extra)} cannot be used with --context/--action/--outcome")
@@ -296,6 +307,23 @@ def retrieve(
 ) -> None:
     """Recall the memories most relevant to a context (search, phrased for agents)."""
     _search(ctx, context, agent=agent, kinds=kinds, tags=tags, limit=limit, store=store, as_json=as_json)
+
+
+def key_(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The key, as given to record --key.", show_default=False)],
+    *,
+    agent: AgentOption = "default",
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the agent's current value of a key (the memory that superseded the earlier ones)."""
+    with open_engram(ctx, store) as mem:
+        memory = mem.recall_key(name, agent=agent)
+    if as_json:
+        emit_json(memory.to_dict())
+    else:
+        console().print(memory_detail(memory))
 
 
 def show(
