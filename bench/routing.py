@@ -146,7 +146,7 @@ def run_learned(tasks: list[tuple[str, str, float]], embedder: Any, seed: int) -
         router = RoutingService(mem.store, mem.learning, mem.settings)
         for t, text, u in tasks:
             start = time.perf_counter()
-            choice = router.route(text, task_type=t, models=specs, cost_weight=COST_WEIGHT)
+            choice = router.decide(text, task_type=t, models=specs, cost_weight=COST_WEIGHT)
             route_ms.append((time.perf_counter() - start) * 1000)
             model = choice.model
             picks.append(model)

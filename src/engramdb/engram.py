@@ -117,11 +117,13 @@ class Engram:
         self._recall = Recall(store, embedder, settings, weights=weights, audit=self._pipeline.audit)
         pipeline, recall = self._pipeline, self._recall
         #: The configured LLM (``ENGRAM_LLM=openai:MODEL``), or None: every feature then stays deterministic.
-        self.llm: LLM | None = (
-            llm
-            if llm is not None
-            else llm_from_settings(settings.llm, base_url=settings.llm_base_url, key_env=settings.llm_key_env)
+        # A client made here from the settings is closed with the store; one passed in belongs to the caller.
+        self._own_llm = (
+            llm_from_settings(settings.llm, base_url=settings.llm_base_url, key_env=settings.llm_key_env)
+            if llm is None
+            else None
         )
+        self.llm: LLM | None = llm if llm is not None else self._own_llm
         self.audit = AuditService(store)
         self.keys = ApiKeys(store)
         self.retention = RetentionService(store, settings, pipeline=pipeline, recall=recall, location=self.location)
@@ -179,9 +181,8 @@ class Engram:
     def close(self) -> None:
         """Close the store (and the LLM client and shared sessions). The instance must not be used afterwards."""
         self._recall.close()
-        close_llm = getattr(self.llm, "close", None)  # the LLM protocol does not require a close()
-        if callable(close_llm):
-            close_llm()
+        if self._own_llm is not None:
+            self._own_llm.close()
         if self._shared_sessions is not None:
             self._shared_sessions.close()
         self.store.close()

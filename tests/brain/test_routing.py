@@ -20,8 +20,8 @@ def routing(mem: Engram) -> RoutingService:
 
 def test_the_table_decides_without_evidence(mem: Engram) -> None:
     r = routing(mem)
-    hard = r.route("prove the scheduler never deadlocks", task_type="reasoning", models=MODELS, exploration=0)
-    easy = r.route("label this ticket as bug or feature", task_type="classification", models=MODELS, exploration=0)
+    hard = r.decide("prove the scheduler never deadlocks", task_type="reasoning", models=MODELS, exploration=0)
+    easy = r.decide("label this ticket as bug or feature", task_type="classification", models=MODELS, exploration=0)
     assert hard.model == "gpt-4o"
     assert easy.model == "llama3.1:8b"
     assert str(easy) == "llama3.1:8b"
@@ -36,7 +36,7 @@ def test_evidence_overrides_the_table(mem: Engram) -> None:
     for i in range(6):
         r.record(f"label ticket {i}", "llama3.1:8b", "failure", task_type="classification", cost=0.0, latency_ms=300)
         r.record(f"label ticket {i}", "gpt-4o", "success", task_type="classification", cost=0.01, latency_ms=900)
-    choice = r.route("label ticket 99", task_type="classification", models=MODELS, exploration=0)
+    choice = r.decide("label ticket 99", task_type="classification", models=MODELS, exploration=0)
     assert choice.model == "gpt-4o"
     local = choice.stats("llama3.1:8b")
     assert local.expected_success < 0.3
@@ -56,8 +56,8 @@ def test_cost_weight_trades_success_against_cost(mem: Engram) -> None:
             task_type="summarization",
             cost=0.0,
         )
-    cheap = r.route("summarise doc 50", task_type="summarization", models=MODELS, cost_weight=0.5, exploration=0)
-    quality = r.route("summarise doc 50", task_type="summarization", models=MODELS, cost_weight=0.0, exploration=0)
+    cheap = r.decide("summarise doc 50", task_type="summarization", models=MODELS, cost_weight=0.5, exploration=0)
+    quality = r.decide("summarise doc 50", task_type="summarization", models=MODELS, cost_weight=0.0, exploration=0)
     assert cheap.model == "llama3.1:8b"
     assert quality.model == "gpt-4o"
 
@@ -66,9 +66,9 @@ def test_task_types_are_kept_apart(mem: Engram) -> None:
     r = routing(mem)
     for i in range(5):
         r.record(f"write a parser {i}", "llama3.1:8b", "success", task_type="code", cost=0.0)
-    other = r.route("prove the theorem", task_type="reasoning", models=MODELS, exploration=0)
+    other = r.decide("prove the theorem", task_type="reasoning", models=MODELS, exploration=0)
     assert other.stats("llama3.1:8b").evidence == 0
-    same = r.route("write a lexer", task_type="code_generation", models=MODELS, exploration=0)
+    same = r.decide("write a lexer", task_type="code_generation", models=MODELS, exploration=0)
     assert same.task_type == "code_generation"
     assert same.stats("llama3.1:8b").evidence > 4
 
@@ -77,24 +77,24 @@ def test_similar_tasks_shape_the_prior_without_a_task_type(mem: Engram) -> None:
     r = routing(mem)
     for _ in range(4):
         r.record("translate the release notes into German", "llama3.1:8b", "failure", cost=0.0)
-    choice = r.route("translate the release notes into German", models=MODELS, exploration=0)
+    choice = r.decide("translate the release notes into German", models=MODELS, exploration=0)
     assert choice.stats("llama3.1:8b").prior_success < 0.3
     assert choice.model == "gpt-4o"
 
 
 def test_same_data_same_pick_and_exploration_is_seeded(mem: Engram) -> None:
     r = routing(mem)
-    picks = {r.route("classify this", task_type="classification", models=MODELS, seed=3).model for _ in range(3)}
+    picks = {r.decide("classify this", task_type="classification", models=MODELS, seed=3).model for _ in range(3)}
     assert len(picks) == 1
 
 
 def test_model_specs_and_mappings(mem: Engram) -> None:
     r = routing(mem)
     specs = [ModelSpec(name="big", tier="strong", cost=2.0), ModelSpec(name="small", tier="local", cost=0.0)]
-    c = r.route("prove it", task_type="reasoning", models=specs, exploration=0)
+    c = r.decide("prove it", task_type="reasoning", models=specs, exploration=0)
     assert c.model == "big"
     assert c.stats("big").expected_cost == 2.0
-    m = r.route("prove it", task_type="reasoning", models={"big": {"tier": "strong"}, "small": {"tier": "local"}})
+    m = r.decide("prove it", task_type="reasoning", models={"big": {"tier": "strong"}, "small": {"tier": "local"}})
     assert {s.model for s in m.candidates} == {"big", "small"}
 
 
@@ -156,3 +156,10 @@ def test_helpers() -> None:
     assert table_prior("anything", "strong") > table_prior("anything", "local")
     with pytest.raises(ValidationError):
         normalise_task_type(7)
+
+
+def test_route_returns_the_model_name_as_the_contract_says(mem: Engram) -> None:
+    """CONTRACT v2: ``mem.routing.route(task, ...) -> str``; ``decide`` gives the same pick with its reasons."""
+    name = mem.routing.route("label ticket 7", task_type="classification", models=MODELS, exploration=0)
+    assert type(name) is str
+    assert name == mem.routing.decide("label ticket 7", task_type="classification", models=MODELS, exploration=0).model

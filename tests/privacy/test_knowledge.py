@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engramdb import Engram, NotFound, ValidationError
+from engramdb import AuditRecord, Engram, NotFound, ValidationError
 from engramdb.embeddings.base import Embedder
 from engramdb.models import Memory
 from engramdb.privacy import knowledge as kf
@@ -496,16 +496,20 @@ def team(mem: Engram) -> dict[str, Memory]:
     )
     named = dict(zip(["vacuum", "grudge", "lockfail", "carol_private", "carol_team", "alice_vacuum"], ms, strict=True))
     for key, s, a in (("vacuum", 4.0, 5.0), ("alice_vacuum", 1.0, 3.0)):
-        mem.store.memories.update(
-            named[key].id,
-            {"successes": s, "attempts": a, "access_count": 2},
-            vector=None,
-            model_id=mem.embedder.model_id,
-            actor="test",
-            at=named[key].created_at,
-            # Outcome counters, as feedback writes them (feedback history is not an audited change).
-            action="feedback",
-        )
+        # Outcome counters set as feedback writes them: the change and its audit entry in one transaction.
+        with mem.store.atomic():
+            mem.store.memories.update(
+                named[key].id,
+                {"successes": s, "attempts": a, "access_count": 2},
+                vector=None,
+                model_id=mem.embedder.model_id,
+                actor="test",
+                at=named[key].created_at,
+                action="feedback",
+            )
+            mem.store.audit.append(
+                [AuditRecord(action="feedback", agent="test", memory_id=named[key].id, at=named[key].created_at)]
+            )
     mem.sharing.share([named["carol_private"].id], from_agent="carol", to_agent="bob")
     mem.sharing.share([named["carol_team"].id], from_agent="carol", to_agent="*")
     # Consent: bob offers alice his db knowledge; only then can it be merged into hers.

@@ -126,7 +126,7 @@ def test_knowledge_distillation(mem: Engram) -> None:
 
 def test_llm_routing(mem: Engram) -> None:
     """``SmartRouter.route(task_type, complexity)``: "Embeddings = always local", "Complex reasoning = cloud"."""
-    choice = mem.routing.route("summarise this log", task_type="summarization", models=["local", "cloud"], agent="b")
+    choice = mem.routing.decide("summarise this log", task_type="summarization", models=["local", "cloud"], agent="b")
     assert choice.model in {"local", "cloud"}
     assert str(choice) == choice.model
 

@@ -87,16 +87,18 @@ def test_coverage_matches_each_change_to_its_entry() -> None:
         _change("m1", "update", at + timedelta(seconds=1)),
         _change("m1", "forget", at + timedelta(seconds=2)),
         _change("m2", "create", at + timedelta(seconds=3)),
-        _change("m2", "feedback", at + timedelta(seconds=4)),  # not an audited action
+        _change("m2", "feedback", at + timedelta(seconds=4)),  # outcome counters: audited like any change
+        _change("m2", "reembed", at + timedelta(seconds=5)),  # not an audited action
     ]
     events = [
         _event("m1", "create", at),
         _event("m1", "update", at + timedelta(seconds=1)),
         _event("m1", "retention", at + timedelta(seconds=2)),
         _event("m2", "search", at + timedelta(seconds=3)),  # a read does not cover a create
+        _event("m2", "feedback", at + timedelta(seconds=4)),
     ]
     result = coverage(history, events)
-    assert result.checked == 4
+    assert result.checked == 5
     assert result.skipped == 1
     assert [(c.memory_id, c.action) for c in result.missing] == [("m2", "create")]
     assert not result.ok

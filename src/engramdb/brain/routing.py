@@ -199,7 +199,7 @@ class RoutingService:
         self.config: RoutingConfig = config if config is not None else RoutingConfig()
 
     # -- routing ---------------------------------------------------------------------------------------------
-    def route(
+    def decide(
         self,
         task: str,
         *,
@@ -321,6 +321,30 @@ class RoutingService:
             cost_weight=cw,
             latency_weight=lw,
         )
+
+    def route(
+        self,
+        task: str,
+        *,
+        models: ModelsArg,
+        task_type: str | None = None,
+        agent: str = "default",
+        cost_weight: float | None = None,
+        latency_weight: float | None = None,
+        exploration: float | None = None,
+        seed: int | None = None,
+    ) -> str:
+        """The name of the model to use for ``task`` (see :meth:`decide` for the arguments and the reasons)."""
+        return self.decide(
+            task,
+            models=models,
+            task_type=task_type,
+            agent=agent,
+            cost_weight=cost_weight,
+            latency_weight=latency_weight,
+            exploration=exploration,
+            seed=seed,
+        ).model
 
     def record(
         self,

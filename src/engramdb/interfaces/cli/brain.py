@@ -87,7 +87,7 @@ def route(
     if not models:
         raise ValidationError("give at least one --model")
     with open_engram(ctx, store) as mem:
-        choice = mem.routing.route(
+        choice = mem.routing.decide(
             task,
             task_type=task_type,
             models=models,
