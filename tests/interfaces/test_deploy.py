@@ -17,7 +17,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sessions"))
 import pg_server
 import redis_server
 from rest_helpers import error_of
+
+import server_helpers
 
 #: Words only bob's data contains: nothing alice gets may show them.
 MARK = "zanzibarquokka"
@@ -56,17 +57,10 @@ def _engram() -> list[str]:
     return [exe] if exe else [sys.executable, "-c", "from engramdb.interfaces.cli import main; main()"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def engram_serve(store: str, env: dict[str, str], log: Path) -> Iterator[str]:
     """``engram serve --store STORE`` on a free loopback port until the block ends; its base URL."""
-    port = _free_port()
+    port = server_helpers.free_port()
     with log.open("w") as out:
         proc = subprocess.Popen(
             [*_engram(), "serve", "--port", str(port), "--store", store], env=env, stdout=out, stderr=out

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
-import pytest
+import server_helpers
 
 
 def unavailable() -> str | None:
@@ -32,17 +31,9 @@ def unavailable() -> str | None:
     return None
 
 
-def skip_or_fail(reason: str) -> None:
+def skip_or_fail(reason: str) -> NoReturn:
     """Skip with ``reason`` locally; fail in CI so a broken install cannot pass silently."""
-    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-        pytest.fail(f"redis required in CI: {reason}", pytrace=False)
-    pytest.skip(f"redis unavailable: {reason}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    server_helpers.skip_or_fail(reason, required="redis required in CI", unavailable="redis unavailable")
 
 
 @dataclass
@@ -62,7 +53,7 @@ class RedisServer:
         assert binary is not None
         root = Path(tempfile.mkdtemp(prefix="engram-redis-"))
         for _attempt in range(5):  # the port may be taken between choosing and binding it
-            port = _free_port()
+            port = server_helpers.free_port()
             log = root / "redis.log"
             args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(root), "--save", ""]
             args += ["--appendonly", "no", "--daemonize", "no", "--logfile", str(log)]
@@ -111,30 +102,5 @@ class RedisServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-class LazyServer:
-    """Starts the server on first use; remembers a failure so every test reports the same reason."""
-
-    def __init__(self) -> None:
-        self.server: RedisServer | None = None
-        self.error: str | None = None
-
-    def get(self) -> RedisServer:
-        if self.server is None and self.error is None:
-            try:
-                self.server = RedisServer.start()
-            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-                self.error = str(exc)
-        if self.server is None:
-            skip_or_fail(self.error or "unknown error")
-            raise AssertionError("unreachable")
-        return self.server
-
-    def stop(self) -> None:
-        if self.server is not None:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                self.server.stop()
-            self.server = None
-
-
 #: The session's server (stopped by tests/sessions/conftest.py).
-SERVER = LazyServer()
+SERVER: server_helpers.LazyServer[RedisServer] = server_helpers.LazyServer(RedisServer.start, on_failure=skip_or_fail)

@@ -12,19 +12,18 @@ fail instead: a broken install must not pass silently.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
-import pytest
+import server_helpers
 
 _PG_ROOTS = (Path("/usr/lib/postgresql"), Path("/usr/local/pgsql"))
 
@@ -69,17 +68,11 @@ def unavailable() -> str | None:
     return None
 
 
-def skip_or_fail(reason: str) -> None:
+def skip_or_fail(reason: str) -> NoReturn:
     """Skip with ``reason`` locally; fail in CI so a broken install cannot pass silently."""
-    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-        pytest.fail(f"postgres backend required in CI: {reason}")
-    pytest.skip(f"postgres backend unavailable: {reason}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    server_helpers.skip_or_fail(
+        reason, required="postgres backend required in CI", unavailable="postgres backend unavailable"
+    )
 
 
 @dataclass
@@ -114,7 +107,7 @@ class PgServer:
         if user is not None:
             entry = pwd.getpwnam(user)
             os.chown(root, entry.pw_uid, entry.pw_gid)
-        server = cls(bin_dir=bin_dir, root=root, port=_free_port(), user=user)
+        server = cls(bin_dir=bin_dir, root=root, port=server_helpers.free_port(), user=user)
         init = server._run("initdb", "-D", str(server.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
         if init.returncode != 0:
             raise RuntimeError(f"initdb failed: {init.stderr.strip() or init.stdout.strip()}")
@@ -145,30 +138,5 @@ class PgServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-class LazyServer:
-    """Starts the server on first use; remembers a failure so every test reports the same reason."""
-
-    def __init__(self) -> None:
-        self.server: PgServer | None = None
-        self.error: str | None = None
-
-    def get(self) -> PgServer:
-        if self.server is None and self.error is None:
-            try:
-                self.server = PgServer.start()
-            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-                self.error = str(exc)
-        if self.server is None:
-            skip_or_fail(self.error or "unknown error")
-            raise AssertionError("unreachable")
-        return self.server
-
-    def stop(self) -> None:
-        if self.server is not None:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                self.server.stop()
-            self.server = None
-
-
 #: The session's server (see tests/storage/conftest.py).
-SERVER = LazyServer()
+SERVER: server_helpers.LazyServer[PgServer] = server_helpers.LazyServer(PgServer.start, on_failure=skip_or_fail)

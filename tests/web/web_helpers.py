@@ -8,7 +8,6 @@ dev extra brings FastAPI, uvicorn and Jinja2.
 from __future__ import annotations
 
 import importlib
-import os
 import shutil
 import socket
 import subprocess
@@ -19,23 +18,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
-import pytest
+import server_helpers
 
 #: Headless Chromium as Debian packages it.
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
-
-
-def skip_or_fail(reason: str) -> None:
+def skip_or_fail(reason: str) -> NoReturn:
     """Skip with ``reason`` locally; fail under CI, where everything is installed."""
-    if in_ci():
-        pytest.fail(f"required in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
+    server_helpers.skip_or_fail(reason, required="required in CI")
 
 
 def require(module: str) -> ModuleType:
