@@ -21,14 +21,18 @@ import numpy.typing as npt
 
 __all__ = [
     "BM25Index",
+    "FTS5Replica",
     "Ranked",
     "VectorIndex",
     "fuse_convex",
     "fuse_rrf",
+    "fused_scores",
     "paired_bootstrap",
     "percentile",
     "recall_at_k",
     "session_recall_at_k",
+    "session_variant",
+    "spread_variant",
     "tokenize",
 ]
 
@@ -201,3 +205,78 @@ def paired_bootstrap(
     means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return {"mean_diff": float(diffs.mean()), "ci95_low": float(low), "ci95_high": float(high), "n": len(diffs)}
+
+
+# -- context study (bench/retrieval.py): neighbours, sessions, contextual keys ----------------------
+
+
+class FTS5Replica:
+    """An in-memory SQLite FTS5 table built like the store's (``porter unicode61``, content + tags columns).
+
+    Lets the study index *other* text for the same turns (a turn with its neighbour or date) and
+    query it exactly as ``store.search.keyword_candidates`` does (OR of quoted terms, best BM25 first).
+    """
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        import sqlite3
+
+        self._conn = sqlite3.connect(":memory:")
+        self._conn.execute("CREATE VIRTUAL TABLE f USING fts5(content, tags, tokenize = 'porter unicode61')")
+        self._conn.executemany("INSERT INTO f (rowid, content, tags) VALUES (?, ?, '')", enumerate(texts))
+
+    def search(self, terms: Sequence[str], depth: int) -> list[tuple[int, float]]:
+        """(row index, -bm25) best first."""
+        quoted = ['"' + t.replace('"', '""') + '"' for t in dict.fromkeys(terms) if t.strip()]
+        if not quoted:
+            return []
+        rows = self._conn.execute(
+            "SELECT rowid, bm25(f) FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT ?", (" OR ".join(quoted), depth)
+        ).fetchall()
+        return [(int(r), -float(s)) for r, s in rows]
+
+
+def fused_scores(keyword: Ranked, vector: Ranked, *, keyword_weight: float = 0.5) -> dict[str, float]:
+    """Min-max convex fusion as the engine does it, as ``{doc: relevance}``."""
+    kw, vec = _minmax(keyword), _minmax(vector)
+    if not keyword:
+        keyword_weight = 0.0
+    elif not vector:
+        keyword_weight = 1.0
+    return {
+        d: keyword_weight * kw.get(d, 0.0) + (1.0 - keyword_weight) * vec.get(d, 0.0) for d in kw.keys() | vec.keys()
+    }
+
+
+def spread_variant(
+    scores: Mapping[str, float],
+    prev: Mapping[str, str],
+    nxt: Mapping[str, str],
+    lengths: Mapping[str, int],
+    *,
+    weight: float,
+    short: int | None,
+    direction: str = "both",
+) -> list[str]:
+    """Neighbour spreading variants (the engine's rule is ``direction="both"`` with ``short=200``).
+
+    ``short=None``: every turn gets the full weight; ``direction``: "both", "from previous" (a
+    turn is helped by the one before it only) or "from next".
+    """
+    out: dict[str, float] = {}
+    for doc, own in scores.items():
+        sources = []
+        if direction in ("both", "from previous") and doc in prev:
+            sources.append(scores.get(prev[doc], 0.0))
+        if direction in ("both", "from next") and doc in nxt:
+            sources.append(scores.get(nxt[doc], 0.0))
+        w = weight if short is None else weight * min(1.0, short / max(lengths.get(doc, 1), 1))
+        out[doc] = (own + w * max(sources, default=0.0)) / (1.0 + weight)
+    return _order(out)
+
+
+def session_variant(scores: Mapping[str, float], session_of: Mapping[str, str], *, weight: float) -> list[str]:
+    """Session aggregation: each turn also gets ``weight`` times the best relevance in its session."""
+    best: dict[str, float] = {}
+    for doc, s in scores.items():
+        best[session_of[doc]] = max(best.get(session_of[doc], 0.0), s)
+    return _order({doc: s + weight * best[session_of[doc]] for doc, s in scores.items()})

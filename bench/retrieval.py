@@ -1,18 +1,23 @@
 """Retrieval benchmark: engramdb search against BM25 and vector-only, on the same data in the same run.
 
 Quality (default): LoCoMo and LongMemEval dev data from ../shared/bench-data (see bench/README.md),
-recall@5/10 of the evidence turns, overall and per category; plus a fusion study over the store's own
-keyword and vector candidate lists. Speed: batched ingest rate and search latency. Scale (``--scale``):
+recall@5/10 of the evidence turns, overall and per category, for engramdb as it ranks now and as it
+ranked before neighbour spreading ("engramdb before", same store); plus a fusion study over the store's
+own keyword and vector candidate lists, and a context study (neighbour spreading, session aggregation,
+contextual keyword keys, candidate depth: the options tried, kept and rejected, side by side).
+Speed: batched ingest rate and search latency. Scale (``--scale``):
 search latency at 10k and 100k memories against a plain numpy scan of the same vectors.
 
     python bench/retrieval.py                                  # full quality + speed run
     python bench/retrieval.py --limit-conversations 1 --limit-questions 40 --skip-speed   # quick
     python bench/retrieval.py --scale --skip-quality --skip-speed                          # scale only
+    python bench/retrieval.py --lme-questions 40 --skip-speed      # LongMemEval: only its first 40 questions
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -36,22 +41,30 @@ from rich.table import Table
 from _data import LOCOMO_CATEGORIES, Doc, load_locomo, load_longmemeval
 from _systems import (
     BM25Index,
+    FTS5Replica,
     Ranked,
     VectorIndex,
     fuse_convex,
     fuse_rrf,
+    fused_scores,
     paired_bootstrap,
     percentile,
     recall_at_k,
     session_recall_at_k,
+    session_variant,
+    spread_variant,
 )
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import CachedEmbedder, make_embedder
+from engramdb.retrieval.context import FOLLOWS_KEY, NEIGHBOUR_WEIGHT, SHORT_TURN_CHARS, contextual_key
+from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 
 AGENT = "bench"
+#: The engine as it ranked before neighbour spreading (same store, spreading weight 0).
+BEFORE = "engramdb before"
 KS = (5, 10)
 #: Turn ranking depth used for LongMemEval session recall (walk down to k distinct sessions).
 SESSION_DEPTH = 50
@@ -106,7 +119,11 @@ def compare(scores: Scores, fusion: Scores | None, measures: Sequence[str]) -> d
     References: the two baselines and, from the fusion study, the engine's own channels alone
     (the hybrid must beat its best single channel).
     """
-    refs: list[tuple[str, Scores, str]] = [("bm25", scores, "bm25"), ("vector", scores, "vector")]
+    refs: list[tuple[str, Scores, str]] = [
+        ("engramdb before (no neighbour spreading)", scores, BEFORE),
+        ("bm25", scores, "bm25"),
+        ("vector", scores, "vector"),
+    ]
     if fusion is not None:
         refs += [
             ("own keyword channel", fusion, "fts: keyword only"),
@@ -142,7 +159,12 @@ class Query:
 
 
 class Corpus:
-    """One indexed corpus (a LoCoMo conversation or a LongMemEval haystack) under every system."""
+    """One indexed corpus (a LoCoMo conversation or a LongMemEval haystack) under every system.
+
+    Turns are written as an application records a conversation: each turn after the first of its
+    session carries ``metadata["follows"]`` = the id of the turn before it, which lets search
+    spread relevance between neighbours (``engramdb.retrieval.context``).
+    """
 
     def __init__(self, docs: Sequence[Doc], embedder: CachedEmbedder) -> None:
         self.docs = docs
@@ -165,12 +187,33 @@ class Corpus:
         ]
         stored = self.mem.remember_many(items)
         self.doc_of_memory = {m.id: str(m.metadata["turn"]) for m in stored}
+        # Neighbours within a session, in conversation order.
+        self.prev: dict[str, str] = {}
+        self.next: dict[str, str] = {}
+        for a, b in itertools.pairwise(docs):
+            if a.session == b.session:
+                self.prev[b.id], self.next[a.id] = a.id, b.id
+        memory_of_doc = {d: m for m, d in self.doc_of_memory.items()}
+        # The write pipeline does not link turns yet (see the report): the bench adds the links.
+        for m in stored:
+            doc = self.doc_of_memory[m.id]
+            if doc in self.prev:
+                self.mem.update(m.id, metadata={**m.metadata, FOLLOWS_KEY: memory_of_doc[self.prev[doc]]})
+        self.lengths = {d.id: len(d.content) for d in docs}
+        self._before = HybridSearcher(self.mem.store, embedder, neighbour_weight=0.0)
+        self._replicas: dict[str, FTS5Replica] = {}
 
     def close(self) -> None:
+        self._before.close()
         self.mem.close()
 
     def ours(self, query: str, limit: int) -> list[str]:
         hits = self.mem.search(query, agent=AGENT, limit=limit)
+        return [str(h.memory.metadata["turn"]) for h in hits]
+
+    def before(self, query: str, limit: int) -> list[str]:
+        """The same store ranked without neighbour spreading (read-only: no access bookkeeping)."""
+        hits = self._before.search(query, Filter(agent=AGENT), limit=limit, now=datetime.now(UTC), touch=False)
         return [str(h.memory.metadata["turn"]) for h in hits]
 
     def channels(self, query: str, qvec: np.ndarray, depth: int) -> tuple[Ranked, Ranked]:
@@ -184,6 +227,23 @@ class Corpus:
             [(self.doc_of_memory[c.id], c.score) for c in vec],
         )
 
+    def keyed_keyword(self, key: str, query: str, depth: int) -> Ranked:
+        """Keyword candidates from an FTS5 replica that indexes each turn under another key (study only)."""
+        if key not in self._replicas:
+            by_id = {d.id: d for d in self.docs}
+            texts = []
+            for d in self.docs:
+                prev = by_id[self.prev[d.id]].content if d.id in self.prev else None
+                nxt = by_id[self.next[d.id]].content if d.id in self.next else None
+                if key == "previous + turn":
+                    texts.append(contextual_key(d.content, prev))
+                elif key == "previous + turn + next":
+                    texts.append(contextual_key(d.content, prev) + (f"\n{nxt}" if nxt else ""))
+                else:  # "date + turn"
+                    texts.append(f"{d.date}. {d.content}")
+            self._replicas[key] = FTS5Replica(texts)
+        return [(self.docs[i].id, score) for i, score in self._replicas[key].search(query_terms(query), depth)]
+
 
 def fusion_variants(kw: Ranked, vec: Ranked) -> Iterator[tuple[str, list[str]]]:
     """Every fusion rule of the study, applied to one pair of candidate lists."""
@@ -194,6 +254,56 @@ def fusion_variants(kw: Ranked, vec: Ranked) -> Iterator[tuple[str, list[str]]]:
     for norm in ("minmax", "zscore", "dbsf"):
         for w in FUSION_WEIGHTS:
             yield f"{norm} w={w}", fuse_convex(kw, vec, keyword_weight=w, norm=norm)
+
+
+#: Neighbour weights and short-turn lengths of the context study (the engine's pair is marked "engine").
+SPREAD_WEIGHTS = (0.1, 0.3, 0.5)
+#: Fused candidates the engine spreads over (``engramdb.retrieval.hybrid._SPREAD``); the other rows use all.
+SPREAD_REACH = 60
+SHORT_LENGTHS = (100, 200, 400)
+SESSION_WEIGHTS = (0.1, 0.3)
+CONTEXT_KEYS = ("previous + turn", "previous + turn + next", "date + turn")
+
+
+def context_variants(
+    corpus: Corpus, query: str, kw: Ranked, vec: Ranked, deep: tuple[Ranked, Ranked]
+) -> Iterator[tuple[str, list[str]]]:
+    """The context study: neighbour spreading, session aggregation, contextual keys, candidate depth.
+
+    Every variant starts from the store's own candidate lists (50 per channel unless named),
+    fused as the engine fuses them (min-max, equal weights).
+    """
+    base = fused_scores(kw, vec)
+    args = (corpus.prev, corpus.next, corpus.lengths)
+    yield "fused, no context (before)", sorted(base, key=lambda d: (-base[d], d))
+    reach = dict(sorted(base.items(), key=lambda t: (-t[1], t[0]))[:SPREAD_REACH])
+    engine = spread_variant(reach, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
+    yield f"spread w={NEIGHBOUR_WEIGHT} short={SHORT_TURN_CHARS}, fused top {SPREAD_REACH} (engine)", engine
+    every = spread_variant(base, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
+    yield f"spread w={NEIGHBOUR_WEIGHT} short={SHORT_TURN_CHARS}, all fused candidates", every
+    for w in SPREAD_WEIGHTS:
+        yield f"spread w={w}, every turn full weight", spread_variant(base, *args, weight=w, short=None)
+        for short in SHORT_LENGTHS:
+            if (w, short) != (NEIGHBOUR_WEIGHT, SHORT_TURN_CHARS):
+                yield f"spread w={w} short={short}", spread_variant(base, *args, weight=w, short=short)
+    for direction in ("from previous", "from next"):
+        name = f"spread w={NEIGHBOUR_WEIGHT} short={SHORT_TURN_CHARS}, {direction} only"
+        yield name, spread_variant(base, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS, direction=direction)
+    for w in SESSION_WEIGHTS:
+        yield f"session aggregation w={w}", session_variant(base, corpus.session_of, weight=w)
+        both = spread_variant(base, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
+        top = {d: 1.0 - i / len(both) for i, d in enumerate(both)}
+        yield f"engine spread + session aggregation w={w} (on ranks)", session_variant(top, corpus.session_of, weight=w)
+    for depth in (100, 200):
+        deep_base = fused_scores(deep[0][:depth], deep[1][:depth])
+        yield f"depth {depth}, no context", sorted(deep_base, key=lambda d: (-deep_base[d], d))
+        spread = spread_variant(deep_base, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
+        yield f"depth {depth} + engine spread", spread
+    for key in CONTEXT_KEYS:
+        keyed = fused_scores(corpus.keyed_keyword(key, query, FUSION_DEPTH), vec)
+        yield f"keyword key: {key}", sorted(keyed, key=lambda d: (-keyed[d], d))
+        spread = spread_variant(keyed, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
+        yield f"keyword key: {key} + engine spread", spread
 
 
 def evaluate_corpus(
@@ -215,6 +325,7 @@ def evaluate_corpus(
         }
         # Ours is asked exactly as a user would: limit=k for recall@k.
         ours_by_k = {k: corpus.ours(query.text, k) for k in KS}
+        before_by_k = {k: corpus.before(query.text, k) for k in KS}
         top10 = ours_by_k[10]
         consistency.append(float(ours_by_k[5] == top10[:5]))
         for system, ranking in rankings.items():
@@ -222,8 +333,10 @@ def evaluate_corpus(
                 scores.add(system, f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
         for k in KS:
             scores.add("engramdb", f"recall@{k}", query.group, recall_at_k(ours_by_k[k], query.gold, k))
+            scores.add(BEFORE, f"recall@{k}", query.group, recall_at_k(before_by_k[k], query.gold, k))
         if sessions:
             rankings["engramdb"] = corpus.ours(query.text, SESSION_DEPTH)
+            rankings[BEFORE] = corpus.before(query.text, SESSION_DEPTH)
             for system, ranking in rankings.items():
                 for k in KS:
                     value = session_recall_at_k(ranking, corpus.session_of, query.gold_sessions, k)
@@ -240,6 +353,13 @@ def evaluate_corpus(
                         fusion.add(f"{source}: {name}", f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
             # Candidate depth: the store returns best first, so a deeper list cut short is a shallower fetch.
             deep_kw, deep_vec = corpus.channels(query.text, qvec, max(DEPTH_SWEEP))
+            for name, ranking in context_variants(corpus, query.text, kw, vec, (deep_kw, deep_vec)):
+                for k in KS:
+                    fusion.add(f"context: {name}", f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
+                if sessions:
+                    for k in KS:
+                        value = session_recall_at_k(ranking, corpus.session_of, query.gold_sessions, k)
+                        fusion.add(f"context: {name}", f"session_recall@{k}", query.group, value)
             for cut in DEPTH_SWEEP:
                 pair = (deep_kw[:cut], deep_vec[:cut])
                 for name, ranking in (
@@ -283,7 +403,8 @@ def run_locomo(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, 
 
 
 def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, Any]:
-    questions = load_longmemeval(limit=args.limit_questions)
+    lme_limit = getattr(args, "lme_questions", None)  # bench/embedders.py passes its own Namespace
+    questions = load_longmemeval(limit=lme_limit if lme_limit is not None else args.limit_questions)
     scores, fusion = Scores(), (None if args.skip_fusion else Scores())
     consistency: list[float] = []
     started = time.perf_counter()
@@ -406,8 +527,46 @@ def run_speed(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) 
                 if n == 0:
                     out["search_store_size"] = mem.count(agent=AGENT)
                     out.update(_search_latency(mem, embedder, questions))
+    out["neighbour_spreading_cost"] = _spreading_cost(make_raw, questions, args.ingest_count)
     out["load_after"] = _load()
     return out
+
+
+def _spreading_cost(make_raw: Callable[[], CachedEmbedder], questions: Sequence[str], count: int) -> dict[str, Any]:
+    """Search latency with and without neighbour spreading on linked LoCoMo turns (query vectors precomputed).
+
+    Interleaved per query, read-only (no access bookkeeping), so both see the same load.
+    """
+    docs = [d for c in load_locomo() for d in c.docs][:count]
+    embedder = make_raw()
+    qvecs = embedder.embed(list(questions))
+    flt = Filter(agent=AGENT)
+    with Engram(":memory:", embedder=embedder) as mem:
+        stored = mem.remember_many([{"content": d.content, "agent": AGENT, "kind": "conversation"} for d in docs])
+        for (a, ma), (b, mb) in itertools.pairwise(zip(docs, stored, strict=True)):
+            if a.session == b.session:
+                mem.update(mb.id, metadata={FOLLOWS_KEY: ma.id})
+        plain = HybridSearcher(mem.store, embedder, neighbour_weight=0.0)
+        spread = HybridSearcher(mem.store, embedder)
+        try:
+            now = datetime.now(UTC)
+            for q, v in list(zip(questions, qvecs, strict=True))[:10]:  # warm-up
+                plain.search(q, flt, limit=10, now=now, touch=False, vector=v)
+            load_before = _load()
+            off, on = [], []
+            for q, v in zip(questions, qvecs, strict=True):
+                off.append(_ms(lambda q=q, v=v: plain.search(q, flt, limit=10, now=now, touch=False, vector=v)))
+                on.append(_ms(lambda q=q, v=v: spread.search(q, flt, limit=10, now=now, touch=False, vector=v)))
+        finally:
+            plain.close()
+            spread.close()
+    return {
+        "memories": len(docs),
+        "search_spreading_off": _latency(off),
+        "search_spreading_on": _latency(on),
+        "load_before": load_before,
+        "load_after": _load(),
+    }
 
 
 # -- scale -----------------------------------------------------------------------------------------
@@ -588,6 +747,15 @@ def report(results: dict[str, Any]) -> None:
             ("search_without_query_embedding", "search limit=10 excl. query embedding"),
         ):
             table.add_row(f"{label}, p50 / p95", f"{sp[key]['p50_ms']:.2f} / {sp[key]['p95_ms']:.2f} ms")
+        cost = sp.get("neighbour_spreading_cost")
+        if cost:
+            for key, label in (("search_spreading_off", "off"), ("search_spreading_on", "on")):
+                d = cost[key]
+                table.add_row(
+                    f"linked turns ({cost['memories']}), excl. embedding, spreading {label}, p50 / p95",
+                    f"{d['p50_ms']:.2f} / {d['p95_ms']:.2f} ms",
+                )
+            table.add_row("load average (1 min) around the spreading run", f"{cost['load_before'][0]:.1f}")
         console.print(table)
     if "scale" in results:
         sc = results["scale"]
@@ -644,6 +812,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--limit-questions", type=int, default=None, help="LoCoMo: first N per conversation; LongMemEval: first N"
     )
+    parser.add_argument("--lme-questions", type=int, default=None, help="LongMemEval: first N (overrides the above)")
     parser.add_argument("--skip-quality", action="store_true", help="no LoCoMo/LongMemEval recall run")
     parser.add_argument("--skip-fusion", action="store_true", help="no fusion study")
     parser.add_argument("--skip-speed", action="store_true", help="no ingest/latency run")

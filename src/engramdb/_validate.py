@@ -279,3 +279,13 @@ def offset(value: object, *, what: str = "offset") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_OFFSET:
         raise ValidationError(f"{what} must be an integer from 0 to 2**62, not {shown(value)}")
     return value
+
+
+def timeout(value: object, *, what: str = "timeout") -> float | None:
+    """None (no limit) or a finite number of seconds, at least 0."""
+    if value is None:
+        return None
+    # Compared before any conversion, as in confidence(); NaN fails the comparison.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 10**9:
+        raise ValidationError(f"{what} must be a number of seconds from 0 or None, not {shown(value)}")
+    return float(value)

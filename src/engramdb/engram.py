@@ -11,6 +11,7 @@ collaborators here and never know the facade.
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import sys
 import threading
@@ -30,7 +31,7 @@ from engramdb.config import Settings, load_settings
 from engramdb.doctor import Doctor
 from engramdb.embeddings import count_tokens, make_embedder
 from engramdb.embeddings.base import Embedder
-from engramdb.errors import ConfigError, ModelMismatchError, ValidationError
+from engramdb.errors import ConfigError, EngramError, ModelMismatchError, ValidationError
 from engramdb.learning.code_service import CodeService
 from engramdb.learning.episode_service import EpisodeService
 from engramdb.learning.failure_service import FailureService
@@ -61,10 +62,13 @@ if TYPE_CHECKING:
     from engramdb.sessions_redis import RedisSessions
 from engramdb.storage import MODEL_META_KEY, open_store
 from engramdb.storage.base import Filter, Store
+from engramdb.vectorqueue import VectorQueue, waiting_store
 
 __all__ = ["Engram"]
 
 Progress = Callable[[int, int], None]
+
+log = logging.getLogger("engramdb")
 
 
 class Engram:
@@ -111,10 +115,25 @@ class Engram:
         if not isinstance(self.location, str):
             raise ConfigError("location must be a text path, not bytes")
         self.embedder: Embedder = embedder if embedder is not None else make_embedder(self.settings)
-        self.store: Store = open_store(self.location, settings=self.settings)
+        self._vectors: VectorQueue | None = None
+        self._plain_store = open_store(self.location, settings=self.settings)
+        if self.settings.vectors == "background":
+            self._vectors = VectorQueue(self._plain_store, self.embedder, batch_size=self.settings.vector_batch_size)
+        #: The store; with background vectors, a view whose vector reads wait for this instance's queue.
+        self.store: Store = (
+            self._plain_store if self._vectors is None else waiting_store(self._plain_store, self._vectors)
+        )
         store, embedder, settings = self.store, self.embedder, self.settings
-        self._pipeline = WritePipeline(store, embedder, settings)
-        self._recall = Recall(store, embedder, settings, weights=weights, audit=self._pipeline.audit)
+        self._pipeline = WritePipeline(store, embedder, settings, vectors=self._vectors)
+        queue = self._vectors
+        self._recall = Recall(
+            store,
+            embedder,
+            settings,
+            weights=weights,
+            audit=self._pipeline.audit,
+            settle=None if queue is None else lambda: queue.settle(rebuild=False),
+        )
         pipeline, recall = self._pipeline, self._recall
         #: The configured LLM (``ENGRAM_LLM=openai:MODEL``), or None: every feature then stays deterministic.
         # A client made here from the settings is closed with the store; one passed in belongs to the caller.
@@ -179,7 +198,20 @@ class Engram:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Close the store (and the LLM client and shared sessions). The instance must not be used afterwards."""
+        """Write the queued vectors (:meth:`flush`), then close the store (and the LLM client and shared
+        sessions). The instance must not be used afterwards. A failure to embed is logged, not raised here:
+        those memories stay pending and are embedded when the store is next opened."""
+        vectors = getattr(self, "_vectors", None)
+        if vectors is not None:
+            try:
+                vectors.flush()
+            except EngramError:
+                log.warning("closing %s with memories still waiting for their vector", self.location)
+            finally:
+                vectors.close()
+        if not hasattr(self, "_recall"):
+            self._plain_store.close()
+            return
         self._recall.close()
         if self._own_llm is not None:
             self._own_llm.close()
@@ -214,7 +246,15 @@ class Engram:
         if stored is None:
             self.store.meta.set(MODEL_META_KEY, current)
             return
-        if stored == current and self.store.vectors.count_stale(current) == 0:
+        if stored == current:
+            # Same model: memories without a vector were written in background mode and their process
+            # ended first (or is still running). Queue them (background) or embed them now (sync).
+            # In background mode the worker looks for them: counting them here is a scan of every
+            # memory (seconds at a million), which would make every open that slow.
+            if self._vectors is not None:
+                self._vectors.rebuild()
+            elif self._plain_store.vectors.count_stale(current):
+                self.reembed(progress=progress)
             return
         if self.settings.on_model_mismatch == "reembed":
             self.reembed(progress=progress)
@@ -225,6 +265,21 @@ class Engram:
             f"{current!r}: open it with on_model_mismatch='reembed' (CLI: engram reembed) to re-embed "
             f"{pending} memories, or use the original model"
         )
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every vector this instance queued is written; True when done, False on ``timeout``.
+
+        With the ``vectors="background"`` setting, :meth:`remember` returns once the memory is
+        committed and keyword-searchable and a worker thread adds its vector; ``flush`` waits for
+        that (and for memories left without a vector by an earlier process, queued at open).
+        :meth:`search` waits for this instance's queue by itself. If the embedder failed in the
+        worker, the error (an ``EmbeddingError``, or the ``StorageError`` of a failed write) is
+        raised here; those memories stay pending and are queued again. A no-op in ``sync`` mode.
+        """
+        timeout = check.timeout(timeout)
+        if self._vectors is None:
+            return True
+        return self._vectors.flush(timeout)
 
     def reembed(self, *, progress: Progress | None = None) -> int:
         """Re-embed every memory whose vector is missing or from another model; returns how many.
@@ -271,6 +326,12 @@ class Engram:
         supersedes it in place (history action ``supersede``; the old value stays in
         :meth:`history`), so search and context show only the current value. The key is
         kept in ``metadata["key"]`` and the tag ``key:<name>``; see :meth:`recall_key`.
+
+        With the ``vectors="background"`` setting (the default) a memory that is not checked for
+        near-duplicates (conversations, episodes, decisions, failures, ``force=True``, keyed
+        memories, ``dedupe`` off) returns once it is committed and keyword-searchable; its vector
+        is added by a worker thread moments later (:meth:`flush` waits for it; :meth:`search` in
+        this process waits by itself). A checked memory is embedded before the write, as in sync mode.
         """
         return self._pipeline.remember(
             content,

@@ -3,6 +3,14 @@
 In order: validate, redact (secrets, and personal data if enabled, in content, tags and
 metadata), look for near-duplicates (unless forced, never for event kinds), embed, then
 write the rows, vectors, history and audit entries in one ``store.atomic()`` transaction.
+
+With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue`
+given), a memory that is not checked for near-duplicates is written without its vector and
+queued after the commit; the worker adds the vector later. A memory that is checked (dedupe on,
+not forced, a mergeable kind, no key), and every memory of its agent, kind and visibility in
+the same batch (its possible in-batch twins), is still embedded before the write: merging
+needs the vector, and a merge decided later could not return the merged memory to the caller.
+Writes inside a caller's open transaction embed too (the queue must only see committed rows).
 The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
 :mod:`~engramdb.privacy.dedupe`, :mod:`~engramdb.privacy.transfer`); this class applies them.
 """
@@ -10,6 +18,7 @@ The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +36,9 @@ from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, Redaction
 from engramdb.privacy import transfer
 from engramdb.privacy.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
 from engramdb.privacy.redact import redact_text, redact_value
+from engramdb.retrieval.context import link_turns
 from engramdb.storage.base import Filter, Store
+from engramdb.vectorqueue import VectorQueue
 
 __all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "DedupePlan", "WritePipeline", "key_of", "key_tag", "write_record"]
 
@@ -98,10 +109,13 @@ def write_record(
 class WritePipeline:
     """Validates, redacts, dedupes, embeds and writes memories, each write and its audit in one transaction."""
 
-    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder, settings: Settings, *, vectors: VectorQueue | None = None
+    ) -> None:
         self._store = store
         self._embedder = embedder
         self._settings = settings
+        self._vectors = vectors
 
     @property
     def settings(self) -> Settings:
@@ -189,7 +203,7 @@ class WritePipeline:
                 memories.append(self.new_memory(item, now=now))
             except ValidationError as exc:
                 raise ValidationError(f"item {i}: {exc}") from exc
-        return self._keyed_write(memories, force=force, now=now)
+        return self._keyed_write(link_turns(memories), force=force, now=now)
 
     def keyed(self, agent: str, key: str) -> Memory | None:
         """The current memory of ``agent``'s ``key`` (its own, never a shared one), or None."""
@@ -260,7 +274,13 @@ class WritePipeline:
             return []
         # Redaction comes before anything is embedded, indexed or written.
         memories = [self.redact(m) for m in memories]
-        vectors = self.embed([m.content for m in memories])
+        later = self._deferred(memories, force=force)
+        now_rows = [row for row in range(len(memories)) if row not in later]
+        if self._vectors is not None and now_rows and self.dedupes and not force:
+            # The duplicate check reads stored vectors (and waits for the queue there): wait before embedding,
+            # so this embed does not compete with the worker's.
+            self._vectors.settle(rebuild=False)
+        vectors = self._vectors_now(memories, now_rows)
         plan = self._plan_dedupe(memories, vectors, force=force)
         model_id = self._embedder.model_id
         with self._store.atomic():
@@ -268,10 +288,15 @@ class WritePipeline:
             for pos, memory in enumerate(plan.new):
                 by_agent.setdefault(memory.agent, []).append(pos)
             for agent, positions in by_agent.items():
-                rows = [plan.rows[p] for p in positions]
-                self._store.memories.add(
-                    [plan.new[p] for p in positions], vectors[rows], model_id=model_id, actor=agent
-                )
+                # Runs of rows with and without a vector now, in input order (insertion order is list order).
+                for deferred, run in itertools.groupby(positions, key=lambda p: plan.rows[p] in later):
+                    run_pos = list(run)
+                    self._store.memories.add(
+                        [plan.new[p] for p in run_pos],
+                        None if deferred else vectors[[plan.rows[p] for p in run_pos]],
+                        model_id=model_id,
+                        actor=agent,
+                    )
             merged = self._apply_merges(plan, model_id=model_id)
             self.audit(
                 [
@@ -280,8 +305,39 @@ class WritePipeline:
                     *extra_audit,
                 ]
             )
+        if self._vectors is not None and later:
+            self._vectors.put([(m.id, m.content) for m, row in zip(plan.new, plan.rows, strict=True) if row in later])
         final = {m.id: m for m in plan.new} | merged
         return [final[target] for target in plan.targets]
+
+    def _background(self) -> bool:
+        """Whether vectors may be left to the background worker now (not inside a caller's transaction)."""
+        return self._vectors is not None and not self._vectors.in_transaction()
+
+    def _deferred(self, memories: Sequence[Memory], *, force: bool) -> set[int]:
+        """Rows of a batch whose vector the worker computes: none in sync mode; else every row except the
+        rows checked for near-duplicates and the rows of the same agent, kind and visibility (their twins)."""
+        if not self._background():
+            return set()
+        enabled = self._settings.dedupe and not force
+        checked = {
+            (m.agent, m.kind, m.visibility)
+            for m in memories
+            if enabled and m.kind not in NO_MERGE_KINDS and key_of(m) is None
+        }
+        return {row for row, m in enumerate(memories) if (m.agent, m.kind, m.visibility) not in checked}
+
+    def _vectors_now(self, memories: Sequence[Memory], rows: Sequence[int]) -> Vector:
+        """Vectors of ``rows`` embedded now, in a matrix of every row (zeros for deferred rows, which no
+        near-duplicate check reads: their agent/kind/visibility group has no checked row)."""
+        if len(rows) == len(memories):
+            return self.embed([m.content for m in memories])
+        if not rows:
+            return np.zeros((len(memories), 1), dtype=np.float32)
+        made = self.embed([memories[r].content for r in rows])
+        out = np.zeros((len(memories), made.shape[1]), dtype=np.float32)
+        out[np.asarray(rows)] = made
+        return out
 
     # -- changes ------------------------------------------------------------------------------------------
     def update(
@@ -324,7 +380,9 @@ class WritePipeline:
         clean = {k: v for k, v in clean.items() if getattr(current, k) != v}
         if not clean:
             return current
-        vector = self.embed([clean["content"]]) if "content" in clean else None
+        # In background mode a changed text loses its old vector in the update (the store drops it) and is queued.
+        later = "content" in clean and self._background()
+        vector = self.embed([clean["content"]]) if "content" in clean and not later else None
         at = utcnow()
         with self._store.atomic():
             updated = self._store.memories.update(
@@ -332,6 +390,8 @@ class WritePipeline:
             )
             detail = {"fields": sorted(set(clean) - {"redacted"}), "redacted": list(clean.get("redacted", ()))}
             self.audit([AuditRecord(action=action, agent=actor, memory_id=memory_id, at=at, detail=detail)])
+        if later and self._vectors is not None:
+            self._vectors.put([(updated.id, updated.content)])
         return updated
 
     def forget(

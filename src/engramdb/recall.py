@@ -45,8 +45,10 @@ class Recall:
         *,
         weights: RankingWeights | None,
         audit: Callable[[Sequence[AuditRecord]], None],
+        settle: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._settle = settle
         self._settings = settings
         self._audit = audit
         self._searcher = HybridSearcher(store, embedder, weights=weights)
@@ -70,10 +72,18 @@ class Recall:
         tags: Iterable[str] | None = None,
         limit: int = 10,
     ) -> builtins.list[Hit]:
-        """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed)."""
+        """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed).
+
+        With background vectors, first waits until this instance's queued vectors are written.
+        """
         query = check.content(query, what="query")
         flt = read_filter(agent, kind, tags)
         limit = check.limit(limit)
+        if self._settle is not None:
+            # Background vectors: this instance's queued vectors are written before the query is embedded, so
+            # a search sees every earlier write of this process (as in sync mode) and the two embeddings do
+            # not compete for the cores (the vector channel would wait for the queue anyway).
+            self._settle()
         now = utcnow()
         cutoff = self._settings.min_score
         if cutoff <= 0:

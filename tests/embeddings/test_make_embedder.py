@@ -84,3 +84,14 @@ def test_bad_names_are_config_errors(tmp_path: Path, name: str, message: str) ->
 def test_unknown_embedder_in_settings_is_rejected_early(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown embedder"):
         load_settings({"ENGRAM_EMBEDDER": "word2vec"}, home=str(tmp_path))
+
+
+def test_local_with_a_token_limit(tmp_path: Path) -> None:
+    embedder = make_embedder(load_settings({"ENGRAM_EMBEDDER": "local:128"}, home=str(tmp_path)))
+    assert isinstance(embedder, CachedEmbedder)
+    assert isinstance(embedder.inner, LocalEmbedder)
+    assert embedder.inner.max_tokens == 128
+    assert embedder.model_id == "all-MiniLM-L6-v2-onnx-int8-max128"
+    assert embedder.embed(["hello"]).shape == (1, 384)
+    with pytest.raises(ConfigError, match="max_tokens must be within"):
+        make_embedder(Settings(home=tmp_path, embedder="local:8"))

@@ -108,8 +108,9 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iter
 def _check_rest(mem: Engram, client: TestClient, method: str, path: str, payload: Any, in_query: bool) -> None:
     before = _snapshot(mem)
     if in_query:
-        # At most 20,000 characters a value: longer URLs are refused by the client before they are sent.
-        params = {k: (v if isinstance(v, str) else json.dumps(v))[:20_000] for k, v in payload.items()}
+        # At most 3,000 characters a value: percent-encoded (up to 12 characters each) with the path's
+        # 2,000, the URL stays under the client's 65,536 limit; longer URLs are refused before they are sent.
+        params = {k: (v if isinstance(v, str) else json.dumps(v))[:3_000] for k, v in payload.items()}
         # Percent-encoded bytes: a lone surrogate travels as its (invalid) UTF-8 encoding.
         query = urlencode({k: v.encode("utf-8", "surrogatepass") for k, v in params.items()})
         response = client.request(method, f"{path}?{query}")

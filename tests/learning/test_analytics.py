@@ -354,3 +354,18 @@ def test_report_includes_recurring_failures(mem: Engram) -> None:
     assert report.failure_patterns[0].solutions[0].solution == "start the db"
     assert "## Recurring failures" in report.to_markdown()
     assert any("Recurring failure (2x)" in i for i in report.insights)
+
+
+def test_report_names_the_most_successful_approach_only_when_it_is_probably_better() -> None:
+    def runs(action: str, outcomes: list[float]) -> list[DecisionRecord]:
+        return [
+            rec(action, s, at=T0 + timedelta(minutes=i), category="frontend", rid=f"{action}{i}")
+            for i, s in enumerate(outcomes)
+        ]
+
+    # Seed 000's runs: 8 of 8 against 1 of 4. The 95% intervals overlap, yet P(better) is 0.995.
+    clear = build_report(runs("incremental", [1.0] * 8) + runs("standard", [1.0, 0.0, 0.0, 0.0]), agent="a", now=T0)
+    assert any("most successful approach 'incremental'" in line for line in clear.insights)
+    # 2 of 2 against 0 of 1 is too little to tell (P(better) about 0.9).
+    thin = build_report(runs("incremental", [1.0, 1.0]) + runs("standard", [0.0]), agent="a", now=T0)
+    assert not any("most successful approach" in line for line in thin.insights)

@@ -156,7 +156,8 @@ def test_suggestions_are_ordered_honest_and_deterministic(rows: list[tuple[str, 
     assert 0.0 <= s1.confidence <= 1.0
     if s1.recommended is not None:
         assert s1.recommended == s1.options[0].action
-        assert s1.options[0].attempts >= CFG.min_evidence
+        # The rule allows 1e-3 of slack: the age discount makes an outcome recorded a moment ago worth 0.99999...
+        assert s1.options[0].attempts >= CFG.min_evidence - 1e-3
         assert s1.confidence >= CFG.min_confidence
 
 

@@ -65,9 +65,11 @@ def test_auth_scenario_ranks_the_fix_first(cli: Cli) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "the question 'authentication API timed out' is only loosely similar to the recorded context "
-        "'api-auth-timeout', so the two decisions weigh less than the one weighted outcome a recommendation "
-        "needs: recommended is None (the options still rank the fix first)"
+        "'authentication API timed out' has cosine 0.835 to 'api-auth-timeout', so each of the two decisions counts "
+        "0.76 of an outcome and the fix has 0.76 weighted outcomes, under the 1 a recommendation needs (the "
+        "exact context does get a tentative recommendation: test_two_recorded_decisions_give_a_tentative_"
+        "recommendation). Lowering the minimum to 0.5 was measured: on the simulated streams recommendations "
+        "made on 0.5-1 weighted outcomes are right 88.5% of the time (163 questions), under the 95% target"
     ),
 )
 def test_auth_scenario_recommends_the_fix(cli: Cli) -> None:

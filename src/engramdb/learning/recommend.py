@@ -42,6 +42,7 @@ import numpy as np
 
 from engramdb.learning.records import normalise_context
 from engramdb.learning.stats import (
+    ChangePoints,
     ChangeRule,
     Evidence,
     Posterior,
@@ -110,7 +111,9 @@ class RecommendConfig:
     #: Each later outcome in the neighbourhood discounts older ones by ``1 - 1/horizon`` (None: off).
     horizon: float | None = 25.0
     #: Change detection: an action whose recent outcomes contradict its record loses the older record (None: off).
-    change: ChangeRule | None = field(default_factory=ChangeRule)
+    #: :class:`~engramdb.learning.stats.ChangePoints` (Bayesian online change points) is the alternative; measured
+    #: on the same streams it was not better (bench/RESULTS.md), so the simpler rule stays the default.
+    change: ChangeRule | ChangePoints | None = field(default_factory=ChangeRule)
     prior: Prior = field(default_factory=Prior)
     #: Credible level of the intervals.
     level: float = 0.95

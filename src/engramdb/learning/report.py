@@ -17,11 +17,15 @@ from pathlib import Path
 
 from engramdb.errors import ValidationError
 from engramdb.learning.analytics import GENERAL, action_stats, category_trends, timeline
-from engramdb.learning.stats import credible_interval
+from engramdb.learning.stats import credible_interval, prob_greater
 from engramdb.models import DecisionRecord, FailurePattern, LearningReport, TimelinePoint
 from engramdb.models.learning import percent
 
-__all__ = ["build_report", "write_chart"]
+__all__ = ["BETTER_PROBABILITY", "build_report", "write_chart"]
+
+#: An insight names the most successful approach of a category when the posterior probability that it beats
+#: the runner-up reaches this.
+BETTER_PROBABILITY = 0.95
 
 
 def _insights(report: LearningReport) -> list[str]:
@@ -41,10 +45,19 @@ def _insights(report: LearningReport) -> list[str]:
             )
         if len(c.best_approaches) >= 2:
             best, second = c.best_approaches[0], c.best_approaches[1]
-            if best.low > second.high:
+            # The posterior probability that the best approach beats the runner-up (Beta(1, 1) priors): a test
+            # of the difference itself. Non-overlapping 95% intervals would demand far more (about p < 0.006).
+            p_better = prob_greater(
+                1.0 + best.successes,
+                1.0 + best.attempts - best.successes,
+                1.0 + second.successes,
+                1.0 + second.attempts - second.successes,
+            )
+            if p_better >= BETTER_PROBABILITY:
                 out.append(
-                    f"{c.category}: {best.action!r} works better than {second.action!r} "
-                    f"({percent(best.success_rate)} vs {percent(second.success_rate)}, intervals do not overlap)."
+                    f"{c.category}: most successful approach {best.action!r}, better than {second.action!r} "
+                    f"({percent(best.success_rate)} vs {percent(second.success_rate)}; probability it is better "
+                    f"{p_better:.1%})."
                 )
     for p in report.failure_patterns[:5]:
         fix = f"; best fix {p.solutions[0].solution!r}" if p.solutions else "; no fix recorded yet"

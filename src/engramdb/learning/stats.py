@@ -34,17 +34,20 @@ from engramdb.models import TrendTest
 
 __all__ = [
     "OUTCOME_WORDS",
+    "ChangePoints",
     "ChangeRule",
     "Evidence",
     "Posterior",
     "Prior",
     "change_discounts",
+    "changepoint_weights",
     "credible_interval",
     "credible_intervals",
     "discount_weights",
     "exact_intervals",
     "posteriors",
     "prob_best",
+    "prob_greater",
     "similarity_weight",
     "success_weight",
     "thompson_choice",
@@ -267,6 +270,99 @@ def change_discounts(
     return out
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangePoints:
+    """Bayesian online change-point detection (Adams and MacKay, 2007) over the neighbourhood's outcomes.
+
+    The outcomes, in time order, are taken to come in segments: within a segment every
+    action has a fixed success probability (Beta prior), and before each outcome the
+    world changes with probability ``hazard`` (for an outcome of relevance w:
+    ``1 - (1 - hazard) ** w``, so barely related outcomes hardly bring a change). A change
+    resets every action at once (``scope="all"``: the situation changed) or only the
+    action observed (``scope="action"``: one run per action). The exact posterior over
+    where the current segment starts gives each piece of evidence the probability that
+    it belongs to the current segment, and that probability multiplies its weight: a
+    stale favourite loses its record as soon as the outcomes since the change make a
+    change more likely than not, and evidence keeps its full weight while nothing
+    suggests a change. ``1 / hazard`` is the expected number of outcomes between changes.
+    """
+
+    hazard: float = 0.01
+    scope: str = "all"
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.hazard < 1.0 or self.scope not in ("action", "all"):
+            raise ValueError("change points: hazard must be within (0, 1), scope action or all")
+
+
+def _segment_start_posterior(
+    codes: npt.NDArray[np.int64],
+    successes: npt.NDArray[np.float64],
+    weights: npt.NDArray[np.float64],
+    *,
+    hazard: float,
+    prior: Prior,
+    n_actions: int,
+) -> npt.NDArray[np.float64]:
+    """P(the current segment starts at item s), for items in time order (exact recursion, O(n^2))."""
+    n = len(codes)
+    # Cumulative weighted successes and attempts per action: a segment's counts are differences of these.
+    succ_cum = np.zeros((n_actions, n + 1))
+    att_cum = np.zeros((n_actions, n + 1))
+    for a in range(n_actions):
+        mask = codes == a
+        succ_cum[a, 1:] = np.cumsum(np.where(mask, weights * successes, 0.0))
+        att_cum[a, 1:] = np.cumsum(np.where(mask, weights, 0.0))
+    # like[t, s]: the predictive probability of outcome t if the segment started at s <= t (the counts of
+    # t's action over items s..t-1), tempered by the outcome's relevance. All at once: n x n is small.
+    t_idx = np.arange(n)
+    rows = codes[:, None]
+    s_succ = succ_cum[rows, t_idx[:, None]] - succ_cum[rows, t_idx[None, :]]
+    s_att = att_cum[rows, t_idx[:, None]] - att_cum[rows, t_idx[None, :]]
+    p = (prior.alpha + np.maximum(s_succ, 0.0)) / (prior.alpha + prior.beta + np.maximum(s_att, 0.0))
+    x, w = successes[:, None], weights[:, None]
+    like = np.exp(w * (x * np.log(p) + (1.0 - x) * np.log1p(-p)))
+    hazards = -np.expm1(weights * math.log1p(-hazard))
+    probs = np.ones(1)
+    for t in range(1, n):
+        grown = np.empty(t + 1)
+        grown[:t] = probs * (1.0 - hazards[t])
+        grown[t] = hazards[t]
+        grown *= like[t, : t + 1]
+        total = grown.sum()
+        probs = grown / total if total > 0 else np.full(t + 1, 1.0 / (t + 1))
+    return probs
+
+
+def changepoint_weights(
+    actions: Sequence[str],
+    successes: Sequence[float],
+    weights: Sequence[float],
+    times: Sequence[float],
+    *,
+    rule: ChangePoints,
+    prior: Prior | None = None,
+) -> list[float]:
+    """For each piece of evidence, the posterior probability that it belongs to the current segment (see
+    :class:`ChangePoints`). ``weights`` are relevance times recency discount, ``times`` POSIX timestamps."""
+    n = len(actions)
+    if n == 0:
+        return []
+    prior = prior or Prior()
+    order = sorted(range(n), key=lambda i: times[i])
+    out = np.ones(n)
+    groups = [order] if rule.scope == "all" else [[i for i in order if actions[i] == a] for a in dict.fromkeys(actions)]
+    for group in groups:
+        names = {a: k for k, a in enumerate(dict.fromkeys(actions[i] for i in group))}
+        codes = np.array([names[actions[i]] for i in group], dtype=np.int64)
+        succ = np.array([successes[i] for i in group], dtype=np.float64)
+        wts = np.clip(np.array([weights[i] for i in group], dtype=np.float64), 0.0, 1.0)
+        start = _segment_start_posterior(codes, succ, wts, hazard=rule.hazard, prior=prior, n_actions=len(names))
+        # Item j is in the current segment iff the segment started at or before it.
+        out[group] = np.minimum(1.0, np.cumsum(start))
+    return [float(x) for x in out]
+
+
 def posteriors(
     evidence: Iterable[Evidence],
     *,
@@ -275,13 +371,14 @@ def posteriors(
     half_life_days: float | None = None,
     horizon: float | None = None,
     actions: Iterable[str] = (),
-    change: ChangeRule | None = None,
+    change: ChangeRule | ChangePoints | None = None,
 ) -> dict[str, Posterior]:
     """Beta posteriors per action from relevance-weighted, recency-discounted evidence.
 
     Each piece adds ``w * success`` to alpha and ``w * (1 - success)`` to beta, where
     ``w = relevance * discount`` (see :func:`discount_weights`), times the multiplier of
-    :func:`change_discounts` when a ``change`` rule is given. ``actions`` are included
+    :func:`change_discounts` (a :class:`ChangeRule`) or :func:`changepoint_weights` (:class:`ChangePoints`)
+    when a ``change`` rule is given. ``actions`` are included
     even without evidence (they get the prior). Keys keep first-seen order.
     """
     prior = prior or Prior()
@@ -298,12 +395,11 @@ def posteriors(
     )
     if change is not None and items:
         weights = [min(1.0, e.relevance) * d for e, d in zip(items, discounts, strict=True)]
-        factors = change_discounts(
-            [e.action for e in items],
-            [e.success for e in items],
-            weights,
-            [e.at.timestamp() for e in items],
-            rule=change,
+        args = ([e.action for e in items], [e.success for e in items], weights, [e.at.timestamp() for e in items])
+        factors = (
+            changepoint_weights(*args, rule=change, prior=prior)
+            if isinstance(change, ChangePoints)
+            else change_discounts(*args, rule=change)
         )
         discounts = [d * f for d, f in zip(discounts, factors, strict=True)]
     succ: dict[str, float] = {}
@@ -414,6 +510,28 @@ def prob_best(options: Sequence[Posterior], *, rng: np.random.Generator, draws: 
     samples = rng.beta(a, b, size=(draws, len(options)))
     wins = np.bincount(np.argmax(samples, axis=1), minlength=len(options))
     return np.asarray(wins / draws, dtype=np.float64)
+
+
+def prob_greater(alpha1: float, beta1: float, alpha2: float, beta2: float, *, grid: int = 4001) -> float:
+    """P(X > Y) for independent X ~ Beta(alpha1, beta1) and Y ~ Beta(alpha2, beta2), by quadrature.
+
+    ``integral of pdf_X(x) * cdf_Y(x) dx`` on an even grid (exact to about 1e-4 for the
+    parameters of outcome counts); deterministic, unlike :func:`prob_best`.
+    """
+    from scipy.special import betainc
+    from scipy.stats import beta as beta_dist
+
+    for v in (alpha1, beta1, alpha2, beta2):
+        if not v > 0 or not math.isfinite(v):
+            raise ValueError("Beta parameters must be positive and finite")
+    x = np.linspace(0.0, 1.0, grid)
+    pdf = np.asarray(beta_dist.pdf(x, alpha1, beta1), dtype=np.float64)
+    pdf[~np.isfinite(pdf)] = 0.0  # an infinite density at an end point carries no mass on the grid
+    cdf = np.asarray(betainc(alpha2, beta2, x), dtype=np.float64)
+    mass = pdf.sum()
+    if mass <= 0.0:
+        return 0.5
+    return float(min(1.0, max(0.0, float((pdf * cdf).sum()) / mass)))
 
 
 # -- trends --------------------------------------------------------------------------------------------------

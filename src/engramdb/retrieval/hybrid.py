@@ -10,7 +10,9 @@ from datetime import datetime
 import numpy as np
 
 from engramdb.embeddings.base import Embedder
+from engramdb.embeddings.query import QueryCache
 from engramdb.models import Hit
+from engramdb.retrieval.context import FOLLOWS_KEY, NEIGHBOUR_WEIGHT, follows_links, spread_to_neighbours
 from engramdb.retrieval.ranking import RankingWeights, fuse, rank
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Candidate, Filter, Store
@@ -22,15 +24,29 @@ __all__ = ["HybridSearcher"]
 _DEPTH = 50
 #: Fused candidates that get boosted and ranked: boosts are gentle, so only the head can reach the top.
 _HEAD = 30
+#: Fused candidates whose conversation neighbours are looked at: the head's memories are read anyway,
+#: the next ones let a turn just below the head rise with its neighbour. Twice the head: reading all
+#: ~100 fused candidates found +0.3 recall@10 on LoCoMo dev for ~2x the memory reads.
+_SPREAD = 2 * _HEAD
 
 
 class HybridSearcher:
     """Runs one search: candidates from both channels, fusion, boosts, access bookkeeping."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, weights: RankingWeights | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        *,
+        weights: RankingWeights | None = None,
+        neighbour_weight: float = NEIGHBOUR_WEIGHT,
+    ) -> None:
         self._store = store
-        self._embedder = embedder
+        # Agents ask the same question again and again (a planning loop, a retry): skip the model then.
+        self._queries = QueryCache(embedder)
         self.weights = weights if weights is not None else RankingWeights()
+        #: See :func:`engramdb.retrieval.context.spread_to_neighbours`; 0 turns spreading off.
+        self.neighbour_weight = neighbour_weight
         # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-keyword")
 
@@ -59,7 +75,7 @@ class HybridSearcher:
             self._pool.submit(self._store.search.keyword_candidates, terms, flt, limit=depth) if terms else None
         )
         try:
-            qvec = self._embedder.embed([query])[0] if vector is None else vector
+            qvec = self._queries.embed_query(query) if vector is None else vector
             vec = self._store.search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
         finally:
             keyword = pending.result() if pending is not None else []
@@ -67,6 +83,13 @@ class HybridSearcher:
         # Boosts can reorder only within reach of the top, so fetch a bounded slice.
         head = fused[: max(_HEAD, limit)]
         memories = self._store.memories.get_many([f.id for f in head], flt)
+        if self.neighbour_weight > 0 and any(FOLLOWS_KEY in m.metadata for m in memories.values()):
+            # Conversation turns: a turn below the head may rise with its neighbour, so read them all.
+            reach = fused[: max(_SPREAD, limit)]
+            memories.update(self._store.memories.get_many([f.id for f in reach[len(head) :]], flt))
+            links = follows_links((m.id, m.metadata) for m in memories.values())
+            lengths = {m.id: len(m.content) for m in memories.values()}
+            head = spread_to_neighbours(reach, links, lengths, weight=self.neighbour_weight)[: max(_HEAD, limit)]
         ranked = rank(head, memories, now=now, weights=self.weights)[:limit]
         if touch and ranked:
             self._store.memories.touch([m.id for _, m, _ in ranked], at=now)

@@ -72,8 +72,8 @@ def write_vectors(
     ids = [m.id for m in memories]
     not_these, ids_param = d.one_of("memory_id", ids)
     other = conn.execute(
-        f"SELECT dim FROM vectors WHERE model_id = ? AND dim <> ? AND NOT {not_these} LIMIT 1",
-        (model_id, dim, ids_param),
+        f"SELECT dim FROM vectors WHERE model_id = ? AND (dim < ? OR dim > ?) AND NOT {not_these} LIMIT 1",
+        (model_id, dim, dim, ids_param),
     ).fetchone()
     if other is not None:
         raise ValidationError(f"model {model_id!r} vectors have dimension {other[0]} in this store, not {dim}")

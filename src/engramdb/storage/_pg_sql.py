@@ -5,13 +5,20 @@ arrays, and the ``tsquery`` keyword query. The visibility rule is written once i
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._filters import FilterSQL, filter_clauses
 from engramdb.storage.base import Filter
 
-__all__ = ["TS_CONFIG", "filter_sql", "one_of", "pg_statement", "tsquery_sql"]
+if TYPE_CHECKING:
+    import psycopg
+
+    Raw = psycopg.Connection[tuple[Any, ...]]
+
+__all__ = ["TS_CONFIG", "TermStats", "filter_sql", "one_of", "pg_statement", "tsquery_sql"]
 
 #: The text-search configuration of the keyword index (stemming like FTS5's porter tokenizer).
 TS_CONFIG: Final = "english"
@@ -49,3 +56,91 @@ def tsquery_sql(terms: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
         return None
     expr = " || ".join(f"plainto_tsquery('{TS_CONFIG}', ?)" for _ in unique)
     return f"({expr})", unique
+
+
+#: How long the keyword column's statistics are reused (autovacuum refreshes them far less often).
+_STATS_TTL_S: Final = 60.0
+_LEXEME_CACHE: Final = 4096
+# The planner's most common lexemes of memories.tsv with their row fractions (ANALYZE keeps them),
+# and the table's row estimate. The frequency array ends with three extra numbers (min, max, nulls).
+_STATS_SQL: Final = (
+    "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples FROM pg_class c "
+    "LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text "
+    "AND s.tablename = 'memories' AND s.attname = 'tsv' WHERE c.oid = to_regclass('memories')"
+)
+
+
+class TermStats:
+    """Which keyword terms should select the rows a search ranks, so that ranking stays bounded.
+
+    From the planner's statistics of the ``tsv`` column (cached for a minute): a term's rows are
+    estimated by its rarest lexeme's frequency among the most common elements; a lexeme not
+    listed there is at most as frequent as the least frequent listed one. Without statistics
+    (a small or never analysed table) every term selects. Thread-safe.
+    """
+
+    def __init__(self, *, budget_rows: float) -> None:
+        self._budget = budget_rows
+        self._lock = threading.Lock()
+        self._expires = 0.0
+        self._rows: dict[str, float] = {}
+        self._unlisted = 0.0
+        self._lexemes: dict[str, tuple[str, ...]] = {}
+
+    def selecting(self, conn: Raw, terms: Sequence[str]) -> tuple[tuple[str, ...], bool]:
+        """The terms whose matches are ranked, rarest first, and whether even the rarest alone is over budget.
+
+        Terms are taken rarest first while their estimated matches together stay within
+        ``budget_rows`` (the rarest always); the others only add to the rank of what these select.
+        """
+        rows = self._estimates(conn)
+        if not rows:
+            return tuple(terms), False
+        lexemes = self._lexemes_of(conn, terms)
+        unlisted = self._unlisted
+        estimates = {t: min(rows.get(x, unlisted) for x in lexemes[t]) for t in terms if lexemes.get(t)}
+        if not estimates:
+            return tuple(terms), False
+        chosen: list[str] = []
+        total = 0.0
+        for term in sorted(estimates, key=lambda t: estimates[t]):
+            if chosen and total + estimates[term] > self._budget:
+                break
+            chosen.append(term)
+            total += estimates[term]
+        return tuple(chosen), total > self._budget
+
+    def _estimates(self, conn: Raw) -> dict[str, float]:
+        now = time.monotonic()
+        with self._lock:
+            if now < self._expires:
+                return self._rows
+        row = conn.execute(_STATS_SQL).fetchone()
+        estimates: dict[str, float] = {}
+        unlisted = 0.0
+        if row is not None and row[0] is not None and row[1] is not None and row[2] is not None:
+            total = max(0.0, float(row[2]))
+            elems, freqs = list(row[0]), [float(f) for f in row[1]]
+            estimates = {lexeme: freq * total for lexeme, freq in zip(elems, freqs, strict=False)}
+            # After the per-lexeme frequencies come the minimum, the maximum and the null fraction.
+            unlisted = freqs[len(elems)] * total if len(freqs) > len(elems) else 0.0
+        with self._lock:
+            self._rows, self._unlisted, self._expires = estimates, unlisted, now + _STATS_TTL_S
+        return estimates
+
+    def _lexemes_of(self, conn: Raw, terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        with self._lock:
+            known = {t: self._lexemes[t] for t in terms if t in self._lexemes}
+        missing = [t for t in terms if t not in known]
+        if missing:
+            found = conn.execute(
+                "SELECT t, tsvector_to_array(to_tsvector(%s::regconfig, t)) FROM unnest(%s::text[]) AS t",
+                (TS_CONFIG, missing),
+            ).fetchall()
+            fetched = {str(t): tuple(str(x) for x in lexemes) for t, lexemes in found}
+            with self._lock:
+                if len(self._lexemes) + len(fetched) > _LEXEME_CACHE:
+                    self._lexemes.clear()
+                self._lexemes.update(fetched)
+            known.update(fetched)
+        return known

@@ -17,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.storage._checks import as_unit_rows
-from engramdb.storage._sqlite_sql import filter_sql, fts_query
+from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
+from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._vector_index import SyncState, VectorIndex
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
@@ -50,16 +51,20 @@ class SQLiteSearch:
         # Keys of memories shared with each agent (for the vector filter), valid for one share epoch.
         self._shared: dict[str, npt.NDArray[np.int64]] = {}
         self._share_epoch = -1
+        self._frequencies = DocFrequencies()
+        #: Documents one keyword query may rank (see engramdb.storage._keyword_budget); None: no bound.
+        self.postings_budget: int | None = KEYWORD_POSTINGS_BUDGET
 
     def clear(self) -> None:
-        """Drop the cached share keys (the store closed)."""
+        """Drop the cached share keys and term counts (the store closed)."""
         self._shared.clear()
         self._share_epoch = -1
+        self._frequencies.clear()
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """FTS5 candidates matching any of ``terms``, best BM25 first (score = -bm25, higher is better)."""
-        query = fts_query(terms)
-        if query is None or limit <= 0:
+        terms = [t for t in dict.fromkeys(terms) if t and t.strip()]
+        if not terms or limit <= 0:
             return []
         f = filter_sql(flt)
         # Two phases. Ranking every match is inherent to BM25, but joining every match with the
@@ -69,6 +74,14 @@ class SQLiteSearch:
         # the query run again with the filter applied to every match.
         head = limit * _KEYWORD_HEAD_FACTOR
         with self._reading() as conn:
+            budget = self.postings_budget
+            if budget is not None and len(terms) > 1:
+                terms = bounded_terms(
+                    terms, self._frequencies.of(conn, terms, [fts_phrase(t) for t in terms]), budget=budget
+                )
+            query = fts_query(terms)
+            if query is None:
+                return []
             rows = conn.execute(
                 "WITH top AS (SELECT rowid AS rid, bm25(memories_fts) AS rank FROM memories_fts "
                 "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?) "

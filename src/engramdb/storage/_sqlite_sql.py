@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from engramdb.storage._filters import FilterSQL, filter_clauses
 from engramdb.storage.base import Filter
 
-__all__ = ["filter_sql", "fts_query", "ids_json", "one_of"]
+__all__ = ["filter_sql", "fts_phrase", "fts_query", "ids_json", "one_of"]
 
 
 def fts_query(terms: Sequence[str]) -> str | None:
@@ -19,8 +19,13 @@ def fts_query(terms: Sequence[str]) -> str | None:
     Quoting (with ``"`` doubled) makes every term a literal: operators such as
     ``NOT``/``NEAR``, column filters and stray quotes in user text cannot change the query.
     """
-    quoted = ['"' + t.replace('"', '""') + '"' for t in dict.fromkeys(terms) if t and t.strip()]
+    quoted = [fts_phrase(t) for t in dict.fromkeys(terms) if t and t.strip()]
     return " OR ".join(quoted) if quoted else None
+
+
+def fts_phrase(term: str) -> str:
+    """One term as an FTS5 string (a literal, ``"`` doubled; see :func:`fts_query`)."""
+    return '"' + term.replace('"', '""') + '"'
 
 
 # Visible to the reader, the same rule as _filters' row-by-row test, as a set built from three

@@ -1,0 +1,708 @@
+"""PostgreSQL + pgvector at scale: the store's search over 10k / 100k / 1M memories, with concurrent writers.
+
+Starts a private PostgreSQL server (initdb + pg_ctl in a temp dir, like the tests; as root it runs
+as the ``postgres`` user), then grows ONE store through the sizes (``--sizes``), loading each
+increment through the store's own write path (batched ``store.memories.add``: rows, tags,
+history, vectors, generated ``tsvector``). At each size it measures:
+
+* load rate of the increment, with the model's HNSW index dropped during the load and rebuilt
+  after (``CREATE INDEX``, timed: the "HNSW build"); table, keyword (GIN) and HNSW sizes;
+* search latency p50/p95 of the vector channel (``store.search.vector_candidates``, depth 50),
+  the keyword channel (``keyword_candidates``, depth 50) and the full ``Engram.search``
+  (the query vector is precomputed, so query embedding is excluded);
+* ANN recall@10 and @50 of the vector channel against the exact scan under the same filter
+  (an agent filter: each of ``--agents`` agents owns an equal share; and agent + kind);
+* the same searches while ``--writers`` processes insert memories one per transaction
+  (as ``remember`` does), with their insert rate; the index is maintained online meanwhile.
+
+Data: the texts are real LoCoMo and LongMemEval turns (bench/_data.py), repeated with a
+variation marker to reach the size. Vectors are *real-derived synthetic*: the turn's cached
+all-MiniLM-L6-v2 embedding (~/.cache/engramdb-bench/embeddings.sqlite) blended with another
+real turn embedding (weight ``--blend``) plus Gaussian noise (norm ``--noise``), renormalised;
+the first copy of each turn keeps its real embedding. So the index sees the clustered
+structure of real text embeddings, not uniform random vectors (a worst case for HNSW).
+Queries: LoCoMo and LongMemEval question texts, embedded by the real model.
+
+Every timing has the 1-minute load average beside it (the machine is shared).
+
+    nice -n 10 python bench/scale_pg.py --sizes 10000,100000,1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import platform
+import pwd
+import re
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from _data import iter_longmemeval, load_locomo
+from engramdb import Engram
+from engramdb.config import load_settings
+from engramdb.embeddings import make_embedder
+from engramdb.models import Memory
+from engramdb.retrieval.text import query_terms
+from engramdb.storage._codecs import created_history, memory_row, tag_rows
+from engramdb.storage._engine import sql_store
+from engramdb.storage.base import Candidate, Filter, Store
+from engramdb.storage.postgres import PgSearch, PostgresBackend, open_postgres
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+DEPTH = 50  # the candidate depth Engram.search asks each channel for
+KINDS = ("conversation", "knowledge")
+#: LoCoMo question text -> its evidence turns' texts (any copy of one counts as found).
+GOLD: dict[str, frozenset[str]] = {}
+_COPY_MARK = re.compile(r" \(note \d+\)$")
+Vec = npt.NDArray[np.float32]
+
+
+# -- the server ------------------------------------------------------------------------------------
+def _bin_dir() -> Path:
+    root = Path("/usr/lib/postgresql")
+    if root.is_dir():
+        versions = sorted(p for p in root.iterdir() if (p / "bin" / "initdb").exists())
+        if versions:
+            return versions[-1] / "bin"
+    found = shutil.which("initdb")
+    if found is None:
+        raise SystemExit("PostgreSQL binaries not found: run .ci/install-postgres.sh")
+    return Path(found).parent
+
+
+@dataclass
+class Server:
+    root: Path
+    port: int
+    user: str | None
+    bin_dir: Path
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.bin_dir / args[0]), *args[1:]]
+        if self.user is not None:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+
+    def url(self, db: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{db}"
+
+    def stop(self) -> None:
+        self.run("pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+SERVER_SETTINGS = {
+    # Durable defaults (fsync, synchronous_commit on): writers pay a real commit.
+    "shared_buffers": "2GB",
+    "maintenance_work_mem": "4GB",  # the 1M HNSW graph (~2 GB) must fit, else the build crawls
+    "max_parallel_maintenance_workers": "1",  # 2 cores: leader + 1 worker
+    "max_parallel_workers_per_gather": "1",
+    "max_wal_size": "16GB",
+    "checkpoint_timeout": "30min",
+    "max_connections": "50",
+}
+
+
+def start_server(tmp_root: Path | None) -> Server:
+    root = Path(tempfile.mkdtemp(prefix="engram-pgscale-", dir=tmp_root))
+    user = "postgres" if os.geteuid() == 0 else None
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = Server(root=root, port=port, user=user, bin_dir=_bin_dir())
+    init = server.run("initdb", "-D", str(root / "data"), "-A", "trust", "-U", "postgres", "-E", "UTF8")
+    if init.returncode != 0:
+        raise SystemExit(f"initdb failed: {init.stderr}")
+    opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 " + " ".join(
+        f"-c {k}={v}" for k, v in SERVER_SETTINGS.items()
+    )
+    started = server.run("pg_ctl", "-D", str(root / "data"), "-l", str(root / "log"), "-o", opts, "-w", "start")
+    if started.returncode != 0:
+        raise SystemExit(f"pg_ctl start failed: {started.stderr} {(root / 'log').read_text()[-2000:]}")
+    return server
+
+
+# -- data ------------------------------------------------------------------------------------------
+def load_turns(lme_questions: int) -> tuple[list[str], Vec, list[str]]:
+    """Distinct real turn texts that have a cached vector, their vectors, and the question texts."""
+    texts: dict[str, None] = {}
+    questions: list[str] = []
+    for conv in load_locomo():
+        texts.update(dict.fromkeys(d.content for d in conv.docs))
+        by_id = {d.id: d.content for d in conv.docs}
+        for q in conv.questions[:15]:
+            questions.append(q.text)
+            GOLD[q.text] = frozenset(by_id[e] for e in q.evidence if e in by_id)
+    for i, q in enumerate(iter_longmemeval()):
+        if i >= lme_questions:
+            break
+        texts.update(dict.fromkeys(d.content for d in q.docs))
+        questions.append(q.text)
+    cache = Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
+    db = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
+    found: dict[bytes, bytes] = dict(
+        db.execute("SELECT text_sha256, vector FROM embedding_cache WHERE model_id = ?", (MODEL_ID,)).fetchall()
+    )
+    db.close()
+    kept: list[str] = []
+    rows: list[Vec] = []
+    for text in texts:
+        blob = found.get(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+        if blob is not None:
+            kept.append(text)
+            rows.append(np.frombuffer(blob, dtype="<f4"))
+    if not kept:
+        raise SystemExit(f"no cached turn vectors in {cache}: run bench/retrieval.py once first")
+    return kept, np.vstack(rows).astype(np.float32), questions
+
+
+def synth(base: Vec, index: int, rng: np.random.Generator, *, blend: float, noise: float) -> Vec:
+    """Copy ``index`` of turn ``index % n``: copy 0 is the real vector, later copies a blend + noise."""
+    n, dim = base.shape
+    v = base[index % n].copy()
+    if index >= n:
+        v = v + blend * base[int(rng.integers(n))] + rng.normal(0.0, noise / np.sqrt(dim), dim).astype(np.float32)
+        v /= np.linalg.norm(v)
+    return v
+
+
+def make_batch(
+    texts: Sequence[str], base: Vec, start: int, count: int, agents: int, rng: np.random.Generator, args: Any
+) -> tuple[list[Memory], Vec]:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    memories: list[Memory] = []
+    vecs = np.empty((count, base.shape[1]), dtype=np.float32)
+    n = len(texts)
+    for j in range(count):
+        i = start + j
+        copy = i // n
+        content = texts[i % n] if copy == 0 else f"{texts[i % n]} (note {copy})"
+        at = now + timedelta(seconds=i)
+        memories.append(
+            Memory(
+                id=uuid.uuid4().hex,
+                agent=f"agent-{i % agents}",
+                kind=KINDS[(i // agents) % 2],  # type: ignore[arg-type]
+                content=content,
+                tags=("bench",),
+                created_at=at,
+                updated_at=at,
+            )
+        )
+        vecs[j] = synth(base, i, rng, blend=args.blend, noise=args.noise)
+    return memories, vecs
+
+
+def copy_batch(url: str, memories: Sequence[Memory], vecs: Vec) -> None:
+    """Bulk path for the rows past ``--store-path-max``: the store's own row encoders, written with COPY.
+
+    Same rows as ``store.memories.add`` (memory, tag, ``create`` history, vector; the ``tsvector`` is
+    generated by the server), without the per-batch id clash check: COPY is ~10x the INSERT rate,
+    which is what makes 1M reachable on a shared 2-core machine.
+    """
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(url) as conn:
+        register_vector(conn)
+        with conn.cursor() as cur:
+            with cur.copy(
+                "COPY memories (id, agent, kind, content, tags, metadata, created_at, updated_at, last_accessed, "
+                "access_count, confidence, successes, attempts, visibility, redacted) FROM STDIN"
+            ) as cp:
+                for m in memories:
+                    cp.write_row(memory_row(m))
+            with cur.copy("COPY memory_tags (memory_id, tag) FROM STDIN") as cp:
+                for m in memories:
+                    for row in tag_rows(m.id, m.tags):
+                        cp.write_row(row)
+            with cur.copy("COPY history (memory_id, action, at, actor, before, after) FROM STDIN") as cp:
+                for m in memories:
+                    cp.write_row(created_history(m, actor="bench"))
+            with cur.copy("COPY vectors (memory_id, model_id, dim, embedding) FROM STDIN WITH (FORMAT BINARY)") as cp:
+                cp.set_types(["text", "text", "int4", "vector"])
+                for m, v in zip(memories, vecs, strict=True):
+                    cp.write_row((m.id, MODEL_ID, int(v.shape[0]), v))
+        conn.commit()
+
+
+# -- measurement helpers ----------------------------------------------------------------------------
+def load1() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def latency(calls: Sequence[Callable[[], Any]]) -> dict[str, float]:
+    """p50/p95/mean in ms over ``calls`` (one warm-up call first), with the load average before and after."""
+    calls[0]()
+    before = load1()
+    ms: list[float] = []
+    for call in calls:
+        t = time.perf_counter()
+        call()
+        ms.append((time.perf_counter() - t) * 1000)
+    return {
+        "p50_ms": round(statistics.median(ms), 2),
+        "p95_ms": round(pct(ms, 0.95), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+        "n": len(ms),
+        "load1_before": before,
+        "load1_after": load1(),
+    }
+
+
+def _scalar(conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
+    row = conn.execute(statement, params).fetchone()
+    return row[0] if row is not None else None
+
+
+def sizes(conn_url: str, index_name: str | None) -> dict[str, float]:
+    import psycopg
+
+    mb = 1024 * 1024
+    with psycopg.connect(conn_url, autocommit=True) as conn:
+        out = {
+            name: round(int(_scalar(conn, "SELECT pg_total_relation_size(to_regclass(%s))", (name,)) or 0) / mb, 1)
+            for name in ("memories", "vectors", "history", "memory_tags")
+        }
+        out["memories_tsv_gin"] = round(int(_scalar(conn, "SELECT pg_relation_size('memories_tsv')")) / mb, 1)
+        if index_name:
+            size = _scalar(conn, "SELECT pg_relation_size(%s::regclass)", (index_name,))
+            out["vectors_hnsw"] = round(int(size) / mb, 1)
+        out["database"] = round(int(_scalar(conn, "SELECT pg_database_size(current_database())")) / mb, 1)
+    return out
+
+
+def hnsw_index(conn_url: str) -> tuple[str, str] | None:
+    """The name and definition of the model's HNSW index (the store created it on first write)."""
+    import psycopg
+
+    with psycopg.connect(conn_url, autocommit=True) as conn:
+        row = conn.execute("SELECT index_name FROM vector_indexes LIMIT 1").fetchone()
+        if row is None:
+            return None
+        d = conn.execute("SELECT pg_get_indexdef(%s::regclass)", (row[0],)).fetchone()
+        return (str(row[0]), str(d[0])) if d is not None else None
+
+
+# -- concurrent writers -------------------------------------------------------------------------------
+def writer(url: str, wid: int, texts: list[str], base: Vec, agents: int, stop: Any, counter: Any, args: Any) -> None:
+    """Insert memories one per transaction (as ``remember`` does) until ``stop`` is set."""
+    store = open_postgres(url, pool_size=1)
+    rng = np.random.default_rng(1000 + wid)
+    done = 0
+    i = 10_000_000 * (wid + 1)
+    try:
+        while not stop.is_set():
+            memories, vecs = make_batch(texts, base, i, 1, agents, rng, args)
+            store.memories.add(memories, vecs, model_id=MODEL_ID, actor=f"writer-{wid}")
+            i += 1
+            done += 1
+            with counter.get_lock():
+                counter.value += 1
+    finally:
+        store.close()
+
+
+# -- one size ------------------------------------------------------------------------------------------
+class QueryEmbedder:
+    """The real model's query vectors, precomputed: ``Engram.search`` timings exclude query embedding."""
+
+    model_id = MODEL_ID
+    dim = 384
+
+    def __init__(self, vectors: dict[str, Vec]) -> None:
+        self._vectors = vectors
+
+    def embed(self, texts: Sequence[str]) -> Vec:
+        return np.vstack([self._vectors[t] for t in texts]).astype(np.float32)
+
+
+def recall(ann: list[Candidate], exact: list[Candidate], k: int) -> float:
+    truth = {c.id for c in exact[:k]}
+    return len(truth & {c.id for c in ann[:k]}) / max(1, len(truth))
+
+
+def keyword_gold(store: Store, search: Any, queries: list[str], args: Any) -> dict[str, float]:
+    """Of LoCoMo questions, the share whose keyword candidates (depth 50) include a gold turn.
+
+    Over every agent's memories (``Filter(agent=None)``): with an agent filter most gold turns
+    belong to another agent. A copy of a gold turn (same text plus a copy mark) counts: copies
+    are equally relevant.
+    """
+    found10: list[float] = []
+    found50: list[float] = []
+    for q in queries:
+        gold = GOLD.get(q)
+        if not gold:
+            continue
+        flt = Filter(agent=None)
+        cands = search.keyword_candidates(query_terms(q), flt, limit=DEPTH)
+        mems = store.memories.get_many([c.id for c in cands], flt)
+        texts = [_COPY_MARK.sub("", mems[c.id].content) for c in cands if c.id in mems]
+        found10.append(float(any(t in gold for t in texts[:10])))
+        found50.append(float(any(t in gold for t in texts)))
+    if not found10:
+        return {}
+    return {
+        "hit@10": round(statistics.fmean(found10), 4),
+        "hit@50": round(statistics.fmean(found50), 4),
+        "questions": len(found10),
+    }
+
+
+def measure(
+    url: str,
+    store: Store,
+    backend: PostgresBackend,
+    queries: list[str],
+    qvecs: dict[str, Vec],
+    args: Any,
+    *,
+    recall_queries: int,
+) -> dict[str, Any]:
+    search = store.search
+    exact = PgSearch(backend, exact_search_below=10**15)
+    filters = {
+        "agent": lambda i: Filter(agent=f"agent-{i % args.agents}"),
+        "agent+kind": lambda i: Filter(agent=f"agent-{i % args.agents}", kinds=("knowledge",)),
+    }
+    out: dict[str, Any] = {}
+    truth: dict[tuple[str, int], list[Candidate]] = {}
+    # Recall of the ANN path against the exact scan, same filter.
+    for fname, make in filters.items():
+        r10: list[float] = []
+        r50: list[float] = []
+        t0 = time.perf_counter()
+        exact_ms: list[float] = []
+        for i, q in enumerate(queries[:recall_queries]):
+            flt = make(i)
+            ann = search.vector_candidates(qvecs[q], flt, limit=DEPTH)
+            t = time.perf_counter()
+            ex = exact.vector_candidates(qvecs[q], flt, limit=DEPTH)
+            exact_ms.append((time.perf_counter() - t) * 1000)
+            truth[fname, i] = ex
+            r10.append(recall(ann, ex, 10))
+            r50.append(recall(ann, ex, 50))
+        out[f"recall_{fname}"] = {
+            "recall@10": round(statistics.fmean(r10), 4),
+            "recall@50": round(statistics.fmean(r50), 4),
+            "queries": len(r10),
+            "exact_scan_p50_ms": round(statistics.median(exact_ms), 1),
+            "seconds": round(time.perf_counter() - t0, 1),
+            "load1": load1(),
+        }
+        print(f"    recall {fname}: {out[f'recall_{fname}']}", flush=True)
+    agent_filter = filters["agent"]
+    # hnsw.ef_search: the HNSW path forced (exact_search_below=0), recall and latency per setting.
+    sweep: dict[str, Any] = {}
+    for ef in args.ef_sweep:
+        probe = PgSearch(backend, exact_search_below=0, ef_search=ef)
+        rq = list(enumerate(queries[:recall_queries]))
+        hits = {i: probe.vector_candidates(qvecs[q], agent_filter(i), limit=DEPTH) for i, q in rq}
+        sweep[str(ef)] = {
+            "recall@10": round(statistics.fmean(recall(hits[i], truth["agent", i], 10) for i, _ in rq), 4),
+            "recall@50": round(statistics.fmean(recall(hits[i], truth["agent", i], 50) for i, _ in rq), 4),
+            **latency(
+                [
+                    (lambda q=q, i=i, p=probe: p.vector_candidates(qvecs[q], agent_filter(i), limit=DEPTH))
+                    for i, q in enumerate(queries)
+                ]
+            ),
+        }
+        print(f"    ef_search {ef}: {sweep[str(ef)]}", flush=True)
+    out["ef_search_sweep_agent_filter"] = sweep
+    out["vector_ms"] = latency(
+        [
+            (lambda q=q, i=i: search.vector_candidates(qvecs[q], agent_filter(i), limit=DEPTH))
+            for i, q in enumerate(queries)
+        ]
+    )
+    out["vector_agent_kind_ms"] = latency(
+        [
+            (lambda q=q, i=i: search.vector_candidates(qvecs[q], filters["agent+kind"](i), limit=DEPTH))
+            for i, q in enumerate(queries)
+        ]
+    )
+    out["keyword_ms"] = latency(
+        [
+            (lambda q=q, i=i: search.keyword_candidates(query_terms(q), agent_filter(i), limit=DEPTH))
+            for i, q in enumerate(queries)
+        ]
+    )
+    # The keyword channel ranking every match (the code before the bounded selection), same run.
+    unbounded = PgSearch(backend, exact_search_below=args.exact_below, keyword_rank_rows=10**15)
+    out["keyword_rank_all_ms"] = latency(
+        [
+            (lambda q=q, i=i: unbounded.keyword_candidates(query_terms(q), agent_filter(i), limit=DEPTH))
+            for i, q in enumerate(queries)
+        ]
+    )
+    out["keyword_gold"] = {
+        "bounded": keyword_gold(store, search, queries, args),
+        "rank_all": keyword_gold(store, unbounded, queries, args),
+    }
+    print(f"    keyword gold: {out['keyword_gold']}", flush=True)
+    mem = Engram(url, embedder=QueryEmbedder(qvecs))  # type: ignore[arg-type]
+    try:
+        out["engram_search_ms"] = latency(
+            [
+                (lambda q=q, i=i: mem.search(q, agent=f"agent-{i % args.agents}", limit=10))
+                for i, q in enumerate(queries)
+            ]
+        )
+    finally:
+        mem.close()
+    for key in ("vector_ms", "vector_agent_kind_ms", "keyword_ms", "engram_search_ms"):
+        print(f"    {key}: {out[key]}", flush=True)
+    return out
+
+
+def with_writers(
+    url: str, store: Store, texts: list[str], base: Vec, queries: list[str], qvecs: dict[str, Vec], args: Any
+) -> dict[str, Any]:
+    """Search latency while ``args.writers`` processes insert continuously, and their insert rate."""
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    counter = ctx.Value("l", 0)
+    sub_texts, sub_base = texts[:3000], base[:3000]
+    procs = [
+        ctx.Process(target=writer, args=(url, w, sub_texts, sub_base, args.agents, stop, counter, args))
+        for w in range(args.writers)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(5.0)  # let them connect and reach a steady rate
+    start_count, t0 = counter.value, time.perf_counter()
+    search = store.search
+    out: dict[str, Any] = {}
+    out["vector_ms"] = latency(
+        [
+            (lambda q=q, i=i: search.vector_candidates(qvecs[q], Filter(agent=f"agent-{i % args.agents}"), limit=DEPTH))
+            for i, q in enumerate(queries)
+        ]
+    )
+    out["keyword_ms"] = latency(
+        [
+            (
+                lambda q=q, i=i: search.keyword_candidates(
+                    query_terms(q), Filter(agent=f"agent-{i % args.agents}"), limit=DEPTH
+                )
+            )
+            for i, q in enumerate(queries)
+        ]
+    )
+    mem = Engram(url, embedder=QueryEmbedder(qvecs))  # type: ignore[arg-type]
+    try:
+        out["engram_search_ms"] = latency(
+            [
+                (lambda q=q, i=i: mem.search(q, agent=f"agent-{i % args.agents}", limit=10))
+                for i, q in enumerate(queries)
+            ]
+        )
+    finally:
+        mem.close()
+    elapsed = time.perf_counter() - t0
+    inserted = counter.value - start_count
+    stop.set()
+    for p in procs:
+        p.join(timeout=60)
+    out["writers"] = args.writers
+    out["writer_inserts_per_s"] = round(inserted / elapsed, 1)
+    out["window_s"] = round(elapsed, 1)
+    out["load1"] = load1()
+    print(f"    with {args.writers} writers: {out}", flush=True)
+    return out
+
+
+def run(args: Any) -> dict[str, Any]:
+    t = time.perf_counter()
+    texts, base, questions = load_turns(args.lme_questions)
+    print(
+        f"{len(texts)} distinct turns with cached vectors, {len(questions)} questions ({time.perf_counter() - t:.0f}s)",
+        flush=True,
+    )
+    qrng = np.random.default_rng(7)
+    queries = [
+        questions[int(i)] for i in qrng.choice(len(questions), size=min(args.queries, len(questions)), replace=False)
+    ]
+    embedder = make_embedder(load_settings())
+    if embedder.model_id != MODEL_ID:
+        raise SystemExit(f"the default embedder is {embedder.model_id}, the cached turn vectors are {MODEL_ID}")
+    qvecs = dict(zip(queries, embedder.embed(queries), strict=True))
+    server = start_server(Path(args.tmp) if args.tmp else None)
+    import psycopg
+
+    results: dict[str, Any] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpu_count": os.cpu_count(), "python": sys.version.split()[0], "platform": platform.platform()},
+        "args": vars(args),
+        "server_settings": SERVER_SETTINGS,
+        "data": {
+            "distinct_turns": len(texts),
+            "queries": len(queries),
+            "vectors": (
+                "real-derived synthetic: cached all-MiniLM-L6-v2 turn embeddings; copy 0 of a turn is its real "
+                f"vector, later copies real + {args.blend} x another real turn vector + Gaussian noise of norm "
+                f"{args.noise}, renormalised"
+            ),
+        },
+        "sizes": [],
+    }
+    try:
+        url = server.url()
+        with psycopg.connect(url, autocommit=True) as conn:
+            version = conn.execute("SELECT version()").fetchone()
+            results["server"] = str(version[0]) if version else "?"
+            results["pgvector"] = str(
+                _scalar(conn, "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+            )
+            conn.execute("CREATE DATABASE scale")
+        url = server.url("scale")
+        backend = PostgresBackend(url, pool_size=4, exact_search_below=args.exact_below)
+        store = sql_store(backend)
+        rng = np.random.default_rng(1)
+        loaded = 0
+        for size in args.sizes:
+            print(f"== {size:,} memories", flush=True)
+            entry: dict[str, Any] = {"size": size}
+            index = hnsw_index(url)
+            # Load the increment with the HNSW index dropped: one build after the load beats
+            # ~size graph insertions (the store keeps its vector_indexes row; the index is recreated by name).
+            if index is not None:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(f'DROP INDEX "{index[0]}"')
+            t0, load_before = time.perf_counter(), load1()
+            while loaded < size:
+                n = min(args.batch, size - loaded)
+                memories, vecs = make_batch(texts, base, loaded, n, args.agents, rng, args)
+                if loaded + n <= args.store_path_max:
+                    store.memories.add(memories, vecs, model_id=MODEL_ID, actor="bench")
+                else:
+                    copy_batch(url, memories, vecs)
+                loaded += n
+                if index is None:
+                    # The store created the model's index on its first vector write: drop it for the rest.
+                    index = hnsw_index(url)
+                    assert index is not None
+                    with psycopg.connect(url, autocommit=True) as conn:
+                        conn.execute(f'DROP INDEX "{index[0]}"')
+                if loaded % 50_000 == 0:
+                    el = time.perf_counter() - t0
+                    print(f"   {loaded:,} loaded, {el:.0f}s, load1 {load1()}", flush=True)
+                    # Kept in the JSON as it goes: a run stopped at a deadline still leaves its measured rate.
+                    results["in_progress"] = {
+                        "size": size,
+                        "loaded": loaded,
+                        "seconds": round(el, 1),
+                        "per_s": round((loaded - (results["sizes"][-1]["size"] if results["sizes"] else 0)) / el, 1),
+                        "load1": load1(),
+                    }
+                    write(args.out, results)
+            load_s = time.perf_counter() - t0
+            increment = size - (entry_prev := (results["sizes"][-1]["size"] if results["sizes"] else 0))
+            entry["load"] = {
+                "memories": increment,
+                "seconds": round(load_s, 1),
+                "per_s": round(increment / load_s, 1),
+                "batch": args.batch,
+                "from": entry_prev,
+                "load1_before": load_before,
+                "load1_after": load1(),
+                "path": "store.memories.add"
+                if size <= args.store_path_max
+                else f"store.memories.add up to {args.store_path_max:,}, COPY of the same rows beyond",
+                "note": "HNSW index dropped during the load (after the first batch), rebuilt after (hnsw_build)",
+            }
+            print(f"   load: {entry['load']}", flush=True)
+            assert index is not None
+            t0, build_before = time.perf_counter(), load1()
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(index[1])
+                conn.execute("ANALYZE")
+            entry["hnsw_build"] = {
+                "seconds": round(time.perf_counter() - t0, 1),
+                "vectors": size,
+                "maintenance_work_mem": SERVER_SETTINGS["maintenance_work_mem"],
+                "parallel_workers": SERVER_SETTINGS["max_parallel_maintenance_workers"],
+                "load1_before": build_before,
+                "load1_after": load1(),
+            }
+            print(f"   build: {entry['hnsw_build']}", flush=True)
+            entry["sizes_mb"] = sizes(url, index[0])
+            print(f"   sizes: {entry['sizes_mb']}", flush=True)
+            entry["quiet"] = measure(url, store, backend, queries, qvecs, args, recall_queries=args.recall_queries)
+            if args.writers > 0:
+                entry["with_writers"] = with_writers(url, store, texts, base, queries, qvecs, args)
+                with psycopg.connect(url, autocommit=True) as conn:
+                    row = conn.execute("SELECT count(*) FROM memories").fetchone()
+                    entry["rows_after_writers"] = int(row[0]) if row else None
+            results["sizes"].append(entry)
+            results.pop("in_progress", None)
+            write(args.out, results)
+        store.close()
+    finally:
+        server.stop()
+    return results
+
+
+def write(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--agents", type=int, default=10, help="memories are spread over this many agents")
+    parser.add_argument("--batch", type=int, default=1000, help="memories per store.memories.add")
+    parser.add_argument(
+        "--store-path-max", type=int, default=100_000, help="load through store.memories.add up to here, COPY beyond"
+    )
+    parser.add_argument("--queries", type=int, default=100, help="timed queries per measurement")
+    parser.add_argument("--recall-queries", type=int, default=50, help="queries for recall against the exact scan")
+    parser.add_argument("--writers", type=int, default=2, help="concurrent writer processes")
+    parser.add_argument("--lme-questions", type=int, default=60, help="LongMemEval haystacks to take turns from")
+    parser.add_argument("--ef-sweep", default="40,100,200", help="hnsw.ef_search values to measure ('': none)")
+    parser.add_argument("--exact-below", type=int, default=20_000, help="the store's exact_search_below")
+    parser.add_argument("--blend", type=float, default=0.35)
+    parser.add_argument("--noise", type=float, default=0.25)
+    parser.add_argument("--tmp", default=None, help="directory for the server's data (default: system temp)")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "scale_pg.json")
+    args = parser.parse_args(argv)
+    args.sizes = sorted(int(s) for s in args.sizes.split(","))
+    args.ef_sweep = [int(s) for s in args.ef_sweep.split(",") if s.strip()]
+    results = run(args)
+    write(args.out, results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,328 @@
+"""Background vectors: the bounded queue and worker thread that embed memories after they are committed.
+
+With the ``vectors = "background"`` setting (the default), a write commits the memory row,
+its keyword index, history and audit entry and returns; its vector is computed here, by one
+daemon thread per :class:`~engramdb.Engram`, in batches (what is queued, up to
+``vector_batch_size`` texts per embed call) and written in its own transaction.
+
+Durability rests on the store, not on this queue: a memory without a vector of the current
+model is "stale" (``store.vectors.count_stale`` / ``iter_stale``), so memories whose vector
+was still queued when the process died are found and queued again when the store is next
+opened (:meth:`VectorQueue.rebuild`, in the background). A vector is written only if the
+memory still holds the text it was computed from (checked under the row lock in the write
+transaction), so a forgotten memory is never resurrected and newer content never overwritten.
+
+The queue is bounded: a writer blocks while it is full (backpressure), nothing is dropped.
+An embedder or storage failure in the worker never kills the thread: the memories stay
+pending (``engram doctor`` reports them), the error is logged and raised by the next
+:meth:`VectorQueue.flush`; the flush after that queues the failed memories again.
+
+:func:`waiting_store` gives the rest of the process a view of the store whose vector reads
+(vector search, vector and doctor reads) first wait for this queue: code that remembers then
+searches in one process sees what sync mode shows. Other processes see vectors moments later.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Final
+
+from engramdb.embeddings.base import Embedder
+from engramdb.errors import EmbeddingError, EngramError
+from engramdb.models import Memory
+from engramdb.storage.base import Candidate, Filter, Store, StoredVector, Vectors
+
+__all__ = ["VectorQueue", "waiting_store"]
+
+log = logging.getLogger("engramdb.vectors")
+
+#: The queue holds this many worker batches (at least _MIN_CAPACITY memories) before writers wait.
+_BATCHES_QUEUED: Final = 16
+#: Smallest queue capacity, in memories.
+_MIN_CAPACITY: Final = 1024
+#: How often a waiting thread checks that the worker is still alive, seconds.
+_POLL: Final = 0.5
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Item:
+    """One memory to embed: its id and the exact text committed with it."""
+
+    seq: int
+    memory_id: str
+    text: str
+
+
+class VectorQueue:
+    """A bounded queue of committed memories awaiting their vector, and the daemon thread that embeds them."""
+
+    def __init__(self, store: Store, embedder: Embedder, *, batch_size: int, capacity: int | None = None) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._batch = max(1, batch_size)
+        self._capacity = capacity if capacity is not None else max(_MIN_CAPACITY, _BATCHES_QUEUED * self._batch)
+        self._cond = threading.Condition()
+        self._items: deque[_Item] = deque()
+        self._queued_ids: dict[str, int] = {}
+        self._enqueued = 0  # seq of the last item put
+        self._done = 0  # seq up to which every item is finished (written, skipped or failed)
+        self._rebuild: Iterator[list[tuple[str, str]]] | None = None
+        self._stopping = False
+        self._error: EngramError | None = None
+        self._failed: list[_Item] = []  # failed since the last flush
+        self._retry: list[_Item] = []  # failed before the last flush: queued again by the next one
+        self._local = threading.local()
+        self._thread = threading.Thread(target=self._run, name="engramdb-vectors", daemon=True)
+        self._thread.start()
+
+    # -- producers ----------------------------------------------------------------------------------------
+    def put(self, items: Sequence[tuple[str, str]]) -> None:
+        """Queue committed memories ``(id, text)``; blocks while the queue is full (never drops)."""
+        pending = list(items)
+        while pending:
+            with self._cond:
+                while len(self._items) >= self._capacity and self._thread.is_alive() and not self._stopping:
+                    self._cond.wait(_POLL)
+                if self._stopping or not self._thread.is_alive():
+                    # Committed already: the next open queues them again (they are stale in the store).
+                    log.warning("vector worker stopped: %d memories stay pending until the store is reopened",
+                                len(pending))  # fmt: skip
+                    return
+                room = max(1, self._capacity - len(self._items))
+                for memory_id, text in pending[:room]:
+                    self._enqueued += 1
+                    self._items.append(_Item(self._enqueued, memory_id, text))
+                    self._queued_ids[memory_id] = self._queued_ids.get(memory_id, 0) + 1
+                pending = pending[room:]
+                self._cond.notify_all()
+
+    def rebuild(self) -> None:
+        """Queue, in the background, every memory of the store without a vector of the current model."""
+        with self._cond:
+            if self._rebuild is None:
+                self._rebuild = self._store.vectors.iter_stale(self._embedder.model_id, batch=self._batch)
+                self._cond.notify_all()
+
+    # -- waiting ------------------------------------------------------------------------------------------
+    def wait(self, timeout: float | None = None, *, rebuild: bool = True) -> bool:
+        """Wait until every memory queued before this call is finished (and the open-time rebuild, if
+        ``rebuild``); True when done, False on timeout. Never raises; see :meth:`flush`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            target = self._enqueued
+            while self._done < target or (rebuild and self._rebuild is not None):
+                if not self._thread.is_alive():
+                    return False
+                left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued vector is written; raise the worker's last error (an EngramError) if any.
+
+        The memories of a batch that failed before are queued again first, so each flush
+        retries them once. Returns False if ``timeout`` seconds passed first.
+        """
+        with self._cond:
+            retry, self._retry = self._retry, []
+        self.put([(i.memory_id, i.text) for i in retry])
+        done = self.wait(timeout)
+        with self._cond:
+            error, self._error = self._error, None
+            self._retry, self._failed = self._failed, []
+        if error is not None:
+            raise error
+        return done
+
+    @property
+    def pending(self) -> int:
+        """Memories queued and not yet finished (without the open-time rebuild)."""
+        with self._cond:
+            return self._enqueued - self._done
+
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside a ``store.atomic()`` block of the :func:`waiting_store` view."""
+        return getattr(self._local, "depth", 0) > 0
+
+    @contextmanager
+    def _tracked(self, atomic: Callable[[], AbstractContextManager[None]]) -> Iterator[None]:
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        try:
+            with atomic():
+                yield
+        finally:
+            self._local.depth -= 1
+
+    def settle(self, *, rebuild: bool) -> None:
+        """:meth:`wait` for a read of vector state, unless this thread holds a write transaction (the worker
+        could not commit then: waiting would deadlock on SQLite and is pointless on PostgreSQL)."""
+        if not self.in_transaction() and threading.current_thread() is not self._thread:
+            self.wait(rebuild=rebuild)
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the worker after the queued memories (the rebuild is left for the next open); idempotent."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    # -- the worker ---------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items and self._rebuild is None and not self._stopping:
+                    self._cond.wait()
+                if self._items:
+                    batch = [self._items.popleft() for _ in range(min(self._batch, len(self._items)))]
+                    self._cond.notify_all()  # room for blocked writers
+                elif self._stopping:
+                    return
+                else:
+                    batch = []
+            if batch:
+                self._process(batch)
+                with self._cond:
+                    for item in batch:
+                        left = self._queued_ids.pop(item.memory_id, 1) - 1
+                        if left > 0:
+                            self._queued_ids[item.memory_id] = left
+                    self._done = batch[-1].seq
+                    self._cond.notify_all()
+            else:
+                self._rebuild_step()
+
+    def _rebuild_step(self) -> None:
+        """One batch of the open-time rebuild (live writes go first: the loop takes them before this)."""
+        rebuild = self._rebuild
+        try:
+            found = next(rebuild, None) if rebuild is not None else None
+        except Exception as exc:  # noqa: BLE001 - kept for flush, logged; the memories stay pending
+            self._fail(exc, [])
+            found = None
+        if found is not None:
+            with self._cond:
+                queued = set(self._queued_ids)
+            todo = [_Item(0, memory_id, text) for memory_id, text in found if memory_id not in queued]
+            if todo:
+                self._process(todo)
+            return
+        with self._cond:
+            self._rebuild = None
+            self._cond.notify_all()
+
+    def _process(self, batch: Sequence[_Item]) -> None:
+        """Embed ``batch`` and write the vectors of the memories that still hold the embedded text."""
+        distinct = list({(i.memory_id, i.text): i for i in batch}.values())
+        model_id = self._embedder.model_id
+        try:
+            vectors = self._embedder.embed([i.text for i in distinct])
+            with self._store.atomic():
+                current = self._store.memories.get_many(list(dict.fromkeys(i.memory_id for i in distinct)))
+                # Forgotten meanwhile: skipped (never resurrected). Changed meanwhile: the newer text is
+                # queued too, and only the vector of the text the memory holds now is written.
+                rows = {i.memory_id: r for r, i in enumerate(distinct) if _holds(current, i)}
+                if rows:
+                    self._store.vectors.set(list(rows), vectors[list(rows.values())], model_id=model_id)
+        except Exception as exc:  # noqa: BLE001 - kept for flush, logged; the memories stay pending
+            self._fail(exc, batch)
+
+    def _fail(self, exc: Exception, batch: Sequence[_Item]) -> None:
+        log.error("background vectors failed for %d memories (they stay pending): %s", len(batch), exc,
+                  exc_info=exc)  # fmt: skip
+        error = exc if isinstance(exc, EngramError) else EmbeddingError(f"background embedding failed: {exc}")
+        if error is not exc:
+            error.__cause__ = exc
+        with self._cond:
+            self._error = error
+            self._failed.extend(batch)
+
+
+def _holds(current: dict[str, Memory], item: _Item) -> bool:
+    memory = current.get(item.memory_id)
+    return memory is not None and memory.content == item.text
+
+
+# -- the waiting view of the store --------------------------------------------------------------------------
+class _WaitingSearch:
+    """Candidate source whose vector channel first waits for the queue (keywords are current already)."""
+
+    def __init__(self, store: Store, queue: VectorQueue) -> None:
+        self._inner = store.search
+        self._queue = queue
+
+    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
+        return self._inner.keyword_candidates(terms, flt, limit=limit)
+
+    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
+        # Live writes only: a long open-time rebuild must not stall every search.
+        self._queue.settle(rebuild=False)
+        return self._inner.vector_candidates(vector, flt, limit=limit)
+
+
+class _WaitingVectors:
+    """Vector repository whose reads first wait for the queue."""
+
+    def __init__(self, store: Store, queue: VectorQueue) -> None:
+        self._inner = store.vectors
+        self._queue = queue
+
+    def count_stale(self, model_id: str) -> int:
+        self._queue.settle(rebuild=True)
+        return self._inner.count_stale(model_id)
+
+    def iter_stale(self, model_id: str, *, batch: int = 256) -> Iterator[list[tuple[str, str]]]:
+        self._queue.settle(rebuild=True)
+        return self._inner.iter_stale(model_id, batch=batch)
+
+    def set(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
+        self._inner.set(memory_ids, vectors, model_id=model_id)
+
+    def get(self, memory_ids: Sequence[str], *, model_id: str) -> dict[str, Vectors]:
+        self._queue.settle(rebuild=True)
+        return self._inner.get(memory_ids, model_id=model_id)
+
+
+class _WaitingChecks:
+    """Store checks whose vector check first waits for the queue (the doctor sees settled vectors)."""
+
+    def __init__(self, store: Store, queue: VectorQueue) -> None:
+        self._inner = store.checks
+        self._queue = queue
+
+    def database(self, *, quick: bool = False) -> builtins.list[str] | None:
+        return self._inner.database(quick=quick)
+
+    def keyword_index(self) -> builtins.list[str]:
+        return self._inner.keyword_index()
+
+    def iter_vectors(self, *, batch: int = 1000) -> Iterator[builtins.list[StoredVector]]:
+        self._queue.settle(rebuild=True)
+        return self._inner.iter_vectors(batch=batch)
+
+    def pending(self) -> int:
+        return self._inner.pending()
+
+
+def waiting_store(store: Store, queue: VectorQueue) -> Store:
+    """``store`` as this process should see it: vector reads wait for ``queue``, transactions are tracked.
+
+    The worker writes through the plain ``store``; everything else uses this view.
+    """
+    return dataclasses.replace(
+        store,
+        search=_WaitingSearch(store, queue),
+        vectors=_WaitingVectors(store, queue),
+        checks=_WaitingChecks(store, queue),
+        _atomic=lambda: queue._tracked(store.atomic),
+    )
