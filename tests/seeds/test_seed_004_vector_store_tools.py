@@ -67,10 +67,9 @@ def test_pattern_update(mem: Engram) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "LearningStats (models/learning.py, not this stream's file) has no field for memories ranked by use: "
-        "most_used ranks recorded actions, which the CLI and tests/learning/test_issue12_api.py rely on; the "
-        "seed's most_used_pattern needs a most_used_memories field (memories by feedback uses, i.e. attempts, "
-        "then access_count), asked of the lead"
+        "LearningStats has no field for memories ranked by use: most_used ranks recorded actions, which the "
+        "CLI and tests/learning/test_issue12_api.py rely on; the seed's most_used_pattern needs memories ranked "
+        "by feedback uses (attempts), then access_count, which storage cannot order by yet"
     ),
 )
 def test_get_pattern_stats(mem: Engram) -> None:

@@ -22,6 +22,8 @@ def test_bounded_terms_keeps_the_rarest_within_budget_in_query_order() -> None:
 def test_bounded_terms_always_keeps_the_rarest_matching_term() -> None:
     assert bounded_terms(["a", "b"], [500, 300], budget=10) == ["b"]
     assert bounded_terms(["a"], [500], budget=0) == ["a"]
+    # A term that matches nothing comes first in rarity but does not count as the kept matching term.
+    assert bounded_terms(["absent", "common", "commoner"], [0, 500, 900], budget=10) == ["absent", "common"]
     with pytest.raises(ValueError, match="one frequency per term"):
         bounded_terms(["a"], [], budget=1)
 

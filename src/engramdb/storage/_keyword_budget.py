@@ -49,7 +49,8 @@ def bounded_terms(terms: Sequence[str], frequencies: Sequence[int], *, budget: i
     spent = 0
     for i in order:
         df = frequencies[i]
-        if keep and df > 0 and spent + df > budget:
+        # `spent` is 0 until a matching term is kept: the rarest matching term always is.
+        if spent and spent + df > budget:
             break
         keep.add(i)
         spent += df
