@@ -90,7 +90,7 @@ def test_vectors_setting_defaults_to_background_and_follows_file_env_and_argumen
         load_settings(env, vectors="later")
     with pytest.raises(ConfigError, match="vectors"):
         load_settings({**env, "ENGRAM_VECTORS": "eventually"})
-    assert load_settings(env).vector_batch_size == 8
+    assert load_settings(env).vector_batch_size == 1024
     assert load_settings({**env, "ENGRAM_VECTOR_BATCH_SIZE": "32"}).vector_batch_size == 32
     with pytest.raises(ConfigError, match="vector_batch_size"):
         load_settings(env, vector_batch_size=0)

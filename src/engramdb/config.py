@@ -97,10 +97,11 @@ class Settings:
     #: and keyword-searchable; a worker thread adds the vector, see engramdb.vectorqueue) or "sync" (the
     #: write embeds before it returns). Near-duplicate checked writes embed before returning in both.
     vectors: str = "background"
-    #: Texts per embed call of the background vector worker (it takes what is queued, up to this many). Small
-    #: batches already amortise the per-call cost; on a busy 2-core machine 8 gave 10-11 LoCoMo turns/s end to
-    #: end against 4-6 for 64 (bench/ingest.py), and a search waits for less.
-    vector_batch_size: int = 8
+    #: Texts per embed call of the background vector worker (it takes what is queued, up to this many). Large:
+    #: the embedder sorts one call's texts by length and pads each of its batches only to their longest, which
+    #: texts in arrival order cannot do. 1,000 LoCoMo turns then flush, load ~1.5 (bench/RESULTS.md, section 1):
+    #: one call each 92 turns/s searchable at 1024 against 68 at 8; one remember_many 107 against 69.
+    vector_batch_size: int = 1024
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
