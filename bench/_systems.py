@@ -43,6 +43,11 @@ Ranked = list[tuple[str, float]]
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+def contextual_key(content: str, previous: str | None) -> str:
+    """The text to index for a turn in the rejected "contextual keys" option: the turn it follows, then the turn."""
+    return f"{previous}\n{content}" if previous else content
+
+
 def tokenize(text: str) -> list[str]:
     """BM25 tokens: lowercase ``\\w+`` runs (no stopwords, no stemming)."""
     return _WORD.findall(text.lower())

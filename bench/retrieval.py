@@ -44,6 +44,7 @@ from _systems import (
     FTS5Replica,
     Ranked,
     VectorIndex,
+    contextual_key,
     fuse_convex,
     fuse_rrf,
     fused_scores,
@@ -57,7 +58,7 @@ from _systems import (
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import CachedEmbedder, make_embedder
-from engramdb.retrieval.context import FOLLOWS_KEY, NEIGHBOUR_WEIGHT, SHORT_TURN_CHARS, contextual_key
+from engramdb.retrieval.context import FOLLOWS_KEY, NEIGHBOUR_WEIGHT, SHORT_TURN_CHARS
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from engramdb import Engram
 from engramdb.models import Hit
-from engramdb.retrieval.context import FOLLOWS_KEY, contextual_key, follows_links, spread_to_neighbours
+from engramdb.retrieval.context import FOLLOWS_KEY, follows_links, spread_to_neighbours
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import Fused
 from engramdb.storage.base import Filter
@@ -73,12 +73,6 @@ def test_links_to_memories_no_channel_found_add_nothing():
 def test_follows_links_read_only_string_ids():
     metas = [("a", {FOLLOWS_KEY: "b"}), ("b", {}), ("c", {FOLLOWS_KEY: 3}), ("d", {FOLLOWS_KEY: "d"}), ("e", {"x": 1})]
     assert follows_links(metas) == {"a": "b"}
-
-
-def test_contextual_key_puts_the_previous_turn_first():
-    assert contextual_key("A greyhound.", "Which dog did you adopt?") == "Which dog did you adopt?\nA greyhound."
-    assert contextual_key("A greyhound.", None) == "A greyhound."
-    assert contextual_key("A greyhound.", "") == "A greyhound."
 
 
 # -- in a real search: a real SQLite store and the real embedding model ---------------------------

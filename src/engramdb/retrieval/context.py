@@ -2,16 +2,13 @@
 
 In a conversation the words that identify a fact are often split across turns: "What did
 you adopt?" / "A greyhound, last May." A query about the adoption matches the question
-turn, while the answer turn holds the fact. Two remedies, measured on the LoCoMo and
-LongMemEval dev sets (``bench/retrieval.py``, "context study"):
-
-- **Neighbour spreading** (query time): a short candidate's relevance also counts, at weight
-  :data:`NEIGHBOUR_WEIGHT`, the best relevance of the turns right before and after it.
-  It needs only the link from each conversation memory to the one it follows, kept in
-  ``metadata[FOLLOWS_KEY]``.
-- **Contextual keys** (write time): the keyword index holds a turn together with the turn it
-  follows (:func:`contextual_key`), so the answer turn matches the words of its question.
-  The stored content is unchanged; only the indexed text differs.
+turn, while the answer turn holds the fact. The remedy, chosen on the LoCoMo and LongMemEval
+dev sets (``bench/retrieval.py``, "context study"), is **neighbour spreading** at query time:
+a short candidate's relevance also counts, at weight :data:`NEIGHBOUR_WEIGHT`, the best
+relevance of the turns right before and after it. It needs only the link from each
+conversation memory to the one it follows, kept in ``metadata[FOLLOWS_KEY]``. (Indexing a
+turn together with the turn it follows, "contextual keys", was measured there and rejected:
+it costs 7 points of LongMemEval recall.)
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ __all__ = [
     "FOLLOWS_KEY",
     "NEIGHBOUR_WEIGHT",
     "SHORT_TURN_CHARS",
-    "contextual_key",
     "follows_links",
     "link_turns",
     "spread_to_neighbours",
@@ -42,11 +38,6 @@ NEIGHBOUR_WEIGHT: Final = 0.5
 #: longer one proportionally less: a long turn carries its own context (a long assistant reply
 #: needs no help from the question before it), a short reply ("Yes, last May!") does.
 SHORT_TURN_CHARS: Final = 200
-
-
-def contextual_key(content: str, previous: str | None) -> str:
-    """The text to index for a turn: the turn it follows (if any), then the turn itself."""
-    return f"{previous}\n{content}" if previous else content
 
 
 def follows_links(metadata: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
