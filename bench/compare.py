@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from _data import load_locomo
+from _report import write_json
 from _systems import percentile, recall_at_k
 from engramdb import Engram
 from engramdb.config import load_settings
@@ -624,9 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table_md = markdown(results)
     results["markdown"] = table_md
     print(table_md)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(_jsonable(results), indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    print(f"wrote {write_json(args.out, results)}")
     return 0
 
 
@@ -634,16 +633,6 @@ def _ms(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return (time.perf_counter() - t0) * 1000.0
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 if __name__ == "__main__":

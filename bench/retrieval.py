@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import os
 import platform
@@ -39,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from _data import LOCOMO_CATEGORIES, Doc, load_locomo, load_longmemeval
+from _report import write_json
 from _systems import (
     BM25Index,
     FTS5Replica,
@@ -789,21 +789,8 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "python": sys.version.split()[0], "platform": platform.platform()}
 
 
-def _jsonable(value: Any) -> Any:
-    """NaN (an empty group) becomes null: strict JSON has no NaN."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def _write(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_jsonable(data), indent=2) + "\n", encoding="utf-8")
-    console.print(f"wrote {path}")
+    console.print(f"wrote {write_json(path, data)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

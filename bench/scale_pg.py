@@ -278,6 +278,45 @@ def latency(calls: Sequence[Callable[[], Any]]) -> dict[str, float]:
     }
 
 
+def by_agent(agents: int, kinds: tuple[str, ...] | None = None) -> Callable[[int], Filter]:
+    """Query ``i``'s filter: agent ``i % agents`` (each agent owns an equal share), narrowed to ``kinds``."""
+    return lambda i: Filter(agent=f"agent-{i % agents}", kinds=kinds)
+
+
+def vector_calls(
+    search: Any, queries: list[str], qvecs: dict[str, Vec], flt: Callable[[int], Filter]
+) -> list[Callable[[], Any]]:
+    """One vector-channel call (depth :data:`DEPTH`) per query, under query ``i``'s filter."""
+    return [(lambda q=q, i=i: search.vector_candidates(qvecs[q], flt(i), limit=DEPTH)) for i, q in enumerate(queries)]
+
+
+def keyword_calls(search: Any, queries: list[str], flt: Callable[[int], Filter]) -> list[Callable[[], Any]]:
+    """One keyword-channel call (depth :data:`DEPTH`) per query, under query ``i``'s filter."""
+    return [
+        (lambda q=q, i=i: search.keyword_candidates(query_terms(q), flt(i), limit=DEPTH)) for i, q in enumerate(queries)
+    ]
+
+
+def search_latencies(
+    url: str, store: Store, queries: list[str], qvecs: dict[str, Vec], agents: int, *, agent_kind: bool = False
+) -> dict[str, Any]:
+    """Latency of the vector and keyword channels under an agent filter (``agent_kind``: also the vector
+    channel under agent + kind), then of the full ``Engram.search`` (query vectors precomputed)."""
+    search, agent = store.search, by_agent(agents)
+    out: dict[str, Any] = {"vector_ms": latency(vector_calls(search, queries, qvecs, agent))}
+    if agent_kind:
+        out["vector_agent_kind_ms"] = latency(vector_calls(search, queries, qvecs, by_agent(agents, ("knowledge",))))
+    out["keyword_ms"] = latency(keyword_calls(search, queries, agent))
+    mem = Engram(url, embedder=QueryEmbedder(qvecs))  # type: ignore[arg-type]
+    try:
+        out["engram_search_ms"] = latency(
+            [(lambda q=q, i=i: mem.search(q, agent=f"agent-{i % agents}", limit=10)) for i, q in enumerate(queries)]
+        )
+    finally:
+        mem.close()
+    return out
+
+
 def _scalar(conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
     row = conn.execute(statement, params).fetchone()
     return row[0] if row is not None else None
@@ -390,10 +429,7 @@ def measure(
 ) -> dict[str, Any]:
     search = store.search
     exact = PgSearch(backend, exact_search_below=10**15)
-    filters = {
-        "agent": lambda i: Filter(agent=f"agent-{i % args.agents}"),
-        "agent+kind": lambda i: Filter(agent=f"agent-{i % args.agents}", kinds=("knowledge",)),
-    }
+    filters = {"agent": by_agent(args.agents), "agent+kind": by_agent(args.agents, ("knowledge",))}
     out: dict[str, Any] = {}
     truth: dict[tuple[str, int], list[Candidate]] = {}
     # Recall of the ANN path against the exact scan, same filter.
@@ -430,56 +466,19 @@ def measure(
         sweep[str(ef)] = {
             "recall@10": round(statistics.fmean(recall(hits[i], truth["agent", i], 10) for i, _ in rq), 4),
             "recall@50": round(statistics.fmean(recall(hits[i], truth["agent", i], 50) for i, _ in rq), 4),
-            **latency(
-                [
-                    (lambda q=q, i=i, p=probe: p.vector_candidates(qvecs[q], agent_filter(i), limit=DEPTH))
-                    for i, q in enumerate(queries)
-                ]
-            ),
+            **latency(vector_calls(probe, queries, qvecs, agent_filter)),
         }
         print(f"    ef_search {ef}: {sweep[str(ef)]}", flush=True)
     out["ef_search_sweep_agent_filter"] = sweep
-    out["vector_ms"] = latency(
-        [
-            (lambda q=q, i=i: search.vector_candidates(qvecs[q], agent_filter(i), limit=DEPTH))
-            for i, q in enumerate(queries)
-        ]
-    )
-    out["vector_agent_kind_ms"] = latency(
-        [
-            (lambda q=q, i=i: search.vector_candidates(qvecs[q], filters["agent+kind"](i), limit=DEPTH))
-            for i, q in enumerate(queries)
-        ]
-    )
-    out["keyword_ms"] = latency(
-        [
-            (lambda q=q, i=i: search.keyword_candidates(query_terms(q), agent_filter(i), limit=DEPTH))
-            for i, q in enumerate(queries)
-        ]
-    )
+    out.update(search_latencies(url, store, queries, qvecs, args.agents, agent_kind=True))
     # The keyword channel ranking every match (the code before the bounded selection), same run.
     unbounded = PgSearch(backend, exact_search_below=args.exact_below, keyword_rank_rows=10**15)
-    out["keyword_rank_all_ms"] = latency(
-        [
-            (lambda q=q, i=i: unbounded.keyword_candidates(query_terms(q), agent_filter(i), limit=DEPTH))
-            for i, q in enumerate(queries)
-        ]
-    )
+    out["keyword_rank_all_ms"] = latency(keyword_calls(unbounded, queries, agent_filter))
     out["keyword_gold"] = {
         "bounded": keyword_gold(store, search, queries, args),
         "rank_all": keyword_gold(store, unbounded, queries, args),
     }
     print(f"    keyword gold: {out['keyword_gold']}", flush=True)
-    mem = Engram(url, embedder=QueryEmbedder(qvecs))  # type: ignore[arg-type]
-    try:
-        out["engram_search_ms"] = latency(
-            [
-                (lambda q=q, i=i: mem.search(q, agent=f"agent-{i % args.agents}", limit=10))
-                for i, q in enumerate(queries)
-            ]
-        )
-    finally:
-        mem.close()
     for key in ("vector_ms", "vector_agent_kind_ms", "keyword_ms", "engram_search_ms"):
         print(f"    {key}: {out[key]}", flush=True)
     return out
@@ -501,34 +500,7 @@ def with_writers(
         p.start()
     time.sleep(5.0)  # let them connect and reach a steady rate
     start_count, t0 = counter.value, time.perf_counter()
-    search = store.search
-    out: dict[str, Any] = {}
-    out["vector_ms"] = latency(
-        [
-            (lambda q=q, i=i: search.vector_candidates(qvecs[q], Filter(agent=f"agent-{i % args.agents}"), limit=DEPTH))
-            for i, q in enumerate(queries)
-        ]
-    )
-    out["keyword_ms"] = latency(
-        [
-            (
-                lambda q=q, i=i: search.keyword_candidates(
-                    query_terms(q), Filter(agent=f"agent-{i % args.agents}"), limit=DEPTH
-                )
-            )
-            for i, q in enumerate(queries)
-        ]
-    )
-    mem = Engram(url, embedder=QueryEmbedder(qvecs))  # type: ignore[arg-type]
-    try:
-        out["engram_search_ms"] = latency(
-            [
-                (lambda q=q, i=i: mem.search(q, agent=f"agent-{i % args.agents}", limit=10))
-                for i, q in enumerate(queries)
-            ]
-        )
-    finally:
-        mem.close()
+    out = search_latencies(url, store, queries, qvecs, args.agents)
     elapsed = time.perf_counter() - t0
     inserted = counter.value - start_count
     stop.set()

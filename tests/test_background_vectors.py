@@ -189,6 +189,38 @@ def test_keyed_memories_stay_correct_in_background(location: str, plain: Store, 
         assert [c.action for c in mem.history(first.id)] == ["create", "supersede"]
 
 
+def test_a_keyed_write_does_not_wait_for_the_model(location: str, plain: Store, embedder: Embedder) -> None:
+    gate = Gate(embedder)  # closed: the keyed write must return with its vector still to come
+    with Engram(location, embedder=gate) as mem:
+        first = mem.remember("deploys on Fridays are frozen", key="deploy-policy")
+        second = mem.remember("deploys on Fridays need two approvals", key="deploy-policy")
+        assert second.id == first.id
+        assert stale(plain, embedder) == 1  # committed, vector pending
+        stored = plain.memories.get(first.id)
+        assert stored is not None
+        assert stored.content == second.content
+        gate.open()
+        mem.flush()
+        vector = plain.vectors.get([first.id], model_id=embedder.model_id)[first.id]
+        assert float(vector @ embedder.embed([second.content])[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_rolled_back_transaction_queues_nothing(location: str, plain: Store, embedder: Embedder) -> None:
+    with Engram(location, embedder=embedder) as mem:
+
+        def write_then_fail() -> None:
+            with mem.store.atomic():
+                mem.remember("never committed", key="draft")
+                raise RuntimeError("the caller changed its mind")
+
+        with pytest.raises(RuntimeError):
+            write_then_fail()
+        mem.flush()
+        with pytest.raises(NotFound):
+            mem.recall_key("draft")
+        assert plain.memories.count(Filter(agent=None)) == 0
+
+
 # -- what the worker writes ---------------------------------------------------------------------------------
 def test_a_vector_never_resurrects_a_memory_forgotten_meanwhile(
     location: str, plain: Store, embedder: Embedder

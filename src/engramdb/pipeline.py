@@ -10,7 +10,8 @@ queued after the commit; the worker adds the vector later. A memory that is chec
 not forced, a mergeable kind, no key), and every memory of its agent, kind and visibility in
 the same batch (its possible in-batch twins), is still embedded before the write: merging
 needs the vector, and a merge decided later could not return the merged memory to the caller.
-Writes inside a caller's open transaction embed too (the queue must only see committed rows).
+Writes inside a caller's open transaction embed too (the queue must only see committed rows),
+except a keyed write's own transaction (the key's lock): its vectors are queued once it commits.
 The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
 :mod:`~engramdb.privacy.dedupe`, :mod:`~engramdb.privacy.transfer`); this class applies them.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb import _validate as check
+from engramdb._keys import KEY_TAG_PREFIX, key_lock, key_of, key_tag
 from engramdb._util import new_id, utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
@@ -50,19 +53,6 @@ UPDATABLE: Final = frozenset({"content", "tags", "metadata", "kind", "confidence
 _DEDUPE_CANDIDATES: Final = 5
 #: Fields of a new memory given as a mapping (``remember_many``).
 _ITEM_FIELDS: Final = frozenset({"content", "agent", "kind", "tags", "metadata", "visibility", "confidence", "key"})
-#: A keyed memory carries its key in ``metadata["key"]`` and the tag ``key:<name>`` (the lookup).
-KEY_TAG_PREFIX: Final = "key:"
-
-
-def key_tag(key: str) -> str:
-    """The tag that marks the keyed memory of ``key``."""
-    return KEY_TAG_PREFIX + key
-
-
-def key_of(memory: Memory) -> str | None:
-    """The key of a keyed memory (``remember(..., key=...)``), None for others."""
-    value = memory.metadata.get("key")
-    return value if isinstance(value, str) and key_tag(value) in memory.tags else None
 
 
 def _count(value: object, *, what: str) -> float:
@@ -116,6 +106,7 @@ class WritePipeline:
         self._embedder = embedder
         self._settings = settings
         self._vectors = vectors
+        self._local = threading.local()  # .keyed: this thread is inside a keyed write's transaction
 
     @property
     def settings(self) -> Settings:
@@ -217,15 +208,39 @@ class WritePipeline:
         The first memory of a free (agent, key) is added (never merged as a near-duplicate);
         a later one updates the holder in place with history action ``supersede`` (the
         old value stays in :meth:`~engramdb.Engram.history`), so reads see one current value.
+
+        With keys in the batch, the lookups and writes run in one transaction that first
+        locks each (agent, key) (:meth:`~engramdb.storage.base.MetaRepo.get` inside
+        ``atomic()``), so writers of the same new key in other threads or processes queue
+        and each finds the holder the previous one wrote. Inside that transaction vectors are
+        computed before the commit, as for any write in a caller's transaction.
         """
+        keyed = [pos for pos, m in enumerate(memories) if key_of(m) is not None]
+        if not keyed:
+            return self.write(memories, force=force, now=now)
+        # The others are written first, outside the lock: checking them for near-duplicates searches,
+        # which cannot run inside a transaction.
+        plain = [pos for pos, m in enumerate(memories) if key_of(m) is None]
+        out = dict(zip(plain, self.write([memories[p] for p in plain], force=force, now=now), strict=True))
+        slots = sorted({(memories[p].agent, key_of(memories[p]) or "") for p in keyed})
+        with self._store.atomic():
+            for agent, key in slots:  # in one order everywhere: no two writers wait on each other
+                self._store.meta.get(key_lock(agent, key))
+            self._local.keyed = True
+            try:
+                written = self._keyed_write_locked([memories[p] for p in keyed], force=force, now=now)
+            finally:
+                self._local.keyed = False
+        out.update(zip(keyed, written, strict=True))
+        return [out[p] for p in range(len(memories))]
+
+    def _keyed_write_locked(self, memories: list[Memory], *, force: bool, now: datetime) -> list[Memory]:
+        """The keyed memories of :meth:`_keyed_write`, once their keys are locked."""
         holders: dict[tuple[str, str], str] = {}
         fresh: list[int] = []
         later: list[int] = []
         for pos, memory in enumerate(memories):
-            key = key_of(memory)
-            if key is None:
-                fresh.append(pos)
-                continue
+            key = key_of(memory) or ""
             slot = (memory.agent, key)
             if slot not in holders:
                 stored = self.keyed(memory.agent, key)
@@ -311,8 +326,12 @@ class WritePipeline:
         return [final[target] for target in plan.targets]
 
     def _background(self) -> bool:
-        """Whether vectors may be left to the background worker now (not inside a caller's transaction)."""
-        return self._vectors is not None and not self._vectors.in_transaction()
+        """Whether vectors may be left to the background worker now: not inside a caller's transaction
+        (a later write in it may need them to find near-duplicates), except the keyed write's own, whose
+        held vectors are queued once it commits."""
+        if self._vectors is None:
+            return False
+        return not self._vectors.in_transaction() or getattr(self._local, "keyed", False)
 
     def _deferred(self, memories: Sequence[Memory], *, force: bool) -> set[int]:
         """Rows of a batch whose vector the worker computes: none in sync mode; else every row except the

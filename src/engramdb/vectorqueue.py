@@ -84,7 +84,15 @@ class VectorQueue:
 
     # -- producers ----------------------------------------------------------------------------------------
     def put(self, items: Sequence[tuple[str, str]]) -> None:
-        """Queue committed memories ``(id, text)``; blocks while the queue is full (never drops)."""
+        """Queue committed memories ``(id, text)``; blocks while the queue is full (never drops).
+
+        Inside a ``store.atomic()`` block of this thread the items are held and queued when
+        the outermost block commits (dropped if it rolls back): the worker reads the store
+        through its own connection and must not look for rows that are not committed yet.
+        """
+        if self.in_transaction():
+            self._local.held.extend(items)
+            return
         pending = list(items)
         while pending:
             with self._cond:
@@ -155,12 +163,21 @@ class VectorQueue:
 
     @contextmanager
     def _tracked(self, atomic: Callable[[], AbstractContextManager[None]]) -> Iterator[None]:
-        self._local.depth = getattr(self._local, "depth", 0) + 1
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            self._local.held = []
+        self._local.depth = depth + 1
+        committed = False
         try:
             with atomic():
                 yield
+            committed = True
         finally:
-            self._local.depth -= 1
+            self._local.depth = depth
+            if depth == 0:
+                held, self._local.held = self._local.held, []
+                if committed:
+                    self.put(held)
 
     def settle(self, *, rebuild: bool) -> None:
         """:meth:`wait` for a read of vector state, unless this thread holds a write transaction (the worker

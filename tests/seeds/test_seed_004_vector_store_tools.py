@@ -64,24 +64,35 @@ def test_pattern_update(mem: Engram) -> None:
     assert updated.success_rate > 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "LearningStats has no field for memories ranked by use: most_used ranks recorded actions, which the "
-        "CLI and tests/learning/test_issue12_api.py rely on; the seed's most_used_pattern needs memories ranked "
-        "by feedback uses (attempts), then access_count, which storage cannot order by yet"
-    ),
-)
 def test_get_pattern_stats(mem: Engram) -> None:
     """``get_pattern_stats()`` -> ``total_patterns``, ``avg_success_rate``, ``max_success_rate``, ``total_usage``,
-    ``most_used_pattern``."""
+    ``most_used_pattern``: one ``mem.learning.stats`` call (memory use is counted by feedback, then retrievals)."""
+    empty = mem.learning.stats(agent="surfer")
+    assert (empty.most_used_memories, empty.memory_uses, empty.memory_success_rate) == ([], 0.0, None)
     used = _add_pattern(mem, "Login to Facebook")
-    _add_pattern(mem, "Post on timeline")
+    once = _add_pattern(mem, "Post on timeline")
+    searched = _add_pattern(mem, "Open the messenger")
+    _add_pattern(mem, "Never used")
     mem.learning.feedback([used], True, agent="surfer")
     mem.learning.feedback([used], True, agent="surfer")
+    mem.learning.feedback([once], False, agent="surfer")
+    # A retrieval without feedback: ranked after every memory with feedback, before the unused ones.
+    assert [h.memory.id for h in mem.search("Open the messenger", agent="surfer", limit=1)] == [searched]
+    mem.remember("Login elsewhere", agent="other", kind="success")  # another agent's: not counted
+
     stats = mem.learning.stats(agent="surfer")
-    assert stats.memories["success"] == 2
-    assert [o.action for o in stats.most_used][:1] == [used]
+    assert stats.memories["success"] == 4  # total_patterns
+    assert [m.id for m in stats.most_used_memories] == [used, once, searched]  # most_used_pattern first
+    assert stats.most_used_memories[0].metadata["actions"] == ACTIONS  # the pattern itself, ready to replay
+    assert stats.memories_used == 2
+    assert stats.memory_uses == 3  # total_usage
+    assert stats.memory_success_rate == pytest.approx((1 + 2) / (2 + 3))  # pooled avg_success_rate
+    assert stats.best_memory_success_rate == pytest.approx((1 + 2) / (2 + 2))  # max_success_rate
+    assert stats.memory_retrievals >= 1
+    assert [m.id for m in mem.learning.stats(agent="surfer", top=1).most_used_memories] == [used]
+    data = stats.to_dict()
+    assert data["most_used_memories"][0]["id"] == used
+    assert data["memory_uses"] == 3
 
 
 def test_clear_all(mem: Engram) -> None:

@@ -25,9 +25,11 @@ from engramdb.models import (
     DecisionRecord,
     FailurePattern,
     LearningStats,
+    Memory,
     OptionStats,
     TimelinePoint,
 )
+from engramdb.storage.base import UsageTotals
 
 __all__ = [
     "GENERAL",
@@ -298,12 +300,15 @@ def learning_stats(
     patterns: Sequence[FailurePattern],
     episode_successes: int,
     episode_failures: int,
+    usage: UsageTotals | None = None,
+    by_use: Sequence[Memory] = (),
     top: int = 10,
 ) -> LearningStats:
-    """``mem.learning.stats``: counts, success (Beta(1, 1) posterior mean), the most used actions and categories."""
+    """``mem.learning.stats``: counts, success (Beta(1, 1) posterior mean), the most used actions and categories,
+    and memory use: ``usage`` totals and ``by_use`` (visible memories, most used first, as the store orders them)."""
     n = len(records)
     succ = sum(r.success for r in records)
-    by_use = sorted(action_stats(records), key=lambda o: (-o.attempts, -o.success_rate, o.action))
+    actions = sorted(action_stats(records), key=lambda o: (-o.attempts, -o.success_rate, o.action))
     cats = [
         OptionStats(
             action=c.category,
@@ -323,11 +328,18 @@ def learning_stats(
         pending=pending,
         successes=round(succ, 6),
         success_rate=(1.0 + succ) / (2.0 + n) if n else None,
-        most_used=by_use[:top],
+        most_used=actions[:top],
         categories=cats[:top],
         failure_patterns=len(patterns),
         recurring_failures=sum(1 for p in patterns if p.occurrences >= 2),
         episodes=memories.get("episode", 0),
         episode_successes=episode_successes,
         episode_failures=episode_failures,
+        # The store orders by use, so the unused ones are the tail.
+        most_used_memories=[m for m in by_use[:top] if m.attempts > 0 or m.access_count > 0],
+        memories_used=usage.used if usage else 0,
+        memory_uses=round(usage.attempts, 6) if usage else 0.0,
+        memory_success_rate=(1.0 + usage.successes) / (2.0 + usage.attempts) if usage and usage.attempts else None,
+        best_memory_success_rate=usage.best_success_rate if usage else None,
+        memory_retrievals=usage.accesses if usage else 0,
     )

@@ -588,11 +588,13 @@ class LearningService:
 
     def stats(self, *, agent: str = "default", top: int = 10) -> LearningStats:
         """``agent``'s learning in one call: memories per kind, outcomes and success, the most used actions and
-        categories, failure patterns, episodes."""
+        categories, failure patterns, episodes, and the most used memories with feedback totals."""
         agent = check.agent_name(agent)
         top = check.limit(top)
         counts: dict[str, int] = {k: self._recall.count(agent=agent, kind=k) for k in KINDS}
         flt = Filter(agent=agent, kinds=("episode",))
+        # Memory use is summed and ranked in the store: no memory is loaded beyond the top ones.
+        visible = Filter(agent=agent)
         return learning_stats(
             self.outcomes(agent=agent),
             agent=agent,
@@ -601,6 +603,8 @@ class LearningService:
             patterns=self._failures.patterns(agent=agent),
             episode_successes=self._store.memories.count(replace(flt, tags=("outcome:success",))),
             episode_failures=self._store.memories.count(replace(flt, tags=("outcome:failure",))),
+            usage=self._store.memories.usage(visible),
+            by_use=self._store.memories.list(visible, limit=top, order="most_used"),
             top=top,
         )
 

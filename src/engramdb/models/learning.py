@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from engramdb.models.failures import FailurePattern
-from engramdb.models.memory import Outcome
+from engramdb.models.memory import Memory, Outcome
 
 __all__ = [
     "ApproachStats",
@@ -339,6 +339,18 @@ class LearningStats:
     episodes: int = 0
     episode_successes: int = 0
     episode_failures: int = 0
+    #: Memories (any kind) the agent can see that were used, most used first: feedback outcomes on them
+    #: (``attempts``), then retrievals (``access_count``). At most ``top``; never-used memories are left out.
+    most_used_memories: list[Memory] = field(default_factory=list)
+    #: Memories with at least one feedback outcome, and how many outcomes they had in all.
+    memories_used: int = 0
+    memory_uses: float = 0.0
+    #: Posterior mean success over those outcomes pooled (Beta(1, 1) prior; a memory used more weighs
+    #: more), and the best single memory's ``success_rate``; None before any feedback.
+    memory_success_rate: float | None = None
+    best_memory_success_rate: float | None = None
+    #: Retrievals (search hits, gets) of the agent's visible memories in all.
+    memory_retrievals: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -356,6 +368,12 @@ class LearningStats:
             "episodes": self.episodes,
             "episode_successes": self.episode_successes,
             "episode_failures": self.episode_failures,
+            "most_used_memories": [m.to_dict() for m in self.most_used_memories],
+            "memories_used": self.memories_used,
+            "memory_uses": self.memory_uses,
+            "memory_success_rate": self.memory_success_rate,
+            "best_memory_success_rate": self.best_memory_success_rate,
+            "memory_retrievals": self.memory_retrievals,
         }
 
 

@@ -42,7 +42,7 @@ from engramdb.storage._codecs import (
 )
 from engramdb.storage._dialect import Conn, Dialect
 from engramdb.storage._planning import plan_update
-from engramdb.storage.base import MODEL_META_KEY, Filter, Vectors
+from engramdb.storage.base import MODEL_META_KEY, Filter, ListOrder, UsageTotals, Vectors
 
 __all__ = ["INSERT_HISTORY", "SQLMemories", "fetch_locked", "write_vectors"]
 
@@ -54,6 +54,18 @@ _INSERT_MEMORY: Final = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_TAG: Final = "INSERT INTO memory_tags (memory_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING"
+#: ORDER BY of each list order; ending in the row id makes it total, so offset pages never overlap.
+_LIST_ORDER: Final[dict[str, str]] = {
+    "newest": "m.created_at DESC, m.rid DESC",
+    "most_used": "m.attempts DESC, m.access_count DESC, m.created_at DESC, m.rid DESC",
+}
+#: Usage totals in one pass (CASE, not FILTER: the same SQL on both backends). The best rate is
+#: Memory.success_rate's posterior mean, over memories with feedback only.
+_USAGE: Final = (
+    "SELECT coalesce(sum(CASE WHEN m.attempts > 0 THEN 1 ELSE 0 END), 0), coalesce(sum(m.attempts), 0), "
+    "coalesce(sum(m.successes), 0), coalesce(sum(m.access_count), 0), "
+    "max(CASE WHEN m.attempts > 0 THEN (m.successes + 1.0) / (m.attempts + 2.0) END) FROM memories m WHERE "
+)
 
 
 def fetch_locked(d: Dialect, conn: Conn, memory_id: str) -> Memory:
@@ -244,14 +256,19 @@ class SQLMemories:
             ).fetchall()
         return in_order(memory_ids, map(shared_row_to_memory, rows))
 
-    def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> builtins.list[Memory]:
+    def list(
+        self, flt: Filter, *, limit: int = 100, offset: int = 0, order: ListOrder = "newest"
+    ) -> builtins.list[Memory]:
         """See :meth:`MemoryRepo.list`."""
         check_page(limit, offset)
+        order_by = _LIST_ORDER.get(order) if isinstance(order, str) else None
+        if order_by is None:
+            raise ValidationError(f"unknown list order {order!r}: expected one of {', '.join(_LIST_ORDER)}")
         f = self._d.filter_sql(flt)
         with self._d.read() as conn:
             rows = conn.execute(
                 f"SELECT {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM memories m WHERE {f.where} "
-                "ORDER BY m.created_at DESC, m.rid DESC LIMIT ? OFFSET ?",
+                f"ORDER BY {order_by} LIMIT ? OFFSET ?",
                 (*f.shared_by_params, *f.shared_at_params, *f.params, limit, offset),
             ).fetchall()
         return [shared_row_to_memory(row) for row in rows]
@@ -262,6 +279,20 @@ class SQLMemories:
         with self._d.read() as conn:
             row = conn.execute(f"SELECT count(*) FROM memories m WHERE {f.where}", f.params).fetchone()
         return int(row[0]) if row is not None else 0
+
+    def usage(self, flt: Filter) -> UsageTotals:
+        """See :meth:`MemoryRepo.usage`."""
+        f = self._d.filter_sql(flt, visit_all=True)
+        with self._d.read() as conn:
+            row = conn.execute(_USAGE + f.where, f.params).fetchone()
+        used, attempts, successes, accesses, best = row if row is not None else (0, 0.0, 0.0, 0, None)
+        return UsageTotals(
+            used=int(used),
+            attempts=float(attempts),
+            successes=float(successes),
+            accesses=int(accesses),
+            best_success_rate=None if best is None else float(best),
+        )
 
     def history_all(self, *, after_seq: int = 0, limit: int = 1000) -> builtins.list[Change]:
         """See :meth:`MemoryRepo.history_all`."""

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final, Protocol, Self, runtime_checkable
+from typing import Any, Final, Literal, Protocol, Self, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -44,12 +44,14 @@ __all__ = [
     "Candidate",
     "CandidateSource",
     "Filter",
+    "ListOrder",
     "MemoryRepo",
     "MetaRepo",
     "ShareRepo",
     "Store",
     "StoreChecks",
     "StoredVector",
+    "UsageTotals",
     "VectorRepo",
     "Vectors",
 ]
@@ -59,6 +61,10 @@ Vectors = npt.NDArray[np.float32]
 #: Meta key naming the embedding model of the store: only vectors from that model are searched.
 #: ``memories.add``/``vectors.set`` set it when it is unset; changing it is how a re-embed switches models.
 MODEL_META_KEY: Final = "model_id"
+
+#: The order of :meth:`MemoryRepo.list`: ``newest`` (created_at, newest first) or ``most_used`` (feedback
+#: outcomes, i.e. ``attempts``, then retrievals, i.e. ``access_count``, most first; ties newest first).
+ListOrder = Literal["newest", "most_used"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +89,20 @@ class Candidate:
 
     id: str
     score: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageTotals:
+    """How much the memories a filter matches were used, summed in the store (:meth:`MemoryRepo.usage`)."""
+
+    #: Memories with at least one feedback outcome (``attempts > 0``).
+    used: int
+    #: Sums of ``attempts``, ``successes`` and ``access_count`` over every matching memory.
+    attempts: float
+    successes: float
+    accesses: int
+    #: The highest ``Memory.success_rate`` (posterior mean) among the used memories; None when none is used.
+    best_success_rate: float | None
 
 
 @runtime_checkable
@@ -151,11 +171,18 @@ class MemoryRepo(Protocol):
     def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
         """Memories by id, in the order asked (missing or invisible ids are left out); locked like :meth:`get`."""
 
-    def list(self, flt: Filter, *, limit: int = 100, offset: int = 0) -> builtins.list[Memory]:
-        """Memories matching ``flt``, newest first."""
+    def list(
+        self, flt: Filter, *, limit: int = 100, offset: int = 0, order: ListOrder = "newest"
+    ) -> builtins.list[Memory]:
+        """Memories matching ``flt``, newest first, or most used first (``order="most_used"``: see
+        :data:`ListOrder`). The order is total (ties by creation, then insertion), so pages do not overlap.
+        ValidationError for an unknown order."""
 
     def count(self, flt: Filter) -> int:
         """How many memories match ``flt``."""
+
+    def usage(self, flt: Filter) -> UsageTotals:
+        """Feedback and retrieval totals over the memories matching ``flt`` (one aggregate, no rows loaded)."""
 
     def history(self, memory_id: str) -> builtins.list[Change]:
         """Every change record of a memory, oldest first (also after it was forgotten)."""

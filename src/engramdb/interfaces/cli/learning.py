@@ -64,6 +64,12 @@ STATS_OVERVIEW_FIELDS = (
     "episodes",
     "episode_successes",
     "episode_failures",
+    "most_used_memories",
+    "memories_used",
+    "memory_uses",
+    "memory_success_rate",
+    "best_memory_success_rate",
+    "memory_retrievals",
 )
 
 

@@ -1,0 +1,29 @@
+"""Output helpers shared by the bench scripts: results as strict JSON files."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = ["jsonable", "write_json"]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with every NaN (an empty group's mean) as None, in nested dicts, lists and tuples:
+    strict JSON has no NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data: dict[str, Any]) -> Path:
+    """Write ``data`` (NaN as null) as indented JSON to ``path``, creating its folder; returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(jsonable(data), indent=2) + "\n", encoding="utf-8")
+    return path
