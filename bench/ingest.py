@@ -14,6 +14,12 @@ The 1-minute load average is written beside every timing (the machine is shared)
 
     python bench/ingest.py                      # full run -> bench/results/ingest.json
     python bench/ingest.py --quick              # fewer texts, for a smoke run
+    python bench/ingest.py --embedders local,static --rounds 3 --out bench/results/ingest_static.json
+
+``--embedders`` compares embedders instead (each an ``embedder`` setting): only the end-to-end sections
+(one ``remember`` per turn, and ``remember_many`` in calls of ``--batch``, each then ``flush()``), on fresh
+stores, interleaved embedder by embedder over ``--rounds`` rounds so the load hits them alike. A derived
+embedder's first use (the static table) is timed apart, before the rounds.
 """
 
 from __future__ import annotations
@@ -145,12 +151,66 @@ def run_mode(mode: str, embedder: Embedder, turns: Sequence[str], args: argparse
     return out
 
 
+def compare_embedders(names: Sequence[str], turns: Sequence[str], args: argparse.Namespace) -> dict[str, Any]:
+    embedders: dict[str, Embedder] = {}
+    first_use: dict[str, Any] = {}
+    for name in names:
+        embedders[name] = make_embedder(load_settings(embedder=name, embed_cache_size=0))
+        load, start = load1(), time.perf_counter()
+        embedders[name].embed(["warm the model up"])
+        inner = getattr(embedders[name], "inner", None)
+        first_use[name] = {
+            "seconds": round(time.perf_counter() - start, 2),
+            "derive_seconds": getattr(inner, "derive_seconds", None),
+            "load1": load,
+        }
+        print(f"{name}: first use {first_use[name]}", file=sys.stderr, flush=True)
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {n: {m: [] for m in MODES} for n in names}
+    for rnd in range(args.rounds):
+        for mode in MODES:
+            for name in names:
+                with tempfile.TemporaryDirectory() as tmp:
+                    with Engram(Path(tmp) / "e2e", embedder=embedders[name], vectors=mode) as mem:
+                        one = end_to_end(mem, turns)
+                    with Engram(Path(tmp) / "many", embedder=embedders[name], vectors=mode) as mem:
+                        many = batched(mem, turns, size=args.batch)
+                runs[name][mode].append({"one_call_per_turn": one, "remember_many": many})
+                print(
+                    f"round {rnd + 1} {mode} {name}: {one['turns_per_s']} turns/s one call each, "
+                    f"{many['flushed_per_s']} with remember_many (load {one['load1_start']})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    summary = {
+        name: {
+            mode: {
+                "one_call_per_turn_median": statistics.median(r["one_call_per_turn"]["turns_per_s"] for r in rs),
+                "remember_many_flushed_median": statistics.median(r["remember_many"]["flushed_per_s"] for r in rs),
+                "remember_many_acknowledged_median": statistics.median(
+                    r["remember_many"]["acknowledged_per_s"] for r in rs
+                ),
+                "load1": [r["one_call_per_turn"]["load1_start"] for r in rs],
+            }
+            for mode, rs in by_mode.items()
+        }
+        for name, by_mode in runs.items()
+    }
+    return {
+        "models": {n: e.model_id for n, e in embedders.items()},
+        "first_use": first_use,
+        "summary": summary,
+        "runs": runs,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts (smoke run)")
     parser.add_argument("--per-call", type=int, default=300, help="single remember calls per kind")
     parser.add_argument("--many", type=int, default=1000, help="items for remember_many")
     parser.add_argument("--batch", type=int, default=100, help="remember_many batch size")
+    parser.add_argument("--embedders", default="", help="compare these embedder settings end to end (comma-separated)")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of --embedders")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.quick:
@@ -158,6 +218,21 @@ def main() -> None:
     turns = [d.content for c in load_locomo() for d in c.docs]
     if args.quick:
         turns = turns[:600]
+    names = [n.strip() for n in args.embedders.split(",") if n.strip()]
+    if names:
+        compared: dict[str, Any] = {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "locomo_dev_turns": len(turns),
+            "batch": args.batch,
+            "load1_start": load1(),
+            **compare_embedders(names, turns, args),
+            "load1_end": load1(),
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(compared, indent=2) + "\n")
+        print(json.dumps(compared["summary"], indent=2))
+        return
     # No embedding cache: both modes embed every text (the sections reuse texts across modes).
     embedder = make_embedder(load_settings(embed_cache_size=0))
     embedder.embed(["warm the model up"])

@@ -22,6 +22,12 @@ fix rate on recurrences, and recurring patterns identified by ``mem.failures.pat
 (one found pattern holding exactly the occurrences of one true pattern). Baselines: the
 last working fix per exact message, and per exception type (the text before the first colon).
 
+``--calibrate`` runs the same decision streams through the pure recommend module (no store): it fits the
+calibration table on the *dev* streams (seeds 100...) and scores the rules on the *test* streams (seeds 0...):
+right recommendations at the benchmark's points, precision over the whole stream, stated confidence against the
+share right (bench/results/learning_calibration.json). The store run answers every held-out question with the
+rule before issue 12's H-REC work too (same store, same moment), and runs the old change rule on its own store.
+
     python bench/learning.py                 # 3 seeds, full streams
     python bench/learning.py --quick         # 1 seed, short streams
     python bench/learning.py --scale         # also: suggest latency over 10k decisions
@@ -57,6 +63,32 @@ from engramdb.learning.recommend import CALIBRATION, RecommendConfig, calibrated
 from engramdb.learning.stats import ChangePoints, ChangeRule
 
 AGENT = "bench"
+
+#: The calibration table and rule before H-REC (issue 12): the long-horizon lead of the top option, calibrated per
+#: evidence band. Kept here so every run measures the old rule beside the new one on the same answers.
+CALIBRATION_BEFORE: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
+    (
+        0.0,
+        ((0.0, 0.0), (0.49, 0.24), (0.52, 0.36), (0.53, 0.56), (0.55, 0.62), (0.58, 0.66), (0.62, 0.76), (0.68, 0.83)),
+    ),
+    (1.0, ((0.0, 0.0), (0.51, 0.30), (0.55, 0.63), (0.59, 0.75), (0.61, 0.85), (0.68, 0.90), (0.71, 0.93))),
+    (3.0, ((0.0, 0.0), (0.54, 0.56), (0.66, 0.74), (0.73, 0.87), (0.76, 0.91), (0.83, 0.94))),
+    (
+        10.0,
+        (
+            (0.0, 0.0),
+            (0.53, 0.04),
+            (0.61, 0.15),
+            (0.67, 0.19),
+            (0.71, 0.35),
+            (0.77, 0.56),
+            (0.81, 0.69),
+            (0.83, 0.77),
+            (0.86, 0.90),
+        ),
+    ),
+)
+BEFORE_RULE = RecommendConfig(recent_horizon=None, calibration=CALIBRATION_BEFORE, min_evidence=1.0)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 console = Console(width=None if sys.stdout.isatty() else 150)
 
@@ -103,17 +135,26 @@ class Ours:
     """engramdb: ``mem.learning.choose`` then ``.record``; held-out questions go to ``mem.learning.suggest``."""
 
     def __init__(
-        self, embedder: Embedder, folder: str, seed: int, *, exploration: float | None = None, **config: Any
+        self,
+        embedder: Embedder,
+        folder: str,
+        seed: int,
+        *,
+        exploration: float | None = None,
+        name: str | None = None,
+        **config: Any,
     ) -> None:
         settings: dict[str, Any] = {"learning_seed": seed}
         if exploration is not None:
             settings["exploration"] = exploration
-        self.name = "engramdb" if exploration is None else f"engramdb (exploration={exploration:g})"
+        self.name = name or ("engramdb" if exploration is None else f"engramdb (exploration={exploration:g})")
         self.mem = Engram(folder, embedder=embedder, **settings)
         if config:
             self.mem.learning.recommend = replace(self.mem.learning.recommend, **config)
         #: (recommended or None, top option, confidence, right answer) per held-out question.
         self.answers: list[tuple[str | None, str, float, str]] = []
+        #: The same questions answered by the rule before H-REC (same store, same moment).
+        self.answers_before: list[tuple[str | None, str, float, str]] = []
 
     def choose(self, step: Step) -> str:
         return self.mem.learning.choose(step.context, step.situation.options, agent=AGENT)
@@ -124,6 +165,18 @@ class Ours:
     def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
         s = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
         self.answers.append((s.recommended, s.options[0].action, s.confidence, situation.best(changed)))
+        current = self.mem.learning.recommend
+        self.mem.learning.recommend = replace(
+            current,
+            recent_horizon=BEFORE_RULE.recent_horizon,
+            calibration=BEFORE_RULE.calibration,
+            min_evidence=BEFORE_RULE.min_evidence,
+        )
+        try:
+            old = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
+        finally:
+            self.mem.learning.recommend = current
+        self.answers_before.append((old.recommended, old.options[0].action, old.confidence, situation.best(changed)))
         return s.options[0].action
 
     def close(self) -> None:
@@ -230,6 +283,8 @@ class DecisionResult:
     precision: float | None = None
     right_recommendations: float | None = None
     mean_confidence: float | None = None
+    #: The rule before H-REC on the same questions (coverage, precision, right, mean_confidence).
+    before_rule: dict[str, float | None] = field(default_factory=dict)
     seconds: float = 0.0
 
     def summary(self, steps: int) -> dict[str, float | None]:
@@ -245,6 +300,7 @@ class DecisionResult:
             "recommend_precision": self.precision,
             "recommend_right": self.right_recommendations,
             "recommend_mean_confidence": self.mean_confidence,
+            **{f"before_rule_{k}": v for k, v in self.before_rule.items()},
             "ms_per_step": 1000 * self.seconds / steps,
         }
 
@@ -271,12 +327,20 @@ def run_decisions(policy: Policy, stream: Sequence[Step], queries: Sequence[tupl
     result.seconds = time.perf_counter() - start
     result.accuracy_after = _accuracy(policy, queries, changed=True)
     if isinstance(policy, Ours):
-        made = [(rec, conf, right) for rec, _, conf, right in policy.answers if rec is not None]
-        result.coverage = len(made) / len(policy.answers)
-        result.right_recommendations = sum(rec == right for rec, _, right in made) / len(policy.answers)
-        result.precision = statistics.fmean(rec == right for rec, _, right in made) if made else None
-        result.mean_confidence = statistics.fmean(conf for _, conf, _ in made) if made else None
+        result.coverage, result.precision, result.right_recommendations, result.mean_confidence = _rates(policy.answers)
+        result.before_rule = dict(
+            zip(("coverage", "precision", "right", "mean_confidence"), _rates(policy.answers_before), strict=True)
+        )
     return result
+
+
+def _rates(answers: Sequence[tuple[str | None, str, float, str]]) -> tuple[float, float | None, float, float | None]:
+    """Coverage, precision, right recommendations (share of all questions) and mean stated confidence."""
+    made = [(rec, conf, right) for rec, _, conf, right in answers if rec is not None]
+    right = sum(rec == r for rec, _, r in made)
+    precision = right / len(made) if made else None
+    confidence = statistics.fmean(conf for _, conf, _ in made) if made else None
+    return len(made) / len(answers), precision, right / len(answers), confidence
 
 
 # -- recurring failures ----------------------------------------------------------------------------------------
@@ -556,6 +620,8 @@ class SimAnswer:
     top: str
     right: str
     changed: bool
+    #: The raw confidence of the rule before H-REC (the long-horizon lead, no recent view), on the same evidence.
+    raw_long: float = 0.0
 
 
 @dataclass
@@ -602,15 +668,26 @@ def simulate(
         idx = np.argpartition(-cos, k - 1)[:k]
         return [rc.Neighbour(records[i], float(cos[i])) for i in idx if cos[i] > config.similarity_floor]
 
+    long_view = replace(config, recent_horizon=None)
+
+    def ask(i: int, now: datetime) -> None:
+        # Asked before step i: the world has changed for questions after the midpoint (the benchmark asks its
+        # "before the change" questions at the midpoint itself).
+        changed = i > len(stream) // 2
+        for sit, text in queries:
+            nb = neighbours(text, i)
+            s = rc.suggest(text, nb, now=now, config=config, seed=seed, options=sit.options)
+            old = rc.suggest(text, nb, now=now, config=long_view, seed=seed, options=sit.options)
+            out.answers.append(
+                SimAnswer(
+                    i, s.raw_confidence, s.evidence, s.options[0].action, sit.best(changed), changed, old.raw_confidence
+                )
+            )
+
     for i, step in enumerate(stream):
         now = t0 + timedelta(seconds=i)
         if i in marks:
-            changed = step.changed
-            for sit, text in queries:
-                s = rc.suggest(text, neighbours(text, i), now=now, config=config, seed=seed, options=sit.options)
-                out.answers.append(
-                    SimAnswer(i, s.raw_confidence, s.evidence, s.options[0].action, sit.best(changed), changed)
-                )
+            ask(i, now)
         nb = neighbours(step.context, i)
         opts = step.situation.options
         action = rc.choose(step.context, opts, nb, now=now, config=config, seed=seed + i, exploration=exploration)
@@ -629,6 +706,8 @@ def simulate(
             )
         )
         matrix[i] = vec[step.context]
+    if len(stream) in marks:
+        ask(len(stream), t0 + timedelta(seconds=len(stream)))
     return out
 
 
@@ -653,14 +732,23 @@ def _isotonic(points: Sequence[tuple[float, bool]], bins: int = 10) -> list[tupl
     return [(0.0, 0.0)] + [(round(x, 3), round((s + 1) / (n + 2), 3)) for x, s, n in merged]
 
 
-def run_calibration(embedder: Embedder, seeds: int, steps: int, config: RecommendConfig) -> dict[str, Any]:
+def calibration_points(steps: int) -> list[int]:
+    """Where the simulation asks its held-out questions: early, every 50 steps, at the change and at the end."""
+    return sorted({4, 8, 16, 32, *range(50, steps, 50), steps // 2, steps})
+
+
+def run_simulations(
+    embedder: Embedder, seeds: Sequence[int], steps: int, config: RecommendConfig
+) -> tuple[list[dict[str, float]], list[SimAnswer]]:
+    """The pure simulation on ``seeds``: each stream's success figures, and every held-out question's answer."""
     answers: list[SimAnswer] = []
     runs = []
-    checkpoints = [4, 8, 16, 32, 64, *range(100, steps, 150)]
-    for seed in range(100, 100 + seeds):
+    for seed in seeds:
         stream = make_stream(seed, steps)
         queries = held_out_queries(seed, per_template=2)
-        res = simulate(embedder, stream, queries, config=config, seed=seed, exploration=0.5, checkpoints=checkpoints)
+        res = simulate(
+            embedder, stream, queries, config=config, seed=seed, exploration=0.5, checkpoints=calibration_points(steps)
+        )
         answers += res.answers
         half, window = steps // 2, steps // 4
         runs.append(
@@ -668,21 +756,80 @@ def run_calibration(embedder: Embedder, seeds: int, steps: int, config: Recommen
                 "success": statistics.fmean(res.successes),
                 "recovery": statistics.fmean(res.successes[half : half + window]),
                 "before": statistics.fmean(res.successes[:half]),
+                "settled_before": statistics.fmean(res.successes[half // 2 : half]),
                 "after": statistics.fmean(res.successes[half:]),
             }
         )
-    bands = (0.0, 1.0, 3.0, 10.0)
+    return runs, answers
+
+
+def fit_calibration(answers: Sequence[SimAnswer]) -> tuple[tuple[float, tuple[tuple[float, float], ...]], ...]:
+    """The calibration table (see ``CALIBRATION`` in learning/recommend.py) fitted on ``answers``."""
+    bands = (0.0, 0.5, 1.0, 3.0, 10.0)
     table = []
     for lo, hi in zip(bands, (*bands[1:], float("inf")), strict=True):
         pts = [(a.raw, a.top == a.right) for a in answers if lo <= a.evidence < hi]
         if len(pts) >= 50:
             table.append((lo, tuple(_isotonic(pts))))
-    return {"runs": _mean_of(runs), "answers": len(answers), "calibration": table, "all_answers": answers}
+    return tuple(table)
+
+
+def score_rule(
+    answers: Sequence[SimAnswer],
+    confidence: Callable[[SimAnswer], float],
+    *,
+    steps: int,
+    min_confidence: float,
+    min_evidence: float,
+) -> dict[str, Any]:
+    """Coverage, precision and right recommendations of a rule at the benchmark's points (the change and the end:
+    settled stretches, what the issue measures), over the whole stream, and in the quarter after the change;
+    and the calibration: stated confidence against the share right, by confidence bucket (whole stream)."""
+    half = steps // 2
+    parts = {
+        "settled": lambda a: a.step in (half, steps),
+        "whole": lambda a: True,
+        "after_change": lambda a: half < a.step <= half + steps // 4,
+    }
+    out: dict[str, Any] = {}
+    for name, keep in parts.items():
+        rows = [a for a in answers if keep(a)]
+        made = [a for a in rows if a.evidence >= min_evidence - 1e-3 and confidence(a) >= min_confidence]
+        right = sum(a.top == a.right for a in made)
+        out[name] = {
+            "questions": len(rows),
+            "coverage": len(made) / max(1, len(rows)),
+            "precision": right / len(made) if made else None,
+            "right": right / max(1, len(rows)),
+        }
+    buckets = []
+    for lo, hi in ((0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01)):
+        rows = [a for a in answers if a.evidence >= min_evidence - 1e-3 and lo <= confidence(a) < hi]
+        if rows:
+            buckets.append(
+                {
+                    "bucket": f"{lo:.1f}-{min(hi, 1.0):.1f}",
+                    "questions": len(rows),
+                    "stated": statistics.fmean(confidence(a) for a in rows),
+                    "right": statistics.fmean(a.top == a.right for a in rows),
+                }
+            )
+    out["calibration"] = buckets
+    return out
 
 
 # -- main --------------------------------------------------------------------------------------------------------
 
-DECISION_SYSTEMS = ("engramdb", "engramdb (exploration=1)", "exact-count", "q-learning", "random", "oracle")
+OLD_CHANGE = "engramdb, change rule before H-REC (newest window only)"
+DECISION_SYSTEMS = (
+    "engramdb",
+    OLD_CHANGE,
+    "engramdb (exploration=1)",
+    "exact-count",
+    "q-learning",
+    "random",
+    "oracle",
+)
 
 
 def _mean_of(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -725,6 +872,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {k: float(v) for k, v in (kv.split("=") for kv in args.config.split(",") if kv)}
 
     embedder = make_embedder(load_settings({}))
+    load_start = os.getloadavg()[0]
     decisions: dict[str, list[dict[str, Any]]] = defaultdict(list)
     failures: dict[str, list[dict[str, Any]]] = defaultdict(list)
     multi: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -736,6 +884,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 policies: list[Policy] = [
                     Ours(embedder, f"{tmp}/decisions-{seed}", seed, **overrides),
                     Ours(embedder, f"{tmp}/decisions-plain-{seed}", seed, exploration=1.0, **overrides),
+                    # The change rule before H-REC (the newest window only), same stream: the recovery A/B.
+                    Ours(
+                        embedder,
+                        f"{tmp}/decisions-newest-{seed}",
+                        seed,
+                        name=OLD_CHANGE,
+                        **{"change": ChangeRule(scan=False), **overrides},
+                    ),
                     ExactCount(seed),
                     QLearning(seed),
                     RandomPolicy(seed),
@@ -765,6 +921,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {platform.system()}, python {platform.python_version()}",
+        "load_average_1m_start_end": [load_start, os.getloadavg()[0]],
         "seeds": args.seeds,
         "steps": args.steps,
         "failure_occurrences": args.failures,
@@ -806,7 +963,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"engramdb suggest on held-out descriptions: recommends for {_pct(ours['recommend_coverage'])}% of "
             f"the questions, right for {_pct(ours['recommend_precision'])}% of those "
             f"(a right recommendation for {_pct(ours['recommend_right'])}% of all) "
-            f"(mean confidence {_pct(ours['recommend_mean_confidence'])}%)"
+            f"(mean confidence {_pct(ours['recommend_mean_confidence'])}%); the rule before H-REC on the same "
+            f"questions: recommends {_pct(ours.get('before_rule_coverage'))}%, right for "
+            f"{_pct(ours.get('before_rule_precision'))}% of those ({_pct(ours.get('before_rule_right'))}% of all)"
         )
     if failures:
         table = Table(title=f"Recurring failures ({args.seeds} seeds x {args.failures} occurrences)")
@@ -844,7 +1003,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def calibrate_main(args: argparse.Namespace) -> int:
-    """``--calibrate``: the pure simulation with the config overrides, and the fitted calibration table."""
+    """``--calibrate``: the pure simulation with the config overrides. The calibration table is fitted on the
+    *dev* streams (seeds 100...), and the rules are scored on the *test* streams (seeds 0..., other descriptions
+    drawn, other outcomes): the shipped rule, the table just fitted, and the rule before H-REC (long-horizon lead,
+    its own table) on the same answers."""
     embedder = make_embedder(load_settings({}))
     overrides: dict[str, Any] = {}
     change: dict[str, Any] = {}
@@ -864,24 +1026,63 @@ def calibrate_main(args: argparse.Namespace) -> int:
         cfg = replace(cfg, change=ChangeRule(**change))
     if points:
         cfg = replace(cfg, change=ChangePoints(**points))
-    out = run_calibration(embedder, args.seeds, args.steps, cfg)
-    print(json.dumps(out["runs"]), out["answers"])
-    for lo, knots in out["calibration"]:
-        print(f"  evidence >= {lo:g}: " + " ".join(f"{x:.2f}->{y:.2f}" for x, y in knots))
-    # The shipped table over the whole stream (every question point, right after the change included): what a
-    # recommendation made anywhere is worth, not only where the benchmark asks.
-    base = RecommendConfig()
-    made = [
-        a
-        for a in out["all_answers"]
-        if a.evidence >= base.min_evidence - 1e-3 and calibrated(a.raw, a.evidence, CALIBRATION) >= base.min_confidence
-    ]
-    n = len(out["all_answers"])
-    right = sum(a.top == a.right for a in made)
-    print(
-        f"shipped calibration over the whole stream: recommends {len(made) / n:.1%} of {n} questions, "
-        f"precision {right / max(1, len(made)):.1%}, right {right / n:.1%}"
-    )
+    steps = args.steps
+    dev_runs, dev = run_simulations(embedder, range(100, 100 + args.seeds), steps, cfg)
+    table = fit_calibration(dev)
+    print("dev streams:", json.dumps(_mean_of(dev_runs)), len(dev), "questions")
+    for lo, knots in table:
+        print(f"  evidence >= {lo:g}: " + " ".join(f"({x}, {y})" for x, y in knots))
+    test_runs, test = run_simulations(embedder, range(args.seeds), steps, cfg)
+    print("test streams:", json.dumps(_mean_of(test_runs)), len(test), "questions")
+    shipped = RecommendConfig()
+    rules: dict[str, Callable[[SimAnswer], float]] = {
+        "shipped": lambda a: calibrated(a.raw, a.evidence, CALIBRATION),
+        "fitted on dev": lambda a: calibrated(a.raw, a.evidence, table),
+        "before H-REC": lambda a: calibrated(a.raw_long, a.evidence, CALIBRATION_BEFORE),
+    }
+    min_evidence = {"before H-REC": BEFORE_RULE.min_evidence}
+    report: dict[str, Any] = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config": args.config,
+        "steps": steps,
+        "dev_seeds": list(range(100, 100 + args.seeds)),
+        "test_seeds": list(range(args.seeds)),
+        "dev_runs": _mean_of(dev_runs),
+        "test_runs": _mean_of(test_runs),
+        "fitted_table": table,
+        "rules": {},
+    }
+    for name, conf in rules.items():
+        for split, answers in (("dev", dev), ("test", test)):
+            res = score_rule(
+                answers,
+                conf,
+                steps=steps,
+                min_confidence=shipped.min_confidence,
+                min_evidence=min_evidence.get(name, shipped.min_evidence),
+            )
+            report["rules"][f"{name} [{split}]"] = res
+            print(
+                f"{name:14s} [{split:4s}] "
+                + "  ".join(
+                    f"{part}: recommends {_pct(r['coverage'])}% precision {_pct(r['precision'])}% "
+                    f"right {_pct(r['right'])}%"
+                    for part, r in res.items()
+                    if part != "calibration"
+                )
+            )
+            if split == "test":
+                print(
+                    "    calibration (test, whole stream): "
+                    + "; ".join(
+                        f"{b['bucket']}: n {b['questions']} stated {_pct(b['stated'])} right {_pct(b['right'])}"
+                        for b in res["calibration"]
+                    )
+                )
+    out = args.output if args.output != RESULTS_DIR / "learning.json" else RESULTS_DIR / "learning_calibration.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
     return 0
 
 

@@ -14,17 +14,28 @@ Two parts:
   distractors up to ``--recall-size`` memories; keyword recall@50 of each question's evidence
   for several budgets, compared on the channel's candidate lists directly.
 
+* **exact scan against the HNSW index** (``--ann SIZE=DIR,...``, on copies of curve stores) -- each step a
+  fresh process: the sidecar build from nothing (exact load, build seconds, size), open + first vector
+  search + RSS after 20 searches for the exact scan (``ann_threshold=0``) and the index, alternating,
+  and both stores open in one process with every query interleaved: vector channel and whole search
+  latency, recall@10/@50 of the index's vector channel against the exact channel. ``--ann-structured N``
+  adds the index alone on N real-structured vectors (MiniLM turn vectors from the bench's embedding
+  cache, then mixtures), since the curve's Gaussian vectors have no neighbourhoods for a graph to use.
+
     python bench/scale.py                                   # 10k, 100k
     nice -n 5 python bench/scale.py --sizes 1000000 --merge # add the 1M point to the JSON
     python bench/scale.py --skip-curve --keyword-recall
+    python bench/scale.py --ann 100000=/tmp/s100k,1000000=/tmp/s1m --ann-structured 100000
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -34,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from _data import load_locomo, load_longmemeval
 from engramdb import Engram
@@ -42,6 +54,8 @@ from engramdb.config import load_settings
 from engramdb.embeddings import CachedEmbedder, make_embedder
 from engramdb.models import Memory
 from engramdb.retrieval.text import query_terms
+from engramdb.storage._ann import read_meta, sidecar_dir
+from engramdb.storage._vector_index import SyncState, VectorIndex
 from engramdb.storage.base import Filter
 from engramdb.storage.sqlite import open_sqlite
 from retrieval import AGENT, RESULTS_DIR, _latency, _load, _ms, _scale_texts, machine
@@ -89,7 +103,13 @@ def _rss_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def measure(directory: Path, queries: int) -> dict[str, Any]:
+def _open_engram(directory: Path, emb: CachedEmbedder, ann_threshold: int | None) -> Engram:
+    """The store without the background-vector wrapper (``vectors="sync"``), so ``mem.store`` is the store itself."""
+    extra = {} if ann_threshold is None else {"ann_threshold": ann_threshold}
+    return Engram(directory, embedder=emb, vectors="sync", **extra)
+
+
+def measure(directory: Path, queries: int, ann_threshold: int | None = None) -> dict[str, Any]:
     """Open the store in this (fresh) process and time its channels and searches."""
     emb = _embedder()
     questions = [q.text for c in load_locomo() for q in c.questions][:queries]
@@ -98,11 +118,10 @@ def measure(directory: Path, queries: int) -> dict[str, Any]:
     rss_before = _rss_mb()
     load_before = _load()
     t0 = time.perf_counter()
-    mem = Engram(directory, embedder=emb)
+    mem = _open_engram(directory, emb, ann_threshold)
     open_s = time.perf_counter() - t0
     flt = Filter(agent=AGENT)
-    # The store's own channels (Engram may wrap them to wait for its background vector queue).
-    search = getattr(mem.store.search, "_inner", mem.store.search)
+    search = mem.store.search
     t0 = time.perf_counter()
     search.vector_candidates(qvecs[0], flt, limit=50)
     first_vector_s = time.perf_counter() - t0
@@ -135,6 +154,7 @@ def measure(directory: Path, queries: int) -> dict[str, Any]:
         "postings_budget": budget,
         "load_before": load_before,
         "load_after": _load(),
+        "uses_ann": bool(getattr(getattr(search, "_index", None), "uses_ann", False)),
     }
     mem.close()
     return out
@@ -252,10 +272,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--merge", action="store_true", help="add to the existing JSON instead of replacing it")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ann-threshold", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--ann",
+        default=None,
+        help="exact scan against the HNSW index on existing stores: SIZE=DIR,... (copies of curve stores)",
+    )
+    parser.add_argument("--ann-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ann-opens", type=int, default=2, help="with --ann: fresh-process opens per mode")
+    parser.add_argument("--ann-open-modes", default="exact,ann", help="with --ann: which modes to open")
+    parser.add_argument("--ann-skip-ab", action="store_true", help="with --ann: no interleaved exact/ANN run")
+    parser.add_argument(
+        "--ann-structured", type=int, default=0, help="with --ann: also the index alone on N real-structured vectors"
+    )
     args = parser.parse_args(argv)
     if args.measure is not None:
-        print(json.dumps(measure(args.measure, args.queries)))
+        print(json.dumps(measure(args.measure, args.queries, args.ann_threshold)))
         return 0
+    if args.ann_child is not None:
+        print(json.dumps(_ann_child(args.ann_child, args.queries)))
+        return 0
+    if args.ann is not None:
+        return run_ann(args)
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.merge and args.out.exists() else {}
     results.update({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
     results.setdefault("curve", {})
@@ -267,6 +305,204 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["keyword_recall"] = run_keyword_recall(args.recall_size)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+ANN_OUT = RESULTS_DIR / "scale_ann.json"
+
+
+def _vm_rss_mb(field: str = "VmRSS") -> float:
+    """Resident memory from /proc/self/status: VmRSS, or its parts RssAnon (private) and RssFile (mapped files)."""
+    with open("/proc/self/status", encoding="utf-8") as fh:
+        line = next(x for x in fh if x.startswith(f"{field}:"))
+    return int(line.split()[1]) / 1e3
+
+
+def _dir_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6 if path.exists() else 0.0
+
+
+def _ann_child(spec: str, queries: int) -> dict[str, Any]:
+    """One fresh process: ``open:<mode>:DIR`` (open, first search, 20 searches, RSS), ``build:DIR``
+    (the sidecar build from nothing) or ``ab:DIR`` (exact and ANN stores in one process, interleaved)."""
+    kind, _, rest = spec.partition(":")
+    emb = _embedder()
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    qvecs = emb.embed(questions)
+    flt = Filter(agent=AGENT)
+    if kind == "open":
+        mode, _, where = rest.partition(":")
+        directory = Path(where)
+        rss0, load0 = _vm_rss_mb(), _load()
+        t0 = time.perf_counter()
+        # The default (background vectors) Engram: what a user's open costs.
+        mem = Engram(directory, embedder=emb, **({"ann_threshold": 0} if mode == "exact" else {}))
+        open_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        mem.store.search.vector_candidates(qvecs[0], flt, limit=50)
+        first_s = time.perf_counter() - t0
+        for q in questions[:20]:
+            mem.search(q, agent=AGENT, limit=10)
+        out = {
+            "mode": mode,
+            "open_seconds": open_s,
+            "first_vector_search_seconds": first_s,
+            "rss_mb_after_open_and_20_searches": _vm_rss_mb(),
+            # Mapped sidecar pages are clean page cache (the kernel maps 64 KB around each touched page).
+            "rss_anon_mb": _vm_rss_mb("RssAnon"),
+            "rss_file_mb": _vm_rss_mb("RssFile"),
+            "rss_mb_before_open": rss0,
+            "sidecar_present": read_meta(sidecar_dir(directory / "engram.db")) is not None,
+            "load_before": load0,
+            "load_after": _load(),
+        }
+        mem.close()
+        return out
+    if kind == "build":
+        directory = Path(rest)
+        side = sidecar_dir(directory / "engram.db")
+        load0 = _load()
+        mem = _open_engram(directory, emb, None)
+        t0 = time.perf_counter()
+        mem.store.search.vector_candidates(qvecs[0], flt, limit=50)  # loads exactly, starts the build
+        load_s = time.perf_counter() - t0
+        index = mem.store.search._index  # type: ignore[attr-defined]
+        t0 = time.perf_counter()
+        index.wait_for_index()
+        build_s = time.perf_counter() - t0
+        out = {"exact_load_seconds": load_s, "build_seconds": build_s, "uses_ann": index.uses_ann}
+        out |= {"sidecar_mb": _dir_mb(side), "load_before": load0, "load_after": _load()}
+        mem.close()
+        return out
+    directory = Path(rest)
+    exact = _open_engram(directory, emb, 0)
+    ann = _open_engram(directory, emb, None)
+    for q, v in zip(questions[:10], qvecs, strict=False):  # warm-up both: caches, page cache, term counts
+        for mem in (exact, ann):
+            mem.store.search.vector_candidates(v, flt, limit=50)
+            mem.search(q, agent=AGENT, limit=10)
+    vec: dict[str, list[float]] = {"exact": [], "ann": []}
+    whole: dict[str, list[float]] = {"exact": [], "ann": []}
+    r10, r50 = [], []
+    for q, v in zip(questions, qvecs, strict=True):  # interleaved: both see the same load
+        found: dict[str, list[str]] = {}
+        for name, mem in (("exact", exact), ("ann", ann)):
+            t0 = time.perf_counter()
+            cands = mem.store.search.vector_candidates(v, flt, limit=50)
+            vec[name].append((time.perf_counter() - t0) * 1000)
+            found[name] = [c.id for c in cands]
+            whole[name].append(_ms(lambda q=q, mem=mem: mem.search(q, agent=AGENT, limit=10)))
+        truth = found["exact"]
+        r10.append(len(set(found["ann"][:10]) & set(truth[:10])) / max(1, len(truth[:10])))
+        r50.append(len(set(found["ann"]) & set(truth)) / max(1, len(truth)))
+    out = {
+        "uses_ann": bool(ann.store.search._index.uses_ann),  # type: ignore[attr-defined]
+        "vector_channel_top50": {k: _latency(v) for k, v in vec.items()},
+        "search_without_query_embedding": {k: _latency(v) for k, v in whole.items()},
+        "vector_recall_at_10_vs_exact": float(np.mean(r10)),
+        "vector_recall_at_50_vs_exact": float(np.mean(r50)),
+        "queries": len(questions),
+        "load_before": None,
+        "load_after": _load(),
+        "sidecar_mb": _dir_mb(sidecar_dir(directory / "engram.db")),
+    }
+    exact.close()
+    ann.close()
+    return out
+
+
+EMBED_CACHE = Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
+
+
+def _structured_vectors(size: int, model_id: str, rng: np.random.Generator) -> npt.NDArray[np.float32]:
+    """Real MiniLM turn vectors from the bench's embedding cache, then mixtures of two of them plus noise
+    (the curve stores hold Gaussian vectors, which have no neighbourhood structure for a graph to follow)."""
+    with contextlib.closing(sqlite3.connect(f"file:{EMBED_CACHE}?mode=ro", uri=True)) as conn:
+        blobs = [b for (b,) in conn.execute("SELECT vector FROM embedding_cache WHERE model_id = ?", (model_id,))]
+    real = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+    extra = max(0, size - len(real))
+    mix = real[rng.integers(0, len(real), extra)] + 0.5 * real[rng.integers(0, len(real), extra)]
+    mix += 0.02 * rng.standard_normal(mix.shape).astype(np.float32)
+    mix /= np.linalg.norm(mix, axis=1, keepdims=True)
+    return np.vstack([real, mix]).astype(np.float32)[:size]
+
+
+def run_ann_structured(size: int, queries: int) -> dict[str, Any]:
+    """Vector channel recall of the HNSW index against the exact scan on real-structured vectors (the index alone)."""
+    emb = _embedder()
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    qvecs = emb.embed(questions)
+    vecs = _structured_vectors(size, emb.model_id, np.random.default_rng(2))
+    rows = [(f"m{i}", i + 1, AGENT, "conversation", "private", vecs[i].tobytes()) for i in range(len(vecs))]
+    state = SyncState(emb.model_id, 0, len(rows))
+    with tempfile.TemporaryDirectory(prefix="engram-ann-") as tmp:
+        exact, ann = VectorIndex(), VectorIndex(Path(tmp) / "engram.db.ann")
+        exact.load(rows, state)
+        ann.load(rows, state)
+        load0 = _load()
+        ann.search(qvecs[0], limit=50, agent=AGENT, include_public=False)  # starts the build
+        t0 = time.perf_counter()
+        ann.wait_for_index()
+        build_s = time.perf_counter() - t0
+        ms: dict[str, list[float]] = {"exact": [], "ann": []}
+        r10, r50 = [], []
+        for v in qvecs:  # interleaved
+            found = {}
+            for name, index in (("exact", exact), ("ann", ann)):
+                t0 = time.perf_counter()
+                found[name] = [i for i, _ in index.search(v, limit=50, agent=AGENT, include_public=False)]
+                ms[name].append((time.perf_counter() - t0) * 1000)
+            r10.append(len(set(found["ann"][:10]) & set(found["exact"][:10])) / 10)
+            r50.append(len(set(found["ann"]) & set(found["exact"])) / 50)
+        return {
+            "vectors": len(rows),
+            "uses_ann": ann.uses_ann,
+            "build_seconds": build_s,
+            "vector_channel_top50": {k: _latency(v) for k, v in ms.items()},
+            "vector_recall_at_10_vs_exact": float(np.mean(r10)),
+            "vector_recall_at_50_vs_exact": float(np.mean(r50)),
+            "sidecar_mb": _dir_mb(Path(tmp) / "engram.db.ann"),
+            "queries": len(qvecs),
+            "load_before": load0,
+            "load_after": _load(),
+        }
+
+
+def run_ann(args: argparse.Namespace) -> int:
+    """Exact scan against HNSW index on existing stores (``--ann 100000=DIR,...``), each step a fresh process."""
+    results: dict[str, Any] = json.loads(args.out.read_text()) if args.merge and args.out.exists() else {}
+    results.update({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
+
+    def child(spec: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, __file__, "--ann-child", spec, "--queries", str(args.queries)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return dict(json.loads(done.stdout))
+
+    for item in filter(None, args.ann.split(",")):
+        size, _, where = item.partition("=")
+        directory = Path(where)
+        point: dict[str, Any] = results.setdefault(size, {})
+        if read_meta(sidecar_dir(directory / "engram.db")) is None:
+            point["build"] = child(f"build:{directory}")
+        # Open in fresh processes, each mode twice, alternating (one-shot times: the pairs show the spread).
+        modes = args.ann_open_modes.split(",")
+        point["open"] = [child(f"open:{mode}:{directory}") for _ in range(args.ann_opens) for mode in modes]
+        point["sidecar_mb"] = _dir_mb(sidecar_dir(directory / "engram.db"))
+        point["database_mb"] = (directory / "engram.db").stat().st_size / 1e6
+        if not args.ann_skip_ab:
+            point["ab"] = child(f"ab:{directory}")
+        print(json.dumps({size: point}, indent=1), file=sys.stderr)
+    if args.ann_structured:
+        results["structured"] = run_ann_structured(args.ann_structured, args.queries)
+        print(json.dumps(results["structured"], indent=1), file=sys.stderr)
+    out = args.out if args.out != OUT else ANN_OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
     return 0
 

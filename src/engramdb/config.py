@@ -35,7 +35,8 @@ class Settings:
 
     #: Where the default embedded store lives.
     home: Path
-    #: Which embedder: "local" (bundled ONNX MiniLM), "sentence-transformers:<model>", "openai:<model>".
+    #: Which embedder: "local" (bundled ONNX MiniLM), "static" (a table distilled from it: fast, lower recall),
+    #: "sentence-transformers:<model>", "openai:<model>".
     embedder: str = "local"
     #: Base URL of an OpenAI-compatible embeddings endpoint (Ollama, vLLM, LM Studio, ...).
     openai_base_url: str = "http://localhost:11434/v1"
@@ -102,6 +103,9 @@ class Settings:
     #: texts in arrival order cannot do. 1,000 LoCoMo turns then flush, load ~1.5 (bench/RESULTS.md, section 1):
     #: one call each 92 turns/s searchable at 1024 against 68 at 8; one remember_many 107 against 69.
     vector_batch_size: int = 1024
+    #: Vectors above which a file store answers vector searches from an HNSW index (faiss) persisted beside
+    #: the database, newer rows scanned exactly; 0: always the exact scan (see engramdb.storage._ann).
+    ann_threshold: int = 20_000
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -172,6 +176,7 @@ _TYPES: dict[str, Any] = {
     "min_score": float,
     "vectors": str,
     "vector_batch_size": int,
+    "ann_threshold": int,
 }
 # Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
 _ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}
@@ -227,14 +232,17 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("min_score must be within [0, 1]")
     if settings.vector_batch_size < 1:
         raise ConfigError("vector_batch_size must be at least 1")
+    if settings.ann_threshold < 0:
+        raise ConfigError("ann_threshold must not be negative")
     if settings.vectors not in ("background", "sync"):
         raise ConfigError(f"vectors must be 'background' or 'sync', not {settings.vectors!r}")
     if settings.synchronous != settings.synchronous.upper():
         settings = dataclasses.replace(settings, synchronous=settings.synchronous.upper())
     kind = settings.embedder.split(":", 1)[0]
-    if kind not in ("local", "sentence-transformers", "openai"):
+    if kind not in ("local", "static", "sentence-transformers", "openai"):
         raise ConfigError(
-            f"unknown embedder {settings.embedder!r}: use 'local', 'sentence-transformers:<model>' or 'openai:<model>'"
+            f"unknown embedder {settings.embedder!r}: use 'local', 'static', 'sentence-transformers:<model>' "
+            "or 'openai:<model>'"
         )
     return settings
 

@@ -209,11 +209,9 @@ class WritePipeline:
         a later one updates the holder in place with history action ``supersede`` (the
         old value stays in :meth:`~engramdb.Engram.history`), so reads see one current value.
 
-        With keys in the batch, the lookups and writes run in one transaction that first
-        locks each (agent, key) (:meth:`~engramdb.storage.base.MetaRepo.get` inside
-        ``atomic()``), so writers of the same new key in other threads or processes queue
-        and each finds the holder the previous one wrote. Inside that transaction vectors are
-        computed before the commit, as for any write in a caller's transaction.
+        The keyed lookups and writes run in one transaction that first locks each (agent, key)
+        (``meta.get`` inside ``atomic()``), so writers of one new key in other threads or processes
+        queue and each finds the holder the last one wrote; their vectors are queued at the commit.
         """
         keyed = [pos for pos, m in enumerate(memories) if key_of(m) is not None]
         if not keyed:

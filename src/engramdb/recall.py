@@ -12,13 +12,14 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from engramdb import _validate as check
 from engramdb._util import utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
-from engramdb.errors import NotFound
+from engramdb.errors import NotFound, StorageError
 from engramdb.models import AuditRecord, Change, Hit, Memory
 from engramdb.pipeline import key_of, key_tag
 from engramdb.retrieval.hybrid import HybridSearcher
@@ -85,24 +86,35 @@ class Recall:
             # not compete for the cores (the vector channel would wait for the queue anyway).
             self._settle()
         now = utcnow()
+        found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
         cutoff = self._settings.min_score
-        if cutoff <= 0:
-            hits = self._searcher.search(query, flt, limit=limit, now=now)
-        else:
+        if cutoff > 0:
             # Found by meaning alone and less similar than the cutoff: unrelated, not a hit (and not accessed).
-            found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
-            hits = [h for h in found if h.keyword_score is not None or (h.vector_score or 0.0) >= cutoff]
-            if hits:
-                self._store.memories.touch([h.memory.id for h in hits], at=now)
-                hits = [
-                    dataclasses.replace(
-                        h,
-                        memory=dataclasses.replace(h.memory, access_count=h.memory.access_count + 1, last_accessed=now),
-                    )
-                    for h in hits
-                ]
-        self._read("search", agent=flt.agent, ids=[h.memory.id for h in hits], kinds=flt.kinds)
-        return hits
+            found = [h for h in found if h.keyword_score is not None or (h.vector_score or 0.0) >= cutoff]
+        ids = [h.memory.id for h in found]
+        self._bookkeep(ids, now=now, agent=flt.agent, kinds=flt.kinds)
+        return [
+            dataclasses.replace(
+                h, memory=dataclasses.replace(h.memory, access_count=h.memory.access_count + 1, last_accessed=now)
+            )
+            for h in found
+        ]
+
+    def _bookkeep(self, ids: builtins.list[str], *, now: datetime, agent: str | None, kinds: Any) -> None:
+        """A search's access counts and audit entry, in one write transaction (one commit instead of two).
+
+        If that transaction fails (a full disk), each is retried on its own, as each may then wait in
+        memory for the next write: a read never fails for its bookkeeping.
+        """
+        if not ids and not self._settings.audit:
+            return
+        try:
+            with self._store.atomic():
+                self._store.memories.touch(ids, at=now)
+                self._read("search", agent=agent, ids=ids, kinds=kinds)
+        except StorageError:
+            self._store.memories.touch(ids, at=now)
+            self._read("search", agent=agent, ids=ids, kinds=kinds)
 
     def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
         """One memory by id; with ``agent`` given, it must be visible to that agent (else NotFound)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -37,7 +38,9 @@ def test_two_recorded_decisions_give_a_tentative_recommendation() -> None:
 
 
 def test_much_clear_evidence_gives_a_firm_recommendation() -> None:
-    nbrs = [rec("backoff", 1.0 if i % 10 else 0.0, i) for i in range(20)]
+    # 18 of 20 successes (the failures not among the newest: a fresh failure is what a change looks like, see
+    # test_a_favourite_that_just_started_failing_loses_its_recommendation).
+    nbrs = [rec("backoff", 0.0 if i % 10 == 5 else 1.0, i) for i in range(20)]
     nbrs += [rec("retry", 0.0 if i % 5 else 1.0, 100 + i) for i in range(20)]
     s = suggest("q", nbrs, now=NOW, config=RecommendConfig(), seed=0)
     assert s.recommended == "backoff"
@@ -74,18 +77,58 @@ def test_calibration_table_knots_rise() -> None:
         assert ys == sorted(ys)
 
 
+def test_a_favourite_that_just_started_failing_loses_its_recommendation() -> None:
+    # The same long record (16 successes in 20 of "a", 6 in 20 of "b"), then the newest outcomes differ: recent
+    # successes of "a" keep a firm recommendation, recent failures (what a change of the world looks like) do not,
+    # though "a" still ranks first on its long record.
+    old = [rec("a", 0.0 if i % 5 == 0 else 1.0, 100 + i) for i in range(20)]
+    old += [rec("b", 1.0 if i % 3 == 0 else 0.0, 200 + i) for i in range(20)]
+    # The change rule off, to see the recent view alone (with it, "b" also overtakes "a" on the record).
+    cfg = replace(RecommendConfig(), change=None)
+    steady = suggest("q", old + [rec("a", 1.0, i) for i in range(3)], now=NOW, config=cfg, seed=0)
+    failing = suggest("q", old + [rec("a", 0.0, i) for i in range(3)], now=NOW, config=cfg, seed=0)
+    assert steady.recommended == "a"
+    assert failing.options[0].action == "a"
+    assert failing.recommended is None
+    assert failing.confidence < steady.confidence
+    # Without the recent view, the long record alone still gives the failing favourite a raw lead over 80%.
+    long_only = replace(cfg, recent_horizon=None, calibration=None)
+    assert suggest("q", old + [rec("a", 0.0, i) for i in range(3)], now=NOW, config=long_only, seed=0).confidence > 0.8
+
+
+def test_the_recent_horizon_is_validated() -> None:
+    with pytest.raises(ValueError, match="recent_horizon"):
+        RecommendConfig(recent_horizon=0.5)
+
+
 def test_change_detection_drops_the_record_a_recent_streak_contradicts() -> None:
     t0 = NOW.timestamp()
     # 20 old successes of "a", then 4 failures: a change.
     actions = ["a"] * 24
     succ = [1.0] * 20 + [0.0] * 4
     times = [t0 + i for i in range(24)]
-    factors = change_discounts(actions, succ, [1.0] * 24, times, rule=ChangeRule(window=2, z=2.5, keep=0.1))
+    factors = change_discounts(actions, succ, [1.0] * 24, times, rule=ChangeRule(window=2, z=2.5, keep=0.1, scan=False))
     # The newest 2 outcomes (the window) contradict the 22 before them: those stop counting (x 0.1).
     assert factors[:22] == [0.1] * 22
     assert factors[22:] == [1.0] * 2
     steady = change_discounts(actions, [1.0] * 24, [1.0] * 24, times, rule=ChangeRule())
     assert steady == [1.0] * 24
+
+
+def test_a_change_stays_detected_after_one_lucky_success() -> None:
+    # 20 successes, 4 failures, then one success and one failure: the newest window (1 success, 1 failure) no
+    # longer contradicts the record, but the stretch since the change does. The scan keeps the change; testing
+    # the newest window alone restores the stale record.
+    t0 = NOW.timestamp()
+    succ = [1.0] * 20 + [0.0] * 4 + [1.0, 0.0]
+    times = [t0 + i for i in range(26)]
+    scanned = change_discounts(["a"] * 26, succ, [1.0] * 26, times, rule=ChangeRule())
+    assert scanned[:20] == [0.1] * 20
+    assert scanned[20:] == [1.0] * 6
+    newest_only = change_discounts(["a"] * 26, succ, [1.0] * 26, times, rule=ChangeRule(scan=False))
+    assert newest_only == [1.0] * 26
+    # A steady record loses nothing.
+    assert change_discounts(["a"] * 26, [1.0] * 26, [1.0] * 26, times, rule=ChangeRule()) == [1.0] * 26
 
 
 def test_change_rule_with_scope_all_discounts_other_actions_older_than_the_change() -> None:

@@ -97,7 +97,13 @@ def test_thin_evidence_gives_a_tentative_recommendation_or_none() -> None:
 
 
 def test_evidence_that_does_not_separate_the_options_gives_no_recommendation() -> None:
-    nbrs = many("a", 6, 4) + many("b", 6, 4, start=100)
+    # Successes and failures interleaved: 6 successes after 4 failures (what ``many`` gives) is what a change of the
+    # world looks like, and the change rule rightly trusts the newer outcomes then.
+    def mixed(action: str, start: int) -> list[Neighbour]:
+        pattern = (1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0)  # 6 successes, 4 failures
+        return near(*(rec(action, x, minutes_ago=start + i) for i, x in enumerate(pattern)))
+
+    nbrs = mixed("a", 0) + mixed("b", 100)
     s = suggest("q", nbrs, now=NOW, config=CFG, seed=0)
     assert s.recommended is None
     assert "does not separate" in s.reason

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from seed_cli import Cli
 
 from engramdb import Engram
@@ -62,16 +61,6 @@ def test_auth_scenario_ranks_the_fix_first(cli: Cli) -> None:
     assert suggestion["options"][0]["success_rate"] > suggestion["options"][1]["success_rate"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "'authentication API timed out' has cosine 0.835 to 'api-auth-timeout', so each of the two decisions counts "
-        "0.76 of an outcome and the fix has 0.76 weighted outcomes, under the 1 a recommendation needs (the "
-        "exact context does get a tentative recommendation: test_two_recorded_decisions_give_a_tentative_"
-        "recommendation). Lowering the minimum to 0.5 was measured: on the simulated streams recommendations "
-        "made on 0.5-1 weighted outcomes are right 88.5% of the time (163 questions), under the 95% target"
-    ),
-)
 def test_auth_scenario_recommends_the_fix(cli: Cli) -> None:
     """Scenario 1: ``Recommended: retry-with-exponential-backoff`` after the two recorded decisions."""
     _auth_scenario(cli)

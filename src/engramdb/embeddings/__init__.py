@@ -7,6 +7,10 @@
 ``local:<max tokens>``          the same model reading at most that many tokens (16 to 512;
                                 ``local:128`` embeds long texts ~2x faster, see
                                 bench/embedders.py; its own model id, so ``reembed``)
+``static`` / ``static:<dims>``  :class:`~engramdb.embeddings.static.StaticEmbedder`: a token
+                                table distilled from the same model (model2vec's recipe),
+                                ~100x faster, lower recall (bench/RESULTS.md); derived on
+                                first use into ``<home>/embeddings``; 256-d by default
 ``sentence-transformers:<m>``   :class:`~engramdb.embeddings.st.SentenceTransformerEmbedder`
 ``openai:<model>``              :class:`~engramdb.embeddings.openai.OpenAIEmbedder` at
                                 ``openai_base_url`` (OpenAI, Ollama, vLLM, LM Studio, ...)
@@ -27,7 +31,7 @@ from engramdb.errors import ConfigError
 
 __all__ = ["CacheInfo", "CachedEmbedder", "Embedder", "LocalEmbedder", "QueryCache", "count_tokens", "make_embedder"]
 
-_KINDS = "'local', 'local:<max tokens>', 'sentence-transformers:<model>' or 'openai:<model>'"
+_KINDS = "'local', 'local:<max tokens>', 'static', 'static:<dims>', 'sentence-transformers:<model>' or 'openai:<model>'"
 
 
 def make_embedder(settings: Settings) -> Embedder:
@@ -47,6 +51,15 @@ def make_embedder(settings: Settings) -> Embedder:
             sha256=settings.model_sha256,
             batch_size=settings.embed_batch_size,
             max_tokens=max_tokens,
+        )
+    elif kind == "static" and (not colon or name.isdigit()):
+        from engramdb.embeddings.static import DEFAULT_STATIC_DIMS, StaticEmbedder
+
+        inner = StaticEmbedder(
+            dims=int(name) if colon else DEFAULT_STATIC_DIMS,
+            cache_dir=settings.home / "embeddings",
+            model_path=settings.model_path,
+            sha256=settings.model_sha256,
         )
     elif kind == "sentence-transformers" and name:
         from engramdb.embeddings.st import SentenceTransformerEmbedder

@@ -113,6 +113,24 @@ class CachedEmbedder:
             self._memory.clear()
             self._hits = self._misses = 0
 
+    def prime(self, texts: Sequence[str], vectors: npt.ArrayLike) -> int:
+        """Seed the in-memory cache with known vectors of ``texts`` from this same model (an import reusing
+        vectors it checked, see :func:`engramdb.integrations.chroma.import_chroma`), row for row.
+
+        Rows are normalised to unit length; nothing goes to the cache file (the vectors were not computed
+        here). Returns how many stay cached: at most ``size`` (the newest ones).
+        """
+        items = check_texts(texts)
+        rows = np.asarray(vectors, dtype=np.float32)
+        if rows.ndim != 2 or rows.shape[0] != len(items) or (items and rows.shape[1] != self.inner.dim):
+            raise EmbeddingError(f"cannot prime {len(items)} texts with vectors of shape {rows.shape}")
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        unit = rows / np.where(norms > 0, norms, 1.0)
+        with self._lock:
+            for text, row in zip(items, unit, strict=True):
+                self._remember(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(), _frozen(row))
+        return min(len(items), self.size)
+
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts``: cached vectors where known, the rest in one call to the wrapped embedder."""
         items = check_texts(texts)

@@ -14,9 +14,15 @@ called. Every record of every collection with a document becomes one memory of `
 - metadata: the record's Chroma metadata, plus ``chroma_id`` (its id) and ``chroma_collection``;
 - tags: the collection's name; kind: ``kind`` (default ``knowledge``).
 
-Vectors are not copied: Chroma's were made by another embedding model (its default MiniLM, or OpenAI's, ...)
-and vectors of two models cannot be compared, so every document is embedded again with the store's model;
-the report says which model the collection used and how many documents were re-embedded. Writes go through
+By default vectors are not copied: Chroma's are usually made by another embedding model (its default MiniLM,
+or OpenAI's, ...) and vectors of two models cannot be compared, so every document is embedded again with the
+store's model; the report says which model the collection used and how many documents were re-embedded.
+With ``reuse_vectors=True`` (CLI ``--reuse-vectors``) the user says the collections were embedded with the
+store's model; that is checked before anything is written (the vectors' dimension must be the model's, and
+a sample of documents, re-embedded, must match their stored vectors to a cosine of at least
+``tolerance``, default :data:`REUSE_MIN_COSINE`), else ValidationError. The checked vectors then stand in
+for the model: they seed the store embedder's cache (:meth:`~engramdb.embeddings.CachedEmbedder.prime`),
+so a document stored unchanged is not embedded again, while one that redaction changed is. Writes go through
 :meth:`Engram.remember_many` (secrets redacted, every write audited), in batches. Records imported before
 (same collection and ``chroma_id`` for the same agent) are skipped, so an interrupted import can simply be run
 again. ``dry_run=True`` reports per collection what would come and writes nothing.
@@ -24,6 +30,7 @@ again. ``dry_run=True`` reports per collection what would come and writes nothin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,8 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import numpy as np
+import numpy.typing as npt
+
 from engramdb import _validate as check
 from engramdb.errors import EngramError, StorageError, ValidationError
+from engramdb.privacy.redact import redact_text
 
 if TYPE_CHECKING:
     import os
@@ -40,12 +51,19 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
+    from engramdb.embeddings import CachedEmbedder
     from engramdb.engram import Engram
 
-__all__ = ["ChromaImportReport", "CollectionImport", "import_chroma"]
+__all__ = ["REUSE_MIN_COSINE", "ChromaImportReport", "CollectionImport", "import_chroma"]
 
 #: Records read from Chroma (and written to engramdb) per batch.
 BATCH: Final = 256
+#: ``reuse_vectors``: the least cosine between a sampled document's stored and re-embedded vector. The same
+#: model on another machine or runtime differs in the last float digits (cosine > 0.999); another model
+#: of the same dimension does not come near.
+REUSE_MIN_COSINE: Final = 0.99
+#: ``reuse_vectors``: how many documents per collection are re-embedded to check the vectors' model.
+REUSE_SAMPLE: Final = 8
 _EXISTING_PAGE: Final = 1000
 
 Progress = Callable[[int, int], None]
@@ -68,6 +86,9 @@ class CollectionImport:
     source_embedding: str | None
     #: The dimension of the collection's vectors (None for an empty collection).
     source_dimension: int | None
+    #: ``reuse_vectors``: the least cosine between stored and re-embedded vectors of the sampled documents
+    #: (None when vectors are not reused or nothing was sampled).
+    sample_cosine: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -79,6 +100,7 @@ class CollectionImport:
             "without_document": self.without_document,
             "source_embedding": self.source_embedding,
             "source_dimension": self.source_dimension,
+            "sample_cosine": self.sample_cosine,
         }
 
 
@@ -92,6 +114,11 @@ class ChromaImportReport:
     #: The engramdb embedding model every imported document is (or would be) embedded with.
     model: str
     collections: list[CollectionImport] = field(default_factory=list)
+    #: Whether the collections' vectors were (dry run: would be) reused instead of re-embedding.
+    reuse_vectors: bool = False
+    #: Documents whose stored vector was used (their stored content was the document as is); the rest were
+    #: embedded (0 without ``reuse_vectors`` and in a dry run).
+    reused: int = 0
 
     @property
     def imported(self) -> int:
@@ -105,7 +132,17 @@ class ChromaImportReport:
 
     @property
     def vectors_note(self) -> str:
-        """Why Chroma's vectors were not reused."""
+        """What happened to Chroma's vectors: reused (after the check) or not, and why."""
+        if self.reuse_vectors:
+            cosines = [c.sample_cosine for c in self.collections if c.sample_cosine is not None]
+            checked = f" (sampled documents re-embedded match them to cosine >= {min(cosines):.4f})" if cosines else ""
+            if self.dry_run:
+                return f"Chroma's vectors would be reused as {self.model}'s{checked}."
+            embedded = self.imported - self.reused
+            return (
+                f"Chroma's vectors were reused as {self.model}'s{checked}: {self.reused} reused, "
+                f"{embedded} document{'s' if embedded != 1 else ''} embedded (changed by redaction)."
+            )
         used = [c for c in self.collections if c.records]
         dims = sorted({str(c.source_dimension) for c in used if c.source_dimension})
         names = sorted({c.source_embedding for c in used if c.source_embedding})
@@ -127,7 +164,8 @@ class ChromaImportReport:
             "model": self.model,
             "records": self.records,
             "imported": self.imported,
-            "vectors": "re-embedded",
+            "vectors": "reused" if self.reuse_vectors else "re-embedded",
+            "reused": self.reused,
             "vectors_note": self.vectors_note,
             "collections": [c.to_dict() for c in self.collections],
         }
@@ -141,6 +179,8 @@ def import_chroma(
     kind: str = "knowledge",
     dry_run: bool = False,
     progress: Progress | None = None,
+    reuse_vectors: bool = False,
+    tolerance: float = REUSE_MIN_COSINE,
 ) -> ChromaImportReport:
     """Bring every collection of the Chroma persist directory ``path`` into ``mem`` as ``agent``'s memories.
 
@@ -149,20 +189,34 @@ def import_chroma(
     :class:`~engramdb.errors.ValidationError`; a store Chroma cannot read raises
     :class:`~engramdb.errors.StorageError`. Bad records (e.g. an empty document) raise ValidationError
     naming the collection and id; batches written before stay (run it again to continue).
+
+    ``reuse_vectors``: use the collections' stored vectors instead of embedding the documents again (see the
+    module docstring); checked on every collection before anything is written, ValidationError if they are
+    not the store model's (``tolerance``: the least cosine a sampled document may have with its vector).
     """
     owner = check.agent_name("default" if agent is None else agent)
     kind = check.kind(kind)
+    reuse_vectors = check.flag(reuse_vectors, what="reuse_vectors")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0.0 < tolerance <= 1.0:
+        raise ValidationError(f"tolerance must be a cosine in (0, 1], not {tolerance!r}")
+    cache = _reuse_cache(mem) if reuse_vectors else None
     client = _open(path)
-    report = ChromaImportReport(path=str(path), agent=owner, dry_run=dry_run, model=mem.embedder.model_id)
+    report = ChromaImportReport(
+        path=str(path), agent=owner, dry_run=dry_run, model=mem.embedder.model_id, reuse_vectors=reuse_vectors
+    )
     collections = [_collection(client, name) for name in _collection_names(client)]
     plans = [_Plan(c, _existing_ids(mem, owner, c.name)) for c in collections]
+    cosines = {p.name: _checked_cosine(mem, p, tolerance) for p in plans} if reuse_vectors else {}
     total = sum(p.pending for p in plans)
-    done = 0
+    done = reused = 0
     for plan in plans:
         imported = 0
         if not dry_run:
-            for items in plan.batches(owner, kind):
-                mem.remember_many(items, force=True)
+            for items, vectors in plan.batches(owner, kind, with_vectors=cache is not None):
+                if cache is not None:
+                    reused += _write_reusing(mem, cache, items, vectors)
+                else:
+                    mem.remember_many(items, force=True)
                 imported += len(items)
                 done += len(items)
                 if progress is not None:
@@ -176,9 +230,76 @@ def import_chroma(
                 without_document=plan.empty,
                 source_embedding=plan.source_embedding,
                 source_dimension=plan.dimension,
+                sample_cosine=cosines.get(plan.name),
             )
         )
-    return report
+    return dataclasses.replace(report, reused=reused)
+
+
+# -- reusing the collections' vectors -------------------------------------------------------------------------
+def _reuse_cache(mem: Engram) -> CachedEmbedder:
+    """The store embedder's cache, which the checked vectors seed; ValidationError if there is none."""
+    from engramdb.embeddings import CachedEmbedder
+
+    embedder = mem.embedder
+    if not isinstance(embedder, CachedEmbedder) or embedder.size < 1:
+        raise ValidationError(
+            "reuse_vectors needs the store's embedder cache (setting embed_cache_size > 0, the default embedder); "
+            "import without reuse_vectors to embed every document"
+        )
+    return embedder
+
+
+def _checked_cosine(mem: Engram, plan: _Plan, tolerance: float) -> float | None:
+    """The least cosine between stored and re-embedded vectors of a sample of ``plan``'s documents.
+
+    ValidationError when the vectors' dimension is not the model's or a sampled document is further from its
+    vector than ``tolerance``: the vectors then come from another model, and searches would mix two spaces.
+    """
+    if not plan.pending:
+        return None
+    dim = mem.embedder.dim
+    if plan.dimension != dim:
+        raise ValidationError(
+            f"collection {plan.name!r}: its vectors have {plan.dimension} dimensions, {mem.embedder.model_id}'s "
+            f"{dim}; they cannot be reused (import without reuse_vectors to embed the documents again)"
+        )
+    policy = mem.redaction
+    # Only documents redaction leaves as they are: the others are embedded redacted anyway, and a secret
+    # must not reach the embedder (it may be a remote API) before redaction, not even for this check.
+    texts, stored = plan.sample(
+        REUSE_SAMPLE, keep=lambda text: not policy.enabled or redact_text(text, policy=policy).text == text
+    )
+    if not texts:
+        return None
+    fresh = mem.embedder.embed(texts)
+    unit = stored / np.maximum(np.linalg.norm(stored, axis=1, keepdims=True), 1e-12)
+    cosines = np.sum(unit * fresh, axis=1)
+    worst = float(cosines.min())
+    if worst < tolerance:
+        raise ValidationError(
+            f"collection {plan.name!r}: its vectors are not {mem.embedder.model_id}'s (a sampled document's "
+            f"stored vector has cosine {worst:.3f} with its embedding; at least {tolerance} is needed); import "
+            "without reuse_vectors to embed the documents again"
+        )
+    return worst
+
+
+def _write_reusing(mem: Engram, cache: CachedEmbedder, items: list[dict[str, Any]], vectors: Any) -> int:
+    """Write one batch with the documents' vectors seeded in the embedder's cache; how many were reused."""
+    # At most the cache's size at a time, so every seeded vector is still there when the batch is embedded.
+    reused = 0
+    step = min(len(items), cache.size)
+    for start in range(0, len(items), step):
+        part = items[start : start + step]
+        cache.prime([i["content"] for i in part], vectors[start : start + step])
+        before = cache.cache_info().hits
+        mem.remember_many(part, force=True)
+        # With background vectors the queue's worker embeds the part: wait for it (it finds the seeded
+        # vectors, so it does not run the model), so the next part's seeds cannot push these out first.
+        mem.flush()
+        reused += min(len(part), cache.cache_info().hits - before)
+    return reused
 
 
 # -- reading Chroma -------------------------------------------------------------------------------------------
@@ -237,7 +358,7 @@ class _Plan:
         self.existing = existing
         self.source_embedding = _source_embedding(collection)
         self.records = self.already = self.empty = self.pending = 0
-        for ids, documents, _ in self._pages(["documents"]):
+        for ids, documents, _, _ in self._pages(["documents"]):
             for record_id, document in zip(ids, documents, strict=True):
                 self.records += 1
                 if record_id in existing:
@@ -257,8 +378,30 @@ class _Plan:
         vectors = page.get("embeddings")
         return len(vectors[0]) if vectors is not None and len(vectors) else None
 
-    def _pages(self, include: list[Any]) -> Iterator[tuple[list[str], list[str | None], list[Any]]]:
-        """(ids, documents, metadatas) of the collection, one page of :data:`BATCH` records at a time."""
+    def sample(self, size: int, *, keep: Callable[[str], bool]) -> tuple[list[str], npt.NDArray[np.float32]]:
+        """Up to ``size`` pending documents that ``keep`` accepts and their stored vectors, spread over the
+        collection."""
+        texts: list[str] = []
+        rows: list[Any] = []
+        stride = max(1, self.pending // size)
+        seen = 0
+        for ids, documents, _, vectors in self._pages(["documents", "embeddings"]):
+            for record_id, document, vec in zip(ids, documents, vectors, strict=True):
+                if record_id in self.existing or not isinstance(document, str) or not document.strip():
+                    continue
+                if not keep(document):
+                    continue
+                if seen % stride == 0 and len(texts) < size:
+                    texts.append(document)
+                    rows.append(vec)
+                seen += 1
+            if len(texts) >= size:
+                break
+        return texts, np.asarray(rows, dtype=np.float32)
+
+    def _pages(self, include: list[Any]) -> Iterator[tuple[list[str], list[str | None], list[Any], list[Any]]]:
+        """(ids, documents, metadatas, embeddings) of the collection, one page of :data:`BATCH` records at a
+        time (a part not in ``include`` is a list of None)."""
         offset = 0
         while True:
             try:
@@ -271,16 +414,23 @@ class _Plan:
             no_values: list[Any] = [None] * len(ids)
             documents: list[str | None] = list(page.get("documents") or no_values)
             metadatas: list[Any] = list(page.get("metadatas") or no_values)
-            yield ids, documents, metadatas
+            found = page.get("embeddings")
+            embeddings: list[Any] = list(found) if found is not None else no_values
+            yield ids, documents, metadatas, embeddings
             if len(ids) < BATCH:
                 return
             offset += len(ids)
 
-    def batches(self, agent: str, kind: str) -> Iterator[list[dict[str, Any]]]:
-        """The records to import, as ``remember_many`` items, one list per page read."""
-        for ids, documents, metadatas in self._pages(["documents", "metadatas"]):
+    def batches(
+        self, agent: str, kind: str, *, with_vectors: bool = False
+    ) -> Iterator[tuple[list[dict[str, Any]], list[Any]]]:
+        """The records to import, as ``remember_many`` items, one list per page read, with their stored
+        vectors row for row (``with_vectors``; else Nones)."""
+        include: list[Any] = ["documents", "metadatas", "embeddings"] if with_vectors else ["documents", "metadatas"]
+        for ids, documents, metadatas, embeddings in self._pages(include):
             items = []
-            for record_id, document, metadata in zip(ids, documents, metadatas, strict=True):
+            kept: list[Any] = []
+            for record_id, document, metadata, vec in zip(ids, documents, metadatas, embeddings, strict=True):
                 if record_id in self.existing or document is None:
                     continue
                 if not isinstance(document, str) or not document.strip():
@@ -300,8 +450,9 @@ class _Plan:
                         },
                     }
                 )
+                kept.append(vec)
             if items:
-                yield items
+                yield items, kept
 
 
 def _json_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:

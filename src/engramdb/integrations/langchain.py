@@ -38,7 +38,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from engramdb import _validate as check
 from engramdb.errors import EngramError
-from engramdb.models import Kind, Memory
+from engramdb.models import Kind
+from engramdb.recall import read_filter
 
 if TYPE_CHECKING:
     from engramdb.engram import Engram
@@ -62,7 +63,6 @@ PATTERN_TAG: Final = "pattern"
 
 #: Longest piece of a memory's content shown to the model in a tool answer.
 _SHOWN_CHARS: Final = 500
-_PAGE: Final = 1000
 
 P = ParamSpec("P")
 
@@ -303,32 +303,26 @@ class _Tools:
 
     @_guarded("get_pattern_stats")
     def get_pattern_stats(self) -> str:
-        """Totals over every pattern the agent can see."""
-        patterns = self._patterns()
-        if not patterns:
+        """Totals over every pattern the agent can see, aggregated in the store (no pattern is loaded)."""
+        flt = read_filter(self._agent, PATTERN_KIND, [PATTERN_TAG])
+        memories = self._mem.store.memories
+        total = memories.count(flt)
+        if not total:
             return "Pattern statistics:\n- Total patterns: 0"
-        rates = [m.confidence for m in patterns]
-        most_used = max(patterns, key=lambda m: (m.attempts, m.created_at))
+        usage = memories.usage(flt)
+        top = memories.list(flt, limit=1, order="most_used")
+        # The one pattern this names is read through the audited API, as a listing of it would be.
+        most_used = self._mem.get(top[0].id, agent=self._agent) if top and top[0].attempts > 0 else None
         return "\n".join(
             [
                 "Pattern statistics:",
-                f"- Total patterns: {len(patterns)}",
-                f"- Average success rate: {sum(rates) / len(rates):.0%}",
-                f"- Best success rate: {max(rates):.0%}",
-                f"- Total usage: {_count(sum(m.attempts for m in patterns))}",
-                f"- Most used pattern: {most_used.id if most_used.attempts > 0 else 'none used yet'}",
+                f"- Total patterns: {total}",
+                f"- Average success rate: {usage.confidence_sum / total:.0%}",
+                f"- Best success rate: {usage.best_confidence or 0.0:.0%}",
+                f"- Total usage: {_count(usage.attempts)}",
+                f"- Most used pattern: {most_used.id if most_used is not None else 'none used yet'}",
             ]
         )
-
-    def _patterns(self) -> list[Memory]:
-        out: list[Memory] = []
-        while True:
-            page = self._mem.list(
-                agent=self._agent, kind=PATTERN_KIND, tags=[PATTERN_TAG], limit=_PAGE, offset=len(out)
-            )
-            out.extend(page)
-            if len(page) < _PAGE:
-                return out
 
     @_guarded("remember")
     def remember(self, content: str, kind: Kind = "knowledge", tags: Sequence[str] = ()) -> str:

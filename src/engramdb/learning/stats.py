@@ -204,7 +204,8 @@ def discount_weights(
 class ChangeRule:
     """When an action's recent outcomes contradict its older record, the older record stops counting.
 
-    For each action, its newest evidence worth ``window`` weighted outcomes is compared with
+    For each action, its newest evidence worth ``window`` weighted outcomes (with ``scan``, the default:
+    every newest stretch of at least that much, the most significant one) is compared with
     everything older (at least as much again): when the recent success share lies more than
     ``z`` standard errors from the older posterior mean (a two-sample test of proportions,
     the older side smoothed by a Beta(1, 1) prior), the world is taken to have changed for
@@ -217,6 +218,10 @@ class ChangeRule:
     z: float = 2.5
     keep: float = 0.1
     scope: str = "all"
+    #: Also test every older split point (recent side of at least ``window``, older side too) and cut at the most
+    #: significant one: a change stays detected after the stale favourite's next lucky success, which the newest
+    #: window alone forgets.
+    scan: bool = True
 
     def __post_init__(self) -> None:
         if not self.window > 0 or not self.z > 0 or not 0.0 <= self.keep <= 1.0 or self.scope not in ("action", "all"):
@@ -243,6 +248,15 @@ def change_discounts(
         by_action.setdefault(actions[i], []).append(i)
     cutoffs: list[float] = []
     for idx in by_action.values():
+        if rule.scan:
+            split = _most_significant_split(
+                [weights[i] for i in idx], [successes[i] for i in idx], window=rule.window, z=rule.z
+            )
+            if split is not None:
+                for i in idx[split:]:
+                    out[i] = rule.keep
+                cutoffs.append(times[idx[split - 1]])
+            continue
         cum = 0.0
         split = len(idx)
         for j, i in enumerate(idx):
@@ -268,6 +282,29 @@ def change_discounts(
             if times[i] < cut:
                 out[i] = min(out[i], rule.keep)
     return out
+
+
+def _most_significant_split(
+    weights: Sequence[float], successes: Sequence[float], *, window: float, z: float
+) -> int | None:
+    """For one action's evidence, newest first: the number of newest items after which the older record is most
+    significantly contradicted (two-sample test as in :class:`ChangeRule`, older side Beta(1, 1)-smoothed), if any
+    split's statistic exceeds ``z``; both sides need ``window`` weighted outcomes."""
+    w = np.asarray(weights, dtype=np.float64)
+    x = np.asarray(successes, dtype=np.float64)
+    n_new = np.cumsum(w)[:-1]  # split after item j: items 0..j are recent
+    s_new = np.cumsum(w * x)[:-1]
+    n_old = w.sum() - n_new
+    s_old = (w * x).sum() - s_new
+    ok = (n_new >= window) & (n_old >= window)
+    if not ok.any():
+        return None
+    p_new = s_new / np.maximum(n_new, 1e-12)
+    p_old = (s_old + 1.0) / (n_old + 2.0)
+    se = np.sqrt(p_old * (1.0 - p_old) * (1.0 / np.maximum(n_new, 1e-12) + 1.0 / (n_old + 2.0)))
+    stat = np.where(ok, np.abs(p_new - p_old) / se, 0.0)
+    best = int(np.argmax(stat))
+    return best + 1 if stat[best] > z else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -54,7 +54,12 @@ Opener = Callable[[str, Settings], Store]
 def _open_sqlite(location: str, settings: Settings) -> Store:
     from engramdb.storage.sqlite import open_sqlite
 
-    return open_sqlite(location, busy_timeout=settings.busy_timeout, synchronous=settings.synchronous)
+    return open_sqlite(
+        location,
+        busy_timeout=settings.busy_timeout,
+        synchronous=settings.synchronous,
+        ann_threshold=settings.ann_threshold or None,
+    )
 
 
 def _open_postgres(location: str, settings: Settings) -> Store:

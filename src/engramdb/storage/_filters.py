@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engramdb.storage._codecs import AUDIT_COLUMNS
+from engramdb.storage._codecs import AUDIT_COLUMNS, ts
 
 if TYPE_CHECKING:
     from engramdb.storage.base import Filter
@@ -74,7 +74,7 @@ def filter_clauses(flt: Filter | None, one_of: OneOf, *, visible: str | None = N
 
     ``visible`` replaces the row-by-row visibility test by an equivalent one (same two
     parameters). Empty ``kinds``/``ids`` tuples match nothing; empty ``tags`` restrict
-    nothing (every memory has all of no tags).
+    nothing (every memory has all of no tags). Date bounds are inclusive.
     """
     if flt is None:
         return FilterSQL(_TRUE, ())
@@ -104,6 +104,14 @@ def filter_clauses(flt: Filter | None, one_of: OneOf, *, visible: str | None = N
         clause, param = one_of("m.id", flt.ids)
         conds.append(clause)
         params.append(param)
+    # created_at is stored as fixed-width UTC ISO text (codecs.ts), so text order is time order:
+    # the bounds compare as text, as the newest-first listing orders, and can use its index.
+    if flt.created_after is not None:
+        conds.append("m.created_at >= ?")
+        params.append(ts(flt.created_after))
+    if flt.created_before is not None:
+        conds.append("m.created_at <= ?")
+        params.append(ts(flt.created_before))
     return FilterSQL(
         " AND ".join(conds) or _TRUE, tuple(params), shared_by, shared_by_params, shared_at, shared_at_params
     )

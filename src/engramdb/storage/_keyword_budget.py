@@ -14,7 +14,9 @@ term; large ones drop only their commonest query terms.
 
 Document frequencies come from counting each term's matches once (``count(*)`` of a
 one-term FTS5 query walks only that term's posting list) and are cached per term until the
-store has grown by a tenth: a stale count only shifts which common term is dropped.
+store has grown by a tenth: a stale count only shifts which common term is dropped. Once a
+store's keyword index is built (:mod:`engramdb.storage._kw_index`) the counts come from it
+instead: exact and free.
 """
 
 from __future__ import annotations

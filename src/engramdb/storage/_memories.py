@@ -64,7 +64,8 @@ _LIST_ORDER: Final[dict[str, str]] = {
 _USAGE: Final = (
     "SELECT coalesce(sum(CASE WHEN m.attempts > 0 THEN 1 ELSE 0 END), 0), coalesce(sum(m.attempts), 0), "
     "coalesce(sum(m.successes), 0), coalesce(sum(m.access_count), 0), "
-    "max(CASE WHEN m.attempts > 0 THEN (m.successes + 1.0) / (m.attempts + 2.0) END) FROM memories m WHERE "
+    "max(CASE WHEN m.attempts > 0 THEN (m.successes + 1.0) / (m.attempts + 2.0) END), "
+    "coalesce(sum(m.confidence), 0), max(m.confidence) FROM memories m WHERE "
 )
 
 
@@ -285,13 +286,17 @@ class SQLMemories:
         f = self._d.filter_sql(flt, visit_all=True)
         with self._d.read() as conn:
             row = conn.execute(_USAGE + f.where, f.params).fetchone()
-        used, attempts, successes, accesses, best = row if row is not None else (0, 0.0, 0.0, 0, None)
+        used, attempts, successes, accesses, best, confidence, best_confidence = (
+            row if row is not None else (0, 0.0, 0.0, 0, None, 0.0, None)
+        )
         return UsageTotals(
             used=int(used),
             attempts=float(attempts),
             successes=float(successes),
             accesses=int(accesses),
             best_success_rate=None if best is None else float(best),
+            confidence_sum=float(confidence),
+            best_confidence=None if best_confidence is None else float(best_confidence),
         )
 
     def history_all(self, *, after_seq: int = 0, limit: int = 1000) -> builtins.list[Change]:

@@ -4,10 +4,15 @@ The vector cache (:class:`~engramdb.storage._vector_index.VectorIndex`) follows 
 data: the store applies its own writes after they commit, and before each search
 :class:`SQLiteSearch` compares a :class:`~engramdb.storage._vector_index.SyncState` read
 from the database to notice other processes' writes (appends load just the new rows).
+
+Keywords are ranked by FTS5's BM25, computed over cached postings once the store is large
+(:class:`~engramdb.storage._kw_index.KeywordIndex`, kept in step through ``history``) and by
+FTS5's ``bm25()`` otherwise; both give the same ranking.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -17,7 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.storage._checks import as_unit_rows
+from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
+from engramdb.storage._kw_index import KeywordIndex, Ranked
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._vector_index import SyncState, VectorIndex
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
@@ -54,12 +61,15 @@ class SQLiteSearch:
         self._frequencies = DocFrequencies()
         #: Documents one keyword query may rank (see engramdb.storage._keyword_budget); None: no bound.
         self.postings_budget: int | None = KEYWORD_POSTINGS_BUDGET
+        #: BM25 over cached postings, exactly as FTS5 ranks (see engramdb.storage._kw_index).
+        self.keyword_index = KeywordIndex()
 
     def clear(self) -> None:
         """Drop the cached share keys and term counts (the store closed)."""
         self._shared.clear()
         self._share_epoch = -1
         self._frequencies.clear()
+        self.keyword_index.clear()
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """FTS5 candidates matching any of ``terms``, best BM25 first (score = -bm25, higher is better)."""
@@ -76,9 +86,16 @@ class SQLiteSearch:
         with self._reading() as conn:
             budget = self.postings_budget
             if budget is not None and len(terms) > 1:
-                terms = bounded_terms(
-                    terms, self._frequencies.of(conn, terms, [fts_phrase(t) for t in terms]), budget=budget
-                )
+                counts = self.keyword_index.frequencies(conn, terms)
+                if counts is None:
+                    counts = self._frequencies.of(conn, terms, [fts_phrase(t) for t in terms])
+                terms = bounded_terms(terms, counts, budget=budget)
+            ranked = self.keyword_index.rank(conn, terms, head=head)
+            if ranked is not None:
+                # The same BM25 ranking FTS5 would make (see engramdb.storage._kw_index), then the filter.
+                found = self._filtered_head(conn, ranked, f, limit=limit)
+                if found is not None:
+                    return found
             query = fts_query(terms)
             if query is None:
                 return []
@@ -97,6 +114,29 @@ class SQLiteSearch:
                     (query, *f.params, limit),
                 ).fetchall()
         return [Candidate(memory_id, -float(rank)) for memory_id, rank in rows]
+
+    @staticmethod
+    def _filtered_head(conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int) -> list[Candidate] | None:
+        """The ranked head's rows that pass the filter, best first; None if too few (rank every match instead)."""
+        found: list[Candidate] = []
+        start, size = 0, limit
+        # The best `limit` first (usually all pass), then the rest of the head only if needed.
+        while start < len(ranked.rids) and len(found) < limit:
+            rids = ranked.rids[start : start + size]
+            ids = dict(
+                conn.execute(
+                    f"SELECT m.rid, m.id FROM memories m WHERE m.rid IN (SELECT value FROM json_each(?)) AND {f.where}",
+                    (json.dumps(rids), *f.params),
+                ).fetchall()
+            )
+            scores = ranked.scores[start : start + size]
+            found += [Candidate(ids[rid], score) for rid, score in zip(rids, scores, strict=True) if rid in ids]
+            start, size = start + size, len(ranked.rids)
+        # As in the FTS5 path: a head with fewer than `limit` passing rows is the whole answer only
+        # when it held every match.
+        if len(found) < limit and ranked.matched > len(ranked.rids):
+            return None
+        return found[:limit]
 
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Exact cosine candidates among the current model's vectors, best first."""
@@ -142,15 +182,17 @@ class SQLiteSearch:
         return rids
 
     def _restricted_rids(self, conn: sqlite3.Connection, flt: Filter) -> npt.NDArray[np.int64] | None:
-        """Keys allowed by the ``tags``/``ids`` parts of ``flt`` (None: no such restriction)."""
-        if flt.ids is not None:
-            f = filter_sql(Filter(agent=None, tags=flt.tags, ids=flt.ids))
+        """Keys allowed by the ``tags``/``ids``/date parts of ``flt`` (None: no such restriction)."""
+        # The vector index knows agent, kind and visibility only: the other filter fields become this key set.
+        after, before = flt.created_after, flt.created_before
+        if flt.ids is not None or (not flt.tags and (after is not None or before is not None)):
+            f = filter_sql(Filter(agent=None, tags=flt.tags, ids=flt.ids, created_after=after, created_before=before))
             return self._rids(conn, f"SELECT m.rid FROM memories m WHERE {f.where}", f.params)
         if not flt.tags:
             return None
         # Driven from the first tag's index entries rather than a scan of every memory.
         first, *rest = dict.fromkeys(flt.tags)
-        f = filter_sql(Filter(agent=None, tags=tuple(rest)))
+        f = filter_sql(Filter(agent=None, tags=tuple(rest), created_after=after, created_before=before))
         return self._rids(
             conn,
             f"SELECT m.rid FROM memory_tags t0 JOIN memories m ON m.id = t0.memory_id WHERE t0.tag = ? AND {f.where}",
@@ -160,6 +202,8 @@ class SQLiteSearch:
     def _sync_index(self, conn: sqlite3.Connection) -> None:
         """Bring the vector cache up to the database (inside a read snapshot)."""
         state = sync_state(conn)
+        if self._index.state is None:
+            self._index.resume(state)  # a persisted ANN index may already hold all but the newest rows
         cached = self._index.state
         if cached == state:
             return

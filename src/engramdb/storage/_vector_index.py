@@ -1,36 +1,81 @@
-"""An in-memory float32 matrix of a store's vectors, searched exactly with numpy.
+"""The vector cache of a SQLite store: an exact numpy scan, and past a size threshold an HNSW index.
 
-One matrix holds the vectors of the store's current embedding model, with per-row
-arrays of what the visibility filter needs (memory key, agent, kind, public flag),
-so a filtered top-k search is one matrix-vector product, a boolean mask and an
-``argpartition``. The owning store keeps it in step with the ``vectors`` table:
+Small stores keep one float32 matrix of the current embedding model's vectors in memory, with
+per-row arrays of what the visibility filter needs (memory key, agent, kind, public flag), so a
+filtered top-k search is one matrix-vector product, a boolean mask and an ``argpartition``.
+
+Past ``ann_threshold`` vectors (when the store is a file and faiss is installed) a persisted
+HNSW index (:mod:`engramdb.storage._ann`, memory-mapped from a sidecar directory) answers
+instead, and the in-memory matrix shrinks to a *delta*: rows written since the index was built.
+Rows the index holds that were replaced or forgotten since are marked dead in it. A search
+merges the graph's answer with an exact scan of the delta; a selective filter scans just its
+rows exactly. When the delta or the dead rows grow past a share of the index, it is rebuilt on
+a background thread; until an index is ready (first crossing, a stale or damaged sidecar) the
+exact scan keeps answering, so results are never wrong, only slower.
+
+The owning store keeps the cache in step with the ``vectors`` table:
 
 * its own writes are applied directly (:meth:`VectorIndex.put`, :meth:`VectorIndex.remove`);
-* other processes' writes are noticed by comparing a :class:`SyncState` (the
-  ``vec_epoch`` counter, bumped by triggers on every vector replace/delete and on
-  agent/kind/visibility changes, and the largest vector ``seq``) before each search:
-  a larger ``seq`` alone means appends (load just those rows), anything else a reload.
-
-Not thread-safe by itself: the store calls it under its lock.
+* other processes' writes are noticed by comparing a :class:`SyncState` (the ``vec_epoch``
+  counter, bumped by triggers on every vector replace/delete and on agent/kind/visibility
+  changes, and the largest vector ``seq``) before each search: a larger ``seq`` alone means
+  appends (load just those rows), anything else a reload; :meth:`VectorIndex.resume` first
+  offers a persisted index that reflects an earlier state of the same epoch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Concatenate, ParamSpec, TypeVar
+from pathlib import Path
+from typing import Concatenate, Final, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from engramdb.errors import CorruptStoreError, ValidationError
+from engramdb.storage._ann import (
+    ANN_DEFAULT_THRESHOLD,
+    AnnBase,
+    AnnMeta,
+    Overlay,
+    Snapshot,
+    ann_available,
+    build_generation,
+    prewarm,
+    read_meta,
+    snapshot_path,
+    write_overlay,
+)
+from engramdb.storage._ann_exact import Codes, ExactRows, IndexRow, RowFilter
 
-__all__ = ["IndexOp", "IndexRow", "SyncState", "VectorIndex", "attrs_op", "put_op", "remove_op"]
+__all__ = [
+    "ANN_DEFAULT_THRESHOLD",
+    "IndexOp",
+    "IndexRow",
+    "SyncState",
+    "VectorIndex",
+    "attrs_op",
+    "put_op",
+    "remove_op",
+]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_F32 = npt.NDArray[np.float32]
+_I64 = npt.NDArray[np.int64]
+
+#: A filter admitting at most this many of the index's rows is scanned exactly (gathering that
+#: many mapped vectors costs about what a graph walk does; below it the graph gains nothing).
+_EXACT_ROWS: Final = 8_192
+#: Rebuild the index once the delta or the dead rows pass this share of it (and _MIN_REBUILD rows).
+_REBUILD_SHARE: Final = 0.05
+_MIN_REBUILD: Final = 10_000
+#: Vector snapshot rows copied per step (bounded temporary memory while writing a snapshot).
+_COPY_CHUNK: Final = 65_536
 
 
 def _locked(method: Callable[Concatenate[VectorIndex, _P], _R]) -> Callable[Concatenate[VectorIndex, _P], _R]:
@@ -49,165 +94,253 @@ def _locked(method: Callable[Concatenate[VectorIndex, _P], _R]) -> Callable[Conc
     return wrapper
 
 
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
-_I32 = npt.NDArray[np.int32]
-
-#: (memory id, memory rid, agent, kind, visibility, float32 vector bytes): one vector with its filter data.
-IndexRow = tuple[str, int, str, str, str, bytes]
-
-
 @dataclass(frozen=True, slots=True)
 class SyncState:
-    """What the cached matrix reflects: the model searched, the vector epoch and the largest seq."""
+    """What the cache reflects: the model searched, the vector epoch and the largest seq."""
 
     model_id: str | None
     epoch: int
     max_seq: int
 
 
-class VectorIndex:
-    """The cached vector matrix of one store (see the module docstring)."""
+@dataclass(slots=True)
+class _Build:
+    """A background index build: its thread, what changed since its snapshot, how to cancel it."""
 
-    def __init__(self) -> None:
+    thread: threading.Thread
+    generation: int
+    cancel: threading.Event
+    changed: set[str]
+
+
+class VectorIndex:
+    """The vector cache of one store (see the module docstring).
+
+    ``sidecar``: the directory of the persisted HNSW index (None: exact scan only, e.g. an
+    in-memory store); ``ann_threshold``: vectors above which the index is used (None: never).
+    """
+
+    def __init__(self, sidecar: Path | None = None, *, ann_threshold: int | None = ANN_DEFAULT_THRESHOLD) -> None:
         self._lock = threading.RLock()
         self.state: SyncState | None = None
-        self._clear(dim=0)
-
-    def _clear(self, *, dim: int) -> None:
-        self.dim = dim
-        self._n = 0
-        self._matrix: _F32 = np.empty((0, dim), dtype=np.float32)
-        self._rids: _I64 = np.empty(0, dtype=np.int64)
-        self._agents: _I32 = np.empty(0, dtype=np.int32)
-        self._kinds: _I32 = np.empty(0, dtype=np.int32)
-        self._public: npt.NDArray[np.bool_] = np.empty(0, dtype=np.bool_)
-        self._ids: list[str] = []
-        self._row_of: dict[str, int] = {}
-        self._agent_codes: dict[str, int] = {}
-        self._kind_codes: dict[str, int] = {}
+        self._root = sidecar if sidecar is not None and ann_threshold is not None and ann_available() else None
+        self._threshold = ann_threshold if ann_threshold is not None else 0
+        self._codes_agent = Codes()
+        self._codes_kind = Codes()
+        self._exact = ExactRows(self._codes_agent, self._codes_kind)
+        self._base: AnnBase | None = None
+        self._build: _Build | None = None
+        #: Bumped whenever the contents are replaced wholesale; a build of an older generation is not adopted.
+        self._generation = 0
+        #: The index's rows or the delta changed since the sidecar was last written (persist at close).
+        self._dirty = False
+        #: The contents generation whose build failed (e.g. a read-only directory): not retried for it.
+        self._failed = -1
+        if self._root is not None and (self._root / "CURRENT").exists():
+            # Importing faiss takes 0.3-1.8 s: start it now, so the first search finds it loaded.
+            threading.Thread(target=prewarm, name="engramdb-ann-import", daemon=True).start()
 
     def __len__(self) -> int:
-        return self._n
+        base = self._base
+        return len(self._exact) + (base.n - base.dead if base is not None else 0)
+
+    @property
+    def dim(self) -> int:
+        """The vectors' dimension (0 while empty)."""
+        return self._base.meta.dim if self._base is not None else self._exact.dim
+
+    @property
+    def uses_ann(self) -> bool:
+        """Whether searches are answered by the HNSW index (else by the exact scan)."""
+        return self._base is not None
+
+    def _reset(self) -> None:
+        self._generation += 1
+        self._dirty = False
+        self._base = None
+        self._codes_agent.clear()
+        self._codes_kind.clear()
+        self._exact = ExactRows(self._codes_agent, self._codes_kind)
 
     @_locked
     def invalidate(self) -> None:
         """Forget everything; the next search reloads."""
         self.state = None
-        self._clear(dim=0)
+        self._reset()
+
+    def close(self) -> None:
+        """Persist changes to the sidecar, forget everything and stop a background build (waits for its step)."""
+        with self._lock:
+            build = self._build
+            self._persist()
+            self.invalidate()
+        if build is not None:
+            build.cancel.set()
+            build.thread.join()
+
+    def _persist(self) -> None:
+        """Write the index's changes since its build as an overlay, so the next open adopts the sidecar.
+
+        Without it any forget or update (which moves the vector epoch) would make the next open
+        rebuild the index. Best effort: a failed write only costs that rebuild.
+        """
+        base, state = self._base, self.state
+        if self._root is None or base is None or state is None or not self._dirty:
+            return
+        delta = self._exact.columns()
+        meta = AnnMeta(
+            generation=base.meta.generation,
+            model_id=state.model_id,
+            epoch=state.epoch,
+            max_seq=state.max_seq,
+            rows=base.n,
+            dim=base.meta.dim,
+            agents=self._codes_agent.names(),
+            kinds=self._codes_kind.names(),
+        )
+        arrays = {
+            "ids": delta.ids,
+            "rids": delta.rids,
+            "agents": delta.agents,
+            "kinds": delta.kinds,
+            "public": delta.public,
+            "vectors": delta.matrix,
+        }
+        overlay = Overlay(base.alive, base.agents, base.kinds, base.public, arrays)
+        with contextlib.suppress(OSError, ValueError):
+            write_overlay(self._root, meta, overlay)
+            self._dirty = False
 
     # -- loading ---------------------------------------------------------------------------------
     @_locked
+    def resume(self, state: SyncState) -> None:
+        """Adopt the persisted index if it reflects an earlier state of ``state``'s model and epoch.
+
+        Only when nothing is loaded. The caller then loads the rows appended since
+        (``self.state`` tells which) or, if nothing was adopted, everything.
+        """
+        if self.state is not None or self._root is None:
+            return
+        meta = read_meta(self._root)
+        if (
+            meta is None
+            or meta.model_id != state.model_id
+            or meta.epoch != state.epoch
+            or meta.max_seq > state.max_seq
+            or meta.rows < 1
+        ):
+            return
+        try:
+            base = AnnBase(self._root, meta)
+        except (CorruptStoreError, OSError, ValueError):
+            return  # damaged or half-deleted: the caller loads from SQLite and the index is rebuilt
+        self._reset()
+        self._codes_agent.extend(meta.agents)
+        self._codes_kind.extend(meta.kinds)
+        self._exact.clear(dim=meta.dim)
+        self._base = base
+        if base.delta is not None and len(base.delta["ids"]):
+            d = base.delta
+            self._exact.append(
+                (
+                    bytes(d["ids"][i]).decode(),
+                    int(d["rids"][i]),
+                    self._codes_agent.name(int(d["agents"][i])),
+                    self._codes_kind.name(int(d["kinds"][i])),
+                    "public" if d["public"][i] else "private",
+                    np.asarray(d["vectors"][i], dtype=np.float32).tobytes(),
+                )
+                for i in range(len(d["ids"]))
+            )
+        base.delta = None
+        self.state = SyncState(meta.model_id, meta.epoch, meta.max_seq)
+
+    @_locked
     def load(self, rows: Iterable[IndexRow], state: SyncState) -> None:
         """Replace the contents with ``rows`` (a full reload)."""
-        self._clear(dim=0)
+        self._reset()
         self.append(rows)
         self.state = state
 
     @_locked
     def append(self, rows: Iterable[IndexRow]) -> None:
         """Add rows for memories not in the index (rows already present are replaced)."""
-        pending: dict[str, IndexRow] = {}
-        for row in rows:
-            if row[0] in self._row_of:
-                self.put([row])
-            else:
-                pending[row[0]] = row
-        if not pending:
-            return
-        # Columns at once (zip) rather than row by row: a full load is 100k+ rows.
-        ids, rids, agents, kinds, visibilities, blobs = zip(*pending.values(), strict=True)
-        count = len(ids)
-        if self._n == 0:
-            self._clear(dim=len(blobs[0]) // 4)
-        row_bytes = 4 * self.dim
-        if any(len(b) != row_bytes for b in blobs):
+        batch = list(rows)
+        if self._base is not None:
+            self._check_dim(batch)
+            for row in batch:
+                self._forget_base(row[0])
+        self._exact.append(batch)
+        self._note(r[0] for r in batch)
+        self._dirty = self._dirty or (self._base is not None and bool(batch))
+
+    def _check_dim(self, rows: Sequence[IndexRow]) -> None:
+        if self._base is not None and any(len(r[5]) != 4 * self._base.meta.dim for r in rows):
             raise CorruptStoreError("stored vectors of one model have different dimensions")
-        start, stop = self._n, self._n + count
-        self._reserve(stop)
-        # Copy each blob straight into the matrix's memory: one copy, no joined intermediate.
-        view = self._matrix[start:stop].data.cast("B")
-        for i, blob in enumerate(blobs):
-            view[i * row_bytes : (i + 1) * row_bytes] = blob
-        self._rids[start:stop] = rids
-        self._agents[start:stop] = self._codes(self._agent_codes, agents)
-        self._kinds[start:stop] = self._codes(self._kind_codes, kinds)
-        self._public[start:stop] = [v == "public" for v in visibilities]
-        self._row_of.update(zip(ids, range(start, stop), strict=True))
-        self._ids.extend(ids)
-        self._n = stop
 
-    @classmethod
-    def _codes(cls, codes: dict[str, int], values: Sequence[str]) -> _I32:
-        for value in dict.fromkeys(values):
-            cls._code(codes, value)
-        return np.fromiter((codes[v] for v in values), dtype=np.int32, count=len(values))
+    def _forget_base(self, memory_id: str) -> None:
+        if self._base is not None:
+            row = self._base.row_of(memory_id)
+            if row is not None:
+                self._base.kill(row)
 
-    def _reserve(self, size: int) -> None:
-        # Grow geometrically (with headroom) so a stream of small appends costs amortised O(1)
-        # copies; by a quarter, not double, because the matrix can be hundreds of megabytes.
-        capacity = self._matrix.shape[0]
-        if size <= capacity:
-            return
-        new = max(size + size // 8, capacity + capacity // 4) + 1024
-        matrix = np.empty((new, self.dim), dtype=np.float32)
-        matrix[: self._n] = self._matrix[: self._n]
-        self._matrix = matrix
-        for name in ("_rids", "_agents", "_kinds", "_public"):
-            old = getattr(self, name)
-            grown = np.zeros(new, dtype=old.dtype)
-            grown[: self._n] = old[: self._n]
-            setattr(self, name, grown)
-
-    @staticmethod
-    def _code(codes: dict[str, int], value: str) -> int:
-        code = codes.get(value)
-        if code is None:
-            code = codes[value] = len(codes)
-        return code
+    def _note(self, memory_ids: Iterable[str]) -> None:
+        """Record memories changed while a build of the current contents runs (its snapshot predates them)."""
+        build = self._build
+        if build is not None and build.generation == self._generation:
+            build.changed.update(memory_ids)
 
     # -- own writes ------------------------------------------------------------------------------
     @_locked
     def put(self, rows: Sequence[IndexRow]) -> None:
         """Insert or replace rows (the store's own writes)."""
         for row in rows:
-            i = self._row_of.get(row[0])
-            if i is None:
-                self.append([row])
-                continue
-            if len(row[5]) != 4 * self.dim:
-                raise CorruptStoreError("stored vectors of one model have different dimensions")
-            self._matrix[i] = np.frombuffer(row[5], dtype=np.float32)
-            self._rids[i] = row[1]
-            self._agents[i] = self._code(self._agent_codes, row[2])
-            self._kinds[i] = self._code(self._kind_codes, row[3])
-            self._public[i] = row[4] == "public"
+            self._forget_base(row[0])
+        self._check_dim(rows)
+        self._exact.put(rows)
+        self._note(r[0] for r in rows)
+        self._dirty = self._dirty or self._base is not None
 
     @_locked
     def set_attributes(self, memory_id: str, *, kind: str, visibility: str) -> None:
         """Update the filter data of one row (after an update of the memory)."""
-        i = self._row_of.get(memory_id)
-        if i is not None:
-            self._kinds[i] = self._code(self._kind_codes, kind)
-            self._public[i] = visibility == "public"
+        self._exact.set_attributes(memory_id, kind=kind, visibility=visibility)
+        base = self._base
+        if base is not None:
+            row = base.row_of(memory_id)
+            if row is not None:
+                base.kinds[row] = self._codes_kind.code(kind)
+                base.public[row] = visibility == "public"
+        self._note([memory_id])
+        self._dirty = self._dirty or self._base is not None
 
     @_locked
     def remove(self, memory_ids: Iterable[str]) -> None:
-        """Drop rows; the last row moves into the hole so the matrix stays dense."""
-        for memory_id in memory_ids:
-            i = self._row_of.pop(memory_id, None)
-            if i is None:
-                continue
-            last = self._n - 1
-            if i != last:
-                moved = self._ids[last]
-                self._matrix[i] = self._matrix[last]
-                for arr in (self._rids, self._agents, self._kinds, self._public):
-                    arr[i] = arr[last]
-                self._ids[i] = moved
-                self._row_of[moved] = i
-            self._ids.pop()
-            self._n = last
+        """Drop rows."""
+        ids = list(memory_ids)
+        for memory_id in ids:
+            self._forget_base(memory_id)
+        self._exact.remove(ids)
+        self._note(ids)
+        self._dirty = self._dirty or self._base is not None
+
+    def _row(self, memory_id: str) -> IndexRow | None:
+        """The current row of a memory (from the delta or the index), or None."""
+        row = self._exact.row(memory_id)
+        base = self._base
+        if row is not None or base is None:
+            return row
+        i = base.row_of(memory_id)
+        if i is None:
+            return None
+        return (
+            memory_id,
+            int(base.rids[i]),
+            self._codes_agent.name(int(base.agents[i])),
+            self._codes_kind.name(int(base.kinds[i])),
+            "public" if base.public[i] else "private",
+            base.vectors[i].tobytes(),
+        )
 
     # -- search ----------------------------------------------------------------------------------
     @_locked
@@ -228,57 +361,178 @@ class VectorIndex:
         (when ``include_public``), or their rid is in ``also_rids``; and their kind is
         in ``kinds`` (when given) and their rid in ``only_rids`` (when given).
         """
-        n = self._n
-        if n == 0 or limit <= 0:
+        if len(self) == 0 or limit <= 0:
             return []
         if query.shape != (self.dim,):
             raise ValidationError(f"query vector has dimension {query.shape[-1]}, the store's vectors have {self.dim}")
-        mask: npt.NDArray[np.bool_] | None = None
-        if agent is not None:
-            code = self._agent_codes.get(agent, -1)
-            mask = self._agents[:n] == code
-            if include_public:
-                mask |= self._public[:n]
-            if also_rids is not None and also_rids.size:
-                mask |= np.isin(self._rids[:n], also_rids)
-        if kinds is not None:
-            codes = [self._kind_codes[k] for k in kinds if k in self._kind_codes]
-            kind_mask = np.isin(self._kinds[:n], np.asarray(codes, dtype=np.int32))
-            mask = kind_mask if mask is None else mask & kind_mask
-        if only_rids is not None:
-            rid_mask = np.isin(self._rids[:n], only_rids)
-            mask = rid_mask if mask is None else mask & rid_mask
-
-        if mask is None:
-            rows: npt.NDArray[np.intp] | None = None
-            scores = _dot(self._matrix[:n], query)
+        flt = RowFilter(agent, include_public, also_rids, kinds, only_rids)
+        base = self._base
+        if base is None:
+            found = self._exact.search(query, limit=limit, flt=flt)
         else:
-            rows = np.flatnonzero(mask)
-            if rows.size == 0:
-                return []
-            # A selective filter scores only its rows; a broad one scores all rows at full
-            # speed (one contiguous product) and picks its rows afterwards.
-            selective = rows.size * 4 < n
-            scores = _dot(self._matrix[rows], query) if selective else _dot(self._matrix[:n], query)[rows]
+            found = self._search_ann(base, query, limit, flt)
+        self._maybe_build()
+        return found
+
+    def _search_ann(self, base: AnnBase, query: _F32, limit: int, flt: RowFilter) -> list[tuple[str, float]]:
+        """The index's best rows merged with the delta's (exact) best rows."""
+        mask = flt.mask(
+            base.n,
+            rids=base.rids,
+            agents=base.agents,
+            kinds=base.kinds,
+            public=base.public,
+            agent_codes=self._codes_agent,
+            kind_codes=self._codes_kind,
+        )
+        if base.dead:
+            mask = base.alive.copy() if mask is None else mask & base.alive
+        passing = base.n if mask is None else int(np.count_nonzero(mask))
+        rows: _I64
+        scores: _F32
+        if passing == 0:
+            rows, scores = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        elif passing <= _EXACT_ROWS or passing <= limit:
+            rows, scores = self._scan(base, query, mask, limit)
+        else:
+            # Fetch a deeper head than asked: the graph's order near the cut-off is the least sure.
+            fetch = max(2 * limit, 64)
+            rows, scores = base.search(query, fetch, None if passing == base.n else mask, passing)
+            if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
+                rows, scores = self._scan(base, query, mask, limit)
+        merged = [(base.id_of(int(r)), float(s)) for r, s in zip(rows[:limit], scores[:limit], strict=True)]
+        merged += self._exact.search(query, limit=limit, flt=flt)
+        merged.sort(key=lambda pair: -pair[1])
+        return merged[:limit]
+
+    @staticmethod
+    def _scan(base: AnnBase, query: _F32, mask: npt.NDArray[np.bool_] | None, limit: int) -> tuple[_I64, _F32]:
+        """Exact top ``limit`` of the index's rows passing ``mask``."""
+        rows = np.flatnonzero(mask) if mask is not None else np.arange(base.n)
+        scores: _F32 = np.einsum("ij,j->i", base.vectors[rows], query)
         k = min(limit, scores.size)
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
         top = top[np.argsort(-scores[top], kind="stable")]
-        picked = top if rows is None else rows[top]
-        return [(self._ids[int(i)], float(s)) for i, s in zip(picked, scores[top], strict=True)]
+        return rows[top].astype(np.int64), scores[top]
 
+    # -- background builds -----------------------------------------------------------------------
+    def _needs_build(self) -> bool:
+        if self._root is None or self._build is not None or self.state is None or self._failed == self._generation:
+            return False
+        base = self._base
+        if base is None:
+            return len(self._exact) > self._threshold
+        stale = max(_MIN_REBUILD, int(_REBUILD_SHARE * base.n))
+        return len(self._exact) > stale or base.dead > stale
 
-def _dot(matrix: _F32, query: _F32) -> _F32:
-    """Every row's dot product with ``query``, on the calling thread.
+    def _maybe_build(self) -> None:
+        """Start a background build when the exact scan has grown past the threshold, or the delta too big."""
+        if not self._needs_build():
+            return
+        build = _Build(
+            threading.Thread(target=self._run_build, name="engramdb-ann-build", daemon=True),
+            self._generation,
+            threading.Event(),
+            set(),
+        )
+        self._build = build
+        build.thread.start()
 
-    Not ``matrix @ query``: that is a BLAS call, which OpenBLAS splits over all cores and whose
-    threads spin-wait for each other. The scan is bound by memory bandwidth, so the extra
-    thread gains little on an idle machine, but when the cores are busy (the search's own
-    keyword query runs on a second thread, a background embedder on both cores, other
-    processes) the waiting costs up to 30x: measured at 10k rows under load ~17, 36.7 ms p50
-    through BLAS against 1.3 ms here, and 84 against 76 ms at 100k rows (same process, interleaved).
-    """
-    scores: _F32 = np.einsum("ij,j->i", matrix, query)
-    return scores
+    def wait_for_index(self, timeout: float | None = None) -> bool:
+        """Wait for a running background build; True once none runs (for tests and benchmarks)."""
+        build = self._build
+        if build is not None:
+            build.thread.join(timeout)
+            return not build.thread.is_alive()
+        return True
+
+    def _run_build(self) -> None:
+        build = self._build
+        if build is None or self._root is None:
+            return
+        try:
+            snap = self._snapshot(build)
+            if snap is None:
+                return
+            meta = build_generation(self._root, snap, build.cancel)
+            if meta is not None:
+                self._adopt(build, meta)
+        except (OSError, ValueError, RuntimeError, CorruptStoreError, MemoryError):
+            # The exact scan (or the previous index) keeps answering; no retry until the contents are reloaded.
+            with self._lock:
+                self._failed = build.generation
+        finally:
+            with self._lock:
+                if self._build is build:
+                    self._build = None
+
+    def _snapshot(self, build: _Build) -> Snapshot | None:
+        """Capture every current row for the build (under the lock: writes wait a moment)."""
+        assert self._root is not None
+        with self._lock:
+            state = self.state
+            if state is None or build.generation != self._generation:
+                return None
+            base = self._base
+            delta = self._exact.columns()
+            live = np.flatnonzero(base.alive) if base is not None else np.empty(0, dtype=np.int64)
+            total = live.size + delta.rids.size
+            path = snapshot_path(self._root)
+            out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(total, self.dim))
+            if base is not None:
+                for start in range(0, live.size, _COPY_CHUNK):
+                    part = live[start : start + _COPY_CHUNK]
+                    out[start : start + part.size] = base.vectors[part]
+            out[live.size :] = delta.matrix
+            out.flush()
+            del out
+            meta = AnnMeta(
+                generation="",
+                model_id=state.model_id,
+                epoch=state.epoch,
+                max_seq=state.max_seq,
+                rows=total,
+                dim=self.dim,
+                agents=self._codes_agent.names(),
+                kinds=self._codes_kind.names(),
+            )
+            if base is None:
+                return Snapshot(
+                    meta,
+                    path,
+                    delta.ids,
+                    delta.rids.copy(),
+                    delta.agents.copy(),
+                    delta.kinds.copy(),
+                    delta.public.copy(),
+                )
+            return Snapshot(
+                meta,
+                path,
+                np.concatenate([base.ids[live], delta.ids]),  # promotes to the longer id width
+                np.concatenate([base.rids[live], delta.rids]),
+                np.concatenate([base.agents[live], delta.agents]),
+                np.concatenate([base.kinds[live], delta.kinds]),
+                np.concatenate([base.public[live], delta.public]),
+            )
+
+    def _adopt(self, build: _Build, meta: AnnMeta) -> None:
+        """Switch to the new index; rows changed since its snapshot go to the new delta."""
+        assert self._root is not None
+        fresh = AnnBase(self._root, meta)
+        with self._lock:
+            if build.generation != self._generation or self.state is None:
+                return  # reloaded meanwhile: the sidecar still serves the next open
+            current = [self._row(memory_id) for memory_id in build.changed]
+            for memory_id in build.changed:
+                row = fresh.row_of(memory_id)
+                if row is not None:
+                    fresh.kill(row)
+            delta = ExactRows(self._codes_agent, self._codes_kind)
+            delta.clear(dim=meta.dim)
+            delta.append(r for r in current if r is not None)
+            self._base, self._exact = fresh, delta
+            self._dirty = bool(build.changed)
 
 
 #: One committed change, applied to the index given the model it holds (see the store's write path).

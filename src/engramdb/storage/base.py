@@ -35,6 +35,7 @@ from typing import Any, Final, Literal, Protocol, Self, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from engramdb.errors import ValidationError
 from engramdb.models import AuditEvent, Change, Memory, Share
 from engramdb.models.audit import AuditRecord
 
@@ -74,6 +75,8 @@ class Filter:
     ``agent=None`` means every agent (administrative reads only: export, retention);
     otherwise the reader sees its own memories plus those shared with it or public.
     ``tags`` must all be present on a memory. ``ids`` restricts to those ids.
+    ``created_after``/``created_before`` bound ``Memory.created_at``, both inclusive; they must be
+    timezone-aware, and ``created_after`` not later than ``created_before`` (else ValidationError).
     """
 
     agent: str | None
@@ -81,6 +84,19 @@ class Filter:
     tags: tuple[str, ...] | None = None
     include_shared: bool = True
     ids: tuple[str, ...] | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name, bound in (("created_after", self.created_after), ("created_before", self.created_before)):
+            # A naive bound would be read as UTC by the SQL but compare as local time elsewhere: refuse it.
+            if bound is not None and (not isinstance(bound, datetime) or bound.utcoffset() is None):
+                raise ValidationError(f"{name} must be a timezone-aware datetime, not {bound!r}")
+        after, before = self.created_after, self.created_before
+        if after is not None and before is not None and after > before:
+            raise ValidationError(
+                f"created_after ({after.isoformat()}) is later than created_before ({before.isoformat()})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +119,9 @@ class UsageTotals:
     accesses: int
     #: The highest ``Memory.success_rate`` (posterior mean) among the used memories; None when none is used.
     best_success_rate: float | None
+    #: The sum and the highest of ``Memory.confidence`` over every matching memory (0.0 and None when none).
+    confidence_sum: float = 0.0
+    best_confidence: float | None = None
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, ValidationError
 from engramdb.models import Memory
+from engramdb.storage._ann import sidecar_dir
 from engramdb.storage._bookkeeping import Deferred
 from engramdb.storage._codecs import AUDIT_HEAD_KEY
 from engramdb.storage._dialect import Conn
@@ -40,7 +41,15 @@ from engramdb.storage._sqlite_files import check_present, create_atomically, ens
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
 from engramdb.storage._sqlite_sql import filter_sql, ids_json, one_of
-from engramdb.storage._vector_index import IndexOp, SyncState, VectorIndex, attrs_op, put_op, remove_op
+from engramdb.storage._vector_index import (
+    ANN_DEFAULT_THRESHOLD,
+    IndexOp,
+    SyncState,
+    VectorIndex,
+    attrs_op,
+    put_op,
+    remove_op,
+)
 from engramdb.storage.base import Filter, Store, Vectors
 
 __all__ = ["DB_FILENAME", "SYNCHRONOUS", "SQLiteBackend", "open_sqlite"]
@@ -58,8 +67,18 @@ _SQLITE_IOERR: Final = 10
 _SQLITE_FULL: Final = 13
 
 
-def open_sqlite(location: str | os.PathLike[str], *, busy_timeout: float = 30.0, synchronous: str = "NORMAL") -> Store:
+def open_sqlite(
+    location: str | os.PathLike[str],
+    *,
+    busy_timeout: float = 30.0,
+    synchronous: str = "NORMAL",
+    ann_threshold: int | None = ANN_DEFAULT_THRESHOLD,
+) -> Store:
     """The SQLite store at directory ``location`` (created if missing) or ``":memory:"``.
+
+    Past ``ann_threshold`` vectors (None or 0: never) a file store answers vector searches from an
+    HNSW index persisted beside the database in ``engram.db.ann/`` (see
+    :mod:`engramdb.storage._ann`; deleting it loses nothing, it is rebuilt).
 
     ``synchronous`` is the durability level (see :data:`SYNCHRONOUS`): ``"NORMAL"`` (default)
     never corrupts the store, but an operating-system crash or power loss may roll back the
@@ -70,7 +89,9 @@ def open_sqlite(location: str | os.PathLike[str], *, busy_timeout: float = 30.0,
     :class:`~engramdb.errors.CorruptStoreError` for a damaged, emptied or vanished database file and
     :class:`~engramdb.errors.SchemaVersionError` for a store written by a newer engramdb.
     """
-    return sql_store(SQLiteBackend(location, busy_timeout=busy_timeout, synchronous=synchronous))
+    return sql_store(
+        SQLiteBackend(location, busy_timeout=busy_timeout, synchronous=synchronous, ann_threshold=ann_threshold)
+    )
 
 
 @dataclass(slots=True)
@@ -94,21 +115,32 @@ class SQLiteBackend:
     vector_column: Final = "vec"
 
     def __init__(
-        self, location: str | os.PathLike[str], *, busy_timeout: float = 30.0, synchronous: str = "NORMAL"
+        self,
+        location: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+        ann_threshold: int | None = ANN_DEFAULT_THRESHOLD,
     ) -> None:
         level = synchronous.upper() if isinstance(synchronous, str) else ""
         if level not in SYNCHRONOUS:
             raise ValidationError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, not {synchronous!r}")
+        if ann_threshold is not None and ann_threshold < 0:
+            raise ValidationError(f"ann_threshold must not be negative, not {ann_threshold}")
         self.location: str = os.fspath(location)
         self._synchronous = level
         self.deferred = Deferred()
         self._busy_ms = max(0, int(busy_timeout * 1000))
         self._lock = threading.RLock()
         self._open_write: _Write | None = None
-        self._index = VectorIndex()
+        self._index = VectorIndex(None, ann_threshold=None)
         self.search = SQLiteSearch(self._reading, self._index)
         self.path: Path | None = None
         self._conn: sqlite3.Connection | None = self._connect(busy_timeout)
+        if self.path is not None and ann_threshold:
+            # Only a file store persists an ANN index; it lives beside the database file.
+            self._index = VectorIndex(sidecar_dir(self.path), ann_threshold=ann_threshold)
+            self.search = SQLiteSearch(self._reading, self._index)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
@@ -182,7 +214,7 @@ class SQLiteBackend:
                     self._conn.close()
                 finally:
                     self._conn = None
-                    self._index.invalidate()
+                    self._index.close()  # also stops a background index build
                     self.search.clear()
 
     # -- transactions -----------------------------------------------------------------------

@@ -30,6 +30,14 @@ def chroma(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report per collection what would be imported; write nothing.")
     ] = False,
+    reuse_vectors: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-vectors",
+            help="Use the collections' vectors instead of re-embedding: they must come from this store's model "
+            "(checked on a sample of documents first).",
+        ),
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -37,8 +45,8 @@ def chroma(
 
     Each record with a document becomes a memory of AGENT tagged with its collection's name; its Chroma
     id is kept in metadata as chroma_id. Documents are re-embedded with this store's model (Chroma's
-    vectors come from another model). Records imported before are skipped, so an interrupted import
-    can be run again.
+    vectors usually come from another model) unless --reuse-vectors says they come from this one.
+    Records imported before are skipped, so an interrupted import can be run again.
     """
     from engramdb.integrations.chroma import import_chroma  # here, so `engram --help` does not load it
 
@@ -46,7 +54,8 @@ def chroma(
     task = None
     if sys.stderr.isatty() and not as_json and not dry_run:
         bar = Progress(console=Console(stderr=True), transient=True)
-        task = bar.add_task("importing from Chroma (re-embedding)", total=None)
+        how = "reusing vectors" if reuse_vectors else "re-embedding"
+        task = bar.add_task(f"importing from Chroma ({how})", total=None)
 
     def progress(done: int, total: int) -> None:
         if bar is not None and task is not None:
@@ -56,7 +65,9 @@ def chroma(
 
     try:
         with open_engram(ctx, store) as mem:
-            report = import_chroma(mem, path, agent=agent, kind=kind, dry_run=dry_run, progress=progress)
+            report = import_chroma(
+                mem, path, agent=agent, kind=kind, dry_run=dry_run, progress=progress, reuse_vectors=reuse_vectors
+            )
     finally:
         if bar is not None:
             bar.stop()

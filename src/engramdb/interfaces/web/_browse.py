@@ -1,24 +1,23 @@
 """The memories page's data: one page of an agent's memories (filtered by kind, tags and dates) or of its search hits.
 
 Browsing is newest first and paged with limit/offset, with an exact count of what the
-filters select, so a page costs the same at 100 or 100,000 memories. The store's
-filter has no date bounds; since its listing is ordered by creation time (newest
-first), a date range is a contiguous run of that listing, and its two ends are found
-by searching the offsets (interpolation on the timestamps, safeguarded by bisection:
-a handful of one-row reads). The page itself is read through ``mem.list``, so it is
-audited like any read.
+filters select. Dates are bounds of the store's filter (``Filter.created_after`` and
+``created_before``), counted in SQL; since the listing is ordered by creation time, a
+date range is a contiguous run of it, starting after the memories newer than its end.
+The page itself is read through ``mem.list``, so it is audited like any read. Search
+hits are ranked, not listed: the date bounds filter the best :data:`SEARCH_DEPTH` hits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
 from engramdb.recall import read_filter
-from engramdb.storage.base import Filter, MemoryRepo
 
 from ._params import BrowseQuery
 
@@ -29,8 +28,6 @@ __all__ = ["SEARCH_DEPTH", "MemoryPage", "browse"]
 
 #: Search results are ranked, not listed: the dashboard pages through the best this many.
 SEARCH_DEPTH: Final = 1000
-#: A date bound's last stretch is read in one go once it is this narrow.
-_WINDOW: Final = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,17 +62,15 @@ def browse(mem: Engram, q: BrowseQuery) -> MemoryPage:
     tags = list(q.tags) or None
     flt = read_filter(q.agent, q.kind, tags)
     repo = mem.store.memories
-    total = repo.count(flt)
-    start, end = 0, total
-    seen: dict[int, datetime | None] = {}
-    if q.until is not None:
-        start = _first_index(repo, flt, start, end, q.until, strict=False, seen=seen)
-    if q.since is not None:
-        end = _first_index(repo, flt, start, end, q.since, strict=True, seen=seen)
-    selected = end - start
+    # The listing is newest first, so the date range is one contiguous run of it: it starts after
+    # the memories created later than `until`, and the store counts both in SQL (indexed on created_at).
+    newer = _just_after(q.until) if q.until is not None else None
+    start = repo.count(dataclasses.replace(flt, created_after=newer)) if newer is not None else 0
+    selected = repo.count(dataclasses.replace(flt, created_after=q.since, created_before=q.until))
     memories: list[Memory] = []
     if q.offset < selected:
         wanted = min(q.limit, selected - q.offset)
+        # Read through mem.list (audited like any read), at the range's offset in the whole listing.
         memories = mem.list(agent=q.agent, kind=q.kind, tags=tags, limit=wanted, offset=start + q.offset)
     return MemoryPage(
         memories=memories,
@@ -85,6 +80,14 @@ def browse(mem: Engram, q: BrowseQuery) -> MemoryPage:
         limit=q.limit,
         more=q.offset + q.limit < selected,
     )
+
+
+def _just_after(moment: datetime) -> datetime | None:
+    """The first instant after ``moment`` (stored times have microsecond precision); None past the last one."""
+    try:
+        return moment + timedelta(microseconds=1)
+    except OverflowError:
+        return None
 
 
 def _search(mem: Engram, q: BrowseQuery) -> MemoryPage:
@@ -110,57 +113,3 @@ def _search(mem: Engram, q: BrowseQuery) -> MemoryPage:
 
 def _in_range(at: datetime, since: datetime | None, until: datetime | None) -> bool:
     return (since is None or at >= since) and (until is None or at <= until)
-
-
-def _first_index(
-    repo: MemoryRepo, flt: Filter, lo: int, hi: int, bound: datetime, *, strict: bool, seen: dict[int, datetime | None]
-) -> int:
-    """The first position in ``[lo, hi)`` of the newest-first listing created before ``bound`` (``hi`` if none).
-
-    "Before" is ``created_at < bound`` when ``strict``, else ``<=``. The listing is
-    ordered by creation time, newest first, so the positions where this holds are a
-    suffix. Reads are unaudited and only give positions (no memory is shown from them):
-    one-row reads while the range is wide (``seen`` keeps them for the other bound),
-    then one read of the last :data:`_WINDOW` rows.
-    """
-
-    def at(position: int) -> datetime | None:
-        if position not in seen:
-            found = repo.list(flt, limit=1, offset=position)
-            # None: the store changed under us (memories removed), so the end came early.
-            seen[position] = found[0].created_at if found else None
-        return seen[position]
-
-    def before(moment: datetime | None) -> bool:
-        return moment is None or (moment < bound if strict else moment <= bound)
-
-    if lo >= hi:
-        return hi
-    lo_at = at(lo)
-    if before(lo_at):
-        return lo
-    hi -= 1
-    hi_at = at(hi)
-    if not before(hi_at):
-        return hi + 1
-    # Invariant: position lo is not before the bound, position hi is.
-    step = 0
-    while hi - lo > _WINDOW:
-        step += 1
-        mid = (lo + hi) // 2
-        if step % 2 and lo_at is not None and hi_at is not None and lo_at > hi_at:
-            # Interpolate on odd steps (creation times are spread roughly evenly in most stores);
-            # bisect on even ones, so the worst case stays logarithmic.
-            share = (lo_at - bound) / (lo_at - hi_at)
-            mid = lo + round(share * (hi - lo))
-        mid = min(max(mid, lo + 1), hi - 1)
-        moment = at(mid)
-        if before(moment):
-            hi, hi_at = mid, moment
-        else:
-            lo, lo_at = mid, moment
-    rows = repo.list(flt, limit=hi - lo - 1, offset=lo + 1) if hi - lo > 1 else []
-    for i, memory in enumerate(rows):
-        if before(memory.created_at):
-            return lo + 1 + i
-    return hi

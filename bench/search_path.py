@@ -1,0 +1,313 @@
+"""The search path at 100k memories, old against new, interleaved per query in one run.
+
+Two parts, on copies of existing stores (opening may write, so never the originals):
+
+* **latency** -- the 100k curve store of ``bench/scale.py`` (LoCoMo/LongMemEval turn texts,
+  ``--store``): per LoCoMo dev question, the keyword channel through FTS5's ``bm25()`` (old) and
+  through the cached-postings index (new, :mod:`engramdb.storage._kw_index`), then a whole
+  ``Engram.search`` without the query embedding in the old and new configuration, each pair
+  back to back so both see the same load; the 1-minute load average is written beside each.
+  Also: do the two keyword paths return the same candidates (ids, order, scores)?
+* **recall** -- keyword recall@50 of each question's evidence, every LoCoMo dev conversation
+  among LongMemEval distractors up to 100k memories (the store ``bench/scale.py
+  --keyword-recall`` builds; built once into ``--recall-store`` if missing), old and new.
+
+    python bench/search_path.py --store /tmp/h_kw/store --recall-store /tmp/h_kw/recall
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _data import load_locomo, load_longmemeval
+from engramdb import Engram
+from engramdb._util import new_id, utcnow
+from engramdb.models import Memory
+from engramdb.retrieval.text import query_terms
+from engramdb.storage.base import Filter
+from engramdb.storage.sqlite import open_sqlite
+from retrieval import AGENT, RESULTS_DIR, _latency, _load, _ms, machine
+from scale import _add, _embedder, _recall
+
+OUT = RESULTS_DIR / "search_path.json"
+
+
+def _search_of(mem: Any) -> Any:
+    # The store's own channels (Engram may wrap them to wait for its background vector queue).
+    return getattr(mem.store.search, "_inner", mem.store.search)
+
+
+def _two_commits(recall: Any) -> Callable[..., None]:
+    """The bookkeeping as it was: the access counts and the audit entry in two write transactions."""
+
+    def bookkeep(ids: list[str], *, now: Any, agent: str | None, kinds: Any) -> None:
+        recall._store.memories.touch(ids, at=now)
+        recall._read("search", agent=agent, ids=ids, kinds=kinds)
+
+    return bookkeep
+
+
+@contextmanager
+def _old(search: Any, recall: Any) -> Iterator[None]:
+    """The search path as it was: FTS5 bm25() for keywords, two commits for the bookkeeping."""
+    index, minimum = search.keyword_index, search.keyword_index.min_memories
+    index.min_memories = None
+    recall._bookkeep = _two_commits(recall)
+    try:
+        yield
+    finally:
+        index.min_memories = minimum
+        del recall._bookkeep
+
+
+#: Whole-search variants: as before; as now; now without any bookkeeping write (the ceiling of deferring
+#: it); now but with the bookkeeping in two commits.
+_VARIANTS = ("old", "new", "new_without_bookkeeping", "new_but_two_commits")
+
+
+@contextmanager
+def _variant(name: str, search: Any, recall: Any) -> Iterator[None]:
+    if name == "old":
+        with _old(search, recall):
+            yield
+        return
+    if name == "new_without_bookkeeping":
+        recall._bookkeep = lambda *a, **k: None
+    elif name == "new_but_two_commits":
+        recall._bookkeep = _two_commits(recall)
+    try:
+        yield
+    finally:
+        recall.__dict__.pop("_bookkeep", None)
+
+
+def _bookkeeping(mem: Any, rounds: int = 300) -> dict[str, Any]:
+    """A search's bookkeeping alone (10 ids' access counts and one audit entry): one commit against two, alternating."""
+    recall = mem._recall
+    ids = [m.id for m in mem.list(agent=AGENT, limit=200)]
+    variants = {"one_commit": recall._bookkeep, "two_commits": _two_commits(recall)}
+    ms: dict[str, list[float]] = {name: [] for name in variants}
+    load_before = _load()
+    for i in range(rounds):
+        batch = ids[(i * 10) % 190 : (i * 10) % 190 + 10]
+        now = utcnow()
+        for name in sorted(variants, reverse=bool(i % 2)):
+            ms[name].append(_ms(lambda n=name, b=batch, t=now: variants[n](b, now=t, agent=AGENT, kinds=None)))
+    return {**{name: _latency(v) for name, v in ms.items()}, "load_before": load_before, "load_after": _load()}
+
+
+def _wait_index(search: Any, probe: Callable[[], object]) -> float:
+    """Trigger the keyword index build and wait for it; seconds taken."""
+    t0 = time.perf_counter()
+    probe()
+    search.keyword_index.wait()
+    probe()
+    return time.perf_counter() - t0
+
+
+def run_latency(store: Path, queries: int) -> dict[str, Any]:
+    emb = _embedder()
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    mem = Engram(store, embedder=emb)
+    search = _search_of(mem)
+    recall = mem._recall  # the bench toggles its old/new path
+    flt = Filter(agent=AGENT)
+    first = query_terms(questions[0])
+    build_s = _wait_index(search, lambda: search.keyword_candidates(first, flt, limit=50))
+    for q in questions[:10]:  # warm-up: the model, the page cache, the query cache
+        mem.search(q, agent=AGENT, limit=10)
+    old_kw, new_kw, loads = [], [], []
+    whole: dict[str, list[float]] = {name: [] for name in _VARIANTS}
+    same_ids = same_order = 0
+    max_score_diff = 0.0
+    for i, q in enumerate(questions):
+        terms = query_terms(q)
+        emb.cache_clear()
+        mem.search(q, agent=AGENT, limit=10)  # caches the query vector: every variant skips the model
+        with _old(search, recall):
+            t0 = time.perf_counter()
+            before = search.keyword_candidates(terms, flt, limit=50)
+            old_kw.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        after = search.keyword_candidates(terms, flt, limit=50)
+        new_kw.append((time.perf_counter() - t0) * 1000)
+        # Whole searches: every variant once per question, in a rotating order (none always runs first).
+        for k in range(len(_VARIANTS)):
+            name = _VARIANTS[(i + k) % len(_VARIANTS)]
+            with _variant(name, search, recall):
+                whole[name].append(_ms(lambda q=q: mem.search(q, agent=AGENT, limit=10)))
+        same_ids += {c.id for c in before} == {c.id for c in after}
+        same_order += [c.id for c in before] == [c.id for c in after]
+        if before and after and len(before) == len(after):
+            max_score_diff = max(max_score_diff, *(abs(a.score - b.score) for a, b in zip(before, after, strict=True)))
+        if i % 50 == 0:
+            loads.append(_load()[0])
+    out = {
+        "memories": mem.count(agent=AGENT),
+        "queries": len(questions),
+        "index_build_seconds": build_s,
+        "keyword_old_fts5": _latency(old_kw),
+        "keyword_new_index": _latency(new_kw),
+        **{f"search_{name}": _latency(ms) for name, ms in whole.items()},
+        "same_candidate_set": same_ids / len(questions),
+        "same_candidate_order": same_order / len(questions),
+        "max_score_difference": max_score_diff,
+        "load_1min_samples": loads,
+        "bookkeeping_alone": _bookkeeping(mem),
+    }
+    mem.close()
+    return out
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def run_keyword(store: Path, queries: int) -> dict[str, Any]:
+    """The keyword channel alone on a (large) store, old against new: no Engram, so no vector matrix in memory."""
+    questions = [query_terms(q.text) for c in load_locomo() for q in c.questions][:queries]
+    rss = _rss_mb()
+    db = open_sqlite(store)
+    search = db.search
+    flt = Filter(agent=AGENT)
+    build_s = _wait_index(search, lambda: search.keyword_candidates(questions[0], flt, limit=50))
+    rss_index = _rss_mb() - rss
+    old_ms, new_ms, loads = [], [], []
+    same = same_scores = 0
+    for i, terms in enumerate(questions):
+        minimum = search.keyword_index.min_memories
+        search.keyword_index.min_memories = None
+        t0 = time.perf_counter()
+        before = search.keyword_candidates(terms, flt, limit=50)
+        old_ms.append((time.perf_counter() - t0) * 1000)
+        search.keyword_index.min_memories = minimum
+        t0 = time.perf_counter()
+        after = search.keyword_candidates(terms, flt, limit=50)
+        new_ms.append((time.perf_counter() - t0) * 1000)
+        same += [c.id for c in before] == [c.id for c in after]
+        # Ties (identical texts score alike) may be cut or ordered differently: compare scores rank by rank.
+        same_scores += len(before) == len(after) and all(
+            abs(a.score - b.score) <= 1e-9 for a, b in zip(before, after, strict=True)
+        )
+        if i % 50 == 0:
+            loads.append(_load()[0])
+    memories = db.memories.count(Filter(agent=None))
+    db.close()
+    return {
+        "memories": memories,
+        "queries": len(questions),
+        "index_build_seconds": build_s,
+        "rss_after_build_mb": rss_index,
+        "keyword_old_fts5": _latency(old_ms),
+        "keyword_new_index": _latency(new_ms),
+        "same_candidate_order": same / len(questions),
+        "same_scores_rank_by_rank": same_scores / len(questions),
+        "load_1min_samples": loads,
+    }
+
+
+def _build_recall_store(directory: Path) -> dict[str, tuple[str, str]]:
+    """LoCoMo dev conversations among LongMemEval distractors, 100k memories (as bench/scale.py builds it)."""
+    emb = _embedder()
+    rng = np.random.default_rng(1)
+    pool = [d.content[:400] for item in load_longmemeval(limit=40) for d in item.docs if d.content.startswith("user: ")]
+    store = open_sqlite(directory)
+    doc_of: dict[str, tuple[str, str]] = {}
+    for conv in load_locomo():
+        ids = [new_id() for _ in conv.docs]
+        now = utcnow()
+        batch = [
+            Memory(id=i, agent=AGENT, kind="conversation", content=d.content, created_at=now, updated_at=now)
+            for i, d in zip(ids, conv.docs, strict=True)
+        ]
+        vecs = rng.standard_normal((len(batch), emb.dim)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.memories.add(batch, vecs, model_id=emb.model_id, actor=AGENT)
+        doc_of.update({i: (conv.sample_id, d.id) for i, d in zip(ids, conv.docs, strict=True)})
+    distractors = 100_000 - len(doc_of)
+    _add(store, [pool[i] for i in rng.integers(0, len(pool), size=distractors)], rng, emb.model_id, emb.dim, AGENT)
+    store.close()
+    (directory / "doc_of.json").write_text(json.dumps(doc_of))
+    return doc_of
+
+
+def run_recall(directory: Path) -> dict[str, Any]:
+    if (directory / "doc_of.json").exists():
+        doc_of = {k: tuple(v) for k, v in json.loads((directory / "doc_of.json").read_text()).items()}
+    else:
+        doc_of = _build_recall_store(directory)
+    store = open_sqlite(directory)
+    search = store.search
+    flt = Filter(agent=AGENT)
+    build_s = _wait_index(search, lambda: search.keyword_candidates(["caroline"], flt, limit=50))
+    old, new, old_ms, new_ms = [], [], [], []
+    load_before = _load()
+    for conv in load_locomo():
+        for q in conv.questions:
+            if not q.evidence:
+                continue
+            terms = query_terms(q.text)
+            gold = [(conv.sample_id, e) for e in q.evidence]
+            minimum = search.keyword_index.min_memories
+            search.keyword_index.min_memories = None
+            t0 = time.perf_counter()
+            before = search.keyword_candidates(terms, flt, limit=50) if terms else []
+            old_ms.append((time.perf_counter() - t0) * 1000)
+            search.keyword_index.min_memories = minimum
+            t0 = time.perf_counter()
+            after = search.keyword_candidates(terms, flt, limit=50) if terms else []
+            new_ms.append((time.perf_counter() - t0) * 1000)
+            old.append(_recall([doc_of.get(c.id, ("", "")) for c in before], gold))
+            new.append(_recall([doc_of.get(c.id, ("", "")) for c in after], gold))
+    store.close()
+    return {
+        "memories": 100_000,
+        "questions": len(old),
+        "index_build_seconds": build_s,
+        "keyword_recall_at_50_old": float(np.mean(old)) * 100,
+        "keyword_recall_at_50_new": float(np.mean(new)) * 100,
+        "keyword_old_fts5": _latency(old_ms),
+        "keyword_new_index": _latency(new_ms),
+        "load_before": load_before,
+        "load_after": _load(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", type=Path, default=None, help="a COPY of the 100k curve store directory")
+    parser.add_argument("--recall-store", type=Path, default=None, help="the 100k keyword-recall store (built once)")
+    parser.add_argument("--queries", type=int, default=300, help="LoCoMo questions timed")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--keyword-store", type=Path, default=None, help="a COPY of a large store: keywords only")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if args.store is not None and not args.skip_latency:
+        results["latency"] = run_latency(args.store, args.queries)
+        print(json.dumps(results["latency"], indent=1), file=sys.stderr)
+    if args.keyword_store is not None:
+        results["keyword_only"] = run_keyword(args.keyword_store, args.queries)
+        print(json.dumps(results["keyword_only"], indent=1), file=sys.stderr)
+    if args.recall_store is not None:
+        results["recall"] = run_recall(args.recall_store)
+        print(json.dumps(results["recall"], indent=1), file=sys.stderr)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main())

@@ -1,0 +1,499 @@
+"""The keyword channel's fast path: FTS5's own BM25, computed with numpy over cached postings.
+
+FTS5 ranks an ``OR`` query by calling ``bm25()`` once per matching row, and each call reads
+that row's size from the index: at 100k memories a question matches ~10k rows and ranking
+them is ~20 ms, most of the keyword channel (see bench/search_path.py). The postings
+themselves are small (a few million ``(term, row, count)`` at 100k memories), so this module
+keeps them in memory as numpy arrays and computes the same score FTS5 would, in the same
+floating-point order, for every row at once: ~1 ms.
+
+SQLite stays the only truth; this is a cache of it:
+
+* It is built from the FTS5 index itself (``fts5vocab``), so terms are exactly FTS5's
+  (same tokenizer, same stems), on a separate connection in a background thread (seconds at
+  100k); searches use plain FTS5 until it is ready.
+* Every change of a memory's content or tags writes a ``history`` row in the same
+  transaction, so ``max(history.seq)`` tells whether the cache is behind, whoever wrote (this
+  process or another). Catching up re-tokenises just the changed memories with a private
+  (``temp``) FTS5 table of the same tokenizer and drops forgotten ones; big gaps rebuild.
+* After each catch-up the cache's row and token totals are compared with FTS5's own (its
+  ``averages`` record): any change not seen through ``history`` forces a rebuild.
+* Nothing is written to the store and nothing persists, so a crash cannot leave it wrong.
+
+Document count and average length come from FTS5's ``averages`` record at each query,
+exactly as ``bm25()`` reads them, so scores equal FTS5's to the last bit or two.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked"]
+
+#: Stores with fewer memories (by their largest key) keep plain FTS5: it takes ~1-3 ms there.
+KW_INDEX_MIN_MEMORIES: Final = 10_000
+#: FTS5's bm25() constants (k1, b), unchanged from its defaults.
+_K1: Final = 1.2
+_B: Final = 0.75
+#: A catch-up re-tokenising more memories than this (or a tenth of the store) rebuilds instead.
+_MAX_CATCH_UP: Final = 5_000
+_MAX_STEMS: Final = 100_000
+#: After a failed build, searches use FTS5 this long before another build is tried.
+_RETRY_SECONDS: Final = 30.0
+#: Postings whose BM25 parts are kept between queries (12 bytes each with their row keys).
+_MAX_CACHED_SCORES: Final = 4_000_000
+_TOK: Final = "temp.engram_kw_tok"
+_TOKV: Final = "temp.engram_kw_tokv"
+_VOCAB: Final = "temp.engram_kw_vocab"
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """The head of a keyword ranking: row keys best first, their scores (-bm25), and all matches counted."""
+
+    rids: list[int]
+    scores: list[float]
+    matched: int
+
+
+@dataclass(slots=True)
+class _Postings:
+    """One built index: per term the sorted row keys and counts, plus per-row token counts."""
+
+    seq: int
+    terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.uint16 | np.int32]]]
+    doc_len: npt.NDArray[np.int32]
+    #: Rows whose postings above still hold (False: changed or forgotten since the build).
+    base_alive: npt.NDArray[np.bool_]
+    rows: int
+    tokens: int
+    #: FTS5's structure record when the cache last matched it (see KeywordIndex._current).
+    structure: bytes = b""
+    #: The history position at which ``structure`` was read.
+    seq_checked: int = -1
+    base_dead: int = 0
+    #: Rows changed or added since the build: term -> {row key: count}, and row key -> its terms.
+    delta_terms: dict[str, dict[int, int]] = field(default_factory=dict)
+    delta_docs: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite varints (as in FTS5's records), decoded in order."""
+    out, value, i = [], 0, 0
+    while i < len(blob):
+        byte = blob[i]
+        value = (value << 7) | (byte & 0x7F)
+        i += 1
+        if not byte & 0x80:
+            out.append(value)
+            value = 0
+    return out
+
+
+def fts_totals(conn: sqlite3.Connection) -> tuple[int, int]:
+    """FTS5's own (rows, tokens over all columns) of ``memories_fts``: what bm25() divides by."""
+    return _fts_state(conn)[:2]
+
+
+def _fts_state(conn: sqlite3.Connection) -> tuple[int, int, bytes]:
+    """FTS5's totals (see fts_totals) and its structure record, which changes with every write of the index."""
+    blocks = dict(conn.execute("SELECT id, block FROM memories_fts_data WHERE id IN (1, 10)").fetchall())
+    numbers = _varints(bytes(blocks.get(1) or b""))
+    return (numbers[0] if numbers else 0), sum(numbers[1:]), bytes(blocks.get(10) or b"")
+
+
+def _tokenizer(conn: sqlite3.Connection) -> str:
+    """The ``tokenize`` option of ``memories_fts`` (the private tokenising table must match it)."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()
+    found = re.search(r"tokenize\s*=\s*'([^']*)'", row[0] if row else "")
+    return found.group(1) if found else "unicode61"
+
+
+def _max_seq(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT max(seq) FROM history").fetchone()[0] or 0)
+
+
+def _max_rid(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def build(conn: sqlite3.Connection) -> _Postings:
+    """Read every posting of ``memories_fts`` in one read transaction (run on a connection of its own)."""
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, memories_fts, instance)")
+    doc_len = np.zeros(0, dtype=np.int32)
+    terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.uint16 | np.int32]]] = {}
+    conn.execute("BEGIN")
+    try:
+        seq = _max_seq(conn)
+        rows, tokens, structure = _fts_state(conn)
+        doc_len = np.zeros(_max_rid(conn) + 1, dtype=np.int32)
+        # One row per term: the string of its instances' row keys (sorted: the vocabulary walks
+        # terms, then rows); an instance per occurrence, so run lengths are the counts. Read
+        # term by term: only one term's string is held at a time.
+        for term, joined in conn.execute(f"SELECT term, group_concat(doc) FROM {_VOCAB} GROUP BY term"):
+            docs = np.fromstring(joined, dtype=np.int64, sep=",")  # text mode: C parsing, ~6x split()
+            if docs.size > 1 and np.any(docs[1:] < docs[:-1]):
+                docs.sort()
+            if docs[-1] >= doc_len.size:
+                doc_len = np.concatenate([doc_len, np.zeros(int(docs[-1]) + 1 - doc_len.size, np.int32)])
+            starts = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
+            counts = np.diff(np.append(starts, docs.size))
+            doc_len[docs[starts]] += counts.astype(np.int32)
+            tf_type = np.uint16 if counts.max() <= np.iinfo(np.uint16).max else np.int32
+            terms[term] = (docs[starts].astype(np.int32), counts.astype(tf_type))
+    finally:
+        if conn.in_transaction:  # an interrupt may already have ended it
+            conn.execute("COMMIT")
+    return _Postings(seq, terms, doc_len, np.ones(doc_len.size, dtype=bool), rows, tokens, structure, seq)
+
+
+class KeywordIndex:
+    """In-memory BM25 over the store's FTS5 postings (see the module docstring). Use under the store's lock."""
+
+    def __init__(self, *, min_memories: int | None = None) -> None:
+        #: Stores smaller than this keep plain FTS5 (None: never use the index).
+        self.min_memories: int | None = KW_INDEX_MIN_MEMORIES if min_memories is None else min_memories
+        self._postings: _Postings | None = None
+        self._stems: dict[str, str | None] = {}
+        self._tokenize: str | None = None
+        self._guard = threading.Lock()
+        self._builder: threading.Thread | None = None
+        self._built: _Postings | None = None
+        self._build_conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._retry_at = 0.0
+        # Per row key, reused by every query: score sums (zeroed after use) and positions (see _distinct).
+        self._scratch = np.zeros(0, dtype=np.float64)
+        self._positions = np.zeros(0, dtype=np.int64)
+        # Per term, its rows and BM25 parts, valid while the index and FTS5's totals stay as they were.
+        self._term_scores: dict[str, tuple[npt.NDArray[Any], npt.NDArray[np.float64]]] = {}
+        self._terms_key: tuple[int, int, int, int] | None = None
+        self._cached = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def clear(self) -> None:
+        """Forget the index and stop a running build (the store closed)."""
+        with self._guard:
+            self._closed = True
+            builder = self._builder
+        # Interrupt until it stops: an interrupt between two statements is lost.
+        while builder is not None and builder.is_alive():
+            with self._guard:  # the builder closes its connection under this lock
+                if self._build_conn is not None:
+                    self._build_conn.interrupt()
+            builder.join(0.05)
+        with self._guard:
+            self._postings = self._built = self._builder = None
+            self._closed, self._retry_at = False, 0.0
+        self._stems.clear()
+        self._tokenize = None
+        self._terms_key, self._term_scores, self._cached = None, {}, 0
+
+    def ready(self) -> bool:
+        """Whether a built index is in place (or waiting to be swapped in)."""
+        with self._guard:
+            return self._postings is not None or self._built is not None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a running build; whether an index is ready afterwards (for tests and benches)."""
+        with self._guard:
+            builder = self._builder
+        if builder is not None:
+            builder.join(timeout)
+        return self.ready()
+
+    def _start_build(self, conn: sqlite3.Connection) -> None:
+        """Build on a connection of its own in the background; in place for an in-memory store."""
+        path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+        if not path:
+            self._postings = build(conn)  # one connection only: build under the store's lock
+            return
+        with self._guard:
+            if self._builder is not None or self._closed or time.monotonic() < self._retry_at:
+                return
+            self._builder = threading.Thread(target=self._build_in_background, args=(path,), daemon=True)
+            self._builder.name = "engram-keyword-index"
+            self._builder.start()
+
+    def _build_in_background(self, path: str) -> None:
+        built: _Postings | None = None
+        try:
+            conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error:
+            conn = None
+        if conn is not None:
+            with self._guard:
+                self._build_conn = conn
+            try:
+                if not self._closed:
+                    built = build(conn)
+            except sqlite3.Error:
+                built = None  # interrupted (the store closed) or unreadable: searches keep using FTS5
+            finally:
+                with self._guard:
+                    self._build_conn = None
+                    conn.close()
+        with self._guard:
+            if not self._closed:
+                self._built = built
+            if built is None:
+                self._retry_at = time.monotonic() + _RETRY_SECONDS  # not a new thread per search
+            self._builder = None
+
+    # -- search ------------------------------------------------------------------------------
+    def rank(self, conn: sqlite3.Connection, terms: Sequence[str], *, head: int) -> Ranked | None:
+        """BM25 (as FTS5's ``bm25()``) of every row matching any of ``terms``, the best ``head`` returned.
+
+        None when the index cannot answer exactly (not built yet, inside a write transaction, a
+        term FTS5 would read as a phrase): the caller then asks FTS5.
+        """
+        postings = self._current(conn)
+        if postings is None:
+            return None
+        stems = self._stems_of(conn, terms)
+        if stems is None:
+            return None
+        rows, tokens = postings.rows, postings.tokens  # equal to FTS5's own (checked in _current)
+        if rows <= 0:
+            return Ranked([], [], 0)
+        if self._scratch.size < postings.doc_len.size:
+            self._scratch = np.zeros(postings.doc_len.size, dtype=np.float64)
+        acc = self._scratch
+        key = (id(postings), postings.seq, rows, tokens)
+        if key != self._terms_key:
+            self._terms_key, self._term_scores, self._cached = key, {}, 0
+        touched = []
+        for stem in stems:
+            docs, part = self._scored(postings, stem, rows=rows, avgdl=tokens / rows)
+            if docs.size:
+                # Summed term by term in query order, as FTS5's fts5Bm25Function does.
+                acc[docs] += part
+                touched.append(docs)
+        if not touched:
+            return Ranked([], [], 0)
+        matched = touched[0] if len(touched) == 1 else self._distinct(np.concatenate(touched))
+        scores = acc[matched]
+        acc[matched] = 0.0
+        top = np.argpartition(-scores, head - 1)[:head] if matched.size > head else np.arange(matched.size)
+        # Best first; equal scores in row order, as FTS5's sort leaves them.
+        order = top[np.lexsort((matched[top], -scores[top]))]
+        return Ranked(matched[order].tolist(), scores[order].tolist(), int(matched.size))
+
+    def _scored(
+        self, postings: _Postings, stem: str, *, rows: int, avgdl: float
+    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.float64]]:
+        """A term's rows and its BM25 part of their scores, cached until the index changes.
+
+        Written as FTS5's fts5Bm25Function computes it, operation for operation.
+        """
+        hit = self._term_scores.get(stem)
+        if hit is not None:
+            return hit
+        docs, tf = self._term_postings(postings, stem)
+        idf = math.log((rows - docs.size + 0.5) / (docs.size + 0.5))
+        if idf <= 0.0:
+            idf = 1e-6
+        freq = tf.astype(np.float64)
+        dl = postings.doc_len[docs].astype(np.float64)
+        part = idf * ((freq * (_K1 + 1.0)) / (freq + _K1 * (1.0 - _B + _B * dl / avgdl)))
+        if self._cached + docs.size <= _MAX_CACHED_SCORES:
+            self._term_scores[stem] = (docs, part)
+            self._cached += docs.size
+        return docs, part
+
+    def _distinct(self, rids: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """``rids`` without repeats, in O(n): each row key's last position wins, keep the positions that won."""
+        if self._positions.size < self._scratch.size:
+            self._positions = np.zeros(self._scratch.size, dtype=np.int64)
+        where = np.arange(rids.size)
+        self._positions[rids] = where
+        distinct: npt.NDArray[Any] = rids[self._positions[rids] == where]
+        return distinct
+
+    def frequencies(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[int] | None:
+        """How many rows match each term now (for the postings budget); None when the index cannot say."""
+        postings = self._current(conn)
+        stems = self._stems_of(conn, terms) if postings is not None else None
+        if postings is None or stems is None:
+            return None
+        return [int(self._term_postings(postings, s)[0].size) for s in stems]
+
+    @staticmethod
+    def _term_postings(p: _Postings, stem: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        """A term's row keys (ascending) and counts now: the build's still-valid ones and the delta's."""
+        docs, tf = p.terms.get(stem, (np.zeros(0, np.int32), np.zeros(0, np.uint16)))
+        if p.base_dead and docs.size:
+            keep = p.base_alive[docs]
+            docs, tf = docs[keep], tf[keep]
+        extra = p.delta_terms.get(stem)
+        if extra:
+            more = np.fromiter(extra.keys(), dtype=np.int64, count=len(extra))
+            counts = np.fromiter(extra.values(), dtype=np.int64, count=len(extra))
+            docs = np.concatenate([docs.astype(np.int64), more])
+            tf_all = np.concatenate([tf.astype(np.int64), counts])
+            order = np.argsort(docs, kind="stable")
+            return docs[order], tf_all[order]
+        return docs, tf
+
+    # -- keeping in step ---------------------------------------------------------------------
+    def _current(self, conn: sqlite3.Connection) -> _Postings | None:
+        """The index brought up to the database, or None (building, or the caller is inside a write)."""
+        if self.min_memories is None or conn.in_transaction:
+            # Inside a write a search would see uncommitted rows the cache must never follow.
+            return None
+        with self._guard:
+            if self._built is not None:
+                self._postings, self._built = self._built, None
+        p = self._postings
+        if p is None:
+            if _max_rid(conn) >= self.min_memories:
+                self._start_build(conn)
+                p = self._postings  # built in place for an in-memory store
+            if p is None:
+                return None
+        # One read transaction: the history position and FTS5's state are of the same commit.
+        conn.execute("BEGIN")
+        try:
+            seq = _max_seq(conn)
+            fresh = seq == p.seq or (seq > p.seq and self._catch_up(conn, p, seq))
+            rows, tokens, structure = _fts_state(conn)
+        finally:
+            conn.execute("COMMIT")
+        if not fresh:
+            return self._rebuild(conn)
+        # Every change of the keyword index moves FTS5's structure record; one not announced in
+        # history (another program's SQL) or miscounted here shows there or in the totals.
+        if (rows, tokens) != (p.rows, p.tokens) or (seq == p.seq_checked and structure != p.structure):
+            return self._rebuild(conn)
+        p.structure, p.seq_checked = structure, seq
+        if len(p.delta_docs) > max(_MAX_CATCH_UP, p.rows // 5):
+            # The delta (Python dicts, ~20x the bytes of the arrays) has grown: a fresh build
+            # replaces it once ready; this one serves meanwhile.
+            self._start_build(conn)
+        return self._postings or p
+
+    def _rebuild(self, conn: sqlite3.Connection) -> _Postings | None:
+        self._postings = None
+        self._terms_key, self._term_scores, self._cached = None, {}, 0
+        self._start_build(conn)
+        return self._postings
+
+    def _catch_up(self, conn: sqlite3.Connection, p: _Postings, seq: int) -> bool:
+        """Apply the changes recorded in ``history`` after ``p.seq`` up to ``seq``; False: rebuild instead."""
+        changes = conn.execute(
+            "SELECT memory_id, max(action = 'forget') FROM history WHERE seq > ? AND seq <= ? GROUP BY memory_id",
+            (p.seq, seq),
+        ).fetchall()
+        if len(changes) > max(_MAX_CATCH_UP, p.rows // 10):
+            return False
+        ids = [memory_id for memory_id, _ in changes]
+        current = conn.execute(
+            "SELECT rid, content, tags FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+            (_json_list(ids),),
+        ).fetchall()
+        if any(forgot for _, forgot in changes) or len(current) < len(ids):
+            self._drop_missing(conn, p)
+        self._replace(conn, p, current)
+        p.seq = seq
+        return True
+
+    def _drop_missing(self, conn: sqlite3.Connection, p: _Postings) -> None:
+        """Forget the rows no longer in ``memories`` (a forget: the row key is gone, not reused)."""
+        present = np.fromiter((r[0] for r in conn.execute("SELECT rid FROM memories")), dtype=np.int64)
+        alive = np.zeros(p.doc_len.size, dtype=bool)
+        alive[present[present < alive.size]] = True
+        gone = np.flatnonzero((p.doc_len > 0) & ~alive)
+        for rid in gone.tolist():
+            self._remove(p, rid)
+
+    def _remove(self, p: _Postings, rid: int) -> None:
+        """Take row ``rid``'s postings out (from the build or the delta) and its tokens from the totals."""
+        if rid >= p.doc_len.size or p.doc_len[rid] == 0:
+            return
+        old_terms = p.delta_docs.pop(rid, None)
+        if old_terms is not None:
+            for term in old_terms:
+                bucket = p.delta_terms.get(term)
+                if bucket is not None:
+                    bucket.pop(rid, None)
+                    if not bucket:
+                        del p.delta_terms[term]
+        elif p.base_alive[rid]:
+            p.base_alive[rid] = False
+            p.base_dead += 1
+        p.rows -= 1
+        p.tokens -= int(p.doc_len[rid])
+        p.doc_len[rid] = 0
+
+    def _replace(self, conn: sqlite3.Connection, p: _Postings, docs: Sequence[tuple[int, str, str]]) -> None:
+        """Set each ``(rid, content, tags)`` row's postings to what FTS5 makes of its text now."""
+        if not docs:
+            return
+        counted = self._tokenise(conn, [(rid, content, tags) for rid, content, tags in docs])
+        top = max(rid for rid, _, _ in docs)
+        if top >= p.doc_len.size:
+            grow = max(top + 1, int(p.doc_len.size * 1.25))
+            p.doc_len = np.concatenate([p.doc_len, np.zeros(grow - p.doc_len.size, np.int32)])
+            p.base_alive = np.concatenate([p.base_alive, np.zeros(grow - p.base_alive.size, bool)])
+        for rid, _, _ in docs:
+            # Its old postings (of the build or the delta) stop counting; the new ones go to the delta.
+            self._remove(p, rid)
+            counts = counted.get(rid, {})
+            p.delta_docs[rid] = tuple(counts)
+            for term, n in counts.items():
+                p.delta_terms.setdefault(term, {})[rid] = n
+            length = sum(counts.values())
+            p.doc_len[rid] = length
+            p.rows += 1
+            p.tokens += length
+
+    def _tokenise(self, conn: sqlite3.Connection, docs: Sequence[tuple[int, str, str]]) -> dict[int, dict[str, int]]:
+        """Per row, FTS5's terms of its content and tags with their counts (a private temp table)."""
+        self._ensure_tokeniser(conn)
+        conn.executemany(f"INSERT INTO {_TOK} (rowid, content, tags) VALUES (?, ?, ?)", docs)
+        try:
+            out: dict[int, dict[str, int]] = {}
+            for term, doc, n in conn.execute(f"SELECT term, doc, count(*) FROM {_TOKV} GROUP BY term, doc"):
+                out.setdefault(int(doc), {})[term] = int(n)
+        finally:
+            conn.execute(f"DELETE FROM {_TOK}")
+        return out
+
+    def _stems_of(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[str] | None:
+        """Each query term as FTS5 indexes it (None if one is not exactly one token: FTS5 reads a phrase)."""
+        missing = [t for t in dict.fromkeys(terms) if t not in self._stems]
+        if missing:
+            if len(self._stems) + len(missing) > _MAX_STEMS:
+                self._stems.clear()
+            counted = self._tokenise(conn, [(i + 1, t, "") for i, t in enumerate(missing)])
+            for i, term in enumerate(missing):
+                found = counted.get(i + 1, {})
+                self._stems[term] = next(iter(found)) if len(found) == 1 and sum(found.values()) == 1 else None
+        stems = [self._stems[t] for t in terms]
+        if any(s is None for s in stems):
+            return None
+        return [s for s in stems if s is not None]
+
+    def _ensure_tokeniser(self, conn: sqlite3.Connection) -> None:
+        if self._tokenize is not None:
+            return
+        tokenize = _tokenizer(conn).replace("'", "''")
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_TOK} USING fts5 (content, tags, tokenize = '{tokenize}')")
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_TOKV} USING fts5vocab(temp, engram_kw_tok, instance)")
+        self._tokenize = tokenize
+
+
+def _json_list(values: Sequence[str]) -> str:
+    return json.dumps(list(values))
