@@ -141,9 +141,13 @@ def test_forget_update_and_new_writes_are_followed(tmp_path: Path) -> None:
     w.search(q, 5)
     assert w.built().uses_ann
     top = w.search(q, 5)[0]
+    graph = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/hnsw.faiss"))
+    forgotten = w.store.vectors.get([top], model_id=MODEL)[top].astype(np.float32).tobytes()
+    assert forgotten in graph.read_bytes()
     w.store.memories.delete(top, actor="t", at=NOW)
     del w.vecs[top]
     assert top not in w.search(q, 20)
+    assert forgotten not in graph.read_bytes()  # the forgotten memory's vector is scrubbed from the sidecar
     # A new vector for an indexed memory: found with its new score, once.
     moved = w.truth(-q, 1)[0]
     new = (q + 0.01 * _query(9)) / np.linalg.norm(q + 0.01 * _query(9))

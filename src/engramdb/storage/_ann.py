@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import threading
@@ -57,6 +58,8 @@ __all__ = [
 
 #: Vectors of one model above which the store answers from the HNSW index (see config.Settings.ann_threshold).
 ANN_DEFAULT_THRESHOLD: Final = 20_000
+log = logging.getLogger(__name__)
+
 _FORMAT: Final = 1
 _CURRENT: Final = "CURRENT"
 #: HNSW graph degree and build/search breadth. Measured on 50k real MiniLM-structured vectors (load ~9):
@@ -338,6 +341,7 @@ class AnnBase:
         vectors: _F32 = faiss.rev_swig_ptr(storage.get_xb(), n * meta.dim).reshape(n, meta.dim)
         vectors.flags.writeable = False  # a view of the mapped file: never written through
         self.vectors = vectors
+        self._path = directory / "hnsw.faiss"
         self.meta = meta
         self.n = n
         self.alive: _Bool = np.ones(n, dtype=np.bool_)
@@ -363,10 +367,33 @@ class AnnBase:
         return row if self.alive[row] else None
 
     def kill(self, row: int) -> None:
-        """Mark a row dead (its memory was replaced, moved to the delta, or forgotten)."""
+        """Mark a row dead (its memory was replaced, moved to the delta, or forgotten) and scrub its vector."""
         if self.alive[row]:
             self.alive[row] = False
             self.dead += 1
+            self._scrub(row)
+
+    def _scrub(self, row: int) -> None:
+        """Overwrite a dead row's vector in the graph file with zeros: a forgotten memory leaves no vector on disk.
+
+        faiss writes an ``IndexHNSWFlat`` as its graph followed by the flat vectors, so row ``i``
+        is at ``size - (n - i) * dim * 4``; the bytes there are checked against the mapped row
+        before anything is written, and a file of another layout is left alone (the next
+        rebuild drops the row). Dead rows are never returned, so the zeros are never read.
+        """
+        width = self.meta.dim * 4
+        path = self._path
+        try:
+            with path.open("r+b") as f:
+                offset = path.stat().st_size - (self.n - row) * width
+                f.seek(offset)
+                if offset < 0 or f.read(width) != self.vectors[row].tobytes():
+                    log.warning("vector index %s has an unexpected layout: row %d not scrubbed", path, row)
+                    return
+                f.seek(offset)
+                f.write(bytes(width))
+        except OSError as exc:
+            log.warning("cannot scrub row %d of vector index %s: %s", row, path, exc)
 
     def live_rows(self) -> Iterator[int]:
         """Row numbers still alive."""
