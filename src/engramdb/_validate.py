@@ -13,6 +13,7 @@ import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, time
 from typing import Any, Final
 
 from engramdb.errors import ValidationError
@@ -289,3 +290,33 @@ def timeout(value: object, *, what: str = "timeout") -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 10**9:
         raise ValidationError(f"{what} must be a number of seconds from 0 or None, not {shown(value)}")
     return float(value)
+
+
+def moment(value: object, *, what: str, end: bool = False) -> datetime | None:
+    """None, a timezone-aware datetime, or an ISO 8601 string, as a UTC datetime: a date, or a date and time (UTC
+    unless it gives an offset). A date alone means the start of that day (UTC), or its end when ``end`` (an
+    inclusive upper bound: ``until=2026-11-24`` includes that day). The API refuses naive datetimes, which would
+    be read as local time in one place and UTC in another."""
+    if value is None:
+        return None
+    if isinstance(value, datetime) and value.utcoffset() is None:
+        raise ValidationError(f"{what} must be timezone-aware (e.g. datetime.now(UTC)), not {shown(value)}")
+    found: datetime | None = value if isinstance(value, datetime) else None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        found = datetime.combine(value, time.max if end else time.min, tzinfo=UTC)
+    if isinstance(value, str) and len(value) <= 40:
+        text = value.strip()
+        try:
+            if len(text) == 10:
+                found = datetime.combine(date.fromisoformat(text), time.max if end else time.min, tzinfo=UTC)
+            else:
+                parsed = datetime.fromisoformat(text)
+                found = parsed if parsed.utcoffset() is not None else parsed.replace(tzinfo=UTC)
+        except ValueError:
+            found = None
+    if found is not None:
+        try:
+            return found.astimezone(UTC)
+        except OverflowError:
+            pass  # an offset that moves the instant outside years 1-9999
+    raise ValidationError(f"{what} must be an ISO 8601 date or date and time (e.g. 2026-11-24), not {shown(value)}")

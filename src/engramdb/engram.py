@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -434,9 +435,17 @@ class Engram:
         tags: Iterable[str] | None = None,
         limit: int = 100,
         offset: int = 0,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> builtins.list[Memory]:
-        """An agent's memories (and those shared with it), newest first."""
-        return self._recall.list(agent=self._agent(agent), kind=kind, tags=tags, limit=limit, offset=offset)
+        """An agent's memories (and those shared with it), newest first.
+
+        ``since``/``until`` bound the creation time, both inclusive: timezone-aware datetimes, or ISO 8601
+        strings (a date alone is its whole day, UTC; a time without an offset is UTC).
+        """
+        return self._recall.list(
+            agent=self._agent(agent), kind=kind, tags=tags, limit=limit, offset=offset, since=since, until=until
+        )
 
     def count(self, *, agent: str | None = None, kind: Kind | Sequence[Kind] | None = None) -> int:
         """How many memories ``agent`` can see (of ``kind``)."""

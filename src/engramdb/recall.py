@@ -29,10 +29,24 @@ from engramdb.storage.base import Filter, Store
 __all__ = ["Recall", "read_filter"]
 
 
-def read_filter(agent: str, kind: str | Sequence[str] | None, tags: Iterable[str] | None) -> Filter:
-    """The hard filter of a read: the agent's scope, and kinds and tags when given (no tags: no restriction)."""
+def read_filter(
+    agent: str,
+    kind: str | Sequence[str] | None,
+    tags: Iterable[str] | None,
+    *,
+    since: object = None,
+    until: object = None,
+) -> Filter:
+    """The hard filter of a read: the agent's scope, and kinds, tags and creation dates when given (no tags: no
+    restriction; ``since``/``until`` inclusive, a date alone its whole day: :func:`engramdb._validate.moment`)."""
     wanted = None if tags is None else check.tags(tags)
-    return Filter(agent=check.agent_name(agent), kinds=check.kinds(kind), tags=wanted or None)
+    return Filter(
+        agent=check.agent_name(agent),
+        kinds=check.kinds(kind),
+        tags=wanted or None,
+        created_after=check.moment(since, what="since"),
+        created_before=check.moment(until, what="until", end=True),
+    )
 
 
 class Recall:
@@ -140,10 +154,12 @@ class Recall:
         tags: Iterable[str] | None = None,
         limit: int = 100,
         offset: int = 0,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> builtins.list[Memory]:
-        """An agent's memories (and those shared with it), newest first."""
+        """An agent's memories (and those shared with it), newest first; created within ``since``..``until``."""
         offset = check.offset(offset)
-        flt = read_filter(agent, kind, tags)
+        flt = read_filter(agent, kind, tags, since=since, until=until)
         memories = self._store.memories.list(flt, limit=check.limit(limit), offset=offset)
         self._read("list", agent=flt.agent, ids=[m.id for m in memories], kinds=flt.kinds, offset=offset or None)
         return memories

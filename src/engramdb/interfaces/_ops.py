@@ -83,9 +83,13 @@ def list_memories(
     tags: list[str] | None,
     limit: int,
     offset: int,
+    since: str | None = None,
+    until: str | None = None,
 ) -> JSON:
     kinds = cast("list[Kind] | None", kind)
-    found = mem.list(agent=who.agent(agent), kind=kinds, tags=tags, limit=limit, offset=offset)
+    found = mem.list(
+        agent=who.agent(agent), kind=kinds, tags=tags, limit=limit, offset=offset, since=since, until=until
+    )
     return {"memories": [m.to_dict() for m in found], "limit": limit, "offset": offset}
 
 

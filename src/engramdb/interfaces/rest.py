@@ -261,9 +261,13 @@ def create_app(
         tag: Annotated[list[str] | None, Query(description="Only with this tag (repeatable: all must match).")] = None,
         limit: LimitQuery = 100,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+        since: Annotated[str | None, Query(max_length=40, description="Created at or after (ISO 8601).")] = None,
+        until: Annotated[str | None, Query(max_length=40, description="Created at or before (ISO 8601).")] = None,
     ) -> dict[str, Any]:
         """An agent's memories (and those shared with it), newest first."""
-        return ops.list_memories(mem, who, agent=agent, kind=kind, tags=tag, limit=limit, offset=offset)
+        return ops.list_memories(
+            mem, who, agent=agent, kind=kind, tags=tag, limit=limit, offset=offset, since=since, until=until
+        )
 
     @app.get("/memories/{memory_id}", tags=["memories"])
     def get(who: Who, memory_id: str, agent: AgentQuery = None) -> dict[str, Any]:

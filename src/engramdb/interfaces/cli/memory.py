@@ -233,13 +233,21 @@ def list_(
     tags: TagsOption = None,
     limit: LimitOption = 100,
     offset: Annotated[int, typer.Option("--offset", metavar="N", min=0, help="Skip this many first.")] = 0,
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="WHEN", help="Created at or after (ISO 8601; UTC by default).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="WHEN", help="Created at or before (ISO 8601; UTC by default).")
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List an agent's memories (its own and those shared with it), newest first."""
     kind_filter = check_kinds(kinds)
     with open_engram(ctx, store) as mem:
-        memories = mem.list(agent=agent, kind=kind_filter, tags=tags or None, limit=limit, offset=offset)
+        memories = mem.list(
+            agent=agent, kind=kind_filter, tags=tags or None, limit=limit, offset=offset, since=since, until=until
+        )
     if as_json:
         emit_json([m.to_dict() for m in memories])
         return
