@@ -193,30 +193,38 @@ def _recall(found: Sequence[str], gold: Sequence[str]) -> float:
     return len(set(found) & set(gold)) / len(gold)
 
 
+def fill_recall_store(store: Any, size: int, rng: np.random.Generator) -> dict[str, tuple[str, str]]:
+    """Every LoCoMo dev conversation among LongMemEval user turns, ``size`` memories with synthetic vectors;
+    memory id -> (conversation, LoCoMo dialogue id) of the LoCoMo turns."""
+    emb = _embedder()
+    pool = [d.content[:400] for item in load_longmemeval(limit=40) for d in item.docs if d.content.startswith("user: ")]
+    doc_of: dict[str, tuple[str, str]] = {}
+    for conv in load_locomo():
+        ids = [new_id() for _ in conv.docs]
+        now = utcnow()
+        batch = [
+            Memory(id=i, agent=AGENT, kind="conversation", content=d.content, created_at=now, updated_at=now)
+            for i, d in zip(ids, conv.docs, strict=True)
+        ]
+        vecs = rng.standard_normal((len(batch), emb.dim)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.memories.add(batch, vecs, model_id=emb.model_id, actor=AGENT)
+        doc_of.update({i: (conv.sample_id, d.id) for i, d in zip(ids, conv.docs, strict=True)})
+    distractors = size - len(doc_of)
+    _add(store, [pool[i] for i in rng.integers(0, len(pool), size=distractors)], rng, emb.model_id, emb.dim, AGENT)
+    return doc_of
+
+
 def run_keyword_recall(size: int) -> dict[str, Any]:
     """Keyword recall@50 of evidence, LoCoMo conversations among distractors, per postings budget."""
-    emb = _embedder()
     rng = np.random.default_rng(1)
     conversations = load_locomo()
-    pool = [d.content[:400] for item in load_longmemeval(limit=40) for d in item.docs if d.content.startswith("user: ")]
     with tempfile.TemporaryDirectory(prefix="engram-kwrecall-") as tmp:
         store = open_sqlite(Path(tmp) / "store")
-        doc_of: dict[str, tuple[str, str]] = {}
-        for conv in conversations:
-            ids = [new_id() for _ in conv.docs]
-            now = utcnow()
-            batch = [
-                Memory(id=i, agent=AGENT, kind="conversation", content=d.content, created_at=now, updated_at=now)
-                for i, d in zip(ids, conv.docs, strict=True)
-            ]
-            vecs = rng.standard_normal((len(batch), emb.dim)).astype(np.float32)
-            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-            store.memories.add(batch, vecs, model_id=emb.model_id, actor=AGENT)
-            doc_of.update({i: (conv.sample_id, d.id) for i, d in zip(ids, conv.docs, strict=True)})
-        distractors = size - len(doc_of)
-        _add(store, [pool[i] for i in rng.integers(0, len(pool), size=distractors)], rng, emb.model_id, emb.dim, AGENT)
+        doc_of = fill_recall_store(store, size, rng)
         search = store.search
         flt = Filter(agent=AGENT)
+        distractors = size - len(doc_of)
         out: dict[str, Any] = {"memories": size, "distractors": distractors, "load_before": _load(), "budgets": {}}
         per_budget: dict[str, list[float]] = {str(b): [] for b in BUDGETS}
         ms: dict[str, list[float]] = {str(b): [] for b in BUDGETS}

@@ -29,15 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from _data import load_locomo, load_longmemeval
+from _data import load_locomo
 from engramdb import Engram
-from engramdb._util import new_id, utcnow
-from engramdb.models import Memory
+from engramdb._util import utcnow
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 from engramdb.storage.sqlite import open_sqlite
 from retrieval import AGENT, RESULTS_DIR, _latency, _load, _ms, machine
-from scale import _add, _embedder, _recall
+from scale import _embedder, _recall, fill_recall_store
 
 OUT = RESULTS_DIR / "search_path.json"
 
@@ -219,24 +218,8 @@ def run_keyword(store: Path, queries: int) -> dict[str, Any]:
 
 def _build_recall_store(directory: Path) -> dict[str, tuple[str, str]]:
     """LoCoMo dev conversations among LongMemEval distractors, 100k memories (as bench/scale.py builds it)."""
-    emb = _embedder()
-    rng = np.random.default_rng(1)
-    pool = [d.content[:400] for item in load_longmemeval(limit=40) for d in item.docs if d.content.startswith("user: ")]
     store = open_sqlite(directory)
-    doc_of: dict[str, tuple[str, str]] = {}
-    for conv in load_locomo():
-        ids = [new_id() for _ in conv.docs]
-        now = utcnow()
-        batch = [
-            Memory(id=i, agent=AGENT, kind="conversation", content=d.content, created_at=now, updated_at=now)
-            for i, d in zip(ids, conv.docs, strict=True)
-        ]
-        vecs = rng.standard_normal((len(batch), emb.dim)).astype(np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        store.memories.add(batch, vecs, model_id=emb.model_id, actor=AGENT)
-        doc_of.update({i: (conv.sample_id, d.id) for i, d in zip(ids, conv.docs, strict=True)})
-    distractors = 100_000 - len(doc_of)
-    _add(store, [pool[i] for i in rng.integers(0, len(pool), size=distractors)], rng, emb.model_id, emb.dim, AGENT)
+    doc_of = fill_recall_store(store, 100_000, np.random.default_rng(1))
     store.close()
     (directory / "doc_of.json").write_text(json.dumps(doc_of))
     return doc_of
