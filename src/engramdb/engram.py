@@ -416,16 +416,21 @@ class Engram:
         kind: Kind | Sequence[Kind] | None = None,
         tags: Iterable[str] | None = None,
         limit: int = 10,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query``, best first.
 
-        ``agent``, ``kind`` and ``tags`` (all required) are hard filters. Relevance
+        ``agent``, ``kind``, ``tags`` (all required) and the creation-time bounds ``since``/``until`` (as in
+        :meth:`list`) are hard filters. Relevance
         (keywords and meaning) comes first; recency, confidence, access and past
         success adjust the order gently. Each returned memory counts as accessed. With
         the ``min_score`` setting above 0, a memory found by meaning alone (no keyword
         of the query) is returned only if its similarity reaches it.
         """
-        return self._recall.search(query, agent=self._agent(agent), kind=kind, tags=tags, limit=limit)
+        return self._recall.search(
+            query, agent=self._agent(agent), kind=kind, tags=tags, limit=limit, since=since, until=until
+        )
 
     def list(
         self,

@@ -86,13 +86,16 @@ class Recall:
         kind: str | Sequence[str] | None = None,
         tags: Iterable[str] | None = None,
         limit: int = 10,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed).
 
-        With background vectors, first waits until this instance's queued vectors are written.
+        ``since``/``until`` bound the creation time as in :meth:`list`. With background vectors, first waits
+        until this instance's queued vectors are written.
         """
         query = check.content(query, what="query")
-        flt = read_filter(agent, kind, tags)
+        flt = read_filter(agent, kind, tags, since=since, until=until)
         limit = check.limit(limit)
         if self._settle is not None:
             # Background vectors: this instance's queued vectors are written before the query is embedded, so

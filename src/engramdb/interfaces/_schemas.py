@@ -104,6 +104,8 @@ class SearchArgs(Args):
     kind: str | list[str] | None = Field(default=None, description="Only this kind (or these kinds).")
     tags: list[str] | None = Field(default=None, description="Only memories carrying all these tags.")
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    since: str | None = Field(default=None, max_length=40, description="Created at or after (ISO 8601).")
+    until: str | None = Field(default=None, max_length=40, description="Created at or before (ISO 8601).")
 
 
 class RecordArgs(Args):

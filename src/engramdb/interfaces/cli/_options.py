@@ -31,6 +31,8 @@ __all__ = [
     "AgentOption",
     "CliState",
     "ContextOption",
+    "CreatedSinceOption",
+    "CreatedUntilOption",
     "JsonOption",
     "KindsOption",
     "LimitOption",
@@ -108,6 +110,12 @@ MetaOption = Annotated[
         help="Metadata entry (repeatable). VALUE is parsed as JSON when it is valid JSON, else kept as a string.",
         show_default=False,
     ),
+]
+CreatedSinceOption = Annotated[
+    str | None, typer.Option("--since", metavar="WHEN", help="Created at or after (ISO 8601; UTC by default).")
+]
+CreatedUntilOption = Annotated[
+    str | None, typer.Option("--until", metavar="WHEN", help="Created at or before (ISO 8601; UTC by default).")
 ]
 LimitOption = Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, help="At most this many results.")]
 SinceOption = Annotated[

@@ -16,6 +16,8 @@ from rich.markup import escape
 from engramdb.errors import ValidationError
 from engramdb.interfaces.cli._options import (
     AgentOption,
+    CreatedSinceOption,
+    CreatedUntilOption,
     JsonOption,
     KindsOption,
     LimitOption,
@@ -233,12 +235,8 @@ def list_(
     tags: TagsOption = None,
     limit: LimitOption = 100,
     offset: Annotated[int, typer.Option("--offset", metavar="N", min=0, help="Skip this many first.")] = 0,
-    since: Annotated[
-        str | None, typer.Option("--since", metavar="WHEN", help="Created at or after (ISO 8601; UTC by default).")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", metavar="WHEN", help="Created at or before (ISO 8601; UTC by default).")
-    ] = None,
+    since: CreatedSinceOption = None,
+    until: CreatedUntilOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -266,6 +264,8 @@ def _search(
     kinds: list[str] | None,
     tags: list[str] | None,
     limit: int,
+    since: str | None,
+    until: str | None,
     store: str | None,
     as_json: bool,
 ) -> None:
@@ -273,7 +273,9 @@ def _search(
     if not query.strip():
         raise ValidationError("the query must not be empty")
     with open_engram(ctx, store) as mem:
-        hits = mem.search(query, agent=agent, kind=kind_filter, tags=tags or None, limit=limit)
+        hits = mem.search(
+            query, agent=agent, kind=kind_filter, tags=tags or None, limit=limit, since=since, until=until
+        )
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
@@ -292,11 +294,24 @@ def search(
     kinds: KindsOption = None,
     tags: TagsOption = None,
     limit: LimitOption = 10,
+    since: CreatedSinceOption = None,
+    until: CreatedUntilOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Find memories by meaning and keywords, best first."""
-    _search(ctx, query, agent=agent, kinds=kinds, tags=tags, limit=limit, store=store, as_json=as_json)
+    _search(
+        ctx,
+        query,
+        agent=agent,
+        kinds=kinds,
+        tags=tags,
+        limit=limit,
+        since=since,
+        until=until,
+        store=store,
+        as_json=as_json,
+    )
 
 
 def retrieve(
@@ -310,11 +325,24 @@ def retrieve(
     kinds: KindsOption = None,
     tags: TagsOption = None,
     limit: LimitOption = 10,
+    since: CreatedSinceOption = None,
+    until: CreatedUntilOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Recall the memories most relevant to a context (search, phrased for agents)."""
-    _search(ctx, context, agent=agent, kinds=kinds, tags=tags, limit=limit, store=store, as_json=as_json)
+    _search(
+        ctx,
+        context,
+        agent=agent,
+        kinds=kinds,
+        tags=tags,
+        limit=limit,
+        since=since,
+        until=until,
+        store=store,
+        as_json=as_json,
+    )
 
 
 def key_(

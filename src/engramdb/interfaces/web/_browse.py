@@ -5,7 +5,7 @@ filters select. Dates are bounds of the store's filter (``Filter.created_after``
 ``created_before``), counted in SQL; since the listing is ordered by creation time, a
 date range is a contiguous run of it, starting after the memories newer than its end.
 The page itself is read through ``mem.list``, so it is audited like any read. Search
-hits are ranked, not listed: the date bounds filter the best :data:`SEARCH_DEPTH` hits.
+hits are ranked, not listed (at most :data:`SEARCH_DEPTH` deep); their date bounds are the search's own filter.
 """
 
 from __future__ import annotations
@@ -96,10 +96,9 @@ def _search(mem: Engram, q: BrowseQuery) -> MemoryPage:
     assert q.query is not None
     # One more than the page, to know whether a next page exists.
     depth = q.offset + q.limit + 1
-    if q.since is not None or q.until is not None:
-        depth = SEARCH_DEPTH  # the date filter applies after ranking: look at every hit that could be shown
-    hits = mem.search(q.query, agent=q.agent, kind=q.kind, tags=list(q.tags) or None, limit=depth)
-    kept = [h for h in hits if _in_range(h.memory.created_at, q.since, q.until)]
+    kept = mem.search(
+        q.query, agent=q.agent, kind=q.kind, tags=list(q.tags) or None, limit=depth, since=q.since, until=q.until
+    )
     page = kept[q.offset : q.offset + q.limit]
     return MemoryPage(
         memories=[h.memory for h in page],
@@ -110,6 +109,3 @@ def _search(mem: Engram, q: BrowseQuery) -> MemoryPage:
         more=len(kept) > q.offset + q.limit,
     )
 
-
-def _in_range(at: datetime, since: datetime | None, until: datetime | None) -> bool:
-    return (since is None or at >= since) and (until is None or at <= until)

@@ -1,4 +1,8 @@
-"""Listing memories created within dates: the API, ``engram memory list --since/--until`` and ``GET /memories``."""
+"""Listing and searching memories created within dates.
+
+The API (``list``/``search`` with ``since``/``until``), ``engram memory list|search|retrieve --since/--until``,
+``GET /memories?since=`` and the ``search`` operation of REST and MCP (``POST /search``).
+"""
 
 from __future__ import annotations
 
@@ -90,6 +94,47 @@ def test_rest_lists_within_bounds(tmp_path: Path, embedder: Embedder) -> None:
             assert response.status_code == 200, response.text
             assert [m["id"] for m in response.json()["memories"]] == [ids[2], ids[1]]
             assert "since" in error_of(client.get("/memories", params={"since": "soon"}), 422)
+
+
+def test_the_api_searches_within_bounds(tmp_path: Path, embedder: Embedder) -> None:
+    with Engram(tmp_path / "store", embedder=embedder) as mem:
+        ids, t1, t2 = _three(mem)
+        assert {h.memory.id for h in mem.search("deploy", limit=10)} == set(ids)
+        assert [h.memory.id for h in mem.search("deploy", since=t1, until=t2)] == [ids[1]]
+        assert {h.memory.id for h in mem.search("deploy", since=t1)} == {ids[1], ids[2]}
+        # Found by meaning alone (no keyword in common) obeys the bounds as well.
+        by_meaning = mem.search("releasing software to production", until=t1, limit=10)
+        assert [h.memory.id for h in by_meaning] == [ids[0]]
+        assert mem.search("deploy", until=(t1 - timedelta(days=1)).date().isoformat()) == []
+        # Only the memories a search returned count as accessed: 2, 3 and 2 of its 4 searches.
+        assert [mem.get(i).access_count for i in ids] == [2, 3, 2]
+        with pytest.raises(ValidationError, match="later than"):
+            mem.search("deploy", since=t2, until=t1)
+        with pytest.raises(ValidationError, match="ISO 8601"):
+            mem.search("deploy", since="next week")
+
+
+def test_the_cli_searches_within_bounds(store: str, embedder: Embedder) -> None:
+    with Engram(store, embedder=embedder) as mem:
+        ids, t1, t2 = _three(mem)
+    for command in (["memory", "search", "deploy"], ["memory", "retrieve", "--context", "deploy"]):
+        hits = ok_json(*command, "--store", store, "--since", t1.isoformat(), "--until", t2.isoformat())
+        assert [h["memory"]["id"] for h in hits] == [ids[1]]
+    assert "since must be an ISO 8601 date" in fails("memory", "search", "deploy", "--store", store, "--since", "soon")
+
+
+def test_rest_searches_within_bounds(tmp_path: Path, embedder: Embedder) -> None:
+    from engramdb.interfaces.rest import create_app
+
+    with Engram(tmp_path / "store", embedder=embedder) as mem:
+        ids, _, t2 = _three(mem)
+        with serving(create_app(mem)) as url, httpx.Client(base_url=url, timeout=60) as client:
+            response = client.post("/search", json={"query": "deploy", "since": t2.isoformat()})
+            assert response.status_code == 200, response.text
+            assert [h["memory"]["id"] for h in response.json()["hits"]] == [ids[2]]
+            assert "since" in error_of(client.post("/search", json={"query": "deploy", "since": "soon"}), 422)
+            too_long = client.post("/search", json={"query": "deploy", "until": "2026-01-01" + "0" * 40})
+            assert "until" in error_of(too_long, 422)
 
 
 @given(st.one_of(st.text(max_size=45), st.datetimes(timezones=st.timezones()), st.dates(), st.integers()))
