@@ -19,7 +19,7 @@ from engramdb import _validate as check
 from engramdb._util import utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
-from engramdb.errors import NotFound, StorageError
+from engramdb.errors import NotFound, StorageError, ValidationError
 from engramdb.models import AuditRecord, Change, Hit, Memory
 from engramdb.pipeline import key_of, key_tag
 from engramdb.retrieval.hybrid import HybridSearcher
@@ -40,12 +40,17 @@ def read_filter(
     """The hard filter of a read: the agent's scope, and kinds, tags and creation dates when given (no tags: no
     restriction; ``since``/``until`` inclusive, a date alone its whole day: :func:`engramdb._validate.moment`)."""
     wanted = None if tags is None else check.tags(tags)
+    after = check.moment(since, what="since")
+    before = check.moment(until, what="until", end=True)
+    if after is not None and before is not None and after > before:
+        # Said in the caller's words (the store's Filter would name its own fields).
+        raise ValidationError(f"since ({after.isoformat()}) is later than until ({before.isoformat()})")
     return Filter(
         agent=check.agent_name(agent),
         kinds=check.kinds(kind),
         tags=wanted or None,
-        created_after=check.moment(since, what="since"),
-        created_before=check.moment(until, what="until", end=True),
+        created_after=after,
+        created_before=before,
     )
 
 

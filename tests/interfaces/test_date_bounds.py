@@ -63,7 +63,7 @@ def test_the_api_lists_within_bounds_both_inclusive(tmp_path: Path, embedder: Em
         ("2026-13-01", None, "ISO 8601"),
         ("0001-01-01T00:00:00+05:00", None, "ISO 8601"),
         (None, "9999-12-31T23:59:59-05:00", "ISO 8601"),
-        ("2026-11-24", "2026-11-01", "later than"),
+        ("2026-11-24", "2026-11-01", r"since \(2026-11-24T00:00:00\+00:00\) is later than until"),
     ],
 )
 def test_bad_bounds_get_a_clear_error(
