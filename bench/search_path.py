@@ -12,7 +12,16 @@ Two parts, on copies of existing stores (opening may write, so never the origina
   among LongMemEval distractors up to 100k memories (the store ``bench/scale.py
   --keyword-recall`` builds; built once into ``--recall-store`` if missing), old and new.
 
+* **whole search** (``--whole``, a copy of the 100k store with its HNSW sidecar) -- ``Engram.search``
+  without the query embedding, per question interleaved: the keyword channel overlapped on the
+  worker thread (the default), on the calling thread, and overlapped without the bookkeeping write,
+  for new and then repeated questions, with CPU time beside wall time; the phases alone (each
+  channel, fusion + fetch + ranking, the bookkeeping write); the same hits in both placements;
+  and where the p95 tail comes from (searches made while the keyword index is still building, as
+  in ``bench/scale.py --ann``'s loop, which does not wait for it).
+
     python bench/search_path.py --store /tmp/h_kw/store --recall-store /tmp/h_kw/recall
+    python bench/search_path.py --whole /tmp/copy_of_s100k
 """
 
 from __future__ import annotations
@@ -32,13 +41,15 @@ import numpy as np
 from _data import load_locomo
 from engramdb import Engram
 from engramdb._util import utcnow
+from engramdb.retrieval.ranking import fuse, rank
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 from engramdb.storage.sqlite import open_sqlite
 from retrieval import AGENT, RESULTS_DIR, _latency, _load, _ms, machine
-from scale import _embedder, _recall, fill_recall_store
+from scale import _embedder, _open_engram, _recall, fill_recall_store
 
 OUT = RESULTS_DIR / "search_path.json"
+WHOLE_OUT = RESULTS_DIR / "search_path_whole.json"
 
 
 def _search_of(mem: Any) -> Any:
@@ -267,6 +278,111 @@ def run_recall(directory: Path) -> dict[str, Any]:
     }
 
 
+#: Where the keyword channel runs (``HybridSearcher.overlap_keyword``); and the default without its bookkeeping write
+#: (the ceiling of taking that write off the search's path).
+_PLACEMENTS: dict[str, bool] = {"overlapped": True, "caller": False, "overlapped_no_bookkeeping": True}
+
+
+def _phases(mem: Any, questions: Sequence[str], qvecs: Any) -> dict[str, Any]:
+    """Each part of a search alone, per question: the two channels, then fusion + fetch + ranking on their output."""
+    search, flt = mem.store.search, Filter(agent=AGENT)
+    weights, now = mem._recall.weights, utcnow()
+    ms: dict[str, list[float]] = {"keyword_channel": [], "vector_channel": [], "fusion_fetch_rank": []}
+    for q, v in zip(questions, qvecs, strict=True):
+        t0 = time.perf_counter()
+        kw = search.keyword_candidates(query_terms(q), flt, limit=50)
+        t1 = time.perf_counter()
+        vec = search.vector_candidates(v, flt, limit=50)
+        t2 = time.perf_counter()
+        head = fuse(kw, vec, keyword_weight=weights.keyword)[:30]
+        rank(head, mem.store.memories.get_many([f.id for f in head], flt), now=now, weights=weights)
+        t3 = time.perf_counter()
+        for name, (a, b) in zip(ms, ((t0, t1), (t1, t2), (t2, t3)), strict=True):
+            ms[name].append((b - a) * 1000)
+    return {name: _latency(v) for name, v in ms.items()}
+
+
+def _tail(directory: Path, emb: Any, questions: Sequence[str]) -> dict[str, Any]:
+    """A fresh open timed as bench/scale.py's --ann loop does (no wait for the keyword index): the slow searches."""
+    mem = _open_engram(directory, emb, None)
+    for q in questions[:10]:
+        mem.search(q, agent=AGENT, limit=10)
+    ready, ms = [], []
+    for q in questions:
+        ready.append(mem.store.search.keyword_index.ready())
+        ms.append(_ms(lambda q=q: mem.search(q, agent=AGENT, limit=10)))
+    mem.close()
+    building = [m for m, r in zip(ms, ready, strict=True) if not r]
+    built = [m for m, r in zip(ms, ready, strict=True) if r]
+    slowest = sorted(range(len(ms)), key=lambda i: -ms[i])[: max(1, len(ms) // 20)]
+    return {
+        "all": _latency(ms),
+        "while_the_keyword_index_builds": {"searches": len(building), **(_latency(building) if building else {})},
+        "index_built": _latency(built),
+        "slowest_5pct_while_building": sum(not ready[i] for i in slowest) / len(slowest),
+    }
+
+
+def run_whole(directory: Path, queries: int, rounds: int = 2) -> dict[str, Any]:
+    """Whole searches at 100k (HNSW + keyword index ready), the keyword channel's placements interleaved."""
+    emb = _embedder()
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    qvecs = emb.embed(questions)  # every search below finds its vector in the embedder's cache
+    mem = _open_engram(directory, emb, None)
+    search, recall, flt = mem.store.search, mem._recall, Filter(agent=AGENT)
+    searcher = recall._searcher
+    search.vector_candidates(qvecs[0], flt, limit=50)
+    build_s = _wait_index(search, lambda: search.keyword_candidates(query_terms(questions[0]), flt, limit=50))
+    for q in questions[:10]:
+        mem.search(q, agent=AGENT, limit=10)
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    loads = [_load()[0]]
+    names = list(_PLACEMENTS)
+    for r in range(rounds):
+        kind = "new" if r == 0 else "repeated"
+        for i, q in enumerate(questions):
+            for k in range(len(names)):  # a rotating order: no placement always runs first
+                name = names[(i + k) % len(names)]
+                searcher.overlap_keyword = _PLACEMENTS[name]
+                if name.endswith("no_bookkeeping"):
+                    recall._bookkeep = lambda *a, **k: None
+                t0, c0 = time.perf_counter(), time.process_time()
+                mem.search(q, agent=AGENT, limit=10)
+                wall.setdefault(f"{kind}.{name}", []).append((time.perf_counter() - t0) * 1000)
+                cpu.setdefault(f"{kind}.{name}", []).append((time.process_time() - c0) * 1000)
+                recall.__dict__.pop("_bookkeep", None)
+        loads.append(_load()[0])
+    searcher.overlap_keyword = True
+    # The same hits wherever the keyword channel runs (no bookkeeping between them: same access counts).
+    same = 0
+    now = utcnow()
+    for q in questions:
+        found = []
+        for placement in (True, False):
+            searcher.overlap_keyword = placement
+            hits = searcher.search(q, flt, limit=10, now=now, touch=False)
+            found.append([(h.memory.id, h.score, h.keyword_score, h.vector_score) for h in hits])
+        same += found[0] == found[1]
+    searcher.overlap_keyword = True
+    out = {
+        "memories": mem.count(agent=AGENT),
+        "queries": len(questions),
+        "keyword_index_build_seconds": build_s,
+        "uses_ann": bool(getattr(getattr(search, "_index", None), "uses_ann", False)),
+        "search_without_query_embedding": {
+            k: {**_latency(v), "cpu_p50_ms": _latency(cpu[k])["p50_ms"]} for k, v in wall.items()
+        },
+        "phases": _phases(mem, questions, qvecs),
+        "bookkeeping_alone": _bookkeeping(mem),
+        "same_hits_every_placement": same / len(questions),
+        "load_1min_samples": [*loads, _load()[0]],
+    }
+    mem.close()
+    out["tail_fresh_open_no_wait"] = {**_tail(directory, emb, questions), "load_after": _load()[0]}
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", type=Path, default=None, help="a COPY of the 100k curve store directory")
@@ -274,8 +390,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300, help="LoCoMo questions timed")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--keyword-store", type=Path, default=None, help="a COPY of a large store: keywords only")
+    parser.add_argument("--whole", type=Path, default=None, help="a COPY of the 100k store with its HNSW sidecar")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    if args.whole is not None:
+        whole = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        whole |= run_whole(args.whole, min(args.queries, 210))
+        print(json.dumps(whole, indent=1), file=sys.stderr)
+        WHOLE_OUT.parent.mkdir(parents=True, exist_ok=True)
+        WHOLE_OUT.write_text(json.dumps(whole, indent=1) + "\n")
+        if args.store is None and args.keyword_store is None and args.recall_store is None:
+            return 0
     results: dict[str, Any] = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     if args.store is not None and not args.skip_latency:
         results["latency"] = run_latency(args.store, args.queries)

@@ -210,3 +210,13 @@ def test_engram_search_through_the_index_counts_and_audits_once(
         searches = mem.audit.log(agent="alice", action="search")
         assert len(searches) == 2
         assert searches[0].detail["ids"] == [h.memory.id for h in again]
+
+
+@pytest.mark.parametrize("budget", [1, 40, 150, None])
+def test_the_postings_budget_keeps_the_same_terms_on_both_paths(tmp_path: Path, budget: int | None) -> None:
+    flt = Filter(agent=None)
+    with _store(tmp_path / "s") as store:
+        store.search.postings_budget = budget
+        # Two terms of one stem ("running", "runs") count twice on both paths.
+        for terms in (*_QUERIES, ["running", "runs", "lake", "caroline"]):
+            _assert_same(*_both(store, terms, flt))

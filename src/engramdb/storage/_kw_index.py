@@ -39,6 +39,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from engramdb.storage._keyword_budget import bounded_terms
+
 __all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked"]
 
 #: Stores with fewer memories (by their largest key) keep plain FTS5: it takes ~1-3 ms there.
@@ -253,11 +255,15 @@ class KeywordIndex:
             self._builder = None
 
     # -- search ------------------------------------------------------------------------------
-    def rank(self, conn: sqlite3.Connection, terms: Sequence[str], *, head: int) -> Ranked | None:
+    def rank(
+        self, conn: sqlite3.Connection, terms: Sequence[str], *, head: int, budget: int | None = None
+    ) -> Ranked | None:
         """BM25 (as FTS5's ``bm25()``) of every row matching any of ``terms``, the best ``head`` returned.
 
-        None when the index cannot answer exactly (not built yet, inside a write transaction, a
-        term FTS5 would read as a phrase): the caller then asks FTS5.
+        With ``budget``, only the terms :func:`~engramdb.storage._keyword_budget.bounded_terms` keeps
+        for their current document counts are ranked (as the FTS5 path does; one look at the index
+        serves both). None when the index cannot answer exactly (not built yet, inside a write
+        transaction, a term FTS5 would read as a phrase): the caller then asks FTS5.
         """
         postings = self._current(conn)
         if postings is None:
@@ -265,6 +271,11 @@ class KeywordIndex:
         stems = self._stems_of(conn, terms)
         if stems is None:
             return None
+        if budget is not None and len(stems) > 1:
+            counts = [int(self._term_postings(postings, s)[0].size) for s in stems]
+            # By position: two query terms may share a stem, and each counts as FTS5 counts it.
+            kept = bounded_terms([str(i) for i in range(len(stems))], counts, budget=budget)
+            stems = [stems[int(i)] for i in kept]
         rows, tokens = postings.rows, postings.tokens  # equal to FTS5's own (checked in _current)
         if rows <= 0:
             return Ranked([], [], 0)

@@ -85,17 +85,17 @@ class SQLiteSearch:
         head = limit * _KEYWORD_HEAD_FACTOR
         with self._reading() as conn:
             budget = self.postings_budget
+            # The same terms and BM25 ranking FTS5 would make (see engramdb.storage._kw_index), then the filter.
+            ranked = self.keyword_index.rank(conn, terms, head=head, budget=budget)
+            if ranked is not None:
+                found = self._filtered_head(conn, ranked, f, limit=limit)
+                if found is not None:
+                    return found
             if budget is not None and len(terms) > 1:
                 counts = self.keyword_index.frequencies(conn, terms)
                 if counts is None:
                     counts = self._frequencies.of(conn, terms, [fts_phrase(t) for t in terms])
                 terms = bounded_terms(terms, counts, budget=budget)
-            ranked = self.keyword_index.rank(conn, terms, head=head)
-            if ranked is not None:
-                # The same BM25 ranking FTS5 would make (see engramdb.storage._kw_index), then the filter.
-                found = self._filtered_head(conn, ranked, f, limit=limit)
-                if found is not None:
-                    return found
             query = fts_query(terms)
             if query is None:
                 return []
