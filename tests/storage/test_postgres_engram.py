@@ -135,3 +135,16 @@ def test_missing_server_skips_locally_but_fails_in_ci(monkeypatch: pytest.Monkey
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="no initdb"):
         skip_or_fail("no initdb")
+
+
+def test_pooled_connections_plan_each_execution_for_its_values(postgres_server: PgServer) -> None:
+    # psycopg prepares a statement on its fifth run and PostgreSQL may then reuse a generic plan, which
+    # turned the vector write's dimension check into a scan of every vector (3 s per write at 1M).
+    with open_postgres(postgres_server.new_database(), pool_size=2) as store:
+        ms = [memory(f"note {i}") for i in range(12)]
+        vecs = unit_vectors(len(ms), seed=5)
+        for m, v in zip(ms, vecs, strict=True):  # past psycopg's prepare threshold on one connection
+            store.memories.add([m], v[None, :], model_id=MODEL, actor="t")
+        backend = store.search._backend  # type: ignore[attr-defined]
+        with backend.reading() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)

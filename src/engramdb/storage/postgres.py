@@ -128,6 +128,19 @@ class _PgConn:
                 cur.executemany(pg_statement(statement), rows)
 
 
+def _configure(conn: Raw) -> None:
+    """Set up a new pooled connection: pgvector's types, and a plan made for each execution's values.
+
+    psycopg prepares a statement on its fifth run, and PostgreSQL then switches to a generic plan
+    once that looks no costlier. For the store's parameter-sensitive predicates the generic plan
+    scans: the dimension check of every vector write (``dim < ? OR dim > ?``, empty for the real
+    values) became a sequential scan of ``vectors`` (3 s per write at 1M memories, bench/scale_pg.py).
+    Planning each execution costs well under a millisecond.
+    """
+    register_vector(conn)
+    conn.execute("SET plan_cache_mode = force_custom_plan")
+
+
 class PostgresBackend:
     """The PostgreSQL :class:`~engramdb.storage._dialect.Dialect`: a connection pool, transactions, pgvector."""
 
@@ -162,7 +175,7 @@ class PostgresBackend:
             min_size=1,
             max_size=max(1, pool_size),
             kwargs={"autocommit": True},
-            configure=register_vector,
+            configure=_configure,
             timeout=self._timeout,
             name="engramdb",
             open=False,
