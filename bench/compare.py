@@ -21,7 +21,10 @@ Protocol (one run, every system measured in it, the 1-minute load average writte
   every text itself (engramdb inside ``remember_many``, plus ``flush()`` when the store has one, so the
   memories are searchable when the clock stops); (b) the storage path alone with the vectors precomputed.
   Both include creating the store and building the indexes a search mode needs (LanceDB's full-text index
-  for its FTS and hybrid columns; its vector column is the table alone). Rows go in in calls of 5,000.
+  for its FTS and hybrid columns; its vector column is the table alone). Rows go in in calls of 5,000,
+  interleaved corpus by corpus across the systems (the load hits them alike). engramdb's background
+  indexes (HNSW past ``ann_threshold`` vectors, keyword postings past 10k memories) are then built and
+  waited for, timed as their own row: the store answers (exact scan, FTS5) while they build.
 - Search latency: p50/p95 of ``limit=10`` searches, the query vector precomputed for every system (the
   query embedding costs the same for all; its own time is reported once). Calls are interleaved per query
   across systems so all see the same background load. At the LoCoMo size: every dev question against its
@@ -161,6 +164,29 @@ class EngramSystem:
     def search(self, corpus: str, mode: str, text: str, vec: Vectors, k: int) -> list[str]:
         return [str(h.memory.metadata["turn"]) for h in self.stores[corpus].search(text, agent=AGENT, limit=k)]
 
+    def build_indexes(self, corpus: Corpus) -> dict[str, float]:
+        """Start and wait for the store's background indexes (HNSW past ``ann_threshold`` vectors, the
+        in-memory keyword postings past 10k memories); both start on the first search that needs them.
+
+        Until they are ready the exact scan and FTS5 answer, so the store is searchable from the end of
+        ``add``; the build is timed here, apart, because it is a real cost of reaching the fast path."""
+        mem = self.stores[corpus.name]
+        search = mem.store.search
+        inner = getattr(search, "_inner", search)  # the background-vectors view wraps the store's search
+        t0 = time.perf_counter()
+        mem.search(corpus.texts[0], agent=AGENT, limit=10)  # loads the vectors exactly, starts both builds
+        first = time.perf_counter() - t0
+        inner._index.wait_for_index()
+        inner.keyword_index.wait()
+        uses_ann = bool(inner._index.uses_ann)
+        mem.search(corpus.texts[0], agent=AGENT, limit=10)  # the first search on the new indexes swaps them in
+        return {
+            "index_build": time.perf_counter() - t0,
+            "index_first_search": first,
+            "uses_ann": float(uses_ann),
+            "keyword_index": float(inner.keyword_index.ready()),
+        }
+
     def close(self) -> None:
         for mem in self.stores.values():
             mem.close()
@@ -262,22 +288,43 @@ SYSTEMS: dict[str, Callable[[Path, Embedder], Any]] = {
 
 
 def build(
-    root: Path, corpora: Sequence[Corpus], embedder_for: Callable[[str], Embedder | None], store_embedder: Embedder
+    root: Path,
+    corpora: Sequence[Corpus],
+    embedder_for: Callable[[str], Embedder | None],
+    store_embedder: Embedder,
+    index_corpus: Corpus | None = None,
 ) -> dict[str, Any]:
-    """Ingest ``corpora`` into each system (one after the other); the systems stay open for searching."""
+    """Ingest ``corpora`` into every system, interleaved corpus by corpus (each corpus goes into every system
+    before the next, so the systems share the machine's load alike); the systems stay open for searching.
+
+    With ``index_corpus``, a system with background indexes (engramdb) then builds them for that store,
+    timed apart from the ingest (``timing[name]["index"]``)."""
     out: dict[str, Any] = {"systems": {}, "timing": {}}
     n = sum(len(c.ids) for c in corpora)
-    for name, factory in SYSTEMS.items():
-        before = load()
-        system = factory(root / name, store_embedder)
-        embedder = embedder_for(name)  # outside the clock: a fresh embedder loads its model here
-        parts: dict[str, float] = {}
-        for corpus in corpora:
-            for key, seconds in system.add(corpus, embedder).items():
-                parts[key] = parts.get(key, 0.0) + seconds
+    systems = {name: factory(root / name, store_embedder) for name, factory in SYSTEMS.items()}
+    embedders = {name: embedder_for(name) for name in systems}  # outside the clock: fresh models load here
+    parts: dict[str, dict[str, float]] = {name: {} for name in systems}
+    loads: dict[str, list[float]] = {name: [] for name in systems}
+    for corpus in corpora:
+        for name, system in systems.items():
+            loads[name].append(load())
+            for key, seconds in system.add(corpus, embedders[name]).items():
+                parts[name][key] = parts[name].get(key, 0.0) + seconds
+    for name, system in systems.items():
         out["systems"][name] = system
-        out["timing"][name] = {**parts, "memories": n, "load_before": before, "load_after": load()}
-        log(f"{root.name}: {name} ingested {n} memories in {parts['total']:.1f} s")
+        out["timing"][name] = {
+            **parts[name],
+            "memories": n,
+            "load_before": round(statistics.fmean(loads[name]), 2),
+            "load_after": load(),
+        }
+        log(f"{root.name}: {name} ingested {n} memories in {parts[name]['total']:.1f} s")
+    for name, system in systems.items():
+        if hasattr(system, "build_indexes") and index_corpus is not None:
+            before = load()
+            built = system.build_indexes(index_corpus)
+            out["timing"][name]["index"] = {**built, "load_before": before, "load_after": load()}
+            log(f"{root.name}: {name} indexes built in {built['index_build']:.1f} s ({built})")
     return out
 
 
@@ -417,9 +464,10 @@ def run_scale(
     scale_table.update((q, table[q]) for q in questions)
     lookup = Lookup(make_raw(), scale_table)
     root = tmp / f"scale{size}"
-    built = build(root, [corpus], lambda _: None, CachedEmbedder(lookup, size=0))
+    built = build(root, [corpus], lambda _: None, CachedEmbedder(lookup, size=0), index_corpus=corpus)
     systems = built["systems"]
     out: dict[str, Any] = {"memories": size, "ingest_storage_path": ingest_rows(built["timing"])}
+    out["index_build"] = built["timing"]["engramdb"].get("index")
     out["ingest_detail"] = built["timing"]
     for q in questions[:WARMUP]:
         timed_search(systems, "scale", q, table[q], 10)
@@ -518,40 +566,68 @@ print(json.dumps({"import_ms": (t1 - t0) * 1000.0, "open_and_first_search_ms": (
 # -- output -----------------------------------------------------------------------------------------------
 
 
-def markdown(results: dict[str, Any]) -> str:
-    cols = [c for c, _, _ in COLUMNS]
-    lines = ["| measure | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-
-    def row(label: str, cells: dict[str, str]) -> None:
-        lines.append(f"| {label} | " + " | ".join(cells.get(c, "-") for c in cols) + " |")
-
+def table_rows(results: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
+    """The comparison table of one run: (row label, cell per column)."""
+    rows: list[tuple[str, dict[str, str]]] = []
     lo = results["locomo"]
     for m in ("recall@5", "recall@10"):
-        row(f"LoCoMo {m} ({lo['questions']} q)", {c: f"{100 * v[m]:.1f}" for c, v in lo["recall"].items()})
+        rows.append((f"LoCoMo {m} ({lo['questions']} q)", {c: f"{100 * v[m]:.1f}" for c, v in lo["recall"].items()}))
     for key, label in (("ingest_end_to_end", "ingest incl. embedding"), ("ingest_storage_path", "ingest storage path")):
-        row(f"{label}, memories/s", {c: f"{v['memories_per_s']:.0f} (load {v['load']})" for c, v in lo[key].items()})
+        rows.append(
+            (f"{label}, memories/s", {c: f"{v['memories_per_s']:.0f} (load {v['load']})" for c, v in lo[key].items()})
+        )
     n = lo["memories"]
     sections: list[tuple[str, dict[str, Any]]] = [(f"LoCoMo ({n} in {len(lo['conversations'])} stores)", lo)]
     sections += [(f"{int(s):,}", results["scale"][s]) for s in results.get("scale", {})]
     for label, sec in sections:
         if label[0].isdigit():
-            row(
-                f"ingest storage path at {label}, memories/s",
-                {c: f"{v['memories_per_s']:.0f} (load {v['load']})" for c, v in sec["ingest_storage_path"].items()},
+            rows.append(
+                (
+                    f"ingest storage path at {label}, memories/s",
+                    {c: f"{v['memories_per_s']:.0f} (load {v['load']})" for c, v in sec["ingest_storage_path"].items()},
+                )
             )
-        row(
-            f"search p50 / p95 ms, {label}",
-            {c: f"{v['p50_ms']:.2f} / {v['p95_ms']:.2f} (load {v['load_before']})" for c, v in sec["search"].items()},
+            idx = sec.get("index_build")
+            if idx:
+                what = "HNSW + keyword" if idx["uses_ann"] and idx["keyword_index"] else "partial"
+                rows.append(
+                    (
+                        f"index build after ingest at {label}, s",
+                        {"engramdb": f"{idx['index_build']:.1f} ({what}; load {idx['load_before']})"},
+                    )
+                )
+        rows.append(
+            (
+                f"search p50 / p95 ms, {label}",
+                {
+                    c: f"{v['p50_ms']:.2f} / {v['p95_ms']:.2f} (load {v['load_before']})"
+                    for c, v in sec["search"].items()
+                },
+            )
         )
-        row(
-            f"cold start ms (open + 1st search; import), {label}",
-            {
-                c: f"{v['open_and_first_search_ms']:.0f}; {v['import_ms']:.0f} (load {v['load']})"
-                for c, v in sec["cold_start"].items()
-            },
+        rows.append(
+            (
+                f"cold start ms (open + 1st search; import), {label}",
+                {
+                    c: f"{v['open_and_first_search_ms']:.0f}; {v['import_ms']:.0f} (load {v['load']})"
+                    for c, v in sec["cold_start"].items()
+                },
+            )
         )
-        sizes = {c: f"{sec['disk_bytes'][s] / 1e6:.1f}" for c, s, _ in COLUMNS}
-        row(f"on disk MB, {label}", sizes)
+        rows.append((f"on disk MB, {label}", {c: f"{sec['disk_bytes'][s] / 1e6:.1f}" for c, s, _ in COLUMNS}))
+    return rows
+
+
+def markdown(results: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """The table, with engramdb's figures of ``before`` (an earlier run's results) as the first column."""
+    cols = [c for c, _, _ in COLUMNS]
+    old = dict(table_rows(before)) if before else {}
+    head = (["engramdb before"] if old else []) + cols
+    lines = ["| measure | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for label, cells in table_rows(results):
+        first = [old.get(label, {}).get("engramdb", "-")] if old else []
+        lines.append(f"| {label} | " + " | ".join(first + [cells.get(c, "-") for c in cols]) + " |")
+    lo = results["locomo"]
     emb, qe = lo["embedding_alone"], results["query_embedding_ms"]
     lines.append("")
     lines.append(
@@ -559,13 +635,20 @@ def markdown(results: dict[str, Any]) -> str:
         f"(load {emb['load_before']}); one query embedding p50 {qe['p50_ms']:.1f} ms (load {qe['load']}), "
         "excluded from the search and cold-start rows for every system."
     )
+    if before:
+        lines.append(f'engramdb before: the run of {before.get("date")} (its JSON is kept under "before").')
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1 conversation, 40 questions, 10k instead of 100k")
-    parser.add_argument("--sizes", default=None, help="comma-separated scale sizes (default 100000; quick 10000)")
+    parser.add_argument(
+        "--sizes", default=None, help="comma-separated scale sizes (default 100000; quick 10000; 'none': LoCoMo only)"
+    )
+    parser.add_argument(
+        "--scale-from", type=Path, default=None, help="with --sizes none: take the scale rows from this results file"
+    )
     parser.add_argument("--conversations", type=int, default=None, help="first N LoCoMo conversations")
     parser.add_argument("--questions", type=int, default=None, help="first N questions per conversation")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries timed at scale")
@@ -576,13 +659,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="SQLite file keeping the vectors across runs ('none': no file)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--before", type=Path, default=None, help="an earlier results file for the 'before' column (default: --out)"
+    )
     args = parser.parse_args(argv)
+    before_file = args.before or args.out
+    before = json.loads(before_file.read_text(encoding="utf-8")) if before_file.exists() else None
+    if before is not None:
+        before.pop("before", None)  # one level of history is enough
     if args.quick:
         args.conversations = args.conversations or 1
         args.questions = args.questions or 40
         args.latency_queries = min(args.latency_queries, 100)
         args.cold_repeats = 1
-    sizes = [int(s) for s in (args.sizes or ("10000" if args.quick else "100000")).split(",") if s]
+    sizes = [int(s) for s in (args.sizes or ("10000" if args.quick else "100000")).split(",") if s and s != "none"]
 
     settings = load_settings()
 
@@ -619,11 +709,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["locomo"] = run_locomo(args, tmp, table, make_raw)
         log("LoCoMo done")
         results["scale"] = {}
+        if args.scale_from is not None:  # an earlier run's scale rows, named as such in the JSON
+            earlier = json.loads(args.scale_from.read_text(encoding="utf-8"))
+            results["scale"] = earlier["scale"]
+            results["scale_from"] = {"file": str(args.scale_from), "date": earlier["date"]}
         for size in sizes:
             results["scale"][str(size)] = run_scale(args, tmp, table, make_raw, size)
             log(f"scale {size} done")
-    table_md = markdown(results)
+    table_md = markdown(results, before)
     results["markdown"] = table_md
+    if before is not None:
+        results["before"] = before
     print(table_md)
     print(f"wrote {write_json(args.out, results)}")
     return 0
