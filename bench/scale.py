@@ -26,6 +26,15 @@ Two parts:
     nice -n 5 python bench/scale.py --sizes 1000000 --merge # add the 1M point to the JSON
     python bench/scale.py --skip-curve --keyword-recall
     python bench/scale.py --ann 100000=/tmp/s100k,1000000=/tmp/s1m --ann-structured 100000
+
+* **flat graph against 8-bit graph** (``--ann-pair SIZE=FLAT_DIR:SQ_DIR --ann-flat-src SRC``) -- the same store
+  twice, one with a format-1 sidecar (``IndexHNSWFlat``, answered by the engramdb source tree ``SRC``, e.g.
+  ``git archive`` of the previous commit) and one with the current format (8-bit ``IndexHNSWSQ`` + exactly
+  re-ranked head). Fresh processes alternate flat / 8-bit for ``--ann-rounds`` rounds; each opens, searches
+  once, then ``--queries`` times (vector channel and whole search per query), with resident memory after 20
+  and after all searches. Missing sidecars are built first (each by its own code), timed.
+
+    python bench/scale.py --ann-pair 1000000=/tmp/flat1m:/tmp/sq1m --ann-flat-src /tmp/old/src --queries 200
 """
 
 from __future__ import annotations
@@ -287,6 +296,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="exact scan against the HNSW index on existing stores: SIZE=DIR,... (copies of curve stores)",
     )
     parser.add_argument("--ann-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ann-pair", default=None, help="flat against 8-bit graph: SIZE=FLAT_DIR:SQ_DIR,...")
+    parser.add_argument("--ann-flat-src", type=Path, default=None, help="with --ann-pair: source tree of the flat code")
+    parser.add_argument("--ann-rounds", type=int, default=2, help="with --ann-pair: alternating rounds")
+    parser.add_argument(
+        "--ann-graphs", default=None, help="FLAT_DIR:SQ_DIR: the two graphs alone in one process, per query interleaved"
+    )
     parser.add_argument("--ann-opens", type=int, default=2, help="with --ann: fresh-process opens per mode")
     parser.add_argument("--ann-open-modes", default="exact,ann", help="with --ann: which modes to open")
     parser.add_argument("--ann-skip-ab", action="store_true", help="with --ann: no interleaved exact/ANN run")
@@ -302,6 +317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.ann is not None:
         return run_ann(args)
+    if args.ann_pair is not None:
+        return run_ann_pair(args)
+    if args.ann_graphs is not None:
+        print(json.dumps(run_ann_graphs(args.ann_graphs, args.queries), indent=2))
+        return 0
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.merge and args.out.exists() else {}
     results.update({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
     results.setdefault("curve", {})
@@ -339,6 +359,8 @@ def _ann_child(spec: str, queries: int) -> dict[str, Any]:
     questions = [q.text for c in load_locomo() for q in c.questions][:queries]
     qvecs = emb.embed(questions)
     flt = Filter(agent=AGENT)
+    if kind == "run":
+        return _ann_run(Path(rest), emb, questions, qvecs)
     if kind == "open":
         mode, _, where = rest.partition(":")
         directory = Path(where)
@@ -418,6 +440,146 @@ def _ann_child(spec: str, queries: int) -> dict[str, Any]:
     exact.close()
     ann.close()
     return out
+
+
+def _rss_parts() -> dict[str, float]:
+    return {"total_mb": _vm_rss_mb(), "private_mb": _vm_rss_mb("RssAnon"), "mapped_mb": _vm_rss_mb("RssFile")}
+
+
+def _vector_index_of(search: Any) -> Any:
+    """The VectorIndex under the search (the default Engram wraps it for background vectors)."""
+    while not hasattr(search, "_index") and hasattr(search, "_inner"):
+        search = search._inner
+    return search._index
+
+
+def _ann_run(directory: Path, emb: CachedEmbedder, questions: Sequence[str], qvecs: Any) -> dict[str, Any]:
+    """Open the store (default Engram), one first search, then every question: vector channel and whole search."""
+    from engramdb.storage import _ann
+
+    flt = Filter(agent=AGENT)
+    load0 = _load()
+    t0 = time.perf_counter()
+    mem = Engram(directory, embedder=emb)
+    open_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mem.store.search.vector_candidates(qvecs[0], flt, limit=50)
+    first_s = time.perf_counter() - t0
+    vec: list[float] = []
+    whole: list[float] = []
+    rss20: dict[str, float] = {}
+    for i, (q, v) in enumerate(zip(questions, qvecs, strict=True)):
+        t0 = time.perf_counter()
+        mem.store.search.vector_candidates(v, flt, limit=50)
+        vec.append((time.perf_counter() - t0) * 1000)
+        whole.append(_ms(lambda q=q: mem.search(q, agent=AGENT, limit=10)))
+        if i == 19:
+            rss20 = _rss_parts()
+    out = {
+        "format": getattr(_ann, "_FORMAT", None),
+        "uses_ann": bool(_vector_index_of(mem.store.search).uses_ann),
+        "open_seconds": open_s,
+        "first_vector_search_seconds": first_s,
+        "vector_channel_top50": _latency(vec),
+        "search_without_query_embedding": _latency(whole),
+        "queries": len(questions),
+        "rss_after_open_and_20_searches": rss20,
+        f"rss_after_{len(questions)}_searches": _rss_parts(),
+        "sidecar_mb": _dir_mb(sidecar_dir(directory / "engram.db")),
+        "load_before": load0,
+        "load_after": _load(),
+    }
+    mem.close()
+    return out
+
+
+def run_ann_graphs(spec: str, queries: int) -> dict[str, Any]:
+    """The vector channel's graph step alone, flat against 8-bit, both in this process, alternating per query.
+
+    Flat: ``IndexHNSWFlat`` of a format-1 sidecar read with faiss directly (memory-mapped, as that code
+    did), top 64 at ef 128 (its scores are exact). 8-bit: the current ``AnnBase.search`` (top 64 on codes,
+    re-ranked on float32 rows read with pread). Resident memory needs separate processes (``--ann-pair``).
+    """
+    import faiss
+
+    from engramdb.storage._ann import AnnBase
+
+    flat_dir, _, sq_dir = spec.partition(":")
+    flat_root = sidecar_dir(Path(flat_dir) / "engram.db")
+    current = json.loads((flat_root / "CURRENT").read_text(encoding="utf-8"))
+    flat = faiss.read_index(str(flat_root / current["generation"] / "hnsw.faiss"), faiss.IO_FLAG_MMAP_IFC)
+    root = sidecar_dir(Path(sq_dir) / "engram.db")
+    meta = read_meta(root)
+    assert meta is not None, "the 8-bit store has no current-format sidecar"
+    base = AnnBase(root, meta)
+    emb = _embedder()
+    qvecs = emb.embed([q.text for c in load_locomo() for q in c.questions][:queries])
+    params = faiss.SearchParametersHNSW(efSearch=128)
+    ms: dict[str, list[float]] = {"flat": [], "sq8": []}
+    same10 = []
+    loads = [_load()[0]]
+    for i, v in enumerate(qvecs):
+        got: dict[str, list[int]] = {}
+        for name in ("flat", "sq8") if i % 2 == 0 else ("sq8", "flat"):
+            t0 = time.perf_counter()
+            if name == "flat":
+                _, rows = flat.search(v.reshape(1, -1), 64, params=params)
+                got[name] = rows[0][:10].tolist()
+            else:
+                got[name] = base.search(v, 64, None, base.n)[0][:10].tolist()
+            ms[name].append((time.perf_counter() - t0) * 1000)
+        same10.append(len(set(got["flat"]) & set(got["sq8"])) / 10)
+        if i % 50 == 49:
+            loads.append(_load()[0])
+    return {
+        "rows": base.n,
+        "graph_top64_ms": {k: _latency(v) for k, v in ms.items()},
+        "top10_overlap_sq8_vs_flat": float(np.mean(same10)),
+        "queries": len(qvecs),
+        "load_1min_start_and_every_50": loads,
+    }
+
+
+def run_ann_pair(args: argparse.Namespace) -> int:
+    """Flat graph (the code in ``--ann-flat-src``) against the 8-bit graph, alternating fresh processes."""
+    results: dict[str, Any] = json.loads(args.out.read_text()) if args.merge and args.out.exists() else {}
+    results.update({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
+
+    def child(spec: str, src: Path | None) -> dict[str, Any]:
+        env = dict(os.environ)
+        if src is not None:  # the flat code shadows the installed engramdb
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
+        done = subprocess.run(
+            [sys.executable, __file__, "--ann-child", spec, "--queries", str(args.queries)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        return dict(json.loads(done.stdout))
+
+    for item in filter(None, args.ann_pair.split(",")):
+        size, _, dirs = item.partition("=")
+        flat_dir, _, sq_dir = dirs.partition(":")
+        variants = {"flat": (Path(flat_dir), args.ann_flat_src), "sq8": (Path(sq_dir), None)}
+        point: dict[str, Any] = results.setdefault(size, {})
+        for name, (directory, src) in variants.items():
+            side = sidecar_dir(directory / "engram.db")
+            # read_meta knows only the current format: a flat sidecar is judged by its CURRENT file.
+            if (read_meta(side) is None) if name == "sq8" else not (side / "CURRENT").exists():
+                point[f"build_{name}"] = child(f"build:{directory}", src)
+        runs: dict[str, list[Any]] = {name: [] for name in variants}
+        for r in range(args.ann_rounds):
+            for name in list(variants) if r % 2 == 0 else list(reversed(variants)):
+                directory, src = variants[name]
+                runs[name].append(child(f"run:{directory}", src))
+                print(json.dumps({size: {name: runs[name][-1]}}), file=sys.stderr, flush=True)
+        point["runs"] = runs
+    out = args.out if args.out != OUT else RESULTS_DIR / "scale_ann_sq.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+    return 0
 
 
 EMBED_CACHE = Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"

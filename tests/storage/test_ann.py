@@ -6,6 +6,7 @@ true neighbours); the exact answer is a numpy reference over the same vectors.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -134,6 +135,17 @@ def test_filtered_search_gives_exactly_the_filtered_rows(tmp_path: Path, monkeyp
     w.store.close()
 
 
+def _sq_code(graph: Path, vector: npt.NDArray[np.float32]) -> bytes:
+    """The 8-bit code the sidecar's quantiser gives ``vector``."""
+    import faiss
+
+    index = faiss.read_index(str(graph))
+    storage = faiss.downcast_index(index.storage)  # owned by index: keep it alive meanwhile
+    code = bytes(storage.sa_encode(vector.reshape(1, -1)).tobytes())
+    del storage, index
+    return code
+
+
 def test_forget_update_and_new_writes_are_followed(tmp_path: Path) -> None:
     w = World(tmp_path / "s")
     w.add(800)
@@ -141,13 +153,19 @@ def test_forget_update_and_new_writes_are_followed(tmp_path: Path) -> None:
     w.search(q, 5)
     assert w.built().uses_ann
     top = w.search(q, 5)[0]
-    graph = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/hnsw.faiss"))
-    forgotten = w.store.vectors.get([top], model_id=MODEL)[top].astype(np.float32).tobytes()
-    assert forgotten in graph.read_bytes()
+    graph = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/hnsw_sq.faiss"))
+    rows = graph.with_name("vectors.npy")
+    vector = w.store.vectors.get([top], model_id=MODEL)[top].astype(np.float32)
+    forgotten = vector.tobytes()
+    code = _sq_code(graph, vector)
+    assert forgotten in rows.read_bytes()
+    assert code in graph.read_bytes()
     w.store.memories.delete(top, actor="t", at=NOW)
     del w.vecs[top]
     assert top not in w.search(q, 20)
-    assert forgotten not in graph.read_bytes()  # the forgotten memory's vector is scrubbed from the sidecar
+    # The forgotten memory's vector is scrubbed from the sidecar: its float32 row and its 8-bit code.
+    assert forgotten not in rows.read_bytes()
+    assert code not in graph.read_bytes()
     # A new vector for an indexed memory: found with its new score, once.
     moved = w.truth(-q, 1)[0]
     new = (q + 0.01 * _query(9)) / np.linalg.norm(q + 0.01 * _query(9))
@@ -172,7 +190,7 @@ def test_forget_update_and_new_writes_are_followed(tmp_path: Path) -> None:
     w.store.close()
 
 
-@pytest.mark.parametrize("damage", ["missing", "corrupt", "stale"])
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "stale", "format1"])
 def test_a_missing_corrupt_or_stale_sidecar_is_rebuilt_and_search_stays_right(tmp_path: Path, damage: str) -> None:
     w = World(tmp_path / "s")
     w.add(800)
@@ -187,7 +205,11 @@ def test_a_missing_corrupt_or_stale_sidecar_is_rebuilt_and_search_stays_right(tm
 
         shutil.rmtree(root)
     elif damage == "corrupt":
-        (root / meta.generation / "hnsw.faiss").write_bytes(b"not an index")
+        (root / meta.generation / "hnsw_sq.faiss").write_bytes(b"not an index")
+    elif damage == "format1":  # a sidecar of the flat-graph format: rebuilt, never read as the new one
+        current = json.loads((root / "CURRENT").read_text())
+        (root / "CURRENT").write_text(json.dumps({**current, "format": 1}))
+        assert read_meta(root) is None
     else:  # another writer forgot a memory: the sidecar still lists it
         other = open_sqlite(tmp_path / "s", ann_threshold=None)
         gone = w.truth(_query(1), 1)[0]
@@ -256,3 +278,33 @@ def test_the_setting_reaches_the_store(tmp_path: Path) -> None:
         assert index.wait_for_index(timeout=60)
         assert index.uses_ann is expected
         store.close()
+
+
+def test_a_rebuild_over_an_index_keeps_its_live_rows_and_drops_forgotten_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rebuild once 50 rows changed (instead of 10,000): the new snapshot reads the old generation's float32 file.
+    monkeypatch.setattr(_vector_index, "_MIN_REBUILD", 50)
+    w = World(tmp_path / "s")
+    w.add(800)
+    w.search(_query(0), 10)
+    first = w.built()
+    assert first.uses_ann
+    old = read_meta(sidecar_dir(tmp_path / "s" / "engram.db"))
+    gone = sorted(w.vecs)[:60]
+    for memory_id in gone:
+        w.store.memories.delete(memory_id, actor="t", at=NOW)
+        del w.vecs[memory_id]
+    w.search(_query(1), 10)  # starts the rebuild
+    index = w.built()
+    meta = read_meta(sidecar_dir(tmp_path / "s" / "engram.db"))
+    assert old is not None
+    assert meta is not None
+    assert meta.generation != old.generation
+    assert meta.rows == 740
+    for s in range(5):
+        found = w.search(_query(s), 20)
+        assert not set(found) & set(gone)
+        assert _recall(found, w.truth(_query(s), 20)) >= 0.9
+    assert index.uses_ann
+    w.store.close()

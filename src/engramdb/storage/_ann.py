@@ -8,17 +8,24 @@ pages a search touches become resident::
 
     engram.db.ann/
         CURRENT          JSON: format, generation, the SyncState it reflects, rows, dim, code tables
-        g-<uuid>/        hnsw.faiss (IndexHNSWFlat, inner product), ids.npy, sorted_ids.npy,
-                         order.npy, rids.npy, agents.npy, kinds.npy, public.npy
+        g-<uuid>/        hnsw_sq.faiss (IndexHNSWSQ, 8-bit codes, inner product), vectors.npy
+                         (float32 rows), ids.npy, sorted_ids.npy, order.npy, rids.npy, agents.npy,
+                         kinds.npy, public.npy
 
 A generation is built in ``tmp-<uuid>/``, renamed to ``g-<uuid>/``, and only then named by
 ``CURRENT`` (written to a temporary file and renamed over), so a reader never sees half a
 generation. SQLite stays the only truth: the sidecar is checked against the store's
 :class:`~engramdb.storage._vector_index.SyncState` on open, and deleting it loses nothing.
 
-The graph stores the vectors unquantised (``IndexHNSWFlat``), so the scores it returns are
-the exact inner products (cosines of unit vectors): no re-ranking pass is needed, and the
-same memory-mapped vectors serve the exact scan of a selective filter.
+The graph walks over 8-bit codes (a quarter of the float32 bytes: at 1M rows ~0.4 GB of codes
+against 1.5 GB of vectors, so the pages a walk touches stay few), and only its head is
+re-ranked exactly: those rows' float32 vectors are read with ``os.pread`` (through the page
+cache, never mapped, so they add nothing to the process's resident memory) and the scores
+returned are true cosines. The float32 file also serves the exact scan of a selective filter
+(mapped with ``MADV_RANDOM``: no read-ahead around the rows read).
+
+Format 1 (``IndexHNSWFlat`` with the vectors inside the graph file) is no longer read: its
+``CURRENT`` reads as missing, so the store loads from SQLite and builds a format-2 generation.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import contextlib
 import importlib.util
 import json
 import logging
+import mmap
 import os
 import shutil
 import threading
@@ -60,7 +68,10 @@ __all__ = [
 ANN_DEFAULT_THRESHOLD: Final = 20_000
 log = logging.getLogger(__name__)
 
-_FORMAT: Final = 1
+#: 2: an 8-bit graph plus the float32 rows in their own file (1: IndexHNSWFlat, rebuilt on open).
+_FORMAT: Final = 2
+_GRAPH: Final = "hnsw_sq.faiss"
+_VECTORS: Final = "vectors.npy"
 _CURRENT: Final = "CURRENT"
 #: HNSW graph degree and build/search breadth. Measured on 50k real MiniLM-structured vectors (load ~9):
 #: M 16 / efConstruction 40 built in 13 s with recall@10 0.989 at ef 128; M 32 / 80 in 40 s, 0.998. The
@@ -69,6 +80,9 @@ _HNSW_M: Final = 16
 _EF_CONSTRUCTION: Final = 40
 _EF_SEARCH: Final = 128
 _EF_MAX: Final = 1024
+#: Rows the quantiser's per-dimension ranges are trained on (a random sample; values outside the
+#: range are clipped, which only perturbs the walk: the head is re-ranked on float32 vectors).
+_TRAIN_ROWS: Final = 100_000
 #: Rows added to the graph per call while building, so a cancelled build (the store closing) stops within
 #: one chunk: a few seconds even on busy cores.
 _ADD_CHUNK: Final = 2_048
@@ -173,15 +187,20 @@ def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> Ann
     tmp.mkdir(parents=True, exist_ok=True)
     try:
         vectors = np.load(snap.vectors, mmap_mode="r")
-        index = faiss.IndexHNSWFlat(snap.meta.dim, _HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexHNSWSQ(snap.meta.dim, faiss.ScalarQuantizer.QT_8bit, _HNSW_M, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = _EF_CONSTRUCTION
-        for start in range(0, vectors.shape[0], _ADD_CHUNK):
+        n = vectors.shape[0]
+        sample = np.sort(np.random.default_rng(0).choice(n, size=min(n, _TRAIN_ROWS), replace=False))
+        index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
+        for start in range(0, n, _ADD_CHUNK):
             if cancel.is_set():
                 return None
             index.add(np.ascontiguousarray(vectors[start : start + _ADD_CHUNK], dtype=np.float32))
         del vectors
-        faiss.write_index(index, str(tmp / "hnsw.faiss"))
+        faiss.write_index(index, str(tmp / _GRAPH))
         del index
+        # The snapshot is already the float32 file the generation needs (same directory, same disk).
+        os.replace(snap.vectors, tmp / _VECTORS)
         order = np.argsort(snap.ids, kind="stable").astype(np.int64)
         arrays = {
             "ids": snap.ids,
@@ -300,8 +319,37 @@ def snapshot_path(root: Path) -> Path:
     return root / f"snapshot-{uuid.uuid4().hex}.npy"
 
 
+def _map_rows(path: Path, n: int, dim: int) -> tuple[_F32, int, int]:
+    """Map a float32 ``.npy`` of ``n`` x ``dim`` read-only, without read-ahead.
+
+    Returns the array, the file's descriptor (kept open for ``os.pread``) and the data's offset.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            shape, fortran, dtype = read_header(fh)
+            offset = fh.tell()
+        if shape != (n, dim) or fortran or dtype != np.dtype(np.float32):
+            raise CorruptStoreError(f"vector file {path} holds {shape} {dtype}, expected ({n}, {dim}) float32")
+        if n == 0:
+            return np.empty((0, dim), dtype=np.float32), fd, offset
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        # A random row per read: the kernel's default read-ahead would map (and count as resident)
+        # up to 128 KB around each one.
+        mapped.madvise(mmap.MADV_RANDOM)
+        rows: _F32 = np.frombuffer(mapped, dtype=np.float32, count=n * dim, offset=offset).reshape(n, dim)
+        return rows, fd, offset
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class AnnBase:
-    """One memory-mapped generation: the graph, the vectors and the filter data of its rows.
+    """One memory-mapped generation: the 8-bit graph, the float32 vectors and the filter data of its rows.
 
     Rows are never added: rows replaced or forgotten since the build are marked dead
     (``alive``), and the vector cache keeps newer rows in a small exact delta beside it.
@@ -311,12 +359,17 @@ class AnnBase:
 
     def __init__(self, root: Path, meta: AnnMeta) -> None:
         faiss = _faiss()
+        self._fd = -1  # set first: __del__ closes it
         directory = root / meta.generation
         try:
-            # IO_FLAG_MMAP_IFC maps the graph and the flat vectors (measured: a 1M index adds ~90 MB resident
-            # after 20 searches); plain IO_FLAG_MMAP maps only inverted lists and reads HNSW into memory (1.6 GB).
-            self._index = faiss.read_index(str(directory / "hnsw.faiss"), faiss.IO_FLAG_MMAP_IFC)
+            # IO_FLAG_MMAP_IFC maps the graph and the codes, so opening reads nothing; plain IO_FLAG_MMAP
+            # would read the HNSW graph into memory.
+            self._index = faiss.read_index(str(directory / _GRAPH), faiss.IO_FLAG_MMAP_IFC)
         except RuntimeError as exc:  # faiss reports unreadable files as RuntimeError
+            raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
+        try:
+            self.vectors, self._fd, self._offset = _map_rows(directory / _VECTORS, meta.rows, meta.dim)
+        except (OSError, ValueError) as exc:
             raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
         try:
             self.ids: npt.NDArray[np.bytes_] = np.load(directory / "ids.npy", mmap_mode="r")
@@ -338,10 +391,11 @@ class AnnBase:
         ):
             raise CorruptStoreError(f"vector index {directory} does not match its description")
         storage = faiss.downcast_index(self._index.storage)
-        vectors: _F32 = faiss.rev_swig_ptr(storage.get_xb(), n * meta.dim).reshape(n, meta.dim)
-        vectors.flags.writeable = False  # a view of the mapped file: never written through
-        self.vectors = vectors
-        self._path = directory / "hnsw.faiss"
+        self._code_size = int(storage.code_size)
+        #: The graph's codes (a view of the mapped file), to check the scrub's offset against.
+        self._codes: npt.NDArray[np.uint8] = faiss.rev_swig_ptr(storage.codes.data(), n * self._code_size)
+        self._path = directory / _GRAPH
+        self._vector_path = directory / _VECTORS
         self.meta = meta
         self.n = n
         self.alive: _Bool = np.ones(n, dtype=np.bool_)
@@ -373,27 +427,70 @@ class AnnBase:
             self.dead += 1
             self._scrub(row)
 
-    def _scrub(self, row: int) -> None:
-        """Overwrite a dead row's vector in the graph file with zeros: a forgotten memory leaves no vector on disk.
+    def close(self) -> None:
+        """Release the vector file's descriptor (the maps go when the arrays are dropped)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
-        faiss writes an ``IndexHNSWFlat`` as its graph followed by the flat vectors, so row ``i``
-        is at ``size - (n - i) * dim * 4``; the bytes there are checked against the mapped row
-        before anything is written, and a file of another layout is left alone (the next
+    def __del__(self) -> None:
+        self.close()
+
+    def _scrub(self, row: int) -> None:
+        """Overwrite a dead row's float32 vector and its 8-bit code with zeros: a forgotten memory leaves no vector.
+
+        Row ``i`` of ``vectors.npy`` is at ``offset + i * dim * 4``. faiss writes an ``IndexHNSWSQ``
+        as its graph followed by the quantiser and the codes, so row ``i``'s code is at
+        ``size - (n - i) * code_size``. The bytes at each place are checked against the mapped
+        row before anything is written, and a file of another layout is left alone (the next
         rebuild drops the row). Dead rows are never returned, so the zeros are never read.
         """
         width = self.meta.dim * 4
-        path = self._path
+        self._zero(self._vector_path, self._offset + row * width, self.vectors[row].tobytes(), row)
+        code = self._code_size
+        with contextlib.suppress(OSError):
+            at = self._path.stat().st_size - (self.n - row) * code
+            self._zero(self._path, at, self._codes[row * code : (row + 1) * code].tobytes(), row)
+
+    @staticmethod
+    def _zero(path: Path, offset: int, expected: bytes, row: int) -> None:
         try:
             with path.open("r+b") as f:
-                offset = path.stat().st_size - (self.n - row) * width
-                f.seek(offset)
-                if offset < 0 or f.read(width) != self.vectors[row].tobytes():
+                f.seek(max(offset, 0))
+                if offset < 0 or f.read(len(expected)) != expected:
                     log.warning("vector index %s has an unexpected layout: row %d not scrubbed", path, row)
                     return
                 f.seek(offset)
-                f.write(bytes(width))
+                f.write(bytes(len(expected)))
         except OSError as exc:
             log.warning("cannot scrub row %d of vector index %s: %s", row, path, exc)
+
+    def read_range(self, start: int, stop: int) -> _F32:
+        """The float32 vectors of rows ``start`` to ``stop`` in one ``os.pread`` (a rebuild's sequential read)."""
+        width = self.meta.dim * 4
+        want = (stop - start) * width
+        chunk = os.pread(self._fd, want, self._offset + start * width)
+        if len(chunk) != want:
+            raise CorruptStoreError(f"vector file {self._vector_path} is shorter than its description")
+        return np.frombuffer(chunk, dtype=np.float32).reshape(stop - start, self.meta.dim)
+
+    def fetch(self, rows: _I64) -> _F32:
+        """The float32 vectors of ``rows`` (in that order), read with ``os.pread``.
+
+        Not through the map: pages read here stay in the page cache, outside this process's
+        resident memory, which a re-ranked head of a few dozen rows per search would otherwise
+        grow by 4 KB each.
+        """
+        width = self.meta.dim * 4
+        out = np.empty((rows.size, self.meta.dim), dtype=np.float32)
+        view = out.data.cast("B")
+        for i, row in enumerate(rows.tolist()):
+            chunk = os.pread(self._fd, width, self._offset + row * width)
+            if len(chunk) != width:
+                raise CorruptStoreError(f"vector file {self._vector_path} is shorter than its description")
+            view[i * width : (i + 1) * width] = chunk
+        return out
 
     def live_rows(self) -> Iterator[int]:
         """Row numbers still alive."""
@@ -404,10 +501,13 @@ class AnnBase:
         return bytes(self.ids[row]).decode()
 
     def search(self, query: _F32, k: int, allowed: _Bool | None, passing: int) -> tuple[_I64, _F32]:
-        """Up to ``k`` (row, score) pairs from the graph, best first, among ``allowed`` rows.
+        """Up to ``k`` (row, cosine) pairs from the graph, best first, among ``allowed`` rows.
 
-        ``passing`` is how many rows ``allowed`` admits: the search breadth grows as the
-        filter narrows, because the graph walk visits rows it then discards.
+        The graph ranks on 8-bit codes; its ``k`` rows are then re-scored exactly on their
+        float32 vectors, so the scores are true cosines (ask for a head deeper than needed:
+        the codes' order near the cut-off is the least sure). ``passing`` is how many rows
+        ``allowed`` admits: the search breadth grows as the filter narrows, because the
+        graph walk visits rows it then discards.
         """
         faiss = _faiss()
         ef = max(_EF_SEARCH, k)
@@ -418,6 +518,8 @@ class AnnBase:
             bits = np.packbits(allowed, bitorder="little")
             selector = faiss.IDSelectorBitmap(self.n, faiss.swig_ptr(bits))
         params = faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
-        scores, rows = self._index.search(query.reshape(1, -1), k, params=params)
-        keep = rows[0] >= 0
-        return rows[0][keep].astype(np.int64), scores[0][keep].astype(np.float32)
+        _approx, found = self._index.search(query.reshape(1, -1), k, params=params)
+        rows = found[0][found[0] >= 0].astype(np.int64)
+        exact: _F32 = np.einsum("ij,j->i", self.fetch(rows), query) if rows.size else np.empty(0, np.float32)
+        order = np.argsort(-exact, kind="stable")
+        return rows[order], exact[order]
