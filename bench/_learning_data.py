@@ -18,7 +18,17 @@ import string
 import uuid
 from dataclasses import dataclass
 
-__all__ = ["ERRORS", "FIX_POOL", "SITUATIONS", "ErrorKind", "Situation", "fill"]
+__all__ = [
+    "ERRORS",
+    "FIX_POOL",
+    "SITUATIONS",
+    "ErrorKind",
+    "Situation",
+    "Step",
+    "fill",
+    "held_out_queries",
+    "make_stream",
+]
 
 SERVICES = ["billing", "orders", "payments", "search", "inventory", "shipping", "users", "analytics", "checkout"]
 HOSTS = [
@@ -323,3 +333,33 @@ FIX_POOL: tuple[str, ...] = (
     "clear the cache",
     "upgrade all dependencies",
 )
+
+
+# -- the decision stream -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    situation: Situation
+    context: str
+    #: One uniform draw per step: the outcome of action a is success iff draw < p(a) (common random numbers).
+    draw: float
+    changed: bool
+
+
+def make_stream(seed: int, steps: int) -> list[Step]:
+    rng = random.Random(seed)
+    return [
+        Step(
+            situation=(s := rng.choice(SITUATIONS)),
+            context=fill(rng.choice(s.train), rng),
+            draw=rng.random(),
+            changed=i >= steps // 2,
+        )
+        for i in range(steps)
+    ]
+
+
+def held_out_queries(seed: int, per_template: int = 6) -> list[tuple[Situation, str]]:
+    rng = random.Random(seed + 10_000)
+    return [(s, fill(t, rng)) for s in SITUATIONS for t in s.held_out for _ in range(per_template)]

@@ -22,11 +22,14 @@ fix rate on recurrences, and recurring patterns identified by ``mem.failures.pat
 (one found pattern holding exactly the occurrences of one true pattern). Baselines: the
 last working fix per exact message, and per exception type (the text before the first colon).
 
-``--calibrate`` runs the same decision streams through the pure recommend module (no store): it fits the
-calibration table on the *dev* streams (seeds 100...) and scores the rules on the *test* streams (seeds 0...):
-right recommendations at the benchmark's points, precision over the whole stream, stated confidence against the
-share right (bench/results/learning_calibration.json). The store run answers every held-out question with the
-rule before issue 12's H-REC work too (same store, same moment), and runs the old change rule on its own store.
+``--calibrate`` runs the same decision streams through the pure recommend module (no store, bench/_learning_rec.py):
+it fits the calibration tables on the *dev* streams (seeds 100...) and scores the rules on the *test* streams
+(seeds 0...): right recommendations at the benchmark's points, precision over the whole stream, stated confidence
+against the share right (bench/results/learning_calibration.json; ``--dump`` keeps every answer). The store run
+(seeds 0...) reports, side by side with the baselines: success, recovery after the change and success before it;
+the recommendation rate and precision on held-out descriptions (every system; engramdb's ``suggest`` also with the
+rule before H-REC on the same questions, same store, same moment) and its stated confidence against the share
+right; the recurring failures; the multi-step episodes. The change rule's previous bound runs on its own store.
 
     python bench/learning.py                 # 3 seeds, full streams
     python bench/learning.py --quick         # 1 seed, short streams
@@ -47,80 +50,28 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
 
-from _learning_data import ERRORS, FIX_POOL, SITUATIONS, ErrorKind, Situation, fill
+from _learning_data import ERRORS, FIX_POOL, SITUATIONS, ErrorKind, Situation, Step, fill, held_out_queries, make_stream
+from _learning_rec import BEFORE_RULE, _mean_of, _pct, calibrate_main, held_out_table, stated_vs_right
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
-from engramdb.learning.recommend import CALIBRATION, RecommendConfig, calibrated
-from engramdb.learning.stats import ChangePoints, ChangeRule
+from engramdb.learning.stats import ChangeRule
 
 AGENT = "bench"
 
-#: The calibration table and rule before H-REC (issue 12): the long-horizon lead of the top option, calibrated per
-#: evidence band. Kept here so every run measures the old rule beside the new one on the same answers.
-CALIBRATION_BEFORE: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
-    (
-        0.0,
-        ((0.0, 0.0), (0.49, 0.24), (0.52, 0.36), (0.53, 0.56), (0.55, 0.62), (0.58, 0.66), (0.62, 0.76), (0.68, 0.83)),
-    ),
-    (1.0, ((0.0, 0.0), (0.51, 0.30), (0.55, 0.63), (0.59, 0.75), (0.61, 0.85), (0.68, 0.90), (0.71, 0.93))),
-    (3.0, ((0.0, 0.0), (0.54, 0.56), (0.66, 0.74), (0.73, 0.87), (0.76, 0.91), (0.83, 0.94))),
-    (
-        10.0,
-        (
-            (0.0, 0.0),
-            (0.53, 0.04),
-            (0.61, 0.15),
-            (0.67, 0.19),
-            (0.71, 0.35),
-            (0.77, 0.56),
-            (0.81, 0.69),
-            (0.83, 0.77),
-            (0.86, 0.90),
-        ),
-    ),
-)
-BEFORE_RULE = RecommendConfig(recent_horizon=None, calibration=CALIBRATION_BEFORE, min_evidence=1.0)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 console = Console(width=None if sys.stdout.isatty() else 150)
 
 
-# -- the decision stream -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Step:
-    situation: Situation
-    context: str
-    #: One uniform draw per step: the outcome of action a is success iff draw < p(a) (common random numbers).
-    draw: float
-    changed: bool
-
-
-def make_stream(seed: int, steps: int) -> list[Step]:
-    rng = random.Random(seed)
-    return [
-        Step(
-            situation=(s := rng.choice(SITUATIONS)),
-            context=fill(rng.choice(s.train), rng),
-            draw=rng.random(),
-            changed=i >= steps // 2,
-        )
-        for i in range(steps)
-    ]
-
-
-def held_out_queries(seed: int, per_template: int = 6) -> list[tuple[Situation, str]]:
-    rng = random.Random(seed + 10_000)
-    return [(s, fill(t, rng)) for s in SITUATIONS for t in s.held_out for _ in range(per_template)]
+# -- the decision policies ---------------------------------------------------------------------------------
 
 
 class Policy(Protocol):
@@ -171,6 +122,8 @@ class Ours:
             recent_horizon=BEFORE_RULE.recent_horizon,
             calibration=BEFORE_RULE.calibration,
             min_evidence=BEFORE_RULE.min_evidence,
+            pool_floor=BEFORE_RULE.pool_floor,
+            min_confidence=BEFORE_RULE.min_confidence,
         )
         try:
             old = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
@@ -609,218 +562,9 @@ def run_multistep(
 MULTI_SYSTEMS = ("engramdb", "q-structured", "q-text", "random", "oracle")
 
 
-# -- pure simulation (tuning and calibration) ---------------------------------------------------------------------
-
-
-@dataclass
-class SimAnswer:
-    step: int
-    raw: float
-    evidence: float
-    top: str
-    right: str
-    changed: bool
-    #: The raw confidence of the rule before H-REC (the long-horizon lead, no recent view), on the same evidence.
-    raw_long: float = 0.0
-
-
-@dataclass
-class SimResult:
-    successes: list[bool] = field(default_factory=list)
-    answers: list[SimAnswer] = field(default_factory=list)
-
-
-def _embed_all(embedder: Embedder, texts: Sequence[str]) -> dict[str, Any]:
-    unique = list(dict.fromkeys(texts))
-    vectors = embedder.embed(unique)
-    return dict(zip(unique, vectors, strict=True))
-
-
-def simulate(
-    embedder: Embedder,
-    stream: Sequence[Step],
-    queries: Sequence[tuple[Situation, str]],
-    *,
-    config: RecommendConfig,
-    seed: int,
-    exploration: float,
-    checkpoints: Sequence[int] = (),
-) -> SimResult:
-    """The decision stream through the pure recommend module (no store): what ``choose`` and ``suggest`` do,
-    with the same similarity search (top ``candidates`` cosines above the floor), in a fraction of the time."""
-    import numpy as np
-
-    from engramdb.learning import recommend as rc
-    from engramdb.models import DecisionRecord
-
-    vec = _embed_all(embedder, [s.context for s in stream] + [t for _, t in queries])
-    t0 = datetime(2030, 1, 1, tzinfo=UTC)
-    records: list[DecisionRecord] = []
-    matrix = np.zeros((len(stream), len(next(iter(vec.values())))), dtype=np.float32)
-    out = SimResult()
-    marks = set(checkpoints)
-
-    def neighbours(text: str, n: int) -> list[rc.Neighbour]:
-        if n == 0:
-            return []
-        cos = matrix[:n] @ vec[text]
-        k = min(config.candidates, n)
-        idx = np.argpartition(-cos, k - 1)[:k]
-        return [rc.Neighbour(records[i], float(cos[i])) for i in idx if cos[i] > config.similarity_floor]
-
-    long_view = replace(config, recent_horizon=None)
-
-    def ask(i: int, now: datetime) -> None:
-        # Asked before step i: the world has changed for questions after the midpoint (the benchmark asks its
-        # "before the change" questions at the midpoint itself).
-        changed = i > len(stream) // 2
-        for sit, text in queries:
-            nb = neighbours(text, i)
-            s = rc.suggest(text, nb, now=now, config=config, seed=seed, options=sit.options)
-            old = rc.suggest(text, nb, now=now, config=long_view, seed=seed, options=sit.options)
-            out.answers.append(
-                SimAnswer(
-                    i, s.raw_confidence, s.evidence, s.options[0].action, sit.best(changed), changed, old.raw_confidence
-                )
-            )
-
-    for i, step in enumerate(stream):
-        now = t0 + timedelta(seconds=i)
-        if i in marks:
-            ask(i, now)
-        nb = neighbours(step.context, i)
-        opts = step.situation.options
-        action = rc.choose(step.context, opts, nb, now=now, config=config, seed=seed + i, exploration=exploration)
-        probs = step.situation.after if step.changed else step.situation.before
-        success = step.draw < probs[action]
-        out.successes.append(success)
-        records.append(
-            DecisionRecord(
-                id=str(i),
-                agent=AGENT,
-                context=step.context,
-                action=action,
-                success=float(success),
-                at=now,
-                alternatives=tuple(opts),
-            )
-        )
-        matrix[i] = vec[step.context]
-    if len(stream) in marks:
-        ask(len(stream), t0 + timedelta(seconds=len(stream)))
-    return out
-
-
-def _isotonic(points: Sequence[tuple[float, bool]], bins: int = 10) -> list[tuple[float, float]]:
-    """Knots of a monotone map raw -> share right: equal-count bins, pooled adjacent violators."""
-    pts = sorted(points)
-    if not pts:
-        return [(0.0, 0.0), (1.0, 1.0)]
-    size = max(1, len(pts) // bins)
-    blocks = [list(pts[i : i + size]) for i in range(0, len(pts), size)]
-    stats = [[statistics.fmean(p[0] for p in b), sum(p[1] for p in b), len(b)] for b in blocks]
-    merged: list[list[float]] = []
-    for st in stats:
-        merged.append(list(st))
-        # Pooled on the smoothed rates, so that the knots rise after smoothing too (a tiny last bin cannot dip).
-        while len(merged) > 1 and (merged[-2][1] + 1) / (merged[-2][2] + 2) > (merged[-1][1] + 1) / (merged[-1][2] + 2):
-            b = merged.pop()
-            a = merged.pop()
-            n = a[2] + b[2]
-            merged.append([(a[0] * a[2] + b[0] * b[2]) / n, a[1] + b[1], n])
-    # Rates are Beta(1, 1)-smoothed so that no knot claims certainty from a finite sample.
-    return [(0.0, 0.0)] + [(round(x, 3), round((s + 1) / (n + 2), 3)) for x, s, n in merged]
-
-
-def calibration_points(steps: int) -> list[int]:
-    """Where the simulation asks its held-out questions: early, every 50 steps, at the change and at the end."""
-    return sorted({4, 8, 16, 32, *range(50, steps, 50), steps // 2, steps})
-
-
-def run_simulations(
-    embedder: Embedder, seeds: Sequence[int], steps: int, config: RecommendConfig
-) -> tuple[list[dict[str, float]], list[SimAnswer]]:
-    """The pure simulation on ``seeds``: each stream's success figures, and every held-out question's answer."""
-    answers: list[SimAnswer] = []
-    runs = []
-    for seed in seeds:
-        stream = make_stream(seed, steps)
-        queries = held_out_queries(seed, per_template=2)
-        res = simulate(
-            embedder, stream, queries, config=config, seed=seed, exploration=0.5, checkpoints=calibration_points(steps)
-        )
-        answers += res.answers
-        half, window = steps // 2, steps // 4
-        runs.append(
-            {
-                "success": statistics.fmean(res.successes),
-                "recovery": statistics.fmean(res.successes[half : half + window]),
-                "before": statistics.fmean(res.successes[:half]),
-                "settled_before": statistics.fmean(res.successes[half // 2 : half]),
-                "after": statistics.fmean(res.successes[half:]),
-            }
-        )
-    return runs, answers
-
-
-def fit_calibration(answers: Sequence[SimAnswer]) -> tuple[tuple[float, tuple[tuple[float, float], ...]], ...]:
-    """The calibration table (see ``CALIBRATION`` in learning/recommend.py) fitted on ``answers``."""
-    bands = (0.0, 0.5, 1.0, 3.0, 10.0)
-    table = []
-    for lo, hi in zip(bands, (*bands[1:], float("inf")), strict=True):
-        pts = [(a.raw, a.top == a.right) for a in answers if lo <= a.evidence < hi]
-        if len(pts) >= 50:
-            table.append((lo, tuple(_isotonic(pts))))
-    return tuple(table)
-
-
-def score_rule(
-    answers: Sequence[SimAnswer],
-    confidence: Callable[[SimAnswer], float],
-    *,
-    steps: int,
-    min_confidence: float,
-    min_evidence: float,
-) -> dict[str, Any]:
-    """Coverage, precision and right recommendations of a rule at the benchmark's points (the change and the end:
-    settled stretches, what the issue measures), over the whole stream, and in the quarter after the change;
-    and the calibration: stated confidence against the share right, by confidence bucket (whole stream)."""
-    half = steps // 2
-    parts = {
-        "settled": lambda a: a.step in (half, steps),
-        "whole": lambda a: True,
-        "after_change": lambda a: half < a.step <= half + steps // 4,
-    }
-    out: dict[str, Any] = {}
-    for name, keep in parts.items():
-        rows = [a for a in answers if keep(a)]
-        made = [a for a in rows if a.evidence >= min_evidence - 1e-3 and confidence(a) >= min_confidence]
-        right = sum(a.top == a.right for a in made)
-        out[name] = {
-            "questions": len(rows),
-            "coverage": len(made) / max(1, len(rows)),
-            "precision": right / len(made) if made else None,
-            "right": right / max(1, len(rows)),
-        }
-    buckets = []
-    for lo, hi in ((0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01)):
-        rows = [a for a in answers if a.evidence >= min_evidence - 1e-3 and lo <= confidence(a) < hi]
-        if rows:
-            buckets.append(
-                {
-                    "bucket": f"{lo:.1f}-{min(hi, 1.0):.1f}",
-                    "questions": len(rows),
-                    "stated": statistics.fmean(confidence(a) for a in rows),
-                    "right": statistics.fmean(a.top == a.right for a in rows),
-                }
-            )
-    out["calibration"] = buckets
-    return out
-
-
 # -- main --------------------------------------------------------------------------------------------------------
 
-OLD_CHANGE = "engramdb, change rule before H-REC (newest window only)"
+OLD_CHANGE = "engramdb, change rule before this session (z 2.5)"
 DECISION_SYSTEMS = (
     "engramdb",
     OLD_CHANGE,
@@ -832,25 +576,10 @@ DECISION_SYSTEMS = (
 )
 
 
-def _mean_of(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Numbers averaged over seeds; anything else kept per seed."""
-    out: dict[str, Any] = {}
-    for key in dicts[0]:
-        values = [d[key] for d in dicts if d[key] is not None]
-        if values and all(isinstance(v, int | float) for v in values):
-            out[key] = statistics.fmean(values)
-        else:
-            out[key] = values or None
-    return out
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed ... (to split a run)")
     parser.add_argument("--steps", type=int, default=1600, help="decision steps per stream (the change is midway)")
     parser.add_argument("--failures", type=int, default=300, help="error occurrences per stream")
     parser.add_argument("--quick", action="store_true", help="1 seed, 800 steps, 150 failures")
@@ -861,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=400, help="multi-step episodes per seed")
     parser.add_argument("--config", default="", help="RecommendConfig overrides, e.g. 'similarity_floor=0.4'")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "learning.json")
+    parser.add_argument("--dump", type=Path, default=None, help="--calibrate: keep every answer in this pickle")
     parser.add_argument(
         "--calibrate", action="store_true", help="pure simulation only: success, recovery and the calibration table"
     )
@@ -876,21 +606,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     decisions: dict[str, list[dict[str, Any]]] = defaultdict(list)
     failures: dict[str, list[dict[str, Any]]] = defaultdict(list)
     multi: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    held_out: dict[str, list[tuple[str | None, str, float, str]]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             if not args.skip_decisions:
                 stream = make_stream(seed, args.steps)
                 queries = held_out_queries(seed)
                 policies: list[Policy] = [
                     Ours(embedder, f"{tmp}/decisions-{seed}", seed, **overrides),
                     Ours(embedder, f"{tmp}/decisions-plain-{seed}", seed, exploration=1.0, **overrides),
-                    # The change rule before H-REC (the newest window only), same stream: the recovery A/B.
+                    # The change rule's previous bound (z 2.5), same stream: the recovery A/B.
                     Ours(
                         embedder,
                         f"{tmp}/decisions-newest-{seed}",
                         seed,
                         name=OLD_CHANGE,
-                        **{"change": ChangeRule(scan=False), **overrides},
+                        **{"change": ChangeRule(z=2.5), **overrides},
                     ),
                     ExactCount(seed),
                     QLearning(seed),
@@ -902,6 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     decisions[policy.name].append(res.summary(args.steps))
                     console.print(f"seed {seed} {policy.name}: {_pct(statistics.fmean(res.successes))}% success")
                     if isinstance(policy, Ours):
+                        held_out[policy.name] += policy.answers
                         policy.close()
             if not args.skip_failures:
                 occurrences = make_failures(seed, args.failures)
@@ -922,7 +654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()} {platform.system()}, python {platform.python_version()}",
         "load_average_1m_start_end": [load_start, os.getloadavg()[0]],
-        "seeds": args.seeds,
+        "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
         "steps": args.steps,
         "failure_occurrences": args.failures,
         "config_overrides": overrides,
@@ -958,14 +690,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{r['ms_per_step']:.2f}",
             )
         console.print(table)
-        ours = results["decisions"]["engramdb"]
+        console.print(held_out_table(results["decisions"], DECISION_SYSTEMS, args.seeds, args.steps))
+        buckets = stated_vs_right(held_out["engramdb"])
+        results["held_out_calibration"] = buckets
         console.print(
-            f"engramdb suggest on held-out descriptions: recommends for {_pct(ours['recommend_coverage'])}% of "
-            f"the questions, right for {_pct(ours['recommend_precision'])}% of those "
-            f"(a right recommendation for {_pct(ours['recommend_right'])}% of all) "
-            f"(mean confidence {_pct(ours['recommend_mean_confidence'])}%); the rule before H-REC on the same "
-            f"questions: recommends {_pct(ours.get('before_rule_coverage'))}%, right for "
-            f"{_pct(ours.get('before_rule_precision'))}% of those ({_pct(ours.get('before_rule_right'))}% of all)"
+            "engramdb's stated confidence against the share right (held-out questions, all seeds): "
+            + "; ".join(
+                f"{b['bucket']}: n {b['questions']}, stated {_pct(b['stated'])}, right {_pct(b['right'])}"
+                for b in buckets
+            )
         )
     if failures:
         table = Table(title=f"Recurring failures ({args.seeds} seeds x {args.failures} occurrences)")
@@ -999,90 +732,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     console.print(f"wrote {args.output}")
-    return 0
-
-
-def calibrate_main(args: argparse.Namespace) -> int:
-    """``--calibrate``: the pure simulation with the config overrides. The calibration table is fitted on the
-    *dev* streams (seeds 100...), and the rules are scored on the *test* streams (seeds 0..., other descriptions
-    drawn, other outcomes): the shipped rule, the table just fitted, and the rule before H-REC (long-horizon lead,
-    its own table) on the same answers."""
-    embedder = make_embedder(load_settings({}))
-    overrides: dict[str, Any] = {}
-    change: dict[str, Any] = {}
-    points: dict[str, Any] = {}
-    for kv in (x for x in args.config.split(",") if x):
-        k, v = kv.split("=")
-        if k.startswith("change_"):
-            change[k[7:]] = v if k == "change_scope" else float(v)
-        elif k.startswith("cp_"):  # Bayesian change points instead of the change rule
-            points[k[3:]] = v if k == "cp_scope" else float(v)
-        elif k == "nochange":
-            overrides["change"] = None
-        else:
-            overrides[k] = None if v == "none" else float(v)
-    cfg = RecommendConfig(calibration=None, **overrides)
-    if change:
-        cfg = replace(cfg, change=ChangeRule(**change))
-    if points:
-        cfg = replace(cfg, change=ChangePoints(**points))
-    steps = args.steps
-    dev_runs, dev = run_simulations(embedder, range(100, 100 + args.seeds), steps, cfg)
-    table = fit_calibration(dev)
-    print("dev streams:", json.dumps(_mean_of(dev_runs)), len(dev), "questions")
-    for lo, knots in table:
-        print(f"  evidence >= {lo:g}: " + " ".join(f"({x}, {y})" for x, y in knots))
-    test_runs, test = run_simulations(embedder, range(args.seeds), steps, cfg)
-    print("test streams:", json.dumps(_mean_of(test_runs)), len(test), "questions")
-    shipped = RecommendConfig()
-    rules: dict[str, Callable[[SimAnswer], float]] = {
-        "shipped": lambda a: calibrated(a.raw, a.evidence, CALIBRATION),
-        "fitted on dev": lambda a: calibrated(a.raw, a.evidence, table),
-        "before H-REC": lambda a: calibrated(a.raw_long, a.evidence, CALIBRATION_BEFORE),
-    }
-    min_evidence = {"before H-REC": BEFORE_RULE.min_evidence}
-    report: dict[str, Any] = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "config": args.config,
-        "steps": steps,
-        "dev_seeds": list(range(100, 100 + args.seeds)),
-        "test_seeds": list(range(args.seeds)),
-        "dev_runs": _mean_of(dev_runs),
-        "test_runs": _mean_of(test_runs),
-        "fitted_table": table,
-        "rules": {},
-    }
-    for name, conf in rules.items():
-        for split, answers in (("dev", dev), ("test", test)):
-            res = score_rule(
-                answers,
-                conf,
-                steps=steps,
-                min_confidence=shipped.min_confidence,
-                min_evidence=min_evidence.get(name, shipped.min_evidence),
-            )
-            report["rules"][f"{name} [{split}]"] = res
-            print(
-                f"{name:14s} [{split:4s}] "
-                + "  ".join(
-                    f"{part}: recommends {_pct(r['coverage'])}% precision {_pct(r['precision'])}% "
-                    f"right {_pct(r['right'])}%"
-                    for part, r in res.items()
-                    if part != "calibration"
-                )
-            )
-            if split == "test":
-                print(
-                    "    calibration (test, whole stream): "
-                    + "; ".join(
-                        f"{b['bucket']}: n {b['questions']} stated {_pct(b['stated'])} right {_pct(b['right'])}"
-                        for b in res["calibration"]
-                    )
-                )
-    out = args.output if args.output != RESULTS_DIR / "learning.json" else RESULTS_DIR / "learning_calibration.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
     return 0
 
 

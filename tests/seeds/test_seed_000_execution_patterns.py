@@ -72,22 +72,16 @@ def test_error_solutions_by_error_type_alone(mem: Engram) -> None:
     assert mem.failures.solutions("TimeoutError", agent=PROJECT)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the embedding model finds 'build the customer profile page' barely similar to the 6 recorded task texts "
-        "(cosines 0.21-0.36 with the bundled MiniLM): only 'build the shopping cart page component' (0.36) clears "
-        "the 0.3 similarity floor, and its 2 runs, both 'incremental', count 0.09 each (0.18 weighted outcomes, "
-        "raw confidence 0.53); a recommendation needs 0.5 weighted outcomes and a calibrated 70% (the options still "
-        "rank incremental first). Counting many weak, agreeing neighbours (a lower floor) was not measured on the "
-        "simulated streams in the H-REC session, so the floor stays"
-    ),
-)
 def test_execution_recommendations_for_a_new_task(mem: Engram) -> None:
-    """``get_execution_recommendations(task)`` -> ``"approach": recommended_approach`` from the similar runs."""
+    """``get_execution_recommendations(task)`` -> ``"approach": recommended_approach`` from the similar runs.
+
+    The new task is only weakly similar to each recorded one (MiniLM cosines 0.21-0.36, under the 0.3 floor but
+    one), so the recommendation comes from the wider neighbourhood: 12 weak, agreeing runs pooled, with that
+    view's own calibration, and is marked tentative (bench/RESULTS.md, issue 12)."""
     _run_tasks(mem)
     suggestion = mem.learning.suggest("build the customer profile page", agent=PROJECT)
     assert suggestion.recommended == "incremental"
+    assert suggestion.tentative
 
 
 def test_execution_recommendations_rank_the_better_approach(mem: Engram) -> None:

@@ -318,14 +318,19 @@ class LearningService:
         return ids
 
     # -- recommendations -------------------------------------------------------------------------------------
-    def _neighbours(self, context: str, agent: str) -> list[Neighbour]:
-        """Outcome records of ``agent`` (and shared with it) whose context resembles ``context``."""
+    def _neighbours(self, context: str, agent: str, *, wide: bool = False) -> list[Neighbour]:
+        """Outcome records of ``agent`` (and shared with it) whose context resembles ``context`` (``wide``: down to
+        ``pool_floor``, for :meth:`suggest`)."""
         cfg = self.recommend
         flt = Filter(agent=agent, kinds=_DECISION)
         query = self._embedder.embed([context])[0]
         cands = self._store.search.vector_candidates(query, flt, limit=cfg.candidates)
-        # Below the floor a context contributes nothing, unless it is the same text (cosine ~1 anyway).
-        cands = [c for c in cands if c.score > cfg.similarity_floor]
+        # Below the floor a context contributes nothing, unless it is the same text (cosine ~1 anyway); the wider
+        # neighbourhood (pool_floor) answers suggest when the close one holds too little (recommend.assess).
+        floor = cfg.similarity_floor
+        if wide and cfg.pool_floor is not None:
+            floor = min(floor, cfg.pool_floor)
+        cands = [c for c in cands if c.score > floor]
         memories = self._store.memories.get_many([c.id for c in cands], flt)
         out = []
         for c in cands:
@@ -357,7 +362,7 @@ class LearningService:
         limit = check.limit(limit)
         return recommend.suggest(
             context,
-            self._neighbours(context, agent),
+            self._neighbours(context, agent, wide=True),
             now=utcnow(),
             config=self.recommend,
             seed=self._settings.learning_seed,
