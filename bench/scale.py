@@ -136,7 +136,7 @@ def measure(directory: Path, queries: int, ann_threshold: int | None = None) -> 
     first_vector_s = time.perf_counter() - t0
     for q in questions[:10]:  # warm-up: the model, the page cache, the term counts
         mem.search(q, agent=AGENT, limit=10)
-    search.keyword_index.wait()  # the steady state: the keyword index built (FTS5's bm25() until then)
+    _unwrapped(search).keyword_index.wait()  # the steady state: the keyword index built (FTS5's bm25() until then)
     budget = search.postings_budget
     vec, kw, kw_unbounded, with_embed, without = [], [], [], [], []
     for q, v in zip(questions, qvecs, strict=True):  # interleaved: every variant sees the same load
@@ -303,6 +303,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--ann-graphs", default=None, help="FLAT_DIR:SQ_DIR: the two graphs alone in one process, per query interleaved"
     )
+    parser.add_argument(
+        "--cold", default=None, help="SIZE=DIR,...: new questions from a fresh open, during and after the keyword build"
+    )
+    parser.add_argument("--cold-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ann-opens", type=int, default=2, help="with --ann: fresh-process opens per mode")
     parser.add_argument("--ann-open-modes", default="exact,ann", help="with --ann: which modes to open")
     parser.add_argument("--ann-skip-ab", action="store_true", help="with --ann: no interleaved exact/ANN run")
@@ -312,6 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.measure is not None:
         print(json.dumps(measure(args.measure, args.queries, args.ann_threshold)))
+        return 0
+    if args.cold_child is not None:
+        print(json.dumps(_cold_child(Path(args.cold_child))))
         return 0
     if args.ann_child is not None:
         print(json.dumps(_ann_child(args.ann_child, args.queries)))
@@ -323,6 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ann_graphs is not None:
         print(json.dumps(run_ann_graphs(args.ann_graphs, args.queries), indent=2))
         return 0
+    if args.cold is not None:
+        return run_cold(args.cold)
     results: dict[str, Any] = json.loads(args.out.read_text()) if args.merge and args.out.exists() else {}
     results.update({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
     results.setdefault("curve", {})
@@ -414,7 +423,7 @@ def _ann_child(spec: str, queries: int) -> dict[str, Any]:
             mem.store.search.vector_candidates(v, flt, limit=50)
             mem.search(q, agent=AGENT, limit=10)
     for mem in (exact, ann):  # the steady state: each store's keyword index built (FTS5's bm25() until then)
-        mem.store.search.keyword_index.wait()
+        _unwrapped(mem.store.search).keyword_index.wait()
     vec: dict[str, list[float]] = {"exact": [], "ann": []}
     whole: dict[str, list[float]] = {"exact": [], "ann": []}
     r10, r50 = [], []
@@ -449,11 +458,16 @@ def _rss_parts() -> dict[str, float]:
     return {"total_mb": _vm_rss_mb(), "private_mb": _vm_rss_mb("RssAnon"), "mapped_mb": _vm_rss_mb("RssFile")}
 
 
-def _vector_index_of(search: Any) -> Any:
-    """The VectorIndex under the search (the default Engram wraps it for background vectors)."""
+def _unwrapped(search: Any) -> Any:
+    """The store's own search role (the default Engram wraps it for background vectors)."""
     while not hasattr(search, "_index") and hasattr(search, "_inner"):
         search = search._inner
-    return search._index
+    return search
+
+
+def _vector_index_of(search: Any) -> Any:
+    """The VectorIndex under the search."""
+    return _unwrapped(search)._index
 
 
 def _ann_run(directory: Path, emb: CachedEmbedder, questions: Sequence[str], qvecs: Any) -> dict[str, Any]:
@@ -472,7 +486,7 @@ def _ann_run(directory: Path, emb: CachedEmbedder, questions: Sequence[str], qve
     # bm25() (30-140 ms at 100k): timed on its own, not mixed into the steady state below.
     t0 = time.perf_counter()
     mem.search(questions[0], agent=AGENT, limit=10)
-    kw_ready = mem.store.search.keyword_index.wait()
+    kw_ready = _unwrapped(mem.store.search).keyword_index.wait()
     kw_s = time.perf_counter() - t0
     vec: list[float] = []
     whole: list[float] = []
@@ -502,6 +516,55 @@ def _ann_run(directory: Path, emb: CachedEmbedder, questions: Sequence[str], qve
     }
     mem.close()
     return out
+
+
+def _cold_child(directory: Path) -> dict[str, Any]:
+    """From a fresh open: each LoCoMo question searched once (never repeated), split by whether the keyword
+    index was ready, until 100 ran after it (the other protocols search each question after a warm-up)."""
+    emb = _embedder()
+    questions = [q.text for c in load_locomo() for q in c.questions]
+    emb.embed(questions)  # the query vectors come from the cache: the query embedding is excluded
+    load0 = _load()
+    mem = Engram(directory, embedder=emb)
+    index = _unwrapped(mem.store.search).keyword_index
+    during: list[float] = []
+    after: list[float] = []
+    start = time.perf_counter()
+    ready_s = None
+    for q in questions:
+        ready = index.ready()
+        if ready and ready_s is None:
+            ready_s = time.perf_counter() - start
+        (after if ready else during).append(_ms(lambda q=q: mem.search(q, agent=AGENT, limit=10)))
+        if len(after) >= 100:
+            break
+    mem.close()
+    return {
+        "first_search_ms": (during or after)[0],
+        "during_keyword_build": (_latency(during[1:]) if len(during) > 1 else {}) | {"n": max(0, len(during) - 1)},
+        "after_keyword_build": _latency(after) | {"n": len(after)},
+        "keyword_index_ready_seconds": ready_s,
+        "load_before": load0,
+        "load_after": _load(),
+    }
+
+
+def run_cold(spec: str) -> int:
+    """``--cold``: each store twice, in fresh processes (the second finds the page cache warm)."""
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()}
+    for item in filter(None, spec.split(",")):
+        size, _, directory = item.partition("=")
+        runs = []
+        for _ in range(2):
+            done = subprocess.run(
+                [sys.executable, __file__, "--cold-child", directory], check=True, capture_output=True, text=True
+            )
+            runs.append(json.loads(done.stdout))
+            print(json.dumps({size: runs[-1]}), file=sys.stderr, flush=True)
+        results[size] = runs
+    out = RESULTS_DIR / "scale_cold.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
 
 
 def run_ann_graphs(spec: str, queries: int) -> dict[str, Any]:

@@ -104,15 +104,19 @@ class SQLVectors:
     def iter_stale(self, model_id: str, *, batch: int = 256) -> Iterator[list[tuple[str, str]]]:
         """See :meth:`VectorRepo.iter_stale` (batching: :func:`~engramdb.storage._planning.keyset_batches`)."""
 
-        def fetch(after: int, size: int) -> list[Any]:
+        def fetch(after: int, upto: int, size: int) -> list[Any]:
             with self._d.read() as conn:
                 return conn.execute(
                     "SELECT m.rid, m.id, m.content FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
-                    "WHERE m.rid > ? AND (v.memory_id IS NULL OR v.model_id <> ?) ORDER BY m.rid LIMIT ?",
-                    (after, model_id, size),
+                    "WHERE m.rid > ? AND m.rid <= ? AND (v.memory_id IS NULL OR v.model_id <> ?) "
+                    "ORDER BY m.rid LIMIT ?",
+                    (after, upto, model_id, size),
                 ).fetchall()
 
-        yield from keyset_batches(batch, fetch)
+        with self._d.read() as conn:
+            row = conn.execute("SELECT max(rid) FROM memories").fetchone()
+        top = int(row[0]) if row is not None and row[0] is not None else 0
+        yield from keyset_batches(batch, fetch, top=top)
 
     def set(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
         """See :meth:`VectorRepo.set`."""
