@@ -308,3 +308,48 @@ def test_a_rebuild_over_an_index_keeps_its_live_rows_and_drops_forgotten_ones(
         assert _recall(found, w.truth(_query(s), 20)) >= 0.9
     assert index.uses_ann
     w.store.close()
+
+
+def test_another_process_forgets_and_updates_are_followed_without_a_rebuild(tmp_path: Path) -> None:
+    w = World(tmp_path / "s")
+    w.add(800)
+    q = _query(4)
+    w.search(q, 5)
+    index = w.built()
+    base = index._base  # noqa: SLF001 - the adopted graph: the same object means no rebuild
+    assert base is not None
+    gone, kept = w.search(q, 2)
+    moved = w.truth(-q, 1)[0]
+    new = np.zeros(DIM, dtype=np.float32)
+    new[0] = 1.0
+    script = textwrap.dedent(
+        f"""
+        from datetime import UTC, datetime
+        import numpy as np
+        from engramdb.storage.sqlite import open_sqlite
+        s = open_sqlite({str(tmp_path / "s")!r}, ann_threshold=None)
+        now = datetime.now(UTC)
+        s.memories.delete({gone!r}, actor="t", at=now)
+        s.memories.update({kept!r}, {{"kind": "episode", "visibility": "public"}}, vector=None,
+                          model_id={MODEL!r}, actor="t", at=now)
+        v = np.zeros({DIM}, dtype=np.float32); v[0] = 1.0
+        s.memories.update({moved!r}, {{"content": "moved"}}, vector=v, model_id={MODEL!r}, actor="t", at=now)
+        s.close()
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    del w.vecs[gone]
+    w.vecs[moved] = new
+    found = w.search(q, 20)
+    assert gone not in found
+    assert found[0] == kept
+    # The kind and visibility changes reach the filters: agent b sees a's memory now that it is public.
+    assert w.search(q, 5, Filter(agent=None, kinds=("episode",))) == [kept]
+    assert kept in w.search(q, 5, Filter(agent="b" if w.agent[kept] == "a" else "a"))
+    # The re-embedded memory is found by its new vector, once.
+    probe = w.search(new, 3)
+    assert probe[0] == moved
+    assert probe.count(moved) == 1
+    assert index.uses_ann
+    assert index._base is base  # noqa: SLF001 - followed row by row, not rebuilt
+    w.store.close()

@@ -208,6 +208,17 @@ class ExactRows:
             self._kinds[i] = self._kind_codes.code(kind)
             self._public[i] = visibility == "public"
 
+    def attributes(self) -> list[tuple[str, tuple[str, str, str]]]:
+        """Every held row's (id, (agent, kind, visibility))."""
+        agent, kind = self._agent_codes.name, self._kind_codes.name
+        return [
+            (
+                memory_id,
+                (agent(int(self._agents[i])), kind(int(self._kinds[i])), "public" if self._public[i] else "private"),
+            )
+            for i, memory_id in enumerate(self._ids[: self._n])
+        ]
+
     def remove(self, memory_ids: Iterable[str]) -> None:
         """Drop rows; the last row moves into the hole so the matrix stays dense."""
         for memory_id in memory_ids:

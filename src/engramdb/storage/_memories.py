@@ -94,10 +94,13 @@ def write_vectors(
     # The first vectors written name the model that searches use.
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (MODEL_META_KEY, model_id))
     column = d.vector_column
+    # A replaced vector is deleted and inserted again rather than updated in place, so it gets a new
+    # seq: another process's vector cache then sees it as new (an append) after dropping the rows that
+    # are gone (engramdb.storage._vector_index.VectorIndex.reconcile), instead of rebuilding its index.
+    these, same_ids = d.one_of("memory_id", ids)
+    conn.execute(f"DELETE FROM vectors WHERE {these}", (same_ids,))
     conn.executemany(
-        f"INSERT INTO vectors (memory_id, model_id, dim, {column}) VALUES (?, ?, ?, ?) "
-        f"ON CONFLICT (memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
-        f"{column} = excluded.{column}",
+        f"INSERT INTO vectors (memory_id, model_id, dim, {column}) VALUES (?, ?, ?, ?)",
         [(memory_id, model_id, dim, d.encode_vector(unit[n])) for n, memory_id in enumerate(ids)],
     )
     d.vectors_written(memories, unit, model_id=model_id)

@@ -205,6 +205,20 @@ class SQLiteSearch:
         if self._index.state is None:
             self._index.resume(state)  # a persisted ANN index may already hold all but the newest rows
         cached = self._index.state
+        if (
+            cached is not None
+            and self._index.uses_ann
+            and (cached.model_id, cached.epoch) != (state.model_id, state.epoch)
+            and cached.model_id == state.model_id
+        ):
+            # Another process forgot or changed memories: follow it row by row instead of a rebuild.
+            rows = conn.execute(
+                "SELECT v.memory_id, m.agent, m.kind, m.visibility FROM vectors v "
+                "JOIN memories m ON m.id = v.memory_id WHERE v.model_id = ? AND v.seq <= ?",
+                (state.model_id, cached.max_seq),
+            )
+            if self._index.reconcile(rows, state):
+                cached = self._index.state
         if cached == state:
             return
         select = (

@@ -261,6 +261,52 @@ class VectorIndex:
         self.state = SyncState(meta.model_id, meta.epoch, meta.max_seq)
 
     @_locked
+    def reconcile(self, rows: Iterable[tuple[str, str, str, str]], state: SyncState) -> bool:
+        """Catch up with another process's forgets and updates without rebuilding the index.
+
+        ``rows``: ``(memory_id, agent, kind, visibility)`` of every vector of ``state``'s model
+        that existed when this index last looked (``seq`` up to its ``max_seq``). Rows missing
+        from them were forgotten or re-embedded (a new vector has a new ``seq``: the caller
+        appends it next), and kind or visibility changes are taken over. At a million
+        memories this is one pass of a few seconds, where a rebuild takes many minutes.
+        Returns False, changing nothing, when it cannot (no index, another model, or a
+        memory moved to another agent): the caller then reloads everything.
+        """
+        cached, base = self.state, self._base
+        if cached is None or base is None or cached.model_id != state.model_id:
+            return False
+        present = {memory_id: (agent, kind, visibility) for memory_id, agent, kind, visibility in rows}
+        gone: list[str] = []
+        changed: list[tuple[str, str, str]] = []
+        live = np.flatnonzero(base.alive)
+        agents, kinds = self._codes_agent.names(), self._codes_kind.names()
+        # Column-wise over the mapped arrays: at a million rows a per-row lookup costs seconds.
+        current = [
+            (raw.decode(), (agents[a], kinds[k], "public" if pub else "private"))
+            for raw, a, k, pub in zip(
+                base.ids[live].tolist(),
+                base.agents[live].tolist(),
+                base.kinds[live].tolist(),
+                base.public[live].tolist(),
+                strict=True,
+            )
+        ]
+        current += self._exact.attributes()
+        for memory_id, (agent, kind, visibility) in current:
+            now = present.get(memory_id)
+            if now is None:
+                gone.append(memory_id)
+            elif now[0] != agent:
+                return False  # the row's agent code is part of the mapped index: reload
+            elif now[1:] != (kind, visibility):
+                changed.append((memory_id, now[1], now[2]))
+        self.remove(gone)
+        for memory_id, kind, visibility in changed:
+            self.set_attributes(memory_id, kind=kind, visibility=visibility)
+        self.state = SyncState(state.model_id, state.epoch, cached.max_seq)
+        return True
+
+    @_locked
     def load(self, rows: Iterable[IndexRow], state: SyncState) -> None:
         """Replace the contents with ``rows`` (a full reload)."""
         self._reset()
