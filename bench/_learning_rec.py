@@ -55,7 +55,24 @@ CALIBRATION_BEFORE: Table = (
     ),
 )
 BEFORE_RULE = RecommendConfig(
-    recent_horizon=None, calibration=CALIBRATION_BEFORE, min_evidence=1.0, pool_floor=None, min_confidence=0.7
+    recent_horizon=None,
+    calibration=CALIBRATION_BEFORE,
+    min_evidence=1.0,
+    pool_floor=None,
+    min_confidence=0.7,
+    ahead_margin=None,
+)
+#: The rule of H-REC session 2 (issue 12): today's tables, a threshold of 0.7 and no check that the top option is
+#: ahead on its record. Measured beside the shipped rule (0.5 with the check) on the same answers.
+PREVIOUS_RULE = RecommendConfig(min_confidence=0.7, ahead_margin=None)
+#: The overrides that turn the shipped config into each older rule (for the store run's same-store A/B).
+RULE_FIELDS = (
+    "recent_horizon",
+    "calibration",
+    "min_evidence",
+    "pool_floor",
+    "min_confidence",
+    "ahead_margin",
 )
 
 
@@ -73,6 +90,8 @@ class SimAnswer:
     raw_recent: float
     #: The wider neighbourhood's answer (top, weighted outcomes, raw confidence) where the close one is thin.
     pooled: tuple[str, float, float] | None = None
+    #: The wider neighbourhood's top option's lead on its whole record (for the ahead check).
+    pooled_long: float | None = None
 
     @property
     def raw(self) -> float:
@@ -147,6 +166,7 @@ def simulate(
                 wide = rc.assess(text, nb, now=now, config=config, seed=seed, options=sit.options)
                 if wide.pooled:
                     answer.pooled = (wide.ranked[0].action, wide.evidence, wide.raw)
+                    answer.pooled_long = wide.long
             out.answers.append(answer)
 
     for i, step in enumerate(stream):
@@ -250,20 +270,44 @@ def fit_calibration(answers: Sequence[SimAnswer]) -> tuple[Table, Table]:
     return close, pooled
 
 
+def not_ahead_report(answers: Sequence[SimAnswer], config: RecommendConfig) -> dict[str, Any]:
+    """Top options (with at least ``min_evidence``) that their record does not put ahead (lead at most
+    ``0.5 + ahead_margin``), which the shipped rule never recommends: how many, how often such a top option was the
+    right action anyway, and the confidence stated for them (the lead-based table, and the shipped one: at most the
+    lead less the margin)."""
+    margin = config.ahead_margin or 0.0
+    rows = [a for a in answers if a.evidence >= config.min_evidence - 1e-3 and a.raw_long <= 0.5 + margin]
+    table = [calibrated(a.raw, a.evidence, config.calibration) for a in rows]
+    return {
+        "questions": len(rows),
+        "right": statistics.fmean(a.top == a.right for a in rows) if rows else None,
+        "stated_by_table": statistics.fmean(table) if rows else None,
+        "stated": statistics.fmean(min(c, a.raw_long - margin) for c, a in zip(table, rows, strict=True))
+        if rows
+        else None,
+    }
+
+
 #: A rule: the confidence it states and the option it would recommend, or None when it stays silent.
 Rule = Callable[[SimAnswer], tuple[float, str] | None]
 
 
 def make_rule(close: Table | None, pooled: Table | None, config: RecommendConfig, *, long_only: bool = False) -> Rule:
-    """The rule of :func:`engramdb.learning.recommend.suggest` with these tables, on a kept answer."""
+    """The rule of :func:`engramdb.learning.recommend.suggest` with these tables and ``config``'s ahead check, on a
+    kept answer."""
     slack = 1e-3
+    margin = config.ahead_margin
 
     def rule(a: SimAnswer) -> tuple[float, str] | None:
         if a.evidence < config.min_evidence - slack or a.evidence <= 0.0:
             if config.pool_floor is None or a.pooled is None or a.pooled[1] < config.min_evidence - slack:
                 return None
+            if margin is not None and (a.pooled_long if a.pooled_long is not None else a.pooled[2]) <= 0.5 + margin:
+                return None
             conf = calibrated(a.pooled[2], a.pooled[1], pooled)
             return (conf, a.pooled[0]) if conf >= config.pooled_min_confidence else None
+        if margin is not None and a.raw_long <= 0.5 + margin:
+            return None
         conf = calibrated(a.raw_long if long_only else a.raw, a.evidence, close)
         return (conf, a.top) if conf >= config.min_confidence else None
 
@@ -348,13 +392,18 @@ def held_out_table(decisions: dict[str, Any], systems: Sequence[str], seeds: int
                 _pct(r["recommend_mean_confidence"]),
             )
             if name == "engramdb":
-                table.add_row(
-                    f"{name} suggest, rule before H-REC",
-                    _pct(r["before_rule_coverage"]),
-                    _pct(r["before_rule_precision"]),
-                    _pct(r["before_rule_right"]),
-                    _pct(r["before_rule_mean_confidence"]),
-                )
+                for key, label in (
+                    ("previous_rule", "H-REC 2 rule (0.7, no ahead check)"),
+                    ("before_rule", "rule before H-REC"),
+                ):
+                    if r.get(f"{key}_coverage") is not None:
+                        table.add_row(
+                            f"{name} suggest, {label}",
+                            _pct(r[f"{key}_coverage"]),
+                            _pct(r[f"{key}_precision"]),
+                            _pct(r[f"{key}_right"]),
+                            _pct(r[f"{key}_mean_confidence"]),
+                        )
         else:
             top1 = (r["top1_unseen_before"] + r["top1_unseen_after"]) / 2
             table.add_row(f"{name} (always answers)", "100.0", _pct(top1), _pct(top1), "-")
@@ -412,20 +461,32 @@ def calibrate_main(args: argparse.Namespace) -> int:
     steps = args.steps
     dev_runs, dev = run_simulations(embedder, range(100, 100 + args.seeds), steps, cfg)
     close, pooled = fit_calibration(dev)
+    shipped = replace(RecommendConfig(), pool_floor=cfg.pool_floor)
     print("dev streams:", json.dumps(_mean_of(dev_runs)), len(dev), "questions")
     for name, table in (("close", close), ("pooled", pooled)):
         for lo, knots in table:
             print(f"  {name} evidence >= {lo:g}: " + " ".join(f"({x}, {y})" for x, y in knots))
+
     test_runs, test = run_simulations(embedder, range(args.seeds), steps, cfg)
     print("test streams:", json.dumps(_mean_of(test_runs)), len(test), "questions")
     if args.dump:
         args.dump.write_bytes(pickle.dumps({"dev": dev, "test": test, "dev_runs": dev_runs, "test_runs": test_runs}))
-    shipped = replace(RecommendConfig(), pool_floor=cfg.pool_floor)
     rules: dict[str, Rule] = {
         "shipped": make_rule(CALIBRATION, CALIBRATION_POOLED, shipped),
         "fitted on dev": make_rule(close, pooled, shipped),
+        "H-REC 2 (0.7, no ahead check)": make_rule(
+            CALIBRATION, CALIBRATION_POOLED, replace(PREVIOUS_RULE, pool_floor=cfg.pool_floor)
+        ),
         "before H-REC": make_rule(CALIBRATION_BEFORE, None, BEFORE_RULE, long_only=True),
     }
+    # The threshold and the ahead margin, each alone (the shipped tables).
+    for mc in (0.5, 0.6, 0.7):
+        for margin in (None, 0.0, 0.025, 0.05):
+            if (mc, margin) != (shipped.min_confidence, shipped.ahead_margin):
+                variant = replace(shipped, min_confidence=mc, ahead_margin=margin)
+                rules[f"min_confidence {mc:g}, ahead_margin {margin}"] = make_rule(
+                    CALIBRATION, CALIBRATION_POOLED, variant
+                )
     report: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": args.config,
@@ -436,8 +497,10 @@ def calibrate_main(args: argparse.Namespace) -> int:
         "test_runs": _mean_of(test_runs),
         "fitted_table": close,
         "fitted_pooled_table": pooled,
+        "not_ahead": {"dev": not_ahead_report(dev, shipped), "test": not_ahead_report(test, shipped)},
         "rules": {},
     }
+    print("top options not ahead (never recommended):", json.dumps(report["not_ahead"]))
     for name, rule in rules.items():
         for split, answers in (("dev", dev), ("test", test)):
             res = score_rule(answers, rule, steps=steps)
@@ -466,4 +529,13 @@ def calibrate_main(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["BEFORE_RULE", "CALIBRATION_BEFORE", "calibrate_main", "run_simulations", "score_rule"]
+__all__ = [
+    "BEFORE_RULE",
+    "CALIBRATION_BEFORE",
+    "PREVIOUS_RULE",
+    "RULE_FIELDS",
+    "calibrate_main",
+    "not_ahead_report",
+    "run_simulations",
+    "score_rule",
+]

@@ -27,9 +27,10 @@ it fits the calibration tables on the *dev* streams (seeds 100...) and scores th
 (seeds 0...): right recommendations at the benchmark's points, precision over the whole stream, stated confidence
 against the share right (bench/results/learning_calibration.json; ``--dump`` keeps every answer). The store run
 (seeds 0...) reports, side by side with the baselines: success, recovery after the change and success before it;
-the recommendation rate and precision on held-out descriptions (every system; engramdb's ``suggest`` also with the
-rule before H-REC on the same questions, same store, same moment) and its stated confidence against the share
-right; the recurring failures; the multi-step episodes. The change rule's previous bound runs on its own store.
+the recommendation rate and precision on held-out descriptions (every system; engramdb's ``suggest`` also with
+H-REC session 2's rule, 0.7 and no ahead check, and with the rule before H-REC, on the same questions, same store,
+same moment) and its stated confidence against the share right; the recurring failures; the multi-step episodes.
+The change rule's previous bound runs on its own store.
 
     python bench/learning.py                 # 3 seeds, full streams
     python bench/learning.py --quick         # 1 seed, short streams
@@ -58,7 +59,16 @@ from rich.console import Console
 from rich.table import Table
 
 from _learning_data import ERRORS, FIX_POOL, SITUATIONS, ErrorKind, Situation, Step, fill, held_out_queries, make_stream
-from _learning_rec import BEFORE_RULE, _mean_of, _pct, calibrate_main, held_out_table, stated_vs_right
+from _learning_rec import (
+    BEFORE_RULE,
+    PREVIOUS_RULE,
+    RULE_FIELDS,
+    _mean_of,
+    _pct,
+    calibrate_main,
+    held_out_table,
+    stated_vs_right,
+)
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
@@ -104,8 +114,10 @@ class Ours:
             self.mem.learning.recommend = replace(self.mem.learning.recommend, **config)
         #: (recommended or None, top option, confidence, right answer) per held-out question.
         self.answers: list[tuple[str | None, str, float, str]] = []
-        #: The same questions answered by the rule before H-REC (same store, same moment).
+        #: The same questions answered by the older rules (same store, same moment): the rule before H-REC, and
+        #: H-REC session 2's (0.7, no ahead check).
         self.answers_before: list[tuple[str | None, str, float, str]] = []
+        self.answers_previous: list[tuple[str | None, str, float, str]] = []
 
     def choose(self, step: Step) -> str:
         return self.mem.learning.choose(step.context, step.situation.options, agent=AGENT)
@@ -117,19 +129,13 @@ class Ours:
         s = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
         self.answers.append((s.recommended, s.options[0].action, s.confidence, situation.best(changed)))
         current = self.mem.learning.recommend
-        self.mem.learning.recommend = replace(
-            current,
-            recent_horizon=BEFORE_RULE.recent_horizon,
-            calibration=BEFORE_RULE.calibration,
-            min_evidence=BEFORE_RULE.min_evidence,
-            pool_floor=BEFORE_RULE.pool_floor,
-            min_confidence=BEFORE_RULE.min_confidence,
-        )
-        try:
-            old = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
-        finally:
-            self.mem.learning.recommend = current
-        self.answers_before.append((old.recommended, old.options[0].action, old.confidence, situation.best(changed)))
+        for rule, answers in ((BEFORE_RULE, self.answers_before), (PREVIOUS_RULE, self.answers_previous)):
+            self.mem.learning.recommend = replace(current, **{k: getattr(rule, k) for k in RULE_FIELDS})
+            try:
+                old = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
+            finally:
+                self.mem.learning.recommend = current
+            answers.append((old.recommended, old.options[0].action, old.confidence, situation.best(changed)))
         return s.options[0].action
 
     def close(self) -> None:
@@ -236,8 +242,10 @@ class DecisionResult:
     precision: float | None = None
     right_recommendations: float | None = None
     mean_confidence: float | None = None
-    #: The rule before H-REC on the same questions (coverage, precision, right, mean_confidence).
+    #: The rule before H-REC on the same questions (coverage, precision, right, mean_confidence), and H-REC
+    #: session 2's rule (0.7, no ahead check).
     before_rule: dict[str, float | None] = field(default_factory=dict)
+    previous_rule: dict[str, float | None] = field(default_factory=dict)
     seconds: float = 0.0
 
     def summary(self, steps: int) -> dict[str, float | None]:
@@ -254,6 +262,7 @@ class DecisionResult:
             "recommend_right": self.right_recommendations,
             "recommend_mean_confidence": self.mean_confidence,
             **{f"before_rule_{k}": v for k, v in self.before_rule.items()},
+            **{f"previous_rule_{k}": v for k, v in self.previous_rule.items()},
             "ms_per_step": 1000 * self.seconds / steps,
         }
 
@@ -281,9 +290,9 @@ def run_decisions(policy: Policy, stream: Sequence[Step], queries: Sequence[tupl
     result.accuracy_after = _accuracy(policy, queries, changed=True)
     if isinstance(policy, Ours):
         result.coverage, result.precision, result.right_recommendations, result.mean_confidence = _rates(policy.answers)
-        result.before_rule = dict(
-            zip(("coverage", "precision", "right", "mean_confidence"), _rates(policy.answers_before), strict=True)
-        )
+        keys = ("coverage", "precision", "right", "mean_confidence")
+        result.before_rule = dict(zip(keys, _rates(policy.answers_before), strict=True))
+        result.previous_rule = dict(zip(keys, _rates(policy.answers_previous), strict=True))
     return result
 
 

@@ -316,7 +316,7 @@ def test_another_process_forgets_and_updates_are_followed_without_a_rebuild(tmp_
     q = _query(4)
     w.search(q, 5)
     index = w.built()
-    base = index._base  # noqa: SLF001 - the adopted graph: the same object means no rebuild
+    base = index._base  # the adopted graph: the same object later means no rebuild
     assert base is not None
     gone, kept = w.search(q, 2)
     moved = w.truth(-q, 1)[0]
@@ -351,5 +351,5 @@ def test_another_process_forgets_and_updates_are_followed_without_a_rebuild(tmp_
     assert probe[0] == moved
     assert probe.count(moved) == 1
     assert index.uses_ann
-    assert index._base is base  # noqa: SLF001 - followed row by row, not rebuilt
+    assert index._base is base  # followed row by row, not rebuilt
     w.store.close()

@@ -214,7 +214,7 @@ class ContextBuilder:
         if s.recommended is not None:
             top = s.options[0] if s.options and s.options[0].action == s.recommended else None
             rate = f"success rate {top.success_rate:.0%} over {_num(top.attempts)} similar attempts, " if top else ""
-            tentative = "; tentative, little evidence" if s.tentative else ""
+            tentative = "; tentative" if s.tentative else ""
             items.append(
                 ContextItem(
                     text=f"{s.recommended} ({rate}confidence {s.confidence:.2f}{tentative})",

@@ -352,9 +352,11 @@ class LearningService:
 
         ``options`` limits (and completes: unseen ones get the prior) the actions
         considered; without it, every action recorded nearby and its alternatives.
-        ``recommended`` is None when the evidence is too thin (see
-        :mod:`engramdb.learning.recommend`); ``confidence`` is the posterior
-        probability that the top option is the best.
+        ``recommended`` is None when the evidence is too thin, when the record does not put
+        the top option ahead of the runner-up, or when the calibrated ``confidence`` (how
+        often a recommendation made on such evidence was right, measured on simulated
+        streams) is under ``min_confidence``; one under ``firm_confidence`` or on little
+        evidence is ``tentative`` and its ``reason`` says why (see :mod:`engramdb.learning.recommend`).
         """
         context = check.content(context, what="context")
         agent = check.agent_name(agent)

@@ -75,7 +75,8 @@ class Suggestion:
     confidence: float
     options: list[OptionStats] = field(default_factory=list)
     reason: str = ""
-    #: True when a recommendation rests on little evidence (act on it, but expect to learn more).
+    #: True when a recommendation is not firm: little evidence, a confidence below the firm level, or pooled from
+    #: less similar contexts (act on it, but expect to learn more; ``reason`` says which).
     tentative: bool = False
     #: Weighted outcomes of the top option in similar contexts.
     evidence: float = 0.0

@@ -270,7 +270,7 @@ def suggest(
         return
     out = console()
     if s.recommended is not None:
-        firmness = "tentative: little evidence yet, " if s.tentative else ""
+        firmness = "tentative, " if s.tentative else ""
         out.print(
             f"Recommended: [bold cyan]{escape(s.recommended)}[/] ({firmness}confidence {s.confidence:.0%}, "
             f"{s.evidence:.3g} weighted outcomes)"
