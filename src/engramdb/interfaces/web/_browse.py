@@ -108,4 +108,3 @@ def _search(mem: Engram, q: BrowseQuery) -> MemoryPage:
         limit=q.limit,
         more=len(kept) > q.offset + q.limit,
     )
-
