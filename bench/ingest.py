@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _data import load_locomo
+from _data import iter_longmemeval, load_locomo
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
@@ -203,6 +203,22 @@ def compare_embedders(names: Sequence[str], turns: Sequence[str], args: argparse
     }
 
 
+def _turns(source: str) -> list[str]:
+    """The texts to ingest: LoCoMo's dev turns, or the first N distinct LongMemEval_S dev turns."""
+    if source == "locomo":
+        return [d.content for c in load_locomo() for d in c.docs]
+    name, _, count = source.partition(":")
+    if name != "longmemeval" or not count.isdigit():
+        raise SystemExit(f"--turns: expected 'locomo' or 'longmemeval:N', not {source!r}")
+    seen: dict[str, None] = {}
+    for question in iter_longmemeval():
+        for doc in question.docs:
+            seen.setdefault(doc.content)
+            if len(seen) >= int(count):
+                return list(seen)
+    return list(seen)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer texts (smoke run)")
@@ -211,11 +227,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="remember_many batch size")
     parser.add_argument("--embedders", default="", help="compare these embedder settings end to end (comma-separated)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of --embedders")
+    parser.add_argument(
+        "--turns",
+        default="locomo",
+        help="with --embedders: 'locomo' (every dev turn) or 'longmemeval:N' (the first N distinct dev turns, long)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     if args.quick:
         args.per_call, args.many = 60, 200
-    turns = [d.content for c in load_locomo() for d in c.docs]
+    turns = _turns(args.turns)
     if args.quick:
         turns = turns[:600]
     names = [n.strip() for n in args.embedders.split(",") if n.strip()]
@@ -223,7 +244,9 @@ def main() -> None:
         compared: dict[str, Any] = {
             "when": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-            "locomo_dev_turns": len(turns),
+            "turns": args.turns,
+            "texts": len(turns),
+            "mean_characters": round(statistics.fmean(len(t) for t in turns), 1),
             "batch": args.batch,
             "load1_start": load1(),
             **compare_embedders(names, turns, args),
