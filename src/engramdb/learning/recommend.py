@@ -51,6 +51,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Final
 
 import numpy as np
 
@@ -276,6 +277,11 @@ class Neighbour:
     cosine: float
 
 
+#: Evidence thresholds are compared with this slack: the age discount makes one outcome recorded a moment ago
+#: worth 0.99999...
+_SLACK: Final = 1e-3
+
+
 @functools.lru_cache(maxsize=8192)
 def _normalised(text: str) -> str:
     # Cached: the same neighbours' contexts are normalised again for every view of every question.
@@ -285,14 +291,10 @@ def _normalised(text: str) -> str:
 def evidence(context: str, neighbours: Iterable[Neighbour], *, config: RecommendConfig) -> list[Evidence]:
     """Relevance-weighted evidence: an identical context (ignoring case and spacing) weighs 1."""
     key = _normalised(context)
-    floor = config.similarity_floor
-    similarity_weight(0.0, floor=floor)  # validates the floor once, not per neighbour
     out = []
     for n in neighbours:
         same = _normalised(n.record.context) == key
-        # similarity_weight, inlined: this loop runs for every neighbour of every question.
-        cos = n.cosine
-        relevance = 1.0 if same else (min(1.0, max(0.0, (cos - floor) / (1.0 - floor))) if math.isfinite(cos) else 0.0)
+        relevance = 1.0 if same else similarity_weight(n.cosine, floor=config.similarity_floor)
         if relevance > 0.0:
             out.append(Evidence(action=n.record.action, success=n.record.success, relevance=relevance, at=n.record.at))
     return out
@@ -427,8 +429,7 @@ def assess(
     (early, before much close evidence exists), where wide neighbourhoods mix situations."""
     ranked = _ordered(option_posteriors(context, neighbours, now=now, config=config, options=options))
     pooled = False
-    slack = 1e-3
-    if config.pool_floor is not None and (not ranked or ranked[0].attempts < config.min_evidence - slack):
+    if config.pool_floor is not None and (not ranked or ranked[0].attempts < config.min_evidence - _SLACK):
         wide = replace(config, similarity_floor=config.pool_floor)
         wide_ranked = _ordered(option_posteriors(context, neighbours, now=now, config=wide, options=options))
         if wide_ranked and wide_ranked[0].attempts > (ranked[0].attempts if ranked else 0.0):
@@ -479,9 +480,7 @@ def suggest(
         confidence = min(confidence, judged.long - (config.ahead_margin or 0.0))
     tentative = False
     runner = f"{ranked[1].action!r}" if len(ranked) > 1 else "an untried alternative"
-    # A little slack: the age discount makes one outcome recorded a moment ago worth 0.99999...
-    slack = 1e-3
-    if top.attempts < config.min_evidence - slack or top.attempts <= 0.0:
+    if top.attempts < config.min_evidence - _SLACK or top.attempts <= 0.0:
         recommended = None
         reason = (
             f"too little evidence: {top.action!r} has {top.attempts:.1f} weighted outcomes in similar contexts "
@@ -505,7 +504,7 @@ def suggest(
         why = []
         if judged.pooled:
             why.append("pooled from less similar contexts")
-        if top.attempts < config.firm_evidence - slack:
+        if top.attempts < config.firm_evidence - _SLACK:
             why.append(f"little evidence so far ({top.attempts:.1f} weighted outcomes, {config.firm_evidence:g} firm)")
         if confidence < config.firm_confidence:
             why.append(f"calibrated confidence {confidence:.2f} ({config.firm_confidence:g} firm)")

@@ -83,9 +83,9 @@ def write_vectors(
     """Insert or replace the vectors of existing memories inside a write (dimension checked)."""
     dim = int(unit.shape[1])
     ids = [m.id for m in memories]
-    not_these, ids_param = d.one_of("memory_id", ids)
+    these, ids_param = d.one_of("memory_id", ids)
     other = conn.execute(
-        f"SELECT dim FROM vectors WHERE model_id = ? AND (dim < ? OR dim > ?) AND NOT {not_these} LIMIT 1",
+        f"SELECT dim FROM vectors WHERE model_id = ? AND (dim < ? OR dim > ?) AND NOT {these} LIMIT 1",
         (model_id, dim, dim, ids_param),
     ).fetchone()
     if other is not None:
@@ -97,8 +97,7 @@ def write_vectors(
     # A replaced vector is deleted and inserted again rather than updated in place, so it gets a new
     # seq: another process's vector cache then sees it as new (an append) after dropping the rows that
     # are gone (engramdb.storage._vector_index.VectorIndex.reconcile), instead of rebuilding its index.
-    these, same_ids = d.one_of("memory_id", ids)
-    conn.execute(f"DELETE FROM vectors WHERE {these}", (same_ids,))
+    conn.execute(f"DELETE FROM vectors WHERE {these}", (ids_param,))
     conn.executemany(
         f"INSERT INTO vectors (memory_id, model_id, dim, {column}) VALUES (?, ?, ?, ?)",
         [(memory_id, model_id, dim, d.encode_vector(unit[n])) for n, memory_id in enumerate(ids)],
