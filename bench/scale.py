@@ -170,6 +170,16 @@ def measure(directory: Path, queries: int, ann_threshold: int | None = None) -> 
     return out
 
 
+def _in_child(*argv: str, src: Path | None = None) -> dict[str, Any]:
+    """Run this script with ``argv`` in a fresh process and return the JSON it prints (``src``: a source tree
+    whose engramdb shadows the installed one, to measure older code)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, __file__, *argv], check=True, capture_output=True, text=True, env=env)
+    return dict(json.loads(done.stdout))
+
+
 def run_curve(sizes: Sequence[int], queries: int, keep: Path | None) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     results: dict[str, Any] = {}
@@ -185,13 +195,7 @@ def run_curve(sizes: Sequence[int], queries: int, keep: Path | None) -> dict[str
                 build_s = build(directory, size - have, rng)
                 have = size
             print(f"scale: {size} memories (built {build_s:.1f} s); measuring", file=sys.stderr)
-            child = subprocess.run(
-                [sys.executable, __file__, "--measure", str(directory), "--queries", str(queries)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            point = json.loads(child.stdout)
+            point = _in_child("--measure", str(directory), "--queries", str(queries))
             point["build_seconds"] = build_s
             point["database_mb"] = (directory / "engram.db").stat().st_size / 1e6
             results[str(size)] = point
@@ -556,10 +560,7 @@ def run_cold(spec: str) -> int:
         size, _, directory = item.partition("=")
         runs = []
         for _ in range(2):
-            done = subprocess.run(
-                [sys.executable, __file__, "--cold-child", directory], check=True, capture_output=True, text=True
-            )
-            runs.append(json.loads(done.stdout))
+            runs.append(_in_child("--cold-child", directory))
             print(json.dumps({size: runs[-1]}), file=sys.stderr, flush=True)
         results[size] = runs
     out = RESULTS_DIR / "scale_cold.json"
@@ -620,17 +621,7 @@ def run_ann_pair(args: argparse.Namespace) -> int:
     results.update({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
 
     def child(spec: str, src: Path | None) -> dict[str, Any]:
-        env = dict(os.environ)
-        if src is not None:  # the flat code shadows the installed engramdb
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
-        done = subprocess.run(
-            [sys.executable, __file__, "--ann-child", spec, "--queries", str(args.queries)],
-            check=True,
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        return dict(json.loads(done.stdout))
+        return _in_child("--ann-child", spec, "--queries", str(args.queries), src=src)  # src: the flat code
 
     for item in filter(None, args.ann_pair.split(",")):
         size, _, dirs = item.partition("=")
@@ -719,13 +710,7 @@ def run_ann(args: argparse.Namespace) -> int:
     results.update({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()})
 
     def child(spec: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, __file__, "--ann-child", spec, "--queries", str(args.queries)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        return dict(json.loads(done.stdout))
+        return _in_child("--ann-child", spec, "--queries", str(args.queries))
 
     for item in filter(None, args.ann.split(",")):
         size, _, where = item.partition("=")

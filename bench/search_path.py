@@ -46,7 +46,7 @@ from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 from engramdb.storage.sqlite import open_sqlite
 from retrieval import AGENT, RESULTS_DIR, _latency, _load, _ms, machine
-from scale import _embedder, _open_engram, _recall, fill_recall_store
+from scale import _embedder, _open_engram, _recall, _rss_mb, fill_recall_store
 
 OUT = RESULTS_DIR / "search_path.json"
 WHOLE_OUT = RESULTS_DIR / "search_path_whole.json"
@@ -177,11 +177,6 @@ def run_latency(store: Path, queries: int) -> dict[str, Any]:
     }
     mem.close()
     return out
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
 def run_keyword(store: Path, queries: int) -> dict[str, Any]:
