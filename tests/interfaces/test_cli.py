@@ -238,6 +238,19 @@ def test_search_filters_by_kind_tag_and_limit(store: str, seeded: dict[str, str]
     assert "Nothing found" in ok("memory", "search", "Kubernetes", "--agent", "carol", "--store", store)
 
 
+def test_an_empty_answer_for_an_agent_without_memories_says_so(store: str, seeded: dict[str, str]) -> None:
+    """Seed 001's commands run without --agent: an empty answer must say whose memories were looked at."""
+    for command in (["memory", "search", "Kubernetes"], ["memory", "list"]):
+        empty = " ".join(ok(*command, "--agent", "carol", "--store", store).split())
+        assert "Agent 'carol' has none in this store" in empty
+        assert "ENGRAM_AGENT" in empty
+    # An agent with memories that match nothing gets no such hint, and JSON output stays a bare list.
+    miss = ok("memory", "list", "--agent", "bob", "--type", "decision", "--store", store)
+    assert "No memories" in miss
+    assert "has none" not in miss
+    assert ok_json("memory", "list", "--agent", "carol", "--store", store) == []
+
+
 def test_list_filters(store: str, seeded: dict[str, str]) -> None:
     decisions = ok_json("memory", "list", "--agent", "alice", "--type", "decision", "--store", store)
     assert [m["id"] for m in decisions] == [seeded["db"]]

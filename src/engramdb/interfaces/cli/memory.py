@@ -8,7 +8,7 @@ The other commands of the ``memory`` group live with their area: ``share``, ``un
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -41,6 +41,9 @@ from engramdb.interfaces.cli._render import (
     memory_detail,
     shorten,
 )
+
+if TYPE_CHECKING:
+    from engramdb.engram import Engram
 
 __all__ = ["forget", "history", "list_", "record", "retrieve", "search", "show", "update"]
 
@@ -246,14 +249,27 @@ def list_(
         memories = mem.list(
             agent=agent, kind=kind_filter, tags=tags or None, limit=limit, offset=offset, since=since, until=until
         )
+        hint = None if memories or as_json else _empty_agent_hint(mem, agent)
     if as_json:
         emit_json([m.to_dict() for m in memories])
         return
     if not memories:
         console().print(f"No memories for agent {escape(repr(agent))}.")
+        if hint:
+            console().print(hint)
         return
     out = console()
     out.print(memories_table(memories, agent=agent, width=out.width))
+
+
+def _empty_agent_hint(mem: Engram, agent: str) -> str | None:
+    """Why an answer is empty when the agent itself has nothing: commands default to agent 'default'."""
+    if mem.count(agent=agent) > 0:
+        return None
+    return (
+        f"[dim]Agent {escape(repr(agent))} has none in this store; memories belong to the agent that recorded "
+        "them: pass --agent NAME or set ENGRAM_AGENT.[/dim]"
+    )
 
 
 def _search(
@@ -276,11 +292,14 @@ def _search(
         hits = mem.search(
             query, agent=agent, kind=kind_filter, tags=tags or None, limit=limit, since=since, until=until
         )
+        hint = None if hits or as_json else _empty_agent_hint(mem, agent)
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
     if not hits:
         console().print(f"Nothing found for {escape(repr(query))}.")
+        if hint:
+            console().print(hint)
         return
     out = console()
     out.print(hits_table(hits, agent=agent, width=out.width))
