@@ -20,8 +20,15 @@ Two parts, on copies of existing stores (opening may write, so never the origina
   and where the p95 tail comes from (searches made while the keyword index is still building, as
   in ``bench/scale.py --ann``'s loop, which does not wait for it).
 
+* **query embedding** (``--query-embedding``) -- one short query through the default ``local`` embedder,
+  batch 1, per LoCoMo question interleaved: the default (one onnxruntime run over both cores, ``workers=1``)
+  against one single-threaded run per core (``workers=threads``), wall and CPU time
+  with the load beside them; the vectors must be bit-identical. Also the batch rate on LoCoMo turns (64 per
+  call, and 8 per call as a background queue's small batches), so a faster query is not paid on ingest.
+
     python bench/search_path.py --store /tmp/h_kw/store --recall-store /tmp/h_kw/recall
     python bench/search_path.py --whole /tmp/copy_of_s100k
+    python bench/search_path.py --query-embedding
 """
 
 from __future__ import annotations
@@ -378,6 +385,54 @@ def run_whole(directory: Path, queries: int, rounds: int = 2) -> dict[str, Any]:
     return out
 
 
+QUERY_OUT = RESULTS_DIR / "search_path_query_embedding.json"
+
+
+def run_query_embedding(queries: int, rounds: int = 6) -> dict[str, Any]:
+    """Batch-1 query embedding and batch rate: the default thread settings against one thread per run, interleaved."""
+    from engramdb.embeddings.local import LocalEmbedder, _default_threads
+
+    conversations = load_locomo()
+    questions = [q.text for c in conversations for q in c.questions][:queries]
+    turns = [d.content for c in conversations for d in c.docs]
+    variants = {
+        "default_one_run_over_all_cores": LocalEmbedder(),
+        "one_single_threaded_run_per_core": LocalEmbedder(workers=_default_threads()),
+    }
+    reference = variants["default_one_run_over_all_cores"].embed(questions)
+    identical = {name: bool((e.embed(questions[:50]) == reference[:50]).all()) for name, e in variants.items()}
+    wall: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    same = 0
+    loads = [_load()[0]]
+    for i, q in enumerate(questions):
+        for name in sorted(variants, reverse=bool(i % 2)):  # alternate which runs first
+            t0, c0 = time.perf_counter(), time.process_time()
+            vec = variants[name].embed([q])
+            wall[name].append((time.perf_counter() - t0) * 1000)
+            cpu[name].append((time.process_time() - c0) * 1000)
+            same += name.startswith("one_single") and bool((vec[0] == reference[i]).all())
+    loads.append(_load()[0])
+    rate: dict[str, list[float]] = {}
+    for r in range(rounds):
+        for per_call in (64, 8):
+            chunk = turns[r * 256 : (r + 1) * 256]
+            for name in sorted(variants, reverse=bool(r % 2)):
+                t0 = time.perf_counter()
+                for start in range(0, len(chunk), per_call):
+                    variants[name].embed(chunk[start : start + per_call])
+                rate.setdefault(f"{name}.batches_of_{per_call}", []).append(len(chunk) / (time.perf_counter() - t0))
+    loads.append(_load()[0])
+    return {
+        "questions": len(questions),
+        "single_query": {n: {**_latency(v), "cpu_p50_ms": _latency(cpu[n])["p50_ms"]} for n, v in wall.items()},
+        "single_query_vectors_bit_identical": f"{same}/{len(questions)}",
+        "batch_vectors_bit_identical": identical,
+        "turns_per_second_median": {k: float(np.median(v)) for k, v in rate.items()},
+        "load_1min_samples": [*loads, _load()[0]],
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", type=Path, default=None, help="a COPY of the 100k curve store directory")
@@ -386,8 +441,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--keyword-store", type=Path, default=None, help="a COPY of a large store: keywords only")
     parser.add_argument("--whole", type=Path, default=None, help="a COPY of the 100k store with its HNSW sidecar")
+    parser.add_argument("--query-embedding", action="store_true", help="batch-1 query embedding, thread settings")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    if args.query_embedding:
+        found = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        found |= run_query_embedding(args.queries)
+        print(json.dumps(found, indent=1), file=sys.stderr)
+        QUERY_OUT.parent.mkdir(parents=True, exist_ok=True)
+        QUERY_OUT.write_text(json.dumps(found, indent=1) + "\n")
+        return 0
     if args.whole is not None:
         whole = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         whole |= run_whole(args.whole, min(args.queries, 210))

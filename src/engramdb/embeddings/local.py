@@ -182,8 +182,10 @@ class LocalEmbedder:
 
     ``threads`` is the cores onnxruntime may use (default: one per core, at most four);
     ``workers`` runs that many batches at once, splitting the threads between them (same
-    vectors; see bench/embedders.py for when it pays). ``max_tokens`` (default 256, the
-    model's own limit) cuts texts sooner: long texts embed faster but differently, so
+    vectors; a batch smaller than ``workers * batch_size`` is shared out among them; see
+    bench/embedders.py for when it pays). With ``workers=threads`` a single text (a search
+    query) runs on one core, without onnxruntime's hand-off to a second one.
+    ``max_tokens`` (default 256, the model's own limit) cuts texts sooner: long texts embed faster but differently, so
     the model id gets a ``-max<N>`` suffix and a store written with another needs
     ``reembed``.
     """
@@ -234,6 +236,9 @@ class LocalEmbedder:
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self.threads = threads or _default_threads()
+        # One run over all cores by default. One single-threaded run per core (workers=threads) embeds a
+        # short query 2-3 ms faster alone, but a whole search was ~3 ms slower under load 8-10 (one thread
+        # gets a smaller share of busy cores): bench/search_path.py --query-embedding, bench/RESULTS.md 3i.
         self.workers = workers or 1
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -309,7 +314,9 @@ class LocalEmbedder:
         encodings = tokenizer.encode_batch(items)
         ids = [e.ids for e in encodings]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        chunks = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        # A batch smaller than workers x batch_size is shared out evenly, so every worker (core) has a part.
+        size = min(self.batch_size, -(-len(ids) // self.workers))
+        chunks = [order[start : start + size] for start in range(0, len(order), size)]
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         pool = self._worker_pool() if len(chunks) > 1 else None
         if pool is None:

@@ -8,7 +8,7 @@ decoded here once and both stores return identical values.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -201,9 +201,16 @@ def imported_history(changes: Sequence[Change]) -> tuple[list[HistoryRow], list[
 
 
 # -- decoding -------------------------------------------------------------------------------------
+#: The JSON columns' usual values, decoded without the parser (a fresh object each time: callers own it).
+_EMPTY_JSON: Final[dict[str, Callable[[], Any]]] = {"[]": list, "{}": dict}
+
+
 def _loads(text: str | None, *, default: Any) -> Any:
     if text is None:
         return default
+    empty = _EMPTY_JSON.get(text)
+    if empty is not None:
+        return empty()
     try:
         return json.loads(text)
     except ValueError as exc:
