@@ -9,7 +9,8 @@ history, vectors, generated ``tsvector``). At each size it measures:
   after (``CREATE INDEX``, timed: the "HNSW build"); table, keyword (GIN) and HNSW sizes;
 * search latency p50/p95 of the vector channel (``store.search.vector_candidates``, depth 50),
   the keyword channel (``keyword_candidates``, depth 50) and the full ``Engram.search``
-  (the query vector is precomputed, so query embedding is excluded);
+  (the query vector is precomputed, so query embedding is excluded), and where that search's time goes
+  (``search_breakdown``: each phase's p50 and the statements sent per search);
 * ANN recall@10 and @50 of the vector channel against the exact scan under the same filter
   (an agent filter: each of ``--agents`` agents owns an equal share; and agent + kind);
 * the same searches while ``--writers`` processes insert memories one per transaction
@@ -335,6 +336,88 @@ def search_latencies(
         )
     finally:
         mem.close()
+    out["engram_search_breakdown"] = search_breakdown(url, queries, qvecs, agents)
+    return out
+
+
+def search_breakdown(url: str, queries: list[str], qvecs: dict[str, Vec], agents: int) -> dict[str, Any]:
+    """Where ``Engram.search`` spends its time: p50/mean per phase and statements sent, over the same queries.
+
+    A second pass after the timed one (the wrappers cost a little). Phases: the keyword channel (in a
+    worker thread, overlapping the vector channel), the vector channel, ``get_many`` of the fused head,
+    the whole hybrid search, and the bookkeeping transaction (access counts + the audit entry).
+    Statements count every ``execute``/``executemany`` and a BEGIN and COMMIT per transaction.
+    """
+    import functools
+    import threading
+
+    import psycopg
+
+    mem = Engram(url, embedder=QueryEmbedder(qvecs))  # type: ignore[arg-type]
+    phases: dict[str, list[float]] = {}
+    sent = [0]
+    lock = threading.Lock()
+
+    def timed(obj: Any, name: str, label: str) -> None:
+        inner = getattr(obj, name)
+
+        @functools.wraps(inner)
+        def call(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                with lock:
+                    phases.setdefault(label, []).append((time.perf_counter() - t) * 1000)
+
+        setattr(obj, name, call)
+
+    def counted(cls: Any, name: str, weight: int) -> Callable[[], None]:
+        inner = getattr(cls, name)
+
+        def call(*a: Any, **k: Any) -> Any:
+            with lock:
+                sent[0] += weight
+            return inner(*a, **k)
+
+        setattr(cls, name, call)
+        return lambda: setattr(cls, name, inner)
+
+    time.sleep(3.0)  # the open's background-vector catch-up scan
+    before = load1()
+    try:
+        recall_ = mem._recall
+        searcher = recall_._searcher
+        timed(recall_, "_bookkeep", "bookkeeping")
+        timed(searcher._store.search, "keyword_candidates", "keyword_channel")
+        timed(searcher._store.search, "vector_candidates", "vector_channel")
+        timed(searcher._store.memories, "get_many", "get_many")
+        timed(searcher, "search", "hybrid_search")
+        for q in queries[:5]:
+            mem.search(q, agent="agent-0", limit=10)
+        phases.clear()
+        undo = [
+            counted(psycopg.Connection, "execute", 1),
+            counted(psycopg.Cursor, "executemany", 1),
+            counted(psycopg.Connection, "transaction", 2),
+        ]
+        before = load1()
+        try:
+            for i, q in enumerate(queries):
+                t = time.perf_counter()
+                mem.search(q, agent=f"agent-{i % agents}", limit=10)
+                phases.setdefault("engram_search", []).append((time.perf_counter() - t) * 1000)
+        finally:
+            for u in undo:
+                u()
+    finally:
+        mem.close()
+    out: dict[str, Any] = {
+        k: {"p50_ms": round(statistics.median(v), 2), "mean_ms": round(statistics.fmean(v), 2), "n": len(v)}
+        for k, v in phases.items()
+    }
+    out["statements_per_search"] = round(sent[0] / len(queries), 1)
+    out["load1_before"], out["load1_after"] = before, load1()
     return out
 
 
@@ -547,7 +630,7 @@ def measure(
         out["keyword_rank_all_ms"] = latency(keyword_calls(unbounded, queries, agent_filter))
         out["keyword_gold"]["rank_all"] = keyword_gold(store, unbounded, queries, args)
     print(f"    keyword gold: {out['keyword_gold']}", flush=True)
-    for key in ("vector_ms", "vector_agent_kind_ms", "keyword_ms", "engram_search_ms"):
+    for key in ("vector_ms", "vector_agent_kind_ms", "keyword_ms", "engram_search_ms", "engram_search_breakdown"):
         print(f"    {key}: {out[key]}", flush=True)
     return out
 

@@ -38,9 +38,26 @@ def one_of(column: str, values: Sequence[str]) -> tuple[str, list[str]]:
     return f"{column} = ANY(?::text[])", list(values)
 
 
-def filter_sql(flt: Filter | None) -> FilterSQL:
-    """The WHERE clause implementing ``flt`` (see :func:`~engramdb.storage._filters.filter_clauses`)."""
-    return filter_clauses(flt, one_of)
+# Visible to reader ?: the rule of _filters' row-by-row test, with the shares looked up once per statement (an
+# InitPlan array) instead of once per row. Every arm is then indexable, so the planner can gather the visible rows
+# from three index scans (a BitmapOr: the agent's, the public ones, the shared ones) and intersect them with the
+# keyword index (a BitmapAnd) instead of testing every row it reads. With the per-row EXISTS in an OR it could not:
+# at 10k memories an agent filter read all of them (26 ms of a 42 ms exact vector search, bench/scale_pg.py).
+# Tested row by row, though, the array is searched linearly (in the reader's shares): where rows come one at a
+# time in the HNSW index's order, the row-by-row form stays.
+_VISIBLE_INDEXED: Final = (
+    "(m.agent = ? OR m.visibility = 'public' OR "
+    "m.id = ANY (ARRAY(SELECT s.memory_id FROM shares s WHERE s.to_agent IN (?, '*'))))"
+)
+
+
+def filter_sql(flt: Filter | None, *, indexed: bool = False) -> FilterSQL:
+    """The WHERE clause implementing ``flt`` (see :func:`~engramdb.storage._filters.filter_clauses`).
+
+    ``indexed`` picks the visibility form the planner can answer from indexes (for statements that gather
+    the rows through indexes: keyword matches, an exact vector scan, counts); the default tests it row by row.
+    """
+    return filter_clauses(flt, one_of, visible=_VISIBLE_INDEXED if indexed else None)
 
 
 def tsquery_sql(terms: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
@@ -62,11 +79,15 @@ def tsquery_sql(terms: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
 _STATS_TTL_S: Final = 60.0
 _LEXEME_CACHE: Final = 4096
 # The planner's most common lexemes of memories.tsv with their row fractions (ANALYZE keeps them),
-# and the table's row estimate. The frequency array ends with three extra numbers (min, max, nulls).
+# the table's row estimate, and the most common agents with theirs. The lexeme frequency array ends
+# with three extra numbers (min, max, nulls).
 _STATS_SQL: Final = (
-    "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples FROM pg_class c "
+    "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples, "
+    "a.most_common_vals::text::text[], a.most_common_freqs FROM pg_class c "
     "LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text "
-    "AND s.tablename = 'memories' AND s.attname = 'tsv' WHERE c.oid = to_regclass('memories')"
+    "AND s.tablename = 'memories' AND s.attname = 'tsv' "
+    "LEFT JOIN pg_stats a ON a.schemaname = c.relnamespace::regnamespace::text "
+    "AND a.tablename = 'memories' AND a.attname = 'agent' WHERE c.oid = to_regclass('memories')"
 )
 
 
@@ -85,6 +106,8 @@ class TermStats:
         self._expires = 0.0
         self._rows: dict[str, float] = {}
         self._unlisted = 0.0
+        self._agents: dict[str, float] = {}
+        self._other_agent = 0.0
         self._lexemes: dict[str, tuple[str, ...]] = {}
 
     def selecting(self, conn: Raw, terms: Sequence[str]) -> tuple[tuple[str, ...], bool]:
@@ -110,6 +133,16 @@ class TermStats:
             total += estimates[term]
         return tuple(chosen), total > self._budget
 
+    def agent_rows(self, conn: Raw, agent: str) -> float:
+        """About how many memories ``agent`` owns (0 without statistics: a small or never analysed table).
+
+        From the ``agent`` column's most common values; an agent not listed there owns at most as many
+        as the least common listed one (all of them when the statistics list no agent but the table has rows).
+        """
+        self._estimates(conn)
+        with self._lock:
+            return self._agents.get(agent, self._other_agent)
+
     def _estimates(self, conn: Raw) -> dict[str, float]:
         now = time.monotonic()
         with self._lock:
@@ -118,14 +151,21 @@ class TermStats:
         row = conn.execute(_STATS_SQL).fetchone()
         estimates: dict[str, float] = {}
         unlisted = 0.0
-        if row is not None and row[0] is not None and row[1] is not None and row[2] is not None:
+        agents: dict[str, float] = {}
+        other_agent = 0.0
+        if row is not None and row[2] is not None:
             total = max(0.0, float(row[2]))
-            elems, freqs = list(row[0]), [float(f) for f in row[1]]
-            estimates = {lexeme: freq * total for lexeme, freq in zip(elems, freqs, strict=False)}
-            # After the per-lexeme frequencies come the minimum, the maximum and the null fraction.
-            unlisted = freqs[len(elems)] * total if len(freqs) > len(elems) else 0.0
+            if row[0] is not None and row[1] is not None:
+                elems, freqs = list(row[0]), [float(f) for f in row[1]]
+                estimates = {lexeme: freq * total for lexeme, freq in zip(elems, freqs, strict=False)}
+                # After the per-lexeme frequencies come the minimum, the maximum and the null fraction.
+                unlisted = freqs[len(elems)] * total if len(freqs) > len(elems) else 0.0
+            if row[3] is not None and row[4] is not None:
+                agents = {str(a): float(f) * total for a, f in zip(row[3], row[4], strict=False)}
+            other_agent = min(agents.values(), default=total)
         with self._lock:
             self._rows, self._unlisted, self._expires = estimates, unlisted, now + _STATS_TTL_S
+            self._agents, self._other_agent = agents, other_agent
         return estimates
 
     def _lexemes_of(self, conn: Raw, terms: Sequence[str]) -> dict[str, tuple[str, ...]]:

@@ -25,6 +25,9 @@ other threads keep their own connections.
   exact scan; above it, it uses the HNSW index of the model (``hnsw.ef_search = max(200, k)``
   and pgvector's iterative scan, so hard filters still fill the top ``k``) at a recall@10 of
   about 0.98 instead of 1 (measured at 100k memories under a 10% agent filter).
+* visibility: statements that gather rows through indexes (keyword matches, the exact vector scan, counts)
+  spell the agent filter so the planner can answer it from indexes too (see ``_pg_sql.filter_sql``); the
+  HNSW path tests it row by row.
 * read-modify-writes lock their rows (``SELECT ... FOR UPDATE``) until the commit; ``meta.get`` inside
   ``store.atomic()`` also locks its key (row lock plus a per-key advisory lock, for a key without a row).
 * forgetting deletes the row, its vector, tags, shares and keyword entry and scrubs the
@@ -77,6 +80,9 @@ KEYWORD_RANK_ROWS: Final = 5_000
 #: (bench/scale_pg.py, 100k memories, 10% agent filter, depth 50): 100 gives recall@10 0.95, 200 gives 0.98
 #: at the same latency.
 MIN_EF_SEARCH: Final = 200
+#: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
+#: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
+_INDEXED_READER_ROWS: Final = 20_000
 #: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
 _MAX_EF_SEARCH: Final = 1000
 
@@ -312,8 +318,8 @@ class PostgresBackend:
 
     @staticmethod
     def filter_sql(flt: Filter | None, *, visit_all: bool = False) -> FilterSQL:
-        """See :meth:`Dialect.filter_sql` (one form: the planner picks how to visit rows)."""
-        return filter_sql(flt)
+        """See :meth:`Dialect.filter_sql` (``visit_all``: the form the planner can answer from indexes)."""
+        return filter_sql(flt, indexed=visit_all)
 
     @staticmethod
     def encode_vector(vector: Vectors) -> Any:
@@ -448,9 +454,14 @@ class PgSearch:
         if query is None or limit <= 0:
             return []
         expr, term_params = query
-        f = filter_sql(flt)
         with self._backend.reading() as conn:
             chosen, over_budget = self._terms.selecting(conn, term_params)
+            # Matches come from the keyword index. A reader with few memories has its visible rows gathered from
+            # indexes too and intersected with them (only its matches are read); the bitmap of a reader with many
+            # costs more than testing the matches one by one (at 1M, an agent's 100k rows: 52 ms, and the
+            # keyword p50 went 65 -> 106 ms; at 100k, 10k rows: 16 -> 14 ms; bench/scale_pg.py).
+            few = flt.agent is not None and self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
+            f = filter_sql(flt, indexed=few)
             select = tsquery_sql(chosen) if chosen != term_params else query
             assert select is not None
             if not over_budget:
@@ -475,13 +486,18 @@ class PgSearch:
         query = as_unit_rows(vector, rows=1)[0]
         if limit <= 0:
             return []
-        f = filter_sql(flt)
-        with self._backend.reading(snapshot=True) as conn:
-            # The HNSW settings ride along (transaction-local; an exact scan ignores them): one round trip less.
+        if self._backend.in_write():
+            # The HNSW settings below are the connection's: kept out of a caller's open transaction.
+            raise StorageError("searches cannot run inside an atomic() block")
+        with self._backend.reading() as conn:
+            # The HNSW settings ride along (an exact scan ignores them): one round trip less. They are set for the
+            # pooled connection's session, not the transaction, so no transaction is opened either: two round trips
+            # per search instead of four (BEGIN and COMMIT cost a scheduler wake-up each on a loaded server).
+            # Only this method searches the HNSW index on the store's connections, and it sets both every time.
             row = conn.execute(
                 "SELECT m.value, (SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
                 "(SELECT reltuples FROM pg_class WHERE oid = to_regclass('vectors')), "
-                "set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'strict_order', true) "
+                "set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', 'strict_order', false) "
                 "FROM meta m WHERE m.key = %s",
                 (str(min(_MAX_EF_SEARCH, max(self._ef_search, limit))), MODEL_META_KEY),
             ).fetchone()
@@ -492,13 +508,17 @@ class PgSearch:
                 raise ValidationError(f"query vector has dimension {query.shape[0]}, the store's vectors have {dim}")
             # reltuples is -1 until the table is first analysed: scan exactly until the planner knows better.
             if 0 <= self._exact_below <= estimate:
-                # The expression the model's partial HNSW index is built on.
+                # The expression the model's partial HNSW index is built on. Rows come in the index's order and
+                # are tested one by one: the row-by-row visibility test.
                 distance: sql.Composable = sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(
                     dim=sql.Literal(dim)
                 )
+                f = filter_sql(flt)
             else:
-                # Not the indexed expression: the planner scans the rows that pass the filter.
+                # Not the indexed expression: the planner scans the rows that pass the filter, which it can
+                # gather from the memories' indexes with the indexed visibility form.
                 distance = sql.SQL("v.embedding <=> %s::vector")
+                f = filter_sql(flt, indexed=True)
             statement = sql.SQL(
                 "SELECT v.memory_id, {distance} AS d FROM vectors v JOIN memories m ON m.id = v.memory_id "
                 "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s"
