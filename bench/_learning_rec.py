@@ -427,6 +427,41 @@ def stated_vs_right(answers: Sequence[tuple[str | None, str, float, str]]) -> li
     return out
 
 
+def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Store runs of disjoint seeds (one-seed processes) as one: per-seed means weighted by each part's seeds, the
+    stated-against-right buckets pooled by their question counts, every part's load kept."""
+    weights = [len(p["seeds"]) for p in parts]
+    out: dict[str, Any] = {**parts[0], "seeds": [s for p in parts for s in p["seeds"]]}
+    out["load_average_1m_start_end"] = [p["load_average_1m_start_end"] for p in parts]
+    out["when"] = [p["when"] for p in parts]
+    for section in ("decisions", "failures", "multistep"):
+        systems = dict.fromkeys(name for p in parts for name in p.get(section, {}))
+        out[section] = {}
+        for name in systems:
+            rows = [(p[section][name], w) for p, w in zip(parts, weights, strict=True) if name in p.get(section, {})]
+            merged: dict[str, Any] = {}
+            for key in rows[0][0]:
+                vals = [(r.get(key), w) for r, w in rows]
+                nums = [(v, w) for v, w in vals if isinstance(v, int | float) and not isinstance(v, bool)]
+                if nums and len(nums) == len([v for v, _ in vals if v is not None]):
+                    merged[key] = sum(v * w for v, w in nums) / sum(w for _, w in nums)
+                else:
+                    merged[key] = [v for v, _ in vals]
+            out[section][name] = merged
+    buckets: dict[str, list[float]] = {}
+    for p in parts:
+        for b in p.get("held_out_calibration", []):
+            acc = buckets.setdefault(b["bucket"], [0.0, 0.0, 0.0])
+            acc[0] += b["questions"]
+            acc[1] += b["stated"] * b["questions"]
+            acc[2] += b["right"] * b["questions"]
+    out["held_out_calibration"] = [
+        {"bucket": k, "questions": int(n), "stated": st / n, "right": r / n}
+        for k, (n, st, r) in sorted(buckets.items())
+    ]
+    return out
+
+
 def parse_config(text: str) -> RecommendConfig:
     """``--config`` overrides (``k=v,...``; ``change_*`` for the change rule, ``cp_*`` for change points,
     ``nochange``), on the shipped defaults with the calibration off (raw confidences are what is kept)."""
@@ -436,7 +471,8 @@ def parse_config(text: str) -> RecommendConfig:
     for kv in (x for x in text.split(",") if x):
         k, v = kv.split("=") if "=" in kv else (kv, "")
         if k.startswith("change_"):
-            change[k[7:]] = v if k == "change_scope" else (v == "1" if k == "change_scan" else float(v))
+            flag = k in ("change_scan", "change_undiscounted", "change_effective_n")
+            change[k[7:]] = v if k == "change_scope" else (v == "1" if flag else float(v))
         elif k.startswith("cp_"):  # Bayesian change points instead of the change rule
             points[k[3:]] = v if k == "cp_scope" else float(v)
         elif k == "nochange":
@@ -535,6 +571,7 @@ __all__ = [
     "PREVIOUS_RULE",
     "RULE_FIELDS",
     "calibrate_main",
+    "merge_results",
     "not_ahead_report",
     "run_simulations",
     "score_rule",

@@ -30,7 +30,8 @@ against the share right (bench/results/learning_calibration.json; ``--dump`` kee
 the recommendation rate and precision on held-out descriptions (every system; engramdb's ``suggest`` also with
 H-REC session 2's rule, 0.7 and no ahead check, and with the rule before H-REC, on the same questions, same store,
 same moment) and its stated confidence against the share right; the recurring failures; the multi-step episodes.
-The change rule's previous bound runs on its own store.
+The change rule's option of issue 12's fourth session runs on its own store (recovery A/B). A run split into
+one-seed processes (``--first-seed k --seeds 1 --output part-k.json``) is joined with ``--merge part-*.json``.
 
     python bench/learning.py                 # 3 seeds, full streams
     python bench/learning.py --quick         # 1 seed, short streams
@@ -59,6 +60,7 @@ from rich.console import Console
 from rich.table import Table
 
 from _learning_data import ERRORS, FIX_POOL, SITUATIONS, ErrorKind, Situation, Step, fill, held_out_queries, make_stream
+from _learning_multi import MULTI_SYSTEMS, run_multistep
 from _learning_rec import (
     BEFORE_RULE,
     PREVIOUS_RULE,
@@ -67,6 +69,7 @@ from _learning_rec import (
     _pct,
     calibrate_main,
     held_out_table,
+    merge_results,
     stated_vs_right,
 )
 from engramdb import Engram
@@ -469,114 +472,15 @@ def run_scale(embedder: Embedder, folder: str, n: int = 10_000, repeats: int = 5
     }
 
 
-# -- multi-step episodes (seed 002's reinforcement learner against episode credit) --------------------------------
-
-MULTI_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("prepare", ("build-image", "reuse-cache", "vendor-deps")),
-    ("migrate", ("online-migration", "maintenance-window", "skip-migration")),
-    ("release", ("canary", "blue-green", "all-at-once")),
-)
-#: The right option of each step given the previous step's choice (the first step: given nothing).
-MULTI_RIGHT: dict[tuple[int, str | None], str] = {
-    (0, None): "build-image",
-    **{
-        (1, p): r
-        for p, r in zip(MULTI_STEPS[0][1], ("online-migration", "maintenance-window", "online-migration"), strict=True)
-    },
-    **{(2, p): r for p, r in zip(MULTI_STEPS[1][1], ("canary", "blue-green", "canary"), strict=True)},
-}
-MULTI_TEMPLATES = (
-    "Deploy the {svc} service, step {k} ({name}); the previous step was {prev}",
-    "Rolling out a new version of {svc}: {name} stage (step {k}), after {prev}",
-    "{svc} release pipeline, {name} (step {k} of 3), previous choice: {prev}",
-)
-
-
-def multi_success_p(choices: Sequence[str]) -> float:
-    """The episode's success probability: 0.9 with every step right, 0.45 with one wrong, 0.1 otherwise."""
-    right = sum(MULTI_RIGHT[(k, choices[k - 1] if k else None)] == c for k, c in enumerate(choices))
-    return {3: 0.9, 2: 0.45}.get(right, 0.1)
-
-
-@dataclass
-class MultiResult:
-    successes: list[bool] = field(default_factory=list)
-
-    def summary(self) -> dict[str, float]:
-        half = len(self.successes) // 2
-        return {
-            "success_rate": statistics.fmean(self.successes),
-            "last_half": statistics.fmean(self.successes[half:]),
-            "first_half": statistics.fmean(self.successes[:half]),
-        }
-
-
-def run_multistep(
-    policy: str, episodes: int, seed: int, embedder: Embedder | None = None, folder: str = ""
-) -> MultiResult:
-    """``policy``: engramdb, q-structured (the seed's Q-learner on the true state), q-text (on the text), random,
-    oracle. Reward only at the end of each 3-step episode; one draw per episode decides it (common random numbers)."""
-    rng = random.Random(seed + 30_000)
-    draws = [
-        (rng.random(), [rng.randrange(len(MULTI_TEMPLATES)) for _ in MULTI_STEPS], rng.choice(SITUATIONS[0].options))
-        for _ in range(episodes)
-    ]
-    prng = random.Random(seed)
-    q: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    out = MultiResult()
-    mem = Engram(folder, embedder=embedder, learning_seed=seed) if policy == "engramdb" else None
-    svc_rng = random.Random(seed + 40_000)
-    try:
-        for draw, templates, _ in draws:
-            svc = svc_rng.choice(["billing", "orders", "search", "users"])
-            eid = mem.episodes.start(f"deploy {svc}", agent=AGENT) if mem is not None else ""
-            choices: list[str] = []
-            history: list[tuple[str, str]] = []
-            for k, (name, options) in enumerate(MULTI_STEPS):
-                prev = choices[-1] if choices else "nothing yet"
-                text = MULTI_TEMPLATES[templates[k]].format(svc=svc, k=k + 1, name=name, prev=prev)
-                state = f"deploy:{k}:{prev}" if policy == "q-structured" else text
-                if policy == "engramdb":
-                    assert mem is not None
-                    a = mem.learning.choose(text, list(options), agent=AGENT)
-                    mem.learning.record(text, a, None, agent=AGENT, alternatives=options, episode=eid)
-                elif policy == "oracle":
-                    a = MULTI_RIGHT[(k, choices[-1] if choices else None)]
-                elif policy == "random" or prng.random() < 0.2 or not q[state]:
-                    a = prng.choice(options)
-                else:
-                    a = max(options, key=lambda o: (q[state][o], prng.random()))
-                choices.append(a)
-                history.append((state, a))
-            success = draw < multi_success_p(choices)
-            out.successes.append(success)
-            if mem is not None:
-                mem.episodes.end(eid, success, agent=AGENT)
-            elif policy.startswith("q-"):
-                # The seed's learn_from_episode: backwards, reward at the end, gamma 0.95, lr 0.1.
-                for i in range(len(history) - 1, -1, -1):
-                    state, a = history[i]
-                    if i == len(history) - 1:
-                        target = 1.0 if success else -1.0
-                    else:
-                        nxt = q[history[i + 1][0]]
-                        target = 0.95 * (max(nxt.values()) if nxt else 0.0)
-                    q[state][a] += 0.1 * (target - q[state][a])
-    finally:
-        if mem is not None:
-            mem.close()
-    return out
-
-
-MULTI_SYSTEMS = ("engramdb", "q-structured", "q-text", "random", "oracle")
-
-
 # -- main --------------------------------------------------------------------------------------------------------
 
-OLD_CHANGE = "engramdb, change rule before this session (z 2.5)"
+OPTION_CHANGE = "engramdb, change test on relevance (option)"
+#: The recovery A/B: the change rule measured in issue 12's fourth session, an option and not the default (its test
+#: on relevance with effective counts recovers faster but cost settled success before the change on the test seeds).
+OPTION_CHANGE_RULE = ChangeRule(undiscounted=True, effective_n=True)
 DECISION_SYSTEMS = (
     "engramdb",
-    OLD_CHANGE,
+    OPTION_CHANGE,
     "engramdb (exploration=1)",
     "exact-count",
     "q-learning",
@@ -603,7 +507,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--calibrate", action="store_true", help="pure simulation only: success, recovery and the calibration table"
     )
+    parser.add_argument("--merge", type=Path, nargs="+", default=None, help="join one-seed runs' JSON into --output")
     args = parser.parse_args(argv)
+    if args.merge:
+        merged = merge_results([json.loads(p.read_text(encoding="utf-8")) for p in args.merge])
+        args.output.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+        console.print(f"merged {len(args.merge)} runs (seeds {merged['seeds']}) into {args.output}")
+        return 0
     if args.calibrate:
         return calibrate_main(args)
     if args.quick:
@@ -624,13 +534,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 policies: list[Policy] = [
                     Ours(embedder, f"{tmp}/decisions-{seed}", seed, **overrides),
                     Ours(embedder, f"{tmp}/decisions-plain-{seed}", seed, exploration=1.0, **overrides),
-                    # The change rule's previous bound (z 2.5), same stream: the recovery A/B.
+                    # The change rule's option on the same stream: the recovery A/B.
                     Ours(
                         embedder,
                         f"{tmp}/decisions-newest-{seed}",
                         seed,
-                        name=OLD_CHANGE,
-                        **{"change": ChangeRule(z=2.5), **overrides},
+                        name=OPTION_CHANGE,
+                        **{"change": OPTION_CHANGE_RULE, **overrides},
                     ),
                     ExactCount(seed),
                     QLearning(seed),

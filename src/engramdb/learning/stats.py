@@ -224,6 +224,11 @@ class ChangeRule:
     #: significant one: a change stays detected after the stale favourite's next lucky success, which the newest
     #: window alone forgets.
     scan: bool = True
+    #: Test on relevance alone, not recency-discounted weights, so a change stays detected once the stale favourite
+    #: is no longer chosen. Faster recovery, less stability: off by default (see ``RecommendConfig.change``).
+    undiscounted: bool = False
+    #: Count each side as its Kish effective number of outcomes (``(sum w)^2 / sum w^2``), not its summed weight.
+    effective_n: bool = False
 
     def __post_init__(self) -> None:
         if not self.window > 0 or not self.z > 0 or not 0.0 <= self.keep <= 1.0 or self.scope not in ("action", "all"):
@@ -240,8 +245,8 @@ def change_discounts(
 ) -> list[float]:
     """Multipliers in [0, 1] for each piece of evidence after change detection (see :class:`ChangeRule`).
 
-    ``weights`` are the evidence's weights before this step (relevance times recency
-    discount), ``times`` its POSIX timestamps. Evidence with no detected change keeps 1.
+    ``weights`` are the evidence's weights in the test (relevance times recency discount, or relevance alone with
+    ``rule.undiscounted``), ``times`` its POSIX timestamps. Evidence with no detected change keeps 1.
     """
     n = len(actions)
     out = [1.0] * n
@@ -251,9 +256,8 @@ def change_discounts(
     cutoffs: list[float] = []
     for idx in by_action.values():
         if rule.scan:
-            split = _most_significant_split(
-                [weights[i] for i in idx], [successes[i] for i in idx], window=rule.window, z=rule.z
-            )
+            w_a, s_a = [weights[i] for i in idx], [successes[i] for i in idx]
+            split = _most_significant_split(w_a, s_a, window=rule.window, z=rule.z, effective_n=rule.effective_n)
             if split is not None:
                 for i in idx[split:]:
                     out[i] = rule.keep
@@ -287,11 +291,12 @@ def change_discounts(
 
 
 def _most_significant_split(
-    weights: Sequence[float], successes: Sequence[float], *, window: float, z: float
+    weights: Sequence[float], successes: Sequence[float], *, window: float, z: float, effective_n: bool = False
 ) -> int | None:
     """For one action's evidence, newest first: the number of newest items after which the older record is most
     significantly contradicted (two-sample test as in :class:`ChangeRule`, older side Beta(1, 1)-smoothed), if any
-    split's statistic exceeds ``z``; both sides need ``window`` weighted outcomes."""
+    split's statistic exceeds ``z``; both sides need ``window`` weighted outcomes. With ``effective_n`` each side's
+    sample size is its Kish effective number of outcomes instead of its summed weight."""
     w = np.asarray(weights, dtype=np.float64)
     x = np.asarray(successes, dtype=np.float64)
     n_new = np.cumsum(w)[:-1]  # split after item j: items 0..j are recent
@@ -302,8 +307,13 @@ def _most_significant_split(
     if not ok.any():
         return None
     p_new = s_new / np.maximum(n_new, 1e-12)
-    p_old = (s_old + 1.0) / (n_old + 2.0)
-    se = np.sqrt(p_old * (1.0 - p_old) * (1.0 / np.maximum(n_new, 1e-12) + 1.0 / (n_old + 2.0)))
+    e_new, e_old, p_old = n_new, n_old, (s_old + 1.0) / (n_old + 2.0)
+    if effective_n:  # the older side's share is then smoothed by Beta(1, 1) on its effective count
+        q_new = np.cumsum(w * w)[:-1]
+        e_new = n_new * n_new / np.maximum(q_new, 1e-12)
+        e_old = n_old * n_old / np.maximum((w * w).sum() - q_new, 1e-12)
+        p_old = (s_old / np.maximum(n_old, 1e-12) * e_old + 1.0) / (e_old + 2.0)
+    se = np.sqrt(p_old * (1.0 - p_old) * (1.0 / np.maximum(e_new, 1e-12) + 1.0 / (e_old + 2.0)))
     stat = np.where(ok, np.abs(p_new - p_old) / se, 0.0)
     best = int(np.argmax(stat))
     return best + 1 if stat[best] > z else None
@@ -433,7 +443,8 @@ def posteriors(
         horizon=horizon,
     )
     if change is not None and items:
-        weights = [min(1.0, e.relevance) * d for e, d in zip(items, discounts, strict=True)]
+        undiscounted = isinstance(change, ChangeRule) and change.undiscounted
+        weights = [min(1.0, e.relevance) * (1.0 if undiscounted else d) for e, d in zip(items, discounts, strict=True)]
         args = ([e.action for e in items], [e.success for e in items], weights, [e.at.timestamp() for e in items])
         factors = (
             changepoint_weights(*args, rule=change, prior=prior)
