@@ -89,3 +89,13 @@ def test_cleanup_user_errors_exit_1(store: str, tmp_path: Path) -> None:
     assert "unknown kind" in result.output
     expect = run("--store", store, "audit", "verify", "--expect", "banana")
     assert expect.exit_code == 1
+
+
+def test_cleanup_policy_that_is_missing_or_a_directory_is_named_as_such(store: str, tmp_path: Path) -> None:
+    missing = run("--store", store, "memory", "cleanup", "--dry-run", "--policy", str(tmp_path / "nope.toml"))
+    assert missing.exit_code == 1
+    assert missing.stderr.strip() == f"error: retention policy {tmp_path / 'nope.toml'} does not exist"
+    folder = run("--store", store, "memory", "cleanup", "--dry-run", "--policy", str(tmp_path))
+    assert folder.exit_code == 1
+    assert folder.stderr.strip() == f"error: retention policy {tmp_path} is a directory, not a policy file"
+    assert "Traceback" not in folder.output

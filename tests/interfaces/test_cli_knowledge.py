@@ -250,3 +250,13 @@ def test_merge_copies_with_provenance_and_is_idempotent(store: str, seeded: dict
     assert "different agents" in fails(
         "knowledge", "merge", "--from-agent", "bob", "--to-agent", "bob", "--store", store
     )
+
+
+def test_import_of_a_directory_says_so(store: str, tmp_path: Path) -> None:
+    message = fails("knowledge", "import", "--file", str(tmp_path), "--store", store)
+    assert "is a directory, not a knowledge file" in message
+
+
+def test_shares_of_an_empty_agent_name_the_agent_option(store: str) -> None:
+    message = fails("memory", "shares", "--agent", "", "--store", store)
+    assert message == "error: agent must be a non-empty name without surrounding whitespace, not ''"

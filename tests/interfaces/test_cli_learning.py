@@ -161,3 +161,9 @@ def test_report_markdown_json_and_chart(learned: str, tmp_path: Path) -> None:
 )
 def test_user_errors_are_one_line(store: str, args: list[str], message: str) -> None:
     assert message in fails(*args, "--store", store)
+
+
+def test_feedback_without_an_id_names_the_argument_as_its_help_does(store: str) -> None:
+    message = fails("learning", "feedback", "--outcome", "success", "--store", store)
+    assert message == "error: missing argument 'ID' (see 'engram learning feedback --help')"
+    assert "{ID}..." in ok("learning", "feedback", "--help")

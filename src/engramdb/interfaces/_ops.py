@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from engramdb import _validate as check
 from engramdb.errors import ValidationError
 from engramdb.interfaces._schemas import (
     AnalyzeEpisodesArgs,
@@ -233,15 +234,18 @@ def unshare(mem: Engram, who: Caller, a: ShareArgs) -> JSON:
 
 
 def shares(mem: Engram, who: Caller, agent: str | None) -> JSON:
-    me = who.agent(agent)
+    me = check.agent_name(who.agent(agent))  # checked as agent: the library would name it from_agent
     return {
         "outgoing": [s.to_dict() for s in mem.sharing.list(from_agent=me)],
         "incoming": [s.to_dict() for s in mem.sharing.list(to_agent=me)],
     }
 
 
-def audit_log(mem: Engram, who: Caller, agent: str | None, limit: int) -> JSON:
-    return {"events": [e.to_dict() for e in mem.audit.log(agent=who.scope(agent), limit=limit)]}
+def audit_log(
+    mem: Engram, who: Caller, agent: str | None, limit: int, *, memory_id: str | None = None, action: str | None = None
+) -> JSON:
+    events = mem.audit.log(agent=who.scope(agent), limit=limit, memory_id=memory_id, action=action)
+    return {"events": [e.to_dict() for e in events]}
 
 
 # -- the brain and the short-term session ---------------------------------------------------------------

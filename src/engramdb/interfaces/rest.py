@@ -13,7 +13,8 @@ server trusts its caller (the ``agent`` field or parameter decides), which
 
 **What every request passes first** (:mod:`._http`): its ``Host`` must name this server
 (DNS rebinding: else 421), cross-site browser requests are refused (403), a body must
-be JSON (415) and at most ``max_body_bytes`` (413).
+be JSON (415) and at most ``max_body_bytes`` (413). Bodies are then read as strict JSON (UTF-8, no key twice
+in one object, no NaN, Infinity or out-of-range numbers): anything else is a 422 saying what and where.
 
 **The dashboard** (:mod:`engramdb.interfaces.web`) is served by the same app: HTML pages at
 ``/`` and ``/ui/...``, per agent, behind the same keys (a browser sends its key as HTTP
@@ -33,7 +34,10 @@ Requires the ``rest`` extra: ``pip install 'engramdb[rest]'``.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 try:
@@ -151,6 +155,11 @@ async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
 
 def _validation_message(errors: Sequence[Any]) -> str:
     """Pydantic's errors as one line: ``body.content: Field required; query.limit: ...`` (no input values)."""
+    whole_body = [err for err in errors if tuple(err.get("loc", ())) == ("body",)]
+    if whole_body:  # "body: Field required" says nothing to someone who sent no body or a list
+        if whole_body[0].get("type") == "missing":
+            return "the request body is empty: send a JSON object"
+        return "the request body must be a JSON object"
     parts = []
     for err in errors[:10]:
         loc = ".".join(str(p) for p in err.get("loc", ()))
@@ -179,6 +188,74 @@ def _no_unknown_query(request: Request) -> None:
     unknown = sorted(set(request.query_params) - known)
     if unknown:
         raise ValidationError(f"unknown query parameter {', '.join(repr(u) for u in unknown[:5])}")
+
+
+# -- request bodies ------------------------------------------------------------------------------------
+
+
+class _BadJSON(Exception):
+    """A body that is not strict JSON; raised inside the decoder's hooks, turned into a 422 by ``_parse_body``."""
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # {"content": "a", "content": "b"} would otherwise keep "b" silently: which one did the client mean?
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _BadJSON(f"the key {key[:100]!r} appears twice in one object")
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise _BadJSON(f"{name} is not a JSON value")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):  # 1e400 would become inf, which JSON cannot carry back
+        raise _BadJSON(f"the number {literal[:40]} is out of range")
+    return value
+
+
+def _parse_body(body: bytes) -> Any:
+    """The request body as strict JSON (UTF-8, no duplicate keys, no NaN/Infinity), or a 422 saying why not."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HTTPException(422, f"the request body is not valid UTF-8 (byte {exc.start})") from exc
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise HTTPException(
+            422, f"the request body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    except _BadJSON as exc:
+        raise HTTPException(422, f"the request body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise HTTPException(422, "the request body is not valid JSON: nested too deeply") from exc
+
+
+class _StrictJSONRequest(Request):
+    """A request whose ``json()`` is :func:`_parse_body`: FastAPI's own would answer a bad body with a vague
+    ``body.1: JSON decode error`` or a 400 ``There was an error parsing the body``."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = _parse_body(await self.body())
+        return self._json
+
+
+class _StrictJSONRoute(APIRoute):
+    """Every API route reads its body through :class:`_StrictJSONRequest` (FastAPI's custom request class recipe)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(_StrictJSONRequest(request.scope, request.receive))
+
+        return strict
 
 
 # -- the caller ----------------------------------------------------------------------------------------
@@ -232,6 +309,7 @@ def create_app(
         ),
         dependencies=[Depends(_no_unknown_query)],
     )
+    app.router.route_class = _StrictJSONRoute  # before the routes below are added
     app.add_exception_handler(EngramError, _on_engram_error)
     app.add_exception_handler(RequestValidationError, _on_bad_request)
     app.add_exception_handler(HTTPException, _on_http_error)
@@ -368,14 +446,27 @@ def create_app(
         return ops.shares(mem, who, agent)
 
     @app.get("/audit", tags=["audit"])
-    def audit_log(who: Who, agent: AgentQuery = None, limit: LimitQuery = 100) -> dict[str, Any]:
+    def audit_log(
+        who: Who,
+        agent: AgentQuery = None,
+        limit: LimitQuery = 100,
+        memory: Annotated[str | None, Query(max_length=256, description="Only entries about this memory id.")] = None,
+        action: Annotated[
+            str | None, Query(max_length=64, description="Only this action (create, update, forget, search, ...).")
+        ] = None,
+    ) -> dict[str, Any]:
         """Audit entries of the agent, newest first (trusted callers and admin keys: of every agent by default)."""
-        return ops.audit_log(mem, who, agent, limit)
+        return ops.audit_log(mem, who, agent, limit, memory_id=memory, action=action)
 
     @app.get("/audit/verify", tags=["audit"])
-    def verify_audit(who: Who) -> dict[str, Any]:
+    def verify_audit(
+        who: Who,
+        expect: Annotated[
+            str | None, Query(max_length=200, description="A head kept elsewhere, SEQ:HASH: it must still be there.")
+        ] = None,
+    ) -> dict[str, Any]:
         """Whether the hash-chained audit trail is intact (``ok``), and where it broke if not."""
-        return mem.audit.verification().to_dict()
+        return mem.audit.verification(expect=expect).to_dict()
 
     # -- the brain and the short-term session ---------------------------------------------------
     @app.post("/context", tags=["brain"])

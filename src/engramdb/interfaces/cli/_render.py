@@ -209,7 +209,8 @@ def _change_summary(change: Change) -> str:
 def history_table(changes: Sequence[Change], *, title: str | None = None) -> Table:
     """A memory's history, oldest first: what changed, when and by whom."""
     table = _table(title)
-    table.add_column("#", justify="right")
+    # The store-wide change number, not a row count: a memory's history skips other memories' changes (2, 9, ...).
+    table.add_column("seq", justify="right")
     table.add_column("when", no_wrap=True)
     table.add_column("action", style="magenta", no_wrap=True)
     table.add_column("actor", no_wrap=True)

@@ -202,7 +202,7 @@ def build_app() -> typer.Typer:
         cls=EngramGroup,
         help="engramdb: persistent memory and learning for LLM agents.\n\n"
         "The store is the folder given by --store, else $ENGRAM_HOME, else ~/.engram. "
-        "Every command takes --json for machine-readable output. New here? Run: engram demo",
+        "Every command but serve and mcp takes --json for machine-readable output. New here? Run: engram demo",
         invoke_without_command=True,
         add_completion=False,
         # Tracebacks are for bugs only; the plain ones do not print local variables (which may hold secrets).

@@ -83,7 +83,8 @@ def import_(
     """
     source = sys.stdin.buffer if file == "-" else Path(file)
     if isinstance(source, Path) and not source.is_file():
-        raise ValidationError(f"no such file: {file}")
+        problem = f"{file} is a directory, not a knowledge file" if source.is_dir() else f"no such file: {file}"
+        raise ValidationError(problem)
     with open_engram(ctx, store) as mem:
         count = mem.knowledge.import_file(source, agent=agent, keep_agents=keep_agents, dry_run=dry_run)
     if as_json:

@@ -315,7 +315,9 @@ def choose(
 
 def feedback(
     ctx: typer.Context,
-    memory_ids: Annotated[list[str], typer.Argument(help="Ids of the memories used for the task.", show_default=False)],
+    memory_ids: Annotated[
+        list[str], typer.Argument(metavar="ID", help="Ids of the memories used for the task.", show_default=False)
+    ],
     *,
     outcome: Annotated[
         str,

@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from engramdb.errors import ValidationError
 from engramdb.interfaces.cli._options import JsonOption, StoreOption, open_engram
 from engramdb.interfaces.cli._render import console, count_memories, emit_json
 from engramdb.privacy.retention import load_policy
@@ -49,7 +50,8 @@ def cleanup(
     low-confidence memories (decay_half_life_days with decay_floor).
     """
     if policy_file is not None and not policy_file.is_file():
-        raise FileNotFoundError(2, "No such file", str(policy_file))
+        problem = "is a directory, not a policy file" if policy_file.is_dir() else "does not exist"
+        raise ValidationError(f"retention policy {policy_file} {problem}")
     policy = load_policy(policy_file) if policy_file is not None else None
     with open_engram(ctx, store) as mem:
         report = mem.retention.cleanup(dry_run=dry_run, agent=agent, policy=policy)

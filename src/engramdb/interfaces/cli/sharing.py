@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from engramdb import _validate as check
 from engramdb.interfaces.cli._options import AgentOption, JsonOption, StoreOption, open_engram
 from engramdb.interfaces.cli._render import console, count_memories, emit_json, format_when
 
@@ -115,6 +116,7 @@ def shares(
     as_json: JsonOption = False,
 ) -> None:
     """What an agent has shared, and what was shared with it."""
+    agent = check.agent_name(agent)  # checked as --agent: the library would name it from_agent
     with open_engram(ctx, store) as mem:
         given = mem.sharing.list(from_agent=agent)
         received = mem.sharing.list(to_agent=agent)
