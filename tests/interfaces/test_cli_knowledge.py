@@ -116,7 +116,7 @@ def test_share_a_failure_pattern(store: str, embedder: Embedder) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--from", "alice", "--to", "bob"], "say what to share"),
+        (["--from", "alice", "--to", "bob"], "say which memories"),
         (["--from", "alice", "--to", "bob", "--tag", "auth", "--pattern", "x"], "only one of"),
         (["--from", "alice", "--to", "alice", "--tag", "auth"], "cannot share with itself"),
         (["--from", "bob", "--to", "carol", "--id", "TOKEN"], "owned by agent 'bob'"),

@@ -125,6 +125,8 @@ def test_policy_file_parsing_and_errors(tmp_path: Path) -> None:
         ({"conversation": {"decay_floor": 0.1}}, "go together"),
         ({"conversation": {"decay_half_life_days": 3, "decay_floor": 2}}, "within"),
         ({"conversation": 5}, "table"),
+        # The section is named once: "retention policy: [conversation] max_age_days must be a number, ..."
+        ({"conversation": {"max_age_days": "x"}}, r"^retention policy: \[conversation\] max_age_days must be a number"),
     ]:
         with pytest.raises(ConfigError, match=message):
             parse_policy(bad)

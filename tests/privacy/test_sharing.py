@@ -152,7 +152,7 @@ def test_sharing_is_all_or_nothing_when_one_id_is_not_the_owners(mem: Engram, al
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({}, "say what to share"),
+        ({}, "say which memories"),
         ({"tag": "auth", "pattern": "abc"}, "only one of"),
         ({"memory_ids": ["x"], "tag": "auth"}, "only one of"),
         ({"tag": "auth", "to_agent": "alice"}, "cannot share with itself"),

@@ -38,7 +38,7 @@ def test_selection_takes_exactly_one_selector():
     assert rules.selection("a", tag=None, pattern=None).memory_ids == ("a",)
     assert rules.selection(None, tag=" auth ", pattern=None).tag == "auth"
     assert rules.selection(None, tag=None, pattern="abc").describe() == "pattern 'abc'"
-    with pytest.raises(ValidationError, match="say what to share"):
+    with pytest.raises(ValidationError, match="say which memories"):
         rules.selection([], tag="", pattern=None)
     with pytest.raises(ValidationError, match="only one of"):
         rules.selection(["a"], tag="t", pattern="p")

@@ -50,9 +50,10 @@ __all__ = [
 _RULE_KEYS: Final = frozenset({"max_age_days", "max_count", "decay_half_life_days", "decay_floor"})
 
 
-def _number(section: str, key: str, value: Any) -> float:
+def _number(key: str, value: Any) -> float:
+    # The caller prefixes the source and section.
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"retention [{section}] {key} must be a number, not {value!r}")
+        raise ConfigError(f"{key} must be a number, not {value!r}")
     return float(value)
 
 
@@ -75,14 +76,12 @@ def parse_policy(data: Mapping[str, Any], *, source: str = "retention policy") -
             raise ConfigError(f"{source}: [{section}] max_count must be an integer, not {max_count!r}")
         try:
             rule = RetentionRule(
-                max_age_days=_number(section, "max_age_days", values["max_age_days"])
-                if "max_age_days" in values
-                else None,
+                max_age_days=_number("max_age_days", values["max_age_days"]) if "max_age_days" in values else None,
                 max_count=max_count,
-                decay_half_life_days=_number(section, "decay_half_life_days", values["decay_half_life_days"])
+                decay_half_life_days=_number("decay_half_life_days", values["decay_half_life_days"])
                 if "decay_half_life_days" in values
                 else None,
-                decay_floor=_number(section, "decay_floor", values["decay_floor"]) if "decay_floor" in values else None,
+                decay_floor=_number("decay_floor", values["decay_floor"]) if "decay_floor" in values else None,
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: [{section}] {exc}") from exc

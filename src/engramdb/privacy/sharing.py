@@ -82,7 +82,7 @@ def selection(memory_ids: str | Iterable[str] | None, *, tag: str | None, patter
     """
     given = [name for name, value in (("memory ids", memory_ids), ("tag", tag), ("pattern", pattern)) if value]
     if not given:
-        raise ValidationError("say what to share: memory ids, a tag or a failure pattern id")
+        raise ValidationError("say which memories: memory ids, a tag or a failure pattern id")
     if len(given) > 1:
         raise ValidationError(f"give only one of memory ids, a tag or a pattern (got {' and '.join(given)})")
     if memory_ids:
