@@ -78,7 +78,9 @@ class Settings:
     #: The agent of calls that do not name one (the CLI's ``--agent`` default, the facade's ``agent=None``).
     agent: str = "default"
     #: SQLite durability: "NORMAL" (an OS crash or power loss may roll back the last commits, never corrupts)
-    #: or "FULL" (every commit is synced to disk before it returns; each write costs an fsync).
+    #: or "FULL" (every commit is synced to disk before it returns; each write costs an fsync). On PostgreSQL,
+    #: "NORMAL" commits a search's access counts and read-audit entry asynchronously (a server crash may lose the
+    #: last moments of them); writes always wait for the server's flush.
     synchronous: str = "NORMAL"
     #: Where shared short-term sessions live (e.g. ``redis://localhost:6379/0``); None: in the process.
     session_url: str | None = None

@@ -132,6 +132,10 @@ class Recall:
             return
         try:
             with self._store.atomic():
+                if self._settings.synchronous == "NORMAL":
+                    # As durable as SQLite's NORMAL: a server crash may lose the last moments of read
+                    # bookkeeping, never a write's; PostgreSQL's commit then skips waiting for its WAL flush.
+                    self._store.relax_commit()
                 self._store.memories.touch(ids, at=now)
                 self._read("search", agent=agent, ids=ids, kinds=kinds)
         except StorageError:

@@ -103,3 +103,23 @@ def test_reader_sizes_come_from_the_planner_statistics(postgres_server: PgServer
         assert stats.agent_rows(conn, "bob") == pytest.approx(100, rel=0.05)
         # An agent the statistics do not list owns at most as many as the least common listed one.
         assert stats.agent_rows(conn, "carol") <= stats.agent_rows(conn, "bob")
+
+
+def test_relax_commit_makes_only_the_open_transaction_asynchronous(postgres_server: PgServer) -> None:
+    # Read bookkeeping (Recall._bookkeep) relaxes its own commit; the next transaction on the same pooled
+    # connection must be synchronous again, and outside a block there is nothing to relax.
+    # The test server runs with synchronous_commit off; these sessions start with it on, like a real server.
+    url = postgres_server.new_database() + "?options=-c%20synchronous_commit%3Don"
+    with open_postgres(url, pool_size=1) as store:
+        dialect = store._relax.__self__  # type: ignore[attr-defined]
+        with store.atomic(), dialect.transaction() as conn:
+            store.relax_commit()
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+            store.memories.add(
+                [memory("kept after an asynchronous commit", agent="alice")], None, model_id=MODEL, actor="t"
+            )
+        with dialect.transaction() as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+        assert store.memories.count(Filter(agent="alice")) == 1
+        with pytest.raises(StorageError, match="atomic"):
+            store.relax_commit()

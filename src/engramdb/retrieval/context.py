@@ -9,10 +9,18 @@ relevance of the turns right before and after it. It needs only the link from ea
 conversation memory to the one it follows, kept in ``metadata[FOLLOWS_KEY]``. (Indexing a
 turn together with the turn it follows, "contextual keys", was measured there and rejected:
 it costs 7 points of LongMemEval recall.)
+
+Second, **who said it**. In a conversation between a user and an assistant, the facts to remember
+are the user's (what they did, own, prefer); an assistant's reply restates the question and adds
+general knowledge, and being long it matches many queries a little. So a turn whose
+``metadata[ROLE_KEY]`` is ``"assistant"`` counts at :data:`ASSISTANT_WEIGHT` of its relevance,
+unless the query asks what the assistant said ("you told me...", "remind me...", "in our previous
+chat"): :func:`weigh_speakers`. Turns without a role (LoCoMo's two people, notes, facts) are untouched.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
@@ -21,12 +29,16 @@ from engramdb.models import Memory
 from engramdb.retrieval.ranking import Fused
 
 __all__ = [
+    "ASSISTANT_WEIGHT",
     "FOLLOWS_KEY",
     "NEIGHBOUR_WEIGHT",
+    "ROLE_KEY",
     "SHORT_TURN_CHARS",
+    "asks_about_assistant",
     "follows_links",
     "link_turns",
     "spread_to_neighbours",
+    "weigh_speakers",
 ]
 
 #: Metadata key holding the id of the memory this one follows in a conversation.
@@ -38,6 +50,22 @@ NEIGHBOUR_WEIGHT: Final = 0.5
 #: longer one proportionally less: a long turn carries its own context (a long assistant reply
 #: needs no help from the question before it), a short reply ("Yes, last May!") does.
 SHORT_TURN_CHARS: Final = 200
+#: Metadata key naming who said a conversation turn ("user", "assistant", a speaker's name), as
+#: :meth:`engramdb.shortterm.ShortTermMemory.promote` writes it.
+ROLE_KEY: Final = "role"
+#: How much an assistant turn's relevance counts when the query is not about what the assistant said.
+#: Half, as for neighbours: an assistant reply that is the only strong match still comes first, but it
+#: no longer ties with the user's own words.
+ASSISTANT_WEIGHT: Final = 0.5
+_ASSISTANT_ROLES: Final = frozenset({"assistant"})
+# A question about the assistant's own words: a past-tense "you <verb of saying>", "remind me", or
+# a reference to an earlier conversation with it.
+_ASKS_ASSISTANT: Final = re.compile(
+    r"\byou (?:told|said|wrote|made|provided|gave|mentioned|suggested|recommended|listed|shared|explained"
+    r"|described|showed|answered)\b|\bremind me\b|\bour (?:previous|last|earlier|past) (?:chat|conversation"
+    r"|discussion|exchange|session)",
+    re.IGNORECASE,
+)
 
 
 def follows_links(metadata: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
@@ -106,4 +134,32 @@ def link_turns(memories: list[Memory]) -> list[Memory]:
         last[where] = m.id
         linked = previous is not None and FOLLOWS_KEY not in m.metadata
         out.append(replace(m, metadata={**m.metadata, FOLLOWS_KEY: previous}) if linked else m)
+    return out
+
+
+def asks_about_assistant(query: str) -> bool:
+    """Whether ``query`` asks what the assistant said ("Can you remind me what you told me about X?")."""
+    return _ASKS_ASSISTANT.search(query) is not None
+
+
+def weigh_speakers(
+    fused: Sequence[Fused],
+    roles: Mapping[str, object],
+    *,
+    query: str,
+    weight: float = ASSISTANT_WEIGHT,
+) -> list[Fused]:
+    """Assistant turns at ``weight`` x their relevance unless the query asks about the assistant; best first.
+
+    ``roles``: each candidate's ``metadata[ROLE_KEY]`` (missing: not an assistant turn). With ``weight``
+    1, no assistant turn among the candidates, or a query about the assistant, the order is unchanged.
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError("weight must be within [0, 1]")
+    if weight == 1.0 or asks_about_assistant(query):
+        return list(fused)
+    if not any(roles.get(f.id) in _ASSISTANT_ROLES for f in fused):
+        return list(fused)
+    out = [replace(f, relevance=f.relevance * weight) if roles.get(f.id) in _ASSISTANT_ROLES else f for f in fused]
+    out.sort(key=lambda f: (-f.relevance, f.id))
     return out

@@ -94,6 +94,10 @@ class Dialect(Protocol):
 
     def close(self) -> None: ...
 
+    def relax_commit(self) -> None:
+        """:meth:`~engramdb.storage.base.Store.relax_commit`: the open write's commit need not wait for the disk."""
+        ...
+
     @property
     def deferred(self) -> Deferred:
         """Read bookkeeping waiting for the next write transaction, which writes it first (full disk)."""

@@ -55,6 +55,7 @@ def sql_store(dialect: Dialect) -> Store:
         checks=SQLChecks(dialect),
         _atomic=dialect.atomic,
         _close=dialect.close,
+        _relax=dialect.relax_commit,
     )
 
 

@@ -352,6 +352,7 @@ class Store:
     checks: StoreChecks
     _atomic: Callable[[], AbstractContextManager[None]] = field(repr=False)
     _close: Callable[[], None] = field(repr=False)
+    _relax: Callable[[], None] = field(repr=False)
 
     def atomic(self) -> AbstractContextManager[None]:
         """A block in which every write of every role commits together or not at all (re-entrant).
@@ -360,6 +361,14 @@ class Store:
         it commits. Raise inside to roll everything back. Searches must not run inside.
         """
         return self._atomic()
+
+    def relax_commit(self) -> None:
+        """Inside :meth:`atomic`: the block's commit may return before it is on disk (for read bookkeeping).
+
+        PostgreSQL then commits asynchronously: a *server* crash may lose the last fraction of a second of such
+        commits, never a part of one. SQLite's ``synchronous`` setting already decides its commits (no-op).
+        """
+        self._relax()
 
     def close(self) -> None:
         """Release connections (idempotent); further calls raise StorageError."""

@@ -301,6 +301,16 @@ class PostgresBackend:
         with self._writing():
             yield
 
+    def relax_commit(self) -> None:
+        """See :meth:`Dialect.relax_commit`: ``synchronous_commit = off`` for the open transaction only."""
+        conn: Raw | None = getattr(self._local, "conn", None)
+        if conn is None:
+            raise StorageError("relax_commit() needs an open atomic() block")
+        try:
+            conn.execute("SET LOCAL synchronous_commit = off")
+        except psycopg.Error as exc:
+            raise self._translate(exc) from exc
+
     def in_write(self) -> bool:
         """See :meth:`Dialect.in_write`."""
         return getattr(self._local, "conn", None) is not None

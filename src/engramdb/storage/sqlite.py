@@ -365,6 +365,9 @@ class SQLiteBackend:
         with self._writing():
             yield
 
+    def relax_commit(self) -> None:
+        """See :meth:`Dialect.relax_commit`: nothing, the connection's ``synchronous`` setting decides."""
+
     def in_write(self) -> bool:
         """See :meth:`Dialect.in_write` (under the store's lock, only the writing thread gets here)."""
         with self._lock:
