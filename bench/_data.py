@@ -13,11 +13,13 @@ turn, content ``"role: text"``; gold = the question's answer sessions and its
 
 from __future__ import annotations
 
+import hashlib
 import json
 import lzma
 import os
 import re
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,7 @@ __all__ = [
     "LocomoConversation",
     "LongMemEvalQuestion",
     "Question",
+    "cached_positions",
     "data_dir",
     "load_locomo",
     "load_longmemeval",
@@ -59,6 +62,9 @@ class Doc:
     session: str
     content: str
     date: str
+    #: Who said it: a LoCoMo speaker's name, LongMemEval "user" or "assistant" (stored as ``metadata["role"]``,
+    #: as ``ShortTermMemory.promote`` stores a message's role).
+    role: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +92,8 @@ class LongMemEvalQuestion:
     """One LongMemEval question with its own haystack (the corpus)."""
 
     question_id: str
+    #: Position among the file's non-abstention questions (0-based): names a question in a subset.
+    position: int
     question_type: str
     text: str
     docs: tuple[Doc, ...]
@@ -139,6 +147,7 @@ def load_locomo(path: Path | None = None) -> list[LocomoConversation]:
                         session=f"S{number}",
                         content=f"{turn['speaker']}: {turn['text']}",
                         date=date,
+                        role=str(turn["speaker"]),
                     )
                 )
         known = {d.id for d in docs}
@@ -163,22 +172,26 @@ def iter_longmemeval(path: Path | None = None) -> Iterator[LongMemEvalQuestion]:
     path = path or data_dir() / "longmemeval" / "longmemeval_s_dev.json.xz"
     with lzma.open(path, "rt", encoding="utf-8") as fh:
         items = json.load(fh)
+    position = -1
     for item in items:
         if item["question_id"].endswith("_abs"):
             continue
+        position += 1
         docs: list[Doc] = []
         answer_turns: list[str] = []
         sessions = zip(item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"], strict=True)
-        for position, (session_id, date, turns) in enumerate(sessions):
+        for slot, (session_id, date, turns) in enumerate(sessions):
             for index, turn in enumerate(turns):
-                # A few haystacks hold the same session twice: the position keeps turn ids unique,
+                # A few haystacks hold the same session twice: the slot keeps turn ids unique,
                 # while session-level scoring still uses the session id.
-                doc_id = f"{position}:{index}"
-                docs.append(Doc(id=doc_id, session=session_id, content=f"{turn['role']}: {turn['content']}", date=date))
+                doc_id = f"{slot}:{index}"
+                content = f"{turn['role']}: {turn['content']}"
+                docs.append(Doc(id=doc_id, session=session_id, content=content, date=date, role=turn["role"]))
                 if turn.get("has_answer"):
                     answer_turns.append(doc_id)
         yield LongMemEvalQuestion(
             question_id=item["question_id"],
+            position=position,
             question_type=item["question_type"],
             text=item["question"],
             docs=tuple(docs),
@@ -187,11 +200,27 @@ def iter_longmemeval(path: Path | None = None) -> Iterator[LongMemEvalQuestion]:
         )
 
 
-def load_longmemeval(path: Path | None = None, *, limit: int | None = None) -> list[LongMemEvalQuestion]:
-    """The first ``limit`` (default: all) non-abstention LongMemEval questions."""
+def load_longmemeval(
+    path: Path | None = None, *, limit: int | None = None, positions: Collection[int] | None = None
+) -> list[LongMemEvalQuestion]:
+    """The first ``limit`` (default: all) non-abstention LongMemEval questions, of ``positions`` if given."""
     out = []
     for question in iter_longmemeval(path):
         if limit is not None and len(out) >= limit:
             break
-        out.append(question)
+        if positions is None or question.position in positions:
+            out.append(question)
     return out
+
+
+def cached_positions(cache_file: Path, model_id: str, path: Path | None = None) -> set[int]:
+    """Positions of the LongMemEval questions whose every text (turns and question) has a vector of
+    ``model_id`` in a ``CachedEmbedder`` cache file: the questions a run can score without the model."""
+    with sqlite3.connect(cache_file) as db:
+        rows = db.execute("SELECT text_sha256 FROM embedding_cache WHERE model_id = ?", (model_id,))
+        keys = {bytes(r[0]) for r in rows}
+
+    def known(text: str) -> bool:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest() in keys
+
+    return {q.position for q in iter_longmemeval(path) if known(q.text) and all(known(d.content) for d in q.docs)}

@@ -2,9 +2,11 @@
 
 Quality (default): LoCoMo and LongMemEval dev data from ../shared/bench-data (see bench/README.md),
 recall@5/10 of the evidence turns, overall and per category, for engramdb as it ranks now and as it
-ranked before neighbour spreading ("engramdb before", same store); plus a fusion study over the store's
-own keyword and vector candidate lists, and a context study (neighbour spreading, session aggregation,
-contextual keyword keys, candidate depth: the options tried, kept and rejected, side by side).
+ranked before speaker weighting ("engramdb before", same store: assistant turns at full weight); plus a
+fusion study over the store's own keyword and vector candidate lists, and a context study (neighbour
+spreading, speaker weighting, session aggregation, contextual keyword keys, candidate depth: the options
+tried, kept and rejected, side by side). LongMemEval splits its questions into the half the speaker
+options were chosen on (positions < 41) and the confirmation half (``halves`` in the JSON).
 Speed: batched ingest rate and search latency. Scale (``--scale``):
 search latency at 10k and 100k memories against a plain numpy scan of the same vectors.
 
@@ -17,6 +19,7 @@ search latency at 10k and 100k memories against a plain numpy scan of the same v
 from __future__ import annotations
 
 import argparse
+import inspect
 import itertools
 import math
 import os
@@ -37,7 +40,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from _data import LOCOMO_CATEGORIES, Doc, load_locomo, load_longmemeval
+from _data import LOCOMO_CATEGORIES, Doc, cached_positions, load_locomo, load_longmemeval
 from _report import write_json
 from _systems import (
     BM25Index,
@@ -58,13 +61,22 @@ from _systems import (
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import CachedEmbedder, make_embedder
-from engramdb.retrieval.context import FOLLOWS_KEY, NEIGHBOUR_WEIGHT, SHORT_TURN_CHARS
+from engramdb.retrieval.context import (
+    ASSISTANT_WEIGHT,
+    FOLLOWS_KEY,
+    NEIGHBOUR_WEIGHT,
+    ROLE_KEY,
+    SHORT_TURN_CHARS,
+    weigh_speakers,
+)
 from engramdb.retrieval.hybrid import HybridSearcher
+from engramdb.retrieval.ranking import Fused
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 
 AGENT = "bench"
-#: The engine as it ranked before neighbour spreading (same store, spreading weight 0).
+#: The engine as it ranked before speaker weighting (same store, assistant turns at full weight;
+#: until 2026-11-24 this row was the engine before neighbour spreading, bench/RESULTS.md section 5).
 BEFORE = "engramdb before"
 KS = (5, 10)
 #: Turn ranking depth used for LongMemEval session recall (walk down to k distinct sessions).
@@ -121,7 +133,7 @@ def compare(scores: Scores, fusion: Scores | None, measures: Sequence[str]) -> d
     (the hybrid must beat its best single channel).
     """
     refs: list[tuple[str, Scores, str]] = [
-        ("engramdb before (no neighbour spreading)", scores, BEFORE),
+        ("engramdb before (assistant turns at full weight)", scores, BEFORE),
         ("bm25", scores, "bm25"),
         ("vector", scores, "vector"),
     ]
@@ -159,6 +171,13 @@ class Query:
     gold_sessions: tuple[str, ...] = ()
 
 
+def _without_speaker_weight(store: Any, embedder: CachedEmbedder) -> HybridSearcher:
+    """A searcher ranking as the engine did before speaker weighting (``assistant_weight=1`` where it has one)."""
+    if "assistant_weight" in inspect.signature(HybridSearcher).parameters:
+        return HybridSearcher(store, embedder, assistant_weight=1.0)  # type: ignore[call-arg]
+    return HybridSearcher(store, embedder)
+
+
 class Corpus:
     """One indexed corpus (a LoCoMo conversation or a LongMemEval haystack) under every system.
 
@@ -182,7 +201,7 @@ class Corpus:
                 "content": d.content,
                 "agent": AGENT,
                 "kind": "conversation",
-                "metadata": {"turn": d.id, "session": d.session, "date": d.date},
+                "metadata": {"turn": d.id, "session": d.session, "date": d.date, ROLE_KEY: d.role},
             }
             for d in docs
         ]
@@ -201,7 +220,8 @@ class Corpus:
             if doc in self.prev:
                 self.mem.update(m.id, metadata={**m.metadata, FOLLOWS_KEY: memory_of_doc[self.prev[doc]]})
         self.lengths = {d.id: len(d.content) for d in docs}
-        self._before = HybridSearcher(self.mem.store, embedder, neighbour_weight=0.0)
+        self.roles = {d.id: d.role for d in docs}
+        self._before = _without_speaker_weight(self.mem.store, embedder)
         self._replicas: dict[str, FTS5Replica] = {}
 
     def close(self) -> None:
@@ -213,7 +233,7 @@ class Corpus:
         return [str(h.memory.metadata["turn"]) for h in hits]
 
     def before(self, query: str, limit: int) -> list[str]:
-        """The same store ranked without neighbour spreading (read-only: no access bookkeeping)."""
+        """The same store ranked with assistant turns at full weight (read-only: no access bookkeeping)."""
         hits = self._before.search(query, Filter(agent=AGENT), limit=limit, now=datetime.now(UTC), touch=False)
         return [str(h.memory.metadata["turn"]) for h in hits]
 
@@ -266,6 +286,18 @@ SESSION_WEIGHTS = (0.1, 0.3)
 CONTEXT_KEYS = ("previous + turn", "previous + turn + next", "date + turn")
 
 
+#: Assistant-turn weights of the speaker study, and whether a query about the assistant is exempt.
+SPEAKER_VARIANTS = ((ASSISTANT_WEIGHT, True), (ASSISTANT_WEIGHT, False), (0.3, True), (0.7, True))
+ENGINE_ROW = f"spread w={NEIGHBOUR_WEIGHT} short={SHORT_TURN_CHARS}, fused top {SPREAD_REACH} (engine)"
+PROPOSED_ROW = f"assistant turns x{ASSISTANT_WEIGHT} + engine spread (proposed)"
+
+
+def _weigh(scores: dict[str, float], roles: dict[str, str], query: str, weight: float) -> dict[str, float]:
+    """:func:`weigh_speakers` on a ``{doc: relevance}`` map (the study's form)."""
+    fused = [Fused(d, s, None, None) for d, s in scores.items()]
+    return {f.id: f.relevance for f in weigh_speakers(fused, roles, query=query, weight=weight)}
+
+
 def context_variants(
     corpus: Corpus, query: str, kw: Ranked, vec: Ranked, deep: tuple[Ranked, Ranked]
 ) -> Iterator[tuple[str, list[str]]]:
@@ -279,7 +311,15 @@ def context_variants(
     yield "fused, no context (before)", sorted(base, key=lambda d: (-base[d], d))
     reach = dict(sorted(base.items(), key=lambda t: (-t[1], t[0]))[:SPREAD_REACH])
     engine = spread_variant(reach, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
-    yield f"spread w={NEIGHBOUR_WEIGHT} short={SHORT_TURN_CHARS}, fused top {SPREAD_REACH} (engine)", engine
+    yield ENGINE_ROW, engine
+    # Who said it (engramdb.retrieval.context.weigh_speakers): assistant turns weighed before spreading.
+    for w, aware in SPEAKER_VARIANTS:
+        weighed = _weigh(reach, corpus.roles, query if aware else "", w)
+        name = f"assistant turns x{w}{'' if aware else ', every query'} + engine spread"
+        yield (
+            name + (" (proposed)" if (w, aware) == (ASSISTANT_WEIGHT, True) else ""),
+            spread_variant(weighed, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS),
+        )
     every = spread_variant(base, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
     yield f"spread w={NEIGHBOUR_WEIGHT} short={SHORT_TURN_CHARS}, all fused candidates", every
     for w in SPREAD_WEIGHTS:
@@ -403,9 +443,43 @@ def run_locomo(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, 
     }
 
 
+#: LongMemEval questions (file positions) whose haystacks were cached before the 2026-11-24 fourth
+#: session: the options of the speaker study were chosen on them; the rest confirm (or not).
+CHOSEN_ON = 41
+#: (label, measure) pairs compared per half: the shipped engine, and the proposed row against the engine.
+HALF_PAIRS = (
+    ("engramdb - engramdb before", ("scores", "engramdb"), ("scores", BEFORE)),
+    ("proposed - engine (study rows)", ("fusion", f"context: {PROPOSED_ROW}"), ("fusion", f"context: {ENGINE_ROW}")),
+)
+
+
+def _by_half(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per half (chosen-on / confirmation): means and paired differences of :data:`HALF_PAIRS`."""
+    out: dict[str, Any] = {}
+    halves = (("A: chosen on", lambda p: p < CHOSEN_ON), ("B: confirmation", lambda p: p >= CHOSEN_ON))
+    for half, member in (*halves, ("all", lambda p: True)):
+        rows = [r for r in records if member(r["position"])]
+        if not rows:
+            continue
+        part: dict[str, Any] = {"n": len(rows)}
+        for label, a, b in HALF_PAIRS:
+            for measure in ("recall@5", "recall@10", "session_recall@5"):
+                ours, ref = [r[a[0]][a[1]][measure] for r in rows], [r[b[0]][b[1]][measure] for r in rows]
+                part[f"{label}: {measure}"] = {"a": _mean(ours), "b": _mean(ref), **paired_bootstrap(ours, ref)}
+        out[half] = part
+    return out
+
+
 def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, Any]:
     lme_limit = getattr(args, "lme_questions", None)  # bench/embedders.py passes its own Namespace
-    questions = load_longmemeval(limit=lme_limit if lme_limit is not None else args.limit_questions)
+    positions = None
+    if getattr(args, "lme_cached_only", False):
+        if embedder.path is None:
+            raise SystemExit("--lme-cached-only needs an --embed-cache file")
+        positions = cached_positions(embedder.path, embedder.model_id)
+    limit = lme_limit if lme_limit is not None else args.limit_questions
+    questions = load_longmemeval(limit=limit, positions=positions)
+    records: list[dict[str, Any]] = []
     scores, fusion = Scores(), (None if args.skip_fusion else Scores())
     consistency: list[float] = []
     started = time.perf_counter()
@@ -418,11 +492,27 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
             evaluate_corpus(corpus, [query], scores, fusion, sessions=True, consistency=consistency)
         finally:
             corpus.close()
+        # This question's values are the last of its group in every list: keep them by position for the halves.
+        record: dict[str, Any] = {"position": item.position, "question_id": item.question_id}
+        record["type"] = item.question_type
+        for source_name, source in (("scores", scores), ("fusion", fusion)):
+            if source is not None:
+                record[source_name] = {
+                    system: {m: groups[query.group][-1] for m, groups in measures.items()}
+                    for system, measures in source.values.items()
+                }
+        records.append(record)
         embedder.cache_clear()  # haystacks barely overlap: bound memory (the cache file keeps them)
         if i % 10 == 0 or i == len(questions):
             console.log(f"LongMemEval: {i}/{len(questions)} questions ({time.perf_counter() - started:.0f} s)")
     return {
         "questions": len(questions),
+        "positions": [q.position for q in questions],
+        "halves": _by_half(records) if fusion is not None else None,
+        "per_question": [
+            {"position": r["position"], "question_id": r["question_id"], "type": r["type"], **r["scores"]["engramdb"]}
+            for r in records
+        ],
         "systems": scores.summary(),
         "fusion_study": fusion.summary() if fusion is not None else None,
         "differences": compare(scores, fusion, ["recall@5", "recall@10", "session_recall@5", "session_recall@10"]),
@@ -801,6 +891,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--limit-questions", type=int, default=None, help="LoCoMo: first N per conversation; LongMemEval: first N"
     )
     parser.add_argument("--lme-questions", type=int, default=None, help="LongMemEval: first N (overrides the above)")
+    parser.add_argument(
+        "--lme-cached-only", action="store_true", help="LongMemEval: only questions whose texts are all cached"
+    )
     parser.add_argument("--skip-quality", action="store_true", help="no LoCoMo/LongMemEval recall run")
     parser.add_argument("--skip-fusion", action="store_true", help="no fusion study")
     parser.add_argument("--skip-speed", action="store_true", help="no ingest/latency run")

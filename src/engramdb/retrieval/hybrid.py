@@ -12,7 +12,15 @@ import numpy as np
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.query import QueryCache
 from engramdb.models import Hit
-from engramdb.retrieval.context import FOLLOWS_KEY, NEIGHBOUR_WEIGHT, follows_links, spread_to_neighbours
+from engramdb.retrieval.context import (
+    ASSISTANT_WEIGHT,
+    FOLLOWS_KEY,
+    NEIGHBOUR_WEIGHT,
+    ROLE_KEY,
+    follows_links,
+    spread_to_neighbours,
+    weigh_speakers,
+)
 from engramdb.retrieval.ranking import RankingWeights, fuse, rank
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Candidate, Filter, Store
@@ -40,6 +48,7 @@ class HybridSearcher:
         *,
         weights: RankingWeights | None = None,
         neighbour_weight: float = NEIGHBOUR_WEIGHT,
+        assistant_weight: float = ASSISTANT_WEIGHT,
     ) -> None:
         self._store = store
         # Agents ask the same question again and again (a planning loop, a retry): skip the model then.
@@ -47,6 +56,8 @@ class HybridSearcher:
         self.weights = weights if weights is not None else RankingWeights()
         #: See :func:`engramdb.retrieval.context.spread_to_neighbours`; 0 turns spreading off.
         self.neighbour_weight = neighbour_weight
+        #: See :func:`engramdb.retrieval.context.weigh_speakers`; 1 turns speaker weighting off.
+        self.assistant_weight = assistant_weight
         # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-keyword")
         #: Run the keyword channel on the worker thread, overlapped with the query embedding and the vector
@@ -90,13 +101,21 @@ class HybridSearcher:
         # Boosts can reorder only within reach of the top, so fetch a bounded slice.
         head = fused[: max(_HEAD, limit)]
         memories = self._store.memories.get_many([f.id for f in head], flt)
-        if self.neighbour_weight > 0 and any(FOLLOWS_KEY in m.metadata for m in memories.values()):
-            # Conversation turns: a turn below the head may rise with its neighbour, so read them all.
+        linked = self.neighbour_weight > 0 and any(FOLLOWS_KEY in m.metadata for m in memories.values())
+        spoken = self.assistant_weight < 1 and any(ROLE_KEY in m.metadata for m in memories.values())
+        if linked or spoken:
+            # Conversation turns: a turn below the head may rise with its neighbour or past an assistant's
+            # reply, so read them all.
             reach = fused[: max(_SPREAD, limit)]
             memories.update(self._store.memories.get_many([f.id for f in reach[len(head) :]], flt))
-            links = follows_links((m.id, m.metadata) for m in memories.values())
-            lengths = {m.id: len(m.content) for m in memories.values()}
-            head = spread_to_neighbours(reach, links, lengths, weight=self.neighbour_weight)[: max(_HEAD, limit)]
+            if spoken:
+                roles = {m.id: m.metadata.get(ROLE_KEY) for m in memories.values()}
+                reach = weigh_speakers(reach, roles, query=query, weight=self.assistant_weight)
+            if linked:
+                links = follows_links((m.id, m.metadata) for m in memories.values())
+                lengths = {m.id: len(m.content) for m in memories.values()}
+                reach = spread_to_neighbours(reach, links, lengths, weight=self.neighbour_weight)
+            head = reach[: max(_HEAD, limit)]
         ranked = rank(head, memories, now=now, weights=self.weights)[:limit]
         if touch and ranked:
             self._store.memories.touch([m.id for _, m, _ in ranked], at=now)
