@@ -99,6 +99,9 @@ class LongMemEvalQuestion:
     docs: tuple[Doc, ...]
     answer_sessions: tuple[str, ...]
     answer_turns: tuple[str, ...]
+    #: When the question is asked, as the data set writes it ("2023/05/30 (Tue) 23:40"); session dates
+    #: (``Doc.date``) are in the same form. Relative time expressions ("a week ago") count from it.
+    question_date: str = ""
 
 
 _DIA_ID = re.compile(r"^D:?(\d+):(\d+)$")
@@ -197,6 +200,7 @@ def iter_longmemeval(path: Path | None = None) -> Iterator[LongMemEvalQuestion]:
             docs=tuple(docs),
             answer_sessions=tuple(item["answer_session_ids"]),
             answer_turns=tuple(answer_turns),
+            question_date=str(item.get("question_date", "")),
         )
 
 

@@ -5,10 +5,12 @@ recall@5/10 of the evidence turns, overall and per category, for engramdb as it 
 ranked before speaker weighting ("engramdb before", same store: assistant turns at full weight); plus a
 fusion study over the store's own keyword and vector candidate lists, and a context study (neighbour
 spreading, speaker weighting, session aggregation, contextual keyword keys, candidate depth: the options
-tried, kept and rejected, side by side). LongMemEval splits its questions into the half the speaker
-options were chosen on (positions < 41) and the confirmation half (``halves`` in the JSON).
+tried, kept and rejected, side by side; since session 5 also a named day from the question's relative time
+expression, session diversity and a turn's best passage in the keyword channel). LongMemEval splits its
+questions into the half the options were chosen on (positions < 41) and the confirmation half (``halves``).
 Speed: batched ingest rate and search latency. Scale (``--scale``):
-search latency at 10k and 100k memories against a plain numpy scan of the same vectors.
+search latency at 10k and 100k memories against a plain numpy scan of the same vectors
+(both in ``_retrieval_speed.py``; console tables in ``_retrieval_report.py``).
 
     python bench/retrieval.py                                  # full quality + speed run
     python bench/retrieval.py --limit-conversations 1 --limit-questions 40 --skip-speed   # quick
@@ -27,21 +29,29 @@ import platform
 import re
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
 
 from _data import LOCOMO_CATEGORIES, Doc, cached_positions, load_locomo, load_longmemeval
 from _report import write_json
+from _retrieval_report import report
+from _retrieval_speed import (  # _latency, _load, _ms, _scale_texts: re-exported for bench/scale.py and others
+    AGENT,
+    _latency,  # noqa: F401
+    _load,  # noqa: F401
+    _ms,  # noqa: F401
+    _scale_texts,  # noqa: F401
+    run_scale,
+    run_speed,
+)
 from _systems import (
     BM25Index,
     FTS5Replica,
@@ -52,7 +62,6 @@ from _systems import (
     fuse_rrf,
     fused_scores,
     paired_bootstrap,
-    percentile,
     recall_at_k,
     session_recall_at_k,
     session_variant,
@@ -67,6 +76,7 @@ from engramdb.retrieval.context import (
     NEIGHBOUR_WEIGHT,
     ROLE_KEY,
     SHORT_TURN_CHARS,
+    spread_to_neighbours,
     weigh_speakers,
 )
 from engramdb.retrieval.hybrid import HybridSearcher
@@ -74,7 +84,6 @@ from engramdb.retrieval.ranking import Fused
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 
-AGENT = "bench"
 #: The engine as it ranked before speaker weighting (same store, assistant turns at full weight;
 #: until 2026-11-24 this row was the engine before neighbour spreading, bench/RESULTS.md section 5).
 BEFORE = "engramdb before"
@@ -156,10 +165,6 @@ def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(finite) if finite else math.nan
 
 
-def _pct(x: float) -> str:
-    return "-" if math.isnan(x) else f"{100 * x:.1f}"
-
-
 # -- one corpus, every system ----------------------------------------------------------------------
 
 
@@ -169,12 +174,14 @@ class Query:
     group: str
     gold: tuple[str, ...]
     gold_sessions: tuple[str, ...] = ()
+    #: When the question is asked (LongMemEval's question date); None: no date (LoCoMo), no time study.
+    asked: datetime | None = None
 
 
 def _without_speaker_weight(store: Any, embedder: CachedEmbedder) -> HybridSearcher:
     """A searcher ranking as the engine did before speaker weighting (``assistant_weight=1`` where it has one)."""
     if "assistant_weight" in inspect.signature(HybridSearcher).parameters:
-        return HybridSearcher(store, embedder, assistant_weight=1.0)  # type: ignore[call-arg]
+        return HybridSearcher(store, embedder, assistant_weight=1.0)
     return HybridSearcher(store, embedder)
 
 
@@ -223,6 +230,8 @@ class Corpus:
         self.roles = {d.id: d.role for d in docs}
         self._before = _without_speaker_weight(self.mem.store, embedder)
         self._replicas: dict[str, FTS5Replica] = {}
+        self._owners: dict[str, list[str]] = {}
+        self.when = {d.id: _lme_date(d.date) for d in docs}
 
     def close(self) -> None:
         self._before.close()
@@ -247,6 +256,23 @@ class Corpus:
             [(self.doc_of_memory[c.id], c.score) for c in kw],
             [(self.doc_of_memory[c.id], c.score) for c in vec],
         )
+
+    def passage_keyword(self, sentences: int, query: str, depth: int) -> Ranked:
+        """Keyword candidates scored by a turn's best passage of ``sentences`` sentences (study only)."""
+        key = f"passages of {sentences}"
+        if key not in self._replicas:
+            texts, self._owners[key] = [], []
+            for d in self.docs:
+                for passage in _passages(d.content, sentences):
+                    texts.append(passage)
+                    self._owners[key].append(d.id)
+            self._replicas[key] = FTS5Replica(texts)
+        best: dict[str, float] = {}
+        for i, score in self._replicas[key].search(query_terms(query), 40 * depth):
+            best.setdefault(self._owners[key][i], score)
+            if len(best) == depth:
+                break
+        return list(best.items())
 
     def keyed_keyword(self, key: str, query: str, depth: int) -> Ranked:
         """Keyword candidates from an FTS5 replica that indexes each turn under another key (study only)."""
@@ -299,7 +325,7 @@ def _weigh(scores: dict[str, float], roles: dict[str, str], query: str, weight: 
 
 
 def context_variants(
-    corpus: Corpus, query: str, kw: Ranked, vec: Ranked, deep: tuple[Ranked, Ranked]
+    corpus: Corpus, query: str, kw: Ranked, vec: Ranked, deep: tuple[Ranked, Ranked], asked: datetime | None = None
 ) -> Iterator[tuple[str, list[str]]]:
     """The context study: neighbour spreading, session aggregation, contextual keys, candidate depth.
 
@@ -312,6 +338,7 @@ def context_variants(
     reach = dict(sorted(base.items(), key=lambda t: (-t[1], t[0]))[:SPREAD_REACH])
     engine = spread_variant(reach, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
     yield ENGINE_ROW, engine
+    yield from _session5_variants(corpus, query, kw, vec, deep, asked)
     # Who said it (engramdb.retrieval.context.weigh_speakers): assistant turns weighed before spreading.
     for w, aware in SPEAKER_VARIANTS:
         weighed = _weigh(reach, corpus.roles, query if aware else "", w)
@@ -345,6 +372,111 @@ def context_variants(
         yield f"keyword key: {key}", sorted(keyed, key=lambda d: (-keyed[d], d))
         spread = spread_variant(keyed, *args, weight=NEIGHBOUR_WEIGHT, short=SHORT_TURN_CHARS)
         yield f"keyword key: {key} + engine spread", spread
+
+
+# -- session 5 study (2026-11-24): dates in the query, session diversity, a turn's best passage -------------
+
+_LME_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2}) \(\w+\) (\d{2}):(\d{2})$")
+_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "ten": 10}
+_AGO = re.compile(r"\b(\d{1,3}|an?|one|two|three|four|five|six|seven|ten) (day|week|month|year)s? ago\b", re.I)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_LAST = re.compile(r"\blast (week|month|year|" + "|".join(_WEEKDAYS) + r")\b", re.I)
+#: Days per unit, and how far from the named day a turn may lie and still count as "then" (the unit's
+#: own granularity: "two weeks ago" is rarely exactly 14 days).
+_UNIT_DAYS = {"day": (1, 1), "week": (7, 3), "month": (30, 15), "year": (365, 182)}
+#: A candidate outside the named window counts at half its relevance (as an assistant turn does).
+OUT_OF_WINDOW = 0.5
+DIVERSITY = (0.5, 0.7, 0.85)
+PASSAGE_SENTENCES = (2, 3)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+TIME_ROW = f"time window: outside x{OUT_OF_WINDOW} + engine spread"
+TIME_DEEP_ROW = f"{TIME_ROW}, dated questions fused at depth 200 (chosen after seeing B)"
+SESSION5_ROWS = (
+    TIME_ROW,
+    TIME_DEEP_ROW,
+    *(f"session diversity d={d} on the engine's order" for d in DIVERSITY),
+    *(f"keyword channel: best passage of {n} sentences + engine" for n in PASSAGE_SENTENCES),
+)
+
+
+def _lme_date(text: str) -> datetime | None:
+    """``"2023/05/30 (Tue) 23:40"`` (LongMemEval) as a UTC datetime; None for other forms (LoCoMo's)."""
+    m = _LME_DATE.match(text.strip())
+    if m is None:
+        return None
+    year, month, day, hour, minute = (int(g) for g in m.groups())
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
+
+
+def query_window(query: str, asked: datetime) -> tuple[date, date] | None:
+    """The days a relative time expression names ("10 days ago", "last Saturday"), seen from ``asked``.
+
+    A question that asks to compute an interval ("how many days ago did I ...") names no count: no window.
+    """
+    ago, last = _AGO.search(query), _LAST.search(query)
+    if ago is not None:
+        count = int(ago.group(1)) if ago.group(1).isdigit() else _COUNT[ago.group(1).lower()]
+        per, slack = _UNIT_DAYS[ago.group(2).lower()]
+        back = count * per
+    elif last is not None:
+        what = last.group(1).lower()
+        if what in _UNIT_DAYS:
+            back, slack = _UNIT_DAYS[what]
+        else:  # the weekday before today
+            back, slack = (asked.weekday() - _WEEKDAYS.index(what)) % 7 or 7, 1
+    else:
+        return None
+    centre = (asked - timedelta(days=back)).date()
+    return centre - timedelta(days=slack), centre + timedelta(days=slack)
+
+
+def _diversify(ranking: Sequence[str], scores: dict[str, float], session_of: dict[str, str], d: float) -> list[str]:
+    """Greedy re-rank: each turn's score times ``d`` per turn of its session already placed above it."""
+    left, out = list(ranking), []
+    placed: defaultdict[str, int] = defaultdict(int)
+    while left:
+        best = max(left, key=lambda x: (scores.get(x, 0.0) * d ** placed[session_of[x]], -ranking.index(x)))
+        out.append(best)
+        placed[session_of[best]] += 1
+        left.remove(best)
+    return out
+
+
+def _passages(text: str, sentences: int) -> list[str]:
+    """Windows of ``sentences`` consecutive sentences (stride 1); a shorter turn is one passage."""
+    parts = [p for p in _SENTENCE.split(text) if p.strip()]
+    if len(parts) <= sentences:
+        return [text]
+    return [" ".join(parts[i : i + sentences]) for i in range(len(parts) - sentences + 1)]
+
+
+def _session5_variants(
+    corpus: Corpus, query: str, kw: Ranked, vec: Ranked, deep: tuple[Ranked, Ranked], asked: datetime | None
+) -> Iterator[tuple[str, list[str]]]:
+    """The three options of the session-5 study, each beside the engine row (see :data:`SESSION5_ROWS`)."""
+
+    def engine(k: Ranked, v: Ranked, window: tuple[date, date] | None = None) -> list[Fused]:
+        fused = fused_scores(k, v)
+        top = dict(sorted(fused.items(), key=lambda t: (-t[1], t[0]))[:SPREAD_REACH])
+        reach = _weigh(top, corpus.roles, query, ASSISTANT_WEIGHT)
+        inside = {d for d in reach if window and (w := corpus.when.get(d)) and window[0] <= w.date() <= window[1]}
+        if inside:  # no candidate on the named days: the date says nothing
+            reach = {d: s if d in inside else s * OUT_OF_WINDOW for d, s in reach.items()}
+        cands = [Fused(d, s, None, None) for d, s in reach.items()]
+        return spread_to_neighbours(cands, corpus.prev, corpus.lengths)
+
+    window = query_window(query, asked) if asked is not None else None
+    yield TIME_ROW, [f.id for f in engine(kw, vec, window)]
+    deeper = engine(deep[0][:200], deep[1][:200], window) if window else engine(kw, vec)
+    yield TIME_DEEP_ROW, [f.id for f in deeper]
+    plain = engine(kw, vec)
+    scores = {f.id: f.relevance for f in plain}
+    for d in DIVERSITY:
+        name = f"session diversity d={d} on the engine's order"
+        yield name, _diversify([f.id for f in plain][:50], scores, corpus.session_of, d)
+    for n in PASSAGE_SENTENCES:
+        passages = corpus.passage_keyword(n, query, len(kw))
+        yield f"keyword channel: best passage of {n} sentences + engine", [f.id for f in engine(passages, vec)]
 
 
 def evaluate_corpus(
@@ -394,7 +526,7 @@ def evaluate_corpus(
                         fusion.add(f"{source}: {name}", f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
             # Candidate depth: the store returns best first, so a deeper list cut short is a shallower fetch.
             deep_kw, deep_vec = corpus.channels(query.text, qvec, max(DEPTH_SWEEP))
-            for name, ranking in context_variants(corpus, query.text, kw, vec, (deep_kw, deep_vec)):
+            for name, ranking in context_variants(corpus, query.text, kw, vec, (deep_kw, deep_vec), query.asked):
                 for k in KS:
                     fusion.add(f"context: {name}", f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
                 if sessions:
@@ -450,6 +582,10 @@ CHOSEN_ON = 41
 HALF_PAIRS = (
     ("engramdb - engramdb before", ("scores", "engramdb"), ("scores", BEFORE)),
     ("proposed - engine (study rows)", ("fusion", f"context: {PROPOSED_ROW}"), ("fusion", f"context: {ENGINE_ROW}")),
+    *(
+        (f"{row} - engine as committed", ("fusion", f"context: {row}"), ("fusion", f"context: {PROPOSED_ROW}"))
+        for row in SESSION5_ROWS
+    ),
 )
 
 
@@ -485,7 +621,11 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
     started = time.perf_counter()
     for i, item in enumerate(questions, start=1):
         query = Query(
-            text=item.text, group=item.question_type, gold=item.answer_turns, gold_sessions=item.answer_sessions
+            text=item.text,
+            group=item.question_type,
+            gold=item.answer_turns,
+            gold_sessions=item.answer_sessions,
+            asked=_lme_date(item.question_date),
         )
         corpus = Corpus(item.docs, embedder)
         try:
@@ -519,354 +659,6 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
         "engramdb_limit5_is_prefix_of_limit10": _mean(consistency),
         "seconds": time.perf_counter() - started,
     }
-
-
-# -- speed -----------------------------------------------------------------------------------------
-
-
-def _ms(fn: Callable[[], object]) -> float:
-    """Wall time of one call, in milliseconds."""
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1000.0
-
-
-def _latency(ms: Sequence[float]) -> dict[str, float]:
-    return {"p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95), "mean_ms": statistics.fmean(ms)}
-
-
-def _load() -> list[float]:
-    """1/5/15-minute load averages: other engineers share the 2 cores, so each timing records them."""
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def _search_latency(mem: Engram, embedder: CachedEmbedder, questions: Sequence[str]) -> dict[str, Any]:
-    """Interleaved per query: a search that embeds the query, then the same search with the vector cached.
-
-    Interleaving exposes both variants to the same background load; their difference is
-    the query embedding.
-    """
-    for q in questions[:10]:
-        mem.search(q, agent=AGENT, limit=10)  # warm-up: model, page cache, vector matrix
-    with_embed, without = [], []
-    for q in questions:
-        embedder.cache_clear()
-        with_embed.append(_ms(lambda q=q: mem.search(q, agent=AGENT, limit=10)))
-        without.append(_ms(lambda q=q: mem.search(q, agent=AGENT, limit=10)))
-    return {
-        "search_with_query_embedding": _latency(with_embed),
-        "search_without_query_embedding": _latency(without),
-    }
-
-
-#: Ingest variants: (label, texts, kind, memories per remember_many call; 0 = all in one call).
-#: "conversation" memories are never merged; "knowledge" (the default kind) runs the near-duplicate check.
-#: "turns" are LoCoMo turns as indexed above; "sentences" their first sentences (one-line memories), because
-#: the model's cost grows with text length and both lengths occur in agent memory.
-INGEST_VARIANTS = (
-    ("turns, one call, kind=conversation", "turns", "conversation", 0),
-    ("turns, one call, kind=knowledge (dedupe on)", "turns", "knowledge", 0),
-    ("turns, calls of 100, kind=knowledge (dedupe on)", "turns", "knowledge", 100),
-    ("first sentences, one call, kind=knowledge (dedupe on)", "sentences", "knowledge", 0),
-)
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
-
-
-def first_sentence(turn: str) -> str:
-    """``"speaker: first sentence"`` of a LoCoMo turn."""
-    return _SENTENCE_END.split(turn, maxsplit=1)[0]
-
-
-def run_speed(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) -> dict[str, Any]:
-    """Batched ingest of short texts into fresh on-disk stores; search latency on one of them."""
-    conversations = load_locomo()
-    turns = [d.content for c in conversations for d in c.docs][: args.ingest_count]
-    texts = {"turns": turns, "sentences": [first_sentence(t) for t in turns]}
-    questions = [q.text for c in conversations for q in c.questions][: args.latency_queries]
-    out: dict[str, Any] = {
-        "ingest_texts": len(turns),
-        "mean_chars": {name: statistics.fmean(len(t) for t in group) for name, group in texts.items()},
-        "load_before": _load(),
-        "ingest": {},
-        "embedding_only": {},
-    }
-    with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
-        # Every measurement gets a fresh embedder (empty cache), so every text is embedded for real.
-        for name, group in texts.items():
-            raw = make_raw()
-            raw.embed(["warm up the model"])
-            t0 = time.perf_counter()
-            raw.embed(group)  # one call, as remember_many makes it
-            embed_s = time.perf_counter() - t0
-            out["embedding_only"][name] = {"seconds": embed_s, "texts_per_s": len(group) / embed_s}
-        for n, (label, text_set, kind, per_call) in enumerate(INGEST_VARIANTS):
-            items = [{"content": t, "agent": AGENT, "kind": kind} for t in texts[text_set]]
-            chunk = per_call or len(items)
-            embedder = make_raw()
-            embedder.embed(["warm up the model"])
-            with Engram(Path(tmp) / f"store{n}", embedder=embedder) as mem:
-                t0 = time.perf_counter()
-                for start in range(0, len(items), chunk):
-                    mem.remember_many(items[start : start + chunk])
-                seconds = time.perf_counter() - t0
-                out["ingest"][label] = {
-                    "seconds": seconds,
-                    "memories_per_s": len(items) / seconds,
-                    "stored": mem.count(agent=AGENT),
-                }
-                if n == 0:
-                    out["search_store_size"] = mem.count(agent=AGENT)
-                    out.update(_search_latency(mem, embedder, questions))
-    out["neighbour_spreading_cost"] = _spreading_cost(make_raw, questions, args.ingest_count)
-    out["load_after"] = _load()
-    return out
-
-
-def _spreading_cost(make_raw: Callable[[], CachedEmbedder], questions: Sequence[str], count: int) -> dict[str, Any]:
-    """Search latency with and without neighbour spreading on linked LoCoMo turns (query vectors precomputed).
-
-    Interleaved per query, read-only (no access bookkeeping), so both see the same load.
-    """
-    docs = [d for c in load_locomo() for d in c.docs][:count]
-    embedder = make_raw()
-    qvecs = embedder.embed(list(questions))
-    flt = Filter(agent=AGENT)
-    with Engram(":memory:", embedder=embedder) as mem:
-        stored = mem.remember_many([{"content": d.content, "agent": AGENT, "kind": "conversation"} for d in docs])
-        for (a, ma), (b, mb) in itertools.pairwise(zip(docs, stored, strict=True)):
-            if a.session == b.session:
-                mem.update(mb.id, metadata={FOLLOWS_KEY: ma.id})
-        plain = HybridSearcher(mem.store, embedder, neighbour_weight=0.0)
-        spread = HybridSearcher(mem.store, embedder)
-        try:
-            now = datetime.now(UTC)
-            for q, v in list(zip(questions, qvecs, strict=True))[:10]:  # warm-up
-                plain.search(q, flt, limit=10, now=now, touch=False, vector=v)
-            load_before = _load()
-            off, on = [], []
-            for q, v in zip(questions, qvecs, strict=True):
-                off.append(_ms(lambda q=q, v=v: plain.search(q, flt, limit=10, now=now, touch=False, vector=v)))
-                on.append(_ms(lambda q=q, v=v: spread.search(q, flt, limit=10, now=now, touch=False, vector=v)))
-        finally:
-            plain.close()
-            spread.close()
-    return {
-        "memories": len(docs),
-        "search_spreading_off": _latency(off),
-        "search_spreading_on": _latency(on),
-        "load_before": load_before,
-        "load_after": _load(),
-    }
-
-
-# -- scale -----------------------------------------------------------------------------------------
-
-
-def _scale_texts(n: int, rng: np.random.Generator) -> list[str]:
-    """Realistic short texts for the keyword index: LoCoMo turns and LongMemEval user turns, reused, shuffled."""
-    pool = [d.content for c in load_locomo() for d in c.docs]
-    for item in load_longmemeval(limit=20):
-        pool.extend(d.content[:400] for d in item.docs if d.content.startswith("user: "))
-    picks = rng.integers(0, len(pool), size=n)
-    return [pool[i] for i in picks]
-
-
-def _numpy_top(matrix: np.ndarray, vector: np.ndarray, k: int) -> np.ndarray:
-    """The reference: a plain exact scan of the same matrix, top k best first."""
-    sims = matrix @ vector
-    top = np.argpartition(-sims, k - 1)[:k]
-    return top[np.argsort(-sims[top])]
-
-
-def run_scale(args: argparse.Namespace, make_raw: Callable[[], CachedEmbedder]) -> dict[str, Any]:
-    """Search latency at scale: store vector scan and full search against a plain numpy scan, same vectors.
-
-    Memories go in through ``store.memories.add`` with synthetic unit vectors (embedding 100k texts would
-    take minutes and does not change the cost of a scan); their texts are real turns, so the
-    keyword channel of the full search has realistic postings.
-    """
-    from engramdb._util import new_id, utcnow
-    from engramdb.models import Memory
-
-    rng = np.random.default_rng(0)
-    embedder = make_raw()
-    questions = [q.text for c in load_locomo() for q in c.questions][: args.latency_queries]
-    qvecs = embedder.embed(questions)
-    results: dict[str, Any] = {
-        "vectors": "synthetic unit vectors (Gaussian, normalised) added with store.memories.add; texts are real turns",
-        "queries": len(questions),
-        "candidates": 50,
-    }
-    flt = Filter(agent=AGENT)
-    with (
-        tempfile.TemporaryDirectory(prefix="engram-scale-") as tmp,
-        Engram(Path(tmp) / "store", embedder=embedder) as mem,
-    ):
-        matrix = np.zeros((0, embedder.dim), dtype=np.float32)
-        for size in args.scale_sizes:
-            grow = size - matrix.shape[0]
-            texts = _scale_texts(grow, rng)
-            vecs = rng.standard_normal((grow, embedder.dim)).astype(np.float32)
-            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-            t0 = time.perf_counter()
-            for start in range(0, grow, 5000):
-                now = utcnow()
-                batch = [
-                    Memory(id=new_id(), agent=AGENT, kind="conversation", content=t, created_at=now, updated_at=now)
-                    for t in texts[start : start + 5000]
-                ]
-                mem.store.memories.add(batch, vecs[start : start + 5000], model_id=embedder.model_id, actor=AGENT)
-            insert_s = time.perf_counter() - t0
-            matrix = np.concatenate([matrix, vecs])
-            console.log(f"scale: {size} memories ({grow} inserted in {insert_s:.1f} s)")
-            load_before = _load()
-            for v in qvecs[:10]:  # warm-up: the first search loads the store's vector matrix
-                mem.store.search.vector_candidates(v, flt, limit=50)
-                _numpy_top(matrix, v, 50)
-            npy, vc, kw = [], [], []
-            # Interleaved, so all see the same background load.
-            for q, v in zip(questions, qvecs, strict=True):
-                npy.append(_ms(lambda v=v, m=matrix: _numpy_top(m, v, 50)))
-                vc.append(_ms(lambda v=v: mem.store.search.vector_candidates(v, flt, limit=50)))
-                kw.append(_ms(lambda q=q: mem.store.search.keyword_candidates(query_terms(q), flt, limit=50)))
-            results[str(size)] = {
-                "insert_seconds": insert_s,
-                "numpy_scan_top50": _latency(npy),
-                "store_vector_candidates_top50": _latency(vc),
-                "vector_candidates_over_numpy_p50": percentile(vc, 50) / percentile(npy, 50),
-                "store_keyword_candidates_top50": _latency(kw),
-                **_search_latency(mem, embedder, questions),
-                "load_before": load_before,
-                "load_after": _load(),
-            }
-    return results
-
-
-# -- output ----------------------------------------------------------------------------------------
-
-
-def _quality_table(title: str, systems: dict[str, Any], measures: Sequence[str], groups: Sequence[str]) -> Table:
-    table = Table(title=title)
-    table.add_column("system")
-    for m in measures:
-        table.add_column(m, justify="right")
-    for g in groups:
-        table.add_column(f"{g} @10", justify="right")
-    for name, data in systems.items():
-        row = [name]
-        row += [_pct(data[m]["overall"]) for m in measures]
-        at10 = data[measures[-1] if measures[-1].endswith("@10") else "recall@10"]["groups"]
-        row += [_pct(at10.get(g, {"mean": math.nan})["mean"]) for g in groups]
-        table.add_row(*row)
-    return table
-
-
-_FUSION_NOTE = f" ({FUSION_DEPTH} candidates per channel unless a depth is named)"
-
-
-def _fusion_table(title: str, study: dict[str, Any]) -> Table:
-    table = Table(title=title)
-    table.add_column("channels: rule")
-    table.add_column("recall@5", justify="right")
-    table.add_column("recall@10", justify="right")
-    for name, data in study.items():
-        table.add_row(name, _pct(data["recall@5"]["overall"]), _pct(data["recall@10"]["overall"]))
-    return table
-
-
-def _diff_table(title: str, diffs: dict[str, Any]) -> Table:
-    table = Table(title=title)
-    table.add_column("measure: difference")
-    table.add_column("mean (points)", justify="right")
-    table.add_column("95% CI", justify="right")
-    for name, d in diffs.items():
-        table.add_row(
-            name, f"{100 * d['mean_diff']:+.1f}", f"[{100 * d['ci95_low']:+.1f}, {100 * d['ci95_high']:+.1f}]"
-        )
-    return table
-
-
-def report(results: dict[str, Any]) -> None:
-    if "locomo" in results:
-        lo = results["locomo"]
-        groups = list(LOCOMO_CATEGORIES.values())
-        console.print(
-            _quality_table(
-                f"LoCoMo dev: {lo['questions']} questions, recall of evidence turns (%)",
-                lo["systems"],
-                ["recall@5", "recall@10"],
-                groups,
-            )
-        )
-        if lo["fusion_study"]:
-            console.print(_fusion_table(f"LoCoMo fusion study{_FUSION_NOTE}", lo["fusion_study"]))
-        console.print(_diff_table("LoCoMo: engramdb minus reference, paired by question", lo["differences"]))
-    if "longmemeval" in results:
-        lme = results["longmemeval"]
-        groups = sorted({g for s in lme["systems"].values() for g in s["recall@10"]["groups"]})
-        console.print(
-            _quality_table(
-                f"LongMemEval_S dev: {lme['questions']} questions (turn recall; session recall; per type: turn @10)",
-                lme["systems"],
-                ["session_recall@5", "session_recall@10", "recall@5", "recall@10"],
-                [],
-            )
-        )
-        console.print(
-            _quality_table("LongMemEval per question type, turn recall@10 (%)", lme["systems"], ["recall@10"], groups)
-        )
-        if lme["fusion_study"]:
-            console.print(_fusion_table(f"LongMemEval fusion study, turn recall{_FUSION_NOTE}", lme["fusion_study"]))
-        console.print(_diff_table("LongMemEval: engramdb minus reference, paired by question", lme["differences"]))
-    if "speed" in results:
-        sp = results["speed"]
-        chars = sp["mean_chars"]
-        table = Table(
-            title=f"Speed ({sp['ingest_texts']} LoCoMo turns, mean {chars['turns']:.0f} chars; "
-            f"first sentences, mean {chars['sentences']:.0f} chars)"
-        )
-        table.add_column("measure")
-        table.add_column("value", justify="right")
-        for label, data in sp["ingest"].items():
-            table.add_row(f"ingest, {label}", f"{data['memories_per_s']:.0f} memories/s")
-        for name, data in sp["embedding_only"].items():
-            table.add_row(f"embedding alone, {name} (one call)", f"{data['texts_per_s']:.0f} texts/s")
-        table.add_row("load average (1 min) before / after", f"{sp['load_before'][0]:.1f} / {sp['load_after'][0]:.1f}")
-        for key, label in (
-            ("search_with_query_embedding", "search limit=10 incl. query embedding"),
-            ("search_without_query_embedding", "search limit=10 excl. query embedding"),
-        ):
-            table.add_row(f"{label}, p50 / p95", f"{sp[key]['p50_ms']:.2f} / {sp[key]['p95_ms']:.2f} ms")
-        cost = sp.get("neighbour_spreading_cost")
-        if cost:
-            for key, label in (("search_spreading_off", "off"), ("search_spreading_on", "on")):
-                d = cost[key]
-                table.add_row(
-                    f"linked turns ({cost['memories']}), excl. embedding, spreading {label}, p50 / p95",
-                    f"{d['p50_ms']:.2f} / {d['p95_ms']:.2f} ms",
-                )
-            table.add_row("load average (1 min) around the spreading run", f"{cost['load_before'][0]:.1f}")
-        console.print(table)
-    if "scale" in results:
-        sc = results["scale"]
-        table = Table(title="Scale: latency p50 / p95 ms (top-50 candidates; search limit=10; synthetic vectors)")
-        table.add_column("memories")
-        columns = (
-            ("numpy_scan_top50", "numpy scan"),
-            ("store_vector_candidates_top50", "store vector"),
-            ("store_keyword_candidates_top50", "store keyword"),
-            ("search_without_query_embedding", "search excl. embed"),
-            ("search_with_query_embedding", "search incl. embed"),
-        )
-        for _, label in columns:
-            table.add_column(label, justify="right")
-        table.add_column("load", justify="right")
-        for size in (k for k in sc if k.isdigit()):
-            d = sc[size]
-            cells = [f"{d[k]['p50_ms']:.2f} / {d[k]['p95_ms']:.2f}" for k, _ in columns]
-            table.add_row(size, *cells, f"{d['load_before'][0]:.1f}")
-        console.print(table)
 
 
 def machine() -> dict[str, Any]:
