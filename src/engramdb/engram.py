@@ -61,7 +61,7 @@ from engramdb.shortterm import SessionContext
 
 if TYPE_CHECKING:
     from engramdb.sessions_redis import RedisSessions
-from engramdb.storage import MODEL_META_KEY, open_store
+from engramdb.storage import MODEL_META_KEY, open_store, require_store
 from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue, waiting_store
 
@@ -87,6 +87,10 @@ class Engram:
 
     Calls that do not name an ``agent`` act for the ``agent`` setting (``ENGRAM_AGENT``,
     ``"default"`` unless configured).
+
+    A missing store folder is created, unless ``create=False``: then a folder that holds no
+    store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
+    tool pointed at a mistyped path fails instead of answering from a new, empty store.
     """
 
     def __init__(
@@ -99,6 +103,7 @@ class Engram:
         recommend: RecommendConfig | None = None,
         llm: LLM | None = None,
         progress: Progress | None = None,
+        create: bool = True,
         **overrides: Any,
     ) -> None:
         if isinstance(embedder, str):
@@ -115,6 +120,8 @@ class Engram:
         self.location = os.fspath(location) if location is not None else str(self.settings.home)
         if not isinstance(self.location, str):
             raise ConfigError("location must be a text path, not bytes")
+        if not create:
+            require_store(self.location)
         self.embedder: Embedder = embedder if embedder is not None else make_embedder(self.settings)
         self._vectors: VectorQueue | None = None
         self._plain_store = open_store(self.location, settings=self.settings)

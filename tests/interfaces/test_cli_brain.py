@@ -17,6 +17,7 @@ def test_a_keyed_memory_supersedes_the_previous_value(store: str):
 
 
 def test_key_errors_are_one_line_and_change_nothing(store: str):
+    ok("memory", "record", "The store exists", "-a", "al", "-s", store)
     assert "--key" in fails("memory", "record", "--context", "c", "--action", "a", "--outcome", "success",
                             "--key", "x", "-s", store)  # fmt: skip
     assert "home" in fails("memory", "key", "home", "-a", "nobody", "-s", store)

@@ -52,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 if TYPE_CHECKING:
     from engramdb import Engram
-    from engramdb.interfaces._http import ASGIApp, Receive, Scope, Send
+    from engramdb.interfaces._http import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["MCP_PATH", "SERVER_NAME", "TOOLS", "check_message", "create_http_app", "create_server", "serve_stdio"]
 
@@ -188,8 +188,13 @@ def check_message(line: str) -> tuple[Any, int, str] | None:
     try:
         data = json.loads(line)
     except (ValueError, RecursionError):
-        return None, -32700, "parse error: the line is not JSON"
-    raw_id = data.get("id") if isinstance(data, dict) else None
+        return None, -32700, "parse error: the message is not JSON"
+    if not isinstance(data, dict):
+        # The SDK takes one message per line or request: a list (a JSON-RPC batch) is refused like a number.
+        kind = {list: "a list (batches are not supported)", str: "a string", type(None): "null", bool: "a boolean"}
+        shape = kind.get(type(data), "a number")
+        return None, -32600, f"invalid request: expected one JSON-RPC 2.0 message (a JSON object), not {shape}"
+    raw_id = data.get("id")
     msg_id = raw_id if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else None
     try:
         bad = _bad_text(data)
@@ -200,7 +205,14 @@ def check_message(line: str) -> tuple[Any, int, str] | None:
     try:
         types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception:  # noqa: BLE001 - whatever the SDK's parser refuses gets an answer
-        return msg_id, -32600, "invalid request: not a JSON-RPC 2.0 message"
+        return (
+            msg_id,
+            -32600,
+            (
+                'invalid request: not a JSON-RPC 2.0 message ("jsonrpc": "2.0" and a "method", or a response\'s '
+                '"result" or "error")'
+            ),
+        )
     return None
 
 
@@ -272,6 +284,54 @@ def serve_stdio(mem: Engram) -> None:
         os.close(saved_stdout)
 
 
+class _CheckBody:
+    """ASGI middleware: a POST body the SDK would refuse is answered here, with a one-line JSON-RPC error.
+
+    The SDK's own answer to a body that is not one JSON-RPC message (a JSON list, a number, a
+    message without ``method``) is pydantic's multi-line report, quoting the caller's input;
+    :func:`check_message` says the same in one line, as the stdio transport does.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self._app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:  # the Guard has already bounded the body's size
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            problem = check_message(body.decode("utf-8")) if body else None
+        except UnicodeDecodeError:
+            problem = (None, -32700, "parse error: the body is not UTF-8 text")
+        if problem is not None:
+            msg_id, code, text = problem
+            answer = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}}
+            raw = json.dumps(answer).encode()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": raw, "more_body": False})
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self._app(scope, replay, send)
+
+
 class _Authenticate:
     """ASGI middleware: every HTTP request needs an API key (while the store has any); 401 otherwise."""
 
@@ -323,6 +383,6 @@ def create_http_app(
         max_request_body_size=max_body_bytes,
     )
     authenticated = _Authenticate(
-        inner, keys=keys if keys is not None else keys_of(mem), allow_unauthenticated=allow_unauthenticated
+        _CheckBody(inner), keys=keys if keys is not None else keys_of(mem), allow_unauthenticated=allow_unauthenticated
     )
     return Guard(authenticated, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)

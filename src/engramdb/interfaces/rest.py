@@ -452,7 +452,11 @@ def create_app(
         limit: LimitQuery = 100,
         memory: Annotated[str | None, Query(max_length=256, description="Only entries about this memory id.")] = None,
         action: Annotated[
-            str | None, Query(max_length=64, description="Only this action (create, update, forget, search, ...).")
+            str | None,
+            Query(
+                max_length=64,
+                description="Only this action (create, update, forget, search, ...); an unknown one is a 422.",
+            ),
         ] = None,
     ) -> dict[str, Any]:
         """Audit entries of the agent, newest first (trusted callers and admin keys: of every agent by default)."""

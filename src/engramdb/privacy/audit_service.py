@@ -8,6 +8,7 @@ Entries are appended by the write pipeline and the reads (:mod:`engramdb.pipelin
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Final
 
 from engramdb import _validate as check
 from engramdb import auditchain as chain
@@ -16,7 +17,14 @@ from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.models import AuditEvent, Change, Verification
 from engramdb.storage.base import Store
 
-__all__ = ["AuditService"]
+__all__ = ["AUDIT_ACTIONS", "AuditService", "check_action"]
+
+#: Every action engramdb writes to the audit trail: the chain's core set, plus the writes of the services
+#: (learning, episodes, distillation, keyed memories) and the entry that reports dropped read bookkeeping.
+#: A filter on any other action could never match, so :func:`check_action` rejects it.
+AUDIT_ACTIONS: Final = chain.ACTIONS | frozenset(
+    {"feedback", "resolve", "supersede", "distill", "archive", "episode-event", "episode-end", "bookkeeping_dropped"}
+)
 
 
 def _parse_anchor(text: object) -> tuple[int, str]:
@@ -27,6 +35,16 @@ def _parse_anchor(text: object) -> tuple[int, str]:
     if not sep or not ok_seq or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
         raise ValidationError(f"expect must look like SEQ:HASH (64 hex digits), not {check.shown(text)}")
     return int(seq), digest
+
+
+def check_action(action: object) -> str:
+    """``action`` if the audit trail can hold it (:data:`AUDIT_ACTIONS`); else ValidationError listing them."""
+    text = check.name(action, what="action")
+    if text not in AUDIT_ACTIONS:
+        raise ValidationError(
+            f"unknown audit action {check.shown(text)} (choose from {', '.join(sorted(AUDIT_ACTIONS))})"
+        )
+    return text
 
 
 class AuditService:
@@ -43,13 +61,17 @@ class AuditService:
         memory_id: str | None = None,
         action: str | None = None,
     ) -> list[AuditEvent]:
-        """Audit entries, newest first; ``agent``, ``memory_id`` and ``action`` narrow them to those."""
+        """Audit entries, newest first; ``agent``, ``memory_id`` and ``action`` narrow them to those.
+
+        An ``action`` the trail never holds (not in :data:`AUDIT_ACTIONS`, a typo) is a ValidationError, not
+        an empty answer.
+        """
         if agent is not None:
             agent = check.agent_name(agent)
         if memory_id is not None:
             memory_id = check.memory_id(memory_id)
         if action is not None:
-            action = check.name(action, what="action")
+            action = check_action(action)
         return self._store.audit.events(
             agent=agent, memory_id=memory_id, action=action, limit=check.limit(limit), newest_first=True
         )

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 
 from engramdb.config import Settings
-from engramdb.errors import StorageError
+from engramdb.errors import NotFound, StorageError
 from engramdb.storage.base import (
     MODEL_META_KEY,
     AuditRepo,
@@ -45,6 +46,7 @@ __all__ = [
     "Vectors",
     "open_store",
     "register_backend",
+    "require_store",
 ]
 
 #: Opens the store at a location with the given settings.
@@ -100,3 +102,25 @@ def open_store(location: str, *, settings: Settings) -> Store:
             f"unsupported store URL {location.rsplit('@', maxsplit=1)[-1]!r}: use a directory or {known}"
         )
     return opener(location, settings)
+
+
+def require_store(location: str) -> None:
+    """NotFound, naming the path, unless ``location`` holds a store or is not a folder path.
+
+    A database URL or ``":memory:"`` passes (the server or the process holds it), and so does
+    a path that exists but is no store folder: opening it then says what is wrong with it.
+    """
+    from engramdb.storage._sqlite_files import MARKER_FILENAME
+    from engramdb.storage.sqlite import DB_FILENAME
+
+    if location == ":memory:" or "://" in location:
+        return
+    folder = Path(location).expanduser()
+    if folder.exists() and not folder.is_dir():
+        return
+    if (folder / DB_FILENAME).exists() or (folder / MARKER_FILENAME).exists():
+        return  # a marker without its database: opening it reports the lost database
+    raise NotFound(
+        f"no engramdb store at {folder.absolute()}: check the path (--store, $ENGRAM_HOME); "
+        "a store is created by the first command that writes to it, such as 'engram memory record'"
+    )

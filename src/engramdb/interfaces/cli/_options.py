@@ -150,14 +150,17 @@ def store_location(ctx: typer.Context, store: str | None) -> str | None:
 
 
 @contextmanager
-def open_engram(ctx: typer.Context, store: str | None, **options: Any) -> Iterator[Engram]:
+def open_engram(ctx: typer.Context, store: str | None, *, create: bool = False, **options: Any) -> Iterator[Engram]:
     """Open the selected store for one command and close it afterwards.
 
-    ``options`` go to :class:`~engramdb.Engram` (``on_model_mismatch=...``, ``progress=...``).
+    Only a command that writes passes ``create=True``: the others fail on a path that holds no
+    store (one line naming it) instead of creating an empty store there and answering from it,
+    so a mistyped ``--store`` shows at once. ``options`` go to :class:`~engramdb.Engram`
+    (``on_model_mismatch=...``, ``progress=...``).
     """
     from engramdb import Engram  # here, so `engram --help` does not load the library
 
-    with Engram(store_location(ctx, store), **options) as mem:
+    with Engram(store_location(ctx, store), create=create, **options) as mem:
         yield mem
 
 

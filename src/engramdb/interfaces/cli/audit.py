@@ -42,8 +42,8 @@ def log(
         str | None,
         typer.Option(
             "--action",
-            help="Only this action: create, merge, update, forget, retention, get, list, search, share, unshare, "
-            "export, import.",
+            help="Only this action: create, update, merge, forget, retention, get, list, search, share, unshare, "
+            "export, import, feedback, resolve, ... (an unknown one is an error listing them all).",
             show_default=False,
         ),
     ] = None,
@@ -52,6 +52,10 @@ def log(
     as_json: JsonOption = False,
 ) -> None:
     """Show audit entries, newest first: who did what to which memory, and when."""
+    if action is not None:
+        from engramdb.privacy.audit_service import check_action  # here, so `engram --help` stays light
+
+        action = check_action(action)  # a typo is an error before the store is opened, not an empty answer
     with open_engram(ctx, store) as mem:
         events = mem.audit.log(agent=agent, memory_id=memory_id, action=action, limit=limit)
     if as_json:

@@ -128,7 +128,7 @@ def route_record(
 ) -> None:
     """Record how a model did on a task, so routing learns from it."""
     result = parse_outcome(outcome)
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         memory = mem.routing.record(
             task, model, result, task_type=task_type, latency_ms=latency_ms, cost=cost, agent=agent
         )
@@ -161,7 +161,7 @@ def reason(
 ) -> None:
     """Plan, think or decide with the configured LLM over the agent's memory (needs ENGRAM_LLM=openai:MODEL)."""
     checked = _mode(mode)
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         r = mem.reason(goal, agent=agent, mode=checked, options=options or None)
     if as_json:
         emit_json(r.to_dict())

@@ -64,7 +64,7 @@ def chroma(
             bar.update(task, completed=done, total=total)
 
     try:
-        with open_engram(ctx, store) as mem:
+        with open_engram(ctx, store, create=True) as mem:
             report = import_chroma(
                 mem, path, agent=agent, kind=kind, dry_run=dry_run, progress=progress, reuse_vectors=reuse_vectors
             )

@@ -29,10 +29,16 @@ def doctor(
     the memories, that every memory has a sound vector from the store's model, that the audit
     trail's hash chain verifies, and that every change has its audit entry.
     """
-    from engramdb.doctor import examine  # here, so `engram --help` does not load the library
+    # Here, so `engram --help` does not load the library.
+    from engramdb.config import load_settings
+    from engramdb.doctor import examine
+    from engramdb.storage import require_store
 
+    location = store_location(ctx, store)
+    # A mistyped path is an error, not a new store reported healthy.
+    require_store(location if location is not None else str(load_settings().home))
     # Opened by location, not through Engram: the facade's start-up reads would stop at the damage.
-    result = examine(store_location(ctx, store), quick=quick)
+    result = examine(location, quick=quick)
     if as_json:
         emit_json(result.to_dict())
     else:

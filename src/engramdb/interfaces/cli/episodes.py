@@ -53,7 +53,7 @@ def start(
     as_json: JsonOption = False,
 ) -> None:
     """Start an episode and print its id (use it with 'event' and 'end')."""
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         episode_id = mem.episodes.start(task, agent=agent, tags=tuple(tags or ()))
     if as_json:
         emit_json({"id": episode_id, "task": task, "agent": agent, "outcome": "running"})

@@ -258,7 +258,7 @@ def record_failure(
     """Record one occurrence of a failure, with the fix that worked and the fixes that did not."""
     if fix is not None and not fix.strip():
         raise ValidationError("--fix must not be empty")
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         memory = mem.failures.record(
             error, agent=agent, context=context, solution=fix, failed_solutions=tuple(failed_fixes or ())
         )

@@ -40,7 +40,7 @@ def create(
     """Create an API key for an agent and print it, once: only its hash is stored."""
     from engramdb.interfaces._access import keys_of
 
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         new = keys_of(mem).create(agent, read_only=read_only, admin=admin, label=label)
     if as_json:
         emit_json(new.to_dict())

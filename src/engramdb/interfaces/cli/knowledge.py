@@ -85,7 +85,7 @@ def import_(
     if isinstance(source, Path) and not source.is_file():
         problem = f"{file} is a directory, not a knowledge file" if source.is_dir() else f"no such file: {file}"
         raise ValidationError(problem)
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         count = mem.knowledge.import_file(source, agent=agent, keep_agents=keep_agents, dry_run=dry_run)
     if as_json:
         emit_json({"imported": count, "file": file, "agent": agent, "dry_run": dry_run})

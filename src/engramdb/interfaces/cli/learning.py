@@ -150,7 +150,8 @@ def stats(
         )
         return
     out.print(
-        f"[bold]{report.decisions}[/] outcomes for agent [cyan]{agent}[/]: success rate "
+        f"[bold]{report.decisions}[/] outcome{'' if report.decisions == 1 else 's'} for agent [cyan]{agent}[/]: "
+        "success rate "
         f"[green]{pct(report.success_rate)}[/] (95% interval {pct(report.low)}–{pct(report.high)})"
     )
     out.print(_options_table(report.actions[:20], title="Actions"))
@@ -206,6 +207,10 @@ def patterns(
         return
     if recurring:
         raise ValidationError("--recurring applies to --type failure (decision patterns use --min-attempts)")
+    if success_rate is not None:
+        from engramdb.learning.analytics import parse_rate_filter  # here, so `engram --help` stays light
+
+        parse_rate_filter(success_rate)  # a bad filter is named before the store is opened (or found missing)
     with open_engram(ctx, store) as mem:
         found = mem.learning.approaches(agent=agent, success_rate=success_rate, min_attempts=min_attempts, since=start)
     found = found[:limit]
@@ -255,7 +260,11 @@ def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: 
 def suggest(
     ctx: typer.Context,
     *,
-    context: ContextOption,
+    context: Annotated[
+        str,
+        # --task: seed 001 writes `engram learning suggest --task auth-123`.
+        typer.Option("--context", "-c", "--task", help="The situation (or task), in words.", show_default=False),
+    ],
     agent: AgentOption = "default",
     options: OptionsOption = None,
     limit: LimitOption = 5,
@@ -265,6 +274,8 @@ def suggest(
     """What to do in a situation, from the outcomes of similar ones (no recommendation when evidence is thin)."""
     with open_engram(ctx, store) as mem:
         s = mem.learning.suggest(context, agent=agent, options=options or None, limit=limit)
+        # Outcomes belong to the agent that recorded them: say so when this one has none at all.
+        empty = not s.options and not as_json and mem.count(agent=agent, kind="decision") == 0
     if as_json:
         emit_json(s.to_dict())
         return
@@ -278,6 +289,11 @@ def suggest(
     else:
         out.print(f"No recommendation (confidence {s.confidence:.0%}).")
     out.print(s.reason)
+    if empty:
+        out.print(
+            f"[dim]Agent {escape(repr(agent))} has no recorded outcomes in this store; outcomes belong to the agent "
+            "that recorded them: pass --agent NAME or set ENGRAM_AGENT.[/dim]"
+        )
     if s.options:
         out.print(_options_table(s.options, title="Options, best first", weighted=True))
 
@@ -340,9 +356,9 @@ def feedback(
         emit_json([m.to_dict() for m in updated])
         return
     for m in updated:
-        rate = m.success_rate
+        uses = f"{m.attempts:g} use{'' if m.attempts == 1 else 's'}"
         console().print(
-            f"[cyan]{m.id}[/]: success rate {pct(rate)} over {m.attempts:g} uses, confidence {m.confidence:.2f}"
+            f"[cyan]{m.id}[/]: success rate {pct(m.success_rate)} over {uses}, confidence {m.confidence:.2f}"
         )
 
 

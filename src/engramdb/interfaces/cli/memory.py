@@ -184,7 +184,7 @@ def record(
         text = sys.stdin.read() if content == "-" else content
         if not text.strip():
             raise ValidationError("content must not be empty")
-        with open_engram(ctx, store) as mem:
+        with open_engram(ctx, store, create=True) as mem:
             memory = mem.remember(
                 text,
                 agent=agent,
@@ -208,7 +208,7 @@ def record(
         extra = [name for name, value in content_only.items() if value is not None]
         if extra:
             raise ValidationError(f"{', '.join(extra)} cannot be used with --context/--action/--outcome")
-        with open_engram(ctx, store) as mem:
+        with open_engram(ctx, store, create=True) as mem:
             memory = mem.learning.record(
                 context,
                 action,
@@ -272,6 +272,20 @@ def _empty_agent_hint(mem: Engram, agent: str) -> str | None:
     )
 
 
+MinScoreOption = Annotated[
+    float | None,
+    typer.Option(
+        "--min-score",
+        min=0.0,
+        max=1.0,
+        metavar="SIMILARITY",
+        help="Leave out hits found by meaning alone that are less similar than this (cosine, 0..1; 0.2 drops "
+        "the unrelated). Keyword matches are kept. Default: the min_score setting ($ENGRAM_MIN_SCORE, else 0: off).",
+        show_default=False,
+    ),
+]
+
+
 def _search(
     ctx: typer.Context,
     query: str,
@@ -282,13 +296,16 @@ def _search(
     limit: int,
     since: str | None,
     until: str | None,
+    min_score: float | None,
     store: str | None,
     as_json: bool,
 ) -> None:
     kind_filter = check_kinds(kinds)
     if not query.strip():
         raise ValidationError("the query must not be empty")
-    with open_engram(ctx, store) as mem:
+    # The cutoff is a setting of the opened store (this command opens its own), not an argument of search.
+    options: dict[str, Any] = {} if min_score is None else {"min_score": min_score}
+    with open_engram(ctx, store, **options) as mem:
         hits = mem.search(
             query, agent=agent, kind=kind_filter, tags=tags or None, limit=limit, since=since, until=until
         )
@@ -315,6 +332,7 @@ def search(
     limit: LimitOption = 10,
     since: CreatedSinceOption = None,
     until: CreatedUntilOption = None,
+    min_score: MinScoreOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -328,6 +346,7 @@ def search(
         limit=limit,
         since=since,
         until=until,
+        min_score=min_score,
         store=store,
         as_json=as_json,
     )
@@ -346,6 +365,7 @@ def retrieve(
     limit: LimitOption = 10,
     since: CreatedSinceOption = None,
     until: CreatedUntilOption = None,
+    min_score: MinScoreOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -359,6 +379,7 @@ def retrieve(
         limit=limit,
         since=since,
         until=until,
+        min_score=min_score,
         store=store,
         as_json=as_json,
     )

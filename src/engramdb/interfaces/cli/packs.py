@@ -76,7 +76,7 @@ def seed(
         raise ValidationError("give --pack NAME (or --list to see the packs)")
     names = available_packs() if "all" in pack else list(dict.fromkeys(pack))
     chosen = [load_pack(name) for name in names]  # unknown names fail here, before the store is opened
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         reports = [seed_pack(mem, p, agent=agent) for p in chosen]
     if as_json:
         emit_json([r.to_dict() for r in reports])

@@ -91,7 +91,7 @@ def add(
     """Save a prevention check for a workflow stage, optionally attached to a failure pattern."""
     if description is None and pattern is None:
         raise ValidationError("say what to check (CHECK), or name a failure pattern with --pattern")
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         saved = mem.failures.add_check(
             pattern,
             description,

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
 from engramdb.errors import EngramError, ValidationError
-from engramdb.interfaces.cli._options import StoreOption, open_engram
+from engramdb.interfaces.cli._options import StoreOption, open_engram, store_location
 
 if TYPE_CHECKING:
     from engramdb import Engram
@@ -62,6 +63,31 @@ class Transport(StrEnum):
 
     stdio = "stdio"
     http = "http"
+
+
+def _is_new(ctx: typer.Context, store: str | None) -> bool:
+    """Whether the selected store does not exist yet (a server creates it: a normal first run)."""
+    from engramdb.config import load_settings
+    from engramdb.errors import NotFound
+    from engramdb.storage import require_store
+
+    location = store_location(ctx, store)
+    try:
+        require_store(location if location is not None else str(load_settings().home))
+    except NotFound:
+        return True
+    return False
+
+
+def _announce(mem: Engram, *, new: bool, what: str) -> None:
+    """Say on stderr which store is served, so a mistyped path shows even though the server creates it."""
+    where = mem.location
+    if "://" in where:  # a database URL: never its password
+        scheme, _, rest = where.partition("://")
+        where = f"{scheme}://{rest.rsplit('@', maxsplit=1)[-1]}"
+    else:
+        where = str(Path(where).expanduser().absolute())
+    sys.stderr.write(f"{what}: serving the store at {where}{' (new and empty: created now)' if new else ''}\n")
 
 
 def _http_policy(
@@ -119,10 +145,12 @@ def serve(
         from engramdb.interfaces.rest import create_app
     except ImportError as exc:
         raise EngramError("engram serve needs FastAPI and uvicorn: pip install 'engramdb[rest]'") from exc
-    with open_engram(ctx, store) as mem:
+    new = _is_new(ctx, store)
+    with open_engram(ctx, store, create=True) as mem:
         hosts, trusted = _http_policy(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram serve"
         )
+        _announce(mem, new=new, what="engram serve")  # once it will serve: a refusal stays one line
         app = create_app(mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes)
         # uvicorn handles Ctrl+C itself (graceful shutdown); the store closes when it returns.
         uvicorn.run(app, host=host, port=port, log_level="info")
@@ -153,8 +181,10 @@ def mcp(
         from engramdb.interfaces import mcp as server
     except ImportError as exc:
         raise EngramError(missing) from exc
+    new = _is_new(ctx, store)
     if transport is Transport.stdio:
-        with open_engram(ctx, store) as mem:
+        with open_engram(ctx, store, create=True) as mem:
+            _announce(mem, new=new, what="engram mcp")  # on stderr: stdout is the protocol's
             # stdout is the protocol channel from here on: nothing else may print to it.
             server.serve_stdio(mem)
         return
@@ -162,10 +192,11 @@ def mcp(
         import uvicorn
     except ImportError as exc:
         raise EngramError("engram mcp --transport http needs uvicorn: pip install 'engramdb[rest]'") from exc
-    with open_engram(ctx, store) as mem:
+    with open_engram(ctx, store, create=True) as mem:
         hosts, trusted = _http_policy(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram mcp"
         )
+        _announce(mem, new=new, what="engram mcp")  # once it will serve: a refusal stays one line
         app = server.create_http_app(
             mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes
         )
