@@ -198,12 +198,16 @@ class _VectorCounts:
 
     def check(self) -> HealthCheck:
         if not self.problems:
-            return HealthCheck(name="vectors", ok=True, detail=f"{self.total} memories, every vector sound")
+            return HealthCheck(name="vectors", ok=True, detail=f"{_memories(self.total)}, every vector sound")
         parts = [
             f"{len(ids)} {problem} (e.g. {', '.join(ids[:_SHOWN])})" for problem, ids in sorted(self.problems.items())
         ]
         bad = sum(len(ids) for ids in self.problems.values())
-        return HealthCheck(name="vectors", ok=False, detail=f"{bad} of {self.total} memories: {'; '.join(parts)}")
+        return HealthCheck(name="vectors", ok=False, detail=f"{bad} of {_memories(self.total)}: {'; '.join(parts)}")
+
+
+def _memories(n: int) -> str:
+    return f"{n} memory" if n == 1 else f"{n} memories"
 
 
 def _vector_problem(row: StoredVector, *, model: str | None, dim: int | None) -> str | None:
