@@ -26,9 +26,16 @@ Two parts, on copies of existing stores (opening may write, so never the origina
   with the load beside them; the vectors must be bit-identical. Also the batch rate on LoCoMo turns (64 per
   call, and 8 per call as a background queue's small batches), so a faster query is not paid on ingest.
 
+* **access counts batched** (``--access-pair DIR``, the 100k store with its HNSW sidecar; copied once per
+  variant beside ``--scratch``) -- one fresh process per variant, each on its own copy, the parent rotating
+  which searches first for each LoCoMo question: ``old`` (the source tree ``--old-src``, bookkeeping written
+  at return), ``sync`` (``access_flush_seconds = 0``), ``batched`` (the default, 1 s) and ``no_bookkeeping``
+  (no write at all: the floor). Hits compared first (``touch=False``, one ``now``, before any count moves).
+
     python bench/search_path.py --store /tmp/h_kw/store --recall-store /tmp/h_kw/recall
     python bench/search_path.py --whole /tmp/copy_of_s100k
     python bench/search_path.py --query-embedding
+    python bench/search_path.py --access-pair /tmp/s100k --old-src /tmp/old/src --scratch /tmp/ab --rounds 3
 """
 
 from __future__ import annotations
@@ -36,10 +43,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -433,6 +444,114 @@ def run_query_embedding(queries: int, rounds: int = 6) -> dict[str, Any]:
     }
 
 
+ACCESS_OUT = RESULTS_DIR / "search_path_access_s5.json"
+#: variant -> settings of its Engram (None: the bookkeeping write removed).
+_ACCESS_VARIANTS: dict[str, dict[str, float] | None] = {
+    "old": {},
+    "sync": {"access_flush_seconds": 0.0},
+    "batched": {},
+    "no_bookkeeping": None,
+}
+
+
+def access_child(directory: Path, variant: str) -> None:
+    """One variant's process: JSON commands on stdin (warm, hits, search, close), one JSON answer a line."""
+    emb = _embedder()
+    questions = [q.text for c in load_locomo() for q in c.questions]
+    extra = _ACCESS_VARIANTS[variant]
+    mem = Engram(directory, embedder=emb, vectors="sync", **(extra or {}))
+    recall, flt = mem._recall, Filter(agent=AGENT)
+    if extra is None:
+        recall._bookkeep = lambda *a, **k: None  # type: ignore[method-assign]
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        answer: Any = {}
+        if cmd["op"] == "warm":  # without bookkeeping: every copy's counts stay as they were
+            emb.embed(questions[: cmd["n"]])
+            now = utcnow()
+            for q in questions[:20]:
+                recall._searcher.search(q, flt, limit=10, now=now, touch=False)
+            mem.store.search.keyword_index.wait()  # type: ignore[attr-defined]
+            for q in questions[:40]:
+                recall._searcher.search(q, flt, limit=10, now=now, touch=False)
+        elif cmd["op"] == "hits":
+            hits = recall._searcher.search(cmd["q"], flt, limit=10, now=datetime.fromisoformat(cmd["now"]), touch=False)
+            answer = [[h.memory.id, round(h.score, 9)] for h in hits]
+        elif cmd["op"] == "search":
+            t0, c0 = time.perf_counter(), time.process_time()
+            mem.search(cmd["q"], agent=AGENT, limit=10)
+            answer = {"wall": (time.perf_counter() - t0) * 1000, "cpu": (time.process_time() - c0) * 1000}
+        else:
+            t0 = time.perf_counter()
+            mem.close()
+            answer = {"close_ms": (time.perf_counter() - t0) * 1000}
+        print(json.dumps(answer), flush=True)
+        if cmd["op"] == "close":
+            return
+
+
+def run_access_pair(source: Path, scratch: Path, old_src: Path, queries: int, rounds: int) -> dict[str, Any]:
+    """The variants of :data:`_ACCESS_VARIANTS`, each in its own process on its own copy, interleaved."""
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    procs: dict[str, subprocess.Popen[str]] = {}
+    here = Path(__file__).resolve().parent
+    for name in _ACCESS_VARIANTS:
+        copy = scratch / name
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(source, copy)
+        src = old_src if name == "old" else here.parent / "src"
+        env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{here}"}
+        command = [sys.executable, __file__, "--access-child", f"{copy}={name}"]
+        procs[name] = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def ask(name: str, cmd: dict[str, Any]) -> Any:
+        proc = procs[name]
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write(json.dumps(cmd) + "\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    names = list(procs)
+    for name in names:
+        ask(name, {"op": "warm", "n": queries})
+    now = utcnow().isoformat()
+    same = sum(len({json.dumps(ask(n, {"op": "hits", "q": q, "now": now})) for n in names}) == 1 for q in questions)
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    loads = [_load()[0]]
+    for r in range(rounds):
+        for i, q in enumerate(questions):
+            k = (i + r) % len(names)  # a rotating order: no variant always searches first
+            for name in names[k:] + names[:k]:
+                answer = ask(name, {"op": "search", "q": q})
+                wall[name].append(answer["wall"])
+                cpu[name].append(answer["cpu"])
+        loads.append(_load()[0])
+    closes = {n: ask(n, {"op": "close"})["close_ms"] for n in names}
+    for proc in procs.values():
+        proc.wait()
+    for name in names:
+        shutil.rmtree(scratch / name, ignore_errors=True)
+    per = len(questions)
+    return {
+        "queries": per,
+        "rounds": rounds,
+        "same_hits_every_variant": f"{same}/{per}",
+        "load_1min_samples": loads,
+        "close_ms": closes,
+        "search_without_query_embedding": {
+            n: {
+                **_latency(wall[n]),
+                "cpu_p50_ms": statistics.median(cpu[n]),
+                "cpu_mean_ms": statistics.fmean(cpu[n]),
+                "p50_ms_per_round": [statistics.median(wall[n][r * per : (r + 1) * per]) for r in range(rounds)],
+            }
+            for n in names
+        },
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", type=Path, default=None, help="a COPY of the 100k curve store directory")
@@ -442,8 +561,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keyword-store", type=Path, default=None, help="a COPY of a large store: keywords only")
     parser.add_argument("--whole", type=Path, default=None, help="a COPY of the 100k store with its HNSW sidecar")
     parser.add_argument("--query-embedding", action="store_true", help="batch-1 query embedding, thread settings")
+    parser.add_argument("--access-pair", type=Path, default=None, help="the 100k store: access counts batched")
+    parser.add_argument("--old-src", type=Path, default=None, help="with --access-pair: the previous source tree")
+    parser.add_argument("--scratch", type=Path, default=None, help="with --access-pair: where the copies go")
+    parser.add_argument("--rounds", type=int, default=3, help="with --access-pair: passes over the questions")
+    parser.add_argument("--access-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    if args.access_child is not None:
+        where, _, variant = args.access_child.rpartition("=")
+        access_child(Path(where), variant)
+        return 0
+    if args.access_pair is not None:
+        if args.old_src is None or args.scratch is None:
+            parser.error("--access-pair needs --old-src and --scratch")
+        found = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        found |= run_access_pair(args.access_pair, args.scratch, args.old_src, min(args.queries, 250), args.rounds)
+        print(json.dumps(found, indent=1), file=sys.stderr)
+        ACCESS_OUT.parent.mkdir(parents=True, exist_ok=True)
+        ACCESS_OUT.write_text(json.dumps(found, indent=1) + "\n")
+        return 0
     if args.query_embedding:
         found = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         found |= run_query_embedding(args.queries)

@@ -108,6 +108,11 @@ class Settings:
     #: Vectors above which a file store answers vector searches from an HNSW index (faiss) persisted beside
     #: the database, newer rows scanned exactly; 0: always the exact scan (see engramdb.storage._ann).
     ann_threshold: int = 20_000
+    #: How long a search's access counts (``access_count``, ``last_accessed``: a soft ranking signal) may wait
+    #: in this process before a background thread writes them, batched; 0: written before the search returns.
+    #: A crash loses at most this many seconds of counts; close() and this instance's get/list write them
+    #: first; other processes see them after the flush. Searches' read-audit entries are never delayed.
+    access_flush_seconds: float = 1.0
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -179,6 +184,7 @@ _TYPES: dict[str, Any] = {
     "vectors": str,
     "vector_batch_size": int,
     "ann_threshold": int,
+    "access_flush_seconds": float,
 }
 # Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
 _ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}
@@ -236,6 +242,8 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("vector_batch_size must be at least 1")
     if settings.ann_threshold < 0:
         raise ConfigError("ann_threshold must not be negative")
+    if not 0.0 <= settings.access_flush_seconds <= 3600.0:
+        raise ConfigError("access_flush_seconds must be within [0, 3600]")
     if settings.vectors not in ("background", "sync"):
         raise ConfigError(f"vectors must be 'background' or 'sync', not {settings.vectors!r}")
     if settings.synchronous != settings.synchronous.upper():

@@ -282,9 +282,11 @@ class Engram:
         that (and for memories left without a vector by an earlier process, queued at open).
         :meth:`search` waits for this instance's queue by itself. If the embedder failed in the
         worker, the error (an ``EmbeddingError``, or the ``StorageError`` of a failed write) is
-        raised here; those memories stay pending and are queued again. A no-op in ``sync`` mode.
+        raised here; those memories stay pending and are queued again. Searches' access counts
+        still waiting in this instance (the ``access_flush_seconds`` setting) are written first.
         """
         timeout = check.timeout(timeout)
+        self._recall.flush()
         if self._vectors is None:
             return True
         return self._vectors.flush(timeout)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from engramdb import _validate as check
+from engramdb._access import AccessBatch
 from engramdb._util import utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
@@ -72,6 +73,7 @@ class Recall:
         self._settings = settings
         self._audit = audit
         self._searcher = HybridSearcher(store, embedder, weights=weights)
+        self._accesses = AccessBatch(store, settings) if settings.access_flush_seconds > 0 else None
 
     @property
     def weights(self) -> RankingWeights:
@@ -79,8 +81,22 @@ class Recall:
         return self._searcher.weights
 
     def close(self) -> None:
-        """Stop the search worker threads."""
-        self._searcher.close()
+        """Write the searches' pending access counts, stop the worker threads."""
+        try:
+            if self._accesses is not None:
+                self._accesses.close()
+        finally:
+            self._searcher.close()
+
+    def flush(self) -> None:
+        """Write the searches' access counts still waiting in this instance (see ``access_flush_seconds``)."""
+        if self._accesses is not None:
+            self._accesses.flush()
+
+    def _counted(self) -> None:
+        """Before a read of memories: this instance's pending access counts are written first (if any)."""
+        if self._accesses is not None and self._accesses:
+            self._accesses.flush(wait=False)
 
     # -- audited reads ------------------------------------------------------------------------------------
     def search(
@@ -108,6 +124,7 @@ class Recall:
             # not compete for the cores (the vector channel would wait for the queue anyway).
             self._settle()
         now = utcnow()
+        epoch = self._accesses.epoch if self._accesses is not None else 0
         found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
         cutoff = self._settings.min_score
         if cutoff > 0:
@@ -115,20 +132,41 @@ class Recall:
             found = [h for h in found if h.keyword_score is not None or (h.vector_score or 0.0) >= cutoff]
         ids = [h.memory.id for h in found]
         self._bookkeep(ids, now=now, agent=flt.agent, kinds=flt.kinds)
+        counts = {h.memory.id: h.memory.access_count + 1 for h in found}
+        if self._accesses is not None and found:
+            counts = self._shown_counts(found, epoch)
         return [
             dataclasses.replace(
-                h, memory=dataclasses.replace(h.memory, access_count=h.memory.access_count + 1, last_accessed=now)
+                h, memory=dataclasses.replace(h.memory, access_count=counts[h.memory.id], last_accessed=now)
             )
             for h in found
         ]
 
+    def _shown_counts(self, found: builtins.list[Hit], epoch: int) -> dict[str, int]:
+        """Hits' access counts as written plus this instance's pending searches (this one included)."""
+        assert self._accesses is not None
+        base = {h.memory.id: h.memory.access_count for h in found}
+        while True:
+            pending, now_epoch = self._accesses.pending_counts(base)
+            if now_epoch == epoch:
+                return {i: c + pending.get(i, 0) for i, c in base.items()}
+            # A flush committed while the rows were read: they may or may not hold it, so read them again.
+            epoch = now_epoch
+            again = self._store.memories.get_many(list(base))
+            base = {i: again[i].access_count if i in again else c for i, c in base.items()}
+
     def _bookkeep(self, ids: builtins.list[str], *, now: datetime, agent: str | None, kinds: Any) -> None:
         """A search's access counts and audit entry, in one write transaction (one commit instead of two).
 
-        If that transaction fails (a full disk), each is retried on its own, as each may then wait in
-        memory for the next write: a read never fails for its bookkeeping.
+        With ``access_flush_seconds`` the counts wait in memory for the batch writer and the transaction
+        holds the audit entry alone. If that transaction fails (a full disk), each is retried on its own, as
+        each may then wait in memory for the next write: a read never fails for its bookkeeping.
         """
-        if not ids and not self._settings.audit:
+        touch = bool(ids)
+        if touch and self._accesses is not None:
+            self._accesses.add(ids, now)
+            touch = False
+        if not touch and not self._settings.audit:
             return
         try:
             with self._store.atomic():
@@ -136,10 +174,15 @@ class Recall:
                     # As durable as SQLite's NORMAL: a server crash may lose the last moments of read
                     # bookkeeping, never a write's; PostgreSQL's commit then skips waiting for its WAL flush.
                     self._store.relax_commit()
-                self._store.memories.touch(ids, at=now)
+                if touch:
+                    self._store.memories.touch(ids, at=now)
                 self._read("search", agent=agent, ids=ids, kinds=kinds)
         except StorageError:
-            self._store.memories.touch(ids, at=now)
+            if touch:
+                self._store.memories.touch(ids, at=now)
+            elif self._accesses is not None:
+                # A full disk: the pending counts join the store's own queue, written with its next write.
+                self._accesses.flush(wait=False)
             self._read("search", agent=agent, ids=ids, kinds=kinds)
 
     def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
@@ -151,6 +194,7 @@ class Recall:
     def keyed(self, key: str, *, agent: str) -> Memory:
         """The current memory of ``agent``'s ``key`` (its own); NotFound if none. Audited as a ``get``."""
         key = check.key(key)
+        self._counted()
         flt = Filter(agent=check.agent_name(agent), tags=(key_tag(key),), include_shared=False)
         found = [m for m in self._store.memories.list(flt, limit=2) if key_of(m) == key]
         if not found:
@@ -172,6 +216,7 @@ class Recall:
         """An agent's memories (and those shared with it), newest first; created within ``since``..``until``."""
         offset = check.offset(offset)
         flt = read_filter(agent, kind, tags, since=since, until=until)
+        self._counted()
         memories = self._store.memories.list(flt, limit=check.limit(limit), offset=offset)
         self._read("list", agent=flt.agent, ids=[m.id for m in memories], kinds=flt.kinds, offset=offset or None)
         return memories
@@ -194,6 +239,7 @@ class Recall:
         """:meth:`get` without the audit entry (for checks before a write)."""
         memory_id = check.memory_id(memory_id)
         flt = Filter(agent=check.agent_name(agent)) if agent is not None else None
+        self._counted()
         memory = self._store.memories.get(memory_id, flt)
         if memory is None:
             scope = f" visible to agent {agent!r}" if agent is not None else ""
@@ -212,6 +258,7 @@ class Recall:
 
         Reading stops with the first short page, so callers may also stop early.
         """
+        self._counted()
         offset = 0
         while True:
             page = self._store.memories.list(flt, limit=size, offset=offset)
@@ -228,6 +275,7 @@ class Recall:
 
     def get_many(self, memory_ids: Sequence[str], flt: Filter | None = None) -> dict[str, Memory]:
         """Memories by id (missing or invisible under ``flt`` left out), fetched a page of ids at a time."""
+        self._counted()
         found: dict[str, Memory] = {}
         ids = list(memory_ids)
         for start in range(0, len(ids), check.PAGE_SIZE):

@@ -1,0 +1,173 @@
+"""Searches' access counts written in batches by a background thread (the ``access_flush_seconds`` setting).
+
+Access counts are a soft ranking signal, so, as a file system's ``relatime``, they may wait in memory for a
+moment and be written together: a search then returns without a write of ~10 random rows on its path. A crash
+loses at most that moment's counts; a search's read-audit entry is never delayed (see ``Recall._bookkeep``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from datetime import datetime
+
+from engramdb.config import Settings
+from engramdb.errors import StorageError
+from engramdb.storage.base import Store
+
+__all__ = ["FLUSH_CHUNK", "PENDING_LIMIT", "AccessBatch"]
+
+log = logging.getLogger(__name__)
+
+#: Searches whose access counts one flush transaction writes (the store's lock is released between them,
+#: so a search waits for at most one such transaction: ~64 x 10 rows, a few milliseconds).
+FLUSH_CHUNK = 64
+#: Searches kept waiting at most; beyond (a store that stays locked), the oldest are given up, logged.
+PENDING_LIMIT = 10_000
+
+
+class AccessBatch:
+    """Searches' access counts kept in memory and written in batches by one background thread (``relatime``).
+
+    Each pending item is one search's distinct ids and time, written later, in order, by the same ``touch``
+    the search would have made (the counts and times this process's synchronous writes would leave). A flush is due
+    ``delay`` seconds after the oldest pending search, or at once when :data:`FLUSH_CHUNK` are pending.
+    """
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self._store = store
+        self._delay = settings.access_flush_seconds
+        self._relax = settings.synchronous == "NORMAL"
+        self._cond = threading.Condition()
+        self._pending: builtins.list[tuple[builtins.list[str], datetime]] = []
+        # Per id: searches pending or being written (what a returned hit adds to its row's count).
+        self._counts: dict[str, int] = {}
+        self._epoch = 0
+        self._since = 0.0
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        # Flushes from the thread, from close() and from reads run one at a time, in order.
+        self._flushing = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def epoch(self) -> int:
+        """How many flush chunks have been written (or given up) so far."""
+        return self._epoch
+
+    def pending_counts(self, ids: Iterable[str]) -> tuple[dict[str, int], int]:
+        """Searches not yet written (or being written) per id among ``ids``, and the current :attr:`epoch`."""
+        with self._cond:
+            return {i: self._counts[i] for i in ids if i in self._counts}, self._epoch
+
+    def add(self, ids: builtins.list[str], at: datetime) -> None:
+        """One search's accessed ids, to be written within the delay."""
+        ids = list(dict.fromkeys(ids))
+        with self._cond:
+            if not self._pending:
+                self._since = time.monotonic()
+            self._pending.append((ids, at))
+            for memory_id in ids:
+                self._counts[memory_id] = self._counts.get(memory_id, 0) + 1
+            if len(self._pending) > PENDING_LIMIT:
+                self._done([self._pending.pop(0)])
+                log.warning("access counts of a search given up: %d searches wait to be written", PENDING_LIMIT)
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="engramdb-access-flush", daemon=True)
+                self._thread.start()
+            elif len(self._pending) >= FLUSH_CHUNK:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and (
+                    not self._pending
+                    or (len(self._pending) < FLUSH_CHUNK and time.monotonic() < self._since + self._delay)
+                ):
+                    wait = self._since + self._delay - time.monotonic() if self._pending else None
+                    self._cond.wait(wait)
+                if self._closed:
+                    return  # close() writes what is left
+            try:
+                self.flush()
+            except Exception:  # the thread must outlive any one failure; StorageError is handled inside
+                log.exception("writing searches' access counts failed")
+
+    def flush(self, *, wait: bool = True) -> None:
+        """Write every pending search's access counts now (a chunk of searches per transaction).
+
+        ``wait=False`` (reads): if a flush is already running, leave it to that one. A read inside the
+        caller's atomic() block must not wait for a flush that waits for that block (SQLite's one writer).
+        """
+        if not self._flushing.acquire(blocking=wait):
+            return
+        try:
+            with self._cond:
+                batch, self._pending = self._pending, []
+            for start in range(0, len(batch), FLUSH_CHUNK):
+                self._write(batch[start : start + FLUSH_CHUNK])
+        finally:
+            self._flushing.release()
+
+    def _done(self, chunk: builtins.list[tuple[builtins.list[str], datetime]]) -> None:
+        """``chunk`` is written (or given up): its searches no longer count as pending. Under ``_cond``."""
+        for ids, _ in chunk:
+            for memory_id in ids:
+                left = self._counts.pop(memory_id) - 1
+                if left:
+                    self._counts[memory_id] = left
+        self._epoch += 1
+
+    def _write(self, chunk: builtins.list[tuple[builtins.list[str], datetime]]) -> None:
+        failed = chunk
+        try:
+            failed = self._commit(chunk)
+        finally:
+            with self._cond:
+                kept = {id(item) for item in failed}
+                self._done([item for item in chunk if id(item) not in kept])
+                if failed:
+                    # Kept (ahead of newer searches) for the next flush: e.g. another process held the lock.
+                    self._pending[:0] = failed
+                    self._since = time.monotonic()
+        if failed:
+            log.warning("access counts of %d searches could not be written yet", len(failed))
+
+    def _commit(
+        self, chunk: builtins.list[tuple[builtins.list[str], datetime]]
+    ) -> builtins.list[tuple[builtins.list[str], datetime]]:
+        """Write ``chunk`` in one transaction, else one search at a time; the searches not written."""
+        try:
+            with self._store.atomic():
+                if self._relax:
+                    self._store.relax_commit()  # as the synchronous path: see Recall._bookkeep
+                for ids, at in chunk:
+                    self._store.memories.touch(ids, at=at)
+            return []
+        except StorageError:
+            pass
+        # One at a time, as a search's own touch: on a full disk each waits in the store's own queue
+        # (engramdb.storage._bookkeeping) and lands with the store's next write.
+        failed = []
+        for item in chunk:
+            try:
+                self._store.memories.touch(item[0], at=item[1])
+            except StorageError:
+                failed.append(item)
+        return failed
+
+    def close(self) -> None:
+        """Stop the thread and write what is pending."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        self.flush()
