@@ -11,11 +11,12 @@ import random
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from _learning_data import SITUATIONS
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
+from engramdb.learning.stats import ChangeRule
 
 AGENT = "bench"
 
@@ -65,10 +66,17 @@ class MultiResult:
 
 
 def run_multistep(
-    policy: str, episodes: int, seed: int, embedder: Embedder | None = None, folder: str = ""
+    policy: str,
+    episodes: int,
+    seed: int,
+    embedder: Embedder | None = None,
+    folder: str = "",
+    *,
+    change: ChangeRule | None = None,
 ) -> MultiResult:
     """``policy``: engramdb, q-structured (the seed's Q-learner on the true state), q-text (on the text), random,
-    oracle. Reward only at the end of each 3-step episode; one draw per episode decides it (common random numbers)."""
+    oracle. Reward only at the end of each 3-step episode; one draw per episode decides it (common random numbers).
+    ``change``: engramdb with this change rule instead of the default (the recovery A/B)."""
     rng = random.Random(seed + 30_000)
     draws = [
         (rng.random(), [rng.randrange(len(MULTI_TEMPLATES)) for _ in MULTI_STEPS], rng.choice(SITUATIONS[0].options))
@@ -78,6 +86,8 @@ def run_multistep(
     q: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     out = MultiResult()
     mem = Engram(folder, embedder=embedder, learning_seed=seed) if policy == "engramdb" else None
+    if mem is not None and change is not None:
+        mem.learning.recommend = replace(mem.learning.recommend, change=change)
     svc_rng = random.Random(seed + 40_000)
     try:
         for draw, templates, _ in draws:

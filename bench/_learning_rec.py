@@ -65,6 +65,8 @@ BEFORE_RULE = RecommendConfig(
 #: The rule of H-REC session 2 (issue 12): today's tables, a threshold of 0.7 and no check that the top option is
 #: ahead on its record. Measured beside the shipped rule (0.5 with the check) on the same answers.
 PREVIOUS_RULE = RecommendConfig(min_confidence=0.7, ahead_margin=None)
+#: The rule of issue 12's third session, shipped until the fifth: today's tables and threshold, ahead margin 0.025.
+THIRD_RULE = RecommendConfig(ahead_margin=0.025)
 #: The overrides that turn the shipped config into each older rule (for the store run's same-store A/B).
 RULE_FIELDS = (
     "recent_horizon",
@@ -74,6 +76,14 @@ RULE_FIELDS = (
     "min_confidence",
     "ahead_margin",
 )
+
+
+OPTION_CHANGE = "engramdb, change test with horizon 150, effective counts (option)"
+#: The recovery A/B: issue 12's fifth session's candidate, the change test on weights with a longer memory of its
+#: own and effective counts (``ChangeRule(horizon=150, effective_n=True)``), beside the default on the same stream
+#: and on the multi-step episodes. (The fourth session's option, ``ChangeRule(undiscounted=True, effective_n=True)``,
+#: is in bench/RESULTS.md.)
+OPTION_CHANGE_RULE = ChangeRule(horizon=150.0, effective_n=True)
 
 
 @dataclass
@@ -354,6 +364,15 @@ def score_rule(answers: Sequence[SimAnswer], rule: Rule, *, steps: int) -> dict[
     return out
 
 
+def _rates(answers: Sequence[tuple[str | None, str, float, str]]) -> tuple[float, float | None, float, float | None]:
+    """Coverage, precision, right recommendations (share of all questions) and mean stated confidence."""
+    made = [(rec, conf, right) for rec, _, conf, right in answers if rec is not None]
+    right = sum(rec == r for rec, _, r in made)
+    precision = right / len(made) if made else None
+    confidence = statistics.fmean(conf for _, conf, _ in made) if made else None
+    return len(made) / len(answers), precision, right / len(answers), confidence
+
+
 def _mean_of(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Numbers averaged over seeds; anything else kept per seed."""
     out: dict[str, Any] = {}
@@ -393,6 +412,7 @@ def held_out_table(decisions: dict[str, Any], systems: Sequence[str], seeds: int
             )
             if name == "engramdb":
                 for key, label in (
+                    ("third_rule", "third session's rule (ahead margin 0.025)"),
                     ("previous_rule", "H-REC 2 rule (0.7, no ahead check)"),
                     ("before_rule", "rule before H-REC"),
                 ):
@@ -568,8 +588,11 @@ def calibrate_main(args: argparse.Namespace) -> int:
 __all__ = [
     "BEFORE_RULE",
     "CALIBRATION_BEFORE",
+    "OPTION_CHANGE",
+    "OPTION_CHANGE_RULE",
     "PREVIOUS_RULE",
     "RULE_FIELDS",
+    "THIRD_RULE",
     "calibrate_main",
     "merge_results",
     "not_ahead_report",

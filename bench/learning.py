@@ -28,7 +28,8 @@ it fits the calibration tables on the *dev* streams (seeds 100...) and scores th
 against the share right (bench/results/learning_calibration.json; ``--dump`` keeps every answer). The store run
 (seeds 0...) reports, side by side with the baselines: success, recovery after the change and success before it;
 the recommendation rate and precision on held-out descriptions (every system; engramdb's ``suggest`` also with
-H-REC session 2's rule, 0.7 and no ahead check, and with the rule before H-REC, on the same questions, same store,
+H-REC session 2's rule, 0.7 and no ahead check, with the third session's rule, ahead margin 0.025, and with the
+rule before H-REC, on the same questions, same store,
 same moment) and its stated confidence against the share right; the recurring failures; the multi-step episodes.
 The change rule's option of issue 12's fourth session runs on its own store (recovery A/B). A run split into
 one-seed processes (``--first-seed k --seeds 1 --output part-k.json``) is joined with ``--merge part-*.json``.
@@ -63,10 +64,14 @@ from _learning_data import ERRORS, FIX_POOL, SITUATIONS, ErrorKind, Situation, S
 from _learning_multi import MULTI_SYSTEMS, run_multistep
 from _learning_rec import (
     BEFORE_RULE,
+    OPTION_CHANGE,
+    OPTION_CHANGE_RULE,
     PREVIOUS_RULE,
     RULE_FIELDS,
+    THIRD_RULE,
     _mean_of,
     _pct,
+    _rates,
     calibrate_main,
     held_out_table,
     merge_results,
@@ -76,7 +81,6 @@ from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
-from engramdb.learning.stats import ChangeRule
 
 AGENT = "bench"
 
@@ -121,6 +125,8 @@ class Ours:
         #: H-REC session 2's (0.7, no ahead check).
         self.answers_before: list[tuple[str | None, str, float, str]] = []
         self.answers_previous: list[tuple[str | None, str, float, str]] = []
+        #: And the third session's rule (ahead margin 0.025), shipped until issue 12's fifth session.
+        self.answers_third: list[tuple[str | None, str, float, str]] = []
 
     def choose(self, step: Step) -> str:
         return self.mem.learning.choose(step.context, step.situation.options, agent=AGENT)
@@ -132,7 +138,11 @@ class Ours:
         s = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
         self.answers.append((s.recommended, s.options[0].action, s.confidence, situation.best(changed)))
         current = self.mem.learning.recommend
-        for rule, answers in ((BEFORE_RULE, self.answers_before), (PREVIOUS_RULE, self.answers_previous)):
+        for rule, answers in (
+            (BEFORE_RULE, self.answers_before),
+            (PREVIOUS_RULE, self.answers_previous),
+            (THIRD_RULE, self.answers_third),
+        ):
             self.mem.learning.recommend = replace(current, **{k: getattr(rule, k) for k in RULE_FIELDS})
             try:
                 old = self.mem.learning.suggest(text, agent=AGENT, options=situation.options)
@@ -249,6 +259,7 @@ class DecisionResult:
     #: session 2's rule (0.7, no ahead check).
     before_rule: dict[str, float | None] = field(default_factory=dict)
     previous_rule: dict[str, float | None] = field(default_factory=dict)
+    third_rule: dict[str, float | None] = field(default_factory=dict)
     seconds: float = 0.0
 
     def summary(self, steps: int) -> dict[str, float | None]:
@@ -266,6 +277,7 @@ class DecisionResult:
             "recommend_mean_confidence": self.mean_confidence,
             **{f"before_rule_{k}": v for k, v in self.before_rule.items()},
             **{f"previous_rule_{k}": v for k, v in self.previous_rule.items()},
+            **{f"third_rule_{k}": v for k, v in self.third_rule.items()},
             "ms_per_step": 1000 * self.seconds / steps,
         }
 
@@ -296,16 +308,8 @@ def run_decisions(policy: Policy, stream: Sequence[Step], queries: Sequence[tupl
         keys = ("coverage", "precision", "right", "mean_confidence")
         result.before_rule = dict(zip(keys, _rates(policy.answers_before), strict=True))
         result.previous_rule = dict(zip(keys, _rates(policy.answers_previous), strict=True))
+        result.third_rule = dict(zip(keys, _rates(policy.answers_third), strict=True))
     return result
-
-
-def _rates(answers: Sequence[tuple[str | None, str, float, str]]) -> tuple[float, float | None, float, float | None]:
-    """Coverage, precision, right recommendations (share of all questions) and mean stated confidence."""
-    made = [(rec, conf, right) for rec, _, conf, right in answers if rec is not None]
-    right = sum(rec == r for rec, _, r in made)
-    precision = right / len(made) if made else None
-    confidence = statistics.fmean(conf for _, conf, _ in made) if made else None
-    return len(made) / len(answers), precision, right / len(answers), confidence
 
 
 # -- recurring failures ----------------------------------------------------------------------------------------
@@ -474,10 +478,6 @@ def run_scale(embedder: Embedder, folder: str, n: int = 10_000, repeats: int = 5
 
 # -- main --------------------------------------------------------------------------------------------------------
 
-OPTION_CHANGE = "engramdb, change test on relevance (option)"
-#: The recovery A/B: the change rule measured in issue 12's fourth session, an option and not the default (its test
-#: on relevance with effective counts recovers faster but cost settled success before the change on the test seeds).
-OPTION_CHANGE_RULE = ChangeRule(undiscounted=True, effective_n=True)
 DECISION_SYSTEMS = (
     "engramdb",
     OPTION_CHANGE,
@@ -563,8 +563,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     run_failures_keyed(occurrences, lambda m: m.split(":", 1)[0]).summary()
                 )
             if not args.skip_multistep:
-                for name in MULTI_SYSTEMS:
-                    res = run_multistep(name, args.episodes, seed, embedder, f"{tmp}/multi-{seed}")
+                for name in (*MULTI_SYSTEMS, OPTION_CHANGE):
+                    option = name == OPTION_CHANGE
+                    res = run_multistep(
+                        "engramdb" if option else name,
+                        args.episodes,
+                        seed,
+                        embedder,
+                        f"{tmp}/multi-{'option-' if option else ''}{seed}",
+                        change=OPTION_CHANGE_RULE if option else None,
+                    )
                     multi[name].append(res.summary())
                     console.print(f"seed {seed} multi-step {name}: {_pct(statistics.fmean(res.successes))}% success")
         scale = run_scale(embedder, f"{tmp}/scale") if args.scale else None

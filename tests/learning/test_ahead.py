@@ -58,7 +58,9 @@ def test_identical_records_are_silent_for_being_level() -> None:
     assert "not ahead" in s.reason
     judged = assess("deploy the billing service", nbrs, now=NOW, config=CFG, seed=0)
     # Stated at no more than its lead on the record less the margin: under one half whatever the Monte Carlo draws.
-    assert s.confidence == pytest.approx(min(calibrated(judged.raw, judged.evidence, CALIBRATION), judged.long - 0.025))
+    assert s.confidence == pytest.approx(
+        min(calibrated(judged.raw, judged.evidence, CALIBRATION), judged.long - (CFG.ahead_margin or 0.0))
+    )
     assert s.confidence < 0.5
 
 

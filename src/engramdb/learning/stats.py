@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.errors import ValidationError
+from engramdb.learning.change import ChangePoints, ChangeRule, change_discounts, changepoint_weights
 from engramdb.models import TrendTest
 
 __all__ = [
@@ -200,218 +201,6 @@ def discount_weights(
     return [float(x) for x in out]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChangeRule:
-    """When an action's recent outcomes contradict its older record, the older record stops counting.
-
-    For each action, its newest evidence worth ``window`` weighted outcomes (with ``scan``, the default:
-    every newest stretch of at least that much, the most significant one) is compared with
-    everything older (at least as much again): when the recent success share lies more than
-    ``z`` standard errors from the older posterior mean (a two-sample test of proportions,
-    the older side smoothed by a Beta(1, 1) prior), the world is taken to have changed for
-    that action, and its older evidence is multiplied by ``keep``. ``scope="all"`` also
-    discounts every other action's evidence older than the change, since a change in one
-    option's outcome usually means the situation itself changed.
-    """
-
-    window: float = 2.0
-    #: 2.0 (2.5 before): chosen on the dev streams of bench/learning.py as the bound with the best recovery that
-    #: keeps success before the change (1.5 and 1.75 recovered faster but lost 0.8-1.2 points before it).
-    z: float = 2.0
-    keep: float = 0.1
-    scope: str = "all"
-    #: Also test every older split point (recent side of at least ``window``, older side too) and cut at the most
-    #: significant one: a change stays detected after the stale favourite's next lucky success, which the newest
-    #: window alone forgets.
-    scan: bool = True
-    #: Test on relevance alone, not recency-discounted weights, so a change stays detected once the stale favourite
-    #: is no longer chosen. Faster recovery, less stability: off by default (see ``RecommendConfig.change``).
-    undiscounted: bool = False
-    #: Count each side as its Kish effective number of outcomes (``(sum w)^2 / sum w^2``), not its summed weight.
-    effective_n: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.window > 0 or not self.z > 0 or not 0.0 <= self.keep <= 1.0 or self.scope not in ("action", "all"):
-            raise ValueError("change rule: window and z must be positive, keep within [0, 1], scope action or all")
-
-
-def change_discounts(
-    actions: Sequence[str],
-    successes: Sequence[float],
-    weights: Sequence[float],
-    times: Sequence[float],
-    *,
-    rule: ChangeRule,
-) -> list[float]:
-    """Multipliers in [0, 1] for each piece of evidence after change detection (see :class:`ChangeRule`).
-
-    ``weights`` are the evidence's weights in the test (relevance times recency discount, or relevance alone with
-    ``rule.undiscounted``), ``times`` its POSIX timestamps. Evidence with no detected change keeps 1.
-    """
-    n = len(actions)
-    out = [1.0] * n
-    by_action: dict[str, list[int]] = {}
-    for i in sorted(range(n), key=lambda i: -times[i]):
-        by_action.setdefault(actions[i], []).append(i)
-    cutoffs: list[float] = []
-    for idx in by_action.values():
-        if rule.scan:
-            w_a, s_a = [weights[i] for i in idx], [successes[i] for i in idx]
-            split = _most_significant_split(w_a, s_a, window=rule.window, z=rule.z, effective_n=rule.effective_n)
-            if split is not None:
-                for i in idx[split:]:
-                    out[i] = rule.keep
-                cutoffs.append(times[idx[split - 1]])
-            continue
-        cum = 0.0
-        split = len(idx)
-        for j, i in enumerate(idx):
-            cum += weights[i]
-            if cum >= rule.window:
-                split = j + 1
-                break
-        recent, older = idx[:split], idx[split:]
-        n_old = sum(weights[i] for i in older)
-        if cum < rule.window or n_old < rule.window:
-            continue
-        n_new = sum(weights[i] for i in recent)
-        p_new = sum(weights[i] * successes[i] for i in recent) / n_new
-        p_old = (sum(weights[i] * successes[i] for i in older) + 1.0) / (n_old + 2.0)
-        se = math.sqrt(p_old * (1.0 - p_old) * (1.0 / n_new + 1.0 / (n_old + 2.0)))
-        if abs(p_new - p_old) > rule.z * se:
-            for i in older:
-                out[i] = rule.keep
-            cutoffs.append(times[recent[-1]])
-    if cutoffs and rule.scope == "all":
-        cut = max(cutoffs)
-        for i in range(n):
-            if times[i] < cut:
-                out[i] = min(out[i], rule.keep)
-    return out
-
-
-def _most_significant_split(
-    weights: Sequence[float], successes: Sequence[float], *, window: float, z: float, effective_n: bool = False
-) -> int | None:
-    """For one action's evidence, newest first: the number of newest items after which the older record is most
-    significantly contradicted (two-sample test as in :class:`ChangeRule`, older side Beta(1, 1)-smoothed), if any
-    split's statistic exceeds ``z``; both sides need ``window`` weighted outcomes. With ``effective_n`` each side's
-    sample size is its Kish effective number of outcomes instead of its summed weight."""
-    w = np.asarray(weights, dtype=np.float64)
-    x = np.asarray(successes, dtype=np.float64)
-    n_new = np.cumsum(w)[:-1]  # split after item j: items 0..j are recent
-    s_new = np.cumsum(w * x)[:-1]
-    n_old = w.sum() - n_new
-    s_old = (w * x).sum() - s_new
-    ok = (n_new >= window) & (n_old >= window)
-    if not ok.any():
-        return None
-    p_new = s_new / np.maximum(n_new, 1e-12)
-    e_new, e_old, p_old = n_new, n_old, (s_old + 1.0) / (n_old + 2.0)
-    if effective_n:  # the older side's share is then smoothed by Beta(1, 1) on its effective count
-        q_new = np.cumsum(w * w)[:-1]
-        e_new = n_new * n_new / np.maximum(q_new, 1e-12)
-        e_old = n_old * n_old / np.maximum((w * w).sum() - q_new, 1e-12)
-        p_old = (s_old / np.maximum(n_old, 1e-12) * e_old + 1.0) / (e_old + 2.0)
-    se = np.sqrt(p_old * (1.0 - p_old) * (1.0 / np.maximum(e_new, 1e-12) + 1.0 / (e_old + 2.0)))
-    stat = np.where(ok, np.abs(p_new - p_old) / se, 0.0)
-    best = int(np.argmax(stat))
-    return best + 1 if stat[best] > z else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChangePoints:
-    """Bayesian online change-point detection (Adams and MacKay, 2007) over the neighbourhood's outcomes.
-
-    The outcomes, in time order, are taken to come in segments: within a segment every
-    action has a fixed success probability (Beta prior), and before each outcome the
-    world changes with probability ``hazard`` (for an outcome of relevance w:
-    ``1 - (1 - hazard) ** w``, so barely related outcomes hardly bring a change). A change
-    resets every action at once (``scope="all"``: the situation changed) or only the
-    action observed (``scope="action"``: one run per action). The exact posterior over
-    where the current segment starts gives each piece of evidence the probability that
-    it belongs to the current segment, and that probability multiplies its weight: a
-    stale favourite loses its record as soon as the outcomes since the change make a
-    change more likely than not, and evidence keeps its full weight while nothing
-    suggests a change. ``1 / hazard`` is the expected number of outcomes between changes.
-    """
-
-    hazard: float = 0.01
-    scope: str = "all"
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.hazard < 1.0 or self.scope not in ("action", "all"):
-            raise ValueError("change points: hazard must be within (0, 1), scope action or all")
-
-
-def _segment_start_posterior(
-    codes: npt.NDArray[np.int64],
-    successes: npt.NDArray[np.float64],
-    weights: npt.NDArray[np.float64],
-    *,
-    hazard: float,
-    prior: Prior,
-    n_actions: int,
-) -> npt.NDArray[np.float64]:
-    """P(the current segment starts at item s), for items in time order (exact recursion, O(n^2))."""
-    n = len(codes)
-    # Cumulative weighted successes and attempts per action: a segment's counts are differences of these.
-    succ_cum = np.zeros((n_actions, n + 1))
-    att_cum = np.zeros((n_actions, n + 1))
-    for a in range(n_actions):
-        mask = codes == a
-        succ_cum[a, 1:] = np.cumsum(np.where(mask, weights * successes, 0.0))
-        att_cum[a, 1:] = np.cumsum(np.where(mask, weights, 0.0))
-    # like[t, s]: the predictive probability of outcome t if the segment started at s <= t (the counts of
-    # t's action over items s..t-1), tempered by the outcome's relevance. All at once: n x n is small.
-    t_idx = np.arange(n)
-    rows = codes[:, None]
-    s_succ = succ_cum[rows, t_idx[:, None]] - succ_cum[rows, t_idx[None, :]]
-    s_att = att_cum[rows, t_idx[:, None]] - att_cum[rows, t_idx[None, :]]
-    p = (prior.alpha + np.maximum(s_succ, 0.0)) / (prior.alpha + prior.beta + np.maximum(s_att, 0.0))
-    x, w = successes[:, None], weights[:, None]
-    like = np.exp(w * (x * np.log(p) + (1.0 - x) * np.log1p(-p)))
-    hazards = -np.expm1(weights * math.log1p(-hazard))
-    probs = np.ones(1)
-    for t in range(1, n):
-        grown = np.empty(t + 1)
-        grown[:t] = probs * (1.0 - hazards[t])
-        grown[t] = hazards[t]
-        grown *= like[t, : t + 1]
-        total = grown.sum()
-        probs = grown / total if total > 0 else np.full(t + 1, 1.0 / (t + 1))
-    return probs
-
-
-def changepoint_weights(
-    actions: Sequence[str],
-    successes: Sequence[float],
-    weights: Sequence[float],
-    times: Sequence[float],
-    *,
-    rule: ChangePoints,
-    prior: Prior | None = None,
-) -> list[float]:
-    """For each piece of evidence, the posterior probability that it belongs to the current segment (see
-    :class:`ChangePoints`). ``weights`` are relevance times recency discount, ``times`` POSIX timestamps."""
-    n = len(actions)
-    if n == 0:
-        return []
-    prior = prior or Prior()
-    order = sorted(range(n), key=lambda i: times[i])
-    out = np.ones(n)
-    groups = [order] if rule.scope == "all" else [[i for i in order if actions[i] == a] for a in dict.fromkeys(actions)]
-    for group in groups:
-        names = {a: k for k, a in enumerate(dict.fromkeys(actions[i] for i in group))}
-        codes = np.array([names[actions[i]] for i in group], dtype=np.int64)
-        succ = np.array([successes[i] for i in group], dtype=np.float64)
-        wts = np.clip(np.array([weights[i] for i in group], dtype=np.float64), 0.0, 1.0)
-        start = _segment_start_posterior(codes, succ, wts, hazard=rule.hazard, prior=prior, n_actions=len(names))
-        # Item j is in the current segment iff the segment started at or before it.
-        out[group] = np.minimum(1.0, np.cumsum(start))
-    return [float(x) for x in out]
-
-
 def posteriors(
     evidence: Iterable[Evidence],
     *,
@@ -444,7 +233,17 @@ def posteriors(
     )
     if change is not None and items:
         undiscounted = isinstance(change, ChangeRule) and change.undiscounted
-        weights = [min(1.0, e.relevance) * (1.0 if undiscounted else d) for e, d in zip(items, discounts, strict=True)]
+        tested = discounts
+        if isinstance(change, ChangeRule) and change.horizon is not None and not undiscounted:
+            # The test's own, longer memory (see ChangeRule.horizon); the posterior keeps its discount.
+            tested = discount_weights(
+                [e.at for e in items],
+                [e.relevance for e in items],
+                now=now,
+                half_life_days=half_life_days,
+                horizon=change.horizon,
+            )
+        weights = [min(1.0, e.relevance) * (1.0 if undiscounted else d) for e, d in zip(items, tested, strict=True)]
         args = ([e.action for e in items], [e.success for e in items], weights, [e.at.timestamp() for e in items])
         factors = (
             changepoint_weights(*args, rule=change, prior=prior)
