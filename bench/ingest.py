@@ -16,6 +16,12 @@ The 1-minute load average is written beside every timing (the machine is shared)
     python bench/ingest.py --quick              # fewer texts, for a smoke run
     python bench/ingest.py --embedders local,static --rounds 3 --out bench/results/ingest_static.json
 
+``--storage-path`` measures the storage path alone instead (vectors known in advance, as
+``bench/compare.py`` does), optionally A/B across source trees: see ``bench/_ingest_storage.py``.
+
+    python bench/ingest.py --storage-path --trees before=/tmp/old/src,after=src --rounds 3 \
+        --out bench/results/ingest_storage.json
+
 ``--embedders`` compares embedders instead (each an ``embedder`` setting): only the end-to-end sections
 (one ``remember`` per turn, and ``remember_many`` in calls of ``--batch``, each then ``flush()``), on fresh
 stores, interleaved embedder by embedder over ``--rounds`` rounds so the load hits them alike. A derived
@@ -37,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import _ingest_storage as storage
 from _data import iter_longmemeval, load_locomo
 from engramdb import Engram
 from engramdb.config import load_settings
@@ -45,6 +52,7 @@ from engramdb.embeddings.base import Embedder
 
 MODES = ("background", "sync")
 RESULTS = Path(__file__).parent / "results" / "ingest.json"
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def load1() -> float:
@@ -232,8 +240,27 @@ def main() -> None:
         default="locomo",
         help="with --embedders: 'locomo' (every dev turn) or 'longmemeval:N' (the first N distinct dev turns, long)",
     )
+    parser.add_argument("--storage-path", action="store_true", help="the storage path alone (vectors known)")
+    parser.add_argument("--trees", default="", help="with --storage-path: name=SRC,... source trees to compare")
+    parser.add_argument("--storage-child", default="", help=argparse.SUPPRESS)  # one run, in a child process
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.storage_child:
+        print(json.dumps(storage.run_once(args.storage_child)))
+        return
+    if args.storage_path:
+        pairs = [t.split("=", 1) for t in args.trees.split(",") if t] or [["working tree", str(SRC)]]
+        trees = {name: str(Path(path).resolve()) for name, path in pairs}
+        measured = {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "what": "remember_many(kind='conversation') + flush(), every LoCoMo turn, vectors known in advance",
+            **storage.compare_trees(trees, args.rounds),
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(measured, indent=2) + "\n")
+        print(json.dumps(measured["summary"], indent=2))
+        return
     if args.quick:
         args.per_call, args.many = 60, 200
     turns = _turns(args.turns)

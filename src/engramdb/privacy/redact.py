@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
-import math
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from engramdb.models import RedactionPolicy
+from engramdb.privacy._chars import b64json as _b64json
+from engramdb.privacy._chars import char_classes as _classes
+from engramdb.privacy._chars import entropy as _entropy
+from engramdb.privacy._chars import luhn as _luhn
+from engramdb.privacy._chars import random_enough as _random_enough
+from engramdb.privacy._gate import literal_gate
 
 __all__ = [
     "PII_KINDS",
@@ -76,31 +79,7 @@ def placeholder(kind: str) -> str:
 
 _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 
-# -- helpers ------------------------------------------------------------------------------------------------
-
-
-def _entropy(text: str) -> float:
-    """Shannon entropy in bits per character."""
-    if not text:
-        return 0.0
-    counts = Counter(text)
-    n = len(text)
-    return -sum(c / n * math.log2(c / n) for c in counts.values())
-
-
-def _classes(text: str) -> int:
-    """How many of lower case, upper case, digits and other characters ``text`` mixes."""
-    return (
-        any(c.islower() for c in text)
-        + any(c.isupper() for c in text)
-        + any(c.isdigit() for c in text)
-        + any(not c.isalnum() for c in text)
-    )
-
-
-def _random_enough(body: str) -> bool:
-    """Rejects placeholders shaped like a token (``ghp_xxxx...``, ``AKIA0000...``)."""
-    return len(set(body)) >= 6
+# -- helpers (the character tests are in engramdb.privacy._chars) -----------------------------------------
 
 
 # Values that stand for a secret without being one: templates, masks, variable references.
@@ -152,27 +131,6 @@ def _credential_like(value: str, *, strict: bool) -> bool:
     return len(value) >= 4
 
 
-def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
-
-
-def _b64json(part: str) -> bool:
-    padded = part + "=" * (-len(part) % 4)
-    try:
-        decoded = base64.urlsafe_b64decode(padded)
-        return isinstance(json.loads(decoded), dict)
-    except (binascii.Error, ValueError):
-        return False
-
-
 # -- detectors ----------------------------------------------------------------------------------------------
 
 Match = re.Match[str]
@@ -187,6 +145,9 @@ class _Detector:
     check: Callable[[Match], bool] | None = None
     #: Computes the secret's span when a group is not enough (None: reject the match).
     span: Callable[[Match], tuple[int, int] | None] | None = None
+    #: Literals of which every match contains at least one (lower case if the pattern ignores case; empty:
+    #: none known): without any, the pattern is not run, see :mod:`~engramdb.privacy._gate`.
+    needs: tuple[str, ...] = ()
 
 
 def _body_random(m: Match) -> bool:
@@ -321,20 +282,24 @@ _DETECTORS: Final[tuple[_Detector, ...]] = (
             r"-----BEGIN (?P<label>[A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?)-----"
             r"(?:[\s\S]*?-----END (?P=label)-----|(?:[A-Za-z0-9+/=:,\-. \t\r\n]|\\[nrt])*)"
         ),
+        needs=("-----BEGIN ",),
     ),
     _Detector(
         "private_key",
         re.compile(r"PuTTY-User-Key-File-\d:[^\n]*(?:\n[^\n]*){0,4}?\nPrivate-Lines: \d+\s*(?:[A-Za-z0-9+/=]+\s*)+"),
+        needs=("PuTTY-User-Key-File-",),
     ),
     _Detector(
         "jwt",
         re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{16,}"),
         check=_jwt,
+        needs=("eyJ",),
     ),
     _Detector(
         "aws_access_key",
         re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])"),
         check=_aws_key,
+        needs=("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
     ),
     _Detector(
         "aws_secret_key",
@@ -344,59 +309,96 @@ _DETECTORS: Final[tuple[_Detector, ...]] = (
         ),
         group="v",
         check=_aws_secret,
+        needs=("aws",),
     ),
-    _Detector("gcp_api_key", _tok("AIza", r"[0-9A-Za-z_\-]{35}"), check=_body_random),
-    _Detector("gcp_oauth_token", _tok(r"ya29\.", r"[0-9A-Za-z_\-]{30,}"), check=_body_random),
-    _Detector("google_oauth_secret", _tok("GOCSPX-", r"[A-Za-z0-9_\-]{28}"), check=_body_random),
+    _Detector("gcp_api_key", _tok("AIza", r"[0-9A-Za-z_\-]{35}"), check=_body_random, needs=("AIza",)),
+    _Detector("gcp_oauth_token", _tok(r"ya29\.", r"[0-9A-Za-z_\-]{30,}"), check=_body_random, needs=("ya29.",)),
+    _Detector("google_oauth_secret", _tok("GOCSPX-", r"[A-Za-z0-9_\-]{28}"), check=_body_random, needs=("GOCSPX-",)),
     _Detector(
         "azure_storage_key",
         re.compile(r"(?i)(?:AccountKey|SharedAccessKey)\s*=\s*(?P<v>[A-Za-z0-9+/]{40,}={0,2})"),
         group="v",
+        needs=("accountkey", "sharedaccesskey"),
     ),
-    _Detector("azure_sas_token", re.compile(r"(?i)[?&]sig=(?P<v>[A-Za-z0-9%+/=]{30,})"), group="v"),
+    _Detector("azure_sas_token", re.compile(r"(?i)[?&]sig=(?P<v>[A-Za-z0-9%+/=]{30,})"), group="v", needs=("sig=",)),
     _Detector(
         "azure_client_secret",
         re.compile(
             r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}\dQ~(?P<body>[A-Za-z0-9_~.\-]{31,34})(?![A-Za-z0-9_~.\-])"
         ),
         check=_body_random,
+        needs=("Q~",),
     ),
-    _Detector("github_token", _tok(r"(?:ghp|gho|ghu|ghs|ghr)_", r"[A-Za-z0-9]{36,251}"), check=_body_random),
-    _Detector("github_token", _tok("github_pat_", r"[A-Za-z0-9_]{50,251}"), check=_body_random),
+    _Detector(
+        "github_token",
+        _tok(r"(?:ghp|gho|ghu|ghs|ghr)_", r"[A-Za-z0-9]{36,251}"),
+        check=_body_random,
+        needs=("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
+    _Detector("github_token", _tok("github_pat_", r"[A-Za-z0-9_]{50,251}"), check=_body_random, needs=("github_pat_",)),
     _Detector(
         "gitlab_token",
         _tok(r"(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-", r"[A-Za-z0-9_\-]{20,1024}"),
         check=_body_random,
+        needs=("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"),
     ),
-    _Detector("gitlab_token", _tok("GR1348941", r"[A-Za-z0-9_\-]{20,50}"), check=_body_random),
+    _Detector("gitlab_token", _tok("GR1348941", r"[A-Za-z0-9_\-]{20,50}"), check=_body_random, needs=("GR1348941",)),
     _Detector(
-        "slack_webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{20,}")
+        "slack_webhook",
+        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{20,}"),
+        needs=("https://hooks.slack.com/",),
     ),
-    _Detector("slack_token", _tok(r"xox[abposre]-", r"[A-Za-z0-9\-]{10,250}"), check=_body_random),
-    _Detector("slack_token", _tok(r"xapp-\d-", r"[A-Za-z0-9\-]{10,250}"), check=_body_random),
-    _Detector("stripe_key", _tok(r"(?:sk|rk)_(?:live|test)_", r"[A-Za-z0-9]{16,247}"), check=_body_random),
-    _Detector("stripe_key", _tok("whsec_", r"[A-Za-z0-9]{24,}"), check=_body_random),
-    _Detector("anthropic_key", _tok(r"sk-ant-[a-z]{2,8}\d{0,3}-", r"[A-Za-z0-9_\-]{32,}"), check=_body_random),
+    _Detector("slack_token", _tok(r"xox[abposre]-", r"[A-Za-z0-9\-]{10,250}"), check=_body_random, needs=("xox",)),
+    _Detector("slack_token", _tok(r"xapp-\d-", r"[A-Za-z0-9\-]{10,250}"), check=_body_random, needs=("xapp-",)),
+    _Detector(
+        "stripe_key",
+        _tok(r"(?:sk|rk)_(?:live|test)_", r"[A-Za-z0-9]{16,247}"),
+        check=_body_random,
+        needs=("_live_", "_test_"),
+    ),
+    _Detector("stripe_key", _tok("whsec_", r"[A-Za-z0-9]{24,}"), check=_body_random, needs=("whsec_",)),
+    _Detector(
+        "anthropic_key",
+        _tok(r"sk-ant-[a-z]{2,8}\d{0,3}-", r"[A-Za-z0-9_\-]{32,}"),
+        check=_body_random,
+        needs=("sk-ant-",),
+    ),
     _Detector(
         "openai_key",
         _tok(r"sk-(?!ant-)(?:proj-|svcacct-|admin-|None-)?", r"[A-Za-z0-9_\-]{32,}"),
         check=lambda m: _random_enough(m.group("body")) and _classes(m.group("body")) >= 2,
+        needs=("sk-",),
     ),
-    _Detector("huggingface_token", _tok("hf_", r"[A-Za-z0-9]{30,40}"), check=_body_random),
-    _Detector("npm_token", _tok("npm_", r"[A-Za-z0-9]{36}"), check=_body_random),
-    _Detector("pypi_token", _tok("pypi-AgEIcHlwaS5vcmc", r"[A-Za-z0-9_\-]{50,}"), check=_body_random),
-    _Detector("sendgrid_key", _tok(r"SG\.", r"[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"), check=_body_random),
-    _Detector("twilio_key", _tok("SK", r"[0-9a-f]{32}"), check=_body_random),
-    _Detector("mailchimp_key", re.compile(r"(?<![A-Za-z0-9])[0-9a-f]{32}-us\d{1,2}(?![A-Za-z0-9])")),
-    _Detector("digitalocean_token", _tok(r"do[opr]_v1_", r"[a-f0-9]{64}"), check=_body_random),
-    _Detector("shopify_token", _tok(r"shp(?:at|ca|pa|ss)_", r"[a-fA-F0-9]{32}"), check=_body_random),
-    _Detector("telegram_token", re.compile(r"(?<![0-9])\d{8,10}:AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])")),
+    _Detector("huggingface_token", _tok("hf_", r"[A-Za-z0-9]{30,40}"), check=_body_random, needs=("hf_",)),
+    _Detector("npm_token", _tok("npm_", r"[A-Za-z0-9]{36}"), check=_body_random, needs=("npm_",)),
+    _Detector(
+        "pypi_token",
+        _tok("pypi-AgEIcHlwaS5vcmc", r"[A-Za-z0-9_\-]{50,}"),
+        check=_body_random,
+        needs=("pypi-AgEIcHlwaS5vcmc",),
+    ),
+    _Detector(
+        "sendgrid_key", _tok(r"SG\.", r"[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"), check=_body_random, needs=("SG.",)
+    ),
+    _Detector("twilio_key", _tok("SK", r"[0-9a-f]{32}"), check=_body_random, needs=("SK",)),
+    _Detector("mailchimp_key", re.compile(r"(?<![A-Za-z0-9])[0-9a-f]{32}-us\d{1,2}(?![A-Za-z0-9])"), needs=("-us",)),
+    _Detector("digitalocean_token", _tok(r"do[opr]_v1_", r"[a-f0-9]{64}"), check=_body_random, needs=("_v1_",)),
+    _Detector(
+        "shopify_token",
+        _tok(r"shp(?:at|ca|pa|ss)_", r"[a-fA-F0-9]{32}"),
+        check=_body_random,
+        needs=("shpat_", "shpca_", "shppa_", "shpss_"),
+    ),
+    _Detector(
+        "telegram_token", re.compile(r"(?<![0-9])\d{8,10}:AA[A-Za-z0-9_\-]{33}(?![A-Za-z0-9_\-])"), needs=(":AA",)
+    ),
     _Detector(
         "discord_token",
         re.compile(
             r"(?<![A-Za-z0-9_\-])[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}(?![A-Za-z0-9_\-])"
         ),
         check=lambda m: _classes(m.group(0)) >= 3,
+        needs=(".",),
     ),
     # Headers and URLs: the credential after the scheme word, not the word itself.
     _Detector(
@@ -404,8 +406,15 @@ _DETECTORS: Final[tuple[_Detector, ...]] = (
         re.compile(r"(?i)\bbasic\s+(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
         group="v",
         check=_basic,
+        needs=("basic",),
     ),
-    _Detector("bearer_token", re.compile(r"(?i)\bbearer\s+(?P<v>[A-Za-z0-9\-._~+/]{8,}=*)"), group="v", check=_bearer),
+    _Detector(
+        "bearer_token",
+        re.compile(r"(?i)\bbearer\s+(?P<v>[A-Za-z0-9\-._~+/]{8,}=*)"),
+        group="v",
+        check=_bearer,
+        needs=("bearer",),
+    ),
     _Detector(
         "bearer_token",
         re.compile(
@@ -413,6 +422,7 @@ _DETECTORS: Final[tuple[_Detector, ...]] = (
         ),
         group="v",
         check=_bearer,
+        needs=("authorization",),
     ),
     _Detector(
         "url_password",
@@ -420,11 +430,23 @@ _DETECTORS: Final[tuple[_Detector, ...]] = (
         re.compile(r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://(?P<user>[^\s:/?#@\[\]\"']*):(?P<v>[^\s/?\"']+)@(?=[^\s@/?\"']+)"),
         group="v",
         check=_url_password,
+        needs=("://",),
     ),
-    _Detector("password", _PASSWORD_FLAG, group="v", check=lambda m: _credential_like(m.group("v"), strict=False)),
-    _Detector("password", _PROSE_PASSWORD, span=_prose_span),
+    _Detector(
+        "password",
+        _PASSWORD_FLAG,
+        group="v",
+        check=lambda m: _credential_like(m.group("v"), strict=False),
+        needs=("docker", "podman", "buildah", "helm", "mysql", "mariadb", "sshpass", "redis-cli", "htpasswd", "login"),
+    ),
+    _Detector("password", _PROSE_PASSWORD, span=_prose_span, needs=("password", "passphrase", "passcode", "pwd")),
     # Last: a value after a word like password/secret/token. The kind says which word.
-    _Detector("credential", _GENERIC, span=_generic_span),
+    _Detector(
+        "credential",
+        _GENERIC,
+        span=_generic_span,
+        needs=("pass", "pwd", "secret", "token", "key", "credential", "auth", "sas", "sess", "connect.sid"),
+    ),
 )
 
 _PASSWORD_WORD = re.compile(r"(?i)(?:passw(?:or)?d|passphrase|pwd|pass)$")
@@ -461,8 +483,13 @@ def _find_phones(text: str, region: str) -> Iterator[Finding]:
         yield Finding(kind="phone", start=match.start, end=match.end)
 
 
+#: The detectors (their priorities) that may match a text; see :mod:`~engramdb.privacy._gate`.
+_GATE: Final = literal_gate([(det.pattern, det.needs) for det in _DETECTORS])
+
+
 def _find_secrets(text: str) -> Iterator[tuple[int, Finding]]:
-    for priority, det in enumerate(_DETECTORS):
+    for priority in _GATE(text):
+        det = _DETECTORS[priority]
         for m in det.pattern.finditer(text):
             if det.check is not None and not det.check(m):
                 continue

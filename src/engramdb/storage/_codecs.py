@@ -90,8 +90,19 @@ def ts(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+#: Types :func:`jsonable` returns as they are, tested by exact type first: most metadata values are these,
+#: and the abstract ``Mapping`` test below is slow.
+_PLAIN: Final = frozenset({str, int, float, bool, type(None)})
+
+#: One encoder of each form, shared: ``json.dumps`` with options builds a new encoder on every call.
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_AUDIT_DETAIL: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
 def jsonable(value: Any) -> Any:
     """Turn tuples, mappings and datetimes into JSON values (for history records)."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, datetime):
         return ts(value)
     if isinstance(value, Mapping):
@@ -104,7 +115,7 @@ def jsonable(value: Any) -> Any:
 def dumps(value: Any, *, what: str) -> str:
     """Compact JSON, or a one-line ValidationError naming ``what`` could not be stored."""
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _COMPACT.encode(value)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{what} must be JSON-serializable: {exc}") from exc
 
@@ -137,6 +148,7 @@ def column_value(name: str, value: Any) -> Any:
 
 def memory_row(m: Memory) -> tuple[Any, ...]:
     """The ``memories`` insert parameters of ``m``: the columns of :data:`MEMORY_COLUMNS`, in order."""
+    created = ts(m.created_at)
     return (
         m.id,
         m.agent,
@@ -144,8 +156,8 @@ def memory_row(m: Memory) -> tuple[Any, ...]:
         m.content,
         dumps(list(m.tags), what="tags"),
         dumps(jsonable(m.metadata), what="metadata"),
-        ts(m.created_at),
-        ts(m.updated_at),
+        created,
+        created if m.updated_at is m.created_at else ts(m.updated_at),  # one object in a new memory
         ts(m.last_accessed) if m.last_accessed is not None else None,
         m.access_count,
         float(m.confidence),
@@ -299,7 +311,7 @@ def chain_rows(
     try:
         events = chain(records, prev_hash=prev_hash, last_seq=last_seq)
         for e in events:
-            detail = json.dumps(dict(e.detail), sort_keys=True, ensure_ascii=False, allow_nan=False)
+            detail = _AUDIT_DETAIL.encode(dict(e.detail))
             rows.append((e.seq, format_at(e.at), e.action, e.agent, e.memory_id, detail, e.hash))
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"audit detail must be JSON: {exc}") from exc
