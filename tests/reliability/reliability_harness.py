@@ -107,7 +107,10 @@ def worker(store: str, kind: str, ledger_path: str, workdir: str) -> None:
     with open_mem(store) as mem:
         sys.stdout.write("ready\n")
         sys.stdout.flush()
-        n = len(done)
+        # Update versions continue from the highest acknowledged one: a restarted worker that counted
+        # from zero would write versions lower than those already acknowledged for the same ids.
+        versions = [r["version"] for r in read_ledger(Path(ledger_path)) if "version" in r]
+        n = max(versions, default=0) if kind == "update" else len(done)
         while True:
             n += 1
             if kind == "remember":
