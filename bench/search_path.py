@@ -552,6 +552,11 @@ def run_access_pair(source: Path, scratch: Path, old_src: Path, queries: int, ro
     }
 
 
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", type=Path, default=None, help="a COPY of the 100k curve store directory")
@@ -566,7 +571,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scratch", type=Path, default=None, help="with --access-pair: where the copies go")
     parser.add_argument("--rounds", type=int, default=3, help="with --access-pair: passes over the questions")
     parser.add_argument("--access-child", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where the results go (default: the file of the mode run)"
+    )
     args = parser.parse_args(argv)
     if args.access_child is not None:
         where, _, variant = args.access_child.rpartition("=")
@@ -578,22 +585,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         found |= run_access_pair(args.access_pair, args.scratch, args.old_src, min(args.queries, 250), args.rounds)
         print(json.dumps(found, indent=1), file=sys.stderr)
-        ACCESS_OUT.parent.mkdir(parents=True, exist_ok=True)
-        ACCESS_OUT.write_text(json.dumps(found, indent=1) + "\n")
+        _write(args.out or ACCESS_OUT, json.dumps(found, indent=1) + "\n")
         return 0
     if args.query_embedding:
         found = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         found |= run_query_embedding(args.queries)
         print(json.dumps(found, indent=1), file=sys.stderr)
-        QUERY_OUT.parent.mkdir(parents=True, exist_ok=True)
-        QUERY_OUT.write_text(json.dumps(found, indent=1) + "\n")
+        _write(args.out or QUERY_OUT, json.dumps(found, indent=1) + "\n")
         return 0
     if args.whole is not None:
         whole = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         whole |= run_whole(args.whole, min(args.queries, 210))
         print(json.dumps(whole, indent=1), file=sys.stderr)
-        WHOLE_OUT.parent.mkdir(parents=True, exist_ok=True)
-        WHOLE_OUT.write_text(json.dumps(whole, indent=1) + "\n")
+        _write(args.out or WHOLE_OUT, json.dumps(whole, indent=1) + "\n")
         if args.store is None and args.keyword_store is None and args.recall_store is None:
             return 0
     results: dict[str, Any] = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -606,8 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.recall_store is not None:
         results["recall"] = run_recall(args.recall_store)
         print(json.dumps(results["recall"], indent=1), file=sys.stderr)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    _write(args.out or OUT, json.dumps(results, indent=1) + "\n")
     return 0
 
 
