@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.errors import CorruptStoreError
+from engramdb.storage._ann_links import link_islands
 
 __all__ = [
     "ANN_DEFAULT_THRESHOLD",
@@ -196,6 +197,12 @@ def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> Ann
             if cancel.is_set():
                 return None
             index.add(np.ascontiguousarray(vectors[start : start + _ADD_CHUNK], dtype=np.float32))
+        if cancel.is_set():
+            return None
+        # Groups of near-duplicates can end up as closed islands of the graph (see _ann_links): link them.
+        linked = link_islands(index, faiss, vectors)
+        if linked:
+            log.debug("HNSW build: %d groups of rows linked to the rest of the graph", linked)
         del vectors
         faiss.write_index(index, str(tmp / _GRAPH))
         del index

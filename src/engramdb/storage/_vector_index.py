@@ -460,8 +460,13 @@ class VectorIndex:
     @staticmethod
     def _scan(base: AnnBase, query: _F32, mask: npt.NDArray[np.bool_] | None, limit: int) -> tuple[_I64, _F32]:
         """Exact top ``limit`` of the index's rows passing ``mask``."""
-        rows = np.flatnonzero(mask) if mask is not None else np.arange(base.n)
-        scores: _F32 = np.einsum("ij,j->i", base.vectors[rows], query)
+        if mask is None:
+            # Every row: scan the mapped matrix in place (gathering it first copies all of it, ~2x slower).
+            rows = np.arange(base.n)
+            scores: _F32 = np.einsum("ij,j->i", base.vectors, query)
+        else:
+            rows = np.flatnonzero(mask)
+            scores = np.einsum("ij,j->i", base.vectors[rows], query)
         k = min(limit, scores.size)
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
         top = top[np.argsort(-scores[top], kind="stable")]
