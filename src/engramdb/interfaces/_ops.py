@@ -21,7 +21,9 @@ from engramdb.interfaces._schemas import (
     BatchArgs,
     ChooseArgs,
     ContextArgs,
+    EndEpisodeArgs,
     EpisodeArgs,
+    EpisodeEventArgs,
     FailureArgs,
     FindEpisodesArgs,
     MemoryArgs,
@@ -34,6 +36,7 @@ from engramdb.interfaces._schemas import (
     SessionMessageArgs,
     ShareArgs,
     SolutionsArgs,
+    StartEpisodeArgs,
     StatsArgs,
     SuggestArgs,
     UpdateArgs,
@@ -207,6 +210,27 @@ def record_episode(mem: Engram, who: Caller, a: EpisodeArgs) -> JSON:
     return episode.memory.to_dict()
 
 
+def start_episode(mem: Engram, who: Caller, a: StartEpisodeArgs) -> JSON:
+    who.require_write()
+    agent = who.agent(a.agent)
+    episode_id = mem.episodes.start(a.task, agent=agent, tags=a.tags, metadata=a.metadata)
+    return {"episode_id": episode_id, "agent": agent, "task": a.task}
+
+
+def episode_event(mem: Engram, who: Caller, a: EpisodeEventArgs) -> JSON:
+    who.require_write()
+    mem.episodes.event(a.episode_id, a.kind, a.data, role=a.role, agent=who.agent(a.agent))
+    return {"episode_id": a.episode_id, "kind": a.kind}
+
+
+def end_episode(mem: Engram, who: Caller, a: EndEpisodeArgs) -> JSON:
+    who.require_write()
+    if a.outcome not in ("success", "failure"):
+        raise ValidationError(f"outcome must be 'success' or 'failure', not {a.outcome!r}")
+    record = mem.episodes.end(a.episode_id, a.outcome, agent=who.agent(a.agent), metrics=a.metrics, error=a.error)
+    return record.to_dict()
+
+
 def find_episodes(mem: Engram, who: Caller, a: FindEpisodesArgs) -> JSON:
     found = mem.episodes.list(a.task, agent=who.agent(a.agent), outcome=a.outcome, limit=a.limit)
     return {"episodes": [e.to_dict() for e in found]}
@@ -314,6 +338,9 @@ TOOLS: Final[tuple[Tool, ...]] = (
     Tool("failure_patterns", PatternsArgs, failure_patterns, False),
     Tool("preflight", PreflightArgs, preflight, False),
     Tool("record_episode", EpisodeArgs, record_episode, True),
+    Tool("start_episode", StartEpisodeArgs, start_episode, True),
+    Tool("episode_event", EpisodeEventArgs, episode_event, True),
+    Tool("end_episode", EndEpisodeArgs, end_episode, True),
     Tool("find_episodes", FindEpisodesArgs, find_episodes, False),
     Tool("analyze_episodes", AnalyzeEpisodesArgs, analyze_episodes, False),
     Tool("stats", StatsArgs, stats, False),

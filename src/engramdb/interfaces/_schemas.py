@@ -25,7 +25,9 @@ __all__ = [
     "BatchArgs",
     "ChooseArgs",
     "ContextArgs",
+    "EndEpisodeArgs",
     "EpisodeArgs",
+    "EpisodeEventArgs",
     "EventArgs",
     "FailureArgs",
     "FindEpisodesArgs",
@@ -39,6 +41,7 @@ __all__ = [
     "SessionMessageArgs",
     "ShareArgs",
     "SolutionsArgs",
+    "StartEpisodeArgs",
     "StatsArgs",
     "SuggestArgs",
     "UpdateArgs",
@@ -200,6 +203,35 @@ class EpisodeArgs(Args):
     agent: str | None = Agent
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] | None = None
+
+
+class StartEpisodeArgs(Args):
+    """Start an episode that spans calls: returns its id, for ``episode_event`` and ``end_episode`` (same agent)."""
+
+    task: str
+    agent: str | None = Agent
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = Field(default=None, description="The episode's context, a JSON object.")
+
+
+class EpisodeEventArgs(Args):
+    """Add one step to a running episode (started with ``start_episode``)."""
+
+    episode_id: str
+    kind: str = Field(min_length=1, description="What kind of step: code_generation, verification, tool_call, ...")
+    data: Any = Field(default=None, description="Any JSON value.")
+    role: str | None = Field(default=None, description="The agent role that produced it.")
+    agent: str | None = Agent
+
+
+class EndEpisodeArgs(Args):
+    """End a running episode as a success or a failure, with its metrics; its pending decisions get credit."""
+
+    episode_id: str
+    outcome: str = Field(default="success", description='"success" or "failure".')
+    metrics: dict[str, Any] | None = Field(default=None, description="Measurements of the run, a JSON object.")
+    error: str | None = Field(default=None, description="Why it failed.")
+    agent: str | None = Agent
 
 
 class FindEpisodesArgs(Args):

@@ -2,7 +2,8 @@
 
 Tools (:data:`TOOLS`): ``remember``, ``search``, ``get``, ``forget``; ``record_outcome``,
 ``suggest``, ``choose``; ``record_failure``, ``solutions``, ``failure_patterns``,
-``preflight``; ``record_episode``, ``find_episodes``, ``analyze_episodes``; ``stats``;
+``preflight``; ``record_episode``, ``start_episode``, ``episode_event``, ``end_episode``,
+``find_episodes``, ``analyze_episodes``; ``stats``;
 ``context``; ``session_add``, ``session``; ``share``, ``unshare``. They are the REST
 server's operations (:mod:`._ops`), with the same argument models (:mod:`._schemas`) as
 their JSON schemas: unknown arguments are rejected, and every error (bad arguments, a
@@ -68,7 +69,8 @@ _INSTRUCTIONS: Final = (
     "Persistent memory for this agent. Use `search` before a task to recall what is known, `remember` to keep "
     "facts, decisions and preferences, `preflight` before acting and `record_outcome` after acting, "
     "`suggest`/`choose` to learn what works, `record_failure` and `solutions` for errors and their fixes, "
-    "`record_episode` for a finished multi-step task. `context` gives, before a task, everything relevant as "
+    "`record_episode` for a finished multi-step task (or `start_episode`, `episode_event` and `end_episode` "
+    "to follow one as it runs). `context` gives, before a task, everything relevant as "
     "one prompt block; `session_add` and `session` keep the short-term conversation window. Over HTTP your API "
     "key decides the agent; over stdio pass the same `agent` name throughout."
 )
@@ -216,16 +218,66 @@ def check_message(line: str) -> tuple[Any, int, str] | None:
     return None
 
 
+#: Longest wait, at the end of the input, for the answers to requests still running.
+DRAIN_SECONDS: Final = 300.0
+
+
+def _request_id(line: str, *, answer: bool) -> str | int | None:
+    """The id of a JSON-RPC request line (``answer=False``) or of a response line (``answer=True``); else None."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or ("method" in data) == answer:
+        return None
+    msg_id = data.get("id")
+    return msg_id if isinstance(msg_id, str | int) and not isinstance(msg_id, bool) else None
+
+
 class _Wire:
     """The stdio transport's output (a private copy of fd 1), shared by the SDK's writer and :class:`_Lines`."""
 
     def __init__(self, out: Any) -> None:
         self._out = out
         self._lock = anyio.Lock()
+        #: Ids of the client's requests read but not answered yet (see :meth:`drain`).
+        self.pending: set[str | int] = set()
+
+    def asked(self, line: str) -> None:
+        """Note a request line the SDK is about to handle, so that :meth:`drain` waits for its answer."""
+        msg_id = _request_id(line, answer=False)
+        if msg_id is not None:
+            self.pending.add(msg_id)
+            return
+        # A request the client cancels gets no answer: do not wait for it.
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(data, dict) and data.get("method") == "notifications/cancelled":
+            params = data.get("params")
+            cancelled = params.get("requestId") if isinstance(params, dict) else None
+            if isinstance(cancelled, str | int) and not isinstance(cancelled, bool):
+                self.pending.discard(cancelled)
 
     async def write(self, text: str) -> None:
         async with self._lock:
             await self._out.write(text)
+        for line in text.splitlines():
+            msg_id = _request_id(line, answer=True)
+            if msg_id is not None:
+                self.pending.discard(msg_id)
+
+    async def drain(self, timeout: float = DRAIN_SECONDS) -> None:
+        """Wait until every request read so far is answered (at most ``timeout`` seconds).
+
+        At the end of its input the SDK cancels the requests still running, so a client that
+        writes its requests and closes stdin (``printf ... | engram mcp``) would get no answer
+        to the last ones, although their writes were done.
+        """
+        with anyio.move_on_after(timeout):
+            while self.pending:
+                await anyio.sleep(0.01)
 
     async def flush(self) -> None:
         await self._out.flush()
@@ -253,9 +305,11 @@ class _Lines:
                 continue
             problem = check_message(line)
             if problem is None:
+                self._wire.asked(line)
                 yield line
             else:
                 await self._wire.error(*problem)
+        await self._wire.drain()
 
 
 def serve_stdio(mem: Engram) -> None:

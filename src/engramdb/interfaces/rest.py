@@ -68,7 +68,9 @@ from engramdb.interfaces._schemas import (
     BatchArgs,
     ChooseArgs,
     ContextArgs,
+    EndEpisodeArgs,
     EpisodeArgs,
+    EpisodeEventArgs,
     FailureArgs,
     FindEpisodesArgs,
     MemoryArgs,
@@ -81,6 +83,7 @@ from engramdb.interfaces._schemas import (
     SessionMessageArgs,
     ShareArgs,
     SolutionsArgs,
+    StartEpisodeArgs,
     StatsArgs,
     SuggestArgs,
     UpdateArgs,
@@ -418,6 +421,21 @@ def create_app(
     def record_episode(who: Who, body: EpisodeArgs) -> dict[str, Any]:
         """Record a finished task with its steps as an ``episode`` memory."""
         return ops.record_episode(mem, who, body)
+
+    @app.post("/episodes/start", status_code=201, tags=["episodes"])
+    def start_episode(who: Who, body: StartEpisodeArgs) -> dict[str, Any]:
+        """Start an episode that spans requests: its ``episode_id`` goes to ``/episodes/event`` and ``/end``."""
+        return ops.start_episode(mem, who, body)
+
+    @app.post("/episodes/event", tags=["episodes"])
+    def episode_event(who: Who, body: EpisodeEventArgs) -> dict[str, Any]:
+        """Add a step to a running episode of the agent."""
+        return ops.episode_event(mem, who, body)
+
+    @app.post("/episodes/end", tags=["episodes"])
+    def end_episode(who: Who, body: EndEpisodeArgs) -> dict[str, Any]:
+        """End a running episode of the agent as a success or a failure, with its metrics."""
+        return ops.end_episode(mem, who, body)
 
     @app.post("/episodes/search", tags=["episodes"])
     def find_episodes(who: Who, body: FindEpisodesArgs) -> dict[str, Any]:

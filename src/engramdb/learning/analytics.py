@@ -162,14 +162,19 @@ def choose_bucket(first: datetime, last: datetime, *, n: int = 0, max_points: in
     """The finest calendar bucket (minute, hour, day, week, month) that suits a chart of ``n`` outcomes.
 
     At most ``max_points`` buckets over [first, last], holding ``min_per_point`` outcomes
-    each on average (with fewer, a success rate per bucket is mostly noise).
+    each on average (with fewer, a success rate per bucket is mostly noise). Too few outcomes
+    for that: the finest bucket that holds the whole span, so that the points sit where the
+    outcomes happened (one outcome today is not plotted in the middle of the month).
     """
     span = max(0.0, (last - first).total_seconds())
+    whole: str | None = None
     for name, width in _FIXED:
         buckets = span / width + 1.0
         if buckets <= max_points and (n == 0 or n / buckets >= min_per_point):
             return name
-    return "month"
+        if whole is None and span < width:
+            whole = name
+    return whole or "month"
 
 
 def timeline(

@@ -66,6 +66,9 @@ class CodeService:
         """
         if not isinstance(source, str):
             raise ValidationError(f"source must be text, not {type(source).__name__}")
+        if not source.strip():
+            # An empty file is a mistake (a wrong path, an unread stream), not code without patterns.
+            raise ValidationError("source must not be empty")
         agent = check.agent_name(agent)
         user_tags = list(check.tags(tags if not isinstance(tags, str) else [tags]))
         found = code.extract(source, filename=filename, language=language)

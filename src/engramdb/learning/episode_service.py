@@ -130,7 +130,11 @@ class EpisodeService:
             raise ValidationError("episode id must be a non-empty string")
         memory = self._store.memories.get(episode_id.strip(), Filter(agent=agent, kinds=_EPISODE))
         if memory is None or memory.agent != agent:
-            raise NotFound(f"no episode {episode_id!r} of agent {agent!r}")
+            # The id alone does not say whose it is: name the usual cause of a miss (agent left at its default).
+            raise NotFound(
+                f"no episode {episode_id!r} of agent {agent!r} (an episode belongs to the agent that started it: "
+                "pass the same agent)"
+            )
         if memory.metadata.get("outcome") != ep.RUNNING:
             raise ValidationError(f"episode {episode_id!r} has ended ({memory.metadata.get('outcome')})")
         return memory

@@ -65,6 +65,10 @@ def _insights(report: LearningReport) -> list[str]:
     return out
 
 
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
 def _recommendations(report: LearningReport, records: Sequence[DecisionRecord]) -> list[str]:
     """The seed's threshold recommendations, each stated with its evidence.
 
@@ -78,7 +82,7 @@ def _recommendations(report: LearningReport, records: Sequence[DecisionRecord]) 
     for c in report.categories:
         if c.success_rate < target:
             out.append(
-                f"Focus on improving {c.category} tasks: success {percent(c.success_rate)} over {c.executions} runs "
+                f"Focus on improving {c.category} tasks: success {percent(c.success_rate)} over {_runs(c.executions)} "
                 f"(95% interval {percent(c.low)}–{percent(c.high)}), under the {percent(target)} target."
             )
         if c.trend.direction == "declining":
@@ -188,6 +192,11 @@ def write_chart(report: LearningReport, path: str | os.PathLike[str]) -> Path:
             label="overall, 95% interval",
         )
         ax.plot(xs, [p.success_rate for p in report.timeline], marker="o", color="tab:blue", label="overall")
+        if len(xs) == 1:
+            # A band over one point has no width: draw its interval as an error bar instead.
+            (only,) = report.timeline
+            below, above = [only.success_rate - only.low], [only.high - only.success_rate]
+            ax.errorbar(xs, [only.success_rate], yerr=[below, above], color="tab:blue", alpha=0.4, capsize=6)
         if len(report.category_timelines) > 1:
             # Blue is the overall line's; categories take the next colours of the default cycle.
             colours = ["tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink"]

@@ -8,13 +8,15 @@ hits, history); a command's own tables live next to the command.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import typer
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -30,9 +32,11 @@ __all__ = [
     "format_when",
     "history_table",
     "hits_table",
+    "listing_table",
     "memories_table",
     "memory_detail",
     "pct",
+    "printable",
     "shorten",
 ]
 
@@ -45,9 +49,50 @@ WIDE: Final = 120
 # -- basics --------------------------------------------------------------------------------------------
 
 
+def printable(text: str) -> str:
+    """``text`` with control characters (ESC, BEL, ...; not newline and tab) shown as ``\\xNN``.
+
+    Memories hold what agents and imported files wrote: printed raw, an escape sequence in
+    one could clear the screen, retitle the window or fake output on the user's terminal.
+    """
+    if text.isprintable() or not any(_is_control(c) for c in text):
+        return text
+    return "".join(f"\\x{ord(c):02x}" if _is_control(c) else c for c in text)
+
+
+def _is_control(char: str) -> bool:
+    return char not in "\n\t" and unicodedata.category(char) == "Cc"
+
+
+class _Printable:
+    """A renderable as its segments, with the control characters of its text made visible (:func:`printable`)."""
+
+    def __init__(self, inner: ConsoleRenderable) -> None:
+        self._inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self._inner, options):
+            # Control segments are rich's own cursor moves; only text can carry what a memory held.
+            if segment.control is None and not segment.text.isprintable():
+                yield Segment(printable(segment.text), segment.style)
+            else:
+                yield segment
+
+
+class _PrintableHook(RenderHook):
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Printable(r) for r in renderables]
+
+
 def console() -> Console:
-    """A rich console on the current stdout (created per call: tests swap stdout)."""
-    return Console(highlight=False)
+    """A rich console on the current stdout (created per call: tests swap stdout).
+
+    Everything it prints goes through :func:`printable`: no stored text reaches the terminal
+    as a control sequence.
+    """
+    out = Console(highlight=False)
+    out.push_render_hook(_PrintableHook())
+    return out
 
 
 def emit_json(data: Any) -> None:
@@ -56,8 +101,9 @@ def emit_json(data: Any) -> None:
 
 
 def shorten(text: str, width: int = CONTENT_WIDTH) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(text.split())
+    """``text`` on one line (control characters made visible), cut to ``width`` characters with an ellipsis."""
+    # Made visible before the cut and the table layout, so that a row keeps its width.
+    flat = printable(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
 
@@ -80,8 +126,10 @@ def _tags(tags: Sequence[str]) -> str:
     return ", ".join(tags)
 
 
-def _table(title: str | None) -> Table:
-    # Light borders: a listing should read like `ls -l`, and leave room for the content.
+def listing_table(title: str | None) -> Table:
+    """An empty table in the style of every listing (light borders, left title), for a command's own rows."""
+    # Light borders: a listing should read like `ls -l`, and leave room for the content (80 columns hold
+    # a 32-character id and three more columns; heavy borders cost three characters per column).
     return Table(
         title=title,
         title_justify="left",
@@ -110,7 +158,7 @@ def memories_table(
     """Memories one per row: id, kind, content (shortened) and tags; more columns when ``width`` allows."""
     wide = width >= WIDE
     foreign = any(agent is not None and m.agent != agent for m in memories)
-    table = _table(title)
+    table = listing_table(title)
     _id_column(table)
     table.add_column("kind", no_wrap=True, style="magenta")
     if foreign:
@@ -132,7 +180,7 @@ def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | No
     """Search results best first: score, id, kind, content (shortened) and tags."""
     wide = width >= WIDE
     foreign = any(agent is not None and h.memory.agent != agent for h in hits)
-    table = _table(title)
+    table = listing_table(title)
     table.add_column("score", justify="right", no_wrap=True, style="green")
     _id_column(table)
     table.add_column("kind", no_wrap=True, style="magenta")
@@ -171,7 +219,7 @@ def memory_detail(m: Memory) -> Table:
         ("id", Text(m.id, style="cyan")),
         ("agent", m.agent + (f" (shared by {m.shared_by})" if m.shared_by else "")),
         ("kind", m.kind),
-        ("content", Text(m.content)),
+        ("content", Text(printable(m.content))),
         ("tags", _tags(m.tags) or "-"),
         ("metadata", Text(json.dumps(dict(m.metadata), ensure_ascii=False)) if m.metadata else "-"),
         ("visibility", m.visibility),
@@ -208,7 +256,7 @@ def _change_summary(change: Change) -> str:
 
 def history_table(changes: Sequence[Change], *, title: str | None = None) -> Table:
     """A memory's history, oldest first: what changed, when and by whom."""
-    table = _table(title)
+    table = listing_table(title)
     # The store-wide change number, not a row count: a memory's history skips other memories' changes (2, 9, ...).
     table.add_column("seq", justify="right")
     table.add_column("when", no_wrap=True)

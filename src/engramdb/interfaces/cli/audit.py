@@ -6,11 +6,10 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from engramdb.interfaces.cli._errors import report
 from engramdb.interfaces.cli._options import JsonOption, LimitOption, StoreOption, open_engram
-from engramdb.interfaces.cli._render import console, emit_json, shorten
+from engramdb.interfaces.cli._render import console, emit_json, listing_table, shorten
 from engramdb.models import AuditEvent
 
 __all__ = ["log", "verify"]
@@ -64,7 +63,7 @@ def log(
     if not events:
         console().print("The audit trail has no matching entries.")
         return
-    table = Table(title="Audit trail (newest first)", title_justify="left")
+    table = listing_table("Audit trail (newest first)")
     table.add_column("#", justify="right", no_wrap=True, min_width=2)
     table.add_column("when", no_wrap=True)
     table.add_column("action", style="magenta", no_wrap=True)

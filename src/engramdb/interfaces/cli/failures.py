@@ -24,7 +24,7 @@ from engramdb.interfaces.cli._options import (
     open_engram,
     parse_since,
 )
-from engramdb.interfaces.cli._render import console, emit_json, format_when, shorten
+from engramdb.interfaces.cli._render import console, emit_json, format_when, listing_table, shorten
 
 if TYPE_CHECKING:
     from engramdb.models import FailurePattern, Memory, PatternPlan
@@ -41,13 +41,14 @@ PatternOption = Annotated[
 
 
 def _patterns_table(found: list[FailurePattern], *, title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = listing_table(title)
+    # Ids and names are what users type into other commands: folded onto lines, never cut.
     table.add_column("id", style="cyan", no_wrap=True)
-    table.add_column("name", style="magenta")
+    table.add_column("name", style="magenta", overflow="fold")
     table.add_column("seen", justify="right")
-    table.add_column("signature", ratio=1, min_width=24)
-    table.add_column("best fix", ratio=1)
-    table.add_column("last seen", no_wrap=True)
+    table.add_column("signature", ratio=2, min_width=12)
+    table.add_column("best fix", ratio=1, min_width=8)
+    table.add_column("last seen", overflow="fold")
     for p in found:
         working = [s for s in p.solutions if s.successes > 0]
         fix = (
@@ -156,6 +157,7 @@ def generate(
     """
     with open_engram(ctx, store) as mem:
         found = mem.failures.pattern(pattern, agent=agent)
+        before = {c.id for c in mem.failures.checks(agent=agent, stage=stage)}
         saved = mem.failures.generate_check(found.id, stage=stage, agent=agent) if found.prevention else None
     if as_json:
         emit_json(
@@ -172,7 +174,10 @@ def generate(
     out.print(f"Pattern [cyan]{found.id}[/] ({escape(found.name or '-')}): {escape(found.signature)}")
     for check in found.prevention:
         out.print(f"  - {escape(check)}")
-    if saved is not None:
+    if saved is not None and saved.id in before:
+        # Generating again finds the saved check: saying "Created" would suggest a duplicate.
+        out.print(f"Prevention check [cyan]{saved.id}[/] is already saved for stage [magenta]{escape(saved.stage)}[/]")
+    elif saved is not None:
         out.print(f"Created prevention check [cyan]{saved.id}[/]: {escape(shorten(saved.description, 100))}")
         out.print(f"Added to workflow stage: [magenta]{escape(saved.stage)}[/]")
 
@@ -278,18 +283,27 @@ def record_failure(
 def solutions(
     ctx: typer.Context,
     error: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="ERROR", help="The error message, or only its type ('TimeoutError').", show_default=False
         ),
-    ],
+    ] = None,
     *,
+    error_option: Annotated[
+        str | None,
+        # `failures record` takes the message as --error/-e: a user who just recorded one types it again here.
+        typer.Option("--error", "-e", metavar="TEXT", help="The error message (instead of ERROR).", show_default=False),
+    ] = None,
     agent: AgentOption = "default",
     limit: LimitOption = 3,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Fixes that worked for this failure (or similar ones), best first."""
+    if (error is None) == (error_option is None):
+        raise ValidationError("give the error message once: as ERROR or as --error")
+    error = error if error is not None else error_option
+    assert error is not None
     with open_engram(ctx, store) as mem:
         found = mem.failures.solutions(error, agent=agent, limit=limit)
     if as_json:

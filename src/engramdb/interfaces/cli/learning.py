@@ -284,11 +284,12 @@ def suggest(
         firmness = "tentative, " if s.tentative else ""
         out.print(
             f"Recommended: [bold cyan]{escape(s.recommended)}[/] ({firmness}confidence {s.confidence:.0%}, "
-            f"{s.evidence:.3g} weighted outcomes)"
+            f"{s.evidence:.3g} weighted outcome{'' if f'{s.evidence:.3g}' == '1' else 's'})"
         )
     else:
         out.print(f"No recommendation (confidence {s.confidence:.0%}).")
-    out.print(s.reason)
+    # The reason quotes action names: '[fast]' in one is text, not markup.
+    out.print(escape(s.reason))
     if empty:
         out.print(
             f"[dim]Agent {escape(repr(agent))} has no recorded outcomes in this store; outcomes belong to the agent "

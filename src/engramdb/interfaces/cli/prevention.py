@@ -18,7 +18,7 @@ from rich.table import Table
 
 from engramdb.errors import ValidationError
 from engramdb.interfaces.cli._options import AgentOption, JsonOption, StoreOption, open_engram
-from engramdb.interfaces.cli._render import console, emit_json, shorten
+from engramdb.interfaces.cli._render import console, emit_json, listing_table, shorten
 
 if TYPE_CHECKING:
     from engramdb.models import CheckResult, PreventionCheck
@@ -134,12 +134,12 @@ def list_(
         where = f" for stage {stage!r}" if stage else ""
         console().print(f"No prevention checks{escape(where)} for agent {escape(repr(agent))}.")
         return
-    table = Table(title=f"Prevention checks of {escape(agent)}", title_justify="left")
+    table = listing_table(f"Prevention checks of {escape(agent)}")
     table.add_column("id", style="cyan", no_wrap=True)
-    table.add_column("stage", style="magenta")
-    table.add_column("check", ratio=1, min_width=24)
-    table.add_column("verifies", ratio=1)
-    table.add_column("pattern")
+    table.add_column("stage", style="magenta", overflow="fold")
+    table.add_column("check", ratio=2, min_width=12)
+    table.add_column("verifies", ratio=1, min_width=6)
+    table.add_column("pattern", overflow="fold")
     for c in found:
         table.add_row(
             c.id,
@@ -152,11 +152,11 @@ def list_(
 
 
 def _results_table(results: list[CheckResult]) -> Table:
-    table = Table(title="Prevention checks", title_justify="left")
+    table = listing_table("Prevention checks")
     table.add_column("status", no_wrap=True)
-    table.add_column("stage", style="magenta")
-    table.add_column("check", ratio=1, min_width=24)
-    table.add_column("problems", ratio=1)
+    table.add_column("stage", style="magenta", overflow="fold")
+    table.add_column("check", ratio=2, min_width=12)
+    table.add_column("problems", ratio=1, min_width=8)
     table.add_column("id", style="cyan", no_wrap=True)
     for r in results:
         style = _STATUS_STYLE.get(r.status, "")
