@@ -130,9 +130,15 @@ def simulate(
     seed: int,
     exploration: float,
     checkpoints: Sequence[int] = (),
+    store_seeding: bool = False,
 ) -> SimResult:
     """The decision stream through the pure recommend module (no store): what ``choose`` and ``suggest`` do,
-    with the same similarity search (top ``candidates`` cosines above the floor), in a fraction of the time."""
+    with the same similarity search (top ``candidates`` cosines above the floor), in a fraction of the time.
+
+    ``store_seeding``: ``choose`` gets ``seed`` itself, as the store run's ``learning_seed``, so the simulation
+    makes the store run's choices, outcomes and answers exactly (issue 12, sixth session: checked on the test
+    streams). Without it each step gets ``seed + i``: another realisation of the same stream, which the
+    calibration tables were fitted on."""
     import numpy as np
 
     from engramdb.learning import recommend as rc
@@ -185,7 +191,8 @@ def simulate(
             ask(i, now)
         nb = neighbours(step.context, i)
         opts = step.situation.options
-        action = rc.choose(step.context, opts, nb, now=now, config=config, seed=seed + i, exploration=exploration)
+        draw_seed = seed if store_seeding else seed + i
+        action = rc.choose(step.context, opts, nb, now=now, config=config, seed=draw_seed, exploration=exploration)
         probs = step.situation.after if step.changed else step.situation.before
         success = step.draw < probs[action]
         out.successes.append(success)
@@ -233,16 +240,29 @@ def calibration_points(steps: int) -> list[int]:
 
 
 def run_simulations(
-    embedder: Embedder, seeds: Sequence[int], steps: int, config: RecommendConfig
+    embedder: Embedder,
+    seeds: Sequence[int],
+    steps: int,
+    config: RecommendConfig,
+    *,
+    store_seeding: bool = False,
 ) -> tuple[list[dict[str, float]], list[SimAnswer]]:
-    """The pure simulation on ``seeds``: each stream's success figures, and every held-out question's answer."""
+    """The pure simulation on ``seeds``: each stream's success figures, and every held-out question's answer.
+    ``store_seeding`` (see :func:`simulate`) also asks the store run's questions (six per template, not two)."""
     answers: list[SimAnswer] = []
     runs = []
     for seed in seeds:
         stream = make_stream(seed, steps)
-        queries = held_out_queries(seed, per_template=2)
+        queries = held_out_queries(seed) if store_seeding else held_out_queries(seed, per_template=2)
         res = simulate(
-            embedder, stream, queries, config=config, seed=seed, exploration=0.5, checkpoints=calibration_points(steps)
+            embedder,
+            stream,
+            queries,
+            config=config,
+            seed=seed,
+            exploration=0.5,
+            checkpoints=calibration_points(steps),
+            store_seeding=store_seeding,
         )
         answers += res.answers
         half, window = steps // 2, steps // 4
@@ -523,7 +543,8 @@ def calibrate_main(args: argparse.Namespace) -> int:
         for lo, knots in table:
             print(f"  {name} evidence >= {lo:g}: " + " ".join(f"({x}, {y})" for x, y in knots))
 
-    test_runs, test = run_simulations(embedder, range(args.seeds), steps, cfg)
+    # --store-seeding: the test streams make the store run's choices and ask its questions (see simulate).
+    test_runs, test = run_simulations(embedder, range(args.seeds), steps, cfg, store_seeding=args.store_seeding)
     print("test streams:", json.dumps(_mean_of(test_runs)), len(test), "questions")
     if args.dump:
         args.dump.write_bytes(pickle.dumps({"dev": dev, "test": test, "dev_runs": dev_runs, "test_runs": test_runs}))

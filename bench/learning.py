@@ -504,6 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", default="", help="RecommendConfig overrides, e.g. 'similarity_floor=0.4'")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "learning.json")
     parser.add_argument("--dump", type=Path, default=None, help="--calibrate: keep every answer in this pickle")
+    parser.add_argument("--store-seeding", action="store_true", help="--calibrate: test streams as the store run's")
     parser.add_argument(
         "--calibrate", action="store_true", help="pure simulation only: success, recovery and the calibration table"
     )
