@@ -24,11 +24,13 @@ searches in one process sees what sync mode shows. Other processes see vectors m
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import dataclasses
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -49,6 +51,8 @@ _BATCHES_QUEUED: Final = 16
 _MIN_CAPACITY: Final = 1024
 #: How often a waiting thread checks that the worker is still alive, seconds.
 _POLL: Final = 0.5
+#: At interpreter exit, how long the queued memories of an instance never closed may still take, seconds.
+_EXIT_GRACE: Final = 5.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,6 +85,7 @@ class VectorQueue:
         self._local = threading.local()
         self._thread = threading.Thread(target=self._run, name="engramdb-vectors", daemon=True)
         self._thread.start()
+        _LIVE.add(self)
 
     # -- producers ----------------------------------------------------------------------------------------
     def put(self, items: Sequence[tuple[str, str]]) -> None:
@@ -194,6 +199,21 @@ class VectorQueue:
         if self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
+    def abandon(self, grace: float) -> None:
+        """Stop at interpreter exit: finish the queue within ``grace`` seconds, drop what is left, join.
+
+        The dropped memories keep no vector until the store is next opened (they are stale, so that
+        open queues them again); nothing acknowledged is lost.
+        """
+        self.wait(grace, rebuild=False)
+        with self._cond:
+            self._items.clear()
+            self._rebuild = None
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
     # -- the worker ---------------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
@@ -263,6 +283,18 @@ class VectorQueue:
         with self._cond:
             self._error = error
             self._failed.extend(batch)
+
+
+#: Every queue whose worker may still run: stopped at interpreter exit (:func:`_stop_workers`).
+_LIVE: weakref.WeakSet[VectorQueue] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_workers() -> None:
+    # A daemon worker still inside the embedder's native code while the interpreter finalizes can abort
+    # the whole process (SIGABRT, exit 134) when a script ends without close(): stop each one first.
+    for queue in list(_LIVE):
+        queue.abandon(_EXIT_GRACE)
 
 
 def _holds(current: dict[str, Memory], item: _Item) -> bool:
