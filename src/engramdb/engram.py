@@ -159,6 +159,7 @@ class Engram:
         self.knowledge = KnowledgeService(
             store,
             embedder,
+            settings,
             pipeline=pipeline,
             recall=recall,
             distiller=Distiller(store, embedder, settings, pipeline=pipeline, recall=recall, llm=self.llm),

@@ -306,7 +306,7 @@ class Distiller:
     def distill(
         self,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         kind: Kind | Sequence[Kind] | None = None,
         min_group: int = 3,
         dry_run: bool = False,
@@ -318,6 +318,7 @@ class Distiller:
         One per group of at least ``min_group`` similar memories, as written (or, with
         ``dry_run``, as they would be: nothing is written). See :meth:`run`.
         """
+        agent = self._settings.agent if agent is None else agent
         result = self.run(
             agent=agent,
             kind=kind,
@@ -331,7 +332,7 @@ class Distiller:
     def run(
         self,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         kind: Kind | Sequence[Kind] | None = None,
         min_group: int = 3,
         dry_run: bool = False,
@@ -345,7 +346,7 @@ class Distiller:
         distilled memory updates that memory. ``archive_sources`` tags the sources
         ``archived``. Bad arguments raise ValidationError before anything is read.
         """
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         kinds = check.kinds(kind) or DEFAULT_KINDS
         if isinstance(min_group, bool) or not isinstance(min_group, int) or not 2 <= min_group <= MAX_SOURCES:
             raise ValidationError(

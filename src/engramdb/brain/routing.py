@@ -205,7 +205,7 @@ class RoutingService:
         *,
         models: ModelsArg,
         task_type: str | None = None,
-        agent: str = "default",
+        agent: str | None = None,
         cost_weight: float | None = None,
         latency_weight: float | None = None,
         exploration: float | None = None,
@@ -223,7 +223,7 @@ class RoutingService:
         best estimate. Bad input raises ValidationError.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         specs = _specs(models)
         ttype = normalise_task_type(task_type)
         cw = _weight(self.config.cost_weight if cost_weight is None else cost_weight, "cost_weight")
@@ -328,13 +328,14 @@ class RoutingService:
         *,
         models: ModelsArg,
         task_type: str | None = None,
-        agent: str = "default",
+        agent: str | None = None,
         cost_weight: float | None = None,
         latency_weight: float | None = None,
         exploration: float | None = None,
         seed: int | None = None,
     ) -> str:
         """The name of the model to use for ``task`` (see :meth:`decide` for the arguments and the reasons)."""
+        agent = self._settings.agent if agent is None else agent
         return self.decide(
             task,
             models=models,
@@ -355,7 +356,7 @@ class RoutingService:
         task_type: str | None = None,
         latency_ms: float | None = None,
         cost: float | None = None,
-        agent: str = "default",
+        agent: str | None = None,
     ) -> Memory:
         """Record how ``model`` did on ``task``: an outcome record (``decision`` memory) the router learns from.
 
@@ -365,7 +366,7 @@ class RoutingService:
         ValidationError and records nothing.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         model = check.name(model, what="model")
         ttype = normalise_task_type(task_type)
         latency = _non_negative(latency_ms, "latency_ms")

@@ -140,14 +140,15 @@ class RecordOutcomeArgs(BaseModel):
 
 
 # -- the tools ----------------------------------------------------------------------------------------------
-def memory_tools(mem: Engram, *, agent: str = "default") -> list[BaseTool]:
-    """The engramdb tools for a LangChain agent, every one acting as ``agent`` on ``mem``.
+def memory_tools(mem: Engram, *, agent: str | None = None) -> list[BaseTool]:
+    """The engramdb tools for a LangChain agent, every one acting as ``agent`` on ``mem`` (default: its
+    ``agent`` setting).
 
     Returns ``save_pattern``, ``recall_patterns``, ``get_pattern_stats``, ``remember``, ``search``,
     ``suggest`` and ``record_outcome``. An :class:`~engramdb.errors.EngramError` raised while a tool runs
     (and invalid arguments) become the tool's answer, so the model can correct itself.
     """
-    agent = check.agent_name(agent)
+    agent = check.agent_name(mem.settings.agent if agent is None else agent)
     tools = _Tools(mem, agent)
     specs: list[tuple[str, Callable[..., str], type[BaseModel], str]] = [
         (

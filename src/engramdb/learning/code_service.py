@@ -40,6 +40,7 @@ class CodeService:
         pipeline: WritePipeline,
         recall: Recall,
     ) -> None:
+        self._settings = settings
         self._pipeline = pipeline
         self._recall = recall
 
@@ -47,7 +48,7 @@ class CodeService:
         self,
         source: str,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         filename: str | None = None,
         language: str | None = None,
         tags: Iterable[str] = (),
@@ -64,6 +65,7 @@ class CodeService:
         memories (a pattern already stored merges into it). Raises ValidationError if the
         source does not parse or the language is not supported.
         """
+        agent = self._settings.agent if agent is None else agent
         if not isinstance(source, str):
             raise ValidationError(f"source must be text, not {type(source).__name__}")
         if not source.strip():
@@ -90,7 +92,7 @@ class CodeService:
         self,
         task: str,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         pattern_type: str | None = None,
         language: str | None = None,
         limit: int = 5,
@@ -100,6 +102,7 @@ class CodeService:
         ``pattern_type`` ("function", "class", "error_handler") restricts the kind of pattern,
         ``language`` ("python", "javascript", "typescript" or an alias) the language.
         """
+        agent = self._settings.agent if agent is None else agent
         if pattern_type is not None and pattern_type not in code.PATTERN_TYPES:
             raise ValidationError(f"pattern_type must be one of {', '.join(code.PATTERN_TYPES)}, not {pattern_type!r}")
         tags = [pattern_type] if pattern_type else []

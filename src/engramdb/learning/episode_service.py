@@ -50,6 +50,7 @@ class EpisodeService:
         failures: FailureService | None = None,
     ) -> None:
         self._store = store
+        self._settings = settings
         self._pipeline = pipeline
         self._recall = recall
         # A failed episode is recorded as a failure occurrence too (``failures``: the facade's ``mem.failures``).
@@ -63,7 +64,7 @@ class EpisodeService:
         self,
         task: str,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         record_failures: bool = True,
@@ -77,7 +78,7 @@ class EpisodeService:
         occurrence (``mem.failures.record``), so failure patterns learn from episodes.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         user_tags = check.tags(tags if not isinstance(tags, str) else [tags])
         extra = check.metadata(metadata)
 
@@ -108,7 +109,7 @@ class EpisodeService:
         self,
         task: str,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
     ) -> str:
@@ -116,7 +117,7 @@ class EpisodeService:
         from any call or process. Until it ends it is listed with outcome ``running``. Decisions recorded with
         ``mem.learning.record(..., outcome=None, episode=id)`` get credit from its outcome when it ends."""
         task = check.content(task, what="task")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         user_tags = check.tags(tags if not isinstance(tags, str) else [tags])
         meta: dict[str, Any] = dict(check.metadata(metadata))
         meta.update({"outcome": ep.RUNNING, "events": [], "dropped_events": 0, "started_at": utcnow().isoformat()})
@@ -140,10 +141,10 @@ class EpisodeService:
         return memory
 
     def event(
-        self, episode_id: str, kind: str, data: Any = None, *, role: str | None = None, agent: str = "default"
+        self, episode_id: str, kind: str, data: Any = None, *, role: str | None = None, agent: str | None = None
     ) -> None:
         """Add an event to a running episode; ``role`` names the agent role that produced it."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         kind, value, role = ep.event_parts(kind, data, role)
         with self._store.atomic():
             memory = self._running(episode_id, agent)
@@ -163,7 +164,7 @@ class EpisodeService:
         episode_id: str,
         outcome: str | bool = "success",
         *,
-        agent: str = "default",
+        agent: str | None = None,
         metrics: Mapping[str, Any] | None = None,
         error: str | None = None,
         discount: float = DISCOUNT,
@@ -177,7 +178,7 @@ class EpisodeService:
         so that ``choose`` learns which sequences of decisions lead to success. A failure is also
         recorded as a failure occurrence (``error`` or "failed") when ``record_failures``.
         """
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         word = ("success" if outcome else "failure") if isinstance(outcome, bool) else outcome
         if word not in ("success", "failure"):
             raise ValidationError(f"an episode ends as success or failure, not {outcome!r}")
@@ -238,9 +239,10 @@ class EpisodeService:
         return len(pending)
 
     def list(
-        self, task: str, *, agent: str = "default", outcome: str | None = None, limit: int = 5
+        self, task: str, *, agent: str | None = None, outcome: str | None = None, limit: int = 5
     ) -> builtins.list[EpisodeRecord]:
         """Past episodes most similar to ``task``, best first; ``outcome`` ("success"/"failure") filters."""
+        agent = self._settings.agent if agent is None else agent
         task = check.content(task, what="task")
         if outcome is not None and outcome not in ep.EPISODE_OUTCOMES:
             raise ValidationError(f"outcome must be one of {', '.join(ep.EPISODE_OUTCOMES)}, not {outcome!r}")
@@ -253,7 +255,7 @@ class EpisodeService:
                 out.append(record)
         return out
 
-    def analyze(self, *, agent: str = "default", task: str | None = None, limit: int = 500) -> EpisodeAnalysis:
+    def analyze(self, *, agent: str | None = None, task: str | None = None, limit: int = 500) -> EpisodeAnalysis:
         """What goes wrong in failed episodes: event kinds seen more often before failure than success.
 
         Over ``agent``'s episodes (the ``limit`` most similar to ``task`` if given, else
@@ -261,7 +263,7 @@ class EpisodeService:
         against the rate when it does not, with Fisher's exact test; the steps failures
         ended on; and their most common errors.
         """
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         limit = check.limit(limit)
         if task is not None:
             hits = self._recall.search(check.content(task, what="task"), agent=agent, kind="episode", limit=limit)

@@ -101,7 +101,7 @@ class FailureService:
         self,
         error: BaseException | str,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         context: str = "",
         solution: str | None = None,
         failed_solutions: Iterable[str] = (),
@@ -117,7 +117,7 @@ class FailureService:
         :meth:`solutions` learns from.
         """
         text, etype = _args.error(error)
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         if not isinstance(context, str):
             raise ValidationError(f"context must be text, not {type(context).__name__}")
         fix = _args.optional_text(solution, "solution")
@@ -150,7 +150,7 @@ class FailureService:
             visibility=visibility,
         )
 
-    def solutions(self, error: BaseException | str, *, agent: str = "default", limit: int = 3) -> list[SolutionStats]:
+    def solutions(self, error: BaseException | str, *, agent: str | None = None, limit: int = 3) -> list[SolutionStats]:
         """The fixes recorded for ``error``'s failure pattern, best first.
 
         The pattern is the one of earlier failures with the same signature, else of
@@ -159,7 +159,7 @@ class FailureService:
         failure is new or nothing was ever fixed.
         """
         text, etype = _args.error(error)
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         limit = check.limit(limit)
         signature = error_signature(text)
         occurrences, key = self._related_occurrences(text, signature, etype, agent)
@@ -200,7 +200,7 @@ class FailureService:
         return aggregate_solutions(occs.values(), weights)
 
     def patterns(
-        self, *, agent: str = "default", recurring: bool = False, since: datetime | None = None
+        self, *, agent: str | None = None, recurring: bool = False, since: datetime | None = None
     ) -> list[FailurePattern]:
         """The failure patterns ``agent`` has seen (its own failures and those shared with it).
 
@@ -208,7 +208,7 @@ class FailureService:
         at least twice; ``since`` keeps patterns seen at or after that time (their
         statistics still cover their whole history).
         """
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
             raise ValidationError("since must be a timezone-aware datetime")
         patterns = name_patterns([build_pattern(g) for g in group_occurrences(self._all_failures(agent))])
@@ -219,9 +219,9 @@ class FailureService:
         patterns.sort(key=lambda p: (-p.occurrences, -p.last_seen.timestamp(), p.id))
         return patterns
 
-    def pattern(self, pattern_id: str, *, agent: str = "default") -> FailurePattern:
+    def pattern(self, pattern_id: str, *, agent: str | None = None) -> FailurePattern:
         """One failure pattern by its id, its readable name, or a unique prefix of its id (at least 4 characters)."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         groups = group_occurrences(self._all_failures(agent))
         group = self._pattern_group(pattern_id, agent, groups)
         named = name_patterns([build_pattern(g) for g in groups])
@@ -238,15 +238,16 @@ class FailureService:
             groups = group_occurrences(self._all_failures(agent))
         return find_pattern(groups, wanted, agent=agent)
 
-    def prevention(self, pattern_id: str, *, agent: str = "default") -> list[str]:
+    def prevention(self, pattern_id: str, *, agent: str | None = None) -> list[str]:
         """Checks to run before acting so that the failure pattern ``pattern_id`` does not happen again."""
+        agent = self._settings.agent if agent is None else agent
         return self.pattern(pattern_id, agent=agent).prevention
 
     def preflight(
         self,
         action: str,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         limit: int = 3,
         min_similarity: float = 0.35,
     ) -> list[FailureWarning]:
@@ -257,7 +258,7 @@ class FailureService:
         Empty when nothing similar ever failed.
         """
         action = check.content(action, what="action")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         limit = check.limit(limit)
         if isinstance(min_similarity, bool) or not isinstance(min_similarity, int | float):
             raise ValidationError(f"min_similarity must be a number, not {min_similarity!r}")
@@ -286,14 +287,14 @@ class FailureService:
                 break
         return warnings
 
-    def plan(self, pattern_id: str, task: str, *, agent: str = "default") -> PatternPlan:
+    def plan(self, pattern_id: str, task: str, *, agent: str | None = None) -> PatternPlan:
         """A plan for applying a known pattern to ``task``: a failure pattern's checks and fixes, or a memory's
         approach or code (``pattern_id`` is a failure pattern id or a memory id visible to ``agent``).
 
         Nothing is written: record how it went with ``mem.learning.record`` or :meth:`record`.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         try:
             group = self._pattern_group(pattern_id, agent)
         except NotFound:
@@ -331,7 +332,7 @@ class FailureService:
         check_text: str | None = None,
         *,
         stage: str = "development",
-        agent: str = "default",
+        agent: str | None = None,
         files: Iterable[str] = (),
         env: Iterable[str] = (),
         commands: Iterable[str] = (),
@@ -341,7 +342,7 @@ class FailureService:
         a check of its own). ``check_text`` says what to verify (default: the pattern's first prevention
         line); ``files``/``env``/``commands``/``modules`` are predicates :meth:`run_checks` evaluates (see
         :mod:`engramdb.learning.checks`)."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         found = self.pattern(pattern, agent=agent) if pattern is not None else None
         if check_text is None:
             if found is None or not found.prevention:
@@ -357,10 +358,11 @@ class FailureService:
         assert parsed is not None
         return parsed
 
-    def generate_check(self, pattern: str, *, stage: str = "development", agent: str = "default") -> PreventionCheck:
+    def generate_check(self, pattern: str, *, stage: str = "development", agent: str | None = None) -> PreventionCheck:
         """Save the check a failure pattern suggests: its first prevention line, with the predicates its own
         message names (the missing module, command, environment variable or file). Idempotent: when the same
         check is already saved for this pattern and stage, that one is returned."""
+        agent = self._settings.agent if agent is None else agent
         found = self.pattern(pattern, agent=agent)
         preds = chk.predicates_for(found)
         if found.prevention:
@@ -373,10 +375,10 @@ class FailureService:
         return self.add_check(found.id, None, stage=stage, agent=agent, **preds)
 
     def checks(
-        self, *, agent: str = "default", stage: str | None = None, pattern: str | None = None
+        self, *, agent: str | None = None, stage: str | None = None, pattern: str | None = None
     ) -> list[PreventionCheck]:
         """The saved prevention checks visible to ``agent``, oldest first; ``stage`` and ``pattern`` filter."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         tags = [chk.STAGE_TAG + chk.stage_name(stage)] if stage is not None else [chk.CHECK_TAG]
         pid = self.pattern(pattern, agent=agent).id if pattern is not None else None
         out = []
@@ -392,13 +394,14 @@ class FailureService:
         self,
         stage: str | None = None,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> list[CheckResult]:
         """Run the checks of ``stage`` (all stages if None): evaluate their predicates here, in ``cwd`` (default
         the current directory) with ``env`` (default ``os.environ``). Nothing is executed; a check without
         predicates comes back as ``manual``."""
+        agent = self._settings.agent if agent is None else agent
         if cwd is not None and not isinstance(cwd, str | os.PathLike):
             raise ValidationError(f"cwd must be a directory path, not {type(cwd).__name__}")
         if env is not None and (
@@ -407,9 +410,9 @@ class FailureService:
             raise ValidationError("env must map variable names to string values")
         return [chk.evaluate(c, cwd=cwd, env=env) for c in self.checks(agent=agent, stage=stage)]
 
-    def remove_check(self, check_id: str, *, agent: str = "default") -> None:
+    def remove_check(self, check_id: str, *, agent: str | None = None) -> None:
         """Delete a saved check of ``agent``'s (NotFound if there is none with that id)."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         check_id = _args.label(check_id, "check id")
         memory = self._store.memories.get(check_id, Filter(agent=agent, kinds=_KNOWLEDGE))
         if memory is None or memory.agent != agent or chk.parse_check(memory) is None:

@@ -99,7 +99,7 @@ class LearningService:
         action: str,
         outcome: str | bool | float | None,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         alternatives: Iterable[str] = (),
         duration: float | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -121,6 +121,7 @@ class LearningService:
         outcome is fed back to them (see :meth:`feedback`). Bad input raises
         ValidationError (NotFound for an unknown ``used`` id) and records nothing.
         """
+        agent = self._settings.agent if agent is None else agent
         return self._record_decision(
             context,
             action,
@@ -138,13 +139,13 @@ class LearningService:
             episode=episode,
         )
 
-    def resolve(self, decision_id: str, outcome: str | bool | float, *, agent: str = "default") -> Memory:
+    def resolve(self, decision_id: str, outcome: str | bool | float, *, agent: str | None = None) -> Memory:
         """Attach the outcome to a decision recorded with ``outcome=None``; returns the decision memory.
 
         The memories it ``used`` get the outcome as feedback now. ValidationError if the
         decision already has an outcome; NotFound if ``agent`` has no such decision.
         """
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         if not isinstance(decision_id, str) or not decision_id.strip():
             raise ValidationError("decision id must be a non-empty string")
         memory = self._store.memories.get(decision_id.strip(), Filter(agent=agent, kinds=_DECISION))
@@ -163,9 +164,9 @@ class LearningService:
             self.feedback(used, outcome, agent=agent)
         return updated
 
-    def pending(self, *, agent: str = "default", episode: str | None = None) -> list[Memory]:
+    def pending(self, *, agent: str | None = None, episode: str | None = None) -> list[Memory]:
         """Decisions of ``agent`` still waiting for their outcome (of one ``episode`` if given), oldest first."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         if episode is not None:
             episode = _args.label(episode, "episode")
         tags = (PENDING,) if episode is None else (PENDING, EPISODE_TAG + episode)
@@ -225,7 +226,7 @@ class LearningService:
         return memory
 
     def feedback(
-        self, memory_ids: Iterable[str], outcome: str | bool | float, *, agent: str = "default"
+        self, memory_ids: Iterable[str], outcome: str | bool | float, *, agent: str | None = None
     ) -> list[Memory]:
         """Tell the memories an agent used for a task how the task went; returns them updated.
 
@@ -242,7 +243,7 @@ class LearningService:
         ``preference`` memory of ``agent`` (tag ``feedback``; metadata ``feedback``,
         ``reward``, ``memories``). Empty or invalid text raises ValidationError and changes nothing.
         """
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         ids = self._visible_ids(memory_ids, agent)
         if not ids:
             raise ValidationError("no memory ids given")
@@ -344,7 +345,7 @@ class LearningService:
         self,
         context: str,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         options: Sequence[str] | None = None,
         limit: int = 5,
     ) -> Suggestion:
@@ -359,7 +360,7 @@ class LearningService:
         evidence is ``tentative`` and its ``reason`` says why (see :mod:`engramdb.learning.recommend`).
         """
         context = check.content(context, what="context")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         opts = _args.options(options) if options is not None else None
         limit = check.limit(limit)
         return recommend.suggest(
@@ -377,7 +378,7 @@ class LearningService:
         context: str,
         options: Sequence[str],
         *,
-        agent: str = "default",
+        agent: str | None = None,
         exploration: float | None = None,
         seed: int | None = None,
     ) -> str:
@@ -389,7 +390,7 @@ class LearningService:
         ``learning_seed`` setting) give the same choice; each new outcome gives new draws.
         """
         context = check.content(context, what="context")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         opts = _args.options(options)
         exp = self._settings.exploration if exploration is None else exploration
         if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
@@ -416,7 +417,7 @@ class LearningService:
         *,
         approach: str,
         outcome: str | bool | float,
-        agent: str = "default",
+        agent: str | None = None,
         category: str | None = None,
         task_type: str | None = None,
         complexity: str | None = None,
@@ -436,6 +437,7 @@ class LearningService:
         Without ``complexity`` it is assessed from the task's text and the agent's similar
         past runs (the rule is in :mod:`engramdb.learning.complexity`).
         """
+        agent = self._settings.agent if agent is None else agent
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
             raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
         given = _args.optional_label(complexity, "complexity")
@@ -483,7 +485,7 @@ class LearningService:
         self,
         task: str,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         successful: bool | None = True,
         category: str | None = None,
         limit: int = 5,
@@ -495,7 +497,7 @@ class LearningService:
         to one category.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         limit = check.limit(limit)
         matches = [
             ExecutionMatch(record=n.record, similarity=n.cosine)
@@ -508,10 +510,10 @@ class LearningService:
         return matches[:limit]
 
     def outcomes(
-        self, *, agent: str = "default", since: datetime | None = None, category: str | None = None
+        self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
     ) -> list[DecisionRecord]:
         """Every outcome record ``agent`` can see (its own and shared with it), oldest first."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         since = _args.since(since)
         flt = Filter(agent=agent, kinds=_DECISION)
         out: list[DecisionRecord] = []
@@ -530,15 +532,16 @@ class LearningService:
         return out
 
     def trends(
-        self, *, agent: str = "default", since: datetime | None = None, category: str | None = None
+        self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
     ) -> list[CategoryTrend]:
         """Performance per category: success with interval, duration, best approaches, and a tested trend."""
+        agent = self._settings.agent if agent is None else agent
         return category_trends(self.outcomes(agent=agent, since=since, category=category))
 
     def approaches(
         self,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         success_rate: str | RateFilter | None = None,
         min_attempts: int = 2,
         since: datetime | None = None,
@@ -549,6 +552,7 @@ class LearningService:
         case and spacing); only (situation, approach) pairs tried at least
         ``min_attempts`` times count. Best first.
         """
+        agent = self._settings.agent if agent is None else agent
         rate = parse_rate_filter(success_rate) if isinstance(success_rate, str) else success_rate
         if isinstance(min_attempts, bool) or not isinstance(min_attempts, int) or min_attempts < 1:
             raise ValidationError(f"min_attempts must be a positive integer, not {min_attempts!r}")
@@ -557,7 +561,7 @@ class LearningService:
     def report(
         self,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         since: datetime | None = None,
         chart: str | os.PathLike[str] | None = None,
         success_target: float = 0.7,
@@ -569,7 +573,7 @@ class LearningService:
         ``recommendations`` name the categories under ``success_target`` (a share) or
         declining, and the categories and approaches slower than ``slow_seconds`` on average.
         """
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         since = _args.since(since)
         if chart is not None and not isinstance(chart, str | os.PathLike):
             raise ValidationError(f"chart must be a file path, not {type(chart).__name__}")
@@ -593,10 +597,10 @@ class LearningService:
             report = report.with_chart(str(written))
         return report
 
-    def stats(self, *, agent: str = "default", top: int = 10) -> LearningStats:
+    def stats(self, *, agent: str | None = None, top: int = 10) -> LearningStats:
         """``agent``'s learning in one call: memories per kind, outcomes and success, the most used actions and
         categories, failure patterns, episodes, and the most used memories with feedback totals."""
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         top = check.limit(top)
         counts: dict[str, int] = {k: self._recall.count(agent=agent, kind=k) for k in KINDS}
         flt = Filter(agent=agent, kinds=("episode",))
@@ -621,7 +625,7 @@ class LearningService:
         task: str,
         options: Sequence[str] | None = None,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         recover: RecoveryHook | None = None,
         category: str | None = None,
     ) -> Adaptive:
@@ -632,7 +636,7 @@ class LearningService:
         :mod:`engramdb.learning.adaptive`.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         opts = None
         if options is not None:
             if isinstance(options, str):

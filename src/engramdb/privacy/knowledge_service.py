@@ -21,6 +21,7 @@ from typing import IO, Any, Final
 from engramdb import _validate as check
 from engramdb._util import new_id, utcnow
 from engramdb.brain.distill import Distiller
+from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.knowledge_packs import ServiceTarget, seed_pack
@@ -46,6 +47,7 @@ class KnowledgeService:
         self,
         store: Store,
         embedder: Embedder,
+        settings: Settings,
         *,
         pipeline: WritePipeline,
         recall: Recall,
@@ -53,6 +55,7 @@ class KnowledgeService:
         failures: FailureService,
     ) -> None:
         self._store = store
+        self._settings = settings
         self._embedder = embedder
         self._pipeline = pipeline
         self._recall = recall
@@ -63,7 +66,7 @@ class KnowledgeService:
     def distill(
         self,
         *,
-        agent: str = "default",
+        agent: str | None = None,
         kind: Kind | Sequence[Kind] | None = None,
         min_group: int = 3,
         dry_run: bool = False,
@@ -75,17 +78,18 @@ class KnowledgeService:
         (tagged ``archived`` when ``archive_sources``). ``dry_run`` writes nothing and returns
         what would be written.
         """
+        agent = self._settings.agent if agent is None else agent
         return self._distiller.distill(
             agent=agent, kind=kind, min_group=min_group, dry_run=dry_run, archive_sources=archive_sources
         )
 
-    def seed(self, pack: str, *, agent: str = "default") -> PackReport:
+    def seed(self, pack: str, *, agent: str | None = None) -> PackReport:
         """Load the shipped knowledge pack ``pack`` (python, git, http, sql, docker, ci) as ``agent``'s memories.
 
         Idempotent and versioned: loading the same version again writes nothing.
         """
         pack = check.name(pack, what="pack")
-        agent = check.agent_name(agent)
+        agent = check.agent_name(self._settings.agent if agent is None else agent)
         return seed_pack(ServiceTarget(self._pipeline, self._recall, self._failures), pack, agent=agent)
 
     # -- export -------------------------------------------------------------------------------------------
