@@ -324,3 +324,11 @@ def test_agent_loop_learns_and_remembers_across_a_restart(
         assert conversation[-1].content == "Reused the saved login pattern."
         # Every tool write went through the audited pipeline.
         assert mem.audit.verify()
+
+
+def test_recall_does_not_offer_an_unrelated_pattern(mem: Engram) -> None:
+    tools = tools_of(mem)
+    call(tools["save_pattern"], {"task": "Login to Facebook", "actions": LOGIN_ACTIONS})
+    call(tools["save_pattern"], {"task": "Post on the timeline", "actions": [{"tool": "post"}]})
+    assert "No similar patterns" in text(call(tools["recall_patterns"], {"task": "bake a chocolate cake"}))
+    assert "Found 1 similar pattern" in text(call(tools["recall_patterns"], {"task": "Sign into FB"}))

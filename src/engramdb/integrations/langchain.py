@@ -139,6 +139,12 @@ class RecordOutcomeArgs(BaseModel):
     )
 
 
+#: A pattern found by meaning alone (no word of the task) is recalled only at this cosine similarity or more:
+#: unrelated tasks score 0.0-0.13 with the default model, paraphrases 0.4-0.95 ("Sign into FB" / "Login to
+#: Facebook" 0.75), so an unrelated pattern is never offered as a similar one.
+_MIN_SIMILARITY: Final = 0.25
+
+
 # -- the tools ----------------------------------------------------------------------------------------------
 def memory_tools(mem: Engram, *, agent: str | None = None) -> list[BaseTool]:
     """The engramdb tools for a LangChain agent, every one acting as ``agent`` on ``mem`` (default: its
@@ -279,7 +285,13 @@ class _Tools:
         hits = self._mem.search(
             task, agent=self._agent, kind=PATTERN_KIND, tags=[PATTERN_TAG], limit=max(max_results * 4, 10)
         )
-        kept = [h for h in hits if h.memory.confidence >= min_success_rate][:max_results]
+        floor = max(_MIN_SIMILARITY, self._mem.settings.min_score)
+        kept = [
+            h
+            for h in hits
+            if h.memory.confidence >= min_success_rate
+            and (h.keyword_score is not None or (h.vector_score is not None and h.vector_score >= floor))
+        ][:max_results]
         if not kept:
             return f"No similar patterns found for task: {_shown(task)}"
         lines = [f"Found {len(kept)} similar pattern{'s' if len(kept) != 1 else ''}:"]
