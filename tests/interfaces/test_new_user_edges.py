@@ -183,3 +183,20 @@ def test_mcp_stdio_does_not_wait_for_a_request_the_client_cancelled(tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr.decode()[-500:]
     assert 1 in {a["id"] for a in map(json.loads, done.stdout.decode().splitlines())}
+
+
+def test_the_config_files_agent_is_the_cli_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # defaults < config file < environment < --agent, as for the library.
+    home = tmp_path / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('agent = "from-file"\n')
+    store = str(tmp_path / "cfgstore")
+    monkeypatch.delenv("ENGRAM_AGENT", raising=False)
+    assert ok_json("memory", "record", "kept by the file's agent", "--store", store)["agent"] == "from-file"
+    monkeypatch.setenv("ENGRAM_AGENT", "from-env")
+    assert ok_json("memory", "record", "kept by the env's agent", "--store", store)["agent"] == "from-env"
+    assert (
+        ok_json("memory", "record", "kept by the flag's agent", "--agent", "flag", "--store", store)["agent"] == "flag"
+    )
+    monkeypatch.delenv("ENGRAM_AGENT")
+    assert [m["content"] for m in ok_json("memory", "list", "--store", store)] == ["kept by the file's agent"]

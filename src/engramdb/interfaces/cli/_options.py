@@ -69,10 +69,34 @@ StoreOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print machine-readable JSON on stdout.", rich_help_panel=COMMON_PANEL)
 ]
-# ENGRAM_AGENT (the agent setting's variable) is the default without --agent: seed 001's commands run without it.
+
+
+def _configured_agent(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    """Without --agent or ENGRAM_AGENT, the ``agent`` of the config file (the library's settings order)."""
+    source = ctx.get_parameter_source(param.name) if param.name is not None else None
+    if source is None or source.name != "DEFAULT":  # given as --agent or ENGRAM_AGENT
+        return value
+    from engramdb.config import load_settings
+    from engramdb.errors import EngramError
+
+    try:
+        return load_settings().agent
+    except EngramError:  # a broken config file: the command reports it when it opens the store
+        return value
+
+
+# The agent setting is the default without --agent (ENGRAM_AGENT, else the config file): seed 001's commands
+# run without it.
 AgentOption = Annotated[
     str,
-    typer.Option("--agent", "-a", metavar="NAME", envvar="ENGRAM_AGENT", help="The agent whose memories these are."),
+    typer.Option(
+        "--agent",
+        "-a",
+        metavar="NAME",
+        envvar="ENGRAM_AGENT",
+        callback=_configured_agent,
+        help="The agent whose memories these are (default: the agent setting).",
+    ),
 ]
 OptionalAgentOption = Annotated[
     str | None,
