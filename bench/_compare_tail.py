@@ -2,13 +2,17 @@
 
 The scale scenario of compare.py exactly (the same rows: LoCoMo turns and their perturbed copies, the same
 ``remember_many`` calls of 5,000, the background indexes built and waited for, 5 warm-up searches, then the
-LoCoMo questions with ``limit=10`` and precomputed query vectors), for engramdb alone, three stores side by side:
+LoCoMo questions with ``limit=10`` and precomputed query vectors), for engramdb alone, five stores side by side:
 
 - ``old``: the HNSW graph as faiss builds it (no island links) and the exact fallback that gathers every row first;
 - ``new``: the graph with its islands linked (engramdb.storage._ann_links) and the in-place fallback scan;
+- ``shuffle``: as ``new``, the rows added to the graph in a random order (engramdb.storage._ann._insertion_chunks)
+  instead of store order;
+- ``fill``: as ``shuffle``, and the sparse nodes' free level-0 slots filled with their nearest rows first
+  (engramdb.storage._ann_fill; the store's build as it is now);
 - ``exact``: no HNSW index at all (``ann_threshold`` above the store's size), the reference for the hits.
 
-Per question the three search in a rotating order, so all see the same load; the 1-minute load average is
+Per question the five search in a rotating order, so all see the same load; the 1-minute load average is
 written beside every figure. Per search: wall time, the vector channel's time, the bookkeeping write's time,
 whether the graph walk came back short (the exact fallback ran), and whether the access-count flusher's
 transaction overlapped it. Hits: each variant's top 10 against the exact store's.
@@ -28,8 +32,15 @@ import numpy as np
 import engramdb.storage._ann as ann
 from engramdb.embeddings import CachedEmbedder
 
-VARIANTS = ("old", "new", "exact")
+VARIANTS = ("old", "new", "shuffle", "fill", "exact")
 SLOW_MS = 20.0
+#: The variants with a graph, each compared with ``exact``.
+_GRAPHS = ("old", "new", "shuffle", "fill")
+
+
+def _in_store_order(n: int) -> list[Any]:
+    """The build's chunks before the random insertion order: rows in store order."""
+    return [np.arange(start, min(start + ann._ADD_CHUNK, n)) for start in range(0, n, ann._ADD_CHUNK)]
 
 
 def _old_scan(base: Any, query: Any, mask: Any, limit: int) -> tuple[Any, Any]:
@@ -89,7 +100,7 @@ class _Probe:
 def run_tail_ab(
     compare: Any, tmp: Path, table: dict[str, Any], make_raw: Callable[[], CachedEmbedder], size: int, queries: int
 ) -> dict[str, Any]:
-    """Build the three stores in compare's scale scenario and time the questions interleaved."""
+    """Build the five stores in compare's scale scenario and time the questions interleaved."""
     rng = np.random.default_rng(size)
     conversations = compare.load_locomo()
     pool = list(dict.fromkeys(d.content for c in conversations for d in c.docs))
@@ -106,7 +117,7 @@ def run_tail_ab(
     out: dict[str, Any] = {"memories": size, "questions": len(questions), "build": {}}
     systems: dict[str, Any] = {}
     probes: dict[str, _Probe] = {}
-    linker = ann.link_islands
+    linker, filler, chunks = ann.link_islands, ann.fill_sparse, ann._insertion_chunks
     for name in VARIANTS:
         system = compare.EngramSystem(tmp / f"tail_{name}", embedder)
         if name == "exact":
@@ -116,10 +127,13 @@ def run_tail_ab(
         system.add(corpus, None)
         ingest = time.perf_counter() - t0
         ann.link_islands = (lambda *_: 0) if name == "old" else linker  # type: ignore[assignment]
+        ann.fill_sparse = filler if name == "fill" else (lambda *_: 0)  # type: ignore[assignment]
+        if name in ("old", "new"):  # store order, as before
+            ann._insertion_chunks = _in_store_order
         try:
             built = system.build_indexes(corpus) if name != "exact" else {}
         finally:
-            ann.link_islands = linker
+            ann.link_islands, ann.fill_sparse, ann._insertion_chunks = linker, filler, chunks
         out["build"][name] = {"ingest_s": ingest, **built, "load_before": before, "load_after": compare.load()}
         compare.log(f"tail A/B: {name} store ready ({out['build'][name]})")
         systems[name] = system
@@ -134,7 +148,7 @@ def run_tail_ab(
     hits: dict[str, list[list[str]]] = {name: [] for name in VARIANTS}
     loads = [compare.load()]
     for i, q in enumerate(questions):
-        order = VARIANTS[i % 3 :] + VARIANTS[: i % 3]
+        order = VARIANTS[i % len(VARIANTS) :] + VARIANTS[: i % len(VARIANTS)]
         for name in order:
             probe = probes[name]
             probe.phase = {}
@@ -150,7 +164,7 @@ def run_tail_ab(
     out["search"] = {name: _summary(rows[name]) for name in VARIANTS}
     # The timed searches' hits also depend on each store's access counts (a ranking signal that the
     # searches themselves move, and that the background flush writes at its own moments): indicative only.
-    out["timed_hits_vs_exact"] = {name: _agreement(hits[name], hits["exact"]) for name in ("old", "new")}
+    out["timed_hits_vs_exact"] = {name: _agreement(hits[name], hits["exact"]) for name in _GRAPHS}
     out["rows"] = rows
     for system in systems.values():
         system.close()
@@ -195,9 +209,10 @@ def _untouched_hits(
         recall[name] = statistics.fmean(per)
     return {
         f"{name}_vs_exact": {what: _agreement(lists[name][what], lists["exact"][what]) for what in lists[name]}
-        for name in ("old", "new")
+        for name in _GRAPHS
     } | {
         "new_vs_old": {what: _agreement(lists["new"][what], lists["old"][what]) for what in lists["new"]},
+        "fill_vs_shuffle": {what: _agreement(lists["fill"][what], lists["shuffle"][what]) for what in lists["new"]},
         "evidence_recall_at_10": recall,
     }
 
@@ -251,7 +266,10 @@ def markdown(res: dict[str, Any]) -> str:
     for key, label in (
         ("old_vs_exact", "old vs exact"),
         ("new_vs_exact", "new vs exact"),
+        ("shuffle_vs_exact", "shuffle vs exact"),
+        ("fill_vs_exact", "fill vs exact"),
         ("new_vs_old", "new vs old"),
+        ("fill_vs_shuffle", "fill vs shuffle"),
     ):
         h = res["hits"][key]
         v, t = h["vector50"], h["search10"]
