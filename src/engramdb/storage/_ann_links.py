@@ -11,8 +11,9 @@ every vector exactly, ~50 ms at 100k), and a walk from elsewhere never reaches i
 cannot reach it (SciPy over the level-0 links: ~0.15 s per 100k nodes, all a connected graph costs), and gives
 one node of each such group the missing links: from it to its nearest node in that part, and from the nearest such
 node with a free slot back to it. Walks then leave and enter the islands as they do any other region. On
-compare.py's 100k rows (LoCoMo turns and their perturbed copies) that is 10,761 groups (23k nodes outside the
-largest part, 58 closed islands), linked in 3-5 s of the background build.
+compare.py's 100k rows (LoCoMo turns and their perturbed copies) added in store order, that was 10,761 groups
+(23k nodes outside the largest part, 58 closed islands), linked in 3-5 s of the background build; added in a
+random order and filled (:mod:`._ann_fill`), ~7,100 groups.
 """
 
 from __future__ import annotations
