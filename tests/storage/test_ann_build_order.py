@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
+from ann_helpers import level0_table, with_copies
 
 from engramdb.storage import _ann
 from engramdb.storage._ann import AnnBase, AnnMeta, Snapshot, ann_available, build_generation
-from engramdb.storage._ann_links import _level0
 
 pytestmark = pytest.mark.skipif(not ann_available(), reason="faiss is not installed")
 
@@ -31,10 +31,7 @@ def _store_order(seed: int) -> npt.NDArray[np.float32]:
     rng = np.random.default_rng(seed)
     originals = rng.normal(size=(GROUPS, DIM))
     originals /= np.linalg.norm(originals, axis=1, keepdims=True)
-    sigma = np.sqrt((1 / 0.9**2 - 1) / DIM)
-    copies = np.tile(originals, (COPIES, 1)) + rng.normal(0.0, sigma, size=(GROUPS * COPIES, DIM))
-    copies /= np.linalg.norm(copies, axis=1, keepdims=True)
-    return np.concatenate([originals, copies]).astype(np.float32)
+    return with_copies(originals, COPIES, rng, rounds=True)
 
 
 def _build(root: Path, vectors: npt.NDArray[np.float32]) -> AnnBase:
@@ -77,7 +74,7 @@ def test_the_graph_is_renumbered_to_row_order(tmp_path: Path, monkeypatch: pytes
     codes = faiss.vector_to_array(storage.codes).reshape(base.n, -1)
     assert np.array_equal(codes, storage.sa_encode(vectors))
     # ... and its links lead to rows near it (links numbered the wrong way would average a cosine of ~0).
-    neighbors, starts, width = _level0(base._index.hnsw, faiss, base.n)
+    neighbors, starts, width = level0_table(base._index)
     table = neighbors[starts[:, None] + np.arange(width)[None, :]]
     held = table >= 0
     node = np.repeat(np.arange(base.n)[:, None], width, axis=1)

@@ -13,15 +13,13 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from storage_helpers import MODEL, memory
+from ann_helpers import built_store, level0_table, store_graph, with_copies
 
 from engramdb.storage import _ann
 from engramdb.storage._ann import ann_available
 from engramdb.storage._ann_fill import fill_sparse
-from engramdb.storage._ann_links import _level0, link_islands
-from engramdb.storage._vector_index import VectorIndex
+from engramdb.storage._ann_links import link_islands
 from engramdb.storage.base import Filter
-from engramdb.storage.sqlite import open_sqlite
 
 pytestmark = pytest.mark.skipif(not ann_available(), reason="faiss is not installed")
 
@@ -38,23 +36,6 @@ def _clustered(seed: int, rows: int = ROWS) -> npt.NDArray[np.float32]:
     return x.astype(np.float32)
 
 
-def _graph(vectors: npt.NDArray[np.float32]) -> object:
-    """The graph as the store builds it (8-bit codes, inner product, the store's M and efConstruction)."""
-    faiss = _ann._faiss()
-    index = faiss.IndexHNSWSQ(vectors.shape[1], faiss.ScalarQuantizer.QT_8bit, _ann._HNSW_M, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = _ann._EF_CONSTRUCTION
-    index.train(vectors)
-    index.add(vectors)
-    return index
-
-
-def _table(index: object) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], int]:
-    faiss = _ann._faiss()
-    n = index.ntotal  # type: ignore[attr-defined]
-    neighbors, starts, width = _level0(index.hnsw, faiss, n)  # type: ignore[attr-defined]
-    return neighbors, starts, width
-
-
 def _nearest(vectors: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: int) -> npt.NDArray[np.int64]:
     """Each row's ``k`` nearest other rows, exactly."""
     scores = vectors[rows] @ vectors.T
@@ -65,8 +46,8 @@ def _nearest(vectors: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: i
 def test_sparse_nodes_get_their_nearest_rows_and_walks_find_them() -> None:
     vectors = _clustered(1)
     faiss = _ann._faiss()
-    index = _graph(vectors)
-    neighbors, starts, width = _table(index)
+    index = store_graph(vectors)
+    neighbors, starts, width = level0_table(index)
     # Hand-made sparse nodes: every third node keeps only its first level-0 link.
     sparse = np.arange(0, ROWS, 3, dtype=np.int64)
     for node in sparse:
@@ -76,7 +57,7 @@ def test_sparse_nodes_get_their_nearest_rows_and_walks_find_them() -> None:
 
     added = fill_sparse(index, faiss, vectors)
 
-    neighbors, starts, width = _table(index)
+    neighbors, starts, width = level0_table(index)
     assert added > 0
     links = neighbors[starts[sparse][:, None] + np.arange(width)[None, :]]
     # Every sparse node's slots are now in use, the link it kept is still first, no node links to itself.
@@ -107,17 +88,14 @@ def _groups(seed: int) -> npt.NDArray[np.float32]:
     rng = np.random.default_rng(seed)
     originals = rng.normal(size=(300, 48))
     originals /= np.linalg.norm(originals, axis=1, keepdims=True)
-    sigma = np.sqrt((1 / 0.9**2 - 1) / 48)
-    copies = np.repeat(originals, 30, axis=0) + rng.normal(0.0, sigma, size=(300 * 30, 48))
-    copies /= np.linalg.norm(copies, axis=1, keepdims=True)
-    return np.concatenate([originals, copies]).astype(np.float32)
+    return with_copies(originals, 30, rng, rounds=False)
 
 
 def test_on_near_duplicate_groups_the_walks_head_comes_closer_to_the_exact_scan() -> None:
     """The store's walk (head of 150 re-ranked exactly, top 50) misses fewer of the exact top 50 once filled."""
     vectors = _groups(1)
     faiss = _ann._faiss()
-    index = _graph(vectors)
+    index = store_graph(vectors)
     link_islands(index, faiss, vectors)
     rng = np.random.default_rng(2)
     queries = vectors[:200] + 0.6 * rng.normal(size=(200, 48)).astype(np.float32) / np.sqrt(48)
@@ -143,8 +121,8 @@ def test_on_near_duplicate_groups_the_walks_head_comes_closer_to_the_exact_scan(
 def test_a_graph_with_every_node_half_full_is_left_as_it_is() -> None:
     vectors = _clustered(2, rows=1_500)
     faiss = _ann._faiss()
-    index = _graph(vectors)
-    neighbors, starts, width = _table(index)
+    index = store_graph(vectors)
+    neighbors, starts, width = level0_table(index)
     # Every node gets its width // 2 exact nearest rows (no node sparse), the rest of its slots free.
     nearest = _nearest(vectors, np.arange(len(vectors), dtype=np.int64), width // 2)
     for node, row in enumerate(nearest):
@@ -160,12 +138,7 @@ def test_a_graph_with_every_node_half_full_is_left_as_it_is() -> None:
 
 def test_the_store_builds_its_graph_with_sparse_nodes_filled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the store: near-duplicate groups leave sparse nodes; the persisted graph has them filled."""
-    rng = np.random.default_rng(9)
-    originals = _clustered(3, rows=120)
-    sigma = np.sqrt((1 / 0.9**2 - 1) / DIM)
-    copies = np.repeat(originals, 30, axis=0) + rng.normal(0.0, sigma, size=(120 * 30, DIM))
-    copies /= np.linalg.norm(copies, axis=1, keepdims=True)
-    vectors = np.concatenate([originals, copies]).astype(np.float32)
+    vectors = with_copies(_clustered(3, rows=120), 30, np.random.default_rng(9), rounds=False)
     filled = []
 
     def recorded(index: object, faiss: object, rows: npt.NDArray[np.float32]) -> int:
@@ -173,22 +146,13 @@ def test_the_store_builds_its_graph_with_sparse_nodes_filled(tmp_path: Path, mon
         return filled[-1]
 
     monkeypatch.setattr(_ann, "fill_sparse", recorded)
-    store = open_sqlite(tmp_path / "s", ann_threshold=1_000)
+    store, index, mems = built_store(tmp_path / "s", vectors)
     try:
-        mems = [memory(f"m {i}") for i in range(len(vectors))]
-        for start in range(0, len(mems), 1_000):
-            store.memories.add(mems[start : start + 1_000], vectors[start : start + 1_000], model_id=MODEL, actor="t")
-        index = store.search._index  # type: ignore[attr-defined]
-        assert isinstance(index, VectorIndex)
-        store.search.vector_candidates(vectors[0], Filter(agent=None), limit=10)  # starts the build
-        assert index.wait_for_index(timeout=120)
-        store.search.vector_candidates(vectors[0], Filter(agent=None), limit=10)  # adopts it
-        assert index.uses_ann
         assert len(filled) == 1
         assert filled[0] > 0
         base = index._base
         assert base is not None
-        neighbors, starts, width = _table(base._index)  # the graph read back from disk
+        neighbors, starts, width = level0_table(base._index)  # the graph read back from disk
         used = (neighbors[starts[:, None] + np.arange(width)[None, :]] >= 0).sum(axis=1)
         assert (used >= width // 2).all()
         # The vector channel agrees with the exact scan on the copies' top 10.

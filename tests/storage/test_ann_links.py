@@ -15,14 +15,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from storage_helpers import MODEL, memory
+from ann_helpers import built_store, level0_table, store_graph, with_copies
 
 from engramdb.storage import _ann
 from engramdb.storage._ann import ann_available
-from engramdb.storage._ann_links import _level0, _outside_groups, link_islands
-from engramdb.storage._vector_index import VectorIndex
+from engramdb.storage._ann_links import _outside_groups, link_islands
 from engramdb.storage.base import Filter
-from engramdb.storage.sqlite import open_sqlite
 
 pytestmark = pytest.mark.skipif(not ann_available(), reason="faiss is not installed")
 
@@ -38,28 +36,13 @@ def _groups(seed: int = 7) -> npt.NDArray[np.float32]:
     rng = np.random.default_rng(seed)
     originals = rng.normal(size=(GROUPS, DIM)).astype(np.float32)
     originals /= np.linalg.norm(originals, axis=1, keepdims=True)
-    sigma = np.sqrt((1 / 0.9**2 - 1) / DIM)
-    copies = np.repeat(originals[None], COPIES, axis=0).reshape(-1, DIM)
-    copies = copies + rng.normal(0.0, sigma, size=copies.shape).astype(np.float32)
-    copies /= np.linalg.norm(copies, axis=1, keepdims=True)
-    return np.concatenate([originals, copies]).astype(np.float32)
+    return with_copies(originals, COPIES, rng, rounds=True)
 
 
-def _graph(vectors: npt.NDArray[np.float32]) -> object:
-    """The graph exactly as the store builds it, before any links are added."""
-    faiss = _ann._faiss()
-    index = faiss.IndexHNSWSQ(DIM, faiss.ScalarQuantizer.QT_8bit, _ann._HNSW_M, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = _ann._EF_CONSTRUCTION
-    index.train(vectors)
-    index.add(vectors)
-    return index
-
-
-def _close(index: object, vectors: npt.NDArray[np.float32], groups: range) -> None:
+def _close(index: object, groups: range) -> None:
     """Make each group in ``groups`` a closed island: its members link only to each other at level 0."""
     faiss = _ann._faiss()
-    hnsw = index.hnsw  # type: ignore[attr-defined]
-    neighbors, starts, width = _level0(hnsw, faiss, len(vectors))
+    neighbors, starts, width = level0_table(index)
     for g in groups:
         members = [g] + [GROUPS + c * GROUPS + g for c in range(COPIES)]
         for m in members:
@@ -67,13 +50,11 @@ def _close(index: object, vectors: npt.NDArray[np.float32], groups: range) -> No
             slots = np.full(width, -1, dtype=neighbors.dtype)
             slots[: len(inside)] = inside
             neighbors[starts[m] : starts[m] + width] = slots
-    faiss.copy_array_to_vector(neighbors, hnsw.neighbors)
+    faiss.copy_array_to_vector(neighbors, index.hnsw.neighbors)  # type: ignore[attr-defined]
 
 
 def _cut_off(index: object) -> int:
-    faiss = _ann._faiss()
-    n = index.ntotal  # type: ignore[attr-defined]
-    neighbors, starts, width = _level0(index.hnsw, faiss, n)  # type: ignore[attr-defined]
+    neighbors, starts, width = level0_table(index)
     reps, _, _, _ = _outside_groups(neighbors[starts[:, None] + np.arange(width)[None, :]])
     return int(reps.size)
 
@@ -89,8 +70,8 @@ def _short_walks(index: object, queries: npt.NDArray[np.float32]) -> int:
 def test_closed_islands_are_linked_and_walks_come_back_full() -> None:
     vectors = _groups()
     faiss = _ann._faiss()
-    index = _graph(vectors)
-    _close(index, vectors, range(0, GROUPS, 5))
+    index = store_graph(vectors)
+    _close(index, range(0, GROUPS, 5))
     queries = vectors[:GROUPS]  # each original: its own group is its nearest rows
     assert _cut_off(index) >= GROUPS // 5
     assert _short_walks(index, queries) > 0  # a walk into an island finds only its COPIES + 1 members
@@ -122,22 +103,13 @@ def test_the_store_builds_its_graph_with_islands_linked(tmp_path: Path, monkeypa
     linked = []
 
     def islands_then_link(index: object, faiss: object, rows: npt.NDArray[np.float32]) -> int:
-        _close(index, np.asarray(rows), range(0, GROUPS, 5))  # as faiss may leave them
+        _close(index, range(0, GROUPS, 5))  # as faiss may leave them
         linked.append(link_islands(index, faiss, rows))
         return linked[-1]
 
     monkeypatch.setattr(_ann, "link_islands", islands_then_link)
-    store = open_sqlite(tmp_path / "s", ann_threshold=1_000)
+    store, index, mems = built_store(tmp_path / "s", vectors)
     try:
-        mems = [memory(f"m {i}") for i in range(len(vectors))]
-        for start in range(0, len(mems), 1_000):
-            store.memories.add(mems[start : start + 1_000], vectors[start : start + 1_000], model_id=MODEL, actor="t")
-        index = store.search._index  # type: ignore[attr-defined]
-        assert isinstance(index, VectorIndex)
-        store.search.vector_candidates(vectors[0], Filter(agent=None), limit=10)  # starts the build
-        assert index.wait_for_index(timeout=120)
-        store.search.vector_candidates(vectors[0], Filter(agent=None), limit=10)  # adopts it
-        assert index.uses_ann
         assert len(linked) == 1
         assert linked[0] >= GROUPS // 5
         base = index._base
