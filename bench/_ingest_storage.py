@@ -22,11 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from _data import load_locomo
 
@@ -34,27 +31,10 @@ CACHE = Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
 LAYOUTS = ("per_conversation", "one_store")
 
 
-class Lookup:
-    """An embedder answering from a table of known vectors (a miss goes to the real model, counted)."""
-
-    def __init__(self, inner: Any, table: dict[str, Any]) -> None:
-        self.inner, self.table = inner, table
-        self.model_id, self.dim = inner.model_id, inner.dim
-        self.misses = 0
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        unknown = [t for t in texts if t not in self.table]
-        if unknown:
-            self.misses += len(unknown)
-            self.table.update(zip(unknown, self.inner.embed(unknown), strict=True))
-        if not texts:
-            return np.empty((0, self.dim), dtype=np.float32)
-        return np.stack([self.table[t] for t in texts]).astype(np.float32, copy=False)
-
-
 def run_once(layout: str) -> dict[str, Any]:
     """One timed ingest of every LoCoMo turn in this process (whatever engramdb it imports)."""
     import engramdb
+    from compare import Lookup  # here: it imports engramdb, which must come from the tree this run measures
     from engramdb import Engram
     from engramdb.config import load_settings
     from engramdb.embeddings import CachedEmbedder, make_embedder
