@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from engramdb.interfaces._access import host_name
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "Guard", "json_response"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Guard", "json_response", "replaying", "send_json"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -37,13 +37,32 @@ DEFAULT_MAX_BODY_BYTES: Final = 8 * 1024 * 1024
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-async def json_response(send: Send, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-    """Send ``{"error": message}`` (one line) with ``status``."""
-    body = json.dumps({"error": " ".join(message.split()) or "failed"}).encode()
+async def send_json(send: Send, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+    """Send ``payload`` as a JSON response with ``status``."""
+    body = json.dumps(payload).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def json_response(send: Send, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    """Send ``{"error": message}`` (one line) with ``status``."""
+    await send_json(send, status, {"error": " ".join(message.split()) or "failed"}, headers)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the already-read ``body`` once, then defers to ``receive``."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class Guard:
@@ -121,13 +140,4 @@ class Guard:
         if body and media != "application/json" and not media.endswith("+json"):
             await json_response(send, 415, "the request body must be JSON (Content-Type: application/json)")
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self._app(scope, replay, send)
+        await self._app(scope, replaying(body, receive), send)

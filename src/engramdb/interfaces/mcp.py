@@ -39,7 +39,7 @@ import pydantic
 from engramdb.auth import ApiKeys
 from engramdb.errors import EngramError, NotAuthenticated, StorageError
 from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of, token_from_headers
-from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard, json_response
+from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard, json_response, replaying, send_json
 from engramdb.interfaces._ops import TOOLS as _TOOLS
 from engramdb.interfaces._ops import Tool
 
@@ -53,7 +53,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 if TYPE_CHECKING:
     from engramdb import Engram
-    from engramdb.interfaces._http import ASGIApp, Message, Receive, Scope, Send
+    from engramdb.interfaces._http import ASGIApp, Receive, Scope, Send
 
 __all__ = ["MCP_PATH", "SERVER_NAME", "TOOLS", "check_message", "create_http_app", "create_server", "serve_stdio"]
 
@@ -368,22 +368,9 @@ class _CheckBody:
             problem = (None, -32700, "parse error: the body is not UTF-8 text")
         if problem is not None:
             msg_id, code, text = problem
-            answer = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}}
-            raw = json.dumps(answer).encode()
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
-            await send({"type": "http.response.start", "status": 400, "headers": headers})
-            await send({"type": "http.response.body", "body": raw, "more_body": False})
+            await send_json(send, 400, {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}})
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self._app(scope, replay, send)
+        await self._app(scope, replaying(body, receive), send)
 
 
 class _Authenticate:
