@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from _data import load_locomo
+from _report import write_json
 from engramdb import Engram
 from engramdb._util import utcnow
 from engramdb.retrieval.ranking import fuse, rank
@@ -552,11 +553,6 @@ def run_access_pair(source: Path, scratch: Path, old_src: Path, queries: int, ro
     }
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", type=Path, default=None, help="a COPY of the 100k curve store directory")
@@ -585,19 +581,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         found |= run_access_pair(args.access_pair, args.scratch, args.old_src, min(args.queries, 250), args.rounds)
         print(json.dumps(found, indent=1), file=sys.stderr)
-        _write(args.out or ACCESS_OUT, json.dumps(found, indent=1) + "\n")
+        write_json(args.out or ACCESS_OUT, found)
         return 0
     if args.query_embedding:
         found = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         found |= run_query_embedding(args.queries)
         print(json.dumps(found, indent=1), file=sys.stderr)
-        _write(args.out or QUERY_OUT, json.dumps(found, indent=1) + "\n")
+        write_json(args.out or QUERY_OUT, found)
         return 0
     if args.whole is not None:
         whole = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         whole |= run_whole(args.whole, min(args.queries, 210))
         print(json.dumps(whole, indent=1), file=sys.stderr)
-        _write(args.out or WHOLE_OUT, json.dumps(whole, indent=1) + "\n")
+        write_json(args.out or WHOLE_OUT, whole)
         if args.store is None and args.keyword_store is None and args.recall_store is None:
             return 0
     results: dict[str, Any] = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -610,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.recall_store is not None:
         results["recall"] = run_recall(args.recall_store)
         print(json.dumps(results["recall"], indent=1), file=sys.stderr)
-    _write(args.out or OUT, json.dumps(results, indent=1) + "\n")
+    write_json(args.out or OUT, results)
     return 0
 
 

@@ -209,10 +209,7 @@ class VectorQueue:
         with self._cond:
             self._items.clear()
             self._rebuild = None
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        self.close()
 
     # -- the worker ---------------------------------------------------------------------------------------
     def _run(self) -> None:
