@@ -222,12 +222,16 @@ def check_message(line: str) -> tuple[Any, int, str] | None:
 DRAIN_SECONDS: Final = 300.0
 
 
-def _request_id(line: str, *, answer: bool) -> str | int | None:
-    """The id of a JSON-RPC request line (``answer=False``) or of a response line (``answer=True``); else None."""
+def _parsed(line: str) -> object:
+    """``line`` as JSON, or None when it is not JSON."""
     try:
-        data = json.loads(line)
+        return json.loads(line)
     except (ValueError, RecursionError):
         return None
+
+
+def _message_id(data: object, *, answer: bool) -> str | int | None:
+    """The id of a JSON-RPC request (``answer=False``) or of a response (``answer=True``); else None."""
     if not isinstance(data, dict) or ("method" in data) == answer:
         return None
     msg_id = data.get("id")
@@ -245,15 +249,12 @@ class _Wire:
 
     def asked(self, line: str) -> None:
         """Note a request line the SDK is about to handle, so that :meth:`drain` waits for its answer."""
-        msg_id = _request_id(line, answer=False)
+        data = _parsed(line)
+        msg_id = _message_id(data, answer=False)
         if msg_id is not None:
             self.pending.add(msg_id)
             return
         # A request the client cancels gets no answer: do not wait for it.
-        try:
-            data = json.loads(line)
-        except (ValueError, RecursionError):
-            return
         if isinstance(data, dict) and data.get("method") == "notifications/cancelled":
             params = data.get("params")
             cancelled = params.get("requestId") if isinstance(params, dict) else None
@@ -264,7 +265,7 @@ class _Wire:
         async with self._lock:
             await self._out.write(text)
         for line in text.splitlines():
-            msg_id = _request_id(line, answer=True)
+            msg_id = _message_id(_parsed(line), answer=True)
             if msg_id is not None:
                 self.pending.discard(msg_id)
 
