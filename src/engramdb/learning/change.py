@@ -12,13 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from engramdb.learning.stats import Prior
+from engramdb.learning._prior import Prior
 
 __all__ = ["ChangePoints", "ChangeRule", "change_discounts", "changepoint_weights"]
 
@@ -227,8 +225,6 @@ def changepoint_weights(
     if n == 0:
         return []
     if prior is None:
-        from engramdb.learning.stats import Prior  # here: stats imports this module
-
         prior = Prior()
     order = sorted(range(n), key=lambda i: times[i])
     out = np.ones(n)

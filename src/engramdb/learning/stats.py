@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.errors import ValidationError
+from engramdb.learning._prior import Prior
 from engramdb.learning.change import ChangePoints, ChangeRule, change_discounts, changepoint_weights
 from engramdb.models import TrendTest
 
@@ -118,18 +119,6 @@ class Evidence:
     relevance: float
     #: When the outcome was recorded (timezone-aware).
     at: datetime
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Prior:
-    """The Beta prior every action starts from; Beta(1, 1) is uniform (no opinion)."""
-
-    alpha: float = 1.0
-    beta: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not (self.alpha > 0 and self.beta > 0 and math.isfinite(self.alpha) and math.isfinite(self.beta)):
-            raise ValueError("prior alpha and beta must be positive and finite")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
