@@ -246,9 +246,13 @@ def run_simulations(
     config: RecommendConfig,
     *,
     store_seeding: bool = False,
+    exploration: float | None = None,
 ) -> tuple[list[dict[str, float]], list[SimAnswer]]:
     """The pure simulation on ``seeds``: each stream's success figures, and every held-out question's answer.
-    ``store_seeding`` (see :func:`simulate`) also asks the store run's questions (six per template, not two)."""
+    ``store_seeding`` (see :func:`simulate`) also asks the store run's questions (six per template, not two).
+    ``exploration``: ``choose``'s (None: the setting's default, as the store run)."""
+    if exploration is None:
+        exploration = load_settings().exploration  # the environment too, as the store run's Engram
     answers: list[SimAnswer] = []
     runs = []
     for seed in seeds:
@@ -260,7 +264,7 @@ def run_simulations(
             queries,
             config=config,
             seed=seed,
-            exploration=0.5,
+            exploration=exploration,
             checkpoints=calibration_points(steps),
             store_seeding=store_seeding,
         )

@@ -73,8 +73,8 @@ class Settings:
     #: Seed of the learning engine's randomness (``choose``, confidences): same data and seed, same answers.
     learning_seed: int = 0
     #: How much ``choose`` explores, 0..1: 1 is plain Thompson sampling, 0 always takes the best estimate;
-    #: the default draws from a posterior half as wide (see engramdb.learning.recommend).
-    exploration: float = 0.5
+    #: the default draws from a posterior a quarter as wide (see engramdb.learning.recommend).
+    exploration: float = 0.25
     #: The agent of calls that do not name one (the CLI's ``--agent`` default, the facade's ``agent=None``).
     agent: str = "default"
     #: SQLite durability: "NORMAL" (an OS crash or power loss may roll back the last commits, never corrupts)

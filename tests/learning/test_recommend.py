@@ -63,10 +63,13 @@ def test_identical_context_weighs_one_and_unrelated_nothing() -> None:
     assert [(e.action, e.relevance) for e in ev] == [("a", 1.0)]
 
 
-def test_similarity_weights_are_linear_above_the_floor() -> None:
-    cfg = RecommendConfig(similarity_floor=0.5)
-    ev = evidence("q", [Neighbour(rec("a", 1.0, context="x"), 0.75)], config=cfg)
-    assert ev[0].relevance == pytest.approx(0.5)
+def test_similarity_weights_follow_the_ramp_above_the_floor() -> None:
+    nbrs = [Neighbour(rec("a", 1.0, context="x"), 0.75)]
+    straight = RecommendConfig(similarity_floor=0.5, similarity_exponent=1.0)
+    assert evidence("q", nbrs, config=straight)[0].relevance == pytest.approx(0.5)
+    # The shipped exponent (0.4) lifts a context halfway up the ramp to about three quarters.
+    shipped = RecommendConfig(similarity_floor=0.5)
+    assert evidence("q", nbrs, config=shipped)[0].relevance == pytest.approx(0.5**0.4)
 
 
 def test_alternatives_become_options_only_when_nothing_is_named() -> None:
@@ -90,7 +93,7 @@ def test_thin_evidence_gives_a_tentative_recommendation_or_none() -> None:
     assert s.recommended == "retry"
     assert s.tentative
     # Less than one weighted outcome (a loosely similar context): nothing to go on.
-    none = suggest("q", many("retry", 1, 0, cosine=0.5), now=NOW, config=CFG, seed=0)
+    none = suggest("q", many("retry", 1, 0, cosine=0.35), now=NOW, config=CFG, seed=0)
     assert none.recommended is None
     assert "too little evidence" in none.reason
     assert none.options[0].action == "retry"
@@ -338,7 +341,7 @@ def test_learning_settings_are_validated(tmp_path: Path, embedder: Embedder) -> 
     with pytest.raises(ConfigError, match="exploration"):
         Engram(tmp_path / "s", embedder=embedder, exploration=1.5)
     with Engram(tmp_path / "s", embedder=embedder, learning_seed=7) as m:
-        assert (m.settings.learning_seed, m.settings.exploration) == (7, 0.5)
+        assert (m.settings.learning_seed, m.settings.exploration) == (7, 0.25)
 
 
 def test_exploration_setting_turns_exploration_down(tmp_path: Path, embedder: Embedder) -> None:

@@ -10,9 +10,11 @@ keeps that so.
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from engramdb import Engram
+from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.learning.recommend import RecommendConfig
 
@@ -23,6 +25,7 @@ from _learning_rec import simulate
 
 STEPS = 160
 SEED = 0
+EXPLORATION = next(f.default for f in fields(Settings) if f.name == "exploration")  # the shipped default
 
 
 def test_store_seeded_simulation_reproduces_the_store_run(tmp_path: Path, embedder: Embedder) -> None:
@@ -44,11 +47,18 @@ def test_store_seeded_simulation_reproduces_the_store_run(tmp_path: Path, embedd
             store_answers.append((s.recommended, s.options[0].action, s.raw_confidence))
 
     sim = simulate(
-        embedder, stream, queries, config=config, seed=SEED, exploration=0.5, checkpoints=[STEPS], store_seeding=True
+        embedder,
+        stream,
+        queries,
+        config=config,
+        seed=SEED,
+        exploration=EXPLORATION,
+        checkpoints=[STEPS],
+        store_seeding=True,
     )
     assert sim.successes == store_successes
     assert [(a.top, round(a.raw, 6)) for a in sim.answers] == [(top, round(raw, 6)) for _, top, raw in store_answers]
 
     # The simulation's default seeding is another realisation of the same stream: its outcomes differ.
-    other = simulate(embedder, stream, [], config=config, seed=SEED, exploration=0.5)
+    other = simulate(embedder, stream, [], config=config, seed=SEED, exploration=EXPLORATION)
     assert other.successes != store_successes

@@ -11,6 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from engramdb.errors import ValidationError
+from engramdb.learning.recommend import RecommendConfig
 from engramdb.learning.stats import (
     Evidence,
     Posterior,
@@ -97,6 +98,29 @@ def test_similarity_weight_is_a_clipped_linear_ramp(cos: float, floor: float) ->
         assert w == 0.0
     assert similarity_weight(1.0, floor=floor) == 1.0
     assert similarity_weight(min(1.0, cos + 0.01), floor=floor) >= w
+
+
+@given(
+    st.floats(min_value=-1.0, max_value=1.0),
+    st.floats(min_value=0.0, max_value=0.95),
+    st.floats(min_value=0.05, max_value=1.0),
+)
+def test_an_exponent_under_one_lifts_the_ramp_but_keeps_its_ends(cos: float, floor: float, exponent: float) -> None:
+    linear = similarity_weight(cos, floor=floor)
+    w = similarity_weight(cos, floor=floor, exponent=exponent)
+    assert 0.0 <= w <= 1.0
+    assert w >= linear - 1e-12  # a weight in [0, 1] raised to a power <= 1 only grows
+    assert (w == 0.0) == (linear == 0.0)  # the floor still cuts: nothing at or below it counts
+    assert similarity_weight(1.0, floor=floor, exponent=exponent) == 1.0
+    assert similarity_weight(min(1.0, cos + 0.01), floor=floor, exponent=exponent) >= w
+
+
+@pytest.mark.parametrize("exponent", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_nonpositive_or_unfinite_exponent_is_refused(exponent: float) -> None:
+    with pytest.raises(ValueError, match="exponent"):
+        similarity_weight(0.5, floor=0.3, exponent=exponent)
+    with pytest.raises(ValueError, match="similarity_exponent"):
+        RecommendConfig(similarity_exponent=exponent)
 
 
 # -- intervals -----------------------------------------------------------------------------------------------

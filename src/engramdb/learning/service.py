@@ -384,7 +384,7 @@ class LearningService:
     ) -> str:
         """Pick one of ``options`` for ``context``, balancing exploring and exploiting (Thompson sampling).
 
-        ``exploration`` (default: the ``exploration`` setting, 0.5) scales how far each
+        ``exploration`` (default: the ``exploration`` setting, 0.25) scales how far each
         draw may stray from its posterior mean: 0 always takes the best estimate.
         Deterministic: the same data, context, options and ``seed`` (default: the
         ``learning_seed`` setting) give the same choice; each new outcome gives new draws.

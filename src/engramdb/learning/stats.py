@@ -91,18 +91,20 @@ def success_weight(outcome: object) -> float:
     )
 
 
-def similarity_weight(cosine: float, *, floor: float) -> float:
+def similarity_weight(cosine: float, *, floor: float, exponent: float = 1.0) -> float:
     """How much evidence from a context with this cosine similarity counts, in [0, 1].
 
-    Linear from 0 at ``floor`` to 1 at an identical context: contexts no more similar
-    than the floor contribute nothing, so unrelated experience cannot drown a
-    specific one however much of it there is.
+    ``((cosine - floor) / (1 - floor)) ** exponent``: 0 at ``floor``, 1 at an identical context, rising
+    linearly with ``exponent`` 1 and steeply near the floor below 1. Contexts no more similar than the floor
+    contribute nothing, so unrelated experience cannot drown a specific one however much of it there is.
     """
     if not 0.0 <= floor < 1.0:
         raise ValueError("floor must be within [0, 1)")
+    if not (exponent > 0.0 and math.isfinite(exponent)):
+        raise ValueError("exponent must be a positive number")
     if not math.isfinite(cosine):
         return 0.0
-    return min(1.0, max(0.0, (cosine - floor) / (1.0 - floor)))
+    return float(min(1.0, max(0.0, (cosine - floor) / (1.0 - floor))) ** exponent)
 
 
 # -- evidence and posteriors -----------------------------------------------------------------------------------
