@@ -9,7 +9,9 @@ decides each step's outcome for every system (common random numbers). Systems:
 * ``exact-count``: success counts per action for each exact context string (untried first);
 * ``q-learning``: epsilon-greedy Q-learning keyed on the exact context string
   (epsilon 0.2, learning rate 0.1, reward +1/-1), the design documents' approach;
-* ``random``; ``oracle`` (always the currently best action).
+* ``random``; ``oracle`` (always the currently best action);
+* two references that see what no learner from text does, for scale: Thompson sampling on the true situation
+  label (discounted), and the same also told when the world changes (it forgets everything then).
 
 Measured: success rate over the stream; recovery (success rate in the quarter of the
 stream right after the change); top-1 recommendation accuracy on held-out descriptions
@@ -245,6 +247,52 @@ class Oracle:
         return situation.best(changed)
 
 
+class SituationThompson:
+    """A reference, not a competitor: Thompson sampling on the *true situation label*, which no learner from text
+    sees; each outcome of a situation discounts its older ones by ``gamma``. With ``knows_change`` it also forgets
+    everything at the change, a moment no learner is told. Its recovery is about what learning from outcomes alone
+    can reach on these streams; the oracle also knows the new best action. ``scale`` narrows the draws as
+    engramdb's ``exploration`` does; both settings were the best of a small grid on dev seeds 100-105."""
+
+    def __init__(self, seed: int, *, gamma: float, scale: float, knows_change: bool = False) -> None:
+        self.rng = random.Random(seed)
+        self.gamma, self.scale, self.knows_change = gamma, scale, knows_change
+        self.stats: dict[str, dict[str, list[float]]] = defaultdict(dict)
+        self.forgot = False
+        self.name = (
+            f"reference: knows the situation and the change (Thompson, scale {scale:g})"
+            if knows_change
+            else f"reference: knows the situation (discounted Thompson, gamma {gamma:g}, scale {scale:g})"
+        )
+
+    def choose(self, step: Step) -> str:
+        if self.knows_change and step.changed and not self.forgot:
+            self.stats.clear()
+            self.forgot = True
+        counts = self.stats[step.situation.name]
+
+        def draw(action: str) -> float:
+            s, f = counts.get(action, [0.0, 0.0])
+            mean = (1.0 + s) / (2.0 + s + f)
+            return mean + self.scale * (self.rng.betavariate(1.0 + s, 1.0 + f) - mean)
+
+        return max(step.situation.options, key=draw)
+
+    def update(self, step: Step, action: str, success: bool) -> None:
+        counts = self.stats[step.situation.name]
+        for c in counts.values():
+            c[0] *= self.gamma
+            c[1] *= self.gamma
+        counts.setdefault(action, [0.0, 0.0])[0 if success else 1] += 1.0
+
+    def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
+        counts = self.stats.get(situation.name, {})
+        return max(
+            situation.options,
+            key=lambda a: (1.0 + counts.get(a, [0.0, 0.0])[0]) / (2.0 + sum(counts.get(a, [0.0, 0.0]))),
+        )
+
+
 @dataclass
 class DecisionResult:
     successes: list[bool] = field(default_factory=list)
@@ -478,6 +526,8 @@ def run_scale(embedder: Embedder, folder: str, n: int = 10_000, repeats: int = 5
 
 # -- main --------------------------------------------------------------------------------------------------------
 
+REFERENCE_LABEL = SituationThompson(0, gamma=0.95, scale=0.5).name
+REFERENCE_CHANGE = SituationThompson(0, gamma=1.0, scale=0.3, knows_change=True).name
 DECISION_SYSTEMS = (
     "engramdb",
     OPTION_CHANGE,
@@ -485,6 +535,8 @@ DECISION_SYSTEMS = (
     "exact-count",
     "q-learning",
     "random",
+    REFERENCE_LABEL,
+    REFERENCE_CHANGE,
     "oracle",
 )
 
@@ -546,6 +598,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ExactCount(seed),
                     QLearning(seed),
                     RandomPolicy(seed),
+                    SituationThompson(seed, gamma=0.95, scale=0.5),
+                    SituationThompson(seed, gamma=1.0, scale=0.3, knows_change=True),
                     Oracle(),
                 ]
                 for policy in policies:

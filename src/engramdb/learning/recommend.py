@@ -170,8 +170,8 @@ CALIBRATION: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
 #: :data:`CALIBRATION`: fitted by ``python bench/learning.py --calibrate`` on the dev streams' questions that the
 #: wider neighbourhood answered (the close one holding under ``min_evidence``: mostly the first 50 steps of a
 #: stream, where a wide neighbourhood mixes situations), one band, the same isotonic fit. Since the close view's
-#: exponent (0.4) counts rewordings for more, the wider one answers rarely (155 dev questions, 5 of them with enough
-#: pooled evidence), so the table rises only to two in three.
+#: exponent (0.4) counts rewordings for more, the wider one answers rarely and is rarely sure (155 dev questions
+#: with enough pooled evidence, 5 of them at a calibrated 0.5 or more), so the table rises only to two in three.
 CALIBRATION_POOLED: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
     (0.0, ((0.0, 0.0), (0.394, 0.136), (0.502, 0.207), (0.553, 0.318), (0.601, 0.667))),
 )
