@@ -273,10 +273,15 @@ class SituationThompson:
 
         def draw(action: str) -> float:
             s, f = counts.get(action, [0.0, 0.0])
-            mean = (1.0 + s) / (2.0 + s + f)
+            mean = self._mean(counts, action)
             return mean + self.scale * (self.rng.betavariate(1.0 + s, 1.0 + f) - mean)
 
         return max(step.situation.options, key=draw)
+
+    @staticmethod
+    def _mean(counts: dict[str, list[float]], action: str) -> float:
+        s, f = counts.get(action, [0.0, 0.0])
+        return (1.0 + s) / (2.0 + s + f)
 
     def update(self, step: Step, action: str, success: bool) -> None:
         counts = self.stats[step.situation.name]
@@ -287,10 +292,7 @@ class SituationThompson:
 
     def recommend(self, situation: Situation, text: str, *, changed: bool) -> str | None:
         counts = self.stats.get(situation.name, {})
-        return max(
-            situation.options,
-            key=lambda a: (1.0 + counts.get(a, [0.0, 0.0])[0]) / (2.0 + sum(counts.get(a, [0.0, 0.0]))),
-        )
+        return max(situation.options, key=lambda a: self._mean(counts, a))
 
 
 @dataclass

@@ -181,7 +181,7 @@ CALIBRATION_POOLED: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = 
 class RecommendConfig:
     """Tunables of outcome learning. The defaults are what ``bench/learning.py`` measures."""
 
-    #: Cosine similarity at or below which another context's outcomes do not count (linear ramp to 1 above it).
+    #: Cosine similarity at or below which another context's outcomes do not count (a ramp to 1 above it).
     similarity_floor: float = 0.3
     #: The ramp's shape: relevance is ``((cosine - floor) / (1 - floor)) ** similarity_exponent``.
     #: 0.4 (1, a straight ramp, before issue 12's seventh session): MiniLM puts rewordings of one situation at
