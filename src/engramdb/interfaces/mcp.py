@@ -234,8 +234,12 @@ def _message_id(data: object, *, answer: bool) -> str | int | None:
     """The id of a JSON-RPC request (``answer=False``) or of a response (``answer=True``); else None."""
     if not isinstance(data, dict) or ("method" in data) == answer:
         return None
-    msg_id = data.get("id")
-    return msg_id if isinstance(msg_id, str | int) and not isinstance(msg_id, bool) else None
+    return _rpc_id(data.get("id"))
+
+
+def _rpc_id(value: object) -> str | int | None:
+    """``value`` if it can be a JSON-RPC id (a string or an integer, not a boolean), else None."""
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
 class _Wire:
@@ -257,8 +261,8 @@ class _Wire:
         # A request the client cancels gets no answer: do not wait for it.
         if isinstance(data, dict) and data.get("method") == "notifications/cancelled":
             params = data.get("params")
-            cancelled = params.get("requestId") if isinstance(params, dict) else None
-            if isinstance(cancelled, str | int) and not isinstance(cancelled, bool):
+            cancelled = _rpc_id(params.get("requestId")) if isinstance(params, dict) else None
+            if cancelled is not None:
                 self.pending.discard(cancelled)
 
     async def write(self, text: str) -> None:
