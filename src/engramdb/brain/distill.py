@@ -318,7 +318,6 @@ class Distiller:
         One per group of at least ``min_group`` similar memories, as written (or, with
         ``dry_run``, as they would be: nothing is written). See :meth:`run`.
         """
-        agent = self._settings.agent if agent is None else agent
         result = self.run(
             agent=agent,
             kind=kind,

@@ -335,7 +335,6 @@ class RoutingService:
         seed: int | None = None,
     ) -> str:
         """The name of the model to use for ``task`` (see :meth:`decide` for the arguments and the reasons)."""
-        agent = self._settings.agent if agent is None else agent
         return self.decide(
             task,
             models=models,

@@ -240,7 +240,6 @@ class FailureService:
 
     def prevention(self, pattern_id: str, *, agent: str | None = None) -> list[str]:
         """Checks to run before acting so that the failure pattern ``pattern_id`` does not happen again."""
-        agent = self._settings.agent if agent is None else agent
         return self.pattern(pattern_id, agent=agent).prevention
 
     def preflight(
@@ -401,7 +400,6 @@ class FailureService:
         """Run the checks of ``stage`` (all stages if None): evaluate their predicates here, in ``cwd`` (default
         the current directory) with ``env`` (default ``os.environ``). Nothing is executed; a check without
         predicates comes back as ``manual``."""
-        agent = self._settings.agent if agent is None else agent
         if cwd is not None and not isinstance(cwd, str | os.PathLike):
             raise ValidationError(f"cwd must be a directory path, not {type(cwd).__name__}")
         if env is not None and (

@@ -535,7 +535,6 @@ class LearningService:
         self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
     ) -> list[CategoryTrend]:
         """Performance per category: success with interval, duration, best approaches, and a tested trend."""
-        agent = self._settings.agent if agent is None else agent
         return category_trends(self.outcomes(agent=agent, since=since, category=category))
 
     def approaches(
@@ -552,7 +551,6 @@ class LearningService:
         case and spacing); only (situation, approach) pairs tried at least
         ``min_attempts`` times count. Best first.
         """
-        agent = self._settings.agent if agent is None else agent
         rate = parse_rate_filter(success_rate) if isinstance(success_rate, str) else success_rate
         if isinstance(min_attempts, bool) or not isinstance(min_attempts, int) or min_attempts < 1:
             raise ValidationError(f"min_attempts must be a positive integer, not {min_attempts!r}")

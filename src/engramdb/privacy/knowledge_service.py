@@ -78,7 +78,6 @@ class KnowledgeService:
         (tagged ``archived`` when ``archive_sources``). ``dry_run`` writes nothing and returns
         what would be written.
         """
-        agent = self._settings.agent if agent is None else agent
         return self._distiller.distill(
             agent=agent, kind=kind, min_group=min_group, dry_run=dry_run, archive_sources=archive_sources
         )
