@@ -428,18 +428,26 @@ class Engram:
         limit: int = 10,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        min_score: float | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query``, best first.
 
         ``agent``, ``kind``, ``tags`` (all required) and the creation-time bounds ``since``/``until`` (as in
         :meth:`list`) are hard filters. Relevance
         (keywords and meaning) comes first; recency, confidence, access and past
-        success adjust the order gently. Each returned memory counts as accessed. With
-        the ``min_score`` setting above 0, a memory found by meaning alone (no keyword
-        of the query) is returned only if its similarity reaches it.
+        success adjust the order gently. Near-identical memories come as one hit (``Hit.duplicates``).
+        Each returned memory counts as accessed. Every hit carries a calibrated ``relevance`` in [0, 1]
+        (README, "Relevance"); hits below ``min_score`` (default: the ``min_score`` setting, 0) are left out.
         """
         return self._recall.search(
-            query, agent=self._agent(agent), kind=kind, tags=tags, limit=limit, since=since, until=until
+            query,
+            agent=self._agent(agent),
+            kind=kind,
+            tags=tags,
+            limit=limit,
+            since=since,
+            until=until,
+            min_score=min_score,
         )
 
     def list(

@@ -120,7 +120,14 @@ def history(mem: Engram, who: Caller, a: MemoryArgs) -> JSON:
 def search(mem: Engram, who: Caller, a: SearchArgs) -> JSON:
     kind = cast("Kind | list[Kind] | None", a.kind)
     hits = mem.search(
-        a.query, agent=who.agent(a.agent), kind=kind, tags=a.tags, limit=a.limit, since=a.since, until=a.until
+        a.query,
+        agent=who.agent(a.agent),
+        kind=kind,
+        tags=a.tags,
+        limit=a.limit,
+        since=a.since,
+        until=a.until,
+        min_score=a.min_score,
     )
     return {"hits": [h.to_dict() for h in hits]}
 

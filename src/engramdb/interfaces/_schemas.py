@@ -109,6 +109,12 @@ class SearchArgs(Args):
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     since: str | None = Field(default=None, max_length=40, description="Created at or after (ISO 8601).")
     until: str | None = Field(default=None, max_length=40, description="Created at or before (ISO 8601).")
+    min_score: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Leave out hits whose calibrated relevance is below this (default: the server's setting).",
+    )
 
 
 class RecordArgs(Args):
