@@ -69,6 +69,7 @@ def remember(mem: Engram, who: Caller, a: RememberArgs) -> JSON:
         visibility=cast("Visibility", a.visibility),
         confidence=a.confidence,
         force=a.force,
+        key=a.key,
     ).to_dict()
 
 
@@ -120,7 +121,14 @@ def history(mem: Engram, who: Caller, a: MemoryArgs) -> JSON:
 def search(mem: Engram, who: Caller, a: SearchArgs) -> JSON:
     kind = cast("Kind | list[Kind] | None", a.kind)
     hits = mem.search(
-        a.query, agent=who.agent(a.agent), kind=kind, tags=a.tags, limit=a.limit, since=a.since, until=a.until
+        a.query,
+        agent=who.agent(a.agent),
+        kind=kind,
+        tags=a.tags,
+        limit=a.limit,
+        since=a.since,
+        until=a.until,
+        min_score=a.min_score,
     )
     return {"hits": [h.to_dict() for h in hits]}
 

@@ -72,6 +72,7 @@ class RememberArgs(Args):
     visibility: str = Field(default="private", description="private, shared or public.")
     confidence: float | None = Field(default=None, description="From 0 to 1.")
     force: bool = Field(default=False, description="Store it even if a near-duplicate exists.")
+    key: str | None = Field(default=None, description="A keyed memory: supersedes the agent's value of this key.")
 
 
 class BatchArgs(Args):
@@ -109,6 +110,9 @@ class SearchArgs(Args):
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     since: str | None = Field(default=None, max_length=40, description="Created at or after (ISO 8601).")
     until: str | None = Field(default=None, max_length=40, description="Created at or before (ISO 8601).")
+    min_score: float | None = Field(
+        default=None, description="Drop hits found by meaning alone below this similarity (default: the server's)."
+    )
 
 
 class RecordArgs(Args):
