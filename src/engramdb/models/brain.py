@@ -321,7 +321,8 @@ class Reasoning:
     """What ``mem.reason`` concluded: the steps, the decision and why, and the id of the recorded decision.
 
     ``decision_id`` is the pending ``decision`` memory; attach how it turned out with
-    ``mem.reasoner.resolve(decision_id, outcome)`` so the learning engine counts it.
+    ``mem.learning.resolve(decision_id, outcome)`` (or ``engram learning resolve``) so the learning engine
+    counts it; until then it is listed by ``mem.learning.pending()``.
     """
 
     goal: str

@@ -174,4 +174,7 @@ def reason(
     if r.rationale:
         out.print(escape(r.rationale))
     if r.decision_id:
-        out.print(f"[dim]Recorded as pending decision {r.decision_id}; attach its outcome when known.[/]")
+        out.print(
+            f"[dim]Recorded as pending decision {r.decision_id}; attach its outcome when known: "
+            f"engram learning resolve {r.decision_id} --outcome success --agent {escape(agent)}[/]"
+        )
