@@ -36,6 +36,8 @@ __all__ = [
     "PreflightArgs",
     "RecordArgs",
     "RememberArgs",
+    "RouteArgs",
+    "RouteRecordArgs",
     "SearchArgs",
     "SessionArgs",
     "SessionMessageArgs",
@@ -151,6 +153,36 @@ class ChooseArgs(Args):
     agent: str | None = Agent
     exploration: float | None = None
     seed: int | None = None
+
+
+class RouteArgs(Args):
+    """Pick the LLM for a task among candidate models: seed 002's routing table until recorded outcomes say otherwise.
+
+    Returns the model, a fallback, the reason and every candidate's estimates.
+    """
+
+    task: str = Field(description="The task, in words.")
+    models: list[str] = Field(description="The candidate model names.")
+    task_type: str | None = Field(default=None, description="reasoning, code_generation, classification, ...")
+    complexity: str | None = Field(default=None, description="simple, medium or complex.")
+    context_length: int = Field(default=0, ge=0, description="Tokens of context the task reads.")
+    require_fast: bool = False
+    require_cheap: bool = False
+    agent: str | None = Agent
+    cost_weight: float | None = Field(default=None, ge=0)
+    latency_weight: float | None = Field(default=None, ge=0)
+
+
+class RouteRecordArgs(Args):
+    """Record how a model did on a task, so routing learns from it; returns the ``decision`` memory."""
+
+    task: str
+    model: str
+    outcome: str | bool | float = Field(description='"success", "failure", "partial", true/false, or a reward.')
+    task_type: str | None = None
+    latency_ms: float | None = Field(default=None, ge=0)
+    cost: float | None = Field(default=None, ge=0)
+    agent: str | None = Agent
 
 
 class FailureArgs(Args):

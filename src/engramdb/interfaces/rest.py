@@ -80,6 +80,8 @@ from engramdb.interfaces._schemas import (
     PreflightArgs,
     RecordArgs,
     RememberArgs,
+    RouteArgs,
+    RouteRecordArgs,
     SearchArgs,
     SessionArgs,
     SessionMessageArgs,
@@ -407,6 +409,16 @@ def create_app(
     def choose(who: Who, body: ChooseArgs) -> dict[str, Any]:
         """Pick one of the options, balancing exploring and exploiting."""
         return ops.choose(mem, who, body)
+
+    @app.post("/route", tags=["learning"])
+    def route(who: Who, body: RouteArgs) -> dict[str, Any]:
+        """Pick the LLM for a task (seed 002's table, then recorded outcomes); with a fallback and the reason."""
+        return ops.route(mem, who, body)
+
+    @app.post("/route/outcomes", status_code=201, tags=["learning"])
+    def route_record(who: Who, body: RouteRecordArgs) -> dict[str, Any]:
+        """Record how a model did on a task; returns the ``decision`` memory routing learns from."""
+        return ops.route_record(mem, who, body)
 
     @app.post("/failures", status_code=201, tags=["failures"])
     def record_failure(who: Who, body: FailureArgs) -> dict[str, Any]:
