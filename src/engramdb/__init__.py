@@ -14,6 +14,12 @@ from engramdb.auth import (
 from engramdb.brain.routing import (
     RoutingService,
 )
+from engramdb.client.aio import (
+    AsyncEngram,
+)
+from engramdb.client.remote import (
+    RemoteEngram,
+)
 from engramdb.config import (
     Settings,
 )
@@ -136,6 +142,7 @@ __all__ = [
     "ApiKeys",
     "Approach",
     "ApproachStats",
+    "AsyncEngram",
     "AuditCoverage",
     "AuditEvent",
     "AuditRecord",
@@ -198,6 +205,7 @@ __all__ = [
     "RecommendConfig",
     "Recovery",
     "RedactionPolicy",
+    "RemoteEngram",
     "RetentionPolicy",
     "RetentionRule",
     "RouteChoice",
