@@ -11,7 +11,6 @@ from engramdb.brain.llm import (
     LLMError,
     LLMNotConfigured,
     OpenAICompatibleLLM,
-    _retry_after,
     check_shape,
     llm_from_settings,
     parse_json_answer,
@@ -151,13 +150,6 @@ def test_bad_messages_are_rejected_before_any_request(server: FakeServer) -> Non
 def test_llm_error_is_an_engram_error() -> None:
     assert issubclass(LLMError, EngramError)
     assert issubclass(LLMNotConfigured, LLMError)
-
-
-def test_retry_after_forms() -> None:
-    assert _retry_after("3") == 3.0
-    assert _retry_after(None) is None
-    assert _retry_after("garbage") is None
-    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: no wait
 
 
 def test_parse_json_answer_finds_the_object() -> None:
