@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from engramdb import _validate as check
 from engramdb.auth import ApiKeys
 from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
+from engramdb.brain.conversations import Conversations
 from engramdb.brain.distill import Distiller
 from engramdb.brain.llm import LLM, llm_from_settings
 from engramdb.brain.reason import Reasoner
@@ -39,6 +40,7 @@ from engramdb.learning.failure_service import FailureService
 from engramdb.learning.recommend import RecommendConfig
 from engramdb.learning.service import LearningService
 from engramdb.models import (
+    AddResult,
     Change,
     Context,
     HealthReport,
@@ -214,6 +216,7 @@ class Engram:
             sessions=self._session_of,
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
+        self._conversations = Conversations(store, embedder, pipeline=pipeline, llm=self.llm)
         # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one agent's window.
         self._shared_sessions: RedisSessions | None = None
         if settings.session_url:
@@ -394,6 +397,31 @@ class Engram:
         that key's current memory (see :meth:`remember`).
         """
         return self._pipeline.remember_many(items, force=force)
+
+    def add(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
+    ) -> AddResult:
+        """Conversations in: store every message as a ``conversation`` memory and the durable facts it states.
+
+        ``messages`` are OpenAI-style: ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (roles
+        user, assistant, system, developer, tool, function; optional ``name``, the speaker, and ``at``, when
+        it was said, else ``at`` of the call). Bad input is one ValidationError and nothing is written.
+
+        Without an LLM a deterministic extractor reads the user's turns for explicit statements
+        (preferences, name, home, job, family, pets, health, dated plans, "remember that ..."), each under a
+        stable key, so a changed fact supersedes the stored one ("I moved to Berlin" replaces "I live in
+        Paris"; the old value stays in :meth:`history`). With an LLM configured it decides against the
+        nearest stored facts (add, update, delete, nothing), checked before anything is written; if it
+        fails, the extractor stands in and ``llm_error`` says why. The result lists the stored turns and,
+        for each fact, what was done: added, updated, superseded, deleted or unchanged.
+        """
+        return self._conversations.add(messages, agent=self._agent(agent), user=user, session=session, at=at)
 
     def update(self, memory_id: str, *, agent: str | None = None, **changes: Any) -> Memory:
         """Change fields of a memory (content, tags, metadata, kind, confidence, visibility).
