@@ -24,6 +24,7 @@ from urllib.parse import quote
 from engramdb import _validate as check
 from engramdb.client._transport import Call, Transport
 from engramdb.models import (
+    AddResult,
     Change,
     Context,
     HealthReport,
@@ -31,6 +32,7 @@ from engramdb.models import (
     Memory,
     Reasoning,
 )
+from engramdb.models._decode import from_dict
 
 __all__ = ["LOCAL_ONLY", "RemoteEngram", "Send"]
 
@@ -130,6 +132,18 @@ class RemoteEngram:
         }
         return self._send(Call("POST", "/memories", _one(Memory), body=body))
 
+    def add(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
+    ) -> AddResult:
+        body = {"messages": messages, "agent": agent, "user": user, "session": session, "at": at}
+        return self._send(Call("POST", "/add", _add_result, body=body))
+
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> builtins.list[Memory]:
         body = {"items": [dict(item) if isinstance(item, Mapping) else item for item in items], "force": force}
         return self._send(Call("POST", "/memories/batch", _many(Memory, "memories"), body=body))
@@ -139,7 +153,7 @@ class RemoteEngram:
         return self._send(Call("PATCH", f"/memories/{_segment(memory_id)}", _one(Memory), query=query, body=changes))
 
     def forget(self, memory_id: str, *, agent: str | None = None) -> None:
-        self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
+        return self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
 
     def clear(self, *, agent: str, confirm: str) -> int:
         return self._send(Call("DELETE", "/memories", _int("forgotten"), body={"agent": agent, "confirm": confirm}))
@@ -222,6 +236,10 @@ class RemoteEngram:
 def _segment(memory_id: str) -> str:
     """A checked id as one path segment (a '/' or '?' in it must not change the route)."""
     return quote(check.memory_id(memory_id), safe="")
+
+
+def _add_result(data: Any) -> AddResult:
+    return from_dict(AddResult, {**data, "turns": data["turn_memories"]})
 
 
 def _set(body: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from engramdb.interfaces import _ops as ops
 from engramdb.interfaces._ops import Tool
 from engramdb.interfaces._schemas import Args, BatchArgs, MemoryArgs, UpdateArgs
 from engramdb.interfaces._schemas_more import (
+    AddArgs,
     AddCheckArgs,
     ApproachesArgs,
     AuditArgs,
@@ -51,8 +52,6 @@ from engramdb.interfaces._schemas_more import (
     ReasonArgs,
     ReportArgs,
     ResolveArgs,
-    RouteArgs,
-    RouteRecordArgs,
     SeedArgs,
     ShareListArgs,
     TopArgs,
@@ -82,6 +81,13 @@ def _since(value: str | None) -> datetime | None:
 
 
 # -- memories --------------------------------------------------------------------------------------------
+
+
+def add(mem: Engram, who: Caller, a: AddArgs) -> JSON:
+    who.require_write()
+    res = mem.add(a.messages, agent=who.agent(a.agent), user=a.user, session=a.session, at=a.at)
+    # to_dict() counts the turns; a client rebuilding the AddResult needs the stored turns themselves.
+    return {**res.to_dict(), "turn_memories": [m.to_dict() for m in res.turns]}
 
 
 def count(mem: Engram, who: Caller, a: CountArgs) -> JSON:
@@ -287,30 +293,12 @@ def seed(mem: Engram, who: Caller, a: SeedArgs) -> JSON:
     return mem.knowledge.seed(a.pack, agent=who.agent(a.agent)).to_dict()
 
 
-# -- retention, routing, keys ----------------------------------------------------------------------------
+# -- retention, keys ----------------------------------------------------------------------------
 
 
 def cleanup(mem: Engram, who: Caller, a: CleanupArgs) -> JSON:
     _admin(who)
     return mem.retention.cleanup(dry_run=a.dry_run, agent=a.agent).to_dict()
-
-
-def _route_args(a: RouteArgs) -> dict[str, Any]:
-    return a.model_dump(exclude={"task", "agent"})
-
-
-def route(mem: Engram, who: Caller, a: RouteArgs) -> JSON:
-    return {"model": mem.routing.route(a.task, agent=who.agent(a.agent), **_route_args(a))}
-
-
-def decide(mem: Engram, who: Caller, a: RouteArgs) -> JSON:
-    return mem.routing.decide(a.task, agent=who.agent(a.agent), **_route_args(a)).to_dict()
-
-
-def route_record(mem: Engram, who: Caller, a: RouteRecordArgs) -> JSON:
-    who.require_write()
-    fields = a.model_dump(exclude={"task", "model", "outcome", "agent"})
-    return mem.routing.record(a.task, a.model, a.outcome, agent=who.agent(a.agent), **fields).to_dict()
 
 
 def create_key(mem: Engram, who: Caller, a: CreateKeyArgs) -> JSON:
@@ -344,7 +332,7 @@ class Route:
 
 
 #: POST routes that only read (their arguments are too rich for a query string).
-_READS: Final = frozenset({"executions", "plan", "suggest_code", "route", "decide"})
+_READS: Final = frozenset({"executions", "plan", "suggest_code"})
 
 
 def _r(method: Method, path: str, name: str, args: type[Args], call: Callable[[Engram, Caller, Any], JSON]) -> Route:
@@ -354,6 +342,7 @@ def _r(method: Method, path: str, name: str, args: type[Args], call: Callable[[E
 
 #: Every added operation: method, path, MCP tool name, arguments, call.
 ROUTES: Final[tuple[Route, ...]] = (
+    _r("POST", "/add", "add", AddArgs, add),
     _r("GET", "/count", "count", CountArgs, count),
     _r("GET", "/keyed", "recall_key", KeyedArgs, recall_key),
     _r("DELETE", "/memories", "clear", ClearArgs, clear),
@@ -385,9 +374,6 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r("POST", "/knowledge/merge", "merge", MergeArgs, merge),
     _r("POST", "/knowledge/seed", "seed", SeedArgs, seed),
     _r("POST", "/retention/cleanup", "cleanup", CleanupArgs, cleanup),
-    _r("POST", "/routing/route", "route", RouteArgs, route),
-    _r("POST", "/routing/decide", "decide", RouteArgs, decide),
-    _r("POST", "/routing/outcomes", "route_record", RouteRecordArgs, route_record),
     _r("GET", "/api-keys", "list_keys", ListKeysArgs, list_keys),
     _r("POST", "/api-keys", "create_key", CreateKeyArgs, create_key),
     _r("DELETE", "/api-keys", "revoke_key", KeyIdArgs, revoke_key),

@@ -14,6 +14,7 @@ from engramdb._validate import MAX_LIMIT, MAX_OFFSET
 from engramdb.interfaces._schemas import Agent, Args
 
 __all__ = [
+    "AddArgs",
     "AddCheckArgs",
     "ApproachesArgs",
     "AuditArgs",
@@ -45,8 +46,6 @@ __all__ = [
     "ReasonArgs",
     "ReportArgs",
     "ResolveArgs",
-    "RouteArgs",
-    "RouteRecordArgs",
     "SeedArgs",
     "ShareListArgs",
     "TopArgs",
@@ -55,6 +54,17 @@ __all__ = [
 ]
 
 Since = Field(default=None, max_length=40, description="Only since this time (ISO 8601).")
+
+
+class AddArgs(Args):
+    """Conversations in: store each message as a ``conversation`` memory and the durable facts it states (a changed
+    fact supersedes the old one); says what was added, updated or superseded."""
+
+    messages: list[dict[str, Any]] = Field(description='[{"role": "user", "content": "..."}, ...] (optional name, at).')
+    agent: str | None = Agent
+    user: str | None = Field(default=None, description="Whose conversation it is (a user scope).")
+    session: str | None = Field(default=None, description="The conversation's session id.")
+    at: str | None = Field(default=None, max_length=40, description="When it was said (ISO 8601), else now.")
 
 
 class CountArgs(Args):
@@ -307,31 +317,6 @@ class CleanupArgs(Args):
 
     dry_run: bool = False
     agent: str | None = None
-
-
-class RouteArgs(Args):
-    """Which model to use for a task, learned from outcomes of past routes."""
-
-    task: str
-    models: list[str] | dict[str, dict[str, Any]] = Field(description="Candidate model names, or name -> spec.")
-    task_type: str | None = None
-    agent: str | None = Agent
-    cost_weight: float | None = None
-    latency_weight: float | None = None
-    exploration: float | None = None
-    seed: int | None = None
-
-
-class RouteRecordArgs(Args):
-    """Record how a model did on a task (for routing)."""
-
-    task: str
-    model: str
-    outcome: str | bool | float
-    task_type: str | None = None
-    latency_ms: float | None = None
-    cost: float | None = None
-    agent: str | None = Agent
 
 
 class CreateKeyArgs(Args):
