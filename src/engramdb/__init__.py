@@ -14,6 +14,12 @@ from engramdb.auth import (
 from engramdb.brain.routing import (
     RoutingService,
 )
+from engramdb.client.aio import (
+    AsyncEngram,
+)
+from engramdb.client.remote import (
+    RemoteEngram,
+)
 from engramdb.config import (
     Settings,
 )
@@ -144,6 +150,7 @@ __all__ = [
     "ApiKeys",
     "Approach",
     "ApproachStats",
+    "AsyncEngram",
     "AuditCoverage",
     "AuditEvent",
     "AuditRecord",
@@ -210,6 +217,7 @@ __all__ = [
     "RecommendConfig",
     "Recovery",
     "RedactionPolicy",
+    "RemoteEngram",
     "RetentionPolicy",
     "RetentionRule",
     "RouteChoice",

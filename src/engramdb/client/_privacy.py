@@ -23,6 +23,7 @@ from engramdb.models import (
     Share,
     Verification,
 )
+from engramdb.models._decode import from_dict
 
 
 class RemoteSharing(_Area):
@@ -143,7 +144,7 @@ class RemoteAudit(_Area):
         return self._send(Call("GET", "/audit/verify", _one(Verification), query={"expect": expect}))
 
     def verify(self) -> bool:
-        return self.verification().ok
+        return self._send(Call("GET", "/audit/verify", lambda data: from_dict(Verification, data).ok))
 
 
 class RemoteRetention(_Area):
