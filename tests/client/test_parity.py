@@ -51,7 +51,7 @@ LIFECYCLE = {"close": "the client's own connections", "flush": "a client has no 
 
 #: Every public method -> its MCP tool, or why it has none.
 MCP: dict[str, str] = {
-    "add": "tool:add",
+    "add": "tool:add_conversation",
     "remember": "tool:remember",
     "remember_many": "tool:remember_many",
     "search": "tool:search",

@@ -32,7 +32,6 @@ from engramdb.models import (
     Memory,
     Reasoning,
 )
-from engramdb.models._decode import from_dict
 
 __all__ = ["LOCAL_ONLY", "RemoteEngram", "Send"]
 
@@ -141,8 +140,16 @@ class RemoteEngram:
         session: str | None = None,
         at: datetime | str | None = None,
     ) -> AddResult:
-        body = {"messages": messages, "agent": agent, "user": user, "session": session, "at": at}
-        return self._send(Call("POST", "/add", _add_result, body=body))
+        # Checked here too: what crosses the wire is plain JSON whatever the caller passed.
+        when = check.moment(at, what="at")
+        body = {
+            "messages": [m.to_dict() for m in check.messages(messages)],
+            "agent": agent,
+            "user": user,
+            "session": session,
+            "at": None if when is None else when.isoformat(),
+        }
+        return self._send(Call("POST", "/memories/add", _one(AddResult), body=_set(body)))
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> builtins.list[Memory]:
         body = {"items": [dict(item) if isinstance(item, Mapping) else item for item in items], "force": force}
@@ -236,10 +243,6 @@ class RemoteEngram:
 def _segment(memory_id: str) -> str:
     """A checked id as one path segment (a '/' or '?' in it must not change the route)."""
     return quote(check.memory_id(memory_id), safe="")
-
-
-def _add_result(data: Any) -> AddResult:
-    return from_dict(AddResult, {**data, "turns": data["turn_memories"]})
 
 
 def _set(body: dict[str, Any]) -> dict[str, Any]:

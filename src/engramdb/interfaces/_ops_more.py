@@ -20,7 +20,6 @@ from engramdb.interfaces import _ops as ops
 from engramdb.interfaces._ops import Tool
 from engramdb.interfaces._schemas import Args, BatchArgs, MemoryArgs, UpdateArgs
 from engramdb.interfaces._schemas_more import (
-    AddArgs,
     AddCheckArgs,
     ApproachesArgs,
     AuditArgs,
@@ -81,13 +80,6 @@ def _since(value: str | None) -> datetime | None:
 
 
 # -- memories --------------------------------------------------------------------------------------------
-
-
-def add(mem: Engram, who: Caller, a: AddArgs) -> JSON:
-    who.require_write()
-    res = mem.add(a.messages, agent=who.agent(a.agent), user=a.user, session=a.session, at=a.at)
-    # to_dict() counts the turns; a client rebuilding the AddResult needs the stored turns themselves.
-    return {**res.to_dict(), "turn_memories": [m.to_dict() for m in res.turns]}
 
 
 def count(mem: Engram, who: Caller, a: CountArgs) -> JSON:
@@ -342,7 +334,6 @@ def _r(method: Method, path: str, name: str, args: type[Args], call: Callable[[E
 
 #: Every added operation: method, path, MCP tool name, arguments, call.
 ROUTES: Final[tuple[Route, ...]] = (
-    _r("POST", "/add", "add", AddArgs, add),
     _r("GET", "/count", "count", CountArgs, count),
     _r("GET", "/keyed", "recall_key", KeyedArgs, recall_key),
     _r("DELETE", "/memories", "clear", ClearArgs, clear),

@@ -14,7 +14,6 @@ from engramdb._validate import MAX_LIMIT, MAX_OFFSET
 from engramdb.interfaces._schemas import Agent, Args
 
 __all__ = [
-    "AddArgs",
     "AddCheckArgs",
     "ApproachesArgs",
     "AuditArgs",
@@ -54,17 +53,6 @@ __all__ = [
 ]
 
 Since = Field(default=None, max_length=40, description="Only since this time (ISO 8601).")
-
-
-class AddArgs(Args):
-    """Conversations in: store each message as a ``conversation`` memory and the durable facts it states (a changed
-    fact supersedes the old one); says what was added, updated or superseded."""
-
-    messages: list[dict[str, Any]] = Field(description='[{"role": "user", "content": "..."}, ...] (optional name, at).')
-    agent: str | None = Agent
-    user: str | None = Field(default=None, description="Whose conversation it is (a user scope).")
-    session: str | None = Field(default=None, description="The conversation's session id.")
-    at: str | None = Field(default=None, max_length=40, description="When it was said (ISO 8601), else now.")
 
 
 class CountArgs(Args):
