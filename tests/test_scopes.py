@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pg_server import SERVER
 
 from engramdb import Engram
 from engramdb.errors import NotFound, ValidationError
@@ -177,9 +178,7 @@ WORDS = ("alpha", "bravo", "charlie", "delta", "echo")
 def test_no_user_ever_sees_another_users_memory(
     backend: str, data: list[tuple[str | None, str | None, str]], query: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from conftest import backend_location
-
-    location = backend_location(backend, tmp_path_factory.mktemp("iso"))
+    location = SERVER.get().new_database() if backend == "postgres" else str(tmp_path_factory.mktemp("iso") / "s")
     with Engram(location, embedder="static", vectors="sync") as mem:
         mem.remember_many(
             [

@@ -15,19 +15,40 @@ writers of one key in other threads or processes queue and each finds the holder
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from engramdb._keys import key_lock, key_of, key_tag
 from engramdb._util import new_id
 from engramdb.models import AuditRecord, Memory
 from engramdb.storage.base import Filter, Store
 
-if TYPE_CHECKING:
-    from engramdb.pipeline import WritePipeline
 
-__all__ = ["KeyedWrites", "past_value", "version_at"]
+class Writer(Protocol):
+    """What the keyed writes need of the write pipeline (:class:`~engramdb.pipeline.WritePipeline`)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def write(self, memories: list[Memory], *, force: bool = False, now: datetime) -> list[Memory]: ...
+
+    def update(
+        self,
+        memory_id: str,
+        changes: Mapping[str, Any],
+        *,
+        actor: str,
+        action: str = "update",
+        current: Memory | None = None,
+    ) -> Memory: ...
+
+    def redact(self, memory: Memory) -> Memory: ...
+
+    def audit(self, records: Sequence[AuditRecord]) -> None: ...
+
+
+__all__ = ["KeyedWrites", "Writer", "key_filter", "past_value", "version_at"]
 
 #: (agent, user, key): one key's slot. Users keep their own facts under the same key.
 Slot = tuple[str, str | None, str]
@@ -43,6 +64,8 @@ def past_value(holder: Memory, *, until: datetime, now: datetime) -> Memory:
         holder,
         id=new_id(),
         metadata={**holder.metadata, "superseded_by": holder.id},
+        # Stored now (its history and audit entries say so); when it was true is occurred_at..valid_until.
+        created_at=now,
         updated_at=now,
         last_accessed=None,
         access_count=0,
@@ -69,7 +92,7 @@ def key_filter(agent: str, user: str | None, key: str, *, every_version: bool = 
 class KeyedWrites:
     """The keyed part of the write pipeline (see the module docstring)."""
 
-    def __init__(self, store: Store, pipeline: WritePipeline) -> None:
+    def __init__(self, store: Store, pipeline: Writer) -> None:
         self._store = store
         self._pipeline = pipeline
 

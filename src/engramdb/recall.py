@@ -135,6 +135,7 @@ class Recall:
         user: str | None = None,
         session: str | None = None,
         as_of: datetime | str | None = None,
+        min_score: float | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed).
 
@@ -145,6 +146,8 @@ class Recall:
         query = check.content(query, what="query")
         flt = read_filter(agent, kind, tags, since=since, until=until, user=user, session=session, as_of=as_of)
         limit = check.limit(limit)
+        if min_score is not None:
+            min_score = check.confidence(min_score, what="min_score")
         if self._settle is not None:
             # Background vectors: this instance's queued vectors are written before the query is embedded, so
             # a search sees every earlier write of this process (as in sync mode) and the two embeddings do
@@ -153,7 +156,7 @@ class Recall:
         now = utcnow()
         epoch = self._accesses.epoch if self._accesses is not None else 0
         found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
-        cutoff = self._settings.min_score
+        cutoff = self._settings.min_score if min_score is None else min_score
         if cutoff > 0:
             # Found by meaning alone and less similar than the cutoff: unrelated, not a hit (and not accessed).
             found = [h for h in found if h.keyword_score is not None or (h.vector_score or 0.0) >= cutoff]

@@ -122,6 +122,8 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("suggest", {"context": f"flaky {MARK} build", "agent": "bob"}, True),
     ("suggest", {"context": f"flaky {MARK} build"}, False),
     ("choose", {"context": "c", "options": ["a", "b"], "agent": "bob"}, True),
+    ("route", {"task": "label ticket", "models": ["gpt-4o"], "agent": "bob"}, True),
+    ("route_record", {"task": "label ticket", "model": "gpt-4o", "outcome": "success", "agent": "bob"}, True),
     ("record_failure", {"error": "planted", "agent": "bob"}, True),
     ("solutions", {"error": f"ConnectionRefusedError: {MARK} db refused", "agent": "bob"}, True),
     ("solutions", {"error": f"ConnectionRefusedError: {MARK} db refused"}, False),

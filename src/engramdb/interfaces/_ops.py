@@ -31,6 +31,8 @@ from engramdb.interfaces._schemas import (
     PreflightArgs,
     RecordArgs,
     RememberArgs,
+    RouteArgs,
+    RouteRecordArgs,
     SearchArgs,
     SessionArgs,
     SessionMessageArgs,
@@ -69,6 +71,7 @@ def remember(mem: Engram, who: Caller, a: RememberArgs) -> JSON:
         visibility=cast("Visibility", a.visibility),
         confidence=a.confidence,
         force=a.force,
+        key=a.key,
     ).to_dict()
 
 
@@ -120,7 +123,14 @@ def history(mem: Engram, who: Caller, a: MemoryArgs) -> JSON:
 def search(mem: Engram, who: Caller, a: SearchArgs) -> JSON:
     kind = cast("Kind | list[Kind] | None", a.kind)
     hits = mem.search(
-        a.query, agent=who.agent(a.agent), kind=kind, tags=a.tags, limit=a.limit, since=a.since, until=a.until
+        a.query,
+        agent=who.agent(a.agent),
+        kind=kind,
+        tags=a.tags,
+        limit=a.limit,
+        since=a.since,
+        until=a.until,
+        min_score=a.min_score,
     )
     return {"hits": [h.to_dict() for h in hits]}
 
@@ -158,6 +168,29 @@ def suggest(mem: Engram, who: Caller, a: SuggestArgs) -> JSON:
 def choose(mem: Engram, who: Caller, a: ChooseArgs) -> JSON:
     agent = who.agent(a.agent)
     return {"chosen": mem.learning.choose(a.context, a.options, agent=agent, exploration=a.exploration, seed=a.seed)}
+
+
+def route(mem: Engram, who: Caller, a: RouteArgs) -> JSON:
+    return mem.routing.decide(
+        a.task,
+        models=a.models,
+        task_type=a.task_type,
+        agent=who.agent(a.agent),
+        complexity=a.complexity,
+        context_length=a.context_length,
+        require_fast=a.require_fast,
+        require_cheap=a.require_cheap,
+        cost_weight=a.cost_weight,
+        latency_weight=a.latency_weight,
+    ).to_dict()
+
+
+def route_record(mem: Engram, who: Caller, a: RouteRecordArgs) -> JSON:
+    who.require_write()
+    agent = who.agent(a.agent)
+    return mem.routing.record(
+        a.task, a.model, a.outcome, task_type=a.task_type, latency_ms=a.latency_ms, cost=a.cost, agent=agent
+    ).to_dict()
 
 
 def record_failure(mem: Engram, who: Caller, a: FailureArgs) -> JSON:
@@ -333,6 +366,8 @@ TOOLS: Final[tuple[Tool, ...]] = (
     Tool("record_outcome", RecordArgs, record_outcome, True),
     Tool("suggest", SuggestArgs, suggest, False),
     Tool("choose", ChooseArgs, choose, False),
+    Tool("route", RouteArgs, route, False),
+    Tool("route_record", RouteRecordArgs, route_record, True),
     Tool("record_failure", FailureArgs, record_failure, True),
     Tool("solutions", SolutionsArgs, solutions, False),
     Tool("failure_patterns", PatternsArgs, failure_patterns, False),
