@@ -36,7 +36,7 @@ def test_turns_are_stored_as_conversation_memories_with_their_role(mem: Engram) 
     assert home.metadata["from"] == res.turns[0].id
     assert "fact" in home.tags
     counts = res.to_dict()
-    assert (counts["turns"], counts["added"], counts["superseded"], counts["extractor"]) == (2, 3, 0, "rules")
+    assert (len(counts["turns"]), counts["added"], counts["superseded"], counts["extractor"]) == (2, 3, 0, "rules")
 
 
 def test_a_changed_fact_supersedes_the_old_one_and_keeps_it_in_history(mem: Engram) -> None:

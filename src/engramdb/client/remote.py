@@ -24,6 +24,7 @@ from urllib.parse import quote
 from engramdb import _validate as check
 from engramdb.client._transport import Call, Transport
 from engramdb.models import (
+    AddResult,
     Change,
     Context,
     HealthReport,
@@ -130,6 +131,26 @@ class RemoteEngram:
         }
         return self._send(Call("POST", "/memories", _one(Memory), body=body))
 
+    def add(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
+    ) -> AddResult:
+        # Checked here too: what crosses the wire is plain JSON whatever the caller passed.
+        when = check.moment(at, what="at")
+        body = {
+            "messages": [m.to_dict() for m in check.messages(messages)],
+            "agent": agent,
+            "user": user,
+            "session": session,
+            "at": None if when is None else when.isoformat(),
+        }
+        return self._send(Call("POST", "/memories/add", _one(AddResult), body=_set(body)))
+
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> builtins.list[Memory]:
         body = {"items": [dict(item) if isinstance(item, Mapping) else item for item in items], "force": force}
         return self._send(Call("POST", "/memories/batch", _many(Memory, "memories"), body=body))
@@ -139,7 +160,7 @@ class RemoteEngram:
         return self._send(Call("PATCH", f"/memories/{_segment(memory_id)}", _one(Memory), query=query, body=changes))
 
     def forget(self, memory_id: str, *, agent: str | None = None) -> None:
-        self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
+        return self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
 
     def clear(self, *, agent: str, confirm: str) -> int:
         return self._send(Call("DELETE", "/memories", _int("forgotten"), body={"agent": agent, "confirm": confirm}))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from engramdb import _validate as check
 from engramdb.errors import ValidationError
 from engramdb.interfaces._schemas import (
+    AddArgs,
     AnalyzeEpisodesArgs,
     Args,
     BatchArgs,
@@ -79,6 +80,11 @@ def remember_many(mem: Engram, who: Caller, a: BatchArgs) -> JSON:
     who.require_write()
     items = [{**item, "agent": who.agent(item.get("agent"))} for item in a.items]
     return {"memories": [m.to_dict() for m in mem.remember_many(items, force=a.force)]}
+
+
+def add_conversation(mem: Engram, who: Caller, a: AddArgs) -> JSON:
+    who.require_write()
+    return mem.add(a.messages, agent=who.agent(a.agent), user=a.user, session=a.session, at=a.at).to_dict()
 
 
 def list_memories(
@@ -360,6 +366,7 @@ class Tool:
 #: The MCP tools, in the order the server lists them.
 TOOLS: Final[tuple[Tool, ...]] = (
     Tool("remember", RememberArgs, remember, True),
+    Tool("add_conversation", AddArgs, add_conversation, True),
     Tool("search", SearchArgs, search, False),
     Tool("get", MemoryArgs, get, False, "One memory by id; it must be visible to the agent."),
     Tool("forget", MemoryArgs, forget, True, "Delete one of the agent's own memories for good."),

@@ -20,6 +20,7 @@ __all__ = [
     "AGENT_HELP",
     "MAX_EVENTS",
     "MAX_OFFSET",
+    "AddArgs",
     "AnalyzeEpisodesArgs",
     "Args",
     "BatchArgs",
@@ -82,6 +83,23 @@ class BatchArgs(Args):
 
     items: list[dict[str, Any]] = Field(description="Memories as for remember (content, agent, kind, tags, ...).")
     force: bool = False
+
+
+class AddArgs(Args):
+    """Add a conversation: every message is stored as a turn, and the durable facts the user states (name, home,
+    job, family, preferences, health, dated plans, "remember that ...") are kept under stable keys, so a changed
+    fact supersedes the old one. Returns the turns stored and what was done with each fact."""
+
+    # Any: the library checks the messages, so every interface answers a bad one with the same words.
+    messages: Any = Field(
+        description='OpenAI-style messages: [{"role": "user", "content": "I moved to Berlin"}, ...]; roles user, '
+        "assistant, system, developer, tool, function; optional name (the speaker) and at (ISO 8601, when said).",
+        json_schema_extra={"type": "array", "items": {"type": "object"}},
+    )
+    agent: str | None = Agent
+    user: str | None = Field(default=None, description="The user the conversation is with.")
+    session: str | None = Field(default=None, description="The conversation thread it belongs to.")
+    at: str | None = Field(default=None, description="When it was said (ISO 8601), for messages without their own.")
 
 
 class MemoryArgs(Args):

@@ -66,6 +66,7 @@ from engramdb.interfaces._rest_more import mount_more
 from engramdb.interfaces._schemas import (
     AGENT_HELP,
     MAX_OFFSET,
+    AddArgs,
     AnalyzeEpisodesArgs,
     BatchArgs,
     ChooseArgs,
@@ -340,6 +341,11 @@ def create_app(
     def remember(who: Who, body: RememberArgs) -> dict[str, Any]:
         """Store one memory; returns it as stored (secrets replaced, or the memory it merged into)."""
         return ops.remember(mem, who, body)
+
+    @app.post("/memories/add", status_code=201, tags=["memories"])
+    def add(who: Who, body: AddArgs) -> dict[str, Any]:
+        """Add a conversation: its turns are stored and the durable facts it states kept (a changed fact supersedes)."""
+        return ops.add_conversation(mem, who, body)
 
     @app.post("/memories/batch", status_code=201, tags=["memories"])
     def remember_many(who: Who, body: BatchArgs) -> dict[str, Any]:

@@ -104,17 +104,15 @@ class AddResult:
         return self._of("none")
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: counts first, then the turns' ids and each group of facts."""
-        groups: tuple[FactAction, ...] = ("add", "update", "supersede", "delete", "none")
-        names = {
-            "add": "added", "update": "updated", "supersede": "superseded", "delete": "deleted", "none": "unchanged"
+        """A JSON-ready dict: how many facts were added, updated, superseded, deleted and unchanged, then the
+        turns and each fact with its action."""
+        names: dict[str, FactAction] = {
+            "added": "add", "updated": "update", "superseded": "supersede", "deleted": "delete", "unchanged": "none"
         }  # fmt: skip
-        out: dict[str, Any] = {
-            "turns": len(self.turns),
-            **{names[g]: len(self._of(g)) for g in groups},
+        return {
+            **{name: len(self._of(action)) for name, action in names.items()},
             "extractor": self.extractor,
             "llm_error": self.llm_error,
-            "turn_ids": [m.id for m in self.turns],
+            "turns": [m.to_dict() for m in self.turns],
             "facts": [f.to_dict() for f in self.facts],
         }
-        return out
