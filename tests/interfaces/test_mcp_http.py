@@ -118,6 +118,7 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("get", {"memory_id": "{B}", "agent": "bob"}, True),
     ("forget", {"memory_id": "{B}"}, True),
     ("forget", {"memory_id": "{B}", "agent": "bob"}, True),
+    ("add_conversation", {"messages": [{"role": "user", "content": "I live in Oslo"}], "agent": "bob"}, True),
     ("record_outcome", {"context": "c", "action": "a", "outcome": "success", "agent": "bob"}, True),
     ("suggest", {"context": f"flaky {MARK} build", "agent": "bob"}, True),
     ("suggest", {"context": f"flaky {MARK} build"}, False),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from engramdb import _validate as check
 from engramdb.errors import ValidationError
 from engramdb.interfaces._schemas import (
+    AddArgs,
     AnalyzeEpisodesArgs,
     Args,
     BatchArgs,
@@ -71,6 +72,7 @@ def remember(mem: Engram, who: Caller, a: RememberArgs) -> JSON:
         visibility=cast("Visibility", a.visibility),
         confidence=a.confidence,
         force=a.force,
+        key=a.key,
     ).to_dict()
 
 
@@ -78,6 +80,11 @@ def remember_many(mem: Engram, who: Caller, a: BatchArgs) -> JSON:
     who.require_write()
     items = [{**item, "agent": who.agent(item.get("agent"))} for item in a.items]
     return {"memories": [m.to_dict() for m in mem.remember_many(items, force=a.force)]}
+
+
+def add_conversation(mem: Engram, who: Caller, a: AddArgs) -> JSON:
+    who.require_write()
+    return mem.add(a.messages, agent=who.agent(a.agent), user=a.user, session=a.session, at=a.at).to_dict()
 
 
 def list_memories(
@@ -122,7 +129,14 @@ def history(mem: Engram, who: Caller, a: MemoryArgs) -> JSON:
 def search(mem: Engram, who: Caller, a: SearchArgs) -> JSON:
     kind = cast("Kind | list[Kind] | None", a.kind)
     hits = mem.search(
-        a.query, agent=who.agent(a.agent), kind=kind, tags=a.tags, limit=a.limit, since=a.since, until=a.until
+        a.query,
+        agent=who.agent(a.agent),
+        kind=kind,
+        tags=a.tags,
+        limit=a.limit,
+        since=a.since,
+        until=a.until,
+        min_score=a.min_score,
     )
     return {"hits": [h.to_dict() for h in hits]}
 
@@ -352,6 +366,7 @@ class Tool:
 #: The MCP tools, in the order the server lists them.
 TOOLS: Final[tuple[Tool, ...]] = (
     Tool("remember", RememberArgs, remember, True),
+    Tool("add_conversation", AddArgs, add_conversation, True),
     Tool("search", SearchArgs, search, False),
     Tool("get", MemoryArgs, get, False, "One memory by id; it must be visible to the agent."),
     Tool("forget", MemoryArgs, forget, True, "Delete one of the agent's own memories for good."),

@@ -20,6 +20,7 @@ __all__ = [
     "AGENT_HELP",
     "MAX_EVENTS",
     "MAX_OFFSET",
+    "AddArgs",
     "AnalyzeEpisodesArgs",
     "Args",
     "BatchArgs",
@@ -74,6 +75,7 @@ class RememberArgs(Args):
     visibility: str = Field(default="private", description="private, shared or public.")
     confidence: float | None = Field(default=None, description="From 0 to 1.")
     force: bool = Field(default=False, description="Store it even if a near-duplicate exists.")
+    key: str | None = Field(default=None, description="A keyed memory: supersedes the agent's value of this key.")
 
 
 class BatchArgs(Args):
@@ -81,6 +83,23 @@ class BatchArgs(Args):
 
     items: list[dict[str, Any]] = Field(description="Memories as for remember (content, agent, kind, tags, ...).")
     force: bool = False
+
+
+class AddArgs(Args):
+    """Add a conversation: every message is stored as a turn, and the durable facts the user states (name, home,
+    job, family, preferences, health, dated plans, "remember that ...") are kept under stable keys, so a changed
+    fact supersedes the old one. Returns the turns stored and what was done with each fact."""
+
+    # Any: the library checks the messages, so every interface answers a bad one with the same words.
+    messages: Any = Field(
+        description='OpenAI-style messages: [{"role": "user", "content": "I moved to Berlin"}, ...]; roles user, '
+        "assistant, system, developer, tool, function; optional name (the speaker) and at (ISO 8601, when said).",
+        json_schema_extra={"type": "array", "items": {"type": "object"}},
+    )
+    agent: str | None = Agent
+    user: str | None = Field(default=None, description="The user the conversation is with.")
+    session: str | None = Field(default=None, description="The conversation thread it belongs to.")
+    at: str | None = Field(default=None, description="When it was said (ISO 8601), for messages without their own.")
 
 
 class MemoryArgs(Args):
@@ -111,6 +130,9 @@ class SearchArgs(Args):
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     since: str | None = Field(default=None, max_length=40, description="Created at or after (ISO 8601).")
     until: str | None = Field(default=None, max_length=40, description="Created at or before (ISO 8601).")
+    min_score: float | None = Field(
+        default=None, description="Drop hits found by meaning alone below this similarity (default: the server's)."
+    )
 
 
 class RecordArgs(Args):
