@@ -147,6 +147,18 @@ def agent_name(value: object, *, what: str = "agent") -> str:
     return text
 
 
+def scope(value: object, *, what: str) -> str | None:
+    """None (no such scope) or the :func:`name` of a user or a session (conversation thread, run)."""
+    if value is None:
+        return None
+    return name(value, what=what)
+
+
+def event_time(value: object, *, what: str = "at") -> datetime | None:
+    """None or when an event happened: a timezone-aware datetime or an ISO 8601 string (see :func:`moment`)."""
+    return moment(value, what=what)
+
+
 def memory_id(value: object) -> str:
     """A non-empty id string of printable characters (its existence is the store's business)."""
     if not isinstance(value, str) or not value:

@@ -293,7 +293,7 @@ class RemoteFailures(_Area):
         return self._send(Call("POST", "/checks/generate", _one(PreventionCheck), body=body))
 
     def remove_check(self, check_id: str, *, agent: str | None = None) -> None:
-        self._send(Call("DELETE", "/checks", _none, body={"check_id": check_id, "agent": agent}))
+        return self._send(Call("DELETE", "/checks", _none, body={"check_id": check_id, "agent": agent}))
 
     def run_checks(self, *args: Any, **kwargs: Any) -> builtins.list[CheckResult]:
         _local_only("failures.run_checks")
@@ -321,7 +321,7 @@ class RemoteEpisodes(_Area):
         self, episode_id: str, kind: str, data: Any = None, *, role: str | None = None, agent: str | None = None
     ) -> None:
         body = {"episode_id": episode_id, "kind": kind, "data": data, "role": role, "agent": agent}
-        self._send(Call("POST", "/episodes/event", _none, body=body))
+        return self._send(Call("POST", "/episodes/event", _none, body=body))
 
     def end(
         self,

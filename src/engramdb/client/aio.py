@@ -189,6 +189,7 @@ class AsyncEngram(_Async):
 
     remember = _awaitable(Engram.remember)
     remember_many = _awaitable(Engram.remember_many)
+    add = _awaitable(Engram.add)
     search = _awaitable(Engram.search)
     get = _awaitable(Engram.get)
     forget = _awaitable(Engram.forget)

@@ -160,7 +160,7 @@ class RemoteEngram:
         return self._send(Call("PATCH", f"/memories/{_segment(memory_id)}", _one(Memory), query=query, body=changes))
 
     def forget(self, memory_id: str, *, agent: str | None = None) -> None:
-        self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
+        return self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
 
     def clear(self, *, agent: str, confirm: str) -> int:
         return self._send(Call("DELETE", "/memories", _int("forgotten"), body={"agent": agent, "confirm": confirm}))

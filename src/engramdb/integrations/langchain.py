@@ -38,6 +38,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from engramdb import _validate as check
 from engramdb.errors import EngramError
+from engramdb.integrations._patterns import PATTERN_KIND, PATTERN_TAG
 from engramdb.models import Kind
 from engramdb.recall import read_filter
 
@@ -57,9 +58,6 @@ __all__ = [
     "memory_tools",
 ]
 
-#: The kind and tag of a memory saved by ``save_pattern``.
-PATTERN_KIND: Final = "success"
-PATTERN_TAG: Final = "pattern"
 
 #: Longest piece of a memory's content shown to the model in a tool answer.
 _SHOWN_CHARS: Final = 500

@@ -45,8 +45,6 @@ __all__ = [
     "ReasonArgs",
     "ReportArgs",
     "ResolveArgs",
-    "RouteArgs",
-    "RouteRecordArgs",
     "SeedArgs",
     "ShareListArgs",
     "TopArgs",
@@ -307,31 +305,6 @@ class CleanupArgs(Args):
 
     dry_run: bool = False
     agent: str | None = None
-
-
-class RouteArgs(Args):
-    """Which model to use for a task, learned from outcomes of past routes."""
-
-    task: str
-    models: list[str] | dict[str, dict[str, Any]] = Field(description="Candidate model names, or name -> spec.")
-    task_type: str | None = None
-    agent: str | None = Agent
-    cost_weight: float | None = None
-    latency_weight: float | None = None
-    exploration: float | None = None
-    seed: int | None = None
-
-
-class RouteRecordArgs(Args):
-    """Record how a model did on a task (for routing)."""
-
-    task: str
-    model: str
-    outcome: str | bool | float
-    task_type: str | None = None
-    latency_ms: float | None = None
-    cost: float | None = None
-    agent: str | None = Agent
 
 
 class CreateKeyArgs(Args):
