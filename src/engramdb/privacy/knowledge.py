@@ -496,7 +496,7 @@ def _memory(record: Mapping[str, Any], dim: int | None) -> Entry:
     attempts = _number(record["attempts"], "attempts")
     if successes > attempts:
         raise _Bad(f"successes ({successes:g}) exceed attempts ({attempts:g})")
-    metadata = _valid(check.json_object, record["metadata"], what="metadata")
+    metadata = _valid(check.stored_metadata, record["metadata"], what="metadata")
     memory = Memory(
         id=_ident(record["id"], "id"),
         agent=_valid(check.agent_name, record["agent"]),

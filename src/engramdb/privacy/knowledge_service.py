@@ -264,7 +264,8 @@ class KnowledgeService:
         stored = []
         for entry in bundle.entries:
             memory = _neutralised(entry.memory, signed=signed, now=now)
-            metadata = check.metadata({**memory.metadata, _PROVENANCE: provenance})
+            # The provenance replaces one from an earlier import and does not count against the caller's limit.
+            metadata = check.stored_metadata({**memory.metadata, _PROVENANCE: provenance})
             memory = dataclasses.replace(memory, agent=owner or memory.agent, metadata=metadata)
             stored.append(self._pipeline.redact(memory))
         vectors: builtins.list[Vector | None] = [
@@ -331,7 +332,7 @@ class KnowledgeService:
 
 
 #: Metadata key of an imported memory's provenance: ``{"source", "imported_at", "signed"}``.
-_PROVENANCE: Final = "provenance"
+_PROVENANCE: Final = check.PROVENANCE_KEY
 
 
 def _neutralised(memory: Memory, *, signed: bool, now: datetime) -> Memory:
