@@ -14,21 +14,24 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from engramdb.errors import ValidationError
-from engramdb.models import KINDS, VISIBILITIES, Kind, Visibility
+from engramdb.models import CHAT_ROLES, KINDS, VISIBILITIES, ChatMessage, ChatRole, Kind, Visibility
 
 __all__ = [
     "AUDIT_IDS",
     "MAX_CONTENT_CHARS",
     "MAX_LIMIT",
+    "MAX_MESSAGES",
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MAX_NAME_CHARS",
     "MAX_OFFSET",
     "MAX_TAGS",
     "PAGE_SIZE",
+    "PROVENANCE_BYTES",
+    "PROVENANCE_KEY",
     "agent_name",
     "confidence",
     "content",
@@ -39,15 +42,23 @@ __all__ = [
     "kinds",
     "limit",
     "memory_id",
+    "messages",
     "metadata",
     "name",
     "offset",
     "shown",
+    "stored_metadata",
     "tag",
     "tags",
     "text",
     "visibility",
 ]
+
+#: Messages one ``add`` call takes (a longer conversation goes in several calls).
+MAX_MESSAGES: Final = 10_000
+#: Fields of an OpenAI-style message that ``add`` reads; the others it knows are tool plumbing, skipped.
+_MESSAGE_FIELDS: Final = frozenset({"role", "content", "name", "at"})
+_MESSAGE_SKIPPED: Final = frozenset({"tool_calls", "tool_call_id", "function_call", "refusal", "audio", "annotations"})
 
 #: Characters of a memory's content (and of a search query).
 MAX_CONTENT_CHARS: Final = 1_000_000
@@ -65,6 +76,13 @@ MAX_TAGS: Final = 256
 MAX_METADATA_BYTES: Final = 1024 * 1024
 #: Nesting depth of a memory's metadata.
 MAX_METADATA_DEPTH: Final = 32
+#: Metadata key of the provenance an import adds (``{"source", "imported_at", "signed"}``).
+PROVENANCE_KEY: Final = "provenance"
+#: Metadata keys of the library's own small provenance stamps: an import's, and a merged copy's ``origin``.
+_STAMP_KEYS: Final = (PROVENANCE_KEY, "origin")
+#: Room those stamps may take beyond :data:`MAX_METADATA_BYTES`: they are the library's, not the caller's, so
+#: a memory accepted at the limit still imports, merges, and comes back from its store's export.
+PROVENANCE_BYTES: Final = 4096
 #: Largest ``offset`` of a paged read (the stores' integers are 64-bit).
 MAX_OFFSET: Final = 2**62
 #: Kinds named in one read filter.
@@ -137,6 +155,18 @@ def agent_name(value: object, *, what: str = "agent") -> str:
     if text == "*":
         raise ValidationError(f"{what} '*' is reserved (it means every agent)")
     return text
+
+
+def scope(value: object, *, what: str) -> str | None:
+    """None (no such scope) or the :func:`name` of a user or a session (conversation thread, run)."""
+    if value is None:
+        return None
+    return name(value, what=what)
+
+
+def event_time(value: object, *, what: str = "at") -> datetime | None:
+    """None or when an event happened: a timezone-aware datetime or an ISO 8601 string (see :func:`moment`)."""
+    return moment(value, what=what)
 
 
 def memory_id(value: object) -> str:
@@ -223,8 +253,21 @@ def _nested(value: Any, what: str, depth: int) -> None:
             _nested(item, what, depth + 1)
 
 
-def json_object(value: object, *, what: str) -> dict[str, Any]:
-    """A JSON object (copied through JSON): string keys, no NUL, bounded depth and size."""
+def stored_metadata(value: object, *, what: str = "metadata") -> dict[str, Any]:
+    """Metadata as a store holds it: the caller's part within :data:`MAX_METADATA_BYTES`, plus the library's
+    provenance stamps (an import's ``provenance``, a merged copy's ``origin``) within :data:`PROVENANCE_BYTES`
+    more. What knowledge files may hold."""
+    whole = json_object(value, what=what, limit=MAX_METADATA_BYTES + PROVENANCE_BYTES)
+    stamps = {k: whole[k] for k in _STAMP_KEYS if k in whole}
+    if not stamps:
+        return json_object(whole, what=what)
+    json_object({k: v for k, v in whole.items() if k not in stamps}, what=what)
+    json_object(stamps, what=f"the provenance in {what}", limit=PROVENANCE_BYTES)
+    return whole
+
+
+def json_object(value: object, *, what: str, limit: int = MAX_METADATA_BYTES) -> dict[str, Any]:
+    """A JSON object (copied through JSON): string keys, no NUL, bounded depth and size (``limit`` bytes)."""
     if not isinstance(value, Mapping):
         raise ValidationError(f"{what} must be a JSON object, not {type(value).__name__}")
     _nested(value, what, 0)
@@ -235,8 +278,8 @@ def json_object(value: object, *, what: str) -> dict[str, Any]:
     except RecursionError as exc:
         raise ValidationError(f"{what} is nested too deeply (more than {MAX_METADATA_DEPTH} levels)") from exc
     size = len(text.encode("utf-8"))
-    if size > MAX_METADATA_BYTES:
-        raise ValidationError(f"{what} is too large ({size} bytes; the limit is {MAX_METADATA_BYTES})")
+    if size > limit:
+        raise ValidationError(f"{what} is too large ({size} bytes; the limit is {limit})")
     # Round-trip: what we return is exactly what the store will give back.
     out: dict[str, Any] = json.loads(text)
     return out
@@ -320,3 +363,38 @@ def moment(value: object, *, what: str, end: bool = False) -> datetime | None:
         except OverflowError:
             pass  # an offset that moves the instant outside years 1-9999
     raise ValidationError(f"{what} must be an ISO 8601 date or date and time (e.g. 2026-11-24), not {shown(value)}")
+
+
+def messages(value: object) -> tuple[ChatMessage, ...]:
+    """OpenAI-style chat messages (``[{"role": "user", "content": "..."}, ...]``): a non-empty list of mappings,
+    each with a known role and non-empty text content; optional ``name`` (the speaker) and ``at`` (when)."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise ValidationError(
+            f'messages must be a list of {{"role": ..., "content": ...}} mappings, not {type(value).__name__}'
+        )
+    if not value:
+        raise ValidationError("messages is empty: give at least one message")
+    if len(value) > MAX_MESSAGES:
+        raise ValidationError(f"messages has {len(value)} entries (the limit is {MAX_MESSAGES}); add them in parts")
+    return tuple(_message(item, f"message {i}") for i, item in enumerate(value))
+
+
+def _message(item: object, what: str) -> ChatMessage:
+    if not isinstance(item, Mapping):
+        raise ValidationError(f"{what} must be a mapping with role and content, not {type(item).__name__}")
+    unknown = sorted(shown(k) for k in item if k not in _MESSAGE_FIELDS | _MESSAGE_SKIPPED)
+    if unknown:
+        raise ValidationError(f"{what} has unknown field(s) {', '.join(unknown)} (known: at, content, name, role)")
+    for field in ("role", "content"):
+        if field not in item:
+            raise ValidationError(f"{what} has no {field}")
+    role = item["role"]
+    if not isinstance(role, str) or role not in CHAT_ROLES:
+        raise ValidationError(f"{what}: unknown role {shown(role)} (choose from {', '.join(sorted(CHAT_ROLES))})")
+    name_value = item.get("name")
+    return ChatMessage(
+        role=cast("ChatRole", role),
+        content=content(item["content"], what=f"{what}: content"),
+        name=None if name_value is None else name(name_value, what=f"{what}: name"),
+        at=moment(item.get("at"), what=f"{what}: at"),
+    )

@@ -383,3 +383,35 @@ def test_engram_serve_command(tmp_path: Path, embedder: Embedder) -> None:
     # The server closed its store cleanly: the memory is there for the next process.
     with Engram(tmp_path / "store", embedder=embedder) as mem:
         assert [m.content for m in mem.list(agent="cli")] == ["served by the engram command"]
+
+
+def test_route_takes_the_seed_inputs(api: httpx.Client) -> None:
+    """Seed 002's routing inputs over REST: ``POST /route`` and ``POST /route/outcomes``."""
+    models = ["claude-sonnet-4-20250514", "deepseek-coder:33b"]
+    body = {"task": "write the parser", "models": models, "task_type": "code_generation", "complexity": "medium"}
+    choice = api.post("/route", json=body)
+    assert choice.status_code == 200, choice.text
+    assert (choice.json()["model"], choice.json()["fallback"]) == tuple(models)
+    long = api.post("/route", json={**body, "task_type": "chat", "complexity": None, "context_length": 64000})
+    assert long.json()["model"] == models[0]
+    rec = api.post("/route/outcomes", json={"task": "t", "model": models[1], "outcome": "failure"})
+    assert rec.status_code == 201, rec.text
+    assert "complexity must be one of" in error_of(api.post("/route", json={**body, "complexity": "hard"}), 422)
+
+
+def test_code_patterns_with_a_name_and_metadata(api: httpx.Client) -> None:
+    """Seed 003's ``store_code_pattern(pattern_name, code, language, context, success_metrics)`` over REST."""
+    code = "def issue_token(user_id, secret):\n    payload = {'sub': user_id}\n    return jwt.encode(payload, secret)\n"
+    body = {
+        "source": code,
+        "name": "JWT Authentication",
+        "context": "REST API authentication",
+        "success_metrics": {"success_rate": 1.0},
+        "metadata": {"framework": "fastapi"},
+    }
+    stored = api.post("/code", json=body)
+    assert stored.status_code == 201, stored.text
+    (memory,) = stored.json()["memories"]
+    assert memory["metadata"]["success_metrics"] == {"success_rate": 1.0}
+    hits = api.post("/code/suggest", json={"task": "user authentication", "metadata": {"framework": "fastapi"}})
+    assert [h["memory"]["id"] for h in hits.json()["hits"]] == [memory["id"]]
