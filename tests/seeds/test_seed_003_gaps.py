@@ -92,3 +92,57 @@ def test_episode_event_and_end_by_id_alone(mem: Engram) -> None:
     other = mem.episodes.start("another task", agent="swarm")
     with pytest.raises(KeyError):
         mem.episodes.event(other, "x", agent="mallory")
+
+
+RETRY = '''
+import asyncio
+import functools
+
+def retry(times: int = 3):
+    """Retry an async function on connection errors."""
+    def decorator(func):
+        @functools.wraps(func)
+        async def wrapper(*args, **kwargs):
+            for attempt in range(times):
+                try:
+                    return await func(*args, **kwargs)
+                except ConnectionError:
+                    await asyncio.sleep(2 ** attempt)
+            raise RuntimeError("gave up")
+        return wrapper
+    return decorator
+'''
+
+
+def test_a_nested_async_wrapper_is_its_own_pattern(mem: Engram) -> None:
+    """Pattern extractor: "Function/method definitions ... Extracts async patterns": the decorator's ``async def
+    wrapper`` is stored as ``retry.decorator.wrapper`` (async), not merged into ``retry.decorator``; remembering the
+    file again adds nothing."""
+    stored = mem.code.remember(RETRY, agent="swarm")
+    names = [m.metadata["name"] for m in stored]
+    assert names[:3] == ["retry", "retry.decorator", "retry.decorator.wrapper"]
+    assert len({m.id for m in stored}) == len(stored)
+    wrapper = stored[2]
+    assert wrapper.metadata["is_async"] is True
+    assert "wrapper" in wrapper.content.splitlines()[0]
+    again = mem.code.remember(RETRY, agent="swarm")
+    assert [m.id for m in again] == [m.id for m in stored]
+    assert mem.count(agent="swarm", kind="code_pattern") == len(stored)
+
+
+def test_typescript_class_methods_are_extracted(mem: Engram) -> None:
+    """ "Counts methods in classes": a TypeScript service's methods (async, static, arrow fields) are patterns."""
+    ts = (
+        "export class AuthService implements IAuth {\n"
+        "  public async login(email: string, password: string): Promise<Token> {\n"
+        "    const user = await this.users.find(email);\n"
+        "    return this.sign(user);\n"
+        "  }\n"
+        "  protected sign = (user: User): Token => {\n"
+        "    const token = jwt.sign({ sub: user.id }, SECRET);\n"
+        "    return token;\n"
+        "  };\n"
+        "}\n"
+    )
+    names = {m.metadata["name"] for m in mem.code.remember(ts, language="typescript", agent="swarm", min_lines=1)}
+    assert {"AuthService", "AuthService.login", "AuthService.sign"} <= names

@@ -214,13 +214,22 @@ def remember_code(mem: Engram, who: Caller, a: CodeArgs) -> JSON:
         tags=a.tags,
         min_lines=a.min_lines,
         visibility=cast("Visibility", a.visibility),
+        metadata=a.metadata,
+        name=a.name,
+        context=a.context,
+        success_metrics=a.success_metrics,
     )
     return {"memories": [m.to_dict() for m in found]}
 
 
 def suggest_code(mem: Engram, who: Caller, a: CodeSuggestArgs) -> JSON:
     hits = mem.code.suggest(
-        a.task, agent=who.agent(a.agent), pattern_type=a.pattern_type, language=a.language, limit=a.limit
+        a.task,
+        agent=who.agent(a.agent),
+        pattern_type=a.pattern_type,
+        language=a.language,
+        limit=a.limit,
+        metadata=a.metadata,
     )
     return {"hits": [h.to_dict() for h in hits]}
 

@@ -243,6 +243,10 @@ class CodeArgs(Args):
     tags: list[str] = Field(default_factory=list)
     min_lines: int = Field(default=3, ge=1)
     visibility: str = "private"
+    metadata: dict[str, Any] | None = Field(default=None, description="Added to every pattern's metadata.")
+    name: str | None = Field(default=None, description="Store the whole source as one pattern of this name.")
+    context: str | None = Field(default=None, description="When the named pattern applies.")
+    success_metrics: dict[str, Any] | None = Field(default=None, description='e.g. {"success_rate": 1.0}')
 
 
 class CodeSuggestArgs(Args):
@@ -253,6 +257,7 @@ class CodeSuggestArgs(Args):
     pattern_type: str | None = None
     language: str | None = None
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
+    metadata: dict[str, Any] | None = Field(default=None, description="Only patterns whose metadata holds these.")
 
 
 class ShareListArgs(Args):

@@ -17,6 +17,7 @@ from engramdb import _validate as check
 from engramdb.errors import ValidationError
 from engramdb.learning import code_patterns as code
 from engramdb.models import Hit, Memory, Visibility
+from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.config import Settings
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NAMED", "CodeService"]
 
+_CODE: Final = ("code_pattern",)
 #: The pattern type (and tag) of a pattern stored whole under a name (seed 003's ``store_code_pattern``).
 NAMED: Final = "named"
 
@@ -44,6 +46,7 @@ class CodeService:
         recall: Recall,
     ) -> None:
         self._settings = settings
+        self._store = store
         self._pipeline = pipeline
         self._recall = recall
 
@@ -117,7 +120,28 @@ class CodeService:
             }
             for p in patterns
         ]
-        return self._pipeline.remember_many(items) if items else []
+        if not items:
+            return []
+        # Near-duplicate merging would fold a nested function into its parent (a decorator's ``wrapper`` reads
+        # much like the decorator): a pattern merges only into a stored pattern of its own name; others are new.
+        known = self._stored_names(agent)
+        again = [i for i, p in enumerate(patterns) if (p.language, p.pattern_type, p.name) in known]
+        fresh = [i for i in range(len(patterns)) if i not in set(again)]
+        out: dict[int, Memory] = {}
+        if again:
+            out |= dict(zip(again, self._pipeline.remember_many([items[i] for i in again]), strict=True))
+        if fresh:
+            out |= dict(zip(fresh, self._pipeline.remember_many([items[i] for i in fresh], force=True), strict=True))
+        return [out[i] for i in range(len(patterns))]
+
+    def _stored_names(self, agent: str) -> set[tuple[str, str, str]]:
+        """(language, pattern type, name) of the agent's stored code patterns."""
+        stored = self._store.memories.list(Filter(agent=agent, kinds=_CODE), limit=check.MAX_LIMIT, offset=0)
+        return {
+            (str(m.metadata.get("language")), str(m.metadata.get("pattern_type")), str(m.metadata.get("name")))
+            for m in stored
+            if m.agent == agent
+        }
 
     def _named(
         self,
