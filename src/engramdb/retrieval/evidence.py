@@ -82,8 +82,9 @@ def coverage(terms: Sequence[str], text: str, *, weights: Sequence[float] | None
 
 class _Finder:
     """Which of some stems a text's words begin with (a stem of 3 letters or fewer must be the whole word but
-    for a suffix :func:`stem` strips: "cats" is "cat", "catalog" is not). Most of a search's ~100 candidates hold none of the stems even as a substring
-    and are passed over at C speed; the others take one regular-expression search per stem they hold."""
+    for a suffix :func:`stem` strips: "cats" is "cat", "catalog" is not). Most of a search's ~100
+    candidates hold none of the stems even as a substring and are passed over at C speed; the others take
+    one regular-expression search per stem they hold."""
 
     def __init__(self, stems: Iterable[str]) -> None:
         self.wanted = frozenset(s for s in stems if s)
@@ -138,7 +139,7 @@ class Calibration:
 
 
 #: Fitted by ``python bench/recall.py --calibrate`` on the dev split (bench/RESULTS.md, issue 21).
-CALIBRATION: Final = Calibration(bias=-5.0, cosine_weight=12.0, coverage_weight=2.0)
+CALIBRATION: Final = Calibration(bias=-2.92, cosine_weight=9.18, coverage_weight=1.78)
 
 
 def relevance(cosine: float, cover: float, *, calibration: Calibration = CALIBRATION) -> float:
