@@ -157,7 +157,10 @@ class SearchArgs(Args):
     session: str | None = Session
     as_of: str | None = AsOf
     min_score: float | None = Field(
-        default=None, description="Drop hits found by meaning alone below this similarity (default: the server's)."
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Leave out hits whose calibrated relevance is below this (default: the server's setting).",
     )
 
 

@@ -308,9 +308,9 @@ MinScoreOption = Annotated[
         "--min-score",
         min=0.0,
         max=1.0,
-        metavar="SIMILARITY",
-        help="Leave out hits found by meaning alone that are less similar than this (cosine, 0..1; 0.2 drops "
-        "the unrelated). Keyword matches are kept. Default: the min_score setting ($ENGRAM_MIN_SCORE, else 0: off).",
+        metavar="RELEVANCE",
+        help="Leave out hits whose calibrated relevance is below this (0..1; below 0.3 is unrelated, above 0.7 "
+        "says the same thing). Default: the min_score setting ($ENGRAM_MIN_SCORE, else 0: off).",
         show_default=False,
     ),
 ]
