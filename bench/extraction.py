@@ -15,6 +15,8 @@ Two measurements, both through the public API on real stores with the real embed
    ``conversation`` memories (``remember_many``) or through ``add`` (each session one call, both
    speakers as named users, the session's date as ``at``), then recall@k of the evidence turns for
    every question. A fact found in the top k counts for the turn it came from (``metadata["from"]``).
+   ``add_turns_only`` searches the same ``add`` store for conversation memories alone: what the turns'
+   own changes (event times, links per session) do, apart from the facts taking places in the top k.
 
 Usage::
 
@@ -138,7 +140,7 @@ def _when(date: str) -> str | None:
 
 def locomo(conversations: Sequence[LocomoConversation], root: Path) -> dict[str, Any]:
     """Recall@k of evidence turns: raw turns against turns and facts through ``add``."""
-    hits: dict[str, dict[int, int]] = {"raw": dict.fromkeys(KS, 0), "add": dict.fromkeys(KS, 0)}
+    hits: dict[str, dict[int, int]] = {name: dict.fromkeys(KS, 0) for name in ("raw", "add", "add_turns_only")}
     asked = 0
     facts = 0
     seconds = {"raw": 0.0, "add": 0.0}
@@ -173,8 +175,9 @@ def locomo(conversations: Sequence[LocomoConversation], root: Path) -> dict[str,
             for q in conv.questions:
                 asked += 1
                 gold = set(q.evidence)
-                for name, mem, turn_of in (("raw", raw, raw_turn), ("add", via, add_turn)):
-                    found = mem.search(q.text, agent="bench", limit=max(KS))
+                runs = (("raw", raw, raw_turn, None), ("add", via, add_turn, None))
+                for name, mem, turn_of, kind in (*runs, ("add_turns_only", via, add_turn, "conversation")):
+                    found = mem.search(q.text, agent="bench", kind=kind, limit=max(KS))
                     turns = [turn_of.get(h.memory.id) for h in found]
                     for k in KS:
                         hits[name][k] += bool(gold & set(turns[:k]))

@@ -195,11 +195,11 @@ def memories_table(
 
 
 def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | None = None, width: int = 80) -> Table:
-    """Search results best first: score, id, kind, content (shortened) and tags."""
+    """Search results best first: calibrated relevance, id, kind, content (shortened) and tags."""
     wide = width >= WIDE
     foreign = any(agent is not None and h.memory.agent != agent for h in hits)
     table = listing_table(title)
-    table.add_column("score", justify="right", no_wrap=True, style="green")
+    table.add_column("relevance", justify="right", no_wrap=True, style="green")
     _id_column(table)
     table.add_column("kind", no_wrap=True, style="magenta")
     if foreign:
@@ -209,7 +209,7 @@ def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | No
         table.add_column("tags", max_width=None if width >= PIPE_WIDTH else 30)
     for h in hits:
         m = h.memory
-        row: list[str | Text] = [f"{h.score:.3f}", m.id, m.kind, *([m.agent] if foreign else [])]
+        row: list[str | Text] = [f"{h.relevance:.2f}", m.id, m.kind, *([m.agent] if foreign else [])]
         row.append(_content_cell(m, wide))
         if wide:
             row.append(_tags(m.tags))
