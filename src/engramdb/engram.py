@@ -18,11 +18,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engramdb import _validate as check
 from engramdb.auth import ApiKeys
 from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
+from engramdb.brain.conversations import Conversations
 from engramdb.brain.distill import Distiller
 from engramdb.brain.llm import LLM, llm_from_settings
 from engramdb.brain.reason import Reasoner
@@ -39,6 +40,7 @@ from engramdb.learning.failure_service import FailureService
 from engramdb.learning.recommend import RecommendConfig
 from engramdb.learning.service import LearningService
 from engramdb.models import (
+    AddResult,
     Change,
     Context,
     HealthReport,
@@ -91,7 +93,28 @@ class Engram:
     A missing store folder is created, unless ``create=False``: then a folder that holds no
     store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
     tool pointed at a mistyped path fails instead of answering from a new, empty store.
+
+    ``Engram("http://host:8765", api_key=KEY)`` (or no location with ``$ENGRAM_URL`` set, and
+    ``$ENGRAM_API_KEY``) returns a :class:`~engramdb.client.RemoteEngram` instead: the same API
+    through a running ``engram serve``, with no store or model in this process.
     """
+
+    def __new__(
+        cls, location: str | os.PathLike[str] | None = None, *, api_key: str | None = None, **options: Any
+    ) -> Engram:
+        url = location if location is not None else os.environ.get("ENGRAM_URL") or None
+        if isinstance(url, str) and url.lower().startswith(("http://", "https://")):
+            from engramdb.client.remote import RemoteEngram
+
+            unknown = sorted(set(options) - {"timeout", "create"})  # create: the server's store exists
+            if unknown:
+                raise ConfigError(
+                    f"{', '.join(unknown)}: settings of the server's store, not of a client of {url} "
+                    "(a client takes api_key and timeout)"
+                )
+            # Not an Engram subclass, so Python does not run Engram.__init__ on it: a client with the same API.
+            return cast("Engram", RemoteEngram(url, api_key=api_key, timeout=options.get("timeout")))
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -104,8 +127,11 @@ class Engram:
         llm: LLM | None = None,
         progress: Progress | None = None,
         create: bool = True,
+        api_key: str | None = None,
         **overrides: Any,
     ) -> None:
+        if api_key is not None:
+            raise ConfigError("api_key is for a server (Engram('http://host:port', api_key=...)), not a local store")
         if isinstance(embedder, str):
             overrides = {**overrides, "embedder": embedder}
             embedder = None
@@ -190,6 +216,7 @@ class Engram:
             sessions=self._session_of,
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
+        self._conversations = Conversations(store, embedder, pipeline=pipeline, llm=self.llm)
         # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one agent's window.
         self._shared_sessions: RedisSessions | None = None
         if settings.session_url:
@@ -377,6 +404,31 @@ class Engram:
         """
         return self._pipeline.remember_many(items, force=force)
 
+    def add(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
+    ) -> AddResult:
+        """Conversations in: store every message as a ``conversation`` memory and the durable facts it states.
+
+        ``messages`` are OpenAI-style: ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (roles
+        user, assistant, system, developer, tool, function; optional ``name``, the speaker, and ``at``, when
+        it was said, else ``at`` of the call). Bad input is one ValidationError and nothing is written.
+
+        Without an LLM a deterministic extractor reads the user's turns for explicit statements
+        (preferences, name, home, job, family, pets, health, dated plans, "remember that ..."), each under a
+        stable key, so a changed fact supersedes the stored one ("I moved to Berlin" replaces "I live in
+        Paris"; the old value stays in :meth:`history`). With an LLM configured it decides against the
+        nearest stored facts (add, update, delete, nothing), checked before anything is written; if it
+        fails, the extractor stands in and ``llm_error`` says why. The result lists the stored turns and,
+        for each fact, what was done: added, updated, superseded, deleted or unchanged.
+        """
+        return self._conversations.add(messages, agent=self._agent(agent), user=user, session=session, at=at)
+
     def update(self, memory_id: str, *, agent: str | None = None, **changes: Any) -> Memory:
         """Change fields of a memory (content, tags, metadata, kind, confidence, visibility).
 
@@ -434,6 +486,7 @@ class Engram:
         limit: int = 10,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        min_score: float | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query``, best first.
 
@@ -442,10 +495,18 @@ class Engram:
         (keywords and meaning) comes first; recency, confidence, access and past
         success adjust the order gently. Each returned memory counts as accessed. With
         the ``min_score`` setting above 0, a memory found by meaning alone (no keyword
-        of the query) is returned only if its similarity reaches it.
+        of the query) is returned only if its similarity reaches it; ``min_score`` sets that cutoff for
+        this search.
         """
         return self._recall.search(
-            query, agent=self._agent(agent), kind=kind, tags=tags, limit=limit, since=since, until=until
+            query,
+            agent=self._agent(agent),
+            kind=kind,
+            tags=tags,
+            limit=limit,
+            since=since,
+            until=until,
+            min_score=min_score,
         )
 
     def list(

@@ -109,6 +109,7 @@ class Recall:
         limit: int = 10,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        min_score: float | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed).
 
@@ -118,6 +119,8 @@ class Recall:
         query = check.content(query, what="query")
         flt = read_filter(agent, kind, tags, since=since, until=until)
         limit = check.limit(limit)
+        if min_score is not None:
+            min_score = check.confidence(min_score, what="min_score")
         if self._settle is not None:
             # Background vectors: this instance's queued vectors are written before the query is embedded, so
             # a search sees every earlier write of this process (as in sync mode) and the two embeddings do
@@ -126,7 +129,7 @@ class Recall:
         now = utcnow()
         epoch = self._accesses.epoch if self._accesses is not None else 0
         found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
-        cutoff = self._settings.min_score
+        cutoff = self._settings.min_score if min_score is None else min_score
         if cutoff > 0:
             # Found by meaning alone and less similar than the cutoff: unrelated, not a hit (and not accessed).
             found = [h for h in found if h.keyword_score is not None or (h.vector_score or 0.0) >= cutoff]

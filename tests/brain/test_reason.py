@@ -84,7 +84,8 @@ def test_plan_uses_the_memory_context_and_records_a_pending_decision(mem: Engram
     assert m.agent == "alice"
     assert "pending" in m.tags
     assert m.metadata["action"] == PLAN["decision"]
-    assert m.metadata["pending"] is True
+    assert m.metadata["outcome"] == "pending"
+    assert [p.id for p in mem.learning.pending(agent="alice")] == [r.decision_id]
     assert m.metadata["reasoning"]["steps"] == PLAN["steps"]
     # Pending: not yet evidence for the learning engine.
     assert all(o.action != PLAN["decision"] for o in mem.learning.outcomes(agent="alice"))
@@ -103,10 +104,26 @@ def test_resolve_turns_the_decision_into_an_outcome_record(mem: Engram) -> None:
     [rec] = [o for o in mem.learning.outcomes(agent="bob") if o.id == r.decision_id]
     assert rec.action == PLAN["decision"]
     assert rec.success == 1.0
-    with pytest.raises(ValidationError, match="not a pending decision"):
+    with pytest.raises(ValidationError, match="already has an outcome"):
         reasoning.resolve(r.decision_id, "failure", agent="bob")
     with pytest.raises(NotFound):
         reasoning.resolve(r.decision_id, "failure", agent="mallory")
+
+
+def test_a_decision_from_an_older_store_still_resolves(mem: Engram) -> None:
+    """Reasoning once marked decisions with ``pending: True`` and no outcome; learning lists and resolves them."""
+    old = mem.remember(
+        "deploy the service",
+        agent="bob",
+        kind="decision",
+        tags=["reasoning", "pending"],
+        metadata={"action": "blue-green", "pending": True, "reasoning": {"mode": "plan"}},
+    )
+    assert [p.id for p in mem.learning.pending(agent="bob")] == [old.id]
+    done = mem.learning.resolve(old.id, "success", agent="bob")
+    assert done.metadata["outcome"] == "success"
+    assert "pending" not in done.metadata
+    assert "action:blue-green" in done.tags
 
 
 def test_decide_picks_one_of_the_options(mem: Engram) -> None:

@@ -250,9 +250,16 @@ def test_openapi_schema_never_gets_a_5xx(tmp_path: Path, embedder: Embedder) -> 
             def check(case: Any) -> None:
                 response = case.call(headers=headers)
                 COUNTS["schemathesis"] += 1
-                if response.status_code >= 500:
+                if response.status_code >= 500 and response.status_code != 501:
                     COUNTS["st_5xx"] += 1
-                assert response.status_code < 500, (case.method, case.path, response.status_code, response.text[:300])
+                # 501 only from reasoning, which needs an LLM this server does not have: said, not a crash.
+                no_llm = response.status_code == 501 and case.path.endswith("/reason")
+                assert response.status_code < 500 or no_llm, (
+                    case.method,
+                    case.path,
+                    response.status_code,
+                    response.text[:300],
+                )
                 if response.status_code >= 400 and response.status_code != 405:
                     assert set(response.json()) == {"error"}, response.text[:300]
                 case.validate_response(response, checks=[response_schema_conformance])

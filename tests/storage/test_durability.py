@@ -9,7 +9,7 @@ from storage_helpers import MODEL, NOW, StoreFactory, memory, unit_vectors
 
 from engramdb.auditcoverage import coverage
 from engramdb.models import AuditEvent, AuditRecord, Change
-from engramdb.storage._bookkeeping import Deferred
+from engramdb.storage._deferred import Deferred
 from engramdb.storage.base import Store
 from engramdb.storage.sqlite import open_sqlite
 

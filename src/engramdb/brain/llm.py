@@ -23,16 +23,15 @@ deterministic path.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
-import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, runtime_checkable
 
+from engramdb._retry import backoff_delay, retry_after
 from engramdb.errors import LLMError, LLMNotConfigured
 
 __all__ = [
@@ -249,7 +248,7 @@ class OpenAICompatibleLLM:
         httpx = self._httpx
         last = ""
         for attempt in range(self.max_retries + 1):
-            retry_after: float | None = None
+            server_wait: float | None = None
             try:
                 response = self._client.post(url, json=body)
             except httpx.TimeoutException:
@@ -268,18 +267,12 @@ class OpenAICompatibleLLM:
                 if response.status_code not in _RETRY_STATUS:
                     raise LLMError(f"{self.name} refused the request (HTTP {response.status_code}): {detail}")
                 last = f"HTTP {response.status_code}: {detail}"
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+                server_wait = retry_after(response.headers.get("Retry-After"), now=datetime.now(UTC))
             if attempt == self.max_retries:
                 break
-            self._sleep(self._delay(attempt, retry_after))
+            self._sleep(backoff_delay(attempt, base=self.backoff, cap=self.max_backoff, server_wait=server_wait))
         tries = self.max_retries + 1
         raise LLMError(f"{self.name} failed after {tries} attempt{'s' if tries != 1 else ''}: {last}")
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(self.max_backoff, retry_after)
-        base = self.backoff * (2.0**attempt)
-        return min(self.max_backoff, base * (1.0 + 0.25 * random.random()))  # noqa: S311 (jitter, not crypto)
 
     def _content(self, data: Any) -> str:
         try:
@@ -315,23 +308,6 @@ def _error_detail(response: Any) -> str:
     except ValueError:
         pass
     return _snippet(response.text or response.reason_phrase or "")
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date), or None."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 # -- configuration -----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from engramdb import _validate as check
 from engramdb.brain.llm import HOW_TO_CONFIGURE, LLM, LLMError, LLMNotConfigured
 from engramdb.errors import NotFound, ValidationError
-from engramdb.learning.records import MAX_ACTION_CHARS, decision_metadata
+from engramdb.learning.records import MAX_ACTION_CHARS, PENDING, decision_metadata, resolved_metadata
 from engramdb.models import REASONING_MODES, Memory, Reasoning, ReasoningMode
 from engramdb.storage.base import Filter
 
@@ -149,16 +149,20 @@ class Reasoner:
         action = r.decision if r.decision is not None else ""
         if len(action) > MAX_ACTION_CHARS:
             action = action[: MAX_ACTION_CHARS - 1] + "…"
-        meta: dict[str, Any] = {
-            "action": action,
-            "pending": True,
-            "reasoning": {"mode": r.mode, "steps": list(r.steps), "rationale": r.rationale, "model": r.model},
-        }
-        alternatives = [o for o in r.options if o != action]
-        if alternatives:
-            meta["alternatives"] = alternatives
+        # The same pending format as ``mem.learning.record(..., outcome=None)``, so the decision shows in
+        # ``mem.learning.pending()`` and ``mem.learning.resolve`` (or ``engram learning resolve``) attaches its outcome.
+        action, meta = decision_metadata(
+            action,
+            None,
+            alternatives=[o for o in r.options if o != action],
+            extra={"reasoning": {"mode": r.mode, "steps": list(r.steps), "rationale": r.rationale, "model": r.model}},
+        )
         return self._pipeline.remember(
-            r.goal, agent=agent, kind="decision", tags=["reasoning", f"mode:{r.mode}", "pending"], metadata=meta
+            r.goal,
+            agent=agent,
+            kind="decision",
+            tags=["reasoning", f"mode:{r.mode}", f"action:{action}", PENDING],
+            metadata=meta,
         )
 
     def resolve(self, decision_id: str, outcome: str | bool | float, *, agent: str = "default") -> Memory:
@@ -166,23 +170,23 @@ class Reasoner:
 
         ``outcome`` is success/failure/partial, a boolean or a reward in [-1, 1]. The
         pending memory becomes an ordinary outcome record (what ``mem.learning.record``
-        writes), so suggestions learn from it. It must be ``agent``'s own pending
-        decision: an unknown id raises NotFound, a resolved one ValidationError.
+        writes), so suggestions learn from it; ``mem.learning.resolve`` does the same.
+        It must be ``agent``'s own pending decision: an unknown id raises NotFound, a
+        resolved one ValidationError.
         """
         agent = check.agent_name(agent)
         decision_id = check.memory_id(decision_id)
         current = self._store.memories.get(decision_id, Filter(agent=agent, include_shared=False))
         if current is None or current.kind != "decision" or current.agent != agent:
             raise NotFound(f"no decision {decision_id!r} of agent {agent!r}")
-        meta = dict(current.metadata)
-        if meta.get("pending") is not True:
-            raise ValidationError(f"decision {decision_id!r} is not a pending decision from reasoning")
-        meta.pop("pending")
-        action, outcome_meta = decision_metadata(meta.get("action"), outcome, alternatives=meta.get("alternatives", ()))
-        meta.update(outcome_meta)
-        tags = [t for t in current.tags if t != "pending"] + [f"action:{action}"]
+        meta = resolved_metadata(current.metadata, outcome)
+        tags = [t for t in current.tags if t != PENDING] + [f"action:{meta['action']}"]
         return self._pipeline.update(
-            decision_id, {"metadata": meta, "tags": list(dict.fromkeys(tags))}, actor=agent, current=current
+            decision_id,
+            {"metadata": meta, "tags": list(dict.fromkeys(tags))},
+            actor=agent,
+            action="resolve",
+            current=current,
         )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import email.utils
 import threading
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from engramdb._retry import backoff_delay, retry_after
 from engramdb.embeddings._common import check_texts, normalise, one_line
 from engramdb.errors import ConfigError, EmbeddingError
 
@@ -151,7 +151,8 @@ class OpenAIEmbedder:
             except httpx.HTTPError as exc:
                 raise EmbeddingError(f"request to {self.url} failed: {one_line(exc)}") from exc
             if response.status_code in _RETRY_STATUSES and attempt < self.retries:
-                time.sleep(_retry_wait(response, attempt))
+                server_wait = retry_after(response.headers.get("Retry-After"), now=datetime.now(UTC))
+                time.sleep(backoff_delay(attempt, base=0.5, cap=_MAX_RETRY_WAIT, server_wait=server_wait))
                 continue
             if response.status_code >= 400:
                 detail = _error_detail(response)
@@ -244,16 +245,3 @@ def _error_detail(response: httpx.Response) -> str:
         text = str(error) if error is not None else response.text
     text = " ".join(text.split())
     return text[:197] + "..." if len(text) > 200 else text
-
-
-def _retry_wait(response: httpx.Response, attempt: int) -> float:
-    """Seconds to wait before retrying: the server's Retry-After if given, else exponential backoff."""
-    header = response.headers.get("Retry-After", "")
-    try:
-        seconds = float(header)
-    except ValueError:
-        try:
-            seconds = (email.utils.parsedate_to_datetime(header) - datetime.now(UTC)).total_seconds()
-        except (TypeError, ValueError):  # no header, or a date without a timezone
-            seconds = 0.5 * 2**attempt
-    return min(max(seconds, 0.0), _MAX_RETRY_WAIT)

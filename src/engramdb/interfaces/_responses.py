@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "RESPONSES",
-    "TOOL_RESULTS",
     "Analysis",
     "AuditEvent",
     "AuditLog",
@@ -511,35 +510,10 @@ ERROR_STATUSES: Final = {
     415: "The request body is not JSON.",
     421: "The Host header does not name this server.",
     422: "The request is invalid: what and where, in one line.",
+    501: "The operation needs an LLM and this server has none configured (ENGRAM_LLM).",
+    502: "The LLM the server calls failed, timed out or answered unusably.",
     503: "The store is unavailable.",
 }
 RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     status: {"model": Error, "description": text} for status, text in ERROR_STATUSES.items()
-}
-
-#: The result model of each MCP tool (by tool name): its output schema.
-TOOL_RESULTS: Final[dict[str, type[BaseModel]]] = {
-    "remember": Memory,
-    "search": SearchResult,
-    "get": Memory,
-    "forget": Forgotten,
-    "record_outcome": Memory,
-    "suggest": Suggestion,
-    "choose": Chosen,
-    "record_failure": Memory,
-    "solutions": SolutionList,
-    "failure_patterns": PatternList,
-    "preflight": WarningList,
-    "record_episode": Memory,
-    "start_episode": EpisodeStarted,
-    "episode_event": EventAdded,
-    "end_episode": EpisodeRecord,
-    "find_episodes": EpisodeList,
-    "analyze_episodes": Analysis,
-    "stats": Stats,
-    "context": Context,
-    "session_add": SessionMessageAdded,
-    "session": SessionWindow,
-    "share": Shared,
-    "unshare": Unshared,
 }

@@ -28,6 +28,7 @@ and never a traceback::
     ValidationError (and a malformed request) -> 422      NotAuthenticated -> 401
     NotFound (and an unknown route)            -> 404      AccessDenied     -> 403
     StorageError                               -> 503      anything else    -> 500
+    LLMNotConfigured (no LLM on this server)   -> 501      LLMError         -> 502
 
 Requires the ``rest`` extra: ``pip install 'engramdb[rest]'``.
 """
@@ -47,9 +48,11 @@ try:
     from fastapi.responses import JSONResponse
     from fastapi.routing import APIRoute
     from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+    from pydantic import BaseModel
     from starlette.exceptions import HTTPException
 
     from engramdb.interfaces import _responses as res
+    from engramdb.interfaces import _responses_more as more_res
     from engramdb.interfaces._metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
     from engramdb.interfaces._serving import ServerState, add_docs
     from engramdb.interfaces.web import api_key_authorizer, dashboard_router
@@ -61,13 +64,24 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 import engramdb
 from engramdb._validate import MAX_LIMIT
 from engramdb.auth import ApiKeys
-from engramdb.errors import AccessDenied, EngramError, NotAuthenticated, NotFound, StorageError, ValidationError
+from engramdb.errors import (
+    AccessDenied,
+    EngramError,
+    LLMError,
+    LLMNotConfigured,
+    NotAuthenticated,
+    NotFound,
+    StorageError,
+    ValidationError,
+)
 from engramdb.interfaces import _ops as ops
 from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of
 from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard
+from engramdb.interfaces._rest_more import mount_more
 from engramdb.interfaces._schemas import (
     AGENT_HELP,
     MAX_OFFSET,
+    AddArgs,
     AnalyzeEpisodesArgs,
     BatchArgs,
     ChooseArgs,
@@ -82,6 +96,8 @@ from engramdb.interfaces._schemas import (
     PreflightArgs,
     RecordArgs,
     RememberArgs,
+    RouteArgs,
+    RouteRecordArgs,
     SearchArgs,
     SessionArgs,
     SessionMessageArgs,
@@ -135,6 +151,10 @@ def _status(exc: EngramError) -> int:
         return 404
     if isinstance(exc, StorageError):
         return 503
+    if isinstance(exc, LLMNotConfigured):  # this server cannot do it (no LLM configured): not a crash
+        return 501
+    if isinstance(exc, LLMError):  # the LLM it calls failed, timed out or answered unusably
+        return 502
     return 500
 
 
@@ -143,7 +163,10 @@ async def _on_engram_error(request: Request, exc: Exception) -> JSONResponse:
     status = _status(exc)
     if status == 503:  # the details (paths, SQL) go to the log, not to the client
         _log.warning("storage error on %s %s: %s", request.method, request.url.path, exc)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    # The class name lets a client raise the same error (the remote Engram): the status alone is coarser.
+    headers = {"X-Engram-Error": type(exc).__name__}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
     return _error(status, str(exc), headers)
 
 
@@ -179,7 +202,13 @@ def _validation_message(errors: Sequence[Any]) -> str:
 
 
 def _query_names(dependant: Dependant) -> set[str]:
-    names = {p.alias for p in dependant.query_params}
+    names = set()
+    for p in dependant.query_params:
+        model = p.field_info.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):  # a query model: its fields are the parameters
+            names |= {f.alias or n for n, f in model.model_fields.items()}
+        else:
+            names.add(p.alias)
     for sub in dependant.dependencies:
         names |= _query_names(sub)
     return names
@@ -352,6 +381,11 @@ def create_app(
         """Store one memory; returns it as stored (secrets replaced, or the memory it merged into)."""
         return ops.remember(mem, who, body)
 
+    @api.post("/memories/add", status_code=201, tags=["memories"], response_model=more_res.AddResult)
+    def add(who: Who, body: AddArgs) -> dict[str, Any]:
+        """Add a conversation: its turns are stored and the durable facts it states kept (a changed fact supersedes)."""
+        return ops.add_conversation(mem, who, body)
+
     @api.post("/memories/batch", status_code=201, tags=["memories"], response_model=res.Memories)
     def remember_many(who: Who, body: BatchArgs) -> dict[str, Any]:
         """Store many memories at once: all or nothing; an error names the bad item's position."""
@@ -420,6 +454,16 @@ def create_app(
     def choose(who: Who, body: ChooseArgs) -> dict[str, Any]:
         """Pick one of the options, balancing exploring and exploiting."""
         return ops.choose(mem, who, body)
+
+    @api.post("/route", tags=["learning"], response_model=more_res.RouteChoice)
+    def decide_route(who: Who, body: RouteArgs) -> dict[str, Any]:  # named apart from /routing/route's "route"
+        """Pick the LLM for a task (seed 002's table, then recorded outcomes); with a fallback and the reason."""
+        return ops.route(mem, who, body)
+
+    @api.post("/route/outcomes", status_code=201, tags=["learning"], response_model=res.Memory)
+    def record_route(who: Who, body: RouteRecordArgs) -> dict[str, Any]:
+        """Record how a model did on a task; returns the ``decision`` memory routing learns from."""
+        return ops.route_record(mem, who, body)
 
     @api.post("/failures", status_code=201, tags=["failures"], response_model=res.Memory)
     def record_failure(who: Who, body: FailureArgs) -> dict[str, Any]:
@@ -550,6 +594,9 @@ def create_app(
         if report.status != "ok":
             response.status_code = 503
         return report
+
+    # The rest of the library: keyed memories, clear, learning, checks, keys, ...
+    mount_more(api, mem, Who, results=more_res.MORE_RESULTS)
 
     app.include_router(api, prefix=API_PREFIX)
     # Today's unversioned paths stay as aliases (the dashboard, scripts and tests use them), outside the schema.

@@ -17,7 +17,7 @@ from engramdb._util import parse_ts, utcnow
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import episodes as ep
 from engramdb.learning.failure_service import FailureService
-from engramdb.learning.records import EPISODE_TAG, PENDING, credited_weights, resolved_metadata
+from engramdb.learning.records import EPISODE_TAG, PENDING, credited_weights, is_pending, resolved_metadata
 from engramdb.models import EpisodeAnalysis, EpisodeRecord, Memory
 from engramdb.storage.base import Filter
 
@@ -224,7 +224,7 @@ class EpisodeService:
         """Resolve the episode's pending decisions with discounted credit; returns how many."""
         flt = Filter(agent=agent, kinds=_DECISION, tags=(PENDING, EPISODE_TAG + episode_id))
         pending = [m for page in self._recall.pages(flt) for m in page if m.agent == agent]
-        pending = [m for m in pending if m.metadata.get("outcome") == PENDING]
+        pending = [m for m in pending if is_pending(m.metadata)]
         pending.sort(key=lambda m: (m.created_at, m.id))
         weights = credited_weights(outcome, len(pending), discount=discount)
         for m, w in zip(pending, weights, strict=True):

@@ -24,6 +24,8 @@ __all__ = [
     "RESERVED_KEYS",
     "credited_weights",
     "decision_metadata",
+    "is_pending",
+    "is_pending_outcome",
     "normalise_context",
     "parse_decision",
     "resolved_metadata",
@@ -44,6 +46,22 @@ MAX_ACTION_CHARS: Final = 500
 def normalise_context(text: str) -> str:
     """Case- and whitespace-insensitive form of a context, for exact-match comparisons."""
     return " ".join(text.casefold().split())
+
+
+def is_pending_outcome(outcome: object) -> bool:
+    """Whether ``outcome`` says the outcome comes later: None or the word "pending" (any case)."""
+    return outcome is None or (isinstance(outcome, str) and outcome.strip().casefold() == PENDING)
+
+
+def is_pending(meta: Mapping[str, Any]) -> bool:
+    """Whether a decision's metadata waits for its outcome.
+
+    Decisions from reasoning written before they shared the learning format carry
+    ``pending: True`` and no outcome; they are pending too, so they can still be resolved.
+    """
+    if "action" not in meta:
+        return False
+    return meta.get("outcome") == PENDING or (meta.get("pending") is True and "outcome" not in meta)
 
 
 def _label(value: object, what: str, *, limit: int = MAX_ACTION_CHARS) -> str:
@@ -88,12 +106,12 @@ def decision_metadata(
 ) -> tuple[str, dict[str, Any]]:
     """Validate an outcome and return ``(action, metadata)`` for its decision memory.
 
-    ``outcome`` None records a pending decision (its outcome comes later, see
+    ``outcome`` None or "pending" records a pending decision (its outcome comes later, see
     :func:`resolved_metadata`). Raises ValidationError (and nothing is written) on a bad action, outcome,
     alternative, duration or category, or when ``extra`` uses a reserved key.
     """
     action = _label(action, "action")
-    weight = None if outcome is None else success_weight(outcome)
+    weight = None if is_pending_outcome(outcome) else success_weight(outcome)
     alts = tuple(a for a in _labels(alternatives, "alternatives") if a != action)
     clash = sorted(RESERVED_KEYS & set(extra or {}))
     if clash:
@@ -177,10 +195,13 @@ def resolved_metadata(meta: Mapping[str, Any], outcome: object, *, credit: str |
 
     ``credit`` notes where the outcome came from (e.g. ``"episode"``: credited from an episode's end).
     """
-    if meta.get("outcome") != PENDING or "action" not in meta:
+    if not is_pending(meta):
         raise ValidationError("the decision already has an outcome (only a pending decision can be resolved)")
+    if is_pending_outcome(outcome):
+        raise ValidationError("resolve needs the outcome (success, failure, partial, a boolean or a reward)")
     weight = success_weight(outcome)
     out = dict(meta)
+    out.pop("pending", None)
     out.update({"outcome": outcome_label(weight), "success": weight, "reward": 2.0 * weight - 1.0})
     if credit is not None:
         out["credit"] = credit

@@ -28,7 +28,15 @@ from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, le
 from engramdb.learning.analytics import approaches as find_approaches
 from engramdb.learning.complexity import assess_complexity
 from engramdb.learning.recommend import Neighbour, RecommendConfig
-from engramdb.learning.records import EPISODE_TAG, PENDING, decision_metadata, parse_decision, resolved_metadata
+from engramdb.learning.records import (
+    EPISODE_TAG,
+    PENDING,
+    decision_metadata,
+    is_pending,
+    is_pending_outcome,
+    parse_decision,
+    resolved_metadata,
+)
 from engramdb.learning.report import build_report, write_chart
 from engramdb.learning.stats import OUTCOME_WORDS, success_weight
 from engramdb.models import (
@@ -112,7 +120,7 @@ class LearningService:
         """Record that doing ``action`` in ``context`` turned out as ``outcome``; returns the decision memory.
 
         ``outcome`` is "success", "failure", "partial", a boolean, or a reward in [-1, 1]; None
-        records the decision now and its outcome later (:meth:`resolve`, or the end of its
+        (or "pending") records the decision now and its outcome later (:meth:`resolve`, or the end of its
         ``episode``: a decision made within an episode started with ``mem.episodes.start``
         and left pending gets credit from the episode's outcome, discounted by its distance
         from the end). A pending decision does not count in suggestions until resolved.
@@ -152,9 +160,11 @@ class LearningService:
         if memory is None or memory.agent != agent:
             raise NotFound(f"no decision {decision_id!r} of agent {agent!r}")
         meta = resolved_metadata(memory.metadata, outcome)
+        # A decision from reasoning written before it carried the action tag gets it now, as record() writes it.
+        tags = list(dict.fromkeys([*(t for t in memory.tags if t != PENDING), f"action:{meta['action']}"]))
         updated = self._pipeline.update(
             memory.id,
-            {"metadata": meta, "tags": [t for t in memory.tags if t != PENDING]},
+            {"metadata": meta, "tags": tags},
             actor=agent,
             action="resolve",
             current=memory,
@@ -171,7 +181,7 @@ class LearningService:
             episode = _args.label(episode, "episode")
         tags = (PENDING,) if episode is None else (PENDING, EPISODE_TAG + episode)
         out = [m for page in self._recall.pages(Filter(agent=agent, kinds=_DECISION, tags=tags)) for m in page]
-        out = [m for m in out if m.agent == agent and m.metadata.get("outcome") == PENDING]
+        out = [m for m in out if m.agent == agent and is_pending(m.metadata)]
         out.sort(key=lambda m: (m.created_at, m.id))
         return out
 
@@ -216,12 +226,13 @@ class LearningService:
             episode = _args.label(episode, "episode")
             meta["episode"] = episode
             all_tags.append(EPISODE_TAG + episode)
-        if outcome is None:
+        pending = is_pending_outcome(outcome)
+        if pending:
             all_tags.append(PENDING)
         memory = self._pipeline.remember(
             context, agent=agent, kind="decision", tags=all_tags, metadata=meta, visibility=visibility
         )
-        if used_ids and outcome is not None:
+        if used_ids and not pending and outcome is not None:
             self.feedback(used_ids, outcome, agent=agent)
         return memory
 

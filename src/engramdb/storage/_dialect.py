@@ -26,7 +26,7 @@ from engramdb.models import Memory
 from engramdb.storage._filters import FilterSQL
 
 if TYPE_CHECKING:
-    from engramdb.storage._bookkeeping import Deferred
+    from engramdb.storage._deferred import Deferred
 from engramdb.storage.base import CandidateSource, Filter, Vectors
 
 __all__ = ["Conn", "Dialect", "Result"]

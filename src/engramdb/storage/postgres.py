@@ -53,9 +53,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engramdb.errors import StorageError, ValidationError
 from engramdb.models import Memory
-from engramdb.storage._bookkeeping import Deferred
+from engramdb.storage._bookkeeping import write_deferred
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import AUDIT_HEAD_KEY
+from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
@@ -252,7 +253,7 @@ class PostgresBackend:
                 self._local.conn = conn
                 try:
                     # Bookkeeping of reads that met a full disk lands with this write (or stays pending).
-                    self.deferred.write(self, _PgConn(conn), pending)
+                    write_deferred(self, _PgConn(conn), pending)
                     yield conn
                 finally:
                     self._local.conn = None

@@ -32,8 +32,9 @@ import numpy.typing as npt
 from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, ValidationError
 from engramdb.models import Memory
 from engramdb.storage._ann import sidecar_dir
-from engramdb.storage._bookkeeping import Deferred
+from engramdb.storage._bookkeeping import write_deferred
 from engramdb.storage._codecs import AUDIT_HEAD_KEY
+from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
@@ -284,7 +285,7 @@ class SQLiteBackend:
                 conn.execute("BEGIN IMMEDIATE")
                 write = _Write(conn, sync_state(conn) if self._index.state is not None else None)
                 # Bookkeeping of reads that met a full disk lands with this write (or stays pending).
-                self.deferred.write(self, conn, pending)
+                write_deferred(self, conn, pending)
                 self._open_write = write
                 try:
                     yield write

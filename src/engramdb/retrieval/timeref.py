@@ -1,0 +1,293 @@
+"""Time named in a question ("last Saturday", "two weeks ago", "in May"), resolved to an interval. Pure.
+
+A question is asked at a reference moment (``now``, or the moment the caller says it was asked). The
+expressions are found by a small set of patterns (so a question without any costs one regex scan and never
+loads the date library), then each found phrase is resolved by ``dateparser`` against the reference, which
+also says the phrase's granularity (day, week, month, year). Only seasons and weekends, which the library
+does not read, are resolved here. An expression that names an event instead of a date ("two weeks before
+the trip") is not resolved: it needs the event's own date first.
+
+The interval of a phrase follows its granularity: "last Saturday" and "yesterday" are that day, "last
+week" and "in May" the calendar week or month, "two weeks ago" the week around the day fourteen days back
+(people round: it is rarely exactly 14 days). Days begin at midnight in the reference's time zone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Literal
+
+from engramdb.retrieval.ranking import Fused
+
+__all__ = ["TIME_WEIGHT", "TimeSpan", "TimeWindow", "find_time", "nearness", "weigh_by_time"]
+
+#: How much a candidate outside the question's time loses: its relevance times ``1 - TIME_WEIGHT`` when it
+#: lies a full slack away (bench/RESULTS.md, "time in questions").
+TIME_WEIGHT = 0.5
+
+Unit = Literal["day", "week", "weekend", "month", "season", "year"]
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}  # first month (northern hemisphere)
+_COUNT_WORDS = {"a couple of": "2", "couple of": "2", "a few": "3", "few": "3", "several": "3"}
+
+_WD = "|".join(_WEEKDAYS)
+_MO = "|".join(_MONTHS)
+_NUM = (
+    r"(?:\d{1,4}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+    r"|(?:a\s+)?couple\s+of|(?:a\s+)?few|several)"
+)
+_REL = r"(?:last|this\s+past|this|past|previous|next|earlier\s+this)"
+_DAY_NUM = r"\d{1,2}(?:st|nd|rd|th)?"
+# One alternation, longest forms first; ``\b`` on both sides so "may" in "mayor" or "sat" never match.
+_PATTERNS = [
+    rf"{_NUM}\s+(?:day|week|month|year)s?\s+(?:ago|back|earlier)",
+    r"(?:the\s+day\s+before\s+)?yesterday|today|tonight|tomorrow|last\s+night",
+    r"this\s+(?:morning|afternoon|evening)",
+    rf"(?:{_REL}|in|during|over)\s+(?:the\s+)?(?:weekend|spring|summer|fall|autumn|winter)(?:\s+of\s+(?:19|20)\d\d)?",
+    rf"{_REL}\s+(?:week|month|year|{_WD})",
+    rf"(?:on\s+)?(?:{_MO})\s+{_DAY_NUM}(?:,?\s+(?:19|20)\d\d)?",
+    rf"(?:on\s+)?(?:the\s+)?{_DAY_NUM}\s+(?:of\s+)?(?:{_MO})(?:,?\s+(?:19|20)\d\d)?",
+    rf"(?:{_MO})\s+(?:19|20)\d\d",
+    rf"(?:in|during|since|of|for|early|late|mid-?|last|this)\s+(?:{_MO})\b(?:\s+(?:19|20)\d\d)?",
+    rf"on\s+(?:{_WD})",
+    r"(?:in|during|since|back\s+in)\s+(?:19|20)\d\d",
+    r"(?:on\s+)?(?:(?:19|20)\d\d-\d\d-\d\d|\d{1,2}/\d{1,2}/(?:19|20)\d\d)",
+]
+_FIND = re.compile(r"\b(?:" + "|".join(f"(?:{p})" for p in _PATTERNS) + r")\b", re.IGNORECASE)
+# Words that make a question look forward ("what is planned for May?"): then a bare month or weekday is
+# the next one, not the last.
+_FUTURE = re.compile(
+    r"\b(?:will|going\s+to|gonna|plan(?:s|ned|ning)?|upcoming|next|tomorrow|schedule[ds]?|can\s+(?:i|we)|should|shall)\b",
+    re.IGNORECASE,
+)
+_LEAD = re.compile(r"^(?:on|in|during|over|back\s+in|early|late|mid-?|of|for|the)\s+", re.I)
+_SEASONAL = re.compile(
+    r"(last|this|next)?\s*(?:the )?(weekend|spring|summer|fall|autumn|winter)(?: of ((?:19|20)\d\d))?"
+)
+_MAX_CHARS = 4000  # a question longer than this is scanned only up to here (a pasted document is no question)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeSpan:
+    """One time expression of a question and the interval it names: ``start <= t < end``."""
+
+    text: str
+    start: datetime
+    end: datetime
+    unit: Unit
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeWindow:
+    """The time a question names: the hull of its expressions, and the question without them."""
+
+    spans: tuple[TimeSpan, ...]
+    start: datetime
+    end: datetime
+    #: The question with the time words taken out (for a keyword channel that should not look for "Saturday").
+    rest: str
+
+    @property
+    def unit(self) -> Unit:
+        """The coarsest unit among the expressions: how much slack "near" the window allows."""
+        order: tuple[Unit, ...] = ("day", "weekend", "week", "month", "season", "year")
+        return max((s.unit for s in self.spans), key=order.index)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "unit": self.unit,
+            "expressions": [s.text for s in self.spans],
+            "rest": self.rest,
+        }
+
+
+def find_time(question: str, *, reference: datetime) -> TimeWindow | None:
+    """The time ``question`` names, resolved against ``reference`` (naive: UTC); None if it names none.
+
+    Never raises on any text: a phrase the library cannot read is skipped.
+    """
+    ref = reference if reference.tzinfo is not None else reference.replace(tzinfo=UTC)
+    text = question[:_MAX_CHARS]
+    future = _FUTURE.search(text) is not None
+    spans: list[TimeSpan] = []
+    cuts: list[tuple[int, int]] = []
+    for match in _FIND.finditer(text):
+        span = _resolve(match.group(0), ref, future=future)
+        if span is not None:
+            spans.append(span)
+            cuts.append(match.span())
+    if not spans:
+        return None
+    rest = "".join(text[a:b] for a, b in _gaps(cuts, len(text)))
+    rest = re.sub(r"\s+([?.!,])", r"\1", re.sub(r"\s{2,}", " ", rest)).strip()
+    return TimeWindow(
+        spans=tuple(spans),
+        start=min(s.start for s in spans),
+        end=max(s.end for s in spans),
+        rest=rest + question[_MAX_CHARS:],
+    )
+
+
+#: How far outside a window a moment still counts as near it, fading linearly (people round: "two weeks
+#: ago" said of 12 days, "in May" of May 31st's evening in another time zone).
+_SLACK: dict[Unit, timedelta] = {
+    "day": timedelta(days=1),
+    "weekend": timedelta(days=1),
+    "week": timedelta(days=3),
+    "month": timedelta(days=7),
+    "season": timedelta(days=15),
+    "year": timedelta(days=30),
+}
+
+
+def nearness(when: datetime, window: TimeWindow) -> float:
+    """1 inside ``window``, fading linearly to 0 at one slack (the window's unit's) outside it."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    if window.start <= when < window.end:
+        return 1.0
+    gap = window.start - when if when < window.start else when - window.end
+    return max(0.0, 1.0 - gap / _SLACK[window.unit])
+
+
+def weigh_by_time(
+    fused: Sequence[Fused], when: Mapping[str, datetime], window: TimeWindow, *, weight: float = TIME_WEIGHT
+) -> list[Fused]:
+    """Candidates re-weighed by how near their event time (``when``, by id) lies to the question's window.
+
+    A candidate inside keeps its relevance; one a slack or more away (or of unknown time) gets ``1 - weight``
+    of it. If no candidate is near the window, nothing changes: the question names a time the store has
+    nothing of, and its words alone should decide.
+    """
+    near = {f.id: nearness(when[f.id], window) for f in fused if f.id in when}
+    if not any(v > 0.0 for v in near.values()):
+        return list(fused)
+    out = [dataclasses.replace(f, relevance=f.relevance * (1.0 - weight * (1.0 - near.get(f.id, 0.0)))) for f in fused]
+    out.sort(key=lambda f: (-f.relevance, f.id))
+    return out
+
+
+def _gaps(cuts: list[tuple[int, int]], length: int) -> Iterator[tuple[int, int]]:
+    at = 0
+    for a, b in cuts:
+        yield at, a
+        at = b
+    yield at, length
+
+
+def _resolve(phrase: str, ref: datetime, *, future: bool) -> TimeSpan | None:
+    words = re.sub(r"\s+", " ", phrase.lower()).strip()
+    since = words.startswith("since ")
+    core = _LEAD.sub("", words.removeprefix("since ")).replace("this past ", "last ").replace("earlier this ", "this ")
+    span = _own(core, phrase, ref) or _library(core, phrase, ref, future=future)
+    if span is not None and since:
+        # "since March": from then until the question.
+        end = max(ref, span.start + timedelta(seconds=1))
+        span = TimeSpan(text=span.text, start=span.start, end=end, unit=span.unit)
+    return span
+
+
+def _own(core: str, phrase: str, ref: datetime) -> TimeSpan | None:
+    """Seasons and weekends (the library reads neither)."""
+    m = _SEASONAL.fullmatch(core)
+    if m is None:
+        return None
+    rel, what, year = m.group(1) or "", m.group(2), m.group(3)
+    today = ref.date()
+    if what == "weekend":
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)  # the latest Saturday up to today
+        if rel == "next" or (rel == "this" and today.weekday() < 5):
+            saturday += timedelta(days=7)
+        elif rel == "last" and today.weekday() >= 5:
+            saturday -= timedelta(days=7)
+        return _span(phrase, saturday, saturday + timedelta(days=2), "weekend", ref)
+    first = _SEASONS[what]
+    if year is not None:
+        start = date(int(year), first, 1)
+    else:
+        # The latest such season begun by the reference; "last" while it lasts: the one before; "next": after.
+        start = date(today.year, first, 1)
+        if start > today:
+            start = date(today.year - 1, first, 1)
+        if rel == "last" and _add_months(start, 3) > today:
+            start = date(start.year - 1, first, 1)
+        elif rel == "next":
+            start = date(start.year + 1, first, 1)
+    return _span(phrase, start, _add_months(start, 3), "season", ref)
+
+
+def _library(core: str, phrase: str, ref: datetime, *, future: bool) -> TimeSpan | None:
+    for word, number in _COUNT_WORDS.items():
+        core = core.replace(word, number)
+    core = re.sub(r"\s(?:back|earlier)$", " ago", core)
+    if core.startswith("last ") and core[5:] in _MONTHS:
+        core = core[5:]  # "last June": the library reads only "June", which the past preference places
+    parsed = _parse(core, ref.replace(tzinfo=None), "future" if future and "ago" not in core else "past")
+    if parsed is None:
+        return None
+    when, period = parsed
+    day = when.date()
+    if core.endswith(" ago") and period in ("week", "month", "year"):
+        unit: Unit = "week" if period == "week" else "month" if period == "month" else "year"
+        half = {"week": 3, "month": 15, "year": 182}[unit]
+        return _span(phrase, day - timedelta(days=half), day + timedelta(days=half + 1), unit, ref)
+    if period == "week":
+        monday = day - timedelta(days=day.weekday())
+        return _span(phrase, monday, monday + timedelta(days=7), "week", ref)
+    if period == "month":
+        first = day.replace(day=1)
+        return _span(phrase, first, _add_months(first, 1), "month", ref)
+    if period == "year":
+        return _span(phrase, date(day.year, 1, 1), date(day.year + 1, 1, 1), "year", ref)
+    return _span(phrase, day, day + timedelta(days=1), "day", ref)
+
+
+def _parse(core: str, base: datetime, prefer: str) -> tuple[datetime, str] | None:
+    from dateparser.date import DateDataParser  # ~0.2 s on first use: only for questions that name a time
+
+    settings = {"RELATIVE_BASE": base, "PREFER_DATES_FROM": prefer, "RETURN_TIME_AS_PERIOD": True}
+    try:
+        data = DateDataParser(languages=["en"], settings=settings).get_date_data(core)
+    except (ValueError, OverflowError):  # "9999 years ago" and the like: past the calendar
+        return None
+    if data.date_obj is None:
+        return None
+    return data.date_obj, str(data.period or "day")
+
+
+def _span(phrase: str, first: date, stop: date, unit: Unit, ref: datetime) -> TimeSpan | None:
+    if stop <= first:
+        return None
+    tz = ref.tzinfo
+    return TimeSpan(
+        text=phrase,
+        start=datetime.combine(first, time(), tzinfo=tz),
+        end=datetime.combine(stop, time(), tzinfo=tz),
+        unit=unit,
+    )
+
+
+def _add_months(day: date, months: int) -> date:
+    index = day.year * 12 + day.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)

@@ -1,0 +1,101 @@
+"""Seed 002: "Record agent decision for later learning" then ``update_decision_outcome(decision_id, outcome, reward)``.
+
+A decision made by ``mem.reason`` is the seed's ``record_decision``; it must reach the learning engine the same way a
+decision recorded with ``mem.learning.record(..., outcome=None)`` or ``engram memory record --outcome pending`` does:
+listed by ``learning.pending()``, resolved by ``learning.resolve`` / ``engram learning resolve``, then counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from seed_cli import Cli
+
+from engramdb import Engram
+from engramdb.embeddings.base import Embedder
+from engramdb.errors import ValidationError
+
+
+class OneAnswerLLM:
+    """An LLM that always decides the same option (the seed's ``chosen``)."""
+
+    name = "scripted:seed-002"
+
+    def __init__(self, decision: str) -> None:
+        self.decision = decision
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> str | dict[str, Any]:
+        return {"steps": ["compare the options"], "decision": self.decision, "rationale": "fewer failures before"}
+
+
+OPTIONS = ["retry-with-backoff", "fail-fast"]
+
+
+def _reason(mem: Engram) -> str:
+    r = mem.reason("auth-failure on the payments API", agent="alice", mode="decide", options=OPTIONS)
+    assert r.decision == "retry-with-backoff"
+    assert r.decision_id is not None
+    return r.decision_id
+
+
+def test_reasoned_decision_is_pending_and_resolves_through_learning(tmp_path: Path, embedder: Embedder) -> None:
+    """``record_decision(agent_type, context, options, chosen, reasoning)`` then ``update_decision_outcome``."""
+    with Engram(tmp_path / "store", embedder=embedder, llm=OneAnswerLLM("retry-with-backoff")) as mem:
+        decision_id = _reason(mem)
+        assert [m.id for m in mem.learning.pending(agent="alice")] == [decision_id]
+        assert mem.learning.stats(agent="alice").pending == 1
+        done = mem.learning.resolve(decision_id, "success", agent="alice")
+        assert done.metadata["outcome"] == "success"
+        assert "pending" not in done.tags
+        assert "action:retry-with-backoff" in done.tags
+        assert done.metadata["reasoning"]["mode"] == "decide"
+        assert mem.learning.pending(agent="alice") == []
+        s = mem.learning.suggest("auth-failure on the payments API", agent="alice", options=OPTIONS)
+        best = s.options[0]
+        assert (best.action, best.successes, best.attempts) == ("retry-with-backoff", 1, 1)
+        with pytest.raises(ValidationError, match="already has an outcome"):
+            mem.learning.resolve(decision_id, "failure", agent="alice")
+
+
+def test_engram_learning_resolve_accepts_a_reasoned_decision(tmp_path: Path, embedder: Embedder, cli: Cli) -> None:
+    """The seed's CLI flow: the decision from reasoning is resolved with ``engram learning resolve ID --outcome``."""
+    with Engram(cli.store, embedder=embedder, llm=OneAnswerLLM("retry-with-backoff")) as mem:
+        decision_id = _reason(mem)
+    listed = cli.json("learning", "pending", "--agent", "alice")
+    assert [m["id"] for m in listed] == [decision_id]
+    resolved = cli.json("learning", "resolve", decision_id, "--outcome", "success", "--agent", "alice")
+    assert resolved["metadata"]["outcome"] == "success"
+    assert cli.json("learning", "pending", "--agent", "alice") == []
+
+
+@pytest.mark.parametrize("later", [None, "pending", "Pending"])
+def test_python_record_accepts_pending_as_the_cli_does(mem: Engram, cli: Cli, later: str | None) -> None:
+    """Contract: ``outcome`` None or "pending" = the outcome comes later (the CLI's ``--outcome pending``)."""
+    m = mem.learning.record("auth-failure", "retry-with-backoff", later, agent="alice")
+    assert m.metadata["outcome"] == "pending"
+    assert "pending" in m.tags
+    assert [p.id for p in mem.learning.pending(agent="alice")] == [m.id]
+    assert mem.learning.resolve(m.id, "failure", agent="alice").metadata["outcome"] == "failure"
+    cli.ok(
+        "memory", "record", "--agent", "alice", "--type", "decision",
+        "--context", "auth-failure", "--action", "retry-with-backoff", "--outcome", "pending",
+    )  # fmt: skip
+    assert len(cli.json("learning", "pending", "--agent", "alice")) == 1
+
+
+def test_resolve_with_pending_again_is_refused(mem: Engram) -> None:
+    """Resolving needs an actual outcome; "pending" again is a one-line ValidationError and changes nothing."""
+    m = mem.learning.record("auth-failure", "retry-with-backoff", "pending", agent="alice")
+    with pytest.raises(ValidationError, match="needs the outcome"):
+        mem.learning.resolve(m.id, "pending", agent="alice")
+    assert mem.get(m.id).metadata["outcome"] == "pending"
