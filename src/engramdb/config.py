@@ -84,6 +84,9 @@ class Settings:
     synchronous: str = "NORMAL"
     #: Where shared short-term sessions live (e.g. ``redis://localhost:6379/0``); None: in the process.
     session_url: str | None = None
+    #: The prefix of this store's short-term window keys in Redis: two stores sharing one Redis database
+    #: keep their windows apart by giving each its own (``ENGRAM_SESSION_PREFIX``).
+    session_prefix: str = "engram:session"
     #: The optional LLM: "openai:<model>" (any OpenAI-compatible chat-completions server); None: no LLM.
     llm: str | None = None
     #: Base URL of that server (OpenAI, Ollama, vLLM, LM Studio, llama.cpp).
@@ -179,6 +182,7 @@ _TYPES: dict[str, Any] = {
     "agent": str,
     "synchronous": str,
     "session_url": str | None,
+    "session_prefix": str,
     "llm": str | None,
     "llm_base_url": str,
     "llm_key_env": str,

@@ -13,14 +13,13 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-import sys
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from engramdb import _validate as check
+from engramdb._progress import Progress, terminal_progress
 from engramdb.auth import ApiKeys
 from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
 from engramdb.brain.conversations import Conversations
@@ -57,9 +56,9 @@ from engramdb.privacy.audit_service import AuditService
 from engramdb.privacy.knowledge_service import KnowledgeService
 from engramdb.privacy.retention_service import RetentionService
 from engramdb.privacy.sharing_service import SharingService
-from engramdb.recall import Recall
+from engramdb.recall import Recall, scope_filter
 from engramdb.retrieval.ranking import RankingWeights
-from engramdb.shortterm import SessionContext
+from engramdb.shortterm import SessionContext, SessionRegistry
 
 if TYPE_CHECKING:
     from engramdb.sessions_redis import RedisSessions
@@ -68,8 +67,6 @@ from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue, waiting_store
 
 __all__ = ["Engram"]
-
-Progress = Callable[[int, int], None]
 
 log = logging.getLogger("engramdb")
 
@@ -206,6 +203,18 @@ class Engram:
         )
         self.code = CodeService(store, embedder, settings, pipeline=pipeline, recall=recall)
         self.routing = RoutingService(store, self.learning, settings)
+        # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one thread's window.
+        self._shared_sessions: RedisSessions | None = None
+        if settings.session_url:
+            from engramdb.sessions_redis import RedisSessions
+
+            self._shared_sessions = RedisSessions(settings.session_url, prefix=settings.session_prefix)
+        shared = self._shared_sessions
+        self._sessions = SessionRegistry(
+            count_tokens=count_tokens,
+            promoter=self._pipeline.remember,
+            shared=None if shared is None else lambda a, u, s: shared.window(a, user=u, session=s),
+        )
         self._context = ContextBuilder(
             store,
             embedder,
@@ -213,18 +222,10 @@ class Engram:
             recall=recall,
             learning=self.learning,
             failures=self.failures,
-            sessions=self._session_of,
+            sessions=self._sessions.find,
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
         self._conversations = Conversations(store, embedder, pipeline=pipeline, llm=self.llm)
-        # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one agent's window.
-        self._shared_sessions: RedisSessions | None = None
-        if settings.session_url:
-            from engramdb.sessions_redis import RedisSessions
-
-            self._shared_sessions = RedisSessions(settings.session_url)
-        self._sessions: dict[str, SessionContext] = {}
-        self._lock = threading.Lock()
         try:
             self._check_model(progress)
             self.retention.run_scheduled()
@@ -334,7 +335,7 @@ class Engram:
         """
         current = self.embedder.model_id
         total = self.store.vectors.count_stale(current)
-        report = progress if progress is not None else _terminal_progress(total)
+        report = progress if progress is not None else terminal_progress(total)
         done = 0
         for batch in self.store.vectors.iter_stale(current, batch=self.settings.embed_batch_size * 4):
             ids = [i for i, _ in batch]
@@ -357,19 +358,25 @@ class Engram:
         visibility: Visibility = "private",
         confidence: float | None = None,
         force: bool = False,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
         key: str | None = None,
     ) -> Memory:
         """Store one memory and return it as stored (secrets replaced by placeholders, see ``redacted``).
+
+        ``user`` (a person the agent serves) and ``session`` (a conversation thread or a run) scope it: a read
+        for another user never sees it. ``at`` (aware datetime or ISO 8601) is when it happened (default: now).
 
         A near-duplicate of a memory of the same agent and kind is merged into that
         one, which is returned; ``force=True`` adds it as a new memory regardless.
         Conversations, episodes, decisions and failures are never merged.
 
-        With ``key`` (a preference or fact that changes: ``key="editor"``) the memory is
-        the agent's current value of that key: a later ``remember`` with the same key
-        supersedes it in place (history action ``supersede``; the old value stays in
-        :meth:`history`), so search and context show only the current value. The key is
-        kept in ``metadata["key"]`` and the tag ``key:<name>``; see :meth:`recall_key`.
+        With ``key`` (a preference or fact that changes: ``key="editor"``) the memory is the agent's (and
+        ``user``'s) current value of that key: a later ``remember`` with the same key supersedes it in place
+        (history action ``supersede``), so search and context show only the current value. The old value is
+        kept as a memory whose ``valid_until`` is when it was superseded, for ``search(..., as_of=...)`` and
+        ``recall_key(..., as_of=...)``. The key is in ``metadata["key"]`` and the tag ``key:<name>``.
 
         With the ``vectors="background"`` setting (the default) a memory that is not checked for
         near-duplicates (conversations, episodes, decisions, failures, ``force=True``, keyed
@@ -387,6 +394,9 @@ class Engram:
             confidence=confidence,
             force=force,
             key=key,
+            user=user,
+            session=session,
+            at=at,
         )
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> builtins.list[Memory]:
@@ -400,7 +410,8 @@ class Engram:
         ``force``; the rest are embedded and stored; every write is audited. Returns,
         for each item, the memory as stored (the merged one for a duplicate). An item
         without ``agent`` is the ``agent`` setting's; an item with ``key`` supersedes
-        that key's current memory (see :meth:`remember`).
+        that key's current memory (see :meth:`remember`). Items may carry ``user``, ``session``
+        and ``at`` as :meth:`remember` takes them.
         """
         return self._pipeline.remember_many(items, force=force)
 
@@ -443,13 +454,20 @@ class Engram:
         current = self._recall.owned(memory_id, agent)
         return self._pipeline.update(memory_id, changes, actor=agent or current.agent, current=current)
 
-    def forget(self, memory_id: str, *, agent: str | None = None) -> None:
-        """Remove a memory for good: content, keyword index, vector; history keeps a tombstone."""
-        current = self._recall.owned(memory_id, agent)
+    def forget(
+        self, memory_id: str, *, agent: str | None = None, user: str | None = None, session: str | None = None
+    ) -> None:
+        """Remove a memory for good: content, keyword index, vector; history keeps a tombstone.
+
+        With ``agent`` it must be that agent's own, with ``user``/``session`` in their scope (else NotFound).
+        """
+        current = self._recall.owned(memory_id, agent, user=user, session=session)
         self._pipeline.forget(memory_id, actor=agent or current.agent, current=current)
 
-    def clear(self, *, agent: str, confirm: str) -> int:
+    def clear(self, *, agent: str, confirm: str, user: str | None = None, session: str | None = None) -> int:
         """Forget every memory of ``agent`` (its own; shared ones stay with their owners); return how many.
+
+        With ``user``, only that user's memories (not the agent's own); with ``session``, only that thread's.
 
         ``confirm`` must repeat the agent's name, else ValidationError and nothing
         changes. Each memory is forgotten as :meth:`forget` does, with its own audit
@@ -462,19 +480,32 @@ class Engram:
                 f"clearing every memory of agent {owner!r} needs confirm={owner!r} (the agent's name); "
                 "nothing was changed"
             )
-        return self._pipeline.forget_all(Filter(agent=owner, include_shared=False), actor=owner, reason="clear")
+        users, sessions = scope_filter(user, session, exact=True)
+        flt = Filter(agent=owner, include_shared=False, users=users, sessions=sessions, superseded=True)
+        return self._pipeline.forget_all(flt, actor=owner, reason="clear")
 
     # -- reads ------------------------------------------------------------------------------------------
-    def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
-        """One memory by id. With ``agent`` given, it must be visible to that agent."""
-        return self._recall.get(memory_id, agent=agent)
+    def get(
+        self, memory_id: str, *, agent: str | None = None, user: str | None = None, session: str | None = None
+    ) -> Memory:
+        """One memory by id. With ``agent`` given, it must be visible to that agent; with ``user``, it must be
+        that user's or the agent's own (no user); with ``session``, of that thread."""
+        return self._recall.get(memory_id, agent=agent, user=user, session=session)
 
-    def recall_key(self, key: str, *, agent: str | None = None) -> Memory:
-        """The current memory of ``agent``'s ``key`` (see :meth:`remember`); NotFound if it has none.
+    def recall_key(
+        self,
+        key: str,
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        as_of: datetime | str | None = None,
+    ) -> Memory:
+        """The current memory of ``agent``'s (and ``user``'s) ``key`` (see :meth:`remember`); NotFound if none.
 
-        Earlier values are in :meth:`history` of the returned memory (action ``supersede``).
+        With ``as_of`` (a datetime or ISO 8601 string; a date alone means its end) the value the key had
+        then. Earlier values are also in :meth:`history` of the returned memory (action ``supersede``).
         """
-        return self._recall.keyed(key, agent=self._agent(agent))
+        return self._recall.keyed(key, agent=self._agent(agent), user=user, as_of=as_of)
 
     def search(
         self,
@@ -484,6 +515,9 @@ class Engram:
         kind: Kind | Sequence[Kind] | None = None,
         tags: Iterable[str] | None = None,
         limit: int = 10,
+        user: str | None = None,
+        session: str | None = None,
+        as_of: datetime | str | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         min_score: float | None = None,
@@ -491,7 +525,10 @@ class Engram:
         """The memories most relevant to ``query``, best first.
 
         ``agent``, ``kind``, ``tags`` (all required) and the creation-time bounds ``since``/``until`` (as in
-        :meth:`list`) are hard filters. Relevance
+        :meth:`list`) are hard filters. So are the scopes: with ``user`` the agent's own memories (no user)
+        and that user's, never another user's; with ``session`` that thread's only. Superseded values of
+        keyed facts are left out; with ``as_of`` (a datetime or ISO 8601 string) the search answers with
+        what was true then: memories that had happened by then, each fact's value at that moment. Relevance
         (keywords and meaning) comes first; recency, confidence, access and past
         success adjust the order gently. Each returned memory counts as accessed. With
         the ``min_score`` setting above 0, a memory found by meaning alone (no keyword
@@ -506,6 +543,9 @@ class Engram:
             limit=limit,
             since=since,
             until=until,
+            user=user,
+            session=session,
+            as_of=as_of,
             min_score=min_score,
         )
 
@@ -519,58 +559,78 @@ class Engram:
         offset: int = 0,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        as_of: datetime | str | None = None,
     ) -> builtins.list[Memory]:
         """An agent's memories (and those shared with it), newest first.
 
         ``since``/``until`` bound the creation time, both inclusive: timezone-aware datetimes, or ISO 8601
-        strings (a date alone is its whole day, UTC; a time without an offset is UTC).
+        strings (a date alone is its whole day, UTC; a time without an offset is UTC). ``user``, ``session``
+        and ``as_of`` scope it as in :meth:`search`.
         """
         return self._recall.list(
-            agent=self._agent(agent), kind=kind, tags=tags, limit=limit, offset=offset, since=since, until=until
+            agent=self._agent(agent),
+            kind=kind,
+            tags=tags,
+            limit=limit,
+            offset=offset,
+            since=since,
+            until=until,
+            user=user,
+            session=session,
+            as_of=as_of,
         )
 
-    def count(self, *, agent: str | None = None, kind: Kind | Sequence[Kind] | None = None) -> int:
-        """How many memories ``agent`` can see (of ``kind``)."""
-        return self._recall.count(agent=self._agent(agent), kind=kind)
+    def count(
+        self,
+        *,
+        agent: str | None = None,
+        kind: Kind | Sequence[Kind] | None = None,
+        user: str | None = None,
+        session: str | None = None,
+    ) -> int:
+        """How many memories ``agent`` can see (of ``kind``; with ``user``/``session``, in their scope)."""
+        return self._recall.count(agent=self._agent(agent), kind=kind, user=user, session=session)
 
     def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
         """Every change of a memory, oldest first; a forgotten memory keeps only scrubbed entries."""
         return self._recall.history(memory_id, agent=agent)
 
     # -- short-term memory ------------------------------------------------------------------------------
-    def session(self, agent: str | None = None, *, token_budget: int = 2000) -> SessionContext:
-        """The in-process short-term context of ``agent`` (the same object on every call)."""
+    def session(
+        self,
+        agent: str | None = None,
+        *,
+        user: str | None = None,
+        session: str | None = None,
+        token_budget: int = 2000,
+    ) -> SessionContext:
+        """The short-term context of ``agent``'s conversation ``session`` with ``user`` (the same object on every
+        call for one thread; each (agent, user, session) has its own window). Promoted items keep the scopes."""
         agent = check.agent_name(self._agent(agent))
-        with self._lock:
-            ctx = self._sessions.get(agent)
-            if ctx is None:
-                window = self._shared_sessions.window(agent) if self._shared_sessions is not None else None
-                ctx = SessionContext(
-                    agent,
-                    token_budget=token_budget,
-                    count_tokens=count_tokens,
-                    promoter=self._pipeline.remember,
-                    window=window,
-                )
-                self._sessions[agent] = ctx
-            return ctx
-
-    def _session_of(self, agent: str) -> SessionContext | None:
-        """The agent's short-term context (for :meth:`context`): the shared window when sessions live in Redis
-        (another process may have written it), else the one opened in this process, if any."""
-        if self._shared_sessions is not None:
-            return self.session(agent)
-        with self._lock:
-            return self._sessions.get(agent)
+        user, session = check.scope(user, what="user"), check.scope(session, what="session")
+        return self._sessions.get(agent, user=user, session=session, token_budget=token_budget)
 
     # -- the brain: context and reasoning ---------------------------------------------------------------
-    def context(self, task: str, *, agent: str | None = None, token_budget: int = DEFAULT_TOKEN_BUDGET) -> Context:
+    def context(
+        self,
+        task: str,
+        *,
+        agent: str | None = None,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        user: str | None = None,
+        session: str | None = None,
+    ) -> Context:
         """What ``agent`` should know before ``task``, best first: the recommended approach and its alternatives,
         warnings from recurring failures with prevention checks, known fixes, preferences, the most relevant
         memories and the short-term window. ``ctx.render()`` is a prompt block within ``token_budget`` tokens.
-        Needs no LLM.
+        Needs no LLM. With ``user``/``session`` the memories and the window are that user's and thread's (and
+        the agent's own); what the agent learned from outcomes is shared across its users.
         """
-        return self._context.build(task, agent=self._agent(agent), token_budget=token_budget)
+        return self._context.build(
+            task, agent=self._agent(agent), token_budget=token_budget, user=user, session=session
+        )
 
     def reason(
         self,
@@ -593,21 +653,3 @@ class Engram:
         has its audit entry. ``quick`` runs SQLite's quick check instead of the full integrity check.
         """
         return Doctor(self.store, self.embedder, self.settings, quick=quick).run()
-
-
-def _terminal_progress(total: int) -> Progress:
-    """A rich progress bar on an interactive stderr; silent otherwise."""
-    if total == 0 or not sys.stderr.isatty():
-        return lambda done, total: None
-    from rich.progress import Progress as RichProgress
-
-    bar = RichProgress(transient=True)
-    task = bar.add_task("re-embedding memories", total=total)
-    bar.start()
-
-    def report(done: int, total: int) -> None:
-        bar.update(task, completed=done)
-        if done >= total:
-            bar.stop()
-
-    return report

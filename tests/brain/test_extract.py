@@ -46,6 +46,21 @@ def facts(text: str) -> dict[str | None, str]:
         ("I quit my job at Amazon.", "employer", "The user no longer works at Amazon."),
         ("Please remember that I prefer tabs.", "pref:indentation", "The user prefers tabs."),
         ("Remember that my locker code is 4512.", None, "The user asked to remember: my locker code is 4512."),
+        ("I went vegan in October.", "diet", "The user is vegan."),
+        ("I have three children and two cats.", "pet:cat", "The user has two cats."),
+        ("I have a daughter named Mia and a dog called Rex.", "pet:dog:rex", "The user's dog is named Rex."),
+        ("For context: I work as a high school teacher in Leeds.", "home", "The user lives in Leeds."),
+        (
+            "I'm moving to Lisbon next month, can you help me find a flat?",
+            "plan:move",
+            "The user plans: moving to Lisbon, next month.",
+        ),
+        ("I'm based in Milan these days.", "home", "The user lives in Milan."),
+        (
+            "I work at a small bakery downtown, the owner is great.",
+            "employer",
+            "The user works at a small bakery downtown.",
+        ),
     ],
 )
 def test_explicit_statements_become_keyed_facts(text: str, key: str | None, content: str) -> None:

@@ -56,7 +56,8 @@ def test_keyed_memories_supersede_and_clear_removes_everything(api, agent):
     api.remember_many([{"content": f"fact {i}", "agent": agent} for i in range(3)], force=True)
     assert api.count(agent=agent) == 4
     assert len(api.list(agent=agent, limit=2)) == 2
-    assert api.clear(agent=agent, confirm=agent) == 4
+    # 4 current memories and the superseded value of the key (kept for as_of questions): clear forgets all.
+    assert api.clear(agent=agent, confirm=agent) == 5
     assert api.list(agent=agent) == []
 
 
@@ -100,3 +101,16 @@ def test_sharing_context_audit_and_knowledge_files(api, agent, tmp_path):
     assert api.knowledge.export_file(path, agent=agent) == 1
     buffer = io.BytesIO(path.read_bytes())
     assert api.knowledge.import_file(buffer, agent=agent) == 0  # already there: nothing added
+
+
+def test_conversations_in_and_routing(api, agent):
+    res = api.add([{"role": "user", "content": "I moved to Berlin last month"}], agent=agent)
+    assert len(res.turns) == 1
+    assert res.turns[0].kind == "conversation"
+    choice = api.routing.decide("summarise a long contract", models=["small-fast", "large-smart"], agent=agent)
+    assert choice.model in ("small-fast", "large-smart")
+    assert api.routing.route("summarise a long contract", models=["small-fast", "large-smart"], agent=agent) in (
+        "small-fast",
+        "large-smart",
+    )
+    assert api.routing.record("summarise", choice.model, "success", agent=agent).kind == "decision"

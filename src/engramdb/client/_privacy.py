@@ -168,35 +168,7 @@ class RemoteRetention(_Area):
 
 
 class RemoteRouting(_Area):
-    """``mem.routing`` through a server."""
-
-    def _body(self, task: str, models: Any, **rest: Any) -> dict[str, Any]:
-        names = models if isinstance(models, Mapping) else [m if isinstance(m, str) else m.name for m in models]
-        return {"task": task, "models": names, **rest}
-
-    def route(
-        self,
-        task: str,
-        *,
-        models: Any,
-        task_type: str | None = None,
-        agent: str | None = None,
-        cost_weight: float | None = None,
-        latency_weight: float | None = None,
-        exploration: float | None = None,
-        seed: int | None = None,
-    ) -> str:
-        body = self._body(
-            task,
-            models,
-            task_type=task_type,
-            agent=agent,
-            cost_weight=cost_weight,
-            latency_weight=latency_weight,
-            exploration=exploration,
-            seed=seed,
-        )
-        return self._send(Call("POST", "/routing/route", _str("model"), body=body))
+    """``mem.routing`` through a server (candidates travel as names: a spec's tier, cost and latency stay here)."""
 
     def decide(
         self,
@@ -205,22 +177,62 @@ class RemoteRouting(_Area):
         models: Any,
         task_type: str | None = None,
         agent: str | None = None,
+        complexity: str | None = None,
+        context_length: int = 0,
+        require_fast: bool = False,
+        require_cheap: bool = False,
         cost_weight: float | None = None,
         latency_weight: float | None = None,
         exploration: float | None = None,
         seed: int | None = None,
     ) -> RouteChoice:
-        body = self._body(
+        body = _route_body(
             task,
             models,
             task_type=task_type,
             agent=agent,
+            complexity=complexity,
+            context_length=context_length,
+            require_fast=require_fast,
+            require_cheap=require_cheap,
             cost_weight=cost_weight,
             latency_weight=latency_weight,
             exploration=exploration,
             seed=seed,
         )
-        return self._send(Call("POST", "/routing/decide", _one(RouteChoice), body=body))
+        return self._send(Call("POST", "/route", _one(RouteChoice), body=body))
+
+    def route(
+        self,
+        task: str,
+        *,
+        models: Any,
+        task_type: str | None = None,
+        agent: str | None = None,
+        complexity: str | None = None,
+        context_length: int = 0,
+        require_fast: bool = False,
+        require_cheap: bool = False,
+        cost_weight: float | None = None,
+        latency_weight: float | None = None,
+        exploration: float | None = None,
+        seed: int | None = None,
+    ) -> str:
+        body = _route_body(
+            task,
+            models,
+            task_type=task_type,
+            agent=agent,
+            complexity=complexity,
+            context_length=context_length,
+            require_fast=require_fast,
+            require_cheap=require_cheap,
+            cost_weight=cost_weight,
+            latency_weight=latency_weight,
+            exploration=exploration,
+            seed=seed,
+        )
+        return self._send(Call("POST", "/route", _str("model"), body=body))
 
     def record(
         self,
@@ -242,7 +254,14 @@ class RemoteRouting(_Area):
             "cost": cost,
             "agent": agent,
         }
-        return self._send(Call("POST", "/routing/outcomes", _one(Memory), body=body))
+        return self._send(Call("POST", "/route/outcomes", _one(Memory), body=body))
+
+
+def _route_body(task: str, models: Any, *, exploration: float | None, seed: int | None, **rest: Any) -> dict[str, Any]:
+    if exploration is not None or seed is not None:
+        raise EngramError("routing through a server uses the server's exploration: exploration and seed stay local")
+    names = list(models) if isinstance(models, Mapping) else [m if isinstance(m, str) else m.name for m in models]
+    return {"task": task, "models": names, **rest}
 
 
 class RemoteKeys(_Area):
@@ -261,8 +280,8 @@ class RemoteKeys(_Area):
     def revoke(self, key_id: str) -> ApiKey:
         return self._send(Call("DELETE", "/api-keys", _one(ApiKey), body={"key_id": key_id}))
 
-    def authenticate(self, token: str) -> NoReturn:
+    def authenticate(self, *args: Any, **kwargs: Any) -> NoReturn:
         _local_only("keys.authenticate")
 
-    def configured(self) -> NoReturn:
+    def configured(self, *args: Any, **kwargs: Any) -> NoReturn:
         _local_only("keys.configured")

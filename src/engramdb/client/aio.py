@@ -20,6 +20,7 @@ from engramdb.brain.routing import RoutingService
 from engramdb.client._transport import AsyncTransport, Call, is_url
 from engramdb.client.remote import RemoteEngram
 from engramdb.engram import Engram
+from engramdb.errors import ConfigError
 from engramdb.learning.code_service import CodeService
 from engramdb.learning.episode_service import EpisodeService
 from engramdb.learning.failure_service import FailureService
@@ -55,6 +56,11 @@ class _Runner:
 
 def _plan(call: Call[Any]) -> Any:
     return call
+
+
+def _remote_runner(url: str, *, api_key: str | None = None, timeout: float | None = None) -> _Runner:
+    # The sync client built with _plan only plans each call; the async transport sends it.
+    return _Runner(RemoteEngram(url, send=_plan), AsyncTransport(url, api_key=api_key, timeout=timeout))
 
 
 def _awaitable(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
@@ -189,6 +195,7 @@ class AsyncEngram(_Async):
 
     remember = _awaitable(Engram.remember)
     remember_many = _awaitable(Engram.remember_many)
+    add = _awaitable(Engram.add)
     search = _awaitable(Engram.search)
     get = _awaitable(Engram.get)
     forget = _awaitable(Engram.forget)
@@ -210,19 +217,38 @@ class AsyncEngram(_Async):
         self, location: str | os.PathLike[str] | None = None, *, api_key: str | None = None, **options: Any
     ) -> None:
         url = location if location is not None else os.environ.get("ENGRAM_URL") or None
-        self.sync: Engram | None = None
         if is_url(url):
             assert isinstance(url, str)
-            http = AsyncTransport(url, api_key=api_key, timeout=options.pop("timeout", None))
-            options.pop("create", None)
-            target: Any = RemoteEngram(url, send=_plan, **options)
-            self.location = url.rstrip("/")
-            runner = _Runner(target, http)
+            options.pop("create", None)  # the server's store exists
+            timeout = options.pop("timeout", None)
+            if options:
+                raise ConfigError(
+                    f"{', '.join(sorted(options))}: settings of the server's store, not of a client of {url} "
+                    "(a client takes api_key and timeout)"
+                )
+            self._setup(_remote_runner(url, api_key=api_key, timeout=timeout), url.rstrip("/"), None, owns=True)
         else:
-            self.sync = Engram(location, api_key=api_key, **options)
-            self.location = self.sync.location
-            runner = _Runner(self.sync, None)
-        super().__init__(runner)
+            sync = Engram(location, api_key=api_key, **options)
+            self._setup(_Runner(sync, None), sync.location, sync, owns=True)
+
+    @classmethod
+    def of(cls, mem: Engram) -> AsyncEngram:
+        """The async API over ``mem``, an open :class:`~engramdb.Engram` (embedded or remote) that stays its
+        owner's: closing the AsyncEngram closes only its own connections, never ``mem``."""
+        self = cls.__new__(cls)
+        if isinstance(mem, RemoteEngram):
+            runner = _remote_runner(mem.location, api_key=mem.api_key, timeout=mem.timeout)
+            self._setup(runner, mem.location, None, owns=True)
+        else:
+            self._setup(_Runner(mem, None), mem.location, mem, owns=False)
+        return self
+
+    def _setup(self, runner: _Runner, location: str, sync: Engram | None, *, owns: bool) -> None:
+        _Async.__init__(self, runner)
+        self.location = location
+        #: The sync store this instance runs on worker threads (None for a remote one).
+        self.sync = sync
+        self._owns = owns
         self.learning = AsyncLearning(runner, "learning")
         self.failures = AsyncFailures(runner, "failures")
         self.episodes = AsyncEpisodes(runner, "episodes")
@@ -241,7 +267,7 @@ class AsyncEngram(_Async):
         """Close the store (its queued vectors written first, off the loop) or the server connections."""
         if self._runner.http is not None:
             await self._runner.http.close()
-        elif self.sync is not None:
+        elif self.sync is not None and self._owns:
             await asyncio.to_thread(self.sync.close)
 
     async def __aenter__(self) -> AsyncEngram:

@@ -65,6 +65,9 @@ class RemoteEngram:
     ) -> None:
         self._transport = Transport(url, api_key=api_key, timeout=timeout) if send is None else None
         self.location = url.rstrip("/")
+        #: What this client was opened with (AsyncEngram.of opens its async twin with the same).
+        self.api_key = api_key
+        self.timeout = timeout
         self._send: Send = send if send is not None else self._transport  # type: ignore[assignment]
         self.learning = RemoteLearning(self._send)
         self.failures = RemoteFailures(self._send)
@@ -160,7 +163,7 @@ class RemoteEngram:
         return self._send(Call("PATCH", f"/memories/{_segment(memory_id)}", _one(Memory), query=query, body=changes))
 
     def forget(self, memory_id: str, *, agent: str | None = None) -> None:
-        self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
+        return self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
 
     def clear(self, *, agent: str, confirm: str) -> int:
         return self._send(Call("DELETE", "/memories", _int("forgotten"), body={"agent": agent, "confirm": confirm}))

@@ -252,7 +252,7 @@ def record_episode(mem: Engram, who: Caller, a: EpisodeArgs) -> JSON:
 def start_episode(mem: Engram, who: Caller, a: StartEpisodeArgs) -> JSON:
     who.require_write()
     agent = who.agent(a.agent)
-    episode_id = mem.episodes.start(a.task, agent=agent, tags=a.tags, metadata=a.metadata)
+    episode_id = mem.episodes.start(a.task, agent=agent, tags=a.tags, metadata=a.metadata, context=a.context)
     return {"episode_id": episode_id, "agent": agent, "task": a.task}
 
 

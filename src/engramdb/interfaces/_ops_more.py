@@ -51,8 +51,6 @@ from engramdb.interfaces._schemas_more import (
     ReasonArgs,
     ReportArgs,
     ResolveArgs,
-    RouteArgs,
-    RouteRecordArgs,
     SeedArgs,
     ShareListArgs,
     TopArgs,
@@ -215,13 +213,22 @@ def remember_code(mem: Engram, who: Caller, a: CodeArgs) -> JSON:
         tags=a.tags,
         min_lines=a.min_lines,
         visibility=cast("Visibility", a.visibility),
+        metadata=a.metadata,
+        name=a.name,
+        context=a.context,
+        success_metrics=a.success_metrics,
     )
     return {"memories": [m.to_dict() for m in found]}
 
 
 def suggest_code(mem: Engram, who: Caller, a: CodeSuggestArgs) -> JSON:
     hits = mem.code.suggest(
-        a.task, agent=who.agent(a.agent), pattern_type=a.pattern_type, language=a.language, limit=a.limit
+        a.task,
+        agent=who.agent(a.agent),
+        pattern_type=a.pattern_type,
+        language=a.language,
+        limit=a.limit,
+        metadata=a.metadata,
     )
     return {"hits": [h.to_dict() for h in hits]}
 
@@ -287,30 +294,12 @@ def seed(mem: Engram, who: Caller, a: SeedArgs) -> JSON:
     return mem.knowledge.seed(a.pack, agent=who.agent(a.agent)).to_dict()
 
 
-# -- retention, routing, keys ----------------------------------------------------------------------------
+# -- retention, keys ----------------------------------------------------------------------------
 
 
 def cleanup(mem: Engram, who: Caller, a: CleanupArgs) -> JSON:
     _admin(who)
     return mem.retention.cleanup(dry_run=a.dry_run, agent=a.agent).to_dict()
-
-
-def _route_args(a: RouteArgs) -> dict[str, Any]:
-    return a.model_dump(exclude={"task", "agent"})
-
-
-def route(mem: Engram, who: Caller, a: RouteArgs) -> JSON:
-    return {"model": mem.routing.route(a.task, agent=who.agent(a.agent), **_route_args(a))}
-
-
-def decide(mem: Engram, who: Caller, a: RouteArgs) -> JSON:
-    return mem.routing.decide(a.task, agent=who.agent(a.agent), **_route_args(a)).to_dict()
-
-
-def route_record(mem: Engram, who: Caller, a: RouteRecordArgs) -> JSON:
-    who.require_write()
-    fields = a.model_dump(exclude={"task", "model", "outcome", "agent"})
-    return mem.routing.record(a.task, a.model, a.outcome, agent=who.agent(a.agent), **fields).to_dict()
 
 
 def create_key(mem: Engram, who: Caller, a: CreateKeyArgs) -> JSON:
@@ -344,7 +333,7 @@ class Route:
 
 
 #: POST routes that only read (their arguments are too rich for a query string).
-_READS: Final = frozenset({"executions", "plan", "suggest_code", "route", "decide"})
+_READS: Final = frozenset({"executions", "plan", "suggest_code"})
 
 
 def _r(method: Method, path: str, name: str, args: type[Args], call: Callable[[Engram, Caller, Any], JSON]) -> Route:
@@ -385,9 +374,6 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r("POST", "/knowledge/merge", "merge", MergeArgs, merge),
     _r("POST", "/knowledge/seed", "seed", SeedArgs, seed),
     _r("POST", "/retention/cleanup", "cleanup", CleanupArgs, cleanup),
-    _r("POST", "/routing/route", "route", RouteArgs, route),
-    _r("POST", "/routing/decide", "decide", RouteArgs, decide),
-    _r("POST", "/routing/outcomes", "route_record", RouteRecordArgs, route_record),
     _r("GET", "/api-keys", "list_keys", ListKeysArgs, list_keys),
     _r("POST", "/api-keys", "create_key", CreateKeyArgs, create_key),
     _r("DELETE", "/api-keys", "revoke_key", KeyIdArgs, revoke_key),

@@ -94,9 +94,10 @@ class Memory(Response):
     redacted: list[str] = Field(description="The kinds of secret or personal data replaced before storage.")
     shared_by: str | None
     shared_at: Timestamp | None
-    user: str | None = Field(default=None, description="The user the memory belongs to (a scope within the agent).")
-    session: str | None = Field(default=None, description="The session it was written in.")
-    occurred_at: Timestamp | None = Field(default=None, description="When the event happened.")
+    user: str | None = Field(description="The person it is about or was told by (null: the agent's own).")
+    session: str | None = Field(description="The conversation thread or run it belongs to.")
+    occurred_at: Timestamp = Field(description="When the event happened (created_at unless given).")
+    valid_until: Timestamp | None = Field(description="When a superseded value stopped being true (null: current).")
 
 
 class Memories(Response):

@@ -265,7 +265,8 @@ class StartEpisodeArgs(Args):
     task: str
     agent: str | None = Agent
     tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] | None = Field(default=None, description="The episode's context, a JSON object.")
+    metadata: dict[str, Any] | None = Field(default=None, description="The episode's metadata, a JSON object.")
+    context: dict[str, Any] | None = Field(default=None, description='Kept as metadata "context" (seed 003).')
 
 
 class EpisodeEventArgs(Args):

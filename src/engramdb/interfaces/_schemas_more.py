@@ -45,8 +45,6 @@ __all__ = [
     "ReasonArgs",
     "ReportArgs",
     "ResolveArgs",
-    "RouteArgs",
-    "RouteRecordArgs",
     "SeedArgs",
     "ShareListArgs",
     "TopArgs",
@@ -239,6 +237,10 @@ class CodeArgs(Args):
     tags: list[str] = Field(default_factory=list)
     min_lines: int = Field(default=3, ge=1)
     visibility: str = "private"
+    metadata: dict[str, Any] | None = Field(default=None, description="Added to every pattern's metadata.")
+    name: str | None = Field(default=None, description="Store the whole source as one pattern of this name.")
+    context: str | None = Field(default=None, description="When the named pattern applies.")
+    success_metrics: dict[str, Any] | None = Field(default=None, description='e.g. {"success_rate": 1.0}')
 
 
 class CodeSuggestArgs(Args):
@@ -249,6 +251,7 @@ class CodeSuggestArgs(Args):
     pattern_type: str | None = None
     language: str | None = None
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
+    metadata: dict[str, Any] | None = Field(default=None, description="Only patterns whose metadata holds these.")
 
 
 class ShareListArgs(Args):
@@ -307,31 +310,6 @@ class CleanupArgs(Args):
 
     dry_run: bool = False
     agent: str | None = None
-
-
-class RouteArgs(Args):
-    """Which model to use for a task, learned from outcomes of past routes."""
-
-    task: str
-    models: list[str] | dict[str, dict[str, Any]] = Field(description="Candidate model names, or name -> spec.")
-    task_type: str | None = None
-    agent: str | None = Agent
-    cost_weight: float | None = None
-    latency_weight: float | None = None
-    exploration: float | None = None
-    seed: int | None = None
-
-
-class RouteRecordArgs(Args):
-    """Record how a model did on a task (for routing)."""
-
-    task: str
-    model: str
-    outcome: str | bool | float
-    task_type: str | None = None
-    latency_ms: float | None = None
-    cost: float | None = None
-    agent: str | None = Agent
 
 
 class CreateKeyArgs(Args):

@@ -211,7 +211,7 @@ def serve(
     except ImportError as exc:
         raise EngramError("engram serve needs FastAPI and uvicorn: pip install 'engramdb[rest]'") from exc
     new = _is_new(ctx, store)
-    with open_engram(ctx, store, create=True) as mem:
+    with open_engram(ctx, store, create=True, local=True) as mem:
         hosts, trusted = _http_policy(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram serve"
         )
@@ -251,7 +251,7 @@ def mcp(
         raise EngramError(missing) from exc
     new = _is_new(ctx, store)
     if transport is Transport.stdio:
-        with open_engram(ctx, store, create=True) as mem:
+        with open_engram(ctx, store, create=True, local=True) as mem:
             _announce(mem, new=new, what="engram mcp")  # on stderr: stdout is the protocol's
             # stdout is the protocol channel from here on: nothing else may print to it.
             server.serve_stdio(mem)
@@ -260,7 +260,7 @@ def mcp(
         import uvicorn
     except ImportError as exc:
         raise EngramError("engram mcp --transport http needs uvicorn: pip install 'engramdb[rest]'") from exc
-    with open_engram(ctx, store, create=True) as mem:
+    with open_engram(ctx, store, create=True, local=True) as mem:
         hosts, trusted = _http_policy(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram mcp"
         )
