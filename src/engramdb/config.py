@@ -96,8 +96,8 @@ class Settings:
     #: Secret key for signing knowledge files (HMAC-SHA256): exports are signed with it, and an import
     #: takes vectors and statistics from a file only when its signature verifies with it. None: unsigned.
     knowledge_key: str | None = dataclasses.field(default=None, repr=False)
-    #: Minimum cosine similarity (0..1) between query and memory for a search hit found only by meaning;
-    #: 0 turns the cutoff off. Hits that match the query's keywords are kept regardless.
+    #: Minimum calibrated relevance (0..1, ``Hit.relevance``) of a search hit; 0 turns the cutoff off.
+    #: ``search(..., min_score=...)`` overrides it per call.
     min_score: float = 0.0
     #: When a memory's vector is computed: "background" (``remember`` returns once the memory is committed
     #: and keyword-searchable; a worker thread adds the vector, see engramdb.vectorqueue) or "sync" (the

@@ -530,10 +530,9 @@ class Engram:
         keyed facts are left out; with ``as_of`` (a datetime or ISO 8601 string) the search answers with
         what was true then: memories that had happened by then, each fact's value at that moment. Relevance
         (keywords and meaning) comes first; recency, confidence, access and past
-        success adjust the order gently. Each returned memory counts as accessed. With
-        the ``min_score`` setting above 0, a memory found by meaning alone (no keyword
-        of the query) is returned only if its similarity reaches it; ``min_score`` sets that cutoff for
-        this search.
+        success adjust the order gently. Near-identical memories come as one hit (``Hit.duplicates``).
+        Each returned memory counts as accessed. Every hit carries a calibrated ``relevance`` in [0, 1]
+        (README, "Relevance"); hits below ``min_score`` (default: the ``min_score`` setting, 0) are left out.
         """
         return self._recall.search(
             query,

@@ -179,7 +179,7 @@ def test_context_and_session_tools(tmp_path: Path) -> None:
         tools = {t.name: t for t in (await session.list_tools()).tools}
         schema = getattr(tools["context"], "input_schema", None) or getattr(tools["context"], "inputSchema", {})
         assert schema["required"] == ["task"]
-        assert set(schema["properties"]) == {"task", "agent", "token_budget"}
+        assert set(schema["properties"]) == {"task", "agent", "token_budget", "user", "session"}
         assert schema["properties"]["token_budget"]["maximum"] >= schema["properties"]["token_budget"]["minimum"]
         assert schema["additionalProperties"] is False
 

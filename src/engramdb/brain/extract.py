@@ -37,6 +37,8 @@ __all__ = ["Fact", "FactKind", "extract_facts", "slug"]
 FactKind = Literal["preference", "knowledge"]
 #: Longest sentence read (characters): a fact is stated in a sentence, not in a pasted document.
 MAX_SENTENCE: Final = 400
+#: Characters of a message read (a longer one is a pasted document; its opening is read).
+MAX_TEXT: Final = 20_000
 #: Most facts one message yields (a pasted list of statements is not a conversation).
 MAX_FACTS: Final = 20
 
@@ -62,6 +64,8 @@ class Fact:
 
 # -- text helpers ---------------------------------------------------------------------------------------------
 
+_BLANKS: Final = re.compile(r"[^\S\n]+")
+_NEWLINES: Final = re.compile(r"\s*\n\s*")
 _SENTENCES: Final = re.compile(r"(?<=[.!?;])\s+|\n+|\s+-\s+")
 _CLAUSES: Final = re.compile(r",?\s+(?:and|but|so|plus|also)\s+(?=(?:I|I'm|I've|I'll|my|My)\b)|,\s+(?=(?:I|my|My)\b)")
 _LEAD: Final = re.compile(
@@ -489,7 +493,8 @@ def extract_facts(text: str, *, now: datetime, subject: str = "The user") -> lis
     """
     if not isinstance(text, str) or not text.strip():
         return []
-    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    # Whitespace runs collapsed first: every pattern then sees single spaces (no run to backtrack over).
+    text = _NEWLINES.sub("\n", _BLANKS.sub(" ", text[:MAX_TEXT])).replace("\u2019", "'").replace("\u2018", "'")
     out: dict[str | None, Fact] = {}
     notes: list[Fact] = []
     greeting = _GREETING.match(text.strip())

@@ -119,9 +119,11 @@ class Hit(Response):
 
     memory: Memory
     score: float
+    relevance: float = Field(description="Calibrated relevance in [0, 1]: means the same in every search and store.")
     keyword_score: float | None = Field(description="The keyword channel's score; None if it did not find it.")
     vector_score: float | None = Field(description="The vector channel's score; None if it did not find it.")
-    relevance: float | None = Field(default=None, description="Calibrated relevance in [0, 1], across queries.")
+    stands_for: int = Field(description="How many memories the hit stands for (itself and its duplicates).")
+    duplicates: list[str] = Field(description="Ids of near-identical memories folded into this hit.")
 
 
 class SearchResult(Response):

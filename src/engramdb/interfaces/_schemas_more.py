@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.interfaces._schemas import Agent, Args
+from engramdb.interfaces._schemas import Agent, Args, AsOf, Session, User
 
 __all__ = [
     "AddCheckArgs",
@@ -60,6 +60,8 @@ class CountArgs(Args):
 
     agent: str | None = Agent
     kind: list[str] | None = Field(default=None, description="Only these kinds.")
+    user: str | None = User
+    session: str | None = Session
 
 
 class KeyedArgs(Args):
@@ -67,6 +69,8 @@ class KeyedArgs(Args):
 
     key: str = Field(description="The key, such as 'editor'.")
     agent: str | None = Agent
+    user: str | None = Field(default=None, description="The user whose value of the key (none: the agent's own).")
+    as_of: str | None = AsOf
 
 
 class ClearArgs(Args):
@@ -74,6 +78,8 @@ class ClearArgs(Args):
 
     agent: str | None = Agent
     confirm: str = Field(description="The agent's name again: nothing is deleted without it.")
+    user: str | None = Field(default=None, description="Only this user's memories (not the agent's own).")
+    session: str | None = Session
 
 
 class ReasonArgs(Args):
@@ -268,6 +274,8 @@ class ExportArgs(Args):
     tag: str | None = None
     with_vectors: bool = False
     with_history: bool = False
+    user: str | None = Field(default=None, description="Only this user's memories (not the agent's own).")
+    session: str | None = Session
 
 
 class ImportArgs(Args):
@@ -310,6 +318,8 @@ class CleanupArgs(Args):
 
     dry_run: bool = False
     agent: str | None = None
+    user: str | None = Field(default=None, description="Only this user's memories (not the agent's own).")
+    session: str | None = Session
 
 
 class CreateKeyArgs(Args):
@@ -350,6 +360,9 @@ class ListArgs(Args):
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     since: str | None = Since
     until: str | None = Field(default=None, max_length=40, description="Created at or before (ISO 8601).")
+    user: str | None = User
+    session: str | None = Session
+    as_of: str | None = AsOf
 
 
 class AuditArgs(Args):

@@ -80,7 +80,10 @@ from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard
 from engramdb.interfaces._rest_more import mount_more
 from engramdb.interfaces._schemas import (
     AGENT_HELP,
+    AS_OF_HELP,
     MAX_OFFSET,
+    SESSION_HELP,
+    USER_HELP,
     AddArgs,
     AnalyzeEpisodesArgs,
     BatchArgs,
@@ -127,6 +130,8 @@ _log = logging.getLogger(__name__)
 
 AgentQuery = Annotated[str | None, Query(description=AGENT_HELP)]
 LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="At most this many results.")]
+UserQuery = Annotated[str | None, Query(description=USER_HELP)]
+SessionQuery = Annotated[str | None, Query(description=SESSION_HELP)]
 
 
 # -- errors --------------------------------------------------------------------------------------------
@@ -402,32 +407,60 @@ def create_app(
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         since: Annotated[str | None, Query(max_length=40, description="Created at or after (ISO 8601).")] = None,
         until: Annotated[str | None, Query(max_length=40, description="Created at or before (ISO 8601).")] = None,
+        user: UserQuery = None,
+        session: SessionQuery = None,
+        as_of: Annotated[str | None, Query(max_length=40, description=AS_OF_HELP)] = None,
     ) -> dict[str, Any]:
         """An agent's memories (and those shared with it), newest first."""
         return ops.list_memories(
-            mem, who, agent=agent, kind=kind, tags=tag, limit=limit, offset=offset, since=since, until=until
+            mem,
+            who,
+            agent=agent,
+            kind=kind,
+            tags=tag,
+            limit=limit,
+            offset=offset,
+            since=since,
+            until=until,
+            user=user,
+            session=session,
+            as_of=as_of,
         )
 
     @api.get("/memories/{memory_id}", tags=["memories"], response_model=res.Memory)
-    def get(who: Who, memory_id: str, agent: AgentQuery = None) -> dict[str, Any]:
-        """One memory; 404 unless it is visible to the agent."""
-        return ops.get(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
+    def get(
+        who: Who, memory_id: str, agent: AgentQuery = None, user: UserQuery = None, session: SessionQuery = None
+    ) -> dict[str, Any]:
+        """One memory; 404 unless it is visible to the agent (and in the user's and session's scope)."""
+        return ops.get(mem, who, MemoryArgs(memory_id=memory_id, agent=agent, user=user, session=session))
 
     @api.patch("/memories/{memory_id}", tags=["memories"], response_model=res.Memory)
-    def update(who: Who, memory_id: str, body: UpdateArgs, agent: AgentQuery = None) -> dict[str, Any]:
+    def update(
+        who: Who,
+        memory_id: str,
+        body: UpdateArgs,
+        *,
+        agent: AgentQuery = None,
+        user: UserQuery = None,
+        session: SessionQuery = None,
+    ) -> dict[str, Any]:
         """Change fields of the agent's own memory (only those sent)."""
-        return ops.update(mem, who, MemoryArgs(memory_id=memory_id, agent=agent), body)
+        return ops.update(mem, who, MemoryArgs(memory_id=memory_id, agent=agent, user=user, session=session), body)
 
     @api.delete("/memories/{memory_id}", status_code=204, tags=["memories"])
-    def forget(who: Who, memory_id: str, agent: AgentQuery = None) -> Response:
+    def forget(
+        who: Who, memory_id: str, agent: AgentQuery = None, user: UserQuery = None, session: SessionQuery = None
+    ) -> Response:
         """Remove the agent's own memory for good; its history keeps a tombstone."""
-        ops.forget(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
+        ops.forget(mem, who, MemoryArgs(memory_id=memory_id, agent=agent, user=user, session=session))
         return Response(status_code=204)
 
     @api.get("/memories/{memory_id}/history", tags=["memories"], response_model=res.History)
-    def history(who: Who, memory_id: str, agent: AgentQuery = None) -> dict[str, Any]:
+    def history(
+        who: Who, memory_id: str, agent: AgentQuery = None, user: UserQuery = None, session: SessionQuery = None
+    ) -> dict[str, Any]:
         """Every change of a memory visible to the agent, oldest first."""
-        return ops.history(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
+        return ops.history(mem, who, MemoryArgs(memory_id=memory_id, agent=agent, user=user, session=session))
 
     @api.post("/search", tags=["memories"], response_model=res.SearchResult)
     def search(who: Who, body: SearchArgs) -> dict[str, Any]:
@@ -572,9 +605,12 @@ def create_app(
         return ops.add_session_message(mem, who, body)
 
     @api.get("/session", tags=["session"], response_model=res.SessionWindow)
-    def session(who: Who, agent: AgentQuery = None) -> dict[str, Any]:
-        """The agent's short-term session window: messages (oldest first), variables, tokens held."""
-        return ops.session(mem, who, SessionArgs(agent=agent))
+    def session(
+        who: Who, agent: AgentQuery = None, user: UserQuery = None, session: SessionQuery = None
+    ) -> dict[str, Any]:
+        """The short-term window of the agent's thread with ``user`` in ``session``: messages (oldest first),
+        variables, tokens held."""
+        return ops.session(mem, who, SessionArgs(agent=agent, user=user, session=session))
 
     # -- server --------------------------------------------------------------------------------
     @api.get("/me", tags=["server"], response_model=res.Caller)

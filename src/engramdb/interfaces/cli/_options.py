@@ -143,6 +143,41 @@ CreatedUntilOption = Annotated[
     str | None, typer.Option("--until", metavar="WHEN", help="Created at or before (ISO 8601; UTC by default).")
 ]
 LimitOption = Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, help="At most this many results.")]
+UserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--user",
+        "-u",
+        metavar="NAME",
+        help="A user of the agent: that user's memories and the agent's own, never another user's.",
+        show_default=False,
+    ),
+]
+OnlyUserOption = Annotated[
+    str | None,
+    typer.Option("--user", "-u", metavar="NAME", help="Only this user's memories.", show_default=False),
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session", metavar="ID", help="A conversation thread or run: only its memories.", show_default=False
+    ),
+]
+AtOption = Annotated[
+    str | None,
+    typer.Option(
+        "--at", metavar="WHEN", help="When it happened (ISO 8601; UTC by default). Default: now.", show_default=False
+    ),
+]
+AsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        metavar="WHEN",
+        help="What was true then (ISO 8601; a date alone: its end): a changed fact's value at that time.",
+        show_default=False,
+    ),
+]
 SinceOption = Annotated[
     str | None,
     typer.Option(
