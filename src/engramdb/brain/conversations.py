@@ -117,7 +117,9 @@ class Conversations:
         turns = self._pipeline.remember_many([_turn(m, i, scope, when) for i, m in enumerate(msgs)])
         if decisions is not None and self._llm is not None:
             origin = _origin(msgs, turns, scope, by=self._llm.name)
-            facts = self._apply(decisions, scope, origin, at=when, by=self._llm.name)
+            # The LLM's facts were said when the last user turn was.
+            said = next((m.at for m in reversed(msgs) if m.role == "user" and m.at is not None), when)
+            facts = self._apply(decisions, scope, origin, at=said, by=self._llm.name)
             return AddResult(turns=tuple(turns), facts=tuple(facts), extractor=f"llm:{self._llm.name}")
         found = [
             (fact, turn, msg)
