@@ -25,9 +25,9 @@ from engramdb.retrieval.ranking import Fused
 
 __all__ = ["TIME_WEIGHT", "TimeSpan", "TimeWindow", "find_time", "nearness", "weigh_by_time"]
 
-#: How much a candidate outside the question's time loses: its relevance times ``1 - TIME_WEIGHT`` when it
-#: lies a full slack away (bench/RESULTS.md, "time in questions").
-TIME_WEIGHT = 0.5
+#: What a candidate inside the question's time gains, against fused relevance in [0, 1] (bench/RESULTS.md,
+#: "time in questions").
+TIME_WEIGHT = 0.3
 
 Unit = Literal["day", "week", "weekend", "month", "season", "year"]
 
@@ -172,18 +172,31 @@ def nearness(when: datetime, window: TimeWindow) -> float:
 
 
 def weigh_by_time(
-    fused: Sequence[Fused], when: Mapping[str, datetime], window: TimeWindow, *, weight: float = TIME_WEIGHT
+    fused: Sequence[Fused],
+    when: Mapping[str, datetime],
+    window: TimeWindow,
+    *,
+    weight: float = TIME_WEIGHT,
+    additive: bool = True,
 ) -> list[Fused]:
     """Candidates re-weighed by how near their event time (``when``, by id) lies to the question's window.
 
-    A candidate inside keeps its relevance; one a slack or more away (or of unknown time) gets ``1 - weight``
-    of it. If no candidate is near the window, nothing changes: the question names a time the store has
+    Additive (the default): time is a channel of its own, a candidate gains ``weight`` times its nearness
+    (a question like "what did I do last Saturday" has no other words to go by). Multiplicative: a candidate
+    keeps ``1 - weight * (1 - nearness)`` of its relevance. Either way, a candidate of unknown time counts as
+    far, and if no candidate is near the window nothing changes: the question names a time the store holds
     nothing of, and its words alone should decide.
     """
     near = {f.id: nearness(when[f.id], window) for f in fused if f.id in when}
     if not any(v > 0.0 for v in near.values()):
         return list(fused)
-    out = [dataclasses.replace(f, relevance=f.relevance * (1.0 - weight * (1.0 - near.get(f.id, 0.0)))) for f in fused]
+    if additive:
+        out = [dataclasses.replace(f, relevance=f.relevance + weight * near.get(f.id, 0.0)) for f in fused]
+    else:
+        out = [
+            dataclasses.replace(f, relevance=f.relevance * (1.0 - weight * (1.0 - near.get(f.id, 0.0))))
+            for f in fused
+        ]
     out.sort(key=lambda f: (-f.relevance, f.id))
     return out
 
