@@ -41,6 +41,9 @@ from rich.table import Table
 from engramdb.models import RedactionPolicy
 from engramdb.privacy.redact import find
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _benign import BENIGN
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 console = Console()
 
@@ -825,6 +828,16 @@ def score(samples: Sequence[Sample], detect: Detector, *, kinds: set[str] | None
     return result
 
 
+def benign_changes(detect: Detector) -> dict[str, list[str]]:
+    """The benign snippets ``detect`` would change, by genre and in all ("all")."""
+    changed: dict[str, list[str]] = {genre: [] for genre in ["all", *(g for g, _ in BENIGN)]}
+    for genre, text in BENIGN:
+        if detect(Sample(text=text, genre=genre)):
+            changed[genre].append(text)
+            changed["all"].append(text)
+    return changed
+
+
 def _ratio(cell: Sequence[int]) -> float | None:
     return cell[0] / cell[1] if cell[1] else None
 
@@ -928,7 +941,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         decoy_table.add_row(category, str(n), *[_pct(_ratio(results[name].decoys[category])) for name in names])
     console.print(decoy_table)
 
+    benign = {name: benign_changes(det) for name, (det, _kinds) in systems.items()}
+    benign_table = Table(
+        title=f"Benign corpus ({len(BENIGN)} hand-written snippets, bench/_benign.py): share changed (false positives)",
+        title_justify="left",
+    )
+    benign_table.add_column("genre")
+    benign_table.add_column("n", justify="right")
+    for name in names:
+        benign_table.add_column(name, justify="right")
+    for genre in [*sorted({g for g, _ in BENIGN}), "all"]:
+        n = sum(1 for g, _ in BENIGN if genre in ("all", g))
+        benign_table.add_row(genre, str(n), *[_pct(len(benign[name][genre]) / n) for name in names])
+    console.print(benign_table)
+
     if args.show_misses:
+        for text in benign["engramdb (secrets+pii)"]["all"]:
+            console.print(f"[magenta]BENIGN changed[/]: {text!r}")
         detect, _kinds = systems["engramdb (secrets+pii)"]
         for sample in samples:
             found = detect(sample)
@@ -958,6 +987,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "genres": dict(Counter(s.genre for s in samples)),
         },
         "systems": {name: summary(res) for name, res in results.items()},
+        "benign": {
+            "snippets": len(BENIGN),
+            "changed": {name: {g: len(texts) for g, texts in b.items()} for name, b in benign.items()},
+        },
     }
     args.out.write_text(json.dumps(payload, indent=2) + "\n")
     console.print(f"wrote {args.out}")

@@ -55,6 +55,7 @@ def test_pack_files_are_validated() -> None:
         "twice": good
         + '[[practice]]\nid = "a"\ntitle = "t"\ntext = "t"\n[[error]]\nid = "a"\nerror = "e"\nfix = "f"\n',
         "fix": good + '[[error]]\nid = "a"\nerror = "e"\n',
+        "generic": good + '[[error]]\nid = "a"\nerror = "e"\nfix = "f"\ngeneric = "yes"\n',
         "unknown": good + "extra = 1\n",
         "TOML": "name = ",
     }
@@ -218,7 +219,7 @@ def test_cli_lists_and_seeds_packs(tmp_path: Path) -> None:
     assert listed.exit_code == 0, listed.output
     assert [p["name"] for p in json.loads(listed.stdout)] == list(PACKS)
     text = runner.invoke(app, ["seed", "--list"])
-    assert "python v1" in text.stdout
+    assert "python v2" in text.stdout
     first = runner.invoke(app, ["seed", "--pack", "sql", "--agent", "dba", "--store", store, "--json"])
     assert first.exit_code == 0, first.output
     (report,) = json.loads(first.stdout)

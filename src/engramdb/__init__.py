@@ -14,6 +14,12 @@ from engramdb.auth import (
 from engramdb.brain.routing import (
     RoutingService,
 )
+from engramdb.client.aio import (
+    AsyncEngram,
+)
+from engramdb.client.remote import (
+    RemoteEngram,
+)
 from engramdb.config import (
     Settings,
 )
@@ -47,12 +53,14 @@ from engramdb.learning.recommend import (
     RecommendConfig,
 )
 from engramdb.models import (
+    CHAT_ROLES,
     CONTEXT_SECTIONS,
     KINDS,
     MODEL_TIERS,
     OUTCOMES,
     REASONING_MODES,
     VISIBILITIES,
+    AddResult,
     ApiKey,
     Approach,
     ApproachStats,
@@ -61,6 +69,8 @@ from engramdb.models import (
     AuditRecord,
     CategoryTrend,
     Change,
+    ChatMessage,
+    ChatRole,
     CheckResult,
     CleanupReport,
     CodePattern,
@@ -77,6 +87,8 @@ from engramdb.models import (
     ExecutionInfo,
     ExecutionMatch,
     Expiry,
+    FactAction,
+    FactChange,
     FailurePattern,
     FailureWarning,
     HealthCheck,
@@ -124,6 +136,7 @@ from engramdb.shortterm import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CHAT_ROLES",
     "CONTEXT_SECTIONS",
     "KINDS",
     "MODEL_TIERS",
@@ -132,15 +145,19 @@ __all__ = [
     "VISIBILITIES",
     "AccessDenied",
     "Adaptive",
+    "AddResult",
     "ApiKey",
     "ApiKeys",
     "Approach",
     "ApproachStats",
+    "AsyncEngram",
     "AuditCoverage",
     "AuditEvent",
     "AuditRecord",
     "CategoryTrend",
     "Change",
+    "ChatMessage",
+    "ChatRole",
     "CheckResult",
     "CleanupReport",
     "CodePattern",
@@ -163,6 +180,8 @@ __all__ = [
     "ExecutionInfo",
     "ExecutionMatch",
     "Expiry",
+    "FactAction",
+    "FactChange",
     "FailurePattern",
     "FailureWarning",
     "HealthCheck",
@@ -198,6 +217,7 @@ __all__ = [
     "RecommendConfig",
     "Recovery",
     "RedactionPolicy",
+    "RemoteEngram",
     "RetentionPolicy",
     "RetentionRule",
     "RouteChoice",

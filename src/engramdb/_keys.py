@@ -17,9 +17,11 @@ def key_tag(key: str) -> str:
     return KEY_TAG_PREFIX + key
 
 
-def key_lock(agent: str, key: str) -> str:
-    """The meta key locked while ``agent``'s ``key`` is looked up and written (never stored)."""
-    return f"keyed-write:{len(agent)}:{agent}:{key}"
+def key_lock(agent: str, key: str, user: str | None = None) -> str:
+    """The meta key locked while ``agent``'s (and ``user``'s) ``key`` is looked up and written (never stored)."""
+    if user is None:
+        return f"keyed-write:{len(agent)}:{agent}:{key}"
+    return f"keyed-write:{len(agent)}:{agent}:user:{len(user)}:{user}:{key}"
 
 
 def key_of(memory: Memory) -> str | None:

@@ -13,16 +13,17 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engramdb import _validate as check
+from engramdb._progress import Progress, terminal_progress
 from engramdb.auth import ApiKeys
 from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
+from engramdb.brain.conversations import Conversations
 from engramdb.brain.distill import Distiller
 from engramdb.brain.llm import LLM, llm_from_settings
 from engramdb.brain.reason import Reasoner
@@ -39,6 +40,7 @@ from engramdb.learning.failure_service import FailureService
 from engramdb.learning.recommend import RecommendConfig
 from engramdb.learning.service import LearningService
 from engramdb.models import (
+    AddResult,
     Change,
     Context,
     HealthReport,
@@ -55,7 +57,7 @@ from engramdb.privacy.audit_service import AuditService
 from engramdb.privacy.knowledge_service import KnowledgeService
 from engramdb.privacy.retention_service import RetentionService
 from engramdb.privacy.sharing_service import SharingService
-from engramdb.recall import Recall
+from engramdb.recall import Recall, scope_filter
 from engramdb.retrieval.ranking import RankingWeights
 from engramdb.shortterm import SessionContext
 
@@ -66,8 +68,6 @@ from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue, waiting_store
 
 __all__ = ["Engram"]
-
-Progress = Callable[[int, int], None]
 
 log = logging.getLogger("engramdb")
 
@@ -91,7 +91,28 @@ class Engram:
     A missing store folder is created, unless ``create=False``: then a folder that holds no
     store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
     tool pointed at a mistyped path fails instead of answering from a new, empty store.
+
+    ``Engram("http://host:8765", api_key=KEY)`` (or no location with ``$ENGRAM_URL`` set, and
+    ``$ENGRAM_API_KEY``) returns a :class:`~engramdb.client.RemoteEngram` instead: the same API
+    through a running ``engram serve``, with no store or model in this process.
     """
+
+    def __new__(
+        cls, location: str | os.PathLike[str] | None = None, *, api_key: str | None = None, **options: Any
+    ) -> Engram:
+        url = location if location is not None else os.environ.get("ENGRAM_URL") or None
+        if isinstance(url, str) and url.lower().startswith(("http://", "https://")):
+            from engramdb.client.remote import RemoteEngram
+
+            unknown = sorted(set(options) - {"timeout", "create"})  # create: the server's store exists
+            if unknown:
+                raise ConfigError(
+                    f"{', '.join(unknown)}: settings of the server's store, not of a client of {url} "
+                    "(a client takes api_key and timeout)"
+                )
+            # Not an Engram subclass, so Python does not run Engram.__init__ on it: a client with the same API.
+            return cast("Engram", RemoteEngram(url, api_key=api_key, timeout=options.get("timeout")))
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -104,8 +125,11 @@ class Engram:
         llm: LLM | None = None,
         progress: Progress | None = None,
         create: bool = True,
+        api_key: str | None = None,
         **overrides: Any,
     ) -> None:
+        if api_key is not None:
+            raise ConfigError("api_key is for a server (Engram('http://host:port', api_key=...)), not a local store")
         if isinstance(embedder, str):
             overrides = {**overrides, "embedder": embedder}
             embedder = None
@@ -190,6 +214,7 @@ class Engram:
             sessions=self._session_of,
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
+        self._conversations = Conversations(store, embedder, pipeline=pipeline, llm=self.llm)
         # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one agent's window.
         self._shared_sessions: RedisSessions | None = None
         if settings.session_url:
@@ -301,7 +326,7 @@ class Engram:
         """
         current = self.embedder.model_id
         total = self.store.vectors.count_stale(current)
-        report = progress if progress is not None else _terminal_progress(total)
+        report = progress if progress is not None else terminal_progress(total)
         done = 0
         for batch in self.store.vectors.iter_stale(current, batch=self.settings.embed_batch_size * 4):
             ids = [i for i, _ in batch]
@@ -324,18 +349,26 @@ class Engram:
         visibility: Visibility = "private",
         confidence: float | None = None,
         force: bool = False,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
         key: str | None = None,
     ) -> Memory:
         """Store one memory and return it as stored (secrets replaced by placeholders, see ``redacted``).
+
+        ``user`` (one person the agent serves) and ``session`` (a conversation thread or a run) scope it:
+        a read for another user never sees it. ``at`` (a timezone-aware datetime or an ISO 8601 string) is
+        when the event happened, ``occurred_at``; it defaults to now.
 
         A near-duplicate of a memory of the same agent and kind is merged into that
         one, which is returned; ``force=True`` adds it as a new memory regardless.
         Conversations, episodes, decisions and failures are never merged.
 
         With ``key`` (a preference or fact that changes: ``key="editor"``) the memory is
-        the agent's current value of that key: a later ``remember`` with the same key
-        supersedes it in place (history action ``supersede``; the old value stays in
-        :meth:`history`), so search and context show only the current value. The key is
+        the agent's (and ``user``'s) current value of that key: a later ``remember`` with the same key
+        supersedes it in place (history action ``supersede``), so search and context show only the
+        current value. The old value is kept as a memory of its own whose ``valid_until`` is when it
+        was superseded: ``search(..., as_of=...)`` and ``recall_key(..., as_of=...)`` find it. The key is
         kept in ``metadata["key"]`` and the tag ``key:<name>``; see :meth:`recall_key`.
 
         With the ``vectors="background"`` setting (the default) a memory that is not checked for
@@ -354,6 +387,9 @@ class Engram:
             confidence=confidence,
             force=force,
             key=key,
+            user=user,
+            session=session,
+            at=at,
         )
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> builtins.list[Memory]:
@@ -367,9 +403,35 @@ class Engram:
         ``force``; the rest are embedded and stored; every write is audited. Returns,
         for each item, the memory as stored (the merged one for a duplicate). An item
         without ``agent`` is the ``agent`` setting's; an item with ``key`` supersedes
-        that key's current memory (see :meth:`remember`).
+        that key's current memory (see :meth:`remember`). Items may carry ``user``, ``session``
+        and ``at`` as :meth:`remember` takes them.
         """
         return self._pipeline.remember_many(items, force=force)
+
+    def add(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
+    ) -> AddResult:
+        """Conversations in: store every message as a ``conversation`` memory and the durable facts it states.
+
+        ``messages`` are OpenAI-style: ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (roles
+        user, assistant, system, developer, tool, function; optional ``name``, the speaker, and ``at``, when
+        it was said, else ``at`` of the call). Bad input is one ValidationError and nothing is written.
+
+        Without an LLM a deterministic extractor reads the user's turns for explicit statements
+        (preferences, name, home, job, family, pets, health, dated plans, "remember that ..."), each under a
+        stable key, so a changed fact supersedes the stored one ("I moved to Berlin" replaces "I live in
+        Paris"; the old value stays in :meth:`history`). With an LLM configured it decides against the
+        nearest stored facts (add, update, delete, nothing), checked before anything is written; if it
+        fails, the extractor stands in and ``llm_error`` says why. The result lists the stored turns and,
+        for each fact, what was done: added, updated, superseded, deleted or unchanged.
+        """
+        return self._conversations.add(messages, agent=self._agent(agent), user=user, session=session, at=at)
 
     def update(self, memory_id: str, *, agent: str | None = None, **changes: Any) -> Memory:
         """Change fields of a memory (content, tags, metadata, kind, confidence, visibility).
@@ -385,13 +447,20 @@ class Engram:
         current = self._recall.owned(memory_id, agent)
         return self._pipeline.update(memory_id, changes, actor=agent or current.agent, current=current)
 
-    def forget(self, memory_id: str, *, agent: str | None = None) -> None:
-        """Remove a memory for good: content, keyword index, vector; history keeps a tombstone."""
-        current = self._recall.owned(memory_id, agent)
+    def forget(
+        self, memory_id: str, *, agent: str | None = None, user: str | None = None, session: str | None = None
+    ) -> None:
+        """Remove a memory for good: content, keyword index, vector; history keeps a tombstone.
+
+        With ``agent`` it must be that agent's own, with ``user``/``session`` in their scope (else NotFound).
+        """
+        current = self._recall.owned(memory_id, agent, user=user, session=session)
         self._pipeline.forget(memory_id, actor=agent or current.agent, current=current)
 
-    def clear(self, *, agent: str, confirm: str) -> int:
+    def clear(self, *, agent: str, confirm: str, user: str | None = None, session: str | None = None) -> int:
         """Forget every memory of ``agent`` (its own; shared ones stay with their owners); return how many.
+
+        With ``user``, only that user's memories (not the agent's own); with ``session``, only that thread's.
 
         ``confirm`` must repeat the agent's name, else ValidationError and nothing
         changes. Each memory is forgotten as :meth:`forget` does, with its own audit
@@ -404,19 +473,32 @@ class Engram:
                 f"clearing every memory of agent {owner!r} needs confirm={owner!r} (the agent's name); "
                 "nothing was changed"
             )
-        return self._pipeline.forget_all(Filter(agent=owner, include_shared=False), actor=owner, reason="clear")
+        users, sessions = scope_filter(user, session, exact=True)
+        flt = Filter(agent=owner, include_shared=False, users=users, sessions=sessions, superseded=True)
+        return self._pipeline.forget_all(flt, actor=owner, reason="clear")
 
     # -- reads ------------------------------------------------------------------------------------------
-    def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
-        """One memory by id. With ``agent`` given, it must be visible to that agent."""
-        return self._recall.get(memory_id, agent=agent)
+    def get(
+        self, memory_id: str, *, agent: str | None = None, user: str | None = None, session: str | None = None
+    ) -> Memory:
+        """One memory by id. With ``agent`` given, it must be visible to that agent; with ``user``, it must be
+        that user's or the agent's own (no user); with ``session``, of that thread."""
+        return self._recall.get(memory_id, agent=agent, user=user, session=session)
 
-    def recall_key(self, key: str, *, agent: str | None = None) -> Memory:
-        """The current memory of ``agent``'s ``key`` (see :meth:`remember`); NotFound if it has none.
+    def recall_key(
+        self,
+        key: str,
+        *,
+        agent: str | None = None,
+        user: str | None = None,
+        as_of: datetime | str | None = None,
+    ) -> Memory:
+        """The current memory of ``agent``'s (and ``user``'s) ``key`` (see :meth:`remember`); NotFound if none.
 
-        Earlier values are in :meth:`history` of the returned memory (action ``supersede``).
+        With ``as_of`` (a datetime or ISO 8601 string; a date alone means its end) the value the key had
+        then. Earlier values are also in :meth:`history` of the returned memory (action ``supersede``).
         """
-        return self._recall.keyed(key, agent=self._agent(agent))
+        return self._recall.keyed(key, agent=self._agent(agent), user=user, as_of=as_of)
 
     def search(
         self,
@@ -426,20 +508,38 @@ class Engram:
         kind: Kind | Sequence[Kind] | None = None,
         tags: Iterable[str] | None = None,
         limit: int = 10,
+        user: str | None = None,
+        session: str | None = None,
+        as_of: datetime | str | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        min_score: float | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query``, best first.
 
         ``agent``, ``kind``, ``tags`` (all required) and the creation-time bounds ``since``/``until`` (as in
-        :meth:`list`) are hard filters. Relevance
+        :meth:`list`) are hard filters. So are the scopes: with ``user`` the agent's own memories (no user)
+        and that user's, never another user's; with ``session`` that thread's only. Superseded values of
+        keyed facts are left out; with ``as_of`` (a datetime or ISO 8601 string) the search answers with
+        what was true then: memories that had happened by then, each fact's value at that moment. Relevance
         (keywords and meaning) comes first; recency, confidence, access and past
         success adjust the order gently. Each returned memory counts as accessed. With
         the ``min_score`` setting above 0, a memory found by meaning alone (no keyword
-        of the query) is returned only if its similarity reaches it.
+        of the query) is returned only if its similarity reaches it; ``min_score`` sets that cutoff for
+        this search.
         """
         return self._recall.search(
-            query, agent=self._agent(agent), kind=kind, tags=tags, limit=limit, since=since, until=until
+            query,
+            agent=self._agent(agent),
+            kind=kind,
+            tags=tags,
+            limit=limit,
+            since=since,
+            until=until,
+            user=user,
+            session=session,
+            as_of=as_of,
+            min_score=min_score,
         )
 
     def list(
@@ -452,19 +552,39 @@ class Engram:
         offset: int = 0,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        as_of: datetime | str | None = None,
     ) -> builtins.list[Memory]:
         """An agent's memories (and those shared with it), newest first.
 
         ``since``/``until`` bound the creation time, both inclusive: timezone-aware datetimes, or ISO 8601
-        strings (a date alone is its whole day, UTC; a time without an offset is UTC).
+        strings (a date alone is its whole day, UTC; a time without an offset is UTC). ``user``, ``session``
+        and ``as_of`` scope it as in :meth:`search`.
         """
         return self._recall.list(
-            agent=self._agent(agent), kind=kind, tags=tags, limit=limit, offset=offset, since=since, until=until
+            agent=self._agent(agent),
+            kind=kind,
+            tags=tags,
+            limit=limit,
+            offset=offset,
+            since=since,
+            until=until,
+            user=user,
+            session=session,
+            as_of=as_of,
         )
 
-    def count(self, *, agent: str | None = None, kind: Kind | Sequence[Kind] | None = None) -> int:
-        """How many memories ``agent`` can see (of ``kind``)."""
-        return self._recall.count(agent=self._agent(agent), kind=kind)
+    def count(
+        self,
+        *,
+        agent: str | None = None,
+        kind: Kind | Sequence[Kind] | None = None,
+        user: str | None = None,
+        session: str | None = None,
+    ) -> int:
+        """How many memories ``agent`` can see (of ``kind``; with ``user``/``session``, in their scope)."""
+        return self._recall.count(agent=self._agent(agent), kind=kind, user=user, session=session)
 
     def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
         """Every change of a memory, oldest first; a forgotten memory keeps only scrubbed entries."""
@@ -526,21 +646,3 @@ class Engram:
         has its audit entry. ``quick`` runs SQLite's quick check instead of the full integrity check.
         """
         return Doctor(self.store, self.embedder, self.settings, quick=quick).run()
-
-
-def _terminal_progress(total: int) -> Progress:
-    """A rich progress bar on an interactive stderr; silent otherwise."""
-    if total == 0 or not sys.stderr.isatty():
-        return lambda done, total: None
-    from rich.progress import Progress as RichProgress
-
-    bar = RichProgress(transient=True)
-    task = bar.add_task("re-embedding memories", total=total)
-    bar.start()
-
-    def report(done: int, total: int) -> None:
-        bar.update(task, completed=done)
-        if done >= total:
-            bar.stop()
-
-    return report

@@ -40,6 +40,7 @@ File format (one file per pack, ``version`` grows by one on any change of conten
     context = "..."                 # optional: when it happens
     failed = ["..."]                # optional: fixes that do not work
     tags = ["packaging"]            # optional
+    generic = true                  # optional: the fix holds whatever module or package the error names
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from engramdb._validate import MAX_LIMIT
 from engramdb.errors import ValidationError
+from engramdb.learning.signatures import GENERIC_FIX_KEY
 from engramdb.models.packs import Pack, PackError, PackPractice, PackReport
 
 if TYPE_CHECKING:
@@ -122,6 +124,13 @@ def _texts(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     return tuple(" ".join(v.split()) for v in value)
 
 
+def _flag(entry: Mapping[str, Any], key: str, where: str) -> bool:
+    value = entry.get(key, False)
+    if not isinstance(value, bool):
+        raise ValidationError(f"{where}: {key} must be true or false")
+    return value
+
+
 def _id(entry: Mapping[str, Any], where: str, seen: set[str]) -> str:
     value = entry.get("id")
     if not isinstance(value, str) or not _NAME.match(value):
@@ -177,6 +186,7 @@ def parse_pack(text: str, *, where: str = "pack") -> Pack:
                 context=_text(entry, "context", at, required=False),
                 failed=_texts(entry, "failed", at),
                 tags=_texts(entry, "tags", at),
+                generic=_flag(entry, "generic", at),
             )
         )
     return Pack(
@@ -286,6 +296,7 @@ def _metadata(pack: Pack, entry: PackPractice | PackError) -> dict[str, Any]:
         "pack_entry": f"{pack.name}/{entry.id}",
         "pack_hash": _entry_hash(entry),
         "title": entry.title if isinstance(entry, PackPractice) else entry.id,
+        **({GENERIC_FIX_KEY: True} if isinstance(entry, PackError) and entry.generic else {}),
     }
 
 

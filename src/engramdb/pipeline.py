@@ -30,11 +30,12 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb import _validate as check
-from engramdb._keys import KEY_TAG_PREFIX, key_lock, key_of, key_tag
+from engramdb._keys import KEY_TAG_PREFIX, key_of, key_tag
 from engramdb._util import new_id, utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
+from engramdb.facts import KeyedWrites
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy import transfer
 from engramdb.privacy.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
@@ -52,7 +53,9 @@ UPDATABLE: Final = frozenset({"content", "tags", "metadata", "kind", "confidence
 #: Candidates per new memory checked for near-duplicates.
 _DEDUPE_CANDIDATES: Final = 5
 #: Fields of a new memory given as a mapping (``remember_many``).
-_ITEM_FIELDS: Final = frozenset({"content", "agent", "kind", "tags", "metadata", "visibility", "confidence", "key"})
+_ITEM_FIELDS: Final = frozenset(
+    {"content", "agent", "kind", "tags", "metadata", "visibility", "confidence", "key", "user", "session", "at"}
+)
 
 
 def _count(value: object, *, what: str) -> float:
@@ -71,6 +74,9 @@ _CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
     "visibility": check.visibility,
     "successes": lambda v: _count(v, what="successes"),
     "attempts": lambda v: _count(v, what="attempts"),
+    # Internal: a keyed fact's new value moves into its thread and time (engramdb.facts), never a caller's update.
+    "session": lambda v: check.scope(v, what="session"),
+    "occurred_at": lambda v: check.event_time(v, what="occurred_at"),
 }
 
 
@@ -107,6 +113,7 @@ class WritePipeline:
         self._settings = settings
         self._vectors = vectors
         self._local = threading.local()  # .keyed: this thread is inside a keyed write's transaction
+        self._keyed = KeyedWrites(store, self)
 
     @property
     def settings(self) -> Settings:
@@ -137,8 +144,12 @@ class WritePipeline:
             if len(tags) > check.MAX_TAGS:
                 raise ValidationError(f"tags has too many entries with the key's tag (the limit is {check.MAX_TAGS})")
             metadata = check.metadata({**metadata, "key": key})
+        at = check.event_time(item.get("at"))
         return Memory(
             id=new_id(),
+            user=check.scope(item.get("user"), what="user"),
+            session=check.scope(item.get("session"), what="session"),
+            occurred_at=now if at is None else at,
             agent=check.agent_name(self._settings.agent if agent is None else agent),
             kind=check.kind(item.get("kind", "knowledge")),
             content=check.content(item.get("content")),
@@ -162,10 +173,16 @@ class WritePipeline:
         confidence: float | None = None,
         force: bool = False,
         key: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
     ) -> Memory:
         """Store one memory; returns it as stored (or the memory it merged into, or the keyed one it superseded)."""
         now = utcnow()
         item = {
+            "user": user,
+            "session": session,
+            "at": at,
             "content": content,
             "agent": agent,
             "kind": kind,
@@ -196,23 +213,13 @@ class WritePipeline:
                 raise ValidationError(f"item {i}: {exc}") from exc
         return self._keyed_write(link_turns(memories), force=force, now=now)
 
-    def keyed(self, agent: str, key: str) -> Memory | None:
-        """The current memory of ``agent``'s ``key`` (its own, never a shared one), or None."""
-        flt = Filter(agent=agent, tags=(key_tag(key),), include_shared=False)
-        found = [m for m in self._store.memories.list(flt, limit=2) if key_of(m) == key]
-        return found[0] if found else None
+    def keyed(self, agent: str, key: str, user: str | None = None) -> Memory | None:
+        """The current memory of ``agent``'s (and ``user``'s) ``key`` (its own, never a shared one), or None."""
+        return self._keyed.holder(agent, key, user)
 
     def _keyed_write(self, memories: list[Memory], *, force: bool, now: datetime) -> list[Memory]:
-        """:meth:`write`, except that a keyed memory whose key is taken supersedes the holder.
-
-        The first memory of a free (agent, key) is added (never merged as a near-duplicate);
-        a later one updates the holder in place with history action ``supersede`` (the
-        old value stays in :meth:`~engramdb.Engram.history`), so reads see one current value.
-
-        The keyed lookups and writes run in one transaction that first locks each (agent, key)
-        (``meta.get`` inside ``atomic()``), so writers of one new key in other threads or processes
-        queue and each finds the holder the last one wrote; their vectors are queued at the commit.
-        """
+        """:meth:`write`, except that a keyed memory whose key is taken supersedes the holder
+        (:mod:`engramdb.facts`: the old value stays, with the time it stopped being true)."""
         keyed = [pos for pos, m in enumerate(memories) if key_of(m) is not None]
         if not keyed:
             return self.write(memories, force=force, now=now)
@@ -220,50 +227,19 @@ class WritePipeline:
         # which cannot run inside a transaction.
         plain = [pos for pos, m in enumerate(memories) if key_of(m) is None]
         out = dict(zip(plain, self.write([memories[p] for p in plain], force=force, now=now), strict=True))
-        slots = sorted({(memories[p].agent, key_of(memories[p]) or "") for p in keyed})
         with self._store.atomic():
-            for agent, key in slots:  # in one order everywhere: no two writers wait on each other
-                self._store.meta.get(key_lock(agent, key))
             self._local.keyed = True
             try:
-                written = self._keyed_write_locked([memories[p] for p in keyed], force=force, now=now)
+                written = self._keyed.write([memories[p] for p in keyed], force=force, now=now)
             finally:
                 self._local.keyed = False
         out.update(zip(keyed, written, strict=True))
         return [out[p] for p in range(len(memories))]
 
-    def _keyed_write_locked(self, memories: list[Memory], *, force: bool, now: datetime) -> list[Memory]:
-        """The keyed memories of :meth:`_keyed_write`, once their keys are locked."""
-        holders: dict[tuple[str, str], str] = {}
-        fresh: list[int] = []
-        later: list[int] = []
-        for pos, memory in enumerate(memories):
-            key = key_of(memory) or ""
-            slot = (memory.agent, key)
-            if slot not in holders:
-                stored = self.keyed(memory.agent, key)
-                if stored is None:
-                    holders[slot] = memory.id
-                    fresh.append(pos)
-                    continue
-                holders[slot] = stored.id
-            later.append(pos)
-        out: dict[int, Memory] = {}
-        written = self.write([memories[p] for p in fresh], force=force, now=now) if fresh else []
-        out.update(zip(fresh, written, strict=True))
-        for pos in later:
-            memory = memories[pos]
-            holder = holders[(memory.agent, key_of(memory) or "")]
-            changes = {
-                "content": memory.content,
-                "kind": memory.kind,
-                "tags": memory.tags,
-                "metadata": memory.metadata,
-                "visibility": memory.visibility,
-                "confidence": memory.confidence,
-            }
-            out[pos] = self.update(holder, changes, actor=memory.agent, action="supersede")
-        return [out[p] for p in range(len(memories))]
+    @property
+    def model_id(self) -> str:
+        """The embedding model of the vectors this pipeline writes."""
+        return self._embedder.model_id
 
     def write(
         self,
@@ -521,7 +497,16 @@ class WritePipeline:
 
     def stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
         """The stored memories of the same agent and kind nearest to ``vector`` (dedupe lookup), with cosines."""
-        flt = Filter(agent=memory.agent, kinds=(memory.kind,), include_shared=False)
+        # A memory of no user and no thread looks among all of the agent's (a cheaper search); whether a
+        # candidate's scope matches is find_duplicate's test, so nothing is ever merged across users.
+        scoped = memory.user is not None or memory.session is not None
+        flt = Filter(
+            agent=memory.agent,
+            kinds=(memory.kind,),
+            include_shared=False,
+            users=(memory.user,) if scoped else None,
+            sessions=(memory.session,) if scoped else None,
+        )
         found = self._store.search.vector_candidates(vector, flt, limit=_DEDUPE_CANDIDATES)
         if not found:
             return []
@@ -545,6 +530,8 @@ class WritePipeline:
                 visibility=memory.visibility,
                 candidates=self.stored_candidates(memory, vector),
                 threshold=threshold,
+                user=memory.user,
+                session=memory.session,
             )
 
         return find
@@ -603,6 +590,8 @@ class WritePipeline:
                     visibility=memory.visibility,
                     candidates=[*earlier, *self.stored_candidates(memory, vectors[row])],
                     threshold=threshold,
+                    user=memory.user,
+                    session=memory.session,
                 )
             if duplicate is None:
                 batch[memory.id] = len(plan.new)

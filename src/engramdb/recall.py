@@ -21,13 +21,28 @@ from engramdb._util import utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, StorageError, ValidationError
+from engramdb.facts import version_at
 from engramdb.models import AuditRecord, Change, Hit, Memory
 from engramdb.pipeline import key_of, key_tag
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import RankingWeights
 from engramdb.storage.base import Filter, Store
 
-__all__ = ["Recall", "read_filter"]
+__all__ = ["Recall", "read_filter", "scope_filter"]
+
+
+def scope_filter(
+    user: object = None, session: object = None, *, exact: bool = False
+) -> tuple[tuple[str | None, ...] | None, tuple[str | None, ...] | None]:
+    """``Filter.users`` and ``Filter.sessions`` of a call's ``user``/``session`` (validated).
+
+    A read for user U sees the agent's own memories (no user) and U's, never another user's; with
+    ``exact`` (clear, export, retention of one user) only U's. A session narrows to that thread.
+    """
+    name = check.scope(user, what="user")
+    thread = check.scope(session, what="session")
+    users = None if name is None else ((name,) if exact else (None, name))
+    return users, None if thread is None else (thread,)
 
 
 def read_filter(
@@ -37,21 +52,29 @@ def read_filter(
     *,
     since: object = None,
     until: object = None,
+    user: object = None,
+    session: object = None,
+    as_of: object = None,
 ) -> Filter:
     """The hard filter of a read: the agent's scope, and kinds, tags and creation dates when given (no tags: no
-    restriction; ``since``/``until`` inclusive, a date alone its whole day: :func:`engramdb._validate.moment`)."""
+    restriction; ``since``/``until`` inclusive, a date alone its whole day: :func:`engramdb._validate.moment`);
+    the user and session scopes (:func:`scope_filter`); ``as_of``: what was true then (a date alone: its end)."""
     wanted = None if tags is None else check.tags(tags)
     after = check.moment(since, what="since")
     before = check.moment(until, what="until", end=True)
     if after is not None and before is not None and after > before:
         # Said in the caller's words (the store's Filter would name its own fields).
         raise ValidationError(f"since ({after.isoformat()}) is later than until ({before.isoformat()})")
+    users, sessions = scope_filter(user, session)
     return Filter(
         agent=check.agent_name(agent),
         kinds=check.kinds(kind),
         tags=wanted or None,
         created_after=after,
         created_before=before,
+        users=users,
+        sessions=sessions,
+        as_of=check.moment(as_of, what="as_of", end=True),
     )
 
 
@@ -109,15 +132,22 @@ class Recall:
         limit: int = 10,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        as_of: datetime | str | None = None,
+        min_score: float | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed).
 
-        ``since``/``until`` bound the creation time as in :meth:`list`. With background vectors, first waits
-        until this instance's queued vectors are written.
+        ``since``/``until`` bound the creation time as in :meth:`list`; ``user``, ``session`` and ``as_of`` as
+        in :func:`read_filter`. With background vectors, first waits until this instance's queued vectors are
+        written.
         """
         query = check.content(query, what="query")
-        flt = read_filter(agent, kind, tags, since=since, until=until)
+        flt = read_filter(agent, kind, tags, since=since, until=until, user=user, session=session, as_of=as_of)
         limit = check.limit(limit)
+        if min_score is not None:
+            min_score = check.confidence(min_score, what="min_score")
         if self._settle is not None:
             # Background vectors: this instance's queued vectors are written before the query is embedded, so
             # a search sees every earlier write of this process (as in sync mode) and the two embeddings do
@@ -126,7 +156,7 @@ class Recall:
         now = utcnow()
         epoch = self._accesses.epoch if self._accesses is not None else 0
         found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
-        cutoff = self._settings.min_score
+        cutoff = self._settings.min_score if min_score is None else min_score
         if cutoff > 0:
             # Found by meaning alone and less similar than the cutoff: unrelated, not a hit (and not accessed).
             found = [h for h in found if h.keyword_score is not None or (h.vector_score or 0.0) >= cutoff]
@@ -185,20 +215,37 @@ class Recall:
                 self._accesses.flush(wait=False)
             self._read("search", agent=agent, ids=ids, kinds=kinds)
 
-    def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
-        """One memory by id; with ``agent`` given, it must be visible to that agent (else NotFound)."""
-        memory = self.find(memory_id, agent=agent)
+    def get(
+        self, memory_id: str, *, agent: str | None = None, user: str | None = None, session: str | None = None
+    ) -> Memory:
+        """One memory by id; with ``agent`` given, it must be visible to that agent, with ``user``/``session``
+        in their scope (else NotFound)."""
+        memory = self.find(memory_id, agent=agent, user=user, session=session)
         self._read("get", agent=agent, ids=[memory.id])
         return memory
 
-    def keyed(self, key: str, *, agent: str) -> Memory:
-        """The current memory of ``agent``'s ``key`` (its own); NotFound if none. Audited as a ``get``."""
+    def keyed(self, key: str, *, agent: str, user: str | None = None, as_of: datetime | str | None = None) -> Memory:
+        """The current memory of ``agent``'s (and ``user``'s) ``key`` (its own), or the value it had ``as_of``
+        a moment; NotFound if none. Audited as a ``get``."""
         key = check.key(key)
+        name = check.scope(user, what="user")
+        moment = check.moment(as_of, what="as_of", end=True)
         self._counted()
-        flt = Filter(agent=check.agent_name(agent), tags=(key_tag(key),), include_shared=False)
-        found = [m for m in self._store.memories.list(flt, limit=2) if key_of(m) == key]
+        flt = Filter(
+            agent=check.agent_name(agent),
+            tags=(key_tag(key),),
+            include_shared=False,
+            users=(name,),
+            superseded=moment is not None,
+        )
+        found = [m for m in self._store.memories.list(flt, limit=check.MAX_LIMIT) if key_of(m) == key]
+        if moment is not None:
+            then = version_at(found, moment)
+            found = [then] if then is not None else []
         if not found:
-            raise NotFound(f"agent {agent!r} has no memory with key {key!r}")
+            whose = f"agent {agent!r}" + (f" and user {name!r}" if name is not None else "")
+            when = f" as of {moment.isoformat()}" if moment is not None else ""
+            raise NotFound(f"{whose} has no memory with key {key!r}{when}")
         self._read("get", agent=flt.agent, ids=[found[0].id], key=key)
         return found[0]
 
@@ -212,18 +259,29 @@ class Recall:
         offset: int = 0,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        as_of: datetime | str | None = None,
     ) -> builtins.list[Memory]:
-        """An agent's memories (and those shared with it), newest first; created within ``since``..``until``."""
+        """An agent's memories (and those shared with it), newest first; created within ``since``..``until``;
+        ``user``, ``session`` and ``as_of`` as in :func:`read_filter`."""
         offset = check.offset(offset)
-        flt = read_filter(agent, kind, tags, since=since, until=until)
+        flt = read_filter(agent, kind, tags, since=since, until=until, user=user, session=session, as_of=as_of)
         self._counted()
         memories = self._store.memories.list(flt, limit=check.limit(limit), offset=offset)
         self._read("list", agent=flt.agent, ids=[m.id for m in memories], kinds=flt.kinds, offset=offset or None)
         return memories
 
-    def count(self, *, agent: str = "default", kind: str | Sequence[str] | None = None) -> int:
-        """How many memories ``agent`` can see (of ``kind``)."""
-        return self._store.memories.count(Filter(agent=check.agent_name(agent), kinds=check.kinds(kind)))
+    def count(
+        self,
+        *,
+        agent: str = "default",
+        kind: str | Sequence[str] | None = None,
+        user: str | None = None,
+        session: str | None = None,
+    ) -> int:
+        """How many memories ``agent`` can see (of ``kind``, in ``user``'s and ``session``'s scope)."""
+        return self._store.memories.count(read_filter(agent, kind, None, user=user, session=session))
 
     def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
         """Every change of a memory, oldest first; with ``agent`` given, it must be that agent's own."""
@@ -235,20 +293,30 @@ class Recall:
         return changes
 
     # -- unaudited helpers for the write side and the services --------------------------------------------
-    def find(self, memory_id: str, *, agent: str | None = None) -> Memory:
-        """:meth:`get` without the audit entry (for checks before a write)."""
+    def find(
+        self, memory_id: str, *, agent: str | None = None, user: str | None = None, session: str | None = None
+    ) -> Memory:
+        """:meth:`get` without the audit entry (for checks before a write). Superseded values are found too."""
         memory_id = check.memory_id(memory_id)
-        flt = Filter(agent=check.agent_name(agent)) if agent is not None else None
+        users, sessions = scope_filter(user, session)
+        flt = None
+        if agent is not None or users is not None or sessions is not None:
+            name = check.agent_name(agent) if agent is not None else None
+            flt = Filter(agent=name, users=users, sessions=sessions, superseded=True)
         self._counted()
         memory = self._store.memories.get(memory_id, flt)
         if memory is None:
             scope = f" visible to agent {agent!r}" if agent is not None else ""
+            scope += f" and user {user!r}" if user is not None else ""
+            scope += f" in session {session!r}" if session is not None else ""
             raise NotFound(f"no memory with id {memory_id!r}{scope}")
         return memory
 
-    def owned(self, memory_id: str, agent: str | None) -> Memory:
+    def owned(
+        self, memory_id: str, agent: str | None, *, user: str | None = None, session: str | None = None
+    ) -> Memory:
         """The memory, which must be ``agent``'s own when ``agent`` is given (a shared one is as invisible)."""
-        memory = self.find(memory_id, agent=agent)
+        memory = self.find(memory_id, agent=agent, user=user, session=session)
         if agent is not None and memory.agent != agent:
             raise NotFound(f"no memory {memory_id!r} owned by agent {agent!r}")
         return memory

@@ -26,7 +26,8 @@ def test_the_table_decides_without_evidence(mem: Engram) -> None:
     assert easy.model == "llama3.1:8b"
     assert str(easy) == "llama3.1:8b"
     assert easy.stats().evidence == 0
-    assert "prior decides" in easy.reason
+    assert "the routing table decides" in easy.reason
+    assert easy.decided_by == "table"
     assert hard.candidates[0].model == "gpt-4o"
     assert hard.to_dict()["candidates"][0]["tier"] == "strong"
 

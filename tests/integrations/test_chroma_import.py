@@ -100,8 +100,11 @@ def test_import_brings_ids_documents_metadata_and_re_embeds(mem: Engram, chroma_
     assert set(memories) == {"p-login", "p-post", "p-search", "s-import", "s-timeout"}
     login = memories["p-login"]
     assert login.content == "Login to Facebook"
-    assert login.kind == "knowledge"
-    assert login.tags == ("task_patterns",)
+    # Seed 004's collection is known: its records become the patterns ``save_pattern`` writes.
+    assert login.kind == "success"
+    assert set(login.tags) == {"pattern", "task_patterns"}
+    assert login.confidence == 1.0
+    assert memories["s-import"].kind == "knowledge"  # an error collection's record without a fix stays plain
     assert login.metadata["chroma_collection"] == "task_patterns"
     assert login.metadata["usage_count"] == 3
     assert memories["p-search"].metadata["steps"] == ["open", "type", "enter"]
@@ -204,4 +207,10 @@ def test_a_collection_with_an_embedding_function_is_read_without_loading_it(mem:
     assert only.source_embedding == "default"
     assert only.source_dimension == 384
     assert "384-dimensional, made by Chroma's default embedding function" in report.vectors_note
-    assert mem.list(agent="surfer")[0].metadata == {"k": 1, "chroma_id": "a", "chroma_collection": "task_patterns"}
+    assert mem.list(agent="surfer")[0].metadata == {
+        "k": 1,
+        "task": "Login to Facebook",
+        "actions": [],
+        "chroma_id": "a",
+        "chroma_collection": "task_patterns",
+    }

@@ -27,7 +27,17 @@ from engramdb import Engram  # noqa: E402
 from engramdb.errors import ValidationError  # noqa: E402
 from engramdb.integrations.langchain import PATTERN_KIND, PATTERN_TAG, memory_tools  # noqa: E402
 
-NAMES = ["save_pattern", "recall_patterns", "get_pattern_stats", "remember", "search", "suggest", "record_outcome"]
+NAMES = [
+    "save_pattern",
+    "recall_patterns",
+    "get_pattern_stats",
+    "remember",
+    "search",
+    "update",
+    "forget",
+    "suggest",
+    "record_outcome",
+]
 LOGIN_ACTIONS = [
     {"tool": "browser_navigate", "args": {"url": "https://facebook.com"}},
     {"tool": "human_login", "args": {}},
@@ -144,6 +154,24 @@ def test_remember_and_search(mem: Engram) -> None:
     assert memory_id.group(1) in found
     assert "port 5433" in found
     assert "No memories found" in text(call(tools["search"], {"query": "port", "kind": "failure"}))
+
+
+def test_update_and_forget_correct_the_agents_own_memories(mem: Engram) -> None:
+    tools = tools_of(mem)
+    answer = text(call(tools["remember"], {"content": "The staging database listens on port 5432"}))
+    found = re.search(r"Remembered (\S+) ", answer)
+    assert found is not None
+    memory_id = found.group(1)
+    assert "Updated" in text(call(tools["update"], {"memory_id": memory_id, "content": "Staging listens on 5433"}))
+    assert mem.get(memory_id).content == "Staging listens on 5433"
+    assert [c.action for c in mem.history(memory_id)] == ["create", "update"]
+    assert "Nothing to change" in text(call(tools["update"], {"memory_id": memory_id}))
+    other = mem.remember("bob's note", agent="bob")
+    refused = text(call(tools["forget"], {"memory_id": other.id}))
+    assert "forget failed" in refused
+    assert mem.get(other.id).content == "bob's note"  # another agent's memory is not the tool's to delete
+    assert f"Forgot {memory_id}" in text(call(tools["forget"], {"memory_id": memory_id}))
+    assert mem.list(agent="surfer") == []
 
 
 def test_remember_reports_redacted_secrets(mem: Engram) -> None:

@@ -274,3 +274,24 @@ def test_malformed_json_rpc_is_answered_never_hangs(tmp_path: Path) -> None:
 
     with Engram(tmp_path / "store") as mem:
         assert mem.count() == 0
+
+
+def test_route_tools_take_the_seed_inputs(tmp_path: Path) -> None:
+    """Seed 002's ``route(task_type, complexity, context_length, require_fast, require_cheap)`` as MCP tools."""
+
+    async def scenario(session: ClientSession) -> None:
+        models = ["claude-sonnet-4-20250514", "gpt-4o", "llama3.1:8b"]
+        args = {"task": "plan the migration", "models": models, "task_type": "reasoning", "complexity": "complex"}
+        choice = payload(await session.call_tool("route", args))
+        assert (choice["model"], choice["fallback"], choice["decided_by"]) == (models[0], "gpt-4o", "table")
+        cheap = payload(await session.call_tool("route", {**args, "require_fast": True, "require_cheap": True}))
+        assert cheap["model"] == "llama3.1:8b"
+        rec = payload(
+            await session.call_tool(
+                "route_record", {"task": "plan it", "model": "gpt-4o", "outcome": "success", "task_type": "reasoning"}
+            )
+        )
+        assert "llm-route" in rec["tags"]
+        assert is_error(await session.call_tool("route", {**args, "complexity": "hard"}))
+
+    run(tmp_path / "store", scenario)

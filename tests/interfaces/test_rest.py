@@ -383,3 +383,17 @@ def test_engram_serve_command(tmp_path: Path, embedder: Embedder) -> None:
     # The server closed its store cleanly: the memory is there for the next process.
     with Engram(tmp_path / "store", embedder=embedder) as mem:
         assert [m.content for m in mem.list(agent="cli")] == ["served by the engram command"]
+
+
+def test_route_takes_the_seed_inputs(api: httpx.Client) -> None:
+    """Seed 002's routing inputs over REST: ``POST /route`` and ``POST /route/outcomes``."""
+    models = ["claude-sonnet-4-20250514", "deepseek-coder:33b"]
+    body = {"task": "write the parser", "models": models, "task_type": "code_generation", "complexity": "medium"}
+    choice = api.post("/route", json=body)
+    assert choice.status_code == 200, choice.text
+    assert (choice.json()["model"], choice.json()["fallback"]) == tuple(models)
+    long = api.post("/route", json={**body, "task_type": "chat", "complexity": None, "context_length": 64000})
+    assert long.json()["model"] == models[0]
+    rec = api.post("/route/outcomes", json={"task": "t", "model": models[1], "outcome": "failure"})
+    assert rec.status_code == 201, rec.text
+    assert "complexity must be one of" in error_of(api.post("/route", json={**body, "complexity": "hard"}), 422)

@@ -15,8 +15,11 @@ with the bundled tokenizer. Nothing is written, and no LLM is involved.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
+
+import numpy as np
 
 from engramdb import _validate as check
 from engramdb.embeddings import count_tokens
@@ -34,6 +37,7 @@ from engramdb.models import (
     SolutionStats,
     Suggestion,
 )
+from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.config import Settings
@@ -71,6 +75,11 @@ _FIXES: Final = 5
 _CHECKS: Final = 2
 #: A memory whose meaning is less similar than this to the task, and that shares no keyword, is noise.
 _MIN_SIMILARITY: Final = 0.25
+#: Cosine at which two decision contexts are one situation (MiniLM puts rewordings near 0.5-0.7 and other
+#: situations that share a word, "npm install for the deploy" against "the deploy failed on an env var", near 0.3).
+_SAME_SITUATION: Final = 0.45
+#: Decision records read to find which situations the suggested options come from.
+_SITUATION_RECORDS: Final = 60
 #: Kinds shown as relevant memories (failures come as warnings, preferences in their own section).
 _MEMORY_KINDS: Final[tuple[Kind, ...]] = (
     "knowledge",
@@ -136,6 +145,7 @@ class ContextBuilder:
         agent = check.agent_name(agent)
         size = budget(token_budget)
         suggestion = self._learning.suggest(task, agent=agent)
+        suggestion = self._same_situation(task, agent, suggestion)
         warnings = self._failures.preflight(task, agent=agent, limit=_WARNINGS)
         fixes = self._fixes(task, agent, warnings)
         sections = [
@@ -156,6 +166,40 @@ class ContextBuilder:
         )
 
     # -- gathering -------------------------------------------------------------------------------------------
+    def _same_situation(self, task: str, agent: str, s: Suggestion) -> Suggestion:
+        """``s`` without the options tried only in situations unlike the top option's.
+
+        The learning engine pools outcomes down to a low similarity floor, so "npm install
+        for the deploy" also gathers "the deploy failed on a missing env var"; its action
+        is no alternative to the npm fix. An option stays when a context it was tried in (or
+        listed as an alternative in) is as close to one of the top option's contexts as
+        rewordings of one situation are (:data:`_SAME_SITUATION`).
+        """
+        if len(s.options) < 2:
+            return s
+        top = s.recommended or s.options[0].action
+        query = self._embedder.embed([task])[0]
+        flt = Filter(agent=agent, kinds=("decision",))
+        cands = self._store.search.vector_candidates(query, flt, limit=_SITUATION_RECORDS)
+        found = self._store.memories.get_many([c.id for c in cands], flt)
+        contexts: dict[str, set[str]] = {}
+        for m in found.values():
+            rec = parse_decision(m)
+            if rec is not None:
+                for action in (rec.action, *rec.alternatives):
+                    contexts.setdefault(action, set()).add(rec.context)
+        mine = sorted(contexts.get(top, set()))
+        if not mine:
+            return s
+        others = sorted({c for a, cs in contexts.items() if a != top for c in cs} - set(mine))
+        near = set(mine)
+        if others:
+            vectors = np.asarray(self._embedder.embed([*mine, *others]), dtype=np.float64)
+            closest = (vectors[len(mine) :] @ vectors[: len(mine)].T).max(axis=1)
+            near |= {c for c, cos in zip(others, closest, strict=True) if cos >= _SAME_SITUATION}
+        kept = [o for o in s.options if o.action == top or contexts.get(o.action, set()) & near]
+        return dataclasses.replace(s, options=kept)
+
     def _fixes(self, task: str, agent: str, warnings: Sequence[FailureWarning]) -> list[ContextItem]:
         """Fixes known for the task itself (when it is an error) and for the failures it resembles, best first."""
         found: list[tuple[SolutionStats, str | None]] = [(s, None) for s in self._failures.solutions(task, agent=agent)]

@@ -34,7 +34,6 @@ setting and the evidence, so the same data gives the same pick.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -43,6 +42,18 @@ import numpy as np
 
 from engramdb import _validate as check
 from engramdb._util import utcnow
+from engramdb.brain.routing_table import (
+    ROUTING_TABLE,
+    TASK_TYPE_ALIASES,
+    TIER_DEFAULTS,
+    TableRule,
+    guess_tier,
+    normalise_complexity,
+    normalise_task_type,
+    rule_prior,
+    table_prior,
+    table_rule,
+)
 from engramdb.errors import ValidationError
 from engramdb.learning.recommend import rng_for
 from engramdb.learning.records import normalise_context, parse_decision
@@ -67,87 +78,11 @@ __all__ = [
     "table_prior",
 ]
 
-#: Seed 002's routing table: for each task type, the tier it recommends, and why.
-ROUTING_TABLE: Final[Mapping[str, tuple[ModelTier, str]]] = {
-    "reasoning": ("strong", "complex reasoning: best chain-of-thought"),
-    "code_generation": ("strong", "code generation: best code quality"),
-    "long_context": ("strong", "long context analysis: large context window"),
-    "classification": ("local", "quick classification: fast, low latency"),
-    "pattern_matching": ("local", "pattern matching: adequate quality, free"),
-    "embedding": ("local", "embedding generation: free, good enough"),
-    "cost_sensitive": ("local", "cost-sensitive tasks: zero API cost"),
-    "summarization": ("local", "default to local for cost efficiency"),
-    "chat": ("local", "default to local for cost efficiency"),
-}
-#: Other spellings of the table's task types.
-TASK_TYPE_ALIASES: Final[Mapping[str, str]] = {
-    "code": "code_generation",
-    "code_gen": "code_generation",
-    "codegen": "code_generation",
-    "coding": "code_generation",
-    "classify": "classification",
-    "long_context_analysis": "long_context",
-    "summarisation": "summarization",
-    "summary": "summarization",
-    "embeddings": "embedding",
-    "patterns": "pattern_matching",
-    "complex_reasoning": "reasoning",
-}
-
-#: Prior mean success by (the tier the table recommends for the task type, the model's tier).
-_PRIOR: Final[Mapping[str | None, Mapping[ModelTier, float]]] = {
-    "strong": {"strong": 0.85, "medium": 0.70, "local": 0.55},
-    "local": {"strong": 0.90, "medium": 0.88, "local": 0.85},
-    None: {"strong": 0.80, "medium": 0.72, "local": 0.62},  # a task type the table does not name
-}
-#: Typical cost per call (relative units: a frontier model's call is 1) and latency of each tier.
-TIER_DEFAULTS: Final[Mapping[ModelTier, tuple[float, float]]] = {
-    "strong": (1.0, 2500.0),
-    "medium": (0.15, 1200.0),
-    "local": (0.0, 800.0),
-}
-
 _TAG: Final = "llm-route"
 _TYPE_TAG: Final = "llm-task:"
 _DECISION: Final = ("decision",)
 
-_MEDIUM = re.compile(r"mini|nano|haiku|flash|gpt-3\.5|turbo|small|lite", re.IGNORECASE)
-_STRONG = re.compile(r"gpt-4|gpt-5|\bo[1345]\b|^o[1345]|claude|opus|sonnet|gemini.*pro|large|grok", re.IGNORECASE)
-_LOCAL = re.compile(
-    r":|llama|mistral|mixtral|qwen|phi|gemma|deepseek|codellama|starcoder|local|ollama|lmstudio|gguf", re.IGNORECASE
-)
-
 ModelsArg = Sequence[str | ModelSpec] | Mapping[str, Mapping[str, Any]]
-
-
-def guess_tier(name: str) -> ModelTier:
-    """The tier a model name suggests: medium (mini, haiku, flash...), strong (gpt-4, claude...), local, else medium."""
-    if _MEDIUM.search(name):
-        return "medium"
-    if _STRONG.search(name):
-        return "strong"
-    if _LOCAL.search(name):
-        return "local"
-    return "medium"
-
-
-def normalise_task_type(task_type: object) -> str | None:
-    """A task type in the table's spelling (lower case, ``_`` for spaces and hyphens, aliases resolved); None stays."""
-    if task_type is None:
-        return None
-    if not isinstance(task_type, str) or not task_type.strip():
-        raise ValidationError(f"task_type must be a non-empty string, not {task_type!r}")
-    key = re.sub(r"[\s\-]+", "_", task_type.strip().lower())
-    if len(key) > 100:
-        raise ValidationError(f"task_type is too long ({len(key)} characters; the limit is 100)")
-    return TASK_TYPE_ALIASES.get(key, key)
-
-
-def table_prior(task_type: str | None, tier: ModelTier) -> float:
-    """The prior mean success of a model of ``tier`` on ``task_type`` from the seed's table."""
-    row = ROUTING_TABLE.get(task_type) if task_type is not None else None
-    recommended = row[0] if row is not None else None
-    return _PRIOR[recommended][tier]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,10 +106,17 @@ class RoutingConfig:
     latency_weight: float = 0.0
     #: Recorded costs and latencies averaged per (type, model): the newest this many.
     cost_window: int = 50
+    #: The seed's table decides alone until this many (weighted) outcomes of the task type exist,
+    #: unless they already contradict it; then outcomes decide (with exploration).
+    table_trust: float = 5.0
+    #: Latency weight a ``require_fast`` call uses when it gives none.
+    fast_latency_weight: float = 0.3
 
     def __post_init__(self) -> None:
         if not (self.prior_strength > 0 and self.borrow_cap >= 0 and self.window >= 1 and self.cost_window >= 1):
             raise ValueError("prior_strength must be positive, borrow_cap non-negative, windows at least 1")
+        if not (self.table_trust >= 0 and self.fast_latency_weight >= 0):
+            raise ValueError("table_trust and fast_latency_weight must be non-negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,18 +148,28 @@ class RoutingService:
         models: ModelsArg,
         task_type: str | None = None,
         agent: str | None = None,
+        complexity: str | None = None,
+        context_length: int = 0,
+        require_fast: bool = False,
+        require_cheap: bool = False,
         cost_weight: float | None = None,
         latency_weight: float | None = None,
         exploration: float | None = None,
         seed: int | None = None,
     ) -> RouteChoice:
-        """The model to use for ``task``: ``choice.model`` (``str(choice)``), with every candidate's estimates.
+        """The model to use for ``task``: ``choice.model`` (``str(choice)``), its ``fallback``, and why.
 
         ``models`` are the candidates: names, :class:`~engramdb.models.ModelSpec` values, or
         a mapping ``name -> {"tier": ..., "cost": ..., "latency_ms": ...}``. ``task_type``
         (e.g. ``reasoning``, ``code_generation``, ``classification``: see
         :data:`ROUTING_TABLE`; any other label works too, with a neutral prior) groups the
-        outcomes. ``cost_weight`` and ``latency_weight`` (default: the config's, 0.1 and 0)
+        outcomes. ``complexity`` (simple, medium, complex), ``context_length`` (tokens),
+        ``require_fast`` and ``require_cheap`` are seed 002's inputs: with them the seed's
+        router (:func:`~engramdb.brain.routing_table.table_rule`) names a tier, and its best
+        candidate is the pick until :attr:`RoutingConfig.table_trust` outcomes of the task
+        type exist or they contradict it; then outcomes decide. ``require_fast`` alone
+        weighs latency (:attr:`RoutingConfig.fast_latency_weight`) unless ``latency_weight``
+        is given. ``cost_weight`` and ``latency_weight`` (default: the config's, 0.1 and 0)
         say how many points of success probability the most expensive / slowest candidate
         costs. ``exploration`` (default: the ``exploration`` setting) 0 always takes the
         best estimate. Bad input raises ValidationError.
@@ -226,8 +178,14 @@ class RoutingService:
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         specs = _specs(models)
         ttype = normalise_task_type(task_type)
+        level = normalise_complexity(complexity)
+        tokens = _context_length(context_length)
+        fast = _flag(require_fast, "require_fast")
+        cheap = _flag(require_cheap, "require_cheap")
+        rule = table_rule(ttype, complexity=level, context_length=tokens, require_fast=fast, require_cheap=cheap)
         cw = _weight(self.config.cost_weight if cost_weight is None else cost_weight, "cost_weight")
-        lw = _weight(self.config.latency_weight if latency_weight is None else latency_weight, "latency_weight")
+        default_lw = max(self.config.latency_weight, self.config.fast_latency_weight if fast else 0.0)
+        lw = _weight(default_lw if latency_weight is None else latency_weight, "latency_weight")
         exp = self._settings.exploration if exploration is None else exploration
         if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
             raise ValidationError(f"exploration must be a number within [0, 1], not {exploration!r}")
@@ -249,21 +207,24 @@ class RoutingService:
             actions=names,
             change=cfg.change,
         )
-        alphas, betas, priors, evidence, tiers = [], [], [], [], []
+        alphas, betas, priors, evidence, seen, tiers = [], [], [], [], [], []
         for spec in specs:
             tier = spec.tier or guess_tier(spec.name)
-            p0 = table_prior(ttype, tier)
+            p0 = rule_prior(rule, tier) if rule is not None else table_prior(ttype, tier)
             a0, b0 = cfg.prior_strength * p0, cfg.prior_strength * (1.0 - p0)
             bs, bn = borrowed.get(spec.name, (0.0, 0.0))
+            used = 0.0
             # With a task type, only a model with no outcome of that type borrows (so nothing counts twice).
             if bn > 0 and not observed[spec.name].evidence:
                 scale = min(1.0, cfg.borrow_cap / bn) if ttype is not None else 1.0
                 a0, b0 = a0 + scale * bs, b0 + scale * max(0.0, bn - bs)
+                used = scale * bn
             p = post[spec.name]
             alphas.append(a0 + p.successes)
             betas.append(b0 + max(0.0, p.attempts - p.successes))
             priors.append(a0 / (a0 + b0))
             evidence.append(p.attempts)
+            seen.append(p.attempts + used)
             tiers.append(tier)
         a = np.array(alphas)
         b = np.array(betas)
@@ -292,8 +253,10 @@ class RoutingService:
         )
         theta = rng.beta(a, b)
         drawn = mean + float(exp) * (theta - mean) - penalty
-        pick = int(np.lexsort((-theta, -drawn))[0])
         best = int(np.lexsort((-mean, -utility))[0])
+        table_pick, table_tier = _table_pick(rule, tiers, utility)
+        by_table = table_pick is not None and _table_holds(table_pick, best, seen, cfg.table_trust)
+        pick = table_pick if by_table and table_pick is not None else int(np.lexsort((-theta, -drawn))[0])
         stats = [
             ModelStats(
                 model=spec.name,
@@ -311,15 +274,33 @@ class RoutingService:
         ]
         order = sorted(range(len(stats)), key=lambda i: (-stats[i].utility, -stats[i].evidence, stats[i].model))
         chosen = stats[pick]
+        explored = not by_table and pick != best
+        fallback = _fallback(pick, rule, tiers, order)
+        table_name = stats[table_pick].model if table_pick is not None else None
         return RouteChoice(
             model=chosen.model,
             task=task,
             task_type=ttype,
-            reason=_reason(chosen, ttype, explored=pick != best, cost_weight=cw),
+            reason=_reason(
+                chosen,
+                rule,
+                table_tier=table_tier,
+                table_model=table_name,
+                by_table=by_table,
+                explored=explored,
+                cost_weight=cw,
+                ttype=ttype,
+            ),
             candidates=tuple(stats[i] for i in order),
-            explored=pick != best,
+            explored=explored,
             cost_weight=cw,
             latency_weight=lw,
+            fallback=stats[fallback].model if fallback is not None else None,
+            decided_by="table" if by_table else ("exploration" if explored else "outcomes"),
+            complexity=level,
+            context_length=tokens,
+            require_fast=fast,
+            require_cheap=cheap,
         )
 
     def route(
@@ -329,6 +310,10 @@ class RoutingService:
         models: ModelsArg,
         task_type: str | None = None,
         agent: str | None = None,
+        complexity: str | None = None,
+        context_length: int = 0,
+        require_fast: bool = False,
+        require_cheap: bool = False,
         cost_weight: float | None = None,
         latency_weight: float | None = None,
         exploration: float | None = None,
@@ -340,6 +325,10 @@ class RoutingService:
             models=models,
             task_type=task_type,
             agent=agent,
+            complexity=complexity,
+            context_length=context_length,
+            require_fast=require_fast,
+            require_cheap=require_cheap,
             cost_weight=cost_weight,
             latency_weight=latency_weight,
             exploration=exploration,
@@ -481,19 +470,88 @@ def _relative(values: np.ndarray[Any, np.dtype[np.float64]]) -> np.ndarray[Any, 
     return values / top if top > 0 else np.zeros_like(values)
 
 
-def _reason(chosen: ModelStats, ttype: str | None, *, explored: bool, cost_weight: float) -> str:
-    if ttype is not None and ttype in ROUTING_TABLE:
-        tier, why = ROUTING_TABLE[ttype]
-        table = f"the routing table suggests a {tier} model ({why})"
-    else:
-        table = "the routing table does not name this task type"
-    if chosen.evidence >= 1.0:
-        basis = f"{chosen.evidence:.1f} weighted outcomes of this task type"
-    else:
-        basis = "no outcomes of this task type yet: the prior decides"
-    what = "exploring" if explored else "best expected utility"
-    return (
-        f"{chosen.model} ({chosen.tier}): {what}; expected success {chosen.expected_success:.0%} "
-        f"[{chosen.low:.0%}–{chosen.high:.0%}], cost {chosen.expected_cost:.3g}, "
-        f"latency {chosen.expected_latency_ms:.0f} ms (cost weight {cost_weight:g}); {basis}; {table}"
+def _context_length(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"context_length must be a non-negative whole number of tokens, not {value!r}")
+    return value
+
+
+def _flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(f"{what} must be true or false, not {value!r}")
+    return value
+
+
+def _table_pick(
+    rule: TableRule | None, tiers: Sequence[ModelTier], utility: np.ndarray[Any, np.dtype[np.float64]]
+) -> tuple[int | None, ModelTier | None]:
+    """The candidate the seed's router would take (best utility in its tier, else in its fallback's), and that tier."""
+    if rule is None:
+        return None, None
+    for tier in (rule.tier, rule.fallback):
+        ids = [i for i, t in enumerate(tiers) if t == tier]
+        if ids:
+            return max(ids, key=lambda i: (float(utility[i]), -i)), tier
+    return None, None
+
+
+def _table_holds(table_pick: int, best: int, seen: Sequence[float], trust: float) -> bool:
+    """The table decides while outcomes are few and none of them makes another candidate the better bet."""
+    if sum(seen) >= trust:
+        return False
+    # Priors alone never overrule the table: an alternative wins only once outcomes are involved.
+    return best == table_pick or (seen[best] < 1.0 and seen[table_pick] < 1.0)
+
+
+def _fallback(pick: int, rule: TableRule | None, tiers: Sequence[ModelTier], order: Sequence[int]) -> int | None:
+    """The seed's fallback tier's best other candidate, else the next best candidate; None when there is no other."""
+    others = [i for i in order if i != pick]
+    if rule is not None and rule.fallback is not None:
+        for i in others:
+            if tiers[i] == rule.fallback:
+                return i
+    return others[0] if others else None
+
+
+def _reason(
+    chosen: ModelStats,
+    rule: TableRule | None,
+    *,
+    table_tier: ModelTier | None,
+    table_model: str | None,
+    by_table: bool,
+    explored: bool,
+    cost_weight: float,
+    ttype: str | None,
+) -> str:
+    estimates = (
+        f"expected success {chosen.expected_success:.0%} [{chosen.low:.0%}–{chosen.high:.0%}], "
+        f"cost {chosen.expected_cost:.3g}, latency {chosen.expected_latency_ms:.0f} ms (cost weight {cost_weight:g})"
     )
+    if by_table and rule is not None:
+        alt = "" if table_tier == rule.tier else f"; no {rule.tier} candidate, so its fallback tier ({table_tier})"
+        agree = (
+            f"its {chosen.evidence:.1f} weighted outcomes of this task type agree"
+            if chosen.evidence >= 1.0
+            else "no outcomes of this task type yet"
+        )
+        return (
+            f"{chosen.model} ({chosen.tier}): the routing table decides: a {rule.tier} model ({rule.why}){alt}; "
+            f"{agree}; {estimates}"
+        )
+    what = "exploring" if explored else "best expected utility"
+    if chosen.evidence >= 1.0:
+        basis = f"outcomes decide ({chosen.evidence:.1f} weighted outcomes of this task type for {chosen.model})"
+    elif ttype is None:
+        basis = "outcomes of similar tasks and the prior decide"
+    else:
+        basis = f"outcomes decide (other candidates' record on this task type; none yet for {chosen.model})"
+    if rule is None:
+        table = "the routing table says nothing about this task"
+    elif table_model is None:
+        table = f"the routing table suggests a {rule.tier} model ({rule.why}) but no candidate is one"
+    elif table_model == chosen.model:
+        table = f"the routing table agrees ({rule.why})"
+    else:
+        table = f"the routing table would take {table_model} ({rule.why}), overruled by outcomes"
+    return f"{chosen.model} ({chosen.tier}): {what}; {basis}; {estimates}; {table}"

@@ -12,7 +12,11 @@ called. Every record of every collection with a document becomes one memory of `
 
 - content: the document (records without a document have nothing to search and are skipped, and counted);
 - metadata: the record's Chroma metadata, plus ``chroma_id`` (its id) and ``chroma_collection``;
-- tags: the collection's name; kind: ``kind`` (default ``knowledge``).
+- tags: the collection's name; kind: by the collection's known shape (see
+  :mod:`~engramdb.integrations._chroma_shapes`): seed 004's task patterns become patterns ``recall_patterns``
+  finds, seed 003's error resolutions failures with their fix (``mem.failures.solutions``), code patterns
+  ``code_pattern`` memories; any other collection ``knowledge``. An explicit ``kind`` imports every collection
+  as plain memories of that kind. ``collections`` chooses which collections come (default: all).
 
 By default vectors are not copied: Chroma's are usually made by another embedding model (its default MiniLM,
 or OpenAI's, ...) and vectors of two models cannot be compared, so every document is embedded again with the
@@ -43,6 +47,14 @@ import numpy.typing as npt
 
 from engramdb import _validate as check
 from engramdb.errors import EngramError, StorageError, ValidationError
+from engramdb.integrations._chroma_shapes import (
+    FailureRecord,
+    Shape,
+    code_pattern_item,
+    failure_record,
+    pattern_item,
+    shape_of,
+)
 from engramdb.privacy.redact import redact_text
 
 if TYPE_CHECKING:
@@ -89,11 +101,17 @@ class CollectionImport:
     #: ``reuse_vectors``: the least cosine between stored and re-embedded vectors of the sampled documents
     #: (None when vectors are not reused or nothing was sampled).
     sample_cosine: float | None = None
+    #: What the collection was taken for: ``patterns``, ``failures``, ``code_patterns`` or ``plain``.
+    shape: Shape = "plain"
+    #: Records of a failures collection whose fix could not be found, imported as plain memories.
+    plain: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {
             "name": self.name,
+            "shape": self.shape,
+            "plain": self.plain,
             "records": self.records,
             "imported": self.imported,
             "already_imported": self.already_imported,
@@ -176,7 +194,8 @@ def import_chroma(
     path: str | os.PathLike[str],
     *,
     agent: str | None = None,
-    kind: str = "knowledge",
+    kind: str | None = None,
+    collections: Sequence[str] | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
     reuse_vectors: bool = False,
@@ -193,9 +212,13 @@ def import_chroma(
     ``reuse_vectors``: use the collections' stored vectors instead of embedding the documents again (see the
     module docstring); checked on every collection before anything is written, ValidationError if they are
     not the store model's (``tolerance``: the least cosine a sampled document may have with its vector).
+
+    ``kind`` None maps each collection by its known shape (patterns, failures, code patterns; the rest
+    ``knowledge``); a kind imports every collection as plain memories of it. ``collections`` names the
+    collections to import (ValidationError, listing the store's, for a name it does not have).
     """
     owner = check.agent_name("default" if agent is None else agent)
-    kind = check.kind(kind)
+    plain_kind = check.kind("knowledge" if kind is None else kind)
     reuse_vectors = check.flag(reuse_vectors, what="reuse_vectors")
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0.0 < tolerance <= 1.0:
         raise ValidationError(f"tolerance must be a cosine in (0, 1], not {tolerance!r}")
@@ -204,21 +227,23 @@ def import_chroma(
     report = ChromaImportReport(
         path=str(path), agent=owner, dry_run=dry_run, model=mem.embedder.model_id, reuse_vectors=reuse_vectors
     )
-    collections = [_collection(client, name) for name in _collection_names(client)]
-    plans = [_Plan(c, _existing_ids(mem, owner, c.name)) for c in collections]
+    chosen = [_collection(client, name) for name in _chosen(_collection_names(client), collections)]
+    plans = [_Plan(c, _existing_ids(mem, owner, c.name), mapped=kind is None) for c in chosen]
     cosines = {p.name: _checked_cosine(mem, p, tolerance) for p in plans} if reuse_vectors else {}
     total = sum(p.pending for p in plans)
     done = reused = 0
     for plan in plans:
         imported = 0
         if not dry_run:
-            for items, vectors in plan.batches(owner, kind, with_vectors=cache is not None):
-                if cache is not None:
+            for items, vectors, failures in plan.batches(owner, plain_kind, with_vectors=cache is not None):
+                if cache is not None and items:
                     reused += _write_reusing(mem, cache, items, vectors)
-                else:
+                elif items:
                     mem.remember_many(items, force=True)
-                imported += len(items)
-                done += len(items)
+                for failure in failures:
+                    _record_failure(mem, owner, plan.name, failure)
+                imported += len(items) + len(failures)
+                done += len(items) + len(failures)
                 if progress is not None:
                     progress(done, total)
         report.collections.append(
@@ -231,9 +256,37 @@ def import_chroma(
                 source_embedding=plan.source_embedding,
                 source_dimension=plan.dimension,
                 sample_cosine=cosines.get(plan.name),
+                shape=plan.shape,
+                plain=plan.plain,
             )
         )
     return dataclasses.replace(report, reused=reused)
+
+
+def _chosen(names: list[str], wanted: Sequence[str] | None) -> list[str]:
+    """The collections to import: all, or those ``wanted`` (each must exist)."""
+    if wanted is None:
+        return names
+    if isinstance(wanted, str) or not all(isinstance(w, str) and w.strip() for w in wanted):
+        raise ValidationError("collections must be a list of collection names")
+    missing = [w for w in wanted if w.strip() not in names]
+    if missing:
+        have = ", ".join(names) or "none"
+        raise ValidationError(f"no collection {missing[0].strip()!r} in the Chroma store (it has: {have})")
+    return [n for n in names if n in {w.strip() for w in wanted}]
+
+
+def _record_failure(mem: Engram, agent: str, collection: str, failure: tuple[str, FailureRecord]) -> None:
+    record_id, rec = failure
+    mem.failures.record(
+        rec.error,
+        agent=agent,
+        context=rec.context,
+        solution=rec.solution,
+        failed_solutions=rec.failed_solutions,
+        tags=[collection],
+        metadata={**_json_metadata(rec.metadata), "chroma_id": record_id, "chroma_collection": collection},
+    )
 
 
 # -- reusing the collections' vectors -------------------------------------------------------------------------
@@ -352,14 +405,19 @@ def _source_embedding(collection: Collection) -> str | None:
 class _Plan:
     """One collection: its counts (read once, up front) and its records to import, batch by batch."""
 
-    def __init__(self, collection: Collection, existing: set[str]) -> None:
+    def __init__(self, collection: Collection, existing: set[str], *, mapped: bool = True) -> None:
         self.collection = collection
         self.name = collection.name
         self.existing = existing
         self.source_embedding = _source_embedding(collection)
-        self.records = self.already = self.empty = self.pending = 0
-        for ids, documents, _, _ in self._pages(["documents"]):
-            for record_id, document in zip(ids, documents, strict=True):
+        self.records = self.already = self.empty = self.pending = self.plain = 0
+        self.shape: Shape = "plain"
+        first = True
+        for ids, documents, metadatas, _ in self._pages(["documents", "metadatas"]):
+            if first and mapped:
+                self.shape = shape_of(self.name, metadatas)
+            first = False
+            for record_id, document, metadata in zip(ids, documents, metadatas, strict=True):
                 self.records += 1
                 if record_id in existing:
                     self.already += 1
@@ -367,6 +425,8 @@ class _Plan:
                     self.empty += 1
                 else:
                     self.pending += 1
+                    no_fix = self.shape == "failures" and failure_record(document, metadata or {}) is None
+                    self.plain += no_fix
         self.dimension = self._dimension() if self.records else None
 
     def _dimension(self) -> int | None:
@@ -423,13 +483,14 @@ class _Plan:
 
     def batches(
         self, agent: str, kind: str, *, with_vectors: bool = False
-    ) -> Iterator[tuple[list[dict[str, Any]], list[Any]]]:
-        """The records to import, as ``remember_many`` items, one list per page read, with their stored
-        vectors row for row (``with_vectors``; else Nones)."""
+    ) -> Iterator[tuple[list[dict[str, Any]], list[Any], list[tuple[str, FailureRecord]]]]:
+        """The records to import, one page read at a time: ``remember_many`` items with their stored vectors
+        row for row (``with_vectors``; else Nones), and the failures to record (id, record)."""
         include: list[Any] = ["documents", "metadatas", "embeddings"] if with_vectors else ["documents", "metadatas"]
         for ids, documents, metadatas, embeddings in self._pages(include):
             items = []
             kept: list[Any] = []
+            failures: list[tuple[str, FailureRecord]] = []
             for record_id, document, metadata, vec in zip(ids, documents, metadatas, embeddings, strict=True):
                 if record_id in self.existing or document is None:
                     continue
@@ -437,22 +498,26 @@ class _Plan:
                     raise ValidationError(
                         f"collection {self.name!r}, record {record_id!r}: the document is empty; nothing to import"
                     )
-                items.append(
-                    {
-                        "content": document,
-                        "agent": agent,
-                        "kind": kind,
-                        "tags": [self.name],
-                        "metadata": {
-                            **_json_metadata(metadata),
-                            "chroma_id": record_id,
-                            "chroma_collection": self.name,
-                        },
-                    }
-                )
+                meta = _json_metadata(metadata)
+                failure = failure_record(document, meta) if self.shape == "failures" else None
+                if failure is not None:
+                    failures.append((record_id, failure))
+                    continue
+                item = self._item(document, meta, kind)
+                item["agent"] = agent
+                item["tags"] = [*item.get("tags", []), self.name]
+                item["metadata"] = {**item["metadata"], "chroma_id": record_id, "chroma_collection": self.name}
+                items.append(item)
                 kept.append(vec)
-            if items:
-                yield items, kept
+            if items or failures:
+                yield items, kept, failures
+
+    def _item(self, document: str, meta: dict[str, Any], kind: str) -> dict[str, Any]:
+        if self.shape == "patterns":
+            return pattern_item(document, meta)
+        if self.shape == "code_patterns":
+            return code_pattern_item(document, meta)
+        return {"content": document, "kind": kind, "metadata": meta}
 
 
 def _json_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -16,6 +16,8 @@ schemas):
   success rate and how often they were used.
 - ``get_pattern_stats()``: how many patterns, their success rates and usage.
 - ``remember(content, kind="knowledge", tags=[])`` and ``search(query, kind=None, tags=None, limit=5)``.
+- ``update(memory_id, content=None, tags=None, kind=None)`` and ``forget(memory_id)``: correct or remove one of
+  the agent's own memories (the old values stay in its history; a forgotten one leaves a tombstone).
 - ``suggest(context, options=None)``: what to do, from the outcomes of similar situations.
 - ``record_outcome(context, action, outcome, alternatives=[], used_memory_ids=[])``: how an action turned out;
   the outcome is fed back to the memories (patterns) that were used, which updates their success rate and
@@ -38,6 +40,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from engramdb import _validate as check
 from engramdb.errors import EngramError
+from engramdb.integrations._patterns import PATTERN_KIND, PATTERN_TAG
 from engramdb.models import Kind
 from engramdb.recall import read_filter
 
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PATTERN_KIND",
     "PATTERN_TAG",
+    "ForgetArgs",
     "GetPatternStatsArgs",
     "RecallPatternsArgs",
     "RecordOutcomeArgs",
@@ -54,12 +58,10 @@ __all__ = [
     "SavePatternArgs",
     "SearchArgs",
     "SuggestArgs",
+    "UpdateArgs",
     "memory_tools",
 ]
 
-#: The kind and tag of a memory saved by ``save_pattern``.
-PATTERN_KIND: Final = "success"
-PATTERN_TAG: Final = "pattern"
 
 #: Longest piece of a memory's content shown to the model in a tool answer.
 _SHOWN_CHARS: Final = 500
@@ -114,6 +116,21 @@ class SearchArgs(BaseModel):
     limit: int = Field(default=5, ge=1, le=50, description="At most this many memories.")
 
 
+class UpdateArgs(BaseModel):
+    """Arguments of ``update``."""
+
+    memory_id: str = Field(description="The id of the memory to change (from search or remember).")
+    content: str | None = Field(default=None, description="The corrected text; leave empty to keep it.")
+    tags: list[str] | None = Field(default=None, description="The new tags (replacing the old ones); optional.")
+    kind: Kind | None = Field(default=None, description="The new kind; optional.")
+
+
+class ForgetArgs(BaseModel):
+    """Arguments of ``forget``."""
+
+    memory_id: str = Field(description="The id of the memory to delete for good (from search or remember).")
+
+
 class SuggestArgs(BaseModel):
     """Arguments of ``suggest``."""
 
@@ -151,8 +168,8 @@ def memory_tools(mem: Engram, *, agent: str | None = None) -> list[BaseTool]:
     ``agent`` setting).
 
     Returns ``save_pattern``, ``recall_patterns``, ``get_pattern_stats``, ``remember``, ``search``,
-    ``suggest`` and ``record_outcome``. An :class:`~engramdb.errors.EngramError` raised while a tool runs
-    (and invalid arguments) become the tool's answer, so the model can correct itself.
+    ``update``, ``forget``, ``suggest`` and ``record_outcome``. An :class:`~engramdb.errors.EngramError`
+    raised while a tool runs (and invalid arguments) become the tool's answer, so the model can correct itself.
     """
     agent = check.agent_name(mem.settings.agent if agent is None else agent)
     tools = _Tools(mem, agent)
@@ -192,6 +209,19 @@ def memory_tools(mem: Engram, *, agent: str | None = None) -> list[BaseTool]:
             SearchArgs,
             "Search long-term memory for what is relevant to a query (by meaning and keywords). "
             "Returns memories with their ids, kinds and relevance, best first.",
+        ),
+        (
+            "update",
+            tools.update,
+            UpdateArgs,
+            "Correct one of your memories: new text, tags or kind (only what you pass changes). "
+            "The old version stays in the memory's history.",
+        ),
+        (
+            "forget",
+            tools.forget,
+            ForgetArgs,
+            "Delete one of your memories for good, when it is wrong or no longer wanted.",
         ),
         (
             "suggest",
@@ -358,6 +388,24 @@ class _Tools:
             lines.append(f"{i}. [{m.kind}] id={m.id} score={hit.score:.3f}{tag_text}{shared}")
             lines.append(f"   {_shown(m.content)}")
         return "\n".join(lines)
+
+    @_guarded("update")
+    def update(
+        self, memory_id: str, content: str | None = None, tags: Sequence[str] | None = None, kind: Kind | None = None
+    ) -> str:
+        """Changes the fields given of one of the agent's own memories."""
+        changes: dict[str, Any] = {"content": content, "tags": None if tags is None else list(tags), "kind": kind}
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if not changes:
+            return "Nothing to change: pass content, tags or kind."
+        memory = self._mem.update(memory_id, agent=self._agent, **changes)
+        return f"Updated {memory.id} ({', '.join(sorted(changes))})."
+
+    @_guarded("forget")
+    def forget(self, memory_id: str) -> str:
+        """Deletes one of the agent's own memories."""
+        self._mem.forget(memory_id, agent=self._agent)
+        return f"Forgot {memory_id}."
 
     @_guarded("suggest")
     def suggest(self, context: str, options: Sequence[str] | None = None) -> str:

@@ -36,11 +36,10 @@ Differences from ``InMemoryStore`` worth knowing:
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from langgraph.store.base import (
     BaseStore,
@@ -58,6 +57,7 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
 from engramdb import _validate as check
+from engramdb.client.aio import AsyncEngram
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
 
@@ -79,6 +79,17 @@ _PAGE: Final = 500
 _MAX_FETCH: Final = check.MAX_LIMIT
 _OPERATORS: Final = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
+T = TypeVar("T")
+#: One call of the engram API an operation needs: method name, positional and keyword arguments.
+Request = tuple[str, tuple[Any, ...], dict[str, Any]]
+#: An operation written once, without I/O: it yields the calls it needs and gets their answers back, so
+#: ``batch`` runs it on the sync API and ``abatch`` awaits the same calls on :class:`~engramdb.AsyncEngram`.
+Steps = Generator[Request, Any, T]
+
+
+def _call(name: str, *args: Any, **kwargs: Any) -> Steps[Any]:
+    return (yield (name, args, kwargs))
+
 
 class EngramStore(BaseStore):
     """LangGraph's ``BaseStore`` on an :class:`~engramdb.Engram`: the namespace's first label is the agent.
@@ -88,12 +99,13 @@ class EngramStore(BaseStore):
     The store does not close ``mem``.
     """
 
-    __slots__ = ("_index", "_kind", "_known_namespaces", "_mem")
+    __slots__ = ("_amem", "_index", "_kind", "_known_namespaces", "_mem")
 
     supports_ttl = False
 
     def __init__(self, mem: Engram, *, kind: str = "knowledge", index: Sequence[str] | None = None) -> None:
         self._mem = mem
+        self._amem: AsyncEngram | None = None  # made on the first abatch: the async API over the same store
         self._kind = check.kind(kind)
         if index is not None and (isinstance(index, str) or not all(isinstance(f, str) for f in index)):
             raise ValidationError("index must be a list of field paths")
@@ -103,38 +115,58 @@ class EngramStore(BaseStore):
     # -- BaseStore -----------------------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations in order; one result per operation (None for a put)."""
+        steps = self._run(list(ops))
+        try:
+            request = next(steps)
+            while True:
+                name, args, kwargs = request
+                request = steps.send(getattr(self._mem, name)(*args, **kwargs))
+        except StopIteration as done:
+            return list(done.value)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` with every call of the store awaited on :class:`~engramdb.AsyncEngram` (worker threads
+        for an embedded store, async HTTP for a remote one): the event loop is never blocked."""
+        if self._amem is None:
+            self._amem = AsyncEngram.of(self._mem)
+        steps = self._run(list(ops))
+        try:
+            request = next(steps)
+            while True:
+                name, args, kwargs = request
+                request = steps.send(await getattr(self._amem, name)(*args, **kwargs))
+        except StopIteration as done:
+            return list(done.value)
+
+    def _run(self, ops: list[Op]) -> Steps[list[Result]]:
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(self._get(op))
+                results.append((yield from self._get(op)))
             elif isinstance(op, PutOp):
-                self._put(op)
+                yield from self._put(op)
                 results.append(None)
             elif isinstance(op, SearchOp):
-                results.append(self._search(op))
+                results.append((yield from self._search(op)))
             elif isinstance(op, ListNamespacesOp):
-                results.append(self._list_namespaces(op))
+                results.append((yield from self._list_namespaces(op)))
             else:
                 raise TypeError(f"unknown store operation {type(op).__name__}")
         return results
 
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`batch` in a worker thread (an Engram is safe to share across threads)."""
-        return await asyncio.to_thread(self.batch, list(ops))
-
     # -- get / put -----------------------------------------------------------------------------------------
-    def _get(self, op: GetOp) -> Item | None:
+    def _get(self, op: GetOp) -> Steps[Item | None]:
         namespace = _namespace(op.namespace)
-        found = self._find(namespace, op.key)
+        found = yield from self._find(namespace, op.key)
         return _item(found[0]) if found else None
 
-    def _find(self, namespace: tuple[str, ...], key: str) -> list[Memory]:
+    def _find(self, namespace: tuple[str, ...], key: str) -> Steps[list[Memory]]:
         """The memories holding (namespace, key), newest first (more than one only after a race)."""
-        page = self._mem.list(agent=namespace[0], tags=[_item_tag(namespace, key)], limit=_PAGE)
+        page = yield from _call("list", agent=namespace[0], tags=[_item_tag(namespace, key)], limit=_PAGE)
         out = [m for m in page if m.agent == namespace[0] and _address(m) == (namespace, key)]
         return sorted(out, key=lambda m: m.updated_at, reverse=True)
 
-    def _put(self, op: PutOp) -> None:
+    def _put(self, op: PutOp) -> Steps[None]:
         namespace = _namespace(op.namespace)
         if namespace[0] == REGISTRY_AGENT:
             raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
@@ -143,10 +175,10 @@ class EngramStore(BaseStore):
         if op.ttl is not None:
             raise NotImplementedError("EngramStore does not support TTLs")
         agent = namespace[0]
-        existing = self._find(namespace, op.key)
+        existing = yield from self._find(namespace, op.key)
         if op.value is None:
             for m in existing:
-                self._mem.forget(m.id, agent=agent)
+                yield from _call("forget", m.id, agent=agent)
             return
         if not isinstance(op.value, Mapping):
             raise ValidationError(f"a store value must be a mapping, not {type(op.value).__name__}")
@@ -157,14 +189,13 @@ class EngramStore(BaseStore):
         content = self._text(namespace, op.key, value, op.index)
         metadata = {_META: {"namespace": list(namespace), "key": op.key, "value": value}}
         if existing:
-            self._mem.update(existing[0].id, agent=agent, content=content, metadata=metadata)
+            yield from _call("update", existing[0].id, agent=agent, content=content, metadata=metadata)
             for stale in existing[1:]:
-                self._mem.forget(stale.id, agent=agent)
+                yield from _call("forget", stale.id, agent=agent)
             return
-        self._register(namespace)
-        self._mem.remember(
-            content, agent=agent, kind=self._kind, tags=_tags(namespace, op.key), metadata=metadata, force=True
-        )
+        yield from self._register(namespace)
+        tags = _tags(namespace, op.key)
+        yield from _call("remember", content, agent=agent, kind=self._kind, tags=tags, metadata=metadata, force=True)
 
     def _text(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any) -> str:
         """The text search matches for a value: its index fields, or all of it."""
@@ -179,13 +210,14 @@ class EngramStore(BaseStore):
         return text if text.strip() else "/".join((*namespace, key))
 
     # -- namespace registry ---------------------------------------------------------------------------------
-    def _register(self, namespace: tuple[str, ...]) -> None:
+    def _register(self, namespace: tuple[str, ...]) -> Steps[None]:
         """Records a namespace in the registry (once) so whole-store reads can find it."""
         if namespace in self._known_namespaces:
             return
         tag = _REGISTRY_ID_TAG + _digest(list(namespace))
-        if not self._mem.list(agent=REGISTRY_AGENT, tags=[tag], limit=1):
-            self._mem.remember(
+        if not (yield from _call("list", agent=REGISTRY_AGENT, tags=[tag], limit=1)):
+            yield from _call(
+                "remember",
                 f"LangGraph store namespace {'.'.join(namespace)}",
                 agent=REGISTRY_AGENT,
                 kind="knowledge",
@@ -195,12 +227,12 @@ class EngramStore(BaseStore):
             )
         self._known_namespaces.add(namespace)
 
-    def _registered(self) -> list[tuple[str, ...]]:
+    def _registered(self) -> Steps[list[tuple[str, ...]]]:
         """Every namespace ever registered (some may be empty now)."""
         out: set[tuple[str, ...]] = set()
         offset = 0
         while True:
-            page = self._mem.list(agent=REGISTRY_AGENT, tags=[_REGISTRY_TAG], limit=_PAGE, offset=offset)
+            page = yield from _call("list", agent=REGISTRY_AGENT, tags=[_REGISTRY_TAG], limit=_PAGE, offset=offset)
             for m in page:
                 raw = m.metadata.get(_META)
                 ns = raw.get("namespace") if isinstance(raw, Mapping) else None
@@ -210,19 +242,20 @@ class EngramStore(BaseStore):
                 return sorted(out)
             offset += len(page)
 
-    def _agents(self, prefix: tuple[str, ...]) -> list[str]:
+    def _agents(self, prefix: tuple[str, ...]) -> Steps[list[str]]:
         """The agents a read under ``prefix`` covers: the prefix's first label, else every registered one."""
         if prefix:
             return [prefix[0]]
-        return sorted({ns[0] for ns in self._registered()})
+        return sorted({ns[0] for ns in (yield from self._registered())})
 
-    def _non_empty(self, namespace: tuple[str, ...]) -> bool:
+    def _non_empty(self, namespace: tuple[str, ...]) -> Steps[bool]:
         """Whether the namespace holds an item now (deleting its last item empties it)."""
         tags = [_TAG, _EXACT_NS_TAG + ".".join(namespace)]
-        return any(m.agent == namespace[0] for m in self._mem.list(agent=namespace[0], tags=tags, limit=1))
+        page = yield from _call("list", agent=namespace[0], tags=tags, limit=1)
+        return any(m.agent == namespace[0] for m in page)
 
     # -- search ---------------------------------------------------------------------------------------------
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    def _search(self, op: SearchOp) -> Steps[list[SearchItem]]:
         prefix = _labels(op.namespace_prefix)
         limit, offset = _non_negative(op.limit, "limit"), _non_negative(op.offset, "offset")
         if limit == 0:
@@ -234,43 +267,41 @@ class EngramStore(BaseStore):
         if op.query:
             scored: list[tuple[float, Memory]] = []
             fetch = min(_MAX_FETCH, wanted if not flt else max(wanted * 5, 100))
-            for agent in self._agents(prefix):
+            for agent in (yield from self._agents(prefix)):
                 tags = [_TAG, _NS_TAG + ".".join(prefix)] if prefix else [_TAG]
-                hits = self._mem.search(op.query, agent=agent, tags=tags, limit=fetch)
+                hits = yield from _call("search", op.query, agent=agent, tags=tags, limit=fetch)
                 scored.extend((h.score, h.memory) for h in hits if _matches(h.memory, agent, prefix, flt))
             scored.sort(key=lambda pair: pair[0], reverse=True)
             return [_search_item(m, s) for s, m in scored[offset:wanted]]
         found: list[Memory] = []
-        for agent in self._agents(prefix):
-            found.extend(self._scan(agent, prefix, flt, wanted))
+        for agent in (yield from self._agents(prefix)):
+            found.extend((yield from self._scan(agent, prefix, flt, wanted)))
         found.sort(key=lambda m: m.updated_at, reverse=True)
         return [_search_item(m, None) for m in found[offset:wanted]]
 
-    def _scan(self, agent: str, prefix: tuple[str, ...], flt: Mapping[str, Any], wanted: int) -> Iterator[Memory]:
+    def _scan(self, agent: str, prefix: tuple[str, ...], flt: Mapping[str, Any], wanted: int) -> Steps[list[Memory]]:
         """Up to ``wanted`` of the agent's items under ``prefix`` that pass ``flt``, newest first."""
         tags = [_TAG, _NS_TAG + ".".join(prefix)] if prefix else [_TAG]
-        offset = seen = 0
-        while seen < wanted:
-            page = self._mem.list(agent=agent, tags=tags, limit=_PAGE, offset=offset)
-            for m in page:
-                if _matches(m, agent, prefix, flt):
-                    seen += 1
-                    yield m
-                    if seen >= wanted:
-                        return
+        offset = 0
+        out: list[Memory] = []
+        while len(out) < wanted:
+            page = yield from _call("list", agent=agent, tags=tags, limit=_PAGE, offset=offset)
+            out.extend(m for m in page if _matches(m, agent, prefix, flt))
             if len(page) < _PAGE:
-                return
+                break
             offset += len(page)
+        return out[:wanted]
 
     # -- namespaces -----------------------------------------------------------------------------------------
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+    def _list_namespaces(self, op: ListNamespacesOp) -> Steps[list[tuple[str, ...]]]:
         limit, offset = _non_negative(op.limit, "limit"), _non_negative(op.offset, "offset")
         conditions = tuple(op.match_conditions or ())
         for condition in conditions:
             _labels(condition.path)
-        namespaces = [
-            ns for ns in self._registered() if all(_does_match(c, ns) for c in conditions) and self._non_empty(ns)
-        ]
+        namespaces = []
+        for ns in (yield from self._registered()):
+            if all(_does_match(c, ns) for c in conditions) and (yield from self._non_empty(ns)):
+                namespaces.append(ns)
         if op.max_depth is not None:
             namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
         return namespaces[offset : offset + limit]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from engramdb import _validate as check
 from engramdb.errors import ValidationError
 from engramdb.interfaces._schemas import (
+    AddArgs,
     AnalyzeEpisodesArgs,
     Args,
     BatchArgs,
@@ -31,6 +32,8 @@ from engramdb.interfaces._schemas import (
     PreflightArgs,
     RecordArgs,
     RememberArgs,
+    RouteArgs,
+    RouteRecordArgs,
     SearchArgs,
     SessionArgs,
     SessionMessageArgs,
@@ -69,6 +72,7 @@ def remember(mem: Engram, who: Caller, a: RememberArgs) -> JSON:
         visibility=cast("Visibility", a.visibility),
         confidence=a.confidence,
         force=a.force,
+        key=a.key,
     ).to_dict()
 
 
@@ -76,6 +80,11 @@ def remember_many(mem: Engram, who: Caller, a: BatchArgs) -> JSON:
     who.require_write()
     items = [{**item, "agent": who.agent(item.get("agent"))} for item in a.items]
     return {"memories": [m.to_dict() for m in mem.remember_many(items, force=a.force)]}
+
+
+def add_conversation(mem: Engram, who: Caller, a: AddArgs) -> JSON:
+    who.require_write()
+    return mem.add(a.messages, agent=who.agent(a.agent), user=a.user, session=a.session, at=a.at).to_dict()
 
 
 def list_memories(
@@ -120,7 +129,14 @@ def history(mem: Engram, who: Caller, a: MemoryArgs) -> JSON:
 def search(mem: Engram, who: Caller, a: SearchArgs) -> JSON:
     kind = cast("Kind | list[Kind] | None", a.kind)
     hits = mem.search(
-        a.query, agent=who.agent(a.agent), kind=kind, tags=a.tags, limit=a.limit, since=a.since, until=a.until
+        a.query,
+        agent=who.agent(a.agent),
+        kind=kind,
+        tags=a.tags,
+        limit=a.limit,
+        since=a.since,
+        until=a.until,
+        min_score=a.min_score,
     )
     return {"hits": [h.to_dict() for h in hits]}
 
@@ -158,6 +174,29 @@ def suggest(mem: Engram, who: Caller, a: SuggestArgs) -> JSON:
 def choose(mem: Engram, who: Caller, a: ChooseArgs) -> JSON:
     agent = who.agent(a.agent)
     return {"chosen": mem.learning.choose(a.context, a.options, agent=agent, exploration=a.exploration, seed=a.seed)}
+
+
+def route(mem: Engram, who: Caller, a: RouteArgs) -> JSON:
+    return mem.routing.decide(
+        a.task,
+        models=a.models,
+        task_type=a.task_type,
+        agent=who.agent(a.agent),
+        complexity=a.complexity,
+        context_length=a.context_length,
+        require_fast=a.require_fast,
+        require_cheap=a.require_cheap,
+        cost_weight=a.cost_weight,
+        latency_weight=a.latency_weight,
+    ).to_dict()
+
+
+def route_record(mem: Engram, who: Caller, a: RouteRecordArgs) -> JSON:
+    who.require_write()
+    agent = who.agent(a.agent)
+    return mem.routing.record(
+        a.task, a.model, a.outcome, task_type=a.task_type, latency_ms=a.latency_ms, cost=a.cost, agent=agent
+    ).to_dict()
 
 
 def record_failure(mem: Engram, who: Caller, a: FailureArgs) -> JSON:
@@ -327,12 +366,15 @@ class Tool:
 #: The MCP tools, in the order the server lists them.
 TOOLS: Final[tuple[Tool, ...]] = (
     Tool("remember", RememberArgs, remember, True),
+    Tool("add_conversation", AddArgs, add_conversation, True),
     Tool("search", SearchArgs, search, False),
     Tool("get", MemoryArgs, get, False, "One memory by id; it must be visible to the agent."),
     Tool("forget", MemoryArgs, forget, True, "Delete one of the agent's own memories for good."),
     Tool("record_outcome", RecordArgs, record_outcome, True),
     Tool("suggest", SuggestArgs, suggest, False),
     Tool("choose", ChooseArgs, choose, False),
+    Tool("route", RouteArgs, route, False),
+    Tool("route_record", RouteRecordArgs, route_record, True),
     Tool("record_failure", FailureArgs, record_failure, True),
     Tool("solutions", SolutionsArgs, solutions, False),
     Tool("failure_patterns", PatternsArgs, failure_patterns, False),

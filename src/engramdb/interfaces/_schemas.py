@@ -20,6 +20,7 @@ __all__ = [
     "AGENT_HELP",
     "MAX_EVENTS",
     "MAX_OFFSET",
+    "AddArgs",
     "AnalyzeEpisodesArgs",
     "Args",
     "BatchArgs",
@@ -36,6 +37,8 @@ __all__ = [
     "PreflightArgs",
     "RecordArgs",
     "RememberArgs",
+    "RouteArgs",
+    "RouteRecordArgs",
     "SearchArgs",
     "SessionArgs",
     "SessionMessageArgs",
@@ -72,6 +75,7 @@ class RememberArgs(Args):
     visibility: str = Field(default="private", description="private, shared or public.")
     confidence: float | None = Field(default=None, description="From 0 to 1.")
     force: bool = Field(default=False, description="Store it even if a near-duplicate exists.")
+    key: str | None = Field(default=None, description="A keyed memory: supersedes the agent's value of this key.")
 
 
 class BatchArgs(Args):
@@ -79,6 +83,23 @@ class BatchArgs(Args):
 
     items: list[dict[str, Any]] = Field(description="Memories as for remember (content, agent, kind, tags, ...).")
     force: bool = False
+
+
+class AddArgs(Args):
+    """Add a conversation: every message is stored as a turn, and the durable facts the user states (name, home,
+    job, family, preferences, health, dated plans, "remember that ...") are kept under stable keys, so a changed
+    fact supersedes the old one. Returns the turns stored and what was done with each fact."""
+
+    # Any: the library checks the messages, so every interface answers a bad one with the same words.
+    messages: Any = Field(
+        description='OpenAI-style messages: [{"role": "user", "content": "I moved to Berlin"}, ...]; roles user, '
+        "assistant, system, developer, tool, function; optional name (the speaker) and at (ISO 8601, when said).",
+        json_schema_extra={"type": "array", "items": {"type": "object"}},
+    )
+    agent: str | None = Agent
+    user: str | None = Field(default=None, description="The user the conversation is with.")
+    session: str | None = Field(default=None, description="The conversation thread it belongs to.")
+    at: str | None = Field(default=None, description="When it was said (ISO 8601), for messages without their own.")
 
 
 class MemoryArgs(Args):
@@ -109,6 +130,9 @@ class SearchArgs(Args):
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     since: str | None = Field(default=None, max_length=40, description="Created at or after (ISO 8601).")
     until: str | None = Field(default=None, max_length=40, description="Created at or before (ISO 8601).")
+    min_score: float | None = Field(
+        default=None, description="Drop hits found by meaning alone below this similarity (default: the server's)."
+    )
 
 
 class RecordArgs(Args):
@@ -147,6 +171,36 @@ class ChooseArgs(Args):
     agent: str | None = Agent
     exploration: float | None = None
     seed: int | None = None
+
+
+class RouteArgs(Args):
+    """Pick the LLM for a task among candidate models: seed 002's routing table until recorded outcomes say otherwise.
+
+    Returns the model, a fallback, the reason and every candidate's estimates.
+    """
+
+    task: str = Field(description="The task, in words.")
+    models: list[str] = Field(description="The candidate model names.")
+    task_type: str | None = Field(default=None, description="reasoning, code_generation, classification, ...")
+    complexity: str | None = Field(default=None, description="simple, medium or complex.")
+    context_length: int = Field(default=0, ge=0, description="Tokens of context the task reads.")
+    require_fast: bool = False
+    require_cheap: bool = False
+    agent: str | None = Agent
+    cost_weight: float | None = Field(default=None, ge=0)
+    latency_weight: float | None = Field(default=None, ge=0)
+
+
+class RouteRecordArgs(Args):
+    """Record how a model did on a task, so routing learns from it; returns the ``decision`` memory."""
+
+    task: str
+    model: str
+    outcome: str | bool | float = Field(description='"success", "failure", "partial", true/false, or a reward.')
+    task_type: str | None = None
+    latency_ms: float | None = Field(default=None, ge=0)
+    cost: float | None = Field(default=None, ge=0)
+    agent: str | None = Agent
 
 
 class FailureArgs(Args):

@@ -40,8 +40,9 @@ from engramdb.auth import ApiKeys
 from engramdb.errors import EngramError, NotAuthenticated, StorageError
 from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of, token_from_headers
 from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard, json_response, replaying, send_json
-from engramdb.interfaces._ops import TOOLS as _TOOLS
+from engramdb.interfaces._ops import TOOLS as _BASE_TOOLS
 from engramdb.interfaces._ops import Tool
+from engramdb.interfaces._ops_more import MORE_TOOLS
 
 try:
     from mcp import types
@@ -59,6 +60,7 @@ __all__ = ["MCP_PATH", "SERVER_NAME", "TOOLS", "check_message", "create_http_app
 
 SERVER_NAME: Final = "engramdb"
 #: The tools the server offers, in the order it lists them.
+_TOOLS: Final = (*_BASE_TOOLS, *MORE_TOOLS)
 TOOLS: Final = tuple(t.name for t in _TOOLS)
 #: Where the streamable HTTP transport answers.
 MCP_PATH: Final = "/mcp"

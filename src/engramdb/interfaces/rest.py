@@ -47,6 +47,7 @@ try:
     from fastapi.responses import JSONResponse
     from fastapi.routing import APIRoute
     from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+    from pydantic import BaseModel
     from starlette.exceptions import HTTPException
 
     from engramdb.interfaces.web import api_key_authorizer, dashboard_router
@@ -61,9 +62,11 @@ from engramdb.errors import AccessDenied, EngramError, NotAuthenticated, NotFoun
 from engramdb.interfaces import _ops as ops
 from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of
 from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard
+from engramdb.interfaces._rest_more import mount_more
 from engramdb.interfaces._schemas import (
     AGENT_HELP,
     MAX_OFFSET,
+    AddArgs,
     AnalyzeEpisodesArgs,
     BatchArgs,
     ChooseArgs,
@@ -78,6 +81,8 @@ from engramdb.interfaces._schemas import (
     PreflightArgs,
     RecordArgs,
     RememberArgs,
+    RouteArgs,
+    RouteRecordArgs,
     SearchArgs,
     SessionArgs,
     SessionMessageArgs,
@@ -136,7 +141,10 @@ async def _on_engram_error(request: Request, exc: Exception) -> JSONResponse:
     status = _status(exc)
     if status == 503:  # the details (paths, SQL) go to the log, not to the client
         _log.warning("storage error on %s %s: %s", request.method, request.url.path, exc)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    # The class name lets a client raise the same error (the remote Engram): the status alone is coarser.
+    headers = {"X-Engram-Error": type(exc).__name__}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
     return _error(status, str(exc), headers)
 
 
@@ -172,7 +180,13 @@ def _validation_message(errors: Sequence[Any]) -> str:
 
 
 def _query_names(dependant: Dependant) -> set[str]:
-    names = {p.alias for p in dependant.query_params}
+    names = set()
+    for p in dependant.query_params:
+        model = p.field_info.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):  # a query model: its fields are the parameters
+            names |= {f.alias or n for n, f in model.model_fields.items()}
+        else:
+            names.add(p.alias)
     for sub in dependant.dependencies:
         names |= _query_names(sub)
     return names
@@ -328,6 +342,11 @@ def create_app(
         """Store one memory; returns it as stored (secrets replaced, or the memory it merged into)."""
         return ops.remember(mem, who, body)
 
+    @app.post("/memories/add", status_code=201, tags=["memories"])
+    def add(who: Who, body: AddArgs) -> dict[str, Any]:
+        """Add a conversation: its turns are stored and the durable facts it states kept (a changed fact supersedes)."""
+        return ops.add_conversation(mem, who, body)
+
     @app.post("/memories/batch", status_code=201, tags=["memories"])
     def remember_many(who: Who, body: BatchArgs) -> dict[str, Any]:
         """Store many memories at once: all or nothing; an error names the bad item's position."""
@@ -396,6 +415,16 @@ def create_app(
     def choose(who: Who, body: ChooseArgs) -> dict[str, Any]:
         """Pick one of the options, balancing exploring and exploiting."""
         return ops.choose(mem, who, body)
+
+    @app.post("/route", tags=["learning"])
+    def route(who: Who, body: RouteArgs) -> dict[str, Any]:
+        """Pick the LLM for a task (seed 002's table, then recorded outcomes); with a fallback and the reason."""
+        return ops.route(mem, who, body)
+
+    @app.post("/route/outcomes", status_code=201, tags=["learning"])
+    def route_record(who: Who, body: RouteRecordArgs) -> dict[str, Any]:
+        """Record how a model did on a task; returns the ``decision`` memory routing learns from."""
+        return ops.route_record(mem, who, body)
 
     @app.post("/failures", status_code=201, tags=["failures"])
     def record_failure(who: Who, body: FailureArgs) -> dict[str, Any]:
@@ -518,6 +547,8 @@ def create_app(
     def health() -> dict[str, Any]:
         """Liveness: the server answers and its store is open (no key needed)."""
         return {"status": "ok", "model": mem.embedder.model_id}
+
+    mount_more(app, mem, Who)  # the rest of the library: keyed memories, clear, learning, checks, keys, ...
 
     # -- the dashboard (HTML at /, /ui/...): the same keys, also sent by a browser as HTTP Basic ----
     authorize = api_key_authorizer(api_keys, allow_unauthenticated=allow_unauthenticated)

@@ -9,6 +9,7 @@ buckets, and the approaches taken in recurring situations, filtered by success r
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -185,6 +186,13 @@ def timeline(
     if not rs:
         return bucket or "day", []
     name = bucket or choose_bucket(rs[0].at, rs[-1].at, n=len(rs), max_points=max_points)
+    if bucket is None and len(rs) >= 2 and len({_bucket_fn(name)(r.at) for r in rs}) == 1:
+        # Every run in one calendar bucket (a script's runs within a minute): a chart of one dot says nothing,
+        # so the points are consecutive runs instead, oldest first.
+        name = "run" if len(rs) <= max_points else f"{math.ceil(len(rs) / max_points)} runs"
+    size = _run_size(name)
+    if size is not None:
+        return name, _run_points(rs, size, level=level)
     if name not in {*dict(_FIXED), "month"}:
         raise ValidationError(f"unknown bucket {name!r} (choose from minute, hour, day, week, month)")
     fn = _bucket_fn(name)
@@ -200,6 +208,25 @@ def timeline(
         for k, s, n, lo, hi in zip(keys, succ, ns, low, high, strict=True)
     ]
     return name, points
+
+
+def _run_size(name: str) -> int | None:
+    """Runs per point of a ``run`` / ``N runs`` bucket; None for a calendar bucket."""
+    if name == "run":
+        return 1
+    head, _, tail = name.partition(" ")
+    return int(head) if tail == "runs" and head.isdigit() and int(head) >= 1 else None
+
+
+def _run_points(rs: Sequence[DecisionRecord], size: int, *, level: float) -> list[TimelinePoint]:
+    groups = [rs[i : i + size] for i in range(0, len(rs), size)]
+    succ = [sum(r.success for r in g) for g in groups]
+    ns = [len(g) for g in groups]
+    low, high = exact_intervals(succ, ns, level=level)
+    return [
+        TimelinePoint(start=g[0].at, end=g[-1].at, n=n, successes=s, success_rate=s / n, low=float(lo), high=float(hi))
+        for g, s, n, lo, hi in zip(groups, succ, ns, low, high, strict=True)
+    ]
 
 
 # -- approaches --------------------------------------------------------------------------------------------

@@ -42,7 +42,13 @@ from engramdb.learning.failures import (
     name_patterns,
     occurrence_from_memory,
 )
-from engramdb.learning.signatures import error_signature, pattern_key, signature_hash
+from engramdb.learning.signatures import (
+    GENERIC_FIX_KEY,
+    decisive_template,
+    error_signature,
+    pattern_key,
+    signature_hash,
+)
 from engramdb.models import (
     CheckResult,
     FailurePattern,
@@ -156,7 +162,10 @@ class FailureService:
         The pattern is the one of earlier failures with the same signature, else of
         failures whose signature means the same. ``successes`` counts the times a fix
         was the one that worked, ``attempts`` the times it was tried. Empty when the
-        failure is new or nothing was ever fixed.
+        failure is new or nothing was ever fixed. When the value that decides the fix
+        differs ("No module named 'numpy'" against a fix recorded for 'fastapi'), the other
+        value's fixes are left out; a fix recorded as generic (``metadata={"generic": True}``,
+        as the shipped packs mark theirs) is the answer then.
         """
         text, etype = _args.error(error)
         agent = check.agent_name(self._settings.agent if agent is None else agent)
@@ -179,6 +188,7 @@ class FailureService:
         bare_type = bare_type and ":" not in text.strip().rstrip(":")
         weights: dict[str, float] = {}
         occs: dict[str, Occurrence] = {}
+        template, values = decisive_template(text)
         if bare_type:
             for o in self._all_failures(agent):
                 if o.error_type == etype:
@@ -195,6 +205,11 @@ class FailureService:
                 w = max(0.0, (float(c.score) - _RELATED_FLOOR) / (1.0 - _RELATED_FLOOR))
                 if etype is not None and o.error_type == etype:
                     w = max(w, 0.5)
+                if values:
+                    their_template, theirs = decisive_template(o.message)
+                    if their_template == template and theirs != values:
+                        # Another module's fix is no fix for this one; a generic fix is the answer.
+                        w = 1.0 if m.metadata.get(GENERIC_FIX_KEY) is True else 0.0
                 if w > 0.0:
                     occs[o.id], weights[o.id] = o, min(1.0, w)
         return aggregate_solutions(occs.values(), weights)

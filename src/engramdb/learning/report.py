@@ -168,6 +168,7 @@ def write_chart(report: LearningReport, path: str | os.PathLike[str]) -> Path:
     except ImportError as exc:
         raise ValidationError("the report chart needs matplotlib: pip install 'engramdb[report]'") from exc
     import matplotlib.dates as mdates
+    from matplotlib.ticker import MaxNLocator
 
     out = Path(path)
     if out.suffix.lower() != ".png":
@@ -176,7 +177,12 @@ def write_chart(report: LearningReport, path: str | os.PathLike[str]) -> Path:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
 
+    # Runs all within one calendar bucket are charted in order (see analytics.timeline), not on a time axis.
+    by_run = report.bucket == "run" or report.bucket.endswith(" runs")
+
     def mids(points: Sequence[TimelinePoint]) -> list[float]:
+        if by_run:
+            return [float(i + 1) for i in range(len(points))]
         # Matplotlib's date axis counts days since its epoch; plot the middle of each bucket.
         return [float(mdates.date2num(p.start + (p.end - p.start) / 2)) for p in points]  # type: ignore[no-untyped-call]
 
@@ -197,7 +203,7 @@ def write_chart(report: LearningReport, path: str | os.PathLike[str]) -> Path:
             (only,) = report.timeline
             below, above = [only.success_rate - only.low], [only.high - only.success_rate]
             ax.errorbar(xs, [only.success_rate], yerr=[below, above], color="tab:blue", alpha=0.4, capsize=6)
-        if len(report.category_timelines) > 1:
+        if len(report.category_timelines) > 1 and not by_run:
             # Blue is the overall line's; categories take the next colours of the default cycle.
             colours = ["tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink"]
             for i, (name, pts) in enumerate(report.category_timelines.items()):
@@ -212,18 +218,26 @@ def write_chart(report: LearningReport, path: str | os.PathLike[str]) -> Path:
                 )
         # The x axis spans the buckets shown (not matplotlib's default padding of a day or years).
         first, last = report.timeline[0].start, report.timeline[-1].end
-        ax.set_xlim(float(mdates.date2num(first)), float(mdates.date2num(last)))  # type: ignore[no-untyped-call]
-        locator = mdates.AutoDateLocator(minticks=3, maxticks=8)  # type: ignore[no-untyped-call]
-        ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
-        ax.xaxis_date()
+        if by_run:
+            ax.set_xlim(0.5, len(xs) + 0.5)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        else:
+            ax.set_xlim(float(mdates.date2num(first)), float(mdates.date2num(last)))  # type: ignore[no-untyped-call]
+            locator = mdates.AutoDateLocator(minticks=3, maxticks=8)  # type: ignore[no-untyped-call]
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+            ax.xaxis_date()
         ax.legend(loc="best", fontsize=8, framealpha=0.8)
     else:
         ax.text(0.5, 0.5, "no outcomes recorded", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(*_y_range(report))
     ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:.0%}")
     ax.set_ylabel("success rate")
-    ax.set_xlabel(f"per {report.bucket} (UTC)")
+    if by_run and report.timeline:
+        start, end = report.timeline[0].start, report.timeline[-1].end
+        ax.set_xlabel(f"{report.bucket} per point, in order ({start:%Y-%m-%d %H:%M:%S}–{end:%H:%M:%S} UTC)")
+    else:
+        ax.set_xlabel(f"per {report.bucket} (UTC)")
     ax.set_title(f"Success rate over time: {report.agent}")
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -22,21 +22,13 @@ from engramdb import _validate as check
 from engramdb._util import utcnow
 from engramdb._validate import PAGE_SIZE
 from engramdb.errors import NotFound, ValidationError
-from engramdb.learning import _args, recommend
+from engramdb.learning import _args, recommend, records
 from engramdb.learning.adaptive import Adaptive, RecoveryHook
 from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, learning_stats, parse_rate_filter
 from engramdb.learning.analytics import approaches as find_approaches
 from engramdb.learning.complexity import assess_complexity
 from engramdb.learning.recommend import Neighbour, RecommendConfig
-from engramdb.learning.records import (
-    EPISODE_TAG,
-    PENDING,
-    decision_metadata,
-    is_pending,
-    is_pending_outcome,
-    parse_decision,
-    resolved_metadata,
-)
+from engramdb.learning.records import EPISODE_TAG, PENDING, decision_metadata, parse_decision, resolved_metadata
 from engramdb.learning.report import build_report, write_chart
 from engramdb.learning.stats import OUTCOME_WORDS, success_weight
 from engramdb.models import (
@@ -181,7 +173,7 @@ class LearningService:
             episode = _args.label(episode, "episode")
         tags = (PENDING,) if episode is None else (PENDING, EPISODE_TAG + episode)
         out = [m for page in self._recall.pages(Filter(agent=agent, kinds=_DECISION, tags=tags)) for m in page]
-        out = [m for m in out if m.agent == agent and is_pending(m.metadata)]
+        out = [m for m in out if m.agent == agent and records.is_pending(m.metadata)]
         out.sort(key=lambda m: (m.created_at, m.id))
         return out
 
@@ -226,7 +218,7 @@ class LearningService:
             episode = _args.label(episode, "episode")
             meta["episode"] = episode
             all_tags.append(EPISODE_TAG + episode)
-        pending = is_pending_outcome(outcome)
+        pending = meta["outcome"] == PENDING
         if pending:
             all_tags.append(PENDING)
         memory = self._pipeline.remember(

@@ -22,7 +22,9 @@ from collections.abc import Callable
 from typing import Final
 
 __all__ = [
+    "GENERIC_FIX_KEY",
     "MAX_SIGNATURE_CHARS",
+    "decisive_template",
     "error_signature",
     "error_text",
     "exception_type",
@@ -36,6 +38,8 @@ __all__ = [
 
 #: Signatures are cut to this many characters: enough to tell failures apart, bounded for storage.
 MAX_SIGNATURE_CHARS: Final = 400
+#: Metadata key of a failure whose fix holds whatever module or package its message names (a pack's generic fix).
+GENERIC_FIX_KEY: Final = "generic"
 
 # -- masking -------------------------------------------------------------------------------------------
 #
@@ -291,12 +295,51 @@ def _protect_decisive(text: str) -> str:
     return _DECISIVE.sub(_decisive, text)
 
 
+def _decisive_value(match: re.Match[str]) -> tuple[str, str] | None:
+    """The decisive value a ``_DECISIVE`` match keeps and the text with it replaced by ``<value>``."""
+    for group in (1, 2, 4):
+        if match.group(group):
+            start, end = match.span(group)
+            base = match.start(0)
+            text = match.group(0)
+            return match.group(group).strip("'\"`"), text[: start - base] + "<value>" + text[end - base :]
+    return None
+
+
+def decisive_template(message: str) -> tuple[str, tuple[str, ...]]:
+    """The signature of ``message`` with its decisive values (see ``_DECISIVE``) as ``<value>``, and those values.
+
+    "No module named 'numpy'" and "No module named 'fastapi'" have different signatures (the name
+    decides the fix) but one template, ``No module named <value>``: a fix recorded for one is not a
+    fix for the other, unless it is generic. A message without a decisive value has its signature
+    as template and no values.
+    """
+    values: list[str] = []
+
+    def swap(match: re.Match[str]) -> str:
+        found = _decisive_value(match)
+        if found is None:
+            return match.group(0)
+        values.append(found[0])
+        return found[1].replace("<value>", _keep_value("<value>"))
+
+    text = _DECISIVE.sub(swap, _protect_type(headline(message)))
+    return _cut(_masked(text)), tuple(values)
+
+
+# A qualified exception class anywhere in a message names the failure, not a detail: the digits of
+# "(psycopg2.OperationalError)" belong to a module name, and "java.io" in "java.io.IOException" is no host.
+_QUALIFIED_TYPE = re.compile(
+    r"(?<![\w.])(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Timeout|Fault|Violation)\b"
+)
+
+
 def _protect_type(text: str) -> str:
     # The exception class a message starts with is never a detail ("sqlite3.OperationalError").
     match = _TYPE.match(text)
-    if match is None:
-        return text
-    return text[: match.start(1)] + match.group(1).translate(_PROTECT_TABLE) + text[match.end(1) :]
+    if match is not None:
+        text = text[: match.start(1)] + match.group(1).translate(_PROTECT_TABLE) + text[match.end(1) :]
+    return _QUALIFIED_TYPE.sub(lambda m: _keep_value(m.group(0)), text)
 
 
 def _url(match: re.Match[str]) -> str:
@@ -365,23 +408,36 @@ _RULE_LIST: Final[tuple[tuple[str, re.Pattern[str], Replacement], ...]] = (
 _RULES: Final = tuple((name, _guarded(pattern), replacement) for name, pattern, replacement in _RULE_LIST)
 
 
+# A stack frame of Java, Kotlin, C# or JavaScript ("\tat com.example.App.main(App.java:10)"), or the
+# "... 12 more" that stands for the frames a Java cause shares with its parent.
+_FRAME = re.compile(r"^[ \t]+(?:at[ \t]+\S.*|\.\.\.[ \t]*\d+[ \t]+more)[ \t]*$", re.MULTILINE)
+
+
 def headline(message: str) -> str:
     """The line of an error report that says what went wrong.
 
     For a Python traceback that is its last exception line (the frames above it
-    change with every refactoring); otherwise the whole message.
+    change with every refactoring); for a Java or JavaScript stack trace the message
+    without its ``at ...`` frames (so the same exception thrown from another place is
+    the same failure); otherwise the whole message.
     """
     if _TRACEBACK.search(message):
         lines = [line for line in message.splitlines() if line.strip()]
         for line in reversed(lines):
             if not line.startswith((" ", "\t")) and not _TRACEBACK.match(line):
                 return line.strip()
+    if "\n" in message and _FRAME.search(message):
+        return "\n".join(line for line in _FRAME.sub("", message).splitlines() if line.strip()).strip()
     return message.strip()
 
 
 def mask(text: str) -> str:
     """``text`` with every variable detail replaced by a typed placeholder (no headline selection)."""
-    out = _protect_decisive(_protect_type(text))
+    return _masked(_protect_decisive(_protect_type(text)))
+
+
+def _masked(out: str) -> str:
+    """:func:`mask` of a text whose protected parts are already shifted out of the rules' reach."""
     out = _KEEP.sub(_protect, out)
     for _name, pattern, replacement in _RULES:
         out = pattern.sub(replacement, out)
@@ -398,7 +454,10 @@ def error_signature(message: str) -> str:
     addresses or line numbers have the same signature. Numbers that name the
     failure itself (HTTP status, errno, exit code, signal) are kept.
     """
-    signature = mask(headline(message))
+    return _cut(mask(headline(message)))
+
+
+def _cut(signature: str) -> str:
     if len(signature) > MAX_SIGNATURE_CHARS:
         signature = signature[: MAX_SIGNATURE_CHARS - 1].rstrip() + "…"
     return signature

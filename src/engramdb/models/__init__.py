@@ -13,6 +13,8 @@ from engramdb.models.brain import *  # noqa: F403
 from engramdb.models.brain import __all__ as _brain
 from engramdb.models.code import *  # noqa: F403
 from engramdb.models.code import __all__ as _code
+from engramdb.models.conversation import *  # noqa: F403
+from engramdb.models.conversation import __all__ as _conversation
 from engramdb.models.episodes import *  # noqa: F403
 from engramdb.models.episodes import __all__ as _episodes
 from engramdb.models.failures import *  # noqa: F403
@@ -29,5 +31,18 @@ from engramdb.models.privacy import *  # noqa: F403
 from engramdb.models.privacy import __all__ as _privacy
 
 __all__ = sorted(  # noqa: PLE0605
-    [*_audit, *_auth, *_brain, *_code, *_episodes, *_failures, *_health, *_learning, *_memory, *_packs, *_privacy]
+    [
+        *_audit,
+        *_auth,
+        *_brain,
+        *_code,
+        *_conversation,
+        *_episodes,
+        *_failures,
+        *_health,
+        *_learning,
+        *_memory,
+        *_packs,
+        *_privacy,
+    ]
 )

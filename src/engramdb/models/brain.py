@@ -442,6 +442,16 @@ class RouteChoice:
     explored: bool = False
     cost_weight: float = 0.0
     latency_weight: float = 0.0
+    #: The model to try if the pick is unavailable (the seed's fallback tier, else the next best); None if alone.
+    fallback: str | None = None
+    #: What made the pick: ``table`` (seed 002's routing table, outcomes still few and not against it),
+    #: ``outcomes`` (the best expected utility from recorded outcomes) or ``exploration`` (a Thompson draw).
+    decided_by: str = "outcomes"
+    #: The seed's routing inputs as given.
+    complexity: str | None = None
+    context_length: int = 0
+    require_fast: bool = False
+    require_cheap: bool = False
 
     def __str__(self) -> str:
         return self.model
@@ -461,7 +471,13 @@ class RouteChoice:
             "task": self.task,
             "task_type": self.task_type,
             "reason": self.reason,
+            "fallback": self.fallback,
+            "decided_by": self.decided_by,
             "explored": self.explored,
+            "complexity": self.complexity,
+            "context_length": self.context_length,
+            "require_fast": self.require_fast,
+            "require_cheap": self.require_cheap,
             "cost_weight": self.cost_weight,
             "latency_weight": self.latency_weight,
             "candidates": [c.to_dict() for c in self.candidates],

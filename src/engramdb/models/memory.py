@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, get_args
 
 __all__ = [
@@ -54,9 +54,19 @@ Outcome = Literal["success", "failure", "partial"]
 OUTCOMES: Final[frozenset[Outcome]] = frozenset(get_args(Outcome))
 
 
+#: Stands for "not given" in :attr:`Memory.occurred_at` (replaced by ``created_at`` on construction).
+_UNSET_TIME: Final = datetime.min.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Memory:
-    """One stored memory, as the store holds it (secrets already redacted)."""
+    """One stored memory, as the store holds it (secrets already redacted).
+
+    Scopes: a memory belongs to an ``agent`` and, optionally, to a ``user`` (one person the agent
+    serves) and a ``session`` (a conversation thread or a run). ``occurred_at`` is when the event
+    happened (``remember(..., at=...)``; ``created_at`` unless given). ``valid_until`` is set on a
+    superseded value of a keyed fact: it was true from ``occurred_at`` until then.
+    """
 
     id: str
     agent: str
@@ -79,6 +89,23 @@ class Memory:
     shared_by: str | None = None
     #: When it was shared with the reader (None for the owner, and for a public memory never shared).
     shared_at: datetime | None = None
+    #: The person this memory is about or was told by (None: the agent's own, seen by all its users).
+    user: str | None = None
+    #: The conversation thread or run it belongs to (None: none in particular).
+    session: str | None = None
+    #: When the event happened (defaults to ``created_at``).
+    occurred_at: datetime = _UNSET_TIME
+    #: When a superseded value stopped being true (None: current).
+    valid_until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.occurred_at is _UNSET_TIME:
+            object.__setattr__(self, "occurred_at", self.created_at)
+
+    @property
+    def valid_from(self) -> datetime:
+        """When this value became true: the time it happened (:attr:`occurred_at`)."""
+        return self.occurred_at
 
     @property
     def success_rate(self) -> float | None:
@@ -108,6 +135,10 @@ class Memory:
             "redacted": list(self.redacted),
             "shared_by": self.shared_by,
             "shared_at": self.shared_at.isoformat() if self.shared_at else None,
+            "user": self.user,
+            "session": self.session,
+            "occurred_at": self.occurred_at.isoformat(),
+            "valid_until": self.valid_until.isoformat() if self.valid_until else None,
         }
 
 

@@ -46,10 +46,13 @@ class PackError:
     #: Fixes people try that do not work (or do harm).
     failed: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    #: The fix holds whatever module or package the message names ("No module named X"): it is the
+    #: answer for such an error when no fix for that very name is known.
+    generic: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
+        """A JSON-ready dict (``generic`` only when set, so older entries keep their content hash)."""
+        out: dict[str, Any] = {
             "id": self.id,
             "error": self.error,
             "fix": self.fix,
@@ -57,6 +60,9 @@ class PackError:
             "failed": list(self.failed),
             "tags": list(self.tags),
         }
+        if self.generic:
+            out["generic"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

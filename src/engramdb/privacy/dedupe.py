@@ -93,11 +93,13 @@ def find_duplicate(
     visibility: str = "private",
     candidates: Iterable[tuple[Memory, float]],
     threshold: float,
+    user: str | None = None,
+    session: str | None = None,
 ) -> Duplicate | None:
     """The best near-duplicate of a new memory among ``candidates`` (memory, cosine), or None.
 
-    Only candidates of the same agent, kind and visibility qualify (merging must not
-    widen or narrow who can read what), and never for kinds in
+    Only candidates of the same agent, kind, visibility, user and session qualify (merging must
+    not widen or narrow who can read what), and never for kinds in
     :data:`~engramdb.models.NO_MERGE_KINDS`. An identical normalised text wins
     whatever its similarity; otherwise the most similar candidate at or above
     ``threshold`` whose text is :func:`compatible`.
@@ -108,6 +110,8 @@ def find_duplicate(
     best: Duplicate | None = None
     for memory, similarity in candidates:
         if memory.agent != agent or memory.kind != kind or memory.visibility != visibility:
+            continue
+        if memory.user != user or memory.session != session or memory.valid_until is not None:
             continue
         if memory.shared_by is not None:
             continue

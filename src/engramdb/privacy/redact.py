@@ -39,6 +39,9 @@ from engramdb.privacy._chars import entropy as _entropy
 from engramdb.privacy._chars import luhn as _luhn
 from engramdb.privacy._chars import random_enough as _random_enough
 from engramdb.privacy._gate import literal_gate
+from engramdb.privacy._settings import assignment as _assignment
+from engramdb.privacy._settings import reference as _reference
+from engramdb.privacy._settings import setting as _setting
 
 __all__ = [
     "PII_KINDS",
@@ -217,17 +220,18 @@ _PROSE_PASSWORD = re.compile(
     r"(?i)(?<![A-Za-z0-9])(?P<name>password|passphrase|passcode|pwd)\s+(?:for|of|to)\s+(?:[\w'.\-]+\s+){0,4}?"
     r"(?:is|was)\s*:?\s+(?P<v>[^\s'\"`,;]{1,256})"
 )
-# Passwords given to a command line with -p (docker login, mysql, sshpass) or -a (redis-cli).
+# Passwords given to a command line with -p (docker login, sshpass) or -a (redis-cli); mysql takes its password
+# only attached ("-pS3cret"): "mysql -u app -p appdb" asks for it and names the database.
 _PASSWORD_FLAG = re.compile(
-    r"(?i)\b(?:docker|podman|buildah|helm|mysql|mysqldump|mariadb|sshpass|redis-cli|htpasswd|login)\b"
-    r"[^\n|;&]*?\s-(?:p|a)\s*(?P<v>[^\s'\"`|;&-][^\s'\"`|;&]*)"
+    r"(?i)(?:\b(?:docker|podman|buildah|helm|sshpass|redis-cli|htpasswd|login)\b[^\n|;&]*?\s-(?:p|a)\s*"
+    r"|\b(?:mysql|mysqldump|mariadb)\b[^\n|;&]*?\s-p)(?P<v>[^\s'\"`|;&-][^\s'\"`|;&]*)"
 )
 
 
 def _prose_span(m: Match) -> tuple[int, int] | None:
     start = m.start("v")
     value = m.group("v").rstrip(".:")
-    if not _credential_like(value, strict=True):
+    if not _credential_like(value, strict=True) or _reference(value):
         return None
     return start, start + len(value)
 
@@ -251,7 +255,14 @@ def _generic_span(m: Match) -> tuple[int, int] | None:
     if explicit and _label(m, value):
         # "auth: refresh OAuth token on 401": a topic label before a sentence, not an assignment.
         explicit = False
-    if not value or not _credential_like(value.strip(), strict=not explicit):
+    value = value.strip()
+    if not value or not _credential_like(value, strict=not explicit):
+        return None
+    name = m.group("name")
+    # In prose "pass" is a verb ("pass --no-verify"), and a flag or an assignment after a word is what it names.
+    if m.group("op") is None and (name.lower() == "pass" or _assignment(value)):
+        return None
+    if _reference(value) or (_PASSWORD_WORD.search(name) is None and _setting(value)):
         return None
     return start, end
 
@@ -572,7 +583,7 @@ def _redact_json(value: Any, policy: RedactionPolicy, kinds: set[str], *, key: s
     if isinstance(value, str):
         is_password = key is not None and _PASSWORD_WORD.search(key.strip()) is not None
         named = key is not None and _SECRET_KEY.match(key.strip()) is not None
-        if policy.secrets and named and _whole_value_secret(value, words=6 if is_password else 2):
+        if policy.secrets and named and _whole_value_secret(value, password=is_password):
             kind = "password" if is_password else "credential"
             # Keep what a detector would call it more precisely (an AWS key under "secret").
             inner = redact_text(value, policy=policy)
@@ -600,15 +611,15 @@ def _redact_json(value: Any, policy: RedactionPolicy, kinds: set[str], *, key: s
     return value
 
 
-def _whole_value_secret(value: str, *, words: int) -> bool:
+def _whole_value_secret(value: str, *, password: bool) -> bool:
     stripped = value.strip()
     if not stripped or _PLACEHOLDER.fullmatch(stripped) or _PLACEHOLDER_VALUE.match(stripped):
         return False
-    if stripped.lower() in _STOPWORDS:
+    if stripped.lower() in _STOPWORDS or _reference(stripped) or (not password and _setting(stripped)):
         return False
     # Prose under a key named "token" ("rotated every 90 days") is a description, not a value;
     # a passphrase under "password" may have a few words.
-    return len(stripped.split()) <= words
+    return len(stripped.split()) <= (6 if password else 2)
 
 
 #: Every kind of secret a placeholder may name.

@@ -43,6 +43,10 @@ UPDATABLE_FIELDS: Final = frozenset(
         "last_accessed",
         "access_count",
         "redacted",
+        # Set by the write pipeline only: a keyed fact's new value moves into its thread and time.
+        "session",
+        "occurred_at",
+        "valid_until",
     }
 )
 
@@ -83,8 +87,12 @@ def validate_fields(fields: Mapping[str, Any]) -> None:
         elif name == "access_count":
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValidationError("access_count must be a non-negative integer")
-        elif name == "last_accessed" and value is not None and not isinstance(value, datetime):
-            raise ValidationError("last_accessed must be a datetime or None")
+        elif name in ("last_accessed", "valid_until") and value is not None and not isinstance(value, datetime):
+            raise ValidationError(f"{name} must be a datetime or None")
+        elif name == "occurred_at" and (not isinstance(value, datetime) or value.utcoffset() is None):
+            raise ValidationError("occurred_at must be a timezone-aware datetime")
+        elif name in ("user", "session") and value is not None and (not isinstance(value, str) or not value):
+            raise ValidationError(f"{name} must be a non-empty string or None, not {value!r}")
 
 
 def validate_memory(memory: Memory) -> None:
@@ -106,6 +114,10 @@ def validate_memory(memory: Memory) -> None:
             "attempts": memory.attempts,
             "access_count": memory.access_count,
             "last_accessed": memory.last_accessed,
+            "user": memory.user,
+            "session": memory.session,
+            "occurred_at": memory.occurred_at,
+            "valid_until": memory.valid_until,
         }
     )
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AUDIT_COLUMNS",
     "AUDIT_HEAD_KEY",
+    "FIELD_COLUMNS",
     "MEMORY_COLUMNS",
     "HistoryRow",
     "audit_head_value",
@@ -61,8 +62,12 @@ AUDIT_COLUMNS: Final = "seq, at, action, agent, memory_id, detail, hash"
 #: The columns :func:`row_to_memory` decodes, in order (``m`` is the memories alias).
 MEMORY_COLUMNS: Final = (
     "m.id, m.agent, m.kind, m.content, m.tags, m.metadata, m.created_at, m.updated_at, "
-    "m.last_accessed, m.access_count, m.confidence, m.successes, m.attempts, m.visibility, m.redacted"
+    "m.last_accessed, m.access_count, m.confidence, m.successes, m.attempts, m.visibility, m.redacted, "
+    "m.user_id, m.session_id, m.occurred_at, m.valid_until"
 )
+
+#: The column of each :class:`Memory` field whose column is named differently (``user`` is reserved in SQL).
+FIELD_COLUMNS: Final = {"user": "user_id", "session": "session_id"}
 
 #: The fields a ``create`` history entry records.
 _CREATE_FIELDS: Final = (
@@ -141,7 +146,7 @@ def column_value(name: str, value: Any) -> Any:
         return dumps(list(value), what=name)
     if name == "metadata":
         return dumps(jsonable(value), what=name)
-    if name == "last_accessed":
+    if name in ("last_accessed", "occurred_at", "valid_until"):
         return None if value is None else ts(value)
     return value
 
@@ -165,6 +170,10 @@ def memory_row(m: Memory) -> tuple[Any, ...]:
         float(m.attempts),
         m.visibility,
         dumps(list(m.redacted), what="redacted"),
+        m.user,
+        m.session,
+        created if m.occurred_at is m.created_at else ts(m.occurred_at),
+        None if m.valid_until is None else ts(m.valid_until),
     )
 
 
@@ -235,6 +244,7 @@ def row_to_memory(row: Sequence[Any], shared_by: str | None = None, shared_at: s
     updated = parse_ts(row[7])
     if created is None or updated is None:
         raise CorruptStoreError(f"memory {row[0]} has no timestamps")
+    occurred = parse_ts(row[17]) if row[17] is not None and row[17] != row[6] else created
     return Memory(
         id=row[0],
         agent=row[1],
@@ -253,6 +263,10 @@ def row_to_memory(row: Sequence[Any], shared_by: str | None = None, shared_at: s
         redacted=tuple(_loads(row[14], default=[])),
         shared_by=shared_by,
         shared_at=parse_ts(shared_at) if shared_by is not None else None,
+        user=row[15],
+        session=row[16],
+        occurred_at=occurred if occurred is not None else created,
+        valid_until=parse_ts(row[18]),
     )
 
 

@@ -69,6 +69,20 @@ _HAS_TAG = "EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = m.id AND t.t
 OneOf = Callable[[str, Sequence[str]], tuple[str, Any]]
 
 
+def _admits(column: str, admitted: Sequence[str | None], one_of: OneOf) -> tuple[str, list[Any]]:
+    """``column`` among ``admitted``, where a None in it admits NULL (no such scope)."""
+    names = [a for a in dict.fromkeys(admitted) if a is not None]
+    if not names:
+        return (f"{column} IS NULL", []) if None in admitted else ("1 = 0", [])
+    if len(names) == 1:
+        test, param = f"{column} = ?", names[0]
+    else:
+        test, param = one_of(column, names)
+    if None in admitted:
+        return f"({column} IS NULL OR {test})", [param]
+    return test, [param]
+
+
 def filter_clauses(flt: Filter | None, one_of: OneOf, *, visible: str | None = None) -> FilterSQL:
     """The WHERE clause implementing ``flt`` (``1 = 1`` when there is none), lists spelled by ``one_of``.
 
@@ -112,6 +126,18 @@ def filter_clauses(flt: Filter | None, one_of: OneOf, *, visible: str | None = N
     if flt.created_before is not None:
         conds.append("m.created_at <= ?")
         params.append(ts(flt.created_before))
+    for column, admitted in (("m.user_id", flt.users), ("m.session_id", flt.sessions)):
+        if admitted is not None:
+            clause, clause_params = _admits(column, admitted, one_of)
+            conds.append(clause)
+            params += clause_params
+    # Time: what was true at as_of (it had happened, and no later value had replaced it yet); else the
+    # current values only, unless superseded ones are asked for. Same fixed-width text as created_at.
+    if flt.as_of is not None:
+        conds.append("m.occurred_at <= ? AND (m.valid_until IS NULL OR m.valid_until > ?)")
+        params += [ts(flt.as_of), ts(flt.as_of)]
+    elif not flt.superseded:
+        conds.append("m.valid_until IS NULL")
     return FilterSQL(
         " AND ".join(conds) or _TRUE, tuple(params), shared_by, shared_by_params, shared_at, shared_at_params
     )

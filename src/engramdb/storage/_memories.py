@@ -50,8 +50,9 @@ __all__ = ["INSERT_HISTORY", "SQLMemories", "fetch_locked", "write_vectors"]
 INSERT_HISTORY: Final = "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_MEMORY: Final = (
     "INSERT INTO memories (id, agent, kind, content, tags, metadata, created_at, updated_at, "
-    "last_accessed, access_count, confidence, successes, attempts, visibility, redacted) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "last_accessed, access_count, confidence, successes, attempts, visibility, redacted, "
+    "user_id, session_id, occurred_at, valid_until) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_TAG: Final = "INSERT INTO memory_tags (memory_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING"
 #: ORDER BY of each list order; ending in the row id makes it total, so offset pages never overlap.

@@ -169,10 +169,21 @@ CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
     FOR EACH STATEMENT EXECUTE FUNCTION engram_audit_append_only();
 """
 
+# Scopes and time (issue 23), as in the SQLite store's step 3.
+_V3_SCOPES = """
+ALTER TABLE memories ADD COLUMN user_id text, ADD COLUMN session_id text, ADD COLUMN occurred_at text,
+    ADD COLUMN valid_until text;
+UPDATE memories SET occurred_at = created_at;
+CREATE INDEX memories_agent_user ON memories (agent, user_id, created_at);
+CREATE INDEX memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL;
+CREATE INDEX memories_past ON memories (agent, valid_until) WHERE valid_until IS NOT NULL;
+"""
+
 #: Every schema step, in order. Append only.
 MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
     PgMigration(version=2, description="hash-chained audit trail", script=_V2_AUDIT),
+    PgMigration(version=3, description="user and session scopes, event time, validity", script=_V3_SCOPES),
 )
 
 #: The schema version this code writes and understands.

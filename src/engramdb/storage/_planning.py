@@ -10,7 +10,15 @@ from typing import Any, Final
 
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
-from engramdb.storage._codecs import HistoryRow, column_value, history_row, normalise_changes, tag_rows, ts
+from engramdb.storage._codecs import (
+    FIELD_COLUMNS,
+    HistoryRow,
+    column_value,
+    history_row,
+    normalise_changes,
+    tag_rows,
+    ts,
+)
 
 __all__ = ["KEY_WINDOW", "ShareChange", "UpdatePlan", "keyset_batches", "on_share", "on_unshare", "plan_update"]
 
@@ -50,7 +58,7 @@ def plan_update(old: Memory, changes: Mapping[str, Any], *, action: str, actor: 
     new = normalise_changes(changes)
     before = {k: getattr(old, k) for k, v in new.items() if getattr(old, k) != v}
     after = {k: new[k] for k in before}
-    columns = {k: column_value(k, v) for k, v in after.items()}
+    columns = {FIELD_COLUMNS.get(k, k): column_value(k, v) for k, v in after.items()}
     columns["updated_at"] = ts(at)
     history = history_row(old.id, action, at=at, actor=actor, before=before, after=after, what="changes")
     return UpdatePlan(before=before, after=after, columns=columns, history=history)

@@ -181,10 +181,26 @@ CREATE TRIGGER audit_append_only_delete BEFORE DELETE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
 """
 
+# Scopes and time (issue 23): the user and the conversation thread a memory belongs to, when its event
+# happened, and until when a superseded value of a keyed fact was true. Existing memories belong to no user
+# or thread, happened when they were stored, and are current. The vector cache holds current rows only
+# and learns a row's scope from SQL (storage._sqlite_search), so no epoch trigger is needed for these.
+_V3_SCOPES = """
+ALTER TABLE memories ADD COLUMN user_id TEXT;
+ALTER TABLE memories ADD COLUMN session_id TEXT;
+ALTER TABLE memories ADD COLUMN occurred_at TEXT;
+ALTER TABLE memories ADD COLUMN valid_until TEXT;
+UPDATE memories SET occurred_at = created_at;
+CREATE INDEX memories_agent_user ON memories (agent, user_id, created_at);
+CREATE INDEX memories_session ON memories (session_id, created_at) WHERE session_id IS NOT NULL;
+CREATE INDEX memories_past ON memories (agent, valid_until) WHERE valid_until IS NOT NULL;
+"""
+
 #: Every schema step, in order. Append only.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
     Migration(version=2, description="hash-chained audit trail", script=_V2_AUDIT),
+    Migration(version=3, description="user and session scopes, event time, validity", script=_V3_SCOPES),
 )
 
 #: The schema version this code writes and understands.

@@ -143,10 +143,19 @@ class SQLiteSearch:
         query = as_unit_rows(vector, rows=1)[0]
         if limit <= 0:
             return []
+        past: list[tuple[str, float]] = []
+        only: npt.NDArray[np.int64] | None
         with self._reading(snapshot=True) as conn:
             self._sync_index(conn)
             also = self._shared_rids(conn, flt.agent) if flt.agent is not None and flt.include_shared else None
-            only = self._restricted_rids(conn, flt)
+            if flt.scoped:
+                # The cache knows agent, kind and visibility only: the filter's rows come from SQL.
+                f = filter_sql(flt)
+                only = self._rids(conn, f"SELECT m.rid FROM memories m WHERE {f.where}", f.params)
+                if flt.as_of is not None or flt.superseded:
+                    past = self._past_candidates(conn, query, f, limit=limit)
+            else:
+                only = self._restricted_rids(conn, flt)
         # The scan runs under the index's own lock, not the connection's: a keyword query of
         # another thread (the same search's, see retrieval.hybrid) proceeds meanwhile.
         found = self._index.search(
@@ -158,7 +167,30 @@ class SQLiteSearch:
             kinds=flt.kinds,
             only_rids=only,
         )
+        if past:
+            found = sorted([*found, *past], key=lambda pair: -pair[1])[:limit]
         return [Candidate(memory_id, score) for memory_id, score in found]
+
+    def _past_candidates(
+        self, conn: sqlite3.Connection, query: Vectors, f: FilterSQL, *, limit: int
+    ) -> list[tuple[str, float]]:
+        """Superseded values passing the filter, scored exactly (the cache holds current rows only).
+
+        Few: one row per change of a keyed fact, read only by questions about the past.
+        """
+        model = self._index.state.model_id if self._index.state is not None else None
+        rows = conn.execute(
+            "SELECT m.id, v.vec FROM vectors v JOIN memories m ON m.id = v.memory_id "
+            f"WHERE m.valid_until IS NOT NULL AND v.model_id = ? AND {f.where}",
+            (model, *f.params),
+        ).fetchall()
+        rows = [(memory_id, blob) for memory_id, blob in rows if len(blob) == 4 * query.shape[0]]
+        if not rows:
+            return []
+        matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
+        scores = np.einsum("ij,j->i", matrix, query)
+        best = np.argsort(-scores, kind="stable")[:limit]
+        return [(rows[int(i)][0], float(scores[int(i)])) for i in best]
 
     @staticmethod
     def _rids(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> npt.NDArray[np.int64]:
@@ -214,7 +246,7 @@ class SQLiteSearch:
             # Another process forgot or changed memories: follow it row by row instead of a rebuild.
             rows = conn.execute(
                 "SELECT v.memory_id, m.agent, m.kind, m.visibility FROM vectors v "
-                "JOIN memories m ON m.id = v.memory_id WHERE v.model_id = ? AND v.seq <= ?",
+                "JOIN memories m ON m.id = v.memory_id WHERE v.model_id = ? AND v.seq <= ? AND m.valid_until IS NULL",
                 (state.model_id, cached.max_seq),
             )
             if self._index.reconcile(rows, state):
@@ -223,7 +255,7 @@ class SQLiteSearch:
             return
         select = (
             "SELECT v.memory_id, m.rid, m.agent, m.kind, m.visibility, v.vec FROM vectors v "
-            "JOIN memories m ON m.id = v.memory_id WHERE v.model_id = ?"
+            "JOIN memories m ON m.id = v.memory_id WHERE m.valid_until IS NULL AND v.model_id = ?"
         )
         if (
             cached is not None

@@ -77,6 +77,12 @@ class Filter:
     ``tags`` must all be present on a memory. ``ids`` restricts to those ids.
     ``created_after``/``created_before`` bound ``Memory.created_at``, both inclusive; they must be
     timezone-aware, and ``created_after`` not later than ``created_before`` (else ValidationError).
+
+    Scopes: ``users`` lists the ``Memory.user`` values admitted (``None`` in it admits memories of no
+    user; the whole field None: any user), ``sessions`` likewise for ``Memory.session``. A read for
+    user U passes ``users=(None, U)``: the agent's own memories and U's, never another user's.
+    Time: superseded values (``valid_until`` set) are left out unless ``superseded``; with ``as_of``
+    only what was true then passes: ``occurred_at <= as_of`` and not superseded by then.
     """
 
     agent: str | None
@@ -86,9 +92,22 @@ class Filter:
     ids: tuple[str, ...] | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    users: tuple[str | None, ...] | None = None
+    sessions: tuple[str | None, ...] | None = None
+    as_of: datetime | None = None
+    superseded: bool = False
+
+    @property
+    def scoped(self) -> bool:
+        """Whether the filter restricts users, sessions or time (what the SQLite vector cache does not hold)."""
+        return self.users is not None or self.sessions is not None or self.as_of is not None or self.superseded
 
     def __post_init__(self) -> None:
-        for name, bound in (("created_after", self.created_after), ("created_before", self.created_before)):
+        for name, bound in (
+            ("created_after", self.created_after),
+            ("created_before", self.created_before),
+            ("as_of", self.as_of),
+        ):
             # A naive bound would be read as UTC by the SQL but compare as local time elsewhere: refuse it.
             if bound is not None and (not isinstance(bound, datetime) or bound.utcoffset() is None):
                 raise ValidationError(f"{name} must be a timezone-aware datetime, not {bound!r}")

@@ -421,6 +421,8 @@ class SQLiteBackend:
             ).fetchall()
         )
         for n, m in enumerate(memories):
+            if m.valid_until is not None:
+                continue  # a superseded value: the cache holds current rows only (see _sqlite_search)
             row = (m.id, int(rids[m.id]), m.agent, m.kind, m.visibility, self.encode_vector(unit[n]))
             w.ops.append(put_op(row, model_id))
 

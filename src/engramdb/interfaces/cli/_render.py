@@ -8,6 +8,8 @@ hits, history); a command's own tables live next to the command.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -90,9 +92,25 @@ def console() -> Console:
     Everything it prints goes through :func:`printable`: no stored text reaches the terminal
     as a control sequence.
     """
-    out = Console(highlight=False)
+    out = Console(highlight=False, width=_pipe_width())
     out.push_render_hook(_PrintableHook())
     return out
+
+
+#: Width of output written to a pipe or file: wide enough that no table column is cut, as ``grep`` and ``less -S``
+#: users expect; rich would otherwise assume 80 columns and cut every wide cell.
+PIPE_WIDTH: Final = 250
+
+
+def _pipe_width() -> int | None:
+    """None (rich measures) on a terminal or when ``COLUMNS`` says; :data:`PIPE_WIDTH` on a pipe or a file."""
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return None
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty else PIPE_WIDTH
 
 
 def emit_json(data: Any) -> None:
@@ -165,7 +183,7 @@ def memories_table(
         table.add_column("agent", no_wrap=True)
     table.add_column("content", ratio=1, min_width=20)
     if wide:
-        table.add_column("tags", max_width=30)
+        table.add_column("tags", max_width=None if width >= PIPE_WIDTH else 30)
         table.add_column("used", justify="right", no_wrap=True)
         table.add_column("created", no_wrap=True)
     for m in memories:
@@ -188,7 +206,7 @@ def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | No
         table.add_column("agent", no_wrap=True)
     table.add_column("content", ratio=1, min_width=20)
     if wide:
-        table.add_column("tags", max_width=30)
+        table.add_column("tags", max_width=None if width >= PIPE_WIDTH else 30)
     for h in hits:
         m = h.memory
         row: list[str | Text] = [f"{h.score:.3f}", m.id, m.kind, *([m.agent] if foreign else [])]

@@ -21,6 +21,7 @@ from engramdb.interfaces.cli import (
     brain,
     brain_context,
     chroma_import,
+    conversations,
     demo,
     doctor,
     episodes,
@@ -60,6 +61,7 @@ GROUPS: Final[tuple[Group, ...]] = (
         "Record, search, inspect, update and forget memories.",
         (
             ("record", memory.record),
+            ("add", conversations.add),
             ("list", memory.list_),
             ("search", memory.search),
             ("retrieve", memory.retrieve),

@@ -64,6 +64,15 @@ def route(
         list[str], typer.Option("--model", "-m", help="A candidate model (repeatable).", show_default=False)
     ],
     task_type: TaskTypeOption = None,
+    complexity: Annotated[
+        str | None,
+        typer.Option("--complexity", "-C", metavar="LEVEL", help="simple, medium or complex.", show_default=False),
+    ] = None,
+    context_length: Annotated[
+        int, typer.Option("--context-length", min=0, help="Tokens of context the task reads (over 32,000: long).")
+    ] = 0,
+    require_fast: Annotated[bool, typer.Option("--fast", help="The answer is needed quickly.")] = False,
+    require_cheap: Annotated[bool, typer.Option("--cheap", help="The call must cost (next to) nothing.")] = False,
     cost_weight: Annotated[
         float | None,
         typer.Option(
@@ -83,7 +92,7 @@ def route(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Pick the LLM for a task: the routing table as prior, recorded outcomes as evidence, cost against success."""
+    """Pick the LLM for a task: seed 002's routing table until outcomes say otherwise, cost against success."""
     if not models:
         raise ValidationError("give at least one --model")
     with open_engram(ctx, store) as mem:
@@ -92,6 +101,10 @@ def route(
             task_type=task_type,
             models=models,
             agent=agent,
+            complexity=complexity,
+            context_length=context_length,
+            require_fast=require_fast,
+            require_cheap=require_cheap,
             cost_weight=cost_weight,
             latency_weight=latency_weight,
         )
@@ -99,7 +112,8 @@ def route(
         emit_json(choice.to_dict())
         return
     out = console()
-    out.print(f"Use [bold cyan]{escape(choice.model)}[/]")
+    fallback = f" (fallback: [cyan]{escape(choice.fallback)}[/])" if choice.fallback else ""
+    out.print(f"Use [bold cyan]{escape(choice.model)}[/]{fallback}")
     out.print(escape(choice.reason))
     out.print(_choice_table(choice))
 

@@ -25,8 +25,28 @@ def chroma(
         str, typer.Option("--agent", "-a", metavar="NAME", help="The agent the imported memories belong to.")
     ] = "default",
     kind: Annotated[
-        str, typer.Option("--kind", "--type", "-t", metavar="KIND", help="The kind of the imported memories.")
-    ] = "knowledge",
+        str | None,
+        typer.Option(
+            "--kind",
+            "--type",
+            "-t",
+            metavar="KIND",
+            help="Import every collection as plain memories of this kind (default: by the collection's shape: "
+            "task patterns, error resolutions and code patterns become patterns, failures and code patterns; "
+            "the rest knowledge).",
+            show_default=False,
+        ),
+    ] = None,
+    collections: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--collection",
+            "-c",
+            metavar="NAME",
+            help="Import only this collection (repeatable; default: all).",
+            show_default=False,
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report per collection what would be imported; write nothing.")
     ] = False,
@@ -44,8 +64,10 @@ def chroma(
     """Import every collection of a Chroma store: documents, ids and metadata (needs the 'chroma' extra).
 
     Each record with a document becomes a memory of AGENT tagged with its collection's name; its Chroma
-    id is kept in metadata as chroma_id. Documents are re-embedded with this store's model (Chroma's
-    vectors usually come from another model) unless --reuse-vectors says they come from this one.
+    id is kept in metadata as chroma_id. Known collections (seed 004's task_patterns, seed 003's errors and
+    code_patterns) become patterns for recall_patterns, failures with their fix, and code patterns.
+    Documents are re-embedded with this store's model (Chroma's vectors usually come from another model)
+    unless --reuse-vectors says they come from this one.
     Records imported before are skipped, so an interrupted import can be run again.
     """
     from engramdb.integrations.chroma import import_chroma  # here, so `engram --help` does not load it
@@ -66,7 +88,14 @@ def chroma(
     try:
         with open_engram(ctx, store, create=True) as mem:
             report = import_chroma(
-                mem, path, agent=agent, kind=kind, dry_run=dry_run, progress=progress, reuse_vectors=reuse_vectors
+                mem,
+                path,
+                agent=agent,
+                kind=kind,
+                collections=collections or None,
+                dry_run=dry_run,
+                progress=progress,
+                reuse_vectors=reuse_vectors,
             )
     finally:
         if bar is not None:
@@ -75,11 +104,12 @@ def chroma(
         emit_json(report.to_dict())
         return
     table = Table(title=f"Chroma store {escape(path)}" + (" (dry run: nothing written)" if dry_run else ""))
-    for column in ("collection", "records", "would import" if dry_run else "imported", "already", "no document"):
-        table.add_column(column, justify="left" if column == "collection" else "right")
+    for column in ("collection", "as", "records", "would import" if dry_run else "imported", "already", "no document"):
+        table.add_column(column, justify="left" if column in ("collection", "as") else "right")
     for c in report.collections:
         table.add_row(
             escape(c.name),
+            c.shape.replace("_", " "),
             str(c.records),
             str(c.imported),
             str(c.already_imported),

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from engramdb.errors import ValidationError
+from engramdb._validate import MAX_LIMIT
+from engramdb.errors import NotFound, ValidationError
 from engramdb.interfaces.cli._options import JsonOption, StoreOption, open_engram
 from engramdb.interfaces.cli._render import console, count_memories, emit_json
+
+if TYPE_CHECKING:
+    from engramdb import Engram
 
 __all__ = ["export", "import_", "merge"]
 
@@ -71,7 +75,7 @@ def import_(
     ] = None,
     keep_agents: Annotated[
         bool,
-        typer.Option("--keep-agents", help="Keep each memory's agent from the file (else --agent is needed)."),
+        typer.Option("--keep-agents", help="Keep each memory's agent from the file (the default without --agent)."),
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and count; write nothing.")] = False,
     store: StoreOption = None,
@@ -85,13 +89,21 @@ def import_(
     if isinstance(source, Path) and not source.is_file():
         problem = f"{file} is a directory, not a knowledge file" if source.is_dir() else f"no such file: {file}"
         raise ValidationError(problem)
+    # Seed 001 writes `engram knowledge import --file auth-knowledge.json`: shared knowledge keeps the agents the
+    # file names unless --agent says whose it becomes (the library asks for that choice; the command makes it).
+    keep = keep_agents or agent is None
     with open_engram(ctx, store, create=True) as mem:
-        count = mem.knowledge.import_file(source, agent=agent, keep_agents=keep_agents, dry_run=dry_run)
+        count = mem.knowledge.import_file(source, agent=agent, keep_agents=keep, dry_run=dry_run)
     if as_json:
-        emit_json({"imported": count, "file": file, "agent": agent, "dry_run": dry_run})
+        emit_json({"imported": count, "file": file, "agent": agent, "kept_agents": keep, "dry_run": dry_run})
         return
     verb = "Would import" if dry_run else "Imported"
-    console().print(f"{verb} {count_memories(count)} from {escape(file)} (added or merged).")
+    whose = (
+        f"as agent {escape(repr(agent))}"
+        if agent is not None
+        else "each kept as the agent the file names; --agent NAME makes them one agent's"
+    )
+    console().print(f"{verb} {count_memories(count)} from {escape(file)} (added or merged; {whose}).")
 
 
 def merge(
@@ -116,10 +128,43 @@ def merge(
     """
     with open_engram(ctx, store) as mem:
         count = mem.knowledge.merge(from_agent=from_agent, to_agent=to_agent, tag=domain)
+        why = _why_nothing_merged(mem, from_agent=from_agent, to_agent=to_agent, domain=domain) if not count else None
     if as_json:
-        emit_json({"merged": count, "from_agent": from_agent, "to_agent": to_agent, "domain": domain})
+        emit_json({"merged": count, "from_agent": from_agent, "to_agent": to_agent, "domain": domain, "why": why})
         return
     console().print(
         f"Merged {count_memories(count)} of {escape(repr(from_agent))} into {escape(repr(to_agent))} "
         "(copied or combined)."
+    )
+    if why:
+        console().print(escape(why))
+
+
+def _why_nothing_merged(mem: Engram, *, from_agent: str, to_agent: str, domain: str | None) -> str:
+    """Why a merge took nothing: the giver has nothing (of the domain), shared nothing, or it was all merged before."""
+    tagged = f" tagged {domain!r}" if domain else ""
+    owned = [
+        m
+        for m in mem.list(agent=from_agent, tags=[domain] if domain else None, limit=MAX_LIMIT)
+        if m.agent == from_agent
+    ]
+    if not owned:
+        return f"{from_agent!r} has no memories{tagged} in this store, so there was nothing to merge."
+    shared = 0
+    for m in owned:
+        try:
+            mem.get(m.id, agent=to_agent)
+            shared += 1
+        except NotFound:
+            continue
+    if not shared:
+        domain_arg = f" --domain {domain}" if domain else ""
+        return (
+            f"{from_agent!r} has {count_memories(len(owned))}{tagged}, but shared none with {to_agent!r}: a merge "
+            f"takes only what was shared (consent). Share first: engram memory share --from {from_agent} "
+            f"--to {to_agent}{domain_arg}"
+        )
+    return (
+        f"What {from_agent!r} shared with {to_agent!r}{tagged} ({count_memories(shared)}) was merged before; "
+        "merging again changes nothing."
     )

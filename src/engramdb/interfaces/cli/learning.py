@@ -28,6 +28,7 @@ from engramdb.interfaces.cli._options import (
     parse_outcome,
     parse_since,
 )
+from engramdb.interfaces.cli._refs import task_text
 from engramdb.interfaces.cli._render import console, emit_json, pct, shorten
 
 if TYPE_CHECKING:
@@ -261,10 +262,18 @@ def suggest(
     ctx: typer.Context,
     *,
     context: Annotated[
-        str,
-        # --task: seed 001 writes `engram learning suggest --task auth-123`.
-        typer.Option("--context", "-c", "--task", help="The situation (or task), in words.", show_default=False),
-    ],
+        str | None,
+        typer.Option("--context", "-c", help="The situation, in words.", show_default=False),
+    ] = None,
+    task: Annotated[
+        str | None,
+        # Seed 001 writes `engram learning suggest --task auth-123`: a task id, resolved to the situation it names.
+        typer.Option(
+            "--task",
+            help="A task: a memory id (or unique prefix), a task id kept as --meta task=ID, a tag, or words.",
+            show_default=False,
+        ),
+    ] = None,
     agent: AgentOption = "default",
     options: OptionsOption = None,
     limit: LimitOption = 5,
@@ -272,7 +281,13 @@ def suggest(
     as_json: JsonOption = False,
 ) -> None:
     """What to do in a situation, from the outcomes of similar ones (no recommendation when evidence is thin)."""
+    if (context is None) == (task is None):
+        raise ValidationError("give the situation with --context TEXT or --task ID (one of them)")
+    note: str | None = None
     with open_engram(ctx, store) as mem:
+        if task is not None:
+            context, note = task_text(mem, task, agent=agent)
+        assert context is not None  # one of the two, checked above
         s = mem.learning.suggest(context, agent=agent, options=options or None, limit=limit)
         # Outcomes belong to the agent that recorded them: say so when this one has none at all.
         empty = not s.options and not as_json and mem.count(agent=agent, kind="decision") == 0
@@ -280,6 +295,8 @@ def suggest(
         emit_json(s.to_dict())
         return
     out = console()
+    if note:
+        out.print(f"[dim]{escape(note)}[/dim]")
     if s.recommended is not None:
         firmness = "tentative, " if s.tentative else ""
         out.print(

@@ -1,0 +1,76 @@
+"""What every part of the remote client shares: the sender, decoders, and the methods that stay in-process."""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, Final, NoReturn, Protocol, TypeVar
+
+from engramdb.client._transport import Call
+from engramdb.errors import EngramError
+from engramdb.models._decode import from_dict
+
+__all__ = ["LOCAL_ONLY", "Send"]
+
+T = TypeVar("T")
+
+#: Public methods that exist only in-process, and why (the parity test reads this).
+LOCAL_ONLY: Final[dict[str, str]] = {
+    "reembed": "re-embedding rewrites the server's own store: run 'engram reembed' where the store is",
+    "session": "a live in-process window; through a server use the REST routes /session and /session/messages",
+    "episodes.begin": "a context manager around code running in this process: use episodes.start/event/end",
+    "learning.adaptive": "an in-process control loop with callbacks: use learning.suggest and learning.record",
+    "failures.run_checks": "runs commands and reads files: it must run where the checks apply, not on the server",
+    "retention.run_scheduled": "the server runs its own schedule when it opens the store",
+    "keys.authenticate": "the server authenticates each request itself",
+    "keys.configured": "the server's own question: GET /me says who a key acts as",
+}
+
+
+class Send(Protocol):
+    """Sends one call and returns its decoded answer."""
+
+    def __call__(self, call: Call[T], /) -> T: ...
+
+
+def _local_only(name: str) -> NoReturn:
+    raise EngramError(f"{name} is not available through a server: {LOCAL_ONLY[name]}")
+
+
+def _one(cls: type[T]) -> Callable[[Any], T]:
+    return lambda data: from_dict(cls, data)
+
+
+def _many(cls: type[T], field: str) -> Callable[[Any], builtins.list[T]]:
+    return lambda data: [from_dict(cls, item) for item in data[field]]
+
+
+def _str(name: str) -> Callable[[Any], str]:
+    return lambda data: str(data[name])
+
+
+def _int(name: str) -> Callable[[Any], int]:
+    return lambda data: int(data[name])
+
+
+def _none(data: Any) -> None:
+    return None
+
+
+def _kinds(kind: str | Sequence[str] | None) -> builtins.list[str] | None:
+    return None if kind is None else [kind] if isinstance(kind, str) else list(kind)
+
+
+def _text(path: str | os.PathLike[str] | IO[bytes]) -> tuple[str, str]:
+    """A knowledge file's text and name, read on this side (the server never sees client paths)."""
+    if isinstance(path, str | os.PathLike):
+        p = Path(path)
+        return p.read_bytes().decode("utf-8"), p.name
+    return path.read().decode("utf-8"), str(getattr(path, "name", "upload.jsonl"))
+
+
+class _Area:
+    def __init__(self, send: Send) -> None:
+        self._send = send
