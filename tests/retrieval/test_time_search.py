@@ -12,16 +12,31 @@ ASKED = datetime(2023, 4, 22, 10, 0, tzinfo=UTC)
 
 #: What the user did, each on its day; no memory says which day it was in words.
 DIARY = {
-    "market": ("I went to the farmers market and bought strawberries and fresh bread.", datetime(2023, 4, 8, 11)),
-    "hike": ("I went hiking up Mount Tamalpais with Priya, a long trail walk.", datetime(2023, 4, 15, 9)),
-    "garage": ("I cleaned out the garage and fixed the chain on my bike.", datetime(2023, 4, 20, 18)),
-    "pottery": ("I went to a pottery class and made a blue bowl.", datetime(2023, 3, 4, 15)),
+    "market": ("I went to the farmers market and bought strawberries and fresh bread.", (2023, 4, 8, 11)),
+    "hike": ("I went hiking up Mount Tamalpais with Priya, a long trail walk.", (2023, 4, 15, 9)),
+    "garage": ("I cleaned out the garage and fixed the chain on my bike.", (2023, 4, 20, 18)),
+    "pottery": ("I went to a pottery class and made a blue bowl.", (2023, 3, 4, 15)),
 }
 
 
+#: The rest of an assistant's memory: facts and preferences, stored today (no event time of their own).
+OTHER = [
+    "The user's editor is Neovim with the LazyVim distribution.",
+    "The staging database runs PostgreSQL 15 on port 5433.",
+    "The user prefers short answers with code examples.",
+    "Deploys are frozen on Friday afternoons.",
+    "The user's cat is called Miso.",
+    "The team's stand-up is at 9:30 every weekday.",
+    "The user is allergic to peanuts.",
+    "The project's CI runs on GitHub Actions with a 90 minute limit.",
+]
+
+
 def _remember_diary(mem: Engram) -> dict[str, str]:
+    for fact in OTHER:
+        mem.remember(fact, agent="me", kind="knowledge")
     return {
-        name: mem.remember(content, agent="me", kind="episode", at=when.replace(tzinfo=UTC)).id
+        name: mem.remember(content, agent="me", kind="episode", at=datetime(*when, tzinfo=UTC)).id
         for name, (content, when) in DIARY.items()
     }
 
@@ -47,6 +62,8 @@ def test_a_time_the_store_holds_nothing_of_changes_nothing(mem: Engram) -> None:
 
 
 def test_without_a_reference_time_now_is_the_reference(mem: Engram) -> None:
+    for fact in OTHER:
+        mem.remember(fact, agent="me", kind="knowledge")
     now = datetime.now(UTC)
     yesterday = now - timedelta(days=1)
     older = now - timedelta(days=9)

@@ -23,7 +23,7 @@ from engramdb.retrieval.context import (
 )
 from engramdb.retrieval.ranking import RankingWeights, fuse, rank
 from engramdb.retrieval.text import query_terms
-from engramdb.retrieval.timeref import TIME_WEIGHT, find_time, weigh_by_time
+from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
 
 __all__ = ["HybridSearcher"]
@@ -119,7 +119,9 @@ class HybridSearcher:
             memories.update(self._store.memories.get_many([f.id for f in reach[len(head) :]], flt))
             if window is not None:
                 when = {m.id: m.occurred_at for m in memories.values()}
-                reach = weigh_by_time(reach, when, window, weight=self.time_weight, additive=self.time_additive)
+                # "what did I do last Saturday?": no other words to go by, so the time decides.
+                weight = self.time_weight if query_terms(window.rest) else max(self.time_weight, TIME_ONLY_WEIGHT)
+                reach = weigh_by_time(reach, when, window, weight=weight, additive=self.time_additive)
             if spoken:
                 roles = {m.id: m.metadata.get(ROLE_KEY) for m in memories.values()}
                 reach = weigh_speakers(reach, roles, query=query, weight=self.assistant_weight)
