@@ -196,3 +196,32 @@ def test_no_user_ever_sees_another_users_memory(
                 count = mem.count(agent="bot", user=user, session=session)
                 expected = sum(1 for u, s, _ in data if u in (None, user) and (session is None or s == session))
                 assert count == len(listed) == expected
+
+
+def test_export_of_one_user_is_lossless_and_imports_with_scopes(mem: Engram, tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    mem.remember("Ana lives in Lisbon", agent="bot", user="ana", session="s1", key="home", at=T0)
+    mem.remember("Ana lives in Berlin", agent="bot", user="ana", session="s2", key="home", at=T0 + timedelta(days=9))
+    mem.remember("Ben lives in Oslo", agent="bot", user="ben", key="home")
+    mem.remember("the bot speaks English", agent="bot")
+    path = tmp_path / "ana.jsonl"
+    assert mem.knowledge.export_file(path, agent="bot", user="ana") == 2  # the current value and the past one
+    assert "Oslo" not in path.read_text()
+    assert "English" not in path.read_text()
+    with Engram(tmp_path / "other", embedder=embedder) as other:
+        assert other.knowledge.import_file(path, agent="bot") == 2
+        assert other.recall_key("home", agent="bot", user="ana").content == "Ana lives in Berlin"
+        past = other.recall_key("home", agent="bot", user="ana", as_of=T0 + timedelta(days=1))
+        assert (past.content, past.session, past.occurred_at) == ("Ana lives in Lisbon", "s1", T0)
+        assert past.valid_until == T0 + timedelta(days=9)
+
+
+def test_retention_can_be_limited_to_one_user(mem: Engram) -> None:
+    from engramdb.models import RetentionPolicy, RetentionRule
+
+    mem.remember("Ana said hello", agent="bot", user="ana", kind="conversation")
+    mem.remember("Ben said hello", agent="bot", user="ben", kind="conversation")
+    mem.remember("the agent's own note", agent="bot", kind="conversation")
+    policy = RetentionPolicy(default=RetentionRule(max_count=0))
+    report = mem.retention.cleanup(agent="bot", user="ana", policy=policy)
+    assert len(report.expired) == 1
+    assert sorted(m.user or "" for m in mem.list(agent="bot")) == ["", "ben"]

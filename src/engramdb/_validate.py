@@ -30,6 +30,8 @@ __all__ = [
     "MAX_OFFSET",
     "MAX_TAGS",
     "PAGE_SIZE",
+    "PROVENANCE_BYTES",
+    "PROVENANCE_KEY",
     "agent_name",
     "confidence",
     "content",
@@ -45,6 +47,7 @@ __all__ = [
     "name",
     "offset",
     "shown",
+    "stored_metadata",
     "tag",
     "tags",
     "text",
@@ -73,6 +76,13 @@ MAX_TAGS: Final = 256
 MAX_METADATA_BYTES: Final = 1024 * 1024
 #: Nesting depth of a memory's metadata.
 MAX_METADATA_DEPTH: Final = 32
+#: Metadata key of the provenance an import adds (``{"source", "imported_at", "signed"}``).
+PROVENANCE_KEY: Final = "provenance"
+#: Metadata keys of the library's own small provenance stamps: an import's, and a merged copy's ``origin``.
+_STAMP_KEYS: Final = (PROVENANCE_KEY, "origin")
+#: Room those stamps may take beyond :data:`MAX_METADATA_BYTES`: they are the library's, not the caller's, so
+#: a memory accepted at the limit still imports, merges, and comes back from its store's export.
+PROVENANCE_BYTES: Final = 4096
 #: Largest ``offset`` of a paged read (the stores' integers are 64-bit).
 MAX_OFFSET: Final = 2**62
 #: Kinds named in one read filter.
@@ -243,8 +253,21 @@ def _nested(value: Any, what: str, depth: int) -> None:
             _nested(item, what, depth + 1)
 
 
-def json_object(value: object, *, what: str) -> dict[str, Any]:
-    """A JSON object (copied through JSON): string keys, no NUL, bounded depth and size."""
+def stored_metadata(value: object, *, what: str = "metadata") -> dict[str, Any]:
+    """Metadata as a store holds it: the caller's part within :data:`MAX_METADATA_BYTES`, plus the library's
+    provenance stamps (an import's ``provenance``, a merged copy's ``origin``) within :data:`PROVENANCE_BYTES`
+    more. What knowledge files may hold."""
+    whole = json_object(value, what=what, limit=MAX_METADATA_BYTES + PROVENANCE_BYTES)
+    stamps = {k: whole[k] for k in _STAMP_KEYS if k in whole}
+    if not stamps:
+        return json_object(whole, what=what)
+    json_object({k: v for k, v in whole.items() if k not in stamps}, what=what)
+    json_object(stamps, what=f"the provenance in {what}", limit=PROVENANCE_BYTES)
+    return whole
+
+
+def json_object(value: object, *, what: str, limit: int = MAX_METADATA_BYTES) -> dict[str, Any]:
+    """A JSON object (copied through JSON): string keys, no NUL, bounded depth and size (``limit`` bytes)."""
     if not isinstance(value, Mapping):
         raise ValidationError(f"{what} must be a JSON object, not {type(value).__name__}")
     _nested(value, what, 0)
@@ -255,8 +278,8 @@ def json_object(value: object, *, what: str) -> dict[str, Any]:
     except RecursionError as exc:
         raise ValidationError(f"{what} is nested too deeply (more than {MAX_METADATA_DEPTH} levels)") from exc
     size = len(text.encode("utf-8"))
-    if size > MAX_METADATA_BYTES:
-        raise ValidationError(f"{what} is too large ({size} bytes; the limit is {MAX_METADATA_BYTES})")
+    if size > limit:
+        raise ValidationError(f"{what} is too large ({size} bytes; the limit is {limit})")
     # Round-trip: what we return is exactly what the store will give back.
     out: dict[str, Any] = json.loads(text)
     return out

@@ -177,7 +177,9 @@ def test_every_public_method_has_a_tool_or_a_reason(qual, name, cls):
 @pytest.fixture(scope="module")
 def routes():
     with Engram(":memory:", embedder="static") as mem:
-        yield [r for r in create_app(mem).routes if getattr(r, "include_in_schema", False)]
+        # The API's routes are routers included twice (under /v1, and unversioned outside the schema, the paths the
+        # remote client sends); the dashboard's pages and the docs answer none of the API's paths.
+        yield list(create_app(mem).routes)
 
 
 @pytest.fixture(scope="module")

@@ -156,10 +156,11 @@ class RecordOutcomeArgs(BaseModel):
     )
 
 
-#: A pattern found by meaning alone (no word of the task) is recalled only at this cosine similarity or more:
-#: unrelated tasks score 0.0-0.13 with the default model, paraphrases 0.4-0.95 ("Sign into FB" / "Login to
-#: Facebook" 0.75), so an unrelated pattern is never offered as a similar one.
-_MIN_SIMILARITY: Final = 0.25
+#: A pattern is recalled only at this calibrated relevance or more (README, "Relevance"): unrelated tasks get
+#: 0.1-0.2 with the default model, rewordings above 0.7 ("Sign into FB" / "Login to Facebook" 0.98, "Go to
+#: FB" 0.84), so an unrelated pattern is never offered as a similar one. Seed 004's rule, reuse a pattern
+#: above 0.7, reads the "Similarity" line, which shows this relevance.
+_MIN_RELEVANCE: Final = 0.3
 
 
 # -- the tools ----------------------------------------------------------------------------------------------
@@ -315,13 +316,8 @@ class _Tools:
         hits = self._mem.search(
             task, agent=self._agent, kind=PATTERN_KIND, tags=[PATTERN_TAG], limit=max(max_results * 4, 10)
         )
-        floor = max(_MIN_SIMILARITY, self._mem.settings.min_score)
-        kept = [
-            h
-            for h in hits
-            if h.memory.confidence >= min_success_rate
-            and (h.keyword_score is not None or (h.vector_score is not None and h.vector_score >= floor))
-        ][:max_results]
+        floor = max(_MIN_RELEVANCE, self._mem.settings.min_score)
+        kept = [h for h in hits if h.memory.confidence >= min_success_rate and h.relevance >= floor][:max_results]
         if not kept:
             return f"No similar patterns found for task: {_shown(task)}"
         lines = [f"Found {len(kept)} similar pattern{'s' if len(kept) != 1 else ''}:"]
@@ -329,8 +325,7 @@ class _Tools:
             m = hit.memory
             lines.append(f"{i}. Task: {_shown(str(m.metadata.get('task', m.content)))}")
             lines.append(f"   Pattern id: {m.id}")
-            if hit.vector_score is not None:
-                lines.append(f"   Similarity: {max(0.0, hit.vector_score):.0%}")
+            lines.append(f"   Similarity: {hit.relevance:.0%}")
             lines.append(f"   Success rate: {m.confidence:.0%}")
             lines.append(f"   Times used: {_count(m.attempts)}")
             when = m.metadata.get("context")
@@ -385,7 +380,8 @@ class _Tools:
             m = hit.memory
             tag_text = f" tags={','.join(m.tags)}" if m.tags else ""
             shared = f" shared by {m.shared_by}" if m.shared_by else ""
-            lines.append(f"{i}. [{m.kind}] id={m.id} score={hit.score:.3f}{tag_text}{shared}")
+            same = f" (stands for {hit.stands_for} near-identical memories)" if hit.duplicates else ""
+            lines.append(f"{i}. [{m.kind}] id={m.id} relevance={hit.relevance:.2f}{tag_text}{shared}{same}")
             lines.append(f"   {_shown(m.content)}")
         return "\n".join(lines)
 

@@ -28,7 +28,14 @@ from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, le
 from engramdb.learning.analytics import approaches as find_approaches
 from engramdb.learning.complexity import assess_complexity
 from engramdb.learning.recommend import Neighbour, RecommendConfig
-from engramdb.learning.records import EPISODE_TAG, PENDING, decision_metadata, parse_decision, resolved_metadata
+from engramdb.learning.records import (
+    EPISODE_TAG,
+    PENDING,
+    decision_metadata,
+    is_pending_outcome,
+    parse_decision,
+    resolved_metadata,
+)
 from engramdb.learning.report import build_report, write_chart
 from engramdb.learning.stats import OUTCOME_WORDS, success_weight
 from engramdb.models import (
@@ -62,6 +69,8 @@ _DECISION: tuple[str, ...] = ("decision",)
 _SIMILAR_TASK: Final = 0.6
 #: Feedback in words whose reward is above this is also kept as a learned preference (seed 002's rule).
 _PREFERENCE_REWARD: Final = 0.5
+#: Characters of the task (the first memory's first line) kept in front of a preference learned from feedback.
+_ABOUT_CHARS: Final = 120
 
 
 class LearningService:
@@ -111,7 +120,9 @@ class LearningService:
     ) -> Memory:
         """Record that doing ``action`` in ``context`` turned out as ``outcome``; returns the decision memory.
 
-        ``outcome`` is "success", "failure", "partial", a boolean, or a reward in [-1, 1]; None
+        ``outcome`` is "success", "failure", "partial", a boolean, a reward in [-1, 1], or feedback in
+        words ("worked first time, thanks": rated as for :meth:`feedback`, the text kept as
+        ``metadata["feedback"]``); None
         (or "pending") records the decision now and its outcome later (:meth:`resolve`, or the end of its
         ``episode``: a decision made within an episode started with ``mem.episodes.start``
         and left pending gets credit from the episode's outcome, discounted by its distance
@@ -122,6 +133,14 @@ class LearningService:
         ValidationError (NotFound for an unknown ``used`` id) and records nothing.
         """
         agent = self._settings.agent if agent is None else agent
+        # A phrase ("worked first time, thanks") is rated like feedback, the text kept beside the reward; a single
+        # unknown word stays an error ("sucess" is a typo, not neutral feedback).
+        if isinstance(outcome, str) and len(outcome.split()) > 1 and not is_pending_outcome(outcome):
+            text, reward = self._rate_feedback(outcome)
+            if text is not None and reward is not None:
+                outcome = reward
+                if metadata is None or isinstance(metadata, Mapping):
+                    metadata = {**(metadata or {}), "feedback": text}
         return self._record_decision(
             context,
             action,
@@ -286,14 +305,23 @@ class LearningService:
                 ]
             )
         if text is not None and reward is not None and reward > _PREFERENCE_REWARD:
-            # After the transaction: the pipeline's duplicate check searches, which must not run inside one.
-            self._pipeline.remember(
-                text,
-                agent=agent,
-                kind="preference",
-                tags=["feedback"],
-                metadata={"feedback": text, "reward": reward, "memories": ids},
-            )
+            # Imported here: the brain layer sits above learning (its router reads the learning engine).
+            from engramdb.brain.sentiment import preference_text
+
+            # Praise alone ("great, exactly what I wanted") is a reward, not a preference: kept as one, it was
+            # recalled for every later task. Only feedback naming something is, with the task it was about.
+            first = out[0].content.strip().splitlines()[0] if out and out[0].content.strip() else ""
+            about = first[:_ABOUT_CHARS] if first else None
+            stated = preference_text(text, context=about)
+            if stated is not None:
+                # After the transaction: the pipeline's duplicate check searches, which must not run inside one.
+                self._pipeline.remember(
+                    stated,
+                    agent=agent,
+                    kind="preference",
+                    tags=["feedback"],
+                    metadata={"feedback": text, "reward": reward, "memories": ids, "context": about},
+                )
         return out
 
     def _rate_feedback(self, outcome: object) -> tuple[str | None, float | None]:

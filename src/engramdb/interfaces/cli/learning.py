@@ -29,7 +29,7 @@ from engramdb.interfaces.cli._options import (
     parse_since,
 )
 from engramdb.interfaces.cli._refs import task_text
-from engramdb.interfaces.cli._render import console, emit_json, pct, shorten
+from engramdb.interfaces.cli._render import console, emit_json, pattern_facts, pct, shorten
 
 if TYPE_CHECKING:
     from engramdb.models import CategoryTrend, FailurePattern, LearningStats, OptionStats
@@ -250,6 +250,8 @@ def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: 
     for p in found:
         out.print(f'Identified pattern: [bold magenta]"{escape(p.name or p.id)}"[/] ([cyan]{p.id}[/])')
         out.print(f"  • Seen {p.occurrences} time(s): {escape(shorten(p.signature, 120))}")
+        for line in pattern_facts(p):
+            out.print(f"  • {escape(line)}")
         working = [s for s in p.solutions if s.successes > 0]
         if working:
             best = working[0]
