@@ -225,7 +225,7 @@ class Engram:
             sessions=self._sessions.find,
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
-        self._conversations = Conversations(store, embedder, pipeline=pipeline, llm=self.llm)
+        self._conversations = Conversations(store, pipeline=pipeline, llm=self.llm)
         try:
             self._check_model(progress)
             self.retention.run_scheduled()

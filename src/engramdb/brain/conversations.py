@@ -35,7 +35,6 @@ from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.brain.llm import LLM
-    from engramdb.embeddings.base import Embedder
     from engramdb.pipeline import WritePipeline
     from engramdb.storage.base import Store
 
@@ -83,9 +82,8 @@ class _Scope:
 class Conversations:
     """``add``: turns in as conversation memories, facts out through the write pipeline."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, pipeline: WritePipeline, llm: LLM | None) -> None:
+    def __init__(self, store: Store, *, pipeline: WritePipeline, llm: LLM | None) -> None:
         self._store = store
-        self._embedder = embedder
         self._pipeline = pipeline
         self._llm = llm
 
@@ -187,6 +185,9 @@ class Conversations:
             previous = p.previous.content if p.previous is not None else None
             if p.key is not None and action == "supersede" and previous is None:
                 previous = earlier.get(p.key)  # superseding a fact written earlier in this call
+            if p.key is not None and memory.valid_until is not None:
+                # Said about a time before the current value's: it went into the past, the current value stays.
+                action, previous = "add", None
             if p.key is None and memory.created_at < started:
                 # A note merged into a near-duplicate stored before: the same words change nothing.
                 action = "none" if memory.content == p.content else "update"
