@@ -193,7 +193,9 @@ def locomo(conversations: Sequence[LocomoConversation], root: Path) -> dict[str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--locomo", type=int, default=0, metavar="N", help="LoCoMo recall on N conversations")
-    parser.add_argument("--show", choices=("dev", "test"), help="print the misses and false alarms of a split")
+    parser.add_argument(
+        "--show", choices=("dev", "test", "holdout", "final"), help="print the misses and false alarms of a split"
+    )
     args = parser.parse_args()
     report: dict[str, Any] = {"date": datetime.now(UTC).date().isoformat()}
     with tempfile.TemporaryDirectory() as tmp:

@@ -197,3 +197,12 @@ def test_a_changed_fact_answers_for_its_time(mem: Engram) -> None:
     assert mem.recall_key("home", agent="bot", user="ann").content == "The user lives in Berlin."
     march = mem.recall_key("home", agent="bot", user="ann", as_of="2026-03-01")
     assert march.content == "The user lives in Paris."
+
+
+def test_a_value_told_late_about_an_earlier_time_goes_into_the_past(mem: Engram) -> None:
+    mem.add([{"role": "user", "content": "I moved to Berlin."}], agent="bot", user="ann", at="2026-06-01")
+    res = mem.add([{"role": "user", "content": "I live in Paris."}], agent="bot", user="ann", at="2026-01-01")
+    assert [(f.action, f.previous) for f in res.facts] == [("add", None)]
+    assert res.facts[0].memory.valid_until is not None
+    assert mem.recall_key("home", agent="bot", user="ann").content == "The user lives in Berlin."
+    assert mem.recall_key("home", agent="bot", user="ann", as_of="2026-03-01").content == "The user lives in Paris."

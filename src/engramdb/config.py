@@ -116,6 +116,9 @@ class Settings:
     #: A crash loses at most this many seconds of counts; close() and this instance's get/list write them
     #: first; other processes see them after the flush. Searches' read-audit entries are never delayed.
     access_flush_seconds: float = 1.0
+    #: How ``engram serve`` and ``engram mcp --transport http`` write their logs (stderr): "text", or "json"
+    #: (one object a line, for log collectors; see engramdb.interfaces._logs).
+    log_format: str = "text"
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -189,6 +192,7 @@ _TYPES: dict[str, Any] = {
     "vector_batch_size": int,
     "ann_threshold": int,
     "access_flush_seconds": float,
+    "log_format": str,
 }
 # Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
 _ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}
@@ -248,6 +252,8 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("ann_threshold must not be negative")
     if not 0.0 <= settings.access_flush_seconds <= 3600.0:
         raise ConfigError("access_flush_seconds must be within [0, 3600]")
+    if settings.log_format not in ("text", "json"):
+        raise ConfigError(f"log_format must be 'text' or 'json', not {settings.log_format!r}")
     if settings.vectors not in ("background", "sync"):
         raise ConfigError(f"vectors must be 'background' or 'sync', not {settings.vectors!r}")
     if settings.synchronous != settings.synchronous.upper():

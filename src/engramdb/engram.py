@@ -225,7 +225,7 @@ class Engram:
             sessions=self._sessions.find,
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
-        self._conversations = Conversations(store, embedder, pipeline=pipeline, llm=self.llm)
+        self._conversations = Conversations(store, pipeline=pipeline, llm=self.llm)
         try:
             self._check_model(progress)
             self.retention.run_scheduled()
@@ -319,6 +319,12 @@ class Engram:
         if self._vectors is None:
             return True
         return self._vectors.flush(timeout)
+
+    @property
+    def pending_vectors(self) -> int:
+        """Memories this instance wrote whose vector the background worker has not written yet (0 in sync mode):
+        the vector queue's depth, as ``engram serve``'s ``/metrics`` and ``/health`` report it."""
+        return 0 if self._vectors is None else self._vectors.pending
 
     def reembed(self, *, progress: Progress | None = None) -> int:
         """Re-embed every memory whose vector is missing or from another model; returns how many.

@@ -145,3 +145,12 @@ def test_never_raises_on_fact_like_word_salad(text: str, now: datetime) -> None:
     for fact in extract_facts(text, now=now):
         assert fact.content.endswith(".")
         assert fact.kind in ("preference", "knowledge")
+
+
+def test_long_whitespace_runs_and_huge_messages_are_read_in_one_pass() -> None:
+    # A run of 100,000 spaces once made the clause patterns backtrack for a minute.
+    assert extract_facts("I " + " " * 100_000 + "live in Paris", now=NOW) == []  # past the part read
+    assert extract_facts("I " + "\t \n " * 3_000 + "live in Paris", now=NOW) == []  # two sentences
+    (home,) = extract_facts("I " + " " * 10_000 + "live in Paris", now=NOW)
+    assert home.content == "The user lives in Paris."
+    assert len(extract_facts("I live in Paris. " * 50_000, now=NOW)) == 1

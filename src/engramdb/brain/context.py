@@ -243,7 +243,18 @@ class ContextBuilder:
         hits = self._recall.search(
             task, agent=agent, kind="preference", limit=_PREFERENCES, user=scope.user, session=scope.session
         )
-        return [h for h in hits if ARCHIVED_TAG not in h.memory.tags]
+        # A preference learned from feedback belongs to the task it was about: only a related task recalls it
+        # (stated preferences, "editor: vim", hold everywhere).
+        return [
+            h
+            for h in hits
+            if ARCHIVED_TAG not in h.memory.tags
+            and (
+                "feedback" not in h.memory.tags
+                or h.keyword_score is not None
+                or (h.vector_score or 0.0) >= _MIN_SIMILARITY
+            )
+        ]
 
     def _memories(self, task: str, agent: str, scope: _Scope) -> list[Hit]:
         hits = self._recall.search(

@@ -35,7 +35,6 @@ from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.brain.llm import LLM
-    from engramdb.embeddings.base import Embedder
     from engramdb.pipeline import WritePipeline
     from engramdb.storage.base import Store
 
@@ -83,9 +82,8 @@ class _Scope:
 class Conversations:
     """``add``: turns in as conversation memories, facts out through the write pipeline."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, pipeline: WritePipeline, llm: LLM | None) -> None:
+    def __init__(self, store: Store, *, pipeline: WritePipeline, llm: LLM | None) -> None:
         self._store = store
-        self._embedder = embedder
         self._pipeline = pipeline
         self._llm = llm
 
@@ -117,7 +115,9 @@ class Conversations:
         turns = self._pipeline.remember_many([_turn(m, i, scope, when) for i, m in enumerate(msgs)])
         if decisions is not None and self._llm is not None:
             origin = _origin(msgs, turns, scope, by=self._llm.name)
-            facts = self._apply(decisions, scope, origin, at=when, by=self._llm.name)
+            # The LLM's facts were said when the last user turn was.
+            said = next((m.at for m in reversed(msgs) if m.role == "user" and m.at is not None), when)
+            facts = self._apply(decisions, scope, origin, at=said, by=self._llm.name)
             return AddResult(turns=tuple(turns), facts=tuple(facts), extractor=f"llm:{self._llm.name}")
         found = [
             (fact, turn, msg)
@@ -185,6 +185,9 @@ class Conversations:
             previous = p.previous.content if p.previous is not None else None
             if p.key is not None and action == "supersede" and previous is None:
                 previous = earlier.get(p.key)  # superseding a fact written earlier in this call
+            if p.key is not None and memory.valid_until is not None:
+                # Said about a time before the current value's: it went into the past, the current value stays.
+                action, previous = "add", None
             if p.key is None and memory.created_at < started:
                 # A note merged into a near-duplicate stored before: the same words change nothing.
                 action = "none" if memory.content == p.content else "update"

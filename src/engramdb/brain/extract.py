@@ -37,6 +37,8 @@ __all__ = ["Fact", "FactKind", "extract_facts", "slug"]
 FactKind = Literal["preference", "knowledge"]
 #: Longest sentence read (characters): a fact is stated in a sentence, not in a pasted document.
 MAX_SENTENCE: Final = 400
+#: Characters of a message read (a longer one is a pasted document; its opening is read).
+MAX_TEXT: Final = 20_000
 #: Most facts one message yields (a pasted list of statements is not a conversation).
 MAX_FACTS: Final = 20
 
@@ -62,8 +64,13 @@ class Fact:
 
 # -- text helpers ---------------------------------------------------------------------------------------------
 
+_BLANKS: Final = re.compile(r"[^\S\n]+")
+_NEWLINES: Final = re.compile(r"\s*\n\s*")
 _SENTENCES: Final = re.compile(r"(?<=[.!?;])\s+|\n+|\s+-\s+")
-_CLAUSES: Final = re.compile(r",?\s+(?:and|but|so|plus|also)\s+(?=(?:I|I'm|I've|I'll|my|My)\b)|,\s+(?=(?:I|my|My)\b)")
+_CLAUSES: Final = re.compile(
+    r",?\s+(?:and|but|so|plus|also)\s+(?:now\s+|then\s+|also\s+|since\s+then\s+)?(?=(?:I|I'm|I've|I'll|my|My)\b)"
+    r"|,\s+(?=(?:I|my|My)\b)"
+)
 _LEAD: Final = re.compile(
     r"^(?:(?:oh|ah|well|actually|btw|by the way|also|so|and|but|yeah|yep|yes|no|nope|hey|hi|hello|fyi|ok|okay|"
     r"just so you know|for the record|for context|anyway|anyways|now|honestly|personally|heads up|update|"
@@ -265,12 +272,16 @@ def _pet(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
     return _fact(f"pet:{slug(species)}", f"{s} has {article} {species}.", category="pet", value=species)
 
 
-def _allergy(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
-    value = _clean(m.group(1), max_words=4)
-    if value is None:
-        return None
+def _allergy(m: re.Match[str], subject: str, now: datetime) -> list[Fact]:
+    value = _clean(m.group(m.lastindex or 1), max_words=8)
     s, _ = _people(subject)
-    return _fact(f"allergy:{slug(value)}", f"{s} is allergic to {value}.", category="health", value=value)
+    # "penicillin and latex", "nuts, eggs and soy": one fact each, so each can change on its own.
+    parts = [_clean(part, max_words=4) for part in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", value or "")]
+    return [
+        _fact(f"allergy:{slug(part)}", f"{s} is allergic to {part}.", category="health", value=part)
+        for part in parts
+        if part is not None
+    ]
 
 
 def _diet(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
@@ -370,7 +381,7 @@ def _plan(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
 
 
 _RULES: Final[tuple[tuple[re.Pattern[str], Build], ...]] = (
-    (_rx(rf"^(?:my\s+name\s+is|(?:you\s+can\s+|please\s+)?call\s+me|I\s+go\s+by|{_I_AM}\s+called)\s+"
+    (_rx(rf"^(?:my\s+name\s+is|my\s+name's|(?:you\s+can\s+|please\s+)?call\s+me|I\s+go\s+by|{_I_AM}\s+called)\s+"
          rf"(?-i:{_NAME})"), _name),
     # dated plans come before home and employer: "I'm moving to Berlin next month" is not yet a home
     (_rx(rf"^(?:{_I_AM}|we(?:'re|\s+are))\s+(?:going|flying|travell?ing|driving|heading|off|moving|relocating|"
@@ -387,9 +398,10 @@ _RULES: Final[tuple[tuple[re.Pattern[str], Build], ...]] = (
     (_rx(r"^(?:(?:I|we)(?:\s+(?:now\s+|still\s+|currently\s+)?live|(?:'ve|\s+have)\s+(?:just\s+|recently\s+)?"
          r"(?:moved|relocated|lived)|\s+moved|\s+relocated|\s+just\s+moved|\s+recently\s+moved|"
          r"(?:'m|\s+am|'re|\s+are)\s+(?:now\s+)?(?:living|based|settled))|(?:just|recently)\s+(?:moved|relocated))"
-         r"\s+(?:back\s+)?(?:in|to|at|out\s+to)\s+(.+)"), _home),
-    (_rx(r"^(?:I\s+(?:no\s+longer|don't|do\s+not)\s+live\s+in|I\s+moved\s+(?:out\s+of|away\s+from)|"
-         r"I\s+left)\s+(.+?)(?:\s+(?:anymore|any\s+more))?$"), _left_home),
+         r"\s+(?:back\s+)?(?:with\s+(?:my|our)\s+[\w\s'-]{1,30}?\s+)?(?:in|to|at|out\s+to)\s+(.+)"), _home),
+    # Not "I left X": a town, a job or a party, it does not say which.
+    (_rx(r"^(?:I\s+(?:no\s+longer|don't|do\s+not)\s+live\s+in|I\s+moved\s+(?:out\s+of|away\s+from))"
+         r"\s+(.+?)(?:\s+(?:anymore|any\s+more))?$"), _left_home),
     (_rx(rf"^(?:{_I_AM}|I\s+was)\s+(?:originally\s+)?from\s+(.+)|^I\s+grew\s+up\s+in\s+(.+)"),
      _simple("origin", "origin", "{s} is originally from {v}.")),
     (_rx(r"^I\s+(?:no\s+longer\s+work|don't\s+work|do\s+not\s+work)\s+(?:at|for)\s+(.+?)(?:\s+(?:anymore|any\s+more))?$"),
@@ -417,8 +429,7 @@ _RULES: Final[tuple[tuple[re.Pattern[str], Build], ...]] = (
          r"(?-i:(?P<name>[A-Z][a-z]+)))?"), _pet),
     (_rx(rf"^{_I_AM}\s+(?:severely\s+|very\s+|deathly\s+|mildly\s+|a\s+bit\s+)?allergic\s+to\s+(.+)|"
          r"^I\s+have\s+(?:an?\s+|a\s+severe\s+)?(.+?)\s+allergy"), _allergy),
-    (_rx(rf"^(?:{_I_AM}|I\s+(?:went|became|turned|have\s+gone|'ve\s+gone|have\s+been|'ve\s+been)|"
-         r"I(?:'ve|\s+have)\s+become)\s+(?:now\s+|strictly\s+|mostly\s+|fully\s+)?(?:a\s+)?("
+    (_rx(rf"^(?:{_I_AM}|I\s+(?:went|became|turned)|I(?:'ve|\s+have)\s+(?:gone|been|become))\s+(?:now\s+|strictly\s+|mostly\s+|fully\s+)?(?:a\s+)?("
          + "|".join(sorted(words.DIETS | {"diabetic", "pregnant"}, key=len, reverse=True)) + r")\b"), _diet),
     (_rx(r"^I\s+(?:have|suffer\s+from|live\s+with|struggle\s+with|deal\s+with)\s+("
          + "|".join(re.escape(c) for c in sorted(words.CONDITIONS, key=len, reverse=True)) + r")\b"), _condition),
@@ -489,7 +500,8 @@ def extract_facts(text: str, *, now: datetime, subject: str = "The user") -> lis
     """
     if not isinstance(text, str) or not text.strip():
         return []
-    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    # Whitespace runs collapsed first: every pattern then sees single spaces (no run to backtrack over).
+    text = _NEWLINES.sub("\n", _BLANKS.sub(" ", text[:MAX_TEXT])).replace("\u2019", "'").replace("\u2018", "'")
     out: dict[str | None, Fact] = {}
     notes: list[Fact] = []
     greeting = _GREETING.match(text.strip())

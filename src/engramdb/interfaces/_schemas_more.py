@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.interfaces._schemas import Agent, Args, AsOf, Session, User
+from engramdb.interfaces._schemas import Agent, Args, AsOf, Session, UpdateArgs, User
 
 __all__ = [
     "AddCheckArgs",
@@ -337,17 +337,11 @@ class ListKeysArgs(Args):
     include_revoked: bool = True
 
 
-class UpdateToolArgs(Args):
+class UpdateToolArgs(UpdateArgs):
     """Change fields of the agent's own memory (only those given); the old values go to its history."""
 
     memory_id: str
     agent: str | None = Agent
-    content: str | None = None
-    tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    kind: str | None = None
-    confidence: float | None = None
-    visibility: str | None = None
 
 
 class ListArgs(Args):
