@@ -11,7 +11,6 @@ modules next to it: :mod:`~engramdb.learning.recommend` (suggest, choose),
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -26,7 +25,8 @@ from engramdb.learning import _args, recommend, records
 from engramdb.learning.adaptive import Adaptive, RecoveryHook
 from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, learning_stats, parse_rate_filter
 from engramdb.learning.analytics import approaches as find_approaches
-from engramdb.learning.complexity import assess_complexity
+from engramdb.learning.executions import ExecutionMethods
+from engramdb.learning.factors import common_factors
 from engramdb.learning.recommend import Neighbour, RecommendConfig
 from engramdb.learning.records import (
     EPISODE_TAG,
@@ -45,7 +45,6 @@ from engramdb.models import (
     CategoryTrend,
     DecisionRecord,
     ExecutionInfo,
-    ExecutionMatch,
     LearningReport,
     LearningStats,
     Memory,
@@ -73,7 +72,7 @@ _PREFERENCE_REWARD: Final = 0.5
 _ABOUT_CHARS: Final = 120
 
 
-class LearningService:
+class LearningService(ExecutionMethods):
     """Outcome learning: record outcomes, get suggestions and choices, feedback, executions, analytics."""
 
     def __init__(
@@ -394,15 +393,19 @@ class LearningService:
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         opts = _args.options(options) if options is not None else None
         limit = check.limit(limit)
-        return recommend.suggest(
+        neighbours = self._neighbours(context, agent, wide=True)
+        s = recommend.suggest(
             context,
-            self._neighbours(context, agent, wide=True),
+            neighbours,
             now=utcnow(),
             config=self.recommend,
             seed=self._settings.learning_seed,
             options=opts,
             limit=limit,
         )
+        top = s.recommended or (s.options[0].action if s.options else None)
+        factors, tools = common_factors([n.record for n in neighbours], top)
+        return replace(s, success_factors=factors, tools=tools) if factors or tools else s
 
     def choose(
         self,
@@ -441,105 +444,7 @@ class LearningService:
             exploration=float(exp),
         )
 
-    # -- executions and analytics ----------------------------------------------------------------------------
-    def record_execution(
-        self,
-        task: str,
-        *,
-        approach: str,
-        outcome: str | bool | float,
-        agent: str | None = None,
-        category: str | None = None,
-        task_type: str | None = None,
-        complexity: str | None = None,
-        success_factors: Iterable[str] = (),
-        tools: Iterable[str] = (),
-        duration: float | None = None,
-        calls: int | None = None,
-        alternatives: Iterable[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        used: Iterable[str] = (),
-    ) -> Memory:
-        """Record a task run: the approach taken, how it went, and what it involved.
-
-        An execution is an outcome record (a ``decision`` memory whose context is the
-        task) with the execution's facts in its metadata, so :meth:`suggest` and
-        :meth:`choose` learn from executions too. ``calls`` counts API or tool calls.
-        Without ``complexity`` it is assessed from the task's text and the agent's similar
-        past runs (the rule is in :mod:`engramdb.learning.complexity`).
-        """
-        agent = self._settings.agent if agent is None else agent
-        if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
-            raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
-        given = _args.optional_label(complexity, "complexity")
-        info = ExecutionInfo(
-            task_type=_args.optional_label(task_type, "task_type"),
-            complexity=given if given is not None else self._assess(task, agent),
-            complexity_assessed=given is None,
-            success_factors=_args.label_list(success_factors, "success_factors"),
-            tools=_args.label_list(tools, "tools"),
-            calls=calls,
-        )
-        return self._record_decision(
-            task,
-            approach,
-            outcome,
-            what="task",
-            agent=agent,
-            used=used,
-            alternatives=alternatives,
-            duration=duration,
-            category=category,
-            metadata=metadata,
-            tags=lambda meta: (
-                ["execution", f"action:{meta['action']}"]
-                + ([f"category:{meta['category']}"] if "category" in meta else [])
-            ),
-            execution=info,
-        )
-
-    def _assess(self, task: str, agent: str) -> str:
-        """The complexity of ``task`` by :func:`~engramdb.learning.complexity.assess_complexity`."""
-        if not isinstance(task, str) or not task.strip():
-            return "low"  # the record itself rejects it
-        agent = check.agent_name(agent)
-        similar = [n.record for n in self._neighbours(task, agent) if n.cosine >= _SIMILAR_TASK]
-        durations = [r.duration for r in self.outcomes(agent=agent) if r.duration is not None]
-        return assess_complexity(
-            task,
-            similar_success=[r.success for r in similar],
-            similar_durations=[r.duration for r in similar if r.duration is not None],
-            typical_duration=statistics.median(durations) if durations else None,
-        )
-
-    def executions(
-        self,
-        task: str,
-        *,
-        agent: str | None = None,
-        successful: bool | None = True,
-        category: str | None = None,
-        limit: int = 5,
-    ) -> list[ExecutionMatch]:
-        """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
-
-        ``successful=True`` (the default) keeps those that succeeded (success weight at
-        least 0.5), ``False`` those that did not, ``None`` all. ``category`` restricts
-        to one category.
-        """
-        task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
-        limit = check.limit(limit)
-        matches = [
-            ExecutionMatch(record=n.record, similarity=n.cosine)
-            for n in self._neighbours(task, agent)
-            if n.record.execution is not None
-            and (successful is None or (n.record.success >= 0.5) == successful)
-            and (category is None or n.record.category == category)
-        ]
-        matches.sort(key=lambda m: (-m.similarity, -m.record.at.timestamp(), m.record.id))
-        return matches[:limit]
-
+    # -- analytics -----------------------------------------------------------------------------------------
     def outcomes(
         self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
     ) -> list[DecisionRecord]:

@@ -26,6 +26,7 @@ from engramdb.retrieval.context import (
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
 from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_evidence, rank
 from engramdb.retrieval.text import query_terms
+from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
 
 __all__ = ["HybridSearcher"]
@@ -52,6 +53,7 @@ class HybridSearcher:
         weights: RankingWeights | None = None,
         neighbour_weight: float = NEIGHBOUR_WEIGHT,
         assistant_weight: float = ASSISTANT_WEIGHT,
+        time_weight: float = TIME_WEIGHT,
     ) -> None:
         self._store = store
         self._model_id = embedder.model_id
@@ -62,6 +64,11 @@ class HybridSearcher:
         self.neighbour_weight = neighbour_weight
         #: See :func:`engramdb.retrieval.context.weigh_speakers`; 1 turns speaker weighting off.
         self.assistant_weight = assistant_weight
+        #: See :func:`engramdb.retrieval.timeref.weigh_by_time`; 0 ignores time named in a question.
+        self.time_weight = time_weight
+        #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
+        self.time_words = True
+        self.time_additive = True
         # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-keyword")
         #: Run the keyword channel on the worker thread, overlapped with the query embedding and the vector
@@ -89,7 +96,9 @@ class HybridSearcher:
         ``last_accessed`` = ``now``) when ``touch`` is true.
         """
         depth = max(_DEPTH, limit)
-        terms = query_terms(query)
+        # "last Saturday": counted from the moment the question is asked (``as_of``), else from now.
+        window = find_time(query, reference=flt.as_of or now) if self.time_weight > 0 else None
+        terms = query_terms(query if window is None or self.time_words else window.rest)
         overlap = bool(terms) and self.overlap_keyword
         pending: Future[list[Candidate]] | None = (
             self._pool.submit(self._store.search.keyword_candidates, terms, flt, limit=depth) if overlap else None
@@ -115,13 +124,18 @@ class HybridSearcher:
             memories = self._store.memories.get_many([f.id for f in head], flt)
         linked = self.neighbour_weight > 0 and any(FOLLOWS_KEY in m.metadata for m in memories.values())
         spoken = self.assistant_weight < 1 and any(ROLE_KEY in m.metadata for m in memories.values())
-        if linked or spoken:
+        if linked or spoken or window is not None:
             # Conversation turns: a turn below the head may rise with its neighbour or past an assistant's
-            # reply, so read them all.
+            # reply, or one of the day the question names, so read them all.
             reach = fused[: max(_SPREAD, limit)]
             unread = [f.id for f in reach if f.id not in memories]
             if unread:
                 memories.update(self._store.memories.get_many(unread, flt))
+            if window is not None:
+                when = {m.id: m.occurred_at for m in memories.values()}
+                # "what did I do last Saturday?": no other words to go by, so the time decides.
+                weight = self.time_weight if query_terms(window.rest) else max(self.time_weight, TIME_ONLY_WEIGHT)
+                reach = weigh_by_time(reach, when, window, weight=weight, additive=self.time_additive)
             if spoken:
                 roles = {m.id: m.metadata.get(ROLE_KEY) for m in memories.values()}
                 reach = weigh_speakers(reach, roles, query=query, weight=self.assistant_weight)

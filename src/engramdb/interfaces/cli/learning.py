@@ -309,6 +309,13 @@ def suggest(
         out.print(f"No recommendation (confidence {s.confidence:.0%}).")
     # The reason quotes action names: '[fast]' in one is text, not markup.
     out.print(escape(s.reason))
+    if s.success_factors:
+        listed = ", ".join(
+            f"{f.name} ({f.count} successful run{'s' if f.count != 1 else ''})" for f in s.success_factors
+        )
+        out.print(f"Key success factors: {escape(listed)}")
+    if s.tools:
+        out.print(f"Recommended tools: {escape(', '.join(f'{t.name} ({t.count})' for t in s.tools))}")
     if empty:
         out.print(
             f"[dim]Agent {escape(repr(agent))} has no recorded outcomes in this store; outcomes belong to the agent "
