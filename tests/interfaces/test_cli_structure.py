@@ -14,7 +14,7 @@ from engramdb.interfaces.cli.app import GROUPS, TOP_LEVEL
 CLI_DIR = Path(cli.__file__).parent
 INTERFACES_DIR = CLI_DIR.parent
 #: The plumbing every command module may use; nothing else of the CLI package.
-SHARED = {"_options", "_errors", "_render"}
+SHARED = {"_options", "_errors", "_render", "_refs"}
 
 # The command line named by the public contract (CONTRACT.md).
 CONTRACT = [
