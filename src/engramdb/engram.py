@@ -74,18 +74,15 @@ log = logging.getLogger("engramdb")
 class Engram:
     """A memory store for agents: remember, search, update, forget, and learn from outcomes.
 
-    ``Engram()`` opens the embedded store at ``$ENGRAM_HOME`` (else ``~/.engram``);
-    ``Engram("dir")`` one at that folder; ``Engram(":memory:")`` an ephemeral one;
-    ``Engram("postgresql://...")`` a PostgreSQL + pgvector one. One instance is safe to
-    share across threads; use it as a context manager or call :meth:`close`.
+    ``Engram()`` opens the embedded store at ``$ENGRAM_HOME`` (else ``~/.engram``); ``Engram("dir")`` one at that
+    folder; ``Engram(":memory:")`` an ephemeral one; ``Engram("postgresql://...")`` a PostgreSQL + pgvector one.
+    One instance is safe to share across threads; use it as a context manager or call :meth:`close`.
 
     ``settings`` (or keyword ``overrides`` of single settings) configure it; ``weights``
     tune search ranking and ``recommend`` outcome learning, for this instance only.
     ``embedder`` is an :class:`~engramdb.embeddings.base.Embedder` or a setting string
-    (``"local"``, ``"openai:<model>"``, ``"sentence-transformers:<model>"``).
-
-    Calls that do not name an ``agent`` act for the ``agent`` setting (``ENGRAM_AGENT``,
-    ``"default"`` unless configured).
+    (``"local"``, ``"openai:<model>"``, ``"sentence-transformers:<model>"``). Calls that do not name an ``agent``
+    act for the ``agent`` setting (``ENGRAM_AGENT``, ``"default"`` unless configured).
 
     A missing store folder is created, unless ``create=False``: then a folder that holds no
     store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
@@ -322,8 +319,7 @@ class Engram:
 
     @property
     def pending_vectors(self) -> int:
-        """Memories this instance wrote whose vector the background worker has not written yet (0 in sync mode):
-        the vector queue's depth, as ``engram serve``'s ``/metrics`` and ``/health`` report it."""
+        """Memories written here still waiting for their vector (the background queue's depth; 0 in sync mode)."""
         return 0 if self._vectors is None else self._vectors.pending
 
     def reembed(self, *, progress: Progress | None = None) -> int:
