@@ -54,7 +54,7 @@ try:
     from engramdb.interfaces import _responses as res
     from engramdb.interfaces import _responses_more as more_res
     from engramdb.interfaces._metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
-    from engramdb.interfaces._serving import ServerState, add_docs
+    from engramdb.interfaces._serving import HEALTH_RESPONSES, ServerState, add_docs
     from engramdb.interfaces.web import api_key_authorizer, dashboard_router
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -618,17 +618,11 @@ def create_app(
         """Who the request acts as: the API key's agent and rights, or a trusted caller."""
         return who.to_dict()
 
-    @api.get(
-        "/health",
-        tags=["server"],
-        response_model=res.Health,
-        responses={503: {"model": res.Health, "description": "The store or the embedding model is not ready."}},
-    )
+    @api.get("/health", tags=["server"], response_model=res.Health, responses=HEALTH_RESPONSES)
     def health(response: Response) -> res.Health:
         """Readiness (no key needed): 200 when the store answers and the embedding model is loaded, else 503."""
         report = state.health()
-        if report.status != "ok":
-            response.status_code = 503
+        response.status_code = 200 if report.status == "ok" else 503
         return report
 
     # The rest of the library: keyed memories, clear, learning, checks, keys, ...
