@@ -220,3 +220,47 @@ def test_the_postings_budget_keeps_the_same_terms_on_both_paths(tmp_path: Path, 
         # Two terms of one stem ("running", "runs") count twice on both paths.
         for terms in (*_QUERIES, ["running", "runs", "lake", "caroline"]):
             _assert_same(*_both(store, terms, flt))
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [
+        Filter(agent="t3"),
+        Filter(agent="t3", include_shared=False),
+        Filter(agent="t3", kinds=("episode",)),
+        Filter(agent="t5", tags=("trip",)),
+    ],
+)
+def test_one_tenant_among_many_ranks_among_its_rows_as_fts5_would(tmp_path: Path, flt: Filter) -> None:
+    """Memories over 40 agents (some public, some shared): the global head rarely holds enough of the asking
+    agent's rows, so the index ranks among the rows it may read; the same answer as FTS5, and FTS5 never ranks."""
+    with open_sqlite(tmp_path / "s") as store:
+        items = [
+            memory(
+                t,
+                agent=f"t{i % 40}",
+                kind="episode" if i % 3 else "knowledge",
+                tags=("trip",) if i % 7 == 0 else (),
+                visibility="public" if i % 50 == 1 else "private",
+            )
+            for i, t in enumerate(_texts(1200))
+        ]
+        add(store, items)
+        shared = [m.id for m in items if m.agent == "t9"][:15]
+        assert store.shares.share(shared, from_agent="t9", to_agent="t3", at=NOW) == 15
+        store.search.keyword_index.min_memories = 0
+        ranked_by_fts5: list[str] = []
+        answered = 0
+        for terms in _QUERIES:
+            plain, fast = _both(store, terms, flt)
+            with store.search._reading() as conn:  # the fast path's own SQL, watched
+                conn.set_trace_callback(lambda sql: ranked_by_fts5.append(sql) if "bm25(" in sql else None)
+                try:
+                    again = store.search.keyword_candidates(terms, flt, limit=20)
+                finally:
+                    conn.set_trace_callback(None)
+            _assert_same(plain, fast)
+            _assert_same(plain, again)
+            answered += bool(plain)
+        assert answered >= 5
+        assert ranked_by_fts5 == []

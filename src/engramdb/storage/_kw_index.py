@@ -307,7 +307,10 @@ class KeywordIndex:
         scores = acc[matched]
         acc[matched] = 0.0
         if only is not None:
-            keep = np.isin(matched, only)
+            # A mask over row keys: O(rows) where isin sorts both sides.
+            allowed = np.zeros(acc.size, dtype=bool)
+            allowed[only[(only >= 0) & (only < acc.size)]] = True
+            keep = allowed[matched]
             matched, scores = matched[keep], scores[keep]
             if not matched.size:
                 return Ranked([], [], 0)
