@@ -420,19 +420,12 @@ class Engram:
         session: str | None = None,
         at: datetime | str | None = None,
     ) -> AddResult:
-        """Conversations in: store every message as a ``conversation`` memory and the durable facts it states.
+        """Conversations in: every message stored as a ``conversation`` turn, and the durable facts it states.
 
-        ``messages`` are OpenAI-style: ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (roles
-        user, assistant, system, developer, tool, function; optional ``name``, the speaker, and ``at``, when
-        it was said, else ``at`` of the call). Bad input is one ValidationError and nothing is written.
-
-        Without an LLM a deterministic extractor reads the user's turns for explicit statements
-        (preferences, name, home, job, family, pets, health, dated plans, "remember that ..."), each under a
-        stable key, so a changed fact supersedes the stored one ("I moved to Berlin" replaces "I live in
-        Paris"; the old value stays in :meth:`history`). With an LLM configured it decides against the
-        nearest stored facts (add, update, delete, nothing), checked before anything is written; if it
-        fails, the extractor stands in and ``llm_error`` says why. The result lists the stored turns and,
-        for each fact, what was done: added, updated, superseded, deleted or unchanged.
+        ``messages``: OpenAI-style ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (optional ``name``,
+        the speaker, and ``at``); bad input is one ValidationError and nothing is written. A deterministic extractor
+        (or a configured LLM, checked first, the rules standing in if it fails) keys each fact, so a changed fact
+        supersedes the stored one (:class:`~engramdb.brain.conversations.Conversations`).
         """
         return self._conversations.add(messages, agent=self._agent(agent), user=user, session=session, at=at)
 
