@@ -25,6 +25,7 @@ and session recall@5.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -38,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from _data import LOCOMO_CATEGORIES, load_locomo, load_longmemeval
+from _data import LOCOMO_CATEGORIES, cached_positions, load_locomo, load_longmemeval
 from _recall_data import RecallSet, load_recall_set
 from _report import write_json
 from _systems import BM25Index, Ranked, VectorIndex, fuse_convex, recall_at_k, session_recall_at_k
@@ -53,6 +54,8 @@ from engramdb.storage.base import Filter
 
 AGENT = "bench"
 DEPTH = 50
+#: The engine with the fusion it had before issue 21 (min-max, 0.5/0.5), same store, no bookkeeping.
+BEFORE = "engramdb before (min-max fusion)"
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -242,6 +245,7 @@ def systems(corpus: Corpus, query: str, qvec: np.ndarray, depth: int, scores: Sc
     or cached for engramdb: no system's time includes embedding the query)."""
     calls: dict[str, Callable[[], list[str]]] = {
         "engramdb": lambda: corpus.ours(query, depth),
+        BEFORE: lambda: corpus.engine(BEFORE, RankingWeights(fusion="minmax"), query, depth),
         "vector only": lambda: [d for d, _ in corpus.vectors.search(qvec, depth)],
         "bm25": lambda: [d for d, _ in corpus.bm25.search(query, depth)],
     }
@@ -305,8 +309,12 @@ def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, limit
             corpus.close()
 
 
-def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: int | None) -> None:
-    for item in load_longmemeval(limit=limit):
+def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: int | None, cached: bool) -> None:
+    positions = None
+    if cached:
+        assert embedder.path is not None
+        positions = cached_positions(embedder.path, embedder.model_id)
+    for item in load_longmemeval(limit=None if cached else limit, positions=positions):
         corpus = make_corpus([(d.id, "conversation", d.content, {"role": d.role}) for d in item.docs], embedder)
         session_of = {d.id: d.session for d in item.docs}
         try:
@@ -472,6 +480,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", default="dev", choices=("dev", "confirm", "all"), help="recall set split")
     parser.add_argument("--limit-conversations", type=int, default=None)
     parser.add_argument("--lme-questions", type=int, default=40)
+    parser.add_argument(
+        "--lme-cached-only", action="store_true", help="LongMemEval: only the questions whose turns are all cached"
+    )
     parser.add_argument("--no-study", action="store_true", help="systems only, no fusion study")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
@@ -502,14 +513,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif name == "locomo":
             evaluate_locomo(embedder, scores, not args.no_study, args.limit_conversations)
         elif name == "longmemeval":
-            evaluate_lme(embedder, scores, not args.no_study, args.lme_questions)
+            evaluate_lme(embedder, scores, not args.no_study, args.lme_questions, args.lme_cached_only)
         results[name] = scores.summary()
         print(f"\n== {name} ({time.perf_counter() - started:.0f} s)")
         table = results[name]
         measures = list(next(iter(table.values())).keys())
         print(f"{'system':58s} " + " ".join(f"{m[:12]:>12s}" for m in measures))
         for system, row in table.items():
-            print(f"{system[:58]:58s} " + " ".join(f"{row[m]:12.1f}" for m in measures))
+            print(f"{system[:58]:58s} " + " ".join(f"{row.get(m, math.nan):12.1f}" for m in measures))
     if args.out is not None:
         write_json(args.out, results)
     return 0

@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from engramdb import _validate as check
-from engramdb.errors import EngramError
+from engramdb.errors import ConfigError, EngramError
 from engramdb.integrations._patterns import PATTERN_KIND, PATTERN_TAG
 from engramdb.models import Kind
 from engramdb.recall import read_filter
@@ -172,6 +172,10 @@ def memory_tools(mem: Engram, *, agent: str | None = None) -> list[BaseTool]:
     ``update``, ``forget``, ``suggest`` and ``record_outcome``. An :class:`~engramdb.errors.EngramError`
     raised while a tool runs (and invalid arguments) become the tool's answer, so the model can correct itself.
     """
+    if not hasattr(mem, "store"):  # the pattern statistics aggregate in the store
+        raise ConfigError(
+            "memory_tools needs a store in this process (Engram(path) or a database URL), not a server's client"
+        )
     agent = check.agent_name(mem.settings.agent if agent is None else agent)
     tools = _Tools(mem, agent)
     specs: list[tuple[str, Callable[..., str], type[BaseModel], str]] = [
