@@ -10,6 +10,12 @@ context, so rules compare on equal footing.
     python bench/recall.py --split confirm                   # the confirmation split (look rarely)
     python bench/recall.py --datasets recall,locomo,longmemeval --lme-questions 40
     python bench/recall.py --calibrate                       # fit relevance on the dev split's labelled pairs
+    python bench/recall.py --datasets none --speed /tmp/s100k  # 100k search latency, evidence vs min-max fusion
+
+Speed (``--speed DIR``): a 100k store as ``bench/scale.py`` builds it (real turn texts, synthetic vectors; built
+in DIR if missing), then per LoCoMo question, interleaved: ``mem.search`` with the query's vector cached (what the
+issue's "excluding the query embedding" means: bookkeeping included), and the searcher alone (no bookkeeping)
+under evidence fusion and under the min-max fusion it replaced.
 
 Measures: recall set top-1 / top-3 / MRR (one right memory per question) and how often a decoy of the question's
 own group ranks above the right memory; LoCoMo recall@5/10 of the evidence turns; LongMemEval_S turn recall@5/10
@@ -19,9 +25,11 @@ and session recall@5.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -31,14 +39,14 @@ from typing import Any
 
 import numpy as np
 
-from _data import LOCOMO_CATEGORIES, load_locomo, load_longmemeval
+from _data import LOCOMO_CATEGORIES, cached_positions, load_locomo, load_longmemeval
 from _recall_data import RecallSet, load_recall_set
 from _report import write_json
 from _systems import BM25Index, Ranked, VectorIndex, fuse_convex, recall_at_k, session_recall_at_k
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import CachedEmbedder, make_embedder
-from engramdb.retrieval.evidence import Calibration, coverage, relevance, term_weight
+from engramdb.retrieval.evidence import CALIBRATION, Calibration, coverage, relevance, term_weight
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import RankingWeights
 from engramdb.retrieval.text import query_terms
@@ -46,6 +54,8 @@ from engramdb.storage.base import Filter
 
 AGENT = "bench"
 DEPTH = 50
+#: The engine with the fusion it had before issue 21 (min-max, 0.5/0.5), same store, no bookkeeping.
+BEFORE = "engramdb before (min-max fusion)"
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -72,11 +82,29 @@ class Corpus:
         self.doc_of = {m.id: str(m.metadata["doc"]) for m in stored}
         self.memory_of = {d: m for m, d in self.doc_of.items()}
         self._searchers: dict[str, HybridSearcher] = {}
+        self.lance: Any = None
+        self._lance_dir: tempfile.TemporaryDirectory[str] | None = None
+
+    def with_lance(self) -> None:
+        """The same rows and vectors in LanceDB (``bench/compare.py``'s adapter), for its hybrid search."""
+        from compare import Corpus as LanceRows
+        from compare import LanceSystem
+
+        self._lance_dir = tempfile.TemporaryDirectory(prefix="recall-lance-")
+        self.lance = LanceSystem(Path(self._lance_dir.name), self.embedder)
+        self.lance.add(LanceRows(name="c", ids=self.ids, texts=list(self.text.values()), vectors=self.matrix), None)
+
+    def lance_hybrid(self, query: str, qvec: np.ndarray, k: int) -> list[str]:
+        return list(self.lance.search("c", "hybrid", query, qvec, k))
 
     def close(self) -> None:
         for s in self._searchers.values():
             s.close()
         self.mem.close()
+        if self.lance is not None:
+            self.lance.close()
+        if self._lance_dir is not None:
+            self._lance_dir.cleanup()
 
     def ours(self, query: str, limit: int) -> list[str]:
         return [self.doc_of[h.memory.id] for h in self.mem.search(query, agent=AGENT, limit=limit)]
@@ -101,8 +129,19 @@ class Corpus:
         return dict(zip(ids, (rows @ np.asarray(qvec, dtype=np.float32)).tolist(), strict=True))
 
 
+#: Also index every corpus in LanceDB (``--lance``; the ``bench`` extra).
+LANCE = False
+
+
+def make_corpus(docs: Sequence[tuple[str, str, str, dict[str, Any]]], embedder: CachedEmbedder) -> Corpus:
+    corpus = Corpus(docs, embedder)
+    if LANCE:
+        corpus.with_lance()
+    return corpus
+
+
 def recall_corpus(rs: RecallSet, embedder: CachedEmbedder) -> Corpus:
-    return Corpus([(it.id, it.kind, it.content, {}) for it in rs.items], embedder)
+    return make_corpus([(it.id, it.kind, it.content, {}) for it in rs.items], embedder)
 
 
 # -- fusion rules of the study ----------------------------------------------------------------------------
@@ -174,14 +213,24 @@ def study_rules() -> Iterator[tuple[str, Rule]]:
 
 
 class Scores:
+    """Per-question measures of each system (percent in the summary) and each system's search times."""
+
     def __init__(self) -> None:
         self.values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self.ms: dict[str, list[float]] = defaultdict(list)
 
     def add(self, system: str, measure: str, value: float) -> None:
         self.values[system][measure].append(value)
 
+    def add_ms(self, system: str, ms: float) -> None:
+        self.ms[system].append(ms)
+
     def summary(self) -> dict[str, dict[str, float]]:
-        return {s: {m: round(100 * statistics.fmean(v), 1) for m, v in ms.items()} for s, ms in self.values.items()}
+        out = {s: {m: round(100 * statistics.fmean(v), 1) for m, v in ms.items()} for s, ms in self.values.items()}
+        for system, row in out.items():
+            if self.ms.get(system):
+                row["p50 ms"] = round(statistics.median(self.ms[system]), 2)
+        return out
 
 
 def rank_of(ranking: Sequence[str], gold: str) -> int | None:
@@ -189,6 +238,25 @@ def rank_of(ranking: Sequence[str], gold: str) -> int | None:
         return ranking.index(gold) + 1
     except ValueError:
         return None
+
+
+def systems(corpus: Corpus, query: str, qvec: np.ndarray, depth: int, scores: Scores) -> dict[str, list[str]]:
+    """Each system's ranking of one question, ``depth`` deep, each call timed (the query's vector is given,
+    or cached for engramdb: no system's time includes embedding the query)."""
+    calls: dict[str, Callable[[], list[str]]] = {
+        "engramdb": lambda: corpus.ours(query, depth),
+        BEFORE: lambda: corpus.engine(BEFORE, RankingWeights(fusion="minmax"), query, depth),
+        "vector only": lambda: [d for d, _ in corpus.vectors.search(qvec, depth)],
+        "bm25": lambda: [d for d, _ in corpus.bm25.search(query, depth)],
+    }
+    if corpus.lance is not None:
+        calls["lancedb hybrid"] = lambda: corpus.lance_hybrid(query, qvec, depth)
+    out = {}
+    for name, call in calls.items():
+        t0 = time.perf_counter()
+        out[name] = call()
+        scores.add_ms(name, (time.perf_counter() - t0) * 1000)
+    return out
 
 
 def _study(corpus: Corpus, query: str, qvec: np.ndarray) -> Iterator[tuple[str, list[str]]]:
@@ -208,11 +276,7 @@ def evaluate_recall(rs: RecallSet, split: str, embedder: CachedEmbedder, scores:
         questions = rs.split(split)
         qvecs = embedder.embed([q.text for q in questions])
         for q, qvec in zip(questions, qvecs, strict=True):
-            rankings: dict[str, list[str]] = {
-                "engramdb": corpus.ours(q.text, 10),
-                "vector only": [d for d, _ in corpus.vectors.search(qvec, 10)],
-                "bm25": [d for d, _ in corpus.bm25.search(q.text, 10)],
-            }
+            rankings = systems(corpus, q.text, qvec, 10, scores)
             if study:
                 rankings.update(_study(corpus, q.text, qvec))
             for system, ranking in rankings.items():
@@ -230,18 +294,11 @@ def evaluate_recall(rs: RecallSet, split: str, embedder: CachedEmbedder, scores:
 
 def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, limit: int | None) -> None:
     for conv in load_locomo()[:limit]:
-        corpus = Corpus(
-            [(d.id, "conversation", d.content, {"role": d.role}) for d in conv.docs],
-            embedder,
-        )
+        corpus = make_corpus([(d.id, "conversation", d.content, {"role": d.role}) for d in conv.docs], embedder)
         try:
             qvecs = embedder.embed([q.text for q in conv.questions])
             for q, qvec in zip(conv.questions, qvecs, strict=True):
-                rankings = {
-                    "engramdb": corpus.ours(q.text, 10),
-                    "vector only": [d for d, _ in corpus.vectors.search(qvec, 10)],
-                    "bm25": [d for d, _ in corpus.bm25.search(q.text, 10)],
-                }
+                rankings = systems(corpus, q.text, qvec, 10, scores)
                 if study:
                     rankings.update(_study(corpus, q.text, qvec))
                 for system, ranking in rankings.items():
@@ -252,17 +309,17 @@ def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, limit
             corpus.close()
 
 
-def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: int | None) -> None:
-    for item in load_longmemeval(limit=limit):
-        corpus = Corpus([(d.id, "conversation", d.content, {"role": d.role}) for d in item.docs], embedder)
+def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: int | None, cached: bool) -> None:
+    positions = None
+    if cached:
+        assert embedder.path is not None
+        positions = cached_positions(embedder.path, embedder.model_id)
+    for item in load_longmemeval(limit=None if cached else limit, positions=positions):
+        corpus = make_corpus([(d.id, "conversation", d.content, {"role": d.role}) for d in item.docs], embedder)
         session_of = {d.id: d.session for d in item.docs}
         try:
             qvec = embedder.embed([item.text])[0]
-            rankings = {
-                "engramdb": corpus.ours(item.text, 50),
-                "vector only": [d for d, _ in corpus.vectors.search(qvec, 50)],
-                "bm25": [d for d, _ in corpus.bm25.search(item.text, 50)],
-            }
+            rankings = systems(corpus, item.text, qvec, 50, scores)
             if study:
                 rankings.update(_study(corpus, item.text, qvec))
             for system, ranking in rankings.items():
@@ -324,10 +381,11 @@ def fit_logistic(data: Sequence[tuple[float, float, int]], *, steps: int = 4000)
     )
 
 
-def calibration_report(rs: RecallSet, embedder: CachedEmbedder, cal: Calibration | None) -> dict[str, Any]:
+def calibration_report(rs: RecallSet, embedder: CachedEmbedder) -> dict[str, Any]:
+    """The fit on the dev split's pairs, and how the shipped calibration (``CALIBRATION``) scores both splits."""
     dev = labelled_pairs(rs, "dev", embedder)
     fitted = fit_logistic(dev)
-    used = cal or fitted
+    used = CALIBRATION
     out: dict[str, Any] = {}
     out["fitted_on_dev"] = {
         "bias": fitted.bias,
@@ -365,6 +423,54 @@ def calibration_report(rs: RecallSet, embedder: CachedEmbedder, cal: Calibration
     return out
 
 
+# -- speed ------------------------------------------------------------------------------------------------
+
+
+def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
+    import os
+
+    import scale
+    from _retrieval_speed import _latency, _load, _ms
+
+    if not (directory / "engram.db").exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        seconds = scale.build(directory, size, np.random.default_rng(0))
+        print(f"built {size} memories in {seconds:.0f} s")
+    emb = scale._embedder()
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    qvecs = emb.embed(questions)
+    mem = Engram(directory, embedder=emb, vectors="sync")
+    flt = Filter(agent=scale.AGENT)
+    evidence = HybridSearcher(mem.store, emb, weights=RankingWeights())
+    minmax = HybridSearcher(mem.store, emb, weights=RankingWeights(fusion="minmax"))
+    now = datetime.now(UTC)
+    for q in questions[:10]:
+        mem.search(q, agent=scale.AGENT, limit=10)
+    # The steady state: the keyword postings built (FTS5's own bm25() until then), as bench/scale.py waits.
+    scale._unwrapped(mem.store.search).keyword_index.wait()
+    for q in questions[:10]:
+        mem.search(q, agent=scale.AGENT, limit=10)
+    load_before = _load()
+    whole, ev, mm = [], [], []
+    for q, v in zip(questions, qvecs, strict=True):
+        whole.append(_ms(lambda q=q: mem.search(q, agent=scale.AGENT, limit=10)))
+        ev.append(_ms(lambda q=q, v=v: evidence.search(q, flt, limit=10, now=now, touch=False, vector=v)))
+        mm.append(_ms(lambda q=q, v=v: minmax.search(q, flt, limit=10, now=now, touch=False, vector=v)))
+    out = {
+        "memories": mem.count(agent=scale.AGENT),
+        "search_without_query_embedding": _latency(whole),
+        "searcher_evidence_fusion": _latency(ev),
+        "searcher_minmax_fusion": _latency(mm),
+        "load_before": load_before,
+        "load_after": _load(),
+        "cpus": os.cpu_count(),
+    }
+    evidence.close()
+    minmax.close()
+    mem.close()
+    return out
+
+
 # -- main -------------------------------------------------------------------------------------------------
 
 
@@ -374,20 +480,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", default="dev", choices=("dev", "confirm", "all"), help="recall set split")
     parser.add_argument("--limit-conversations", type=int, default=None)
     parser.add_argument("--lme-questions", type=int, default=40)
+    parser.add_argument(
+        "--lme-cached-only", action="store_true", help="LongMemEval: only the questions whose turns are all cached"
+    )
     parser.add_argument("--no-study", action="store_true", help="systems only, no fusion study")
+    parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
     parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
+    parser.add_argument("--speed", type=Path, default=None, help="100k store directory (built if missing)")
+    parser.add_argument("--speed-size", type=int, default=100_000)
+    parser.add_argument("--speed-queries", type=int, default=300)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    global LANCE  # noqa: PLW0603 - a run-wide switch, set once before any corpus is built
+    LANCE = args.lance
     cache = Path(args.embed_cache).expanduser()
     cache.parent.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(make_embedder(load_settings()), size=200_000, path=cache)
     rs = load_recall_set()
     results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "split": args.split}
     if args.calibrate:
-        results["calibration"] = calibration_report(rs, embedder, None)
+        results["calibration"] = calibration_report(rs, embedder)
         print(results["calibration"])
-    for name in [d.strip() for d in args.datasets.split(",") if d.strip()]:
+    if args.speed is not None:
+        results["speed"] = run_speed(args.speed, args.speed_size, args.speed_queries)
+        print(results["speed"])
+    for name in [d.strip() for d in args.datasets.split(",") if d.strip() and d.strip() != "none"]:
         scores = Scores()
         started = time.perf_counter()
         if name == "recall":
@@ -395,14 +513,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif name == "locomo":
             evaluate_locomo(embedder, scores, not args.no_study, args.limit_conversations)
         elif name == "longmemeval":
-            evaluate_lme(embedder, scores, not args.no_study, args.lme_questions)
+            evaluate_lme(embedder, scores, not args.no_study, args.lme_questions, args.lme_cached_only)
         results[name] = scores.summary()
         print(f"\n== {name} ({time.perf_counter() - started:.0f} s)")
         table = results[name]
         measures = list(next(iter(table.values())).keys())
         print(f"{'system':58s} " + " ".join(f"{m[:12]:>12s}" for m in measures))
         for system, row in table.items():
-            print(f"{system[:58]:58s} " + " ".join(f"{row[m]:12.1f}" for m in measures))
+            print(f"{system[:58]:58s} " + " ".join(f"{row.get(m, math.nan):12.1f}" for m in measures))
     if args.out is not None:
         write_json(args.out, results)
     return 0

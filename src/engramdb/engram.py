@@ -74,26 +74,22 @@ log = logging.getLogger("engramdb")
 class Engram:
     """A memory store for agents: remember, search, update, forget, and learn from outcomes.
 
-    ``Engram()`` opens the embedded store at ``$ENGRAM_HOME`` (else ``~/.engram``);
-    ``Engram("dir")`` one at that folder; ``Engram(":memory:")`` an ephemeral one;
-    ``Engram("postgresql://...")`` a PostgreSQL + pgvector one. One instance is safe to
-    share across threads; use it as a context manager or call :meth:`close`.
+    ``Engram()`` opens the embedded store at ``$ENGRAM_HOME`` (else ``~/.engram``); ``Engram("dir")`` one at that
+    folder; ``Engram(":memory:")`` an ephemeral one; ``Engram("postgresql://...")`` a PostgreSQL + pgvector one.
+    One instance is safe to share across threads; use it as a context manager or call :meth:`close`.
 
     ``settings`` (or keyword ``overrides`` of single settings) configure it; ``weights``
     tune search ranking and ``recommend`` outcome learning, for this instance only.
     ``embedder`` is an :class:`~engramdb.embeddings.base.Embedder` or a setting string
-    (``"local"``, ``"openai:<model>"``, ``"sentence-transformers:<model>"``).
-
-    Calls that do not name an ``agent`` act for the ``agent`` setting (``ENGRAM_AGENT``,
-    ``"default"`` unless configured).
+    (``"local"``, ``"openai:<model>"``, ``"sentence-transformers:<model>"``). Calls that do not name an ``agent``
+    act for the ``agent`` setting (``ENGRAM_AGENT``, ``"default"`` unless configured).
 
     A missing store folder is created, unless ``create=False``: then a folder that holds no
     store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
     tool pointed at a mistyped path fails instead of answering from a new, empty store.
 
-    ``Engram("http://host:8765", api_key=KEY)`` (or no location with ``$ENGRAM_URL`` set, and
-    ``$ENGRAM_API_KEY``) returns a :class:`~engramdb.client.RemoteEngram` instead: the same API
-    through a running ``engram serve``, with no store or model in this process.
+    ``Engram("http://host:8765", api_key=KEY)`` (or ``$ENGRAM_URL``, ``$ENGRAM_API_KEY``) returns a
+    :class:`~engramdb.client.RemoteEngram`: the same API through a running ``engram serve``.
     """
 
     def __new__(
@@ -103,14 +99,8 @@ class Engram:
         if isinstance(url, str) and url.lower().startswith(("http://", "https://")):
             from engramdb.client.remote import RemoteEngram
 
-            unknown = sorted(set(options) - {"timeout", "create"})  # create: the server's store exists
-            if unknown:
-                raise ConfigError(
-                    f"{', '.join(unknown)}: settings of the server's store, not of a client of {url} "
-                    "(a client takes api_key and timeout)"
-                )
             # Not an Engram subclass, so Python does not run Engram.__init__ on it: a client with the same API.
-            return cast("Engram", RemoteEngram(url, api_key=api_key, timeout=options.get("timeout")))
+            return cast("Engram", RemoteEngram.opened(url, api_key=api_key, **options))
         return super().__new__(cls)
 
     def __init__(
@@ -322,8 +312,7 @@ class Engram:
 
     @property
     def pending_vectors(self) -> int:
-        """Memories this instance wrote whose vector the background worker has not written yet (0 in sync mode):
-        the vector queue's depth, as ``engram serve``'s ``/metrics`` and ``/health`` report it."""
+        """Memories written here still waiting for their vector (the background queue's depth; 0 in sync mode)."""
         return 0 if self._vectors is None else self._vectors.pending
 
     def reembed(self, *, progress: Progress | None = None) -> int:
@@ -424,19 +413,12 @@ class Engram:
         session: str | None = None,
         at: datetime | str | None = None,
     ) -> AddResult:
-        """Conversations in: store every message as a ``conversation`` memory and the durable facts it states.
+        """Conversations in: every message stored as a ``conversation`` turn, and the durable facts it states.
 
-        ``messages`` are OpenAI-style: ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (roles
-        user, assistant, system, developer, tool, function; optional ``name``, the speaker, and ``at``, when
-        it was said, else ``at`` of the call). Bad input is one ValidationError and nothing is written.
-
-        Without an LLM a deterministic extractor reads the user's turns for explicit statements
-        (preferences, name, home, job, family, pets, health, dated plans, "remember that ..."), each under a
-        stable key, so a changed fact supersedes the stored one ("I moved to Berlin" replaces "I live in
-        Paris"; the old value stays in :meth:`history`). With an LLM configured it decides against the
-        nearest stored facts (add, update, delete, nothing), checked before anything is written; if it
-        fails, the extractor stands in and ``llm_error`` says why. The result lists the stored turns and,
-        for each fact, what was done: added, updated, superseded, deleted or unchanged.
+        ``messages``: OpenAI-style ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (optional ``name``,
+        the speaker, and ``at``); bad input is one ValidationError and nothing is written. A deterministic extractor
+        (or a configured LLM, checked first, the rules standing in if it fails) keys each fact, so a changed fact
+        supersedes the stored one (:class:`~engramdb.brain.conversations.Conversations`).
         """
         return self._conversations.add(messages, agent=self._agent(agent), user=user, session=session, at=at)
 

@@ -69,3 +69,10 @@ def test_an_unreachable_server_is_one_line(agent):
     assert result.returncode == 1
     assert "cannot reach the engram server" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_command_that_needs_the_store_here_refuses_the_server_in_one_line(server, tmp_path):
+    result = engram(server.url, "import", "chroma", str(tmp_path))
+    assert result.returncode == 1
+    assert "pass --store" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -19,7 +19,7 @@ from engramdb import AsyncEngram, Engram, RemoteEngram
 from engramdb.auth import ApiKeys
 from engramdb.brain.routing import RoutingService
 from engramdb.client import LOCAL_ONLY
-from engramdb.client._transport import Call
+from engramdb.client._transport import API_PREFIX, Call
 from engramdb.interfaces.mcp import TOOLS
 from engramdb.interfaces.rest import create_app
 from engramdb.learning.code_service import CodeService
@@ -209,7 +209,7 @@ def test_every_public_method_has_a_rest_route_used_by_the_remote_client(qual, na
     }
     call = remote(*args, **kwargs)
     assert isinstance(call, Call)
-    scope = {"type": "http", "path": call.path, "method": call.method, "root_path": ""}
+    scope = {"type": "http", "path": API_PREFIX + call.path, "method": call.method, "root_path": ""}
     matched = [r for r in routes if r.matches(scope)[0] is Match.FULL]
     assert matched, f"{qual}: no REST route answers {call.method} {call.path}"
 
@@ -223,3 +223,9 @@ def test_the_async_client_offers_every_method(qual, name, cls):
     method = getattr(owner, name, None)
     assert method is not None, f"AsyncEngram lacks {qual}"
     assert inspect.iscoroutinefunction(method)
+
+
+def test_the_client_speaks_the_servers_versioned_api():
+    from engramdb.interfaces.rest import API_PREFIX as SERVED
+
+    assert API_PREFIX == SERVED

@@ -3,7 +3,10 @@ name, context and success metrics, metadata on code patterns and filtering by it
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from seed_cli import Cli
 
 from engramdb import Engram
 from engramdb.errors import ValidationError
@@ -57,7 +60,7 @@ def test_store_code_pattern_with_name_context_and_success_metrics(mem: Engram) -
     assert mem.code.suggest("implement user authentication", agent="swarm", pattern_type="named")[0].memory.id == (
         stored.id
     )
-    with pytest.raises(ValidationError, match="give name= too"):
+    with pytest.raises(ValidationError, match="give its name too"):
         mem.code.remember(AUTH_CODE, context="REST API authentication", agent="swarm")
 
 
@@ -146,3 +149,25 @@ def test_typescript_class_methods_are_extracted(mem: Engram) -> None:
     )
     names = {m.metadata["name"] for m in mem.code.remember(ts, language="typescript", agent="swarm", min_lines=1)}
     assert {"AuthService", "AuthService.login", "AuthService.sign"} <= names
+
+
+def test_code_patterns_and_episodes_on_the_command_line(tmp_path: Path, cli: Cli) -> None:
+    """``store_code_pattern`` / ``recall_similar_patterns`` as ``engram code remember|suggest``, and an episode's
+    ``record_event(episode_id, ...)`` / ``end_episode(episode_id, ...)`` by id alone."""
+    auth = tmp_path / "auth.py"
+    auth.write_text(AUTH_CODE)
+    stored = cli.json(
+        "code", "remember", str(auth), "--name", "JWT Authentication", "--context", "REST API authentication",
+        "--success-rate", "1.0", "--meta", "framework=fastapi", "--agent", "swarm",
+    )  # fmt: skip
+    assert stored[0]["metadata"]["success_metrics"] == {"success_rate": 1.0}
+    cli.ok("code", "remember", str(auth), "--agent", "swarm")
+    hits = cli.json(
+        "code", "suggest", "--task", "implement user authentication", "--meta", "framework=fastapi",
+        "--agent", "swarm",
+    )  # fmt: skip
+    assert [h["memory"]["metadata"]["name"] for h in hits] == ["JWT Authentication"]
+    assert "JWT Authentication" in cli.ok("code", "suggest", "--task", "user authentication", "--agent", "swarm")
+    episode = cli.ok("episodes", "start", "implement REST API", "--agent", "swarm").strip()
+    cli.ok("episodes", "event", episode, "code_generation", "--data", '{"lines": 45}', "--role", "worker_backend")
+    assert "ended: success" in cli.ok("episodes", "end", episode, "--outcome", "success")

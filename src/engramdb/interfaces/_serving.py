@@ -22,7 +22,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio.to_thread
 import fastapi_offline
@@ -37,13 +37,19 @@ from engramdb.interfaces._responses import Health, Readiness
 from engramdb.storage.base import MODEL_META_KEY
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
     from engramdb import Engram
 
-__all__ = ["DOCS_ASSETS", "DRAIN_SECONDS", "Readiness", "ServerState", "add_docs"]
+__all__ = ["DOCS_ASSETS", "DRAIN_SECONDS", "HEALTH_RESPONSES", "Readiness", "ServerState", "add_docs", "add_tracing"]
 
 #: Where Swagger UI's files are served.
 DOCS_ASSETS: Final = "/docs/assets"
 _ASSETS_DIR: Final = Path(fastapi_offline.__file__).parent / "static"
+#: ``/health``'s answer when not ready: the same body, with 503.
+HEALTH_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
+    503: {"model": Health, "description": "The store or the embedding model is not ready."}
+}
 #: Longest wait at shutdown for the vector queue to drain.
 DRAIN_SECONDS: Final = 60.0
 
@@ -115,6 +121,14 @@ class ServerState:
             await anyio.to_thread.run_sync(self.drain)
 
         return run
+
+
+def add_tracing(app: FastAPI, tracer: Tracer | None) -> None:
+    """A span per request (:mod:`._tracing`), when given a tracer; OpenTelemetry is imported only then (an extra)."""
+    if tracer is not None:
+        from engramdb.interfaces._tracing import TracingMiddleware
+
+        app.add_middleware(TracingMiddleware, tracer=tracer)
 
 
 def add_docs(app: FastAPI, *, path: str = "/docs") -> None:

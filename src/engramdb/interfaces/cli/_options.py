@@ -211,7 +211,13 @@ def store_location(ctx: typer.Context, store: str | None) -> str | None:
 
 @contextmanager
 def open_engram(
-    ctx: typer.Context, store: str | None, *, create: bool = False, local: bool = False, **options: Any
+    ctx: typer.Context,
+    store: str | None,
+    *,
+    create: bool = False,
+    local: bool = False,
+    remote_ok: bool = True,
+    **options: Any,
 ) -> Iterator[Engram]:
     """Open the selected store for one command and close it afterwards.
 
@@ -223,10 +229,15 @@ def open_engram(
     With ``$ENGRAM_URL`` set and no ``--store``, the command goes through that server (the remote
     client: no store and no model in this process; ``options`` are then the server's business),
     unless ``local`` (the servers themselves: ``engram serve`` must not serve a client of itself).
+    A command that needs the store in this process (``remote_ok=False``) refuses ``$ENGRAM_URL`` in one line.
     """
     location = store_location(ctx, store)
     url = os.environ.get("ENGRAM_URL") or None
     if location is None and url is not None and not local:
+        if not remote_ok:
+            raise ValidationError(
+                f"this command needs the store in this process, not a server: pass --store (ENGRAM_URL is {url})"
+            )
         # The client module directly (what Engram(url) returns): the facade's module would import the storage.
         from engramdb.client.remote import RemoteEngram
 
