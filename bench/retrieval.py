@@ -712,7 +712,8 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
         for source_name, source in (("scores", scores), ("fusion", fusion)):
             if source is not None:
                 record[source_name] = {
-                    system: {m: groups[query.group][-1] for m, groups in measures.items()}
+                    # "dated ..." measures have a value only for questions naming a time: not per question.
+                    system: {m: groups[query.group][-1] for m, groups in measures.items() if not m.startswith("dated ")}
                     for system, measures in source.values.items()
                 }
         records.append(record)
