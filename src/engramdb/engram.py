@@ -88,9 +88,8 @@ class Engram:
     store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
     tool pointed at a mistyped path fails instead of answering from a new, empty store.
 
-    ``Engram("http://host:8765", api_key=KEY)`` (or no location with ``$ENGRAM_URL`` set, and
-    ``$ENGRAM_API_KEY``) returns a :class:`~engramdb.client.RemoteEngram` instead: the same API
-    through a running ``engram serve``, with no store or model in this process.
+    ``Engram("http://host:8765", api_key=KEY)`` (or ``$ENGRAM_URL``, ``$ENGRAM_API_KEY``) returns a
+    :class:`~engramdb.client.RemoteEngram`: the same API through a running ``engram serve``.
     """
 
     def __new__(
@@ -100,14 +99,8 @@ class Engram:
         if isinstance(url, str) and url.lower().startswith(("http://", "https://")):
             from engramdb.client.remote import RemoteEngram
 
-            unknown = sorted(set(options) - {"timeout", "create"})  # create: the server's store exists
-            if unknown:
-                raise ConfigError(
-                    f"{', '.join(unknown)}: settings of the server's store, not of a client of {url} "
-                    "(a client takes api_key and timeout)"
-                )
             # Not an Engram subclass, so Python does not run Engram.__init__ on it: a client with the same API.
-            return cast("Engram", RemoteEngram(url, api_key=api_key, timeout=options.get("timeout")))
+            return cast("Engram", RemoteEngram.opened(url, api_key=api_key, **options))
         return super().__new__(cls)
 
     def __init__(

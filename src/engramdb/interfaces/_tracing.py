@@ -10,14 +10,15 @@ library's own steps inside a request are not traced (the spans are the requests)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from engramdb.errors import ConfigError
+from engramdb.interfaces._http import StatusOf, route_template
 
 if TYPE_CHECKING:
-    from engramdb.interfaces._http import ASGIApp, Message, Receive, Scope, Send
+    from engramdb.interfaces._http import ASGIApp, Receive, Scope, Send
 
 __all__ = ["TracingMiddleware", "otlp_tracer"]
 
@@ -37,24 +38,16 @@ class TracingMiddleware:
         with self._tracer.start_as_current_span(method, kind=SpanKind.SERVER) as span:
             span.set_attribute("http.request.method", method)
             span.set_attribute("url.path", str(scope.get("path", "")))
-            status = 500
-
-            async def sending(message: Message) -> None:
-                nonlocal status
-                if message["type"] == "http.response.start":
-                    status = int(message["status"])
-                await send(message)
-
+            sending = StatusOf(send)
             try:
                 await self._app(scope, receive, sending)
             finally:
-                route: Any = scope.get("route")
-                template = getattr(route, "path", None)
-                if isinstance(template, str) and template:
+                template = route_template(scope)
+                if template is not None:
                     span.set_attribute("http.route", template)
                     span.update_name(f"{method} {template}")
-                span.set_attribute("http.response.status_code", status)
-                if status >= 500:
+                span.set_attribute("http.response.status_code", sending.status)
+                if sending.status >= 500:
                     span.set_status(Status(StatusCode.ERROR))
 
 

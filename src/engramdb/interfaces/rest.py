@@ -171,9 +171,7 @@ async def _on_engram_error(request: Request, exc: Exception) -> JSONResponse:
     if status == 503:  # the details (paths, SQL) go to the log, not to the client
         _log.warning("storage error on %s %s: %s", request.method, request.url.path, exc)
     # The class name lets a client raise the same error (the remote Engram): the status alone is coarser.
-    headers = {"X-Engram-Error": type(exc).__name__}
-    if status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
+    headers = {"X-Engram-Error": type(exc).__name__} | ({"WWW-Authenticate": "Bearer"} if status == 401 else {})
     return _error(status, str(exc), headers)
 
 
@@ -214,8 +212,8 @@ def _query_names(dependant: Dependant) -> set[str]:
         model = p.field_info.annotation
         if isinstance(model, type) and issubclass(model, BaseModel):  # a query model: its fields are the parameters
             names |= {f.alias or n for n, f in model.model_fields.items()}
-        else:
-            names.add(p.alias)
+            continue
+        names.add(p.alias)
     for sub in dependant.dependencies:
         names |= _query_names(sub)
     return names

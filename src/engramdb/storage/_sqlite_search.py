@@ -182,23 +182,27 @@ class SQLiteSearch:
         index, also for NULL), and other agents' public or shared rows apart (usually few).
         """
         rest = filter_sql(dataclasses.replace(flt, agent=None, users=None, include_shared=True))
-        users: tuple[str | None, ...] = (None,) if flt.users is None else tuple(dict.fromkeys(flt.users))
-        by_user = "" if flt.users is None else " AND m.user_id IS ?"
         if flt.agent is None:
             f = filter_sql(flt)
             return SQLiteSearch._rids(conn, f"SELECT m.rid FROM memories m WHERE {f.where}", f.params)
         parts: list[str] = []
         params: list[Any] = []
-        for user in users:
+        for user in (None,) if flt.users is None else tuple(dict.fromkeys(flt.users)):
+            # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
+            by_user = "" if flt.users is None else (" AND m.user_id IS NULL" if user is None else " AND m.user_id = ?")
             parts.append(f"SELECT m.rid FROM memories m WHERE m.agent = ?{by_user} AND {rest.where}")
-            params += [flt.agent, *([user] if by_user else []), *rest.params]
+            params += [flt.agent, *([user] if user is not None and flt.users is not None else []), *rest.params]
         if flt.include_shared:
+            # Apart, so each is driven by its own index: public rows (a partial index), rows shared with
+            # the reader (the shares' index, then the memories' ids). As one OR it was a scan of every row.
             admitted = filter_sql(Filter(agent=None, users=flt.users, superseded=True))
+            tail = f"AND m.agent != ? AND {admitted.where} AND {rest.where}"
+            parts.append(f"SELECT m.rid FROM memories m WHERE m.visibility = 'public' {tail}")
             parts.append(
-                "SELECT m.rid FROM memories m WHERE m.agent != ? AND (m.visibility = 'public' OR m.id IN "
-                f"(SELECT s.memory_id FROM shares s WHERE s.to_agent IN (?, '*'))) AND {admitted.where} "
-                f"AND {rest.where}"
+                "SELECT m.rid FROM memories m WHERE m.id IN (SELECT s.memory_id FROM shares s "
+                f"WHERE s.to_agent IN (?, '*')) AND m.visibility != 'public' {tail}"
             )
+            params += [flt.agent, *admitted.params, *rest.params]
             params += [flt.agent, flt.agent, *admitted.params, *rest.params]
         return SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params)
 
