@@ -106,7 +106,9 @@ class CodeService:
                 )
             ]
         if context is not None or success_metrics is not None:
-            raise ValidationError("context and success_metrics describe a named pattern: give name= too")
+            raise ValidationError(
+                "a context or success metrics describe a named pattern: give its name too (--name on the command line)"
+            )
         found = code.extract(source, filename=filename, language=language)
         patterns = [p for p in found if p.lines >= min_lines]
         items = [

@@ -68,6 +68,7 @@ class HybridSearcher:
         self.time_weight = time_weight
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
         self.time_words = True
+        #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
         self.time_additive = True
         # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-keyword")
