@@ -186,6 +186,9 @@ def open_engram(ctx: typer.Context, store: str | None, *, create: bool = False, 
 
     with Engram(store_location(ctx, store), create=create, **options) as mem:
         yield mem
+        # A failure of the background vector writer during the command is this command's error (one line,
+        # exit 1), not a warning at close.
+        mem.flush()
 
 
 # -- parsing -------------------------------------------------------------------------------------------
