@@ -21,6 +21,7 @@ import re
 import sqlite3
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Question",
     "cached_positions",
     "data_dir",
+    "event_time",
     "load_locomo",
     "load_longmemeval",
     "repair_evidence",
@@ -102,6 +104,23 @@ class LongMemEvalQuestion:
     #: When the question is asked, as the data set writes it ("2023/05/30 (Tue) 23:40"); session dates
     #: (``Doc.date``) are in the same form. Relative time expressions ("a week ago") count from it.
     question_date: str = ""
+
+
+_LME_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2}) \(\w+\) (\d{2}):(\d{2})$")
+
+
+def event_time(text: str) -> datetime | None:
+    """A session or question date as a UTC datetime: LongMemEval ``"2023/05/30 (Tue) 23:40"``, LoCoMo
+    ``"1:56 pm on 8 May, 2023"``; None for anything else."""
+    text = text.strip()
+    m = _LME_DATE.match(text)
+    if m is not None:
+        year, month, day, hour, minute = (int(g) for g in m.groups())
+        return datetime(year, month, day, hour, minute, tzinfo=UTC)
+    try:
+        return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 _DIA_ID = re.compile(r"^D:?(\d+):(\d+)$")

@@ -65,6 +65,29 @@ def _diff_table(title: str, diffs: dict[str, Any]) -> Table:
     return table
 
 
+def _time_table(title: str, part: dict[str, Any], group: str) -> Table:
+    """The time study: rows that measured questions naming a time (``dated ...``), overall and dated only."""
+    named = part.get("time_named") or {}
+    table = Table(title=f"{title} ({named.get('named', 0)} of {named.get('questions', 0)} questions name a time)")
+    table.add_column("row")
+    columns = [
+        (m, scope)
+        for m in ("recall@5", "recall@10", "session_recall@5")
+        for scope in ("", "dated ")
+        if any(scope + m in data for data in part["systems"].values())
+    ]
+    for m, scope in columns:
+        table.add_column(f"{scope}{m}", justify="right")
+    table.add_column(f"{group} @10", justify="right")
+    for name, data in part["systems"].items():
+        if not any(k.startswith("dated ") for k in data) and "time" not in name:
+            continue
+        row = [name] + [_pct(data[scope + m]["overall"]) if scope + m in data else "-" for m, scope in columns]
+        row.append(_pct(data["recall@10"]["groups"].get(group, {"mean": math.nan})["mean"]))
+        table.add_row(*row)
+    return table
+
+
 def report(results: dict[str, Any]) -> None:
     if "locomo" in results:
         lo = results["locomo"]
@@ -80,6 +103,7 @@ def report(results: dict[str, Any]) -> None:
         if lo["fusion_study"]:
             console.print(_fusion_table(f"LoCoMo fusion study{_FUSION_NOTE}", lo["fusion_study"]))
         console.print(_diff_table("LoCoMo: engramdb minus reference, paired by question", lo["differences"]))
+        console.print(_time_table("LoCoMo: time in questions", lo, "temporal"))
     if "longmemeval" in results:
         lme = results["longmemeval"]
         groups = sorted({g for s in lme["systems"].values() for g in s["recall@10"]["groups"]})
@@ -97,6 +121,7 @@ def report(results: dict[str, Any]) -> None:
         if lme["fusion_study"]:
             console.print(_fusion_table(f"LongMemEval fusion study, turn recall{_FUSION_NOTE}", lme["fusion_study"]))
         console.print(_diff_table("LongMemEval: engramdb minus reference, paired by question", lme["differences"]))
+        console.print(_time_table("LongMemEval: time in questions", lme, "temporal-reasoning"))
     if "speed" in results:
         sp = results["speed"]
         chars = sp["mean_chars"]

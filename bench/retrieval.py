@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from _data import LOCOMO_CATEGORIES, Doc, cached_positions, load_locomo, load_longmemeval
+from _data import LOCOMO_CATEGORIES, Doc, cached_positions, event_time, load_locomo, load_longmemeval
 from _report import write_json
 from _retrieval_report import report
 from _retrieval_speed import (  # _latency, _load, _ms, _scale_texts: re-exported for bench/scale.py and others
@@ -82,6 +82,7 @@ from engramdb.retrieval.context import (
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import Fused
 from engramdb.retrieval.text import query_terms
+from engramdb.retrieval.timeref import TIME_WEIGHT, find_time
 from engramdb.storage.base import Filter
 
 #: The engine as it ranked before speaker weighting (same store, assistant turns at full weight;
@@ -146,6 +147,7 @@ def compare(scores: Scores, fusion: Scores | None, measures: Sequence[str]) -> d
         ("bm25", scores, "bm25"),
         ("vector", scores, "vector"),
     ]
+    time_refs = [(f"{name} - {TIME_NONE}", name) for name in TIME_ROWS if name != TIME_NONE]
     if fusion is not None:
         refs += [
             ("own keyword channel", fusion, "fts: keyword only"),
@@ -157,6 +159,13 @@ def compare(scores: Scores, fusion: Scores | None, measures: Sequence[str]) -> d
         for label, source, system in refs:
             if measure in source.values[system]:
                 out[f"{measure}: engramdb - {label}"] = paired_bootstrap(ours, source.per_query(system, measure))
+        for label, system in time_refs:
+            for scope in ("", "dated "):
+                if scope + measure in scores.values[system]:
+                    diff = paired_bootstrap(
+                        scores.per_query(system, scope + measure), scores.per_query(TIME_NONE, scope + measure)
+                    )
+                    out[f"{scope}{measure}: {label}"] = diff
     return out
 
 
@@ -174,8 +183,32 @@ class Query:
     group: str
     gold: tuple[str, ...]
     gold_sessions: tuple[str, ...] = ()
-    #: When the question is asked (LongMemEval's question date); None: no date (LoCoMo), no time study.
+    #: When the question is asked: LongMemEval's question date, LoCoMo's last session date (its questions were
+    #: written after the conversation): the reference of "last Saturday" in the time study (``Corpus.timed``).
     asked: datetime | None = None
+
+
+#: The time study (bench/RESULTS.md, "time in questions"): every row counts the question's time from its date
+#: and differs only in how the time the question names is used:
+#: (time weight, keep the time words in the keyword query).
+TIME_ENGINE = f"time +{TIME_WEIGHT} x nearness (engine)"
+TIME_NONE = "time not resolved"
+#: name -> (weight, keep the time words in the keyword query, additive)
+TIME_ROWS: dict[str, tuple[float, bool, bool]] = {
+    TIME_NONE: (0.0, True, True),
+    TIME_ENGINE: (TIME_WEIGHT, True, True),
+    **{f"time +{w} x nearness": (w, True, True) for w in (0.1, 0.2, 0.5, 1.0) if w != TIME_WEIGHT},
+    f"time +{TIME_WEIGHT}, time words out of the keyword query": (TIME_WEIGHT, False, True),
+    "time: outside x0.5 (multiplicative)": (0.5, True, False),
+    "time: outside x0 (multiplicative, a filter)": (1.0, True, False),
+}
+
+
+def _time_searcher(store: Any, embedder: CachedEmbedder, weight: float, words: bool, additive: bool) -> HybridSearcher:
+    searcher = HybridSearcher(store, embedder, time_weight=weight)
+    searcher.time_words = words
+    searcher.time_additive = additive
+    return searcher
 
 
 def _without_speaker_weight(store: Any, embedder: CachedEmbedder) -> HybridSearcher:
@@ -209,6 +242,8 @@ class Corpus:
                 "agent": AGENT,
                 "kind": "conversation",
                 "metadata": {"turn": d.id, "session": d.session, "date": d.date, ROLE_KEY: d.role},
+                # The session's date is when the turn happened (its event time, ``Memory.occurred_at``).
+                **({"at": when} if (when := event_time(d.date)) is not None else {}),
             }
             for d in docs
         ]
@@ -229,16 +264,29 @@ class Corpus:
         self.lengths = {d.id: len(d.content) for d in docs}
         self.roles = {d.id: d.role for d in docs}
         self._before = _without_speaker_weight(self.mem.store, embedder)
+        self._timed = {name: _time_searcher(self.mem.store, embedder, *how) for name, how in TIME_ROWS.items()}
         self._replicas: dict[str, FTS5Replica] = {}
         self._owners: dict[str, list[str]] = {}
-        self.when = {d.id: _lme_date(d.date) for d in docs}
+        self.when = {d.id: event_time(d.date) for d in docs}
 
     def close(self) -> None:
         self._before.close()
+        for searcher in self._timed.values():
+            searcher.close()
         self.mem.close()
 
     def ours(self, query: str, limit: int) -> list[str]:
         hits = self.mem.search(query, agent=AGENT, limit=limit)
+        return [str(h.memory.metadata["turn"]) for h in hits]
+
+    def timed(self, name: str, query: str, limit: int, asked: datetime | None) -> list[str]:
+        """A row of the time study (:data:`TIME_ROWS`): the same store, the question's time counted from
+        ``asked`` (read-only). ``asked`` is the searcher's ``now``, not ``as_of``: as_of would also leave out
+        what happened after it, and 10 of LongMemEval_S's 27 temporal haystacks hold sessions dated after
+        their question (6 of them answer sessions), a quirk of the data that is not what is measured here."""
+        hits = self._timed[name].search(
+            query, Filter(agent=AGENT), limit=limit, now=asked or datetime.now(UTC), touch=False
+        )
         return [str(h.memory.metadata["turn"]) for h in hits]
 
     def before(self, query: str, limit: int) -> list[str]:
@@ -376,7 +424,6 @@ def context_variants(
 
 # -- session 5 study (2026-11-24): dates in the query, session diversity, a turn's best passage -------------
 
-_LME_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2}) \(\w+\) (\d{2}):(\d{2})$")
 _COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "ten": 10}
 _AGO = re.compile(r"\b(\d{1,3}|an?|one|two|three|four|five|six|seven|ten) (day|week|month|year)s? ago\b", re.I)
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -397,15 +444,6 @@ SESSION5_ROWS = (
     *(f"session diversity d={d} on the engine's order" for d in DIVERSITY),
     *(f"keyword channel: best passage of {n} sentences + engine" for n in PASSAGE_SENTENCES),
 )
-
-
-def _lme_date(text: str) -> datetime | None:
-    """``"2023/05/30 (Tue) 23:40"`` (LongMemEval) as a UTC datetime; None for other forms (LoCoMo's)."""
-    m = _LME_DATE.match(text.strip())
-    if m is None:
-        return None
-    year, month, day, hour, minute = (int(g) for g in m.groups())
-    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 def query_window(query: str, asked: datetime) -> tuple[date, date] | None:
@@ -479,6 +517,30 @@ def _session5_variants(
         yield f"keyword channel: best passage of {n} sentences + engine", [f.id for f in engine(passages, vec)]
 
 
+def _time_rows(corpus: Corpus, query: Query, scores: Scores, *, sessions: bool) -> None:
+    """The time study's rows for one question. A question naming no time ranks the same in every row (the
+    rows differ only in what they do with a named time), so only those naming one are searched again."""
+    named = query.asked is not None and find_time(query.text, reference=query.asked) is not None
+    depth = SESSION_DEPTH if sessions else max(KS)
+    base = {k: corpus.timed(TIME_NONE, query.text, k, query.asked) for k in KS}
+    deep = corpus.timed(TIME_NONE, query.text, depth, query.asked) if sessions else []
+    for name in TIME_ROWS:
+        again = named and name != TIME_NONE
+        for k in KS:
+            ranking = corpus.timed(name, query.text, k, query.asked) if again else base[k]
+            scores.add(name, f"recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
+            # The same measure over the questions that name a time only.
+            if named:
+                scores.add(name, f"dated recall@{k}", query.group, recall_at_k(ranking, query.gold, k))
+        if sessions:
+            ranking = corpus.timed(name, query.text, depth, query.asked) if again else deep
+            for k in KS:
+                value = session_recall_at_k(ranking, corpus.session_of, query.gold_sessions, k)
+                scores.add(name, f"session_recall@{k}", query.group, value)
+                if named:
+                    scores.add(name, f"dated session_recall@{k}", query.group, value)
+
+
 def evaluate_corpus(
     corpus: Corpus,
     queries: Sequence[Query],
@@ -496,6 +558,8 @@ def evaluate_corpus(
             "bm25": [d for d, _ in corpus.bm25.search(query.text, depth)],
             "vector": [d for d, _ in corpus.vectors.search(qvec, depth)],
         }
+        # The time rows first: they read the store before this question's own search counts its accesses.
+        _time_rows(corpus, query, scores, sessions=sessions)
         # Ours is asked exactly as a user would: limit=k for recall@k.
         ours_by_k = {k: corpus.ours(query.text, k) for k in KS}
         before_by_k = {k: corpus.before(query.text, k) for k in KS}
@@ -553,15 +617,21 @@ def run_locomo(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, 
     consistency: list[float] = []
     started = time.perf_counter()
     n_questions = 0
+    asked: list[Query] = []
     for conv in conversations:
         questions = conv.questions[: args.limit_questions]
-        queries = [Query(text=q.text, group=LOCOMO_CATEGORIES[q.category], gold=q.evidence) for q in questions]
+        # LoCoMo has no question dates: its questions were written after the conversation's last session.
+        last = max((t for d in conv.docs if (t := event_time(d.date)) is not None), default=None)
+        queries = [
+            Query(text=q.text, group=LOCOMO_CATEGORIES[q.category], gold=q.evidence, asked=last) for q in questions
+        ]
         corpus = Corpus(conv.docs, embedder)
         try:
             evaluate_corpus(corpus, queries, scores, fusion, sessions=False, consistency=consistency)
         finally:
             corpus.close()
         n_questions += len(queries)
+        asked.extend(queries)
         console.log(f"LoCoMo {conv.sample_id}: {len(conv.docs)} turns, {len(queries)} questions")
     return {
         "conversations": [c.sample_id for c in conversations],
@@ -571,6 +641,7 @@ def run_locomo(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[str, 
         "fusion_study": fusion.summary() if fusion is not None else None,
         "differences": compare(scores, fusion, ["recall@5", "recall@10"]),
         "engramdb_limit5_is_prefix_of_limit10": _mean(consistency),
+        "time_named": time_named(asked),
         "seconds": time.perf_counter() - started,
     }
 
@@ -615,7 +686,10 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
         positions = cached_positions(embedder.path, embedder.model_id)
     limit = lme_limit if lme_limit is not None else args.limit_questions
     questions = load_longmemeval(limit=limit, positions=positions)
+    if getattr(args, "lme_type", None):
+        questions = [q for q in questions if q.question_type == args.lme_type]
     records: list[dict[str, Any]] = []
+    asked: list[Query] = []
     scores, fusion = Scores(), (None if args.skip_fusion else Scores())
     consistency: list[float] = []
     started = time.perf_counter()
@@ -625,7 +699,7 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
             group=item.question_type,
             gold=item.answer_turns,
             gold_sessions=item.answer_sessions,
-            asked=_lme_date(item.question_date),
+            asked=event_time(item.question_date),
         )
         corpus = Corpus(item.docs, embedder)
         try:
@@ -642,6 +716,7 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
                     for system, measures in source.values.items()
                 }
         records.append(record)
+        asked.append(query)
         embedder.cache_clear()  # haystacks barely overlap: bound memory (the cache file keeps them)
         if i % 10 == 0 or i == len(questions):
             console.log(f"LongMemEval: {i}/{len(questions)} questions ({time.perf_counter() - started:.0f} s)")
@@ -657,7 +732,31 @@ def run_longmemeval(args: argparse.Namespace, embedder: CachedEmbedder) -> dict[
         "fusion_study": fusion.summary() if fusion is not None else None,
         "differences": compare(scores, fusion, ["recall@5", "recall@10", "session_recall@5", "session_recall@10"]),
         "engramdb_limit5_is_prefix_of_limit10": _mean(consistency),
+        "time_named": time_named(asked),
         "seconds": time.perf_counter() - started,
+    }
+
+
+def time_named(queries: Sequence[Query]) -> dict[str, Any]:
+    """How many questions name a time the resolver reads, which ones, and what reading one costs (µs)."""
+    named: dict[str, Any] = {}
+    costs = []
+    for q in queries:
+        if q.asked is None:
+            continue
+        started = time.perf_counter()
+        window = find_time(q.text, reference=q.asked)
+        costs.append((time.perf_counter() - started) * 1e6)
+        if window is not None:
+            named[q.text] = {"group": q.group, **window.to_dict()}
+    costs.sort()
+    return {
+        "questions": len(costs),
+        "named": len(named),
+        "by_group": {g: sum(1 for w in named.values() if w["group"] == g) for g in sorted({q.group for q in queries})},
+        "p50_us": costs[len(costs) // 2] if costs else None,
+        "max_us": costs[-1] if costs else None,
+        "windows": named,
     }
 
 
@@ -683,6 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--limit-questions", type=int, default=None, help="LoCoMo: first N per conversation; LongMemEval: first N"
     )
     parser.add_argument("--lme-questions", type=int, default=None, help="LongMemEval: first N (overrides the above)")
+    parser.add_argument("--lme-type", default=None, help="LongMemEval: only questions of this type")
     parser.add_argument(
         "--lme-cached-only", action="store_true", help="LongMemEval: only questions whose texts are all cached"
     )

@@ -28,7 +28,7 @@ def test_turns_are_stored_as_conversation_memories_with_their_role(mem: Engram) 
         "assistant: Nice to meet you, Sam!",
     ]
     assert [t.metadata["role"] for t in res.turns] == ["user", "assistant"]
-    assert res.turns[0].metadata["said_at"] == "2026-03-01T09:00:00+00:00"
+    assert res.turns[0].occurred_at.isoformat() == "2026-03-01T09:00:00+00:00"
     assert res.turns[1].metadata["follows"] == res.turns[0].id
     assert {(f.action, f.key) for f in res.facts} == {("add", "name"), ("add", "home"), ("add", "employer")}
     home = mem.recall_key("home", agent="bot")
@@ -169,3 +169,40 @@ def test_any_valid_conversation_is_stored_turn_for_turn(mem: Engram, messages: l
     assert len(res.turns) == len(messages)
     assert mem.count(agent="fuzz", kind="conversation") == before + len(messages)
     assert all(f.memory.agent == "fuzz" for f in res.facts)
+
+
+def test_facts_belong_to_the_user_and_turns_to_the_session(mem: Engram) -> None:
+    ann = mem.add([{"role": "user", "content": "I live in Paris."}], agent="bot", user="ann", session="s1")
+    bob = mem.add([{"role": "user", "content": "I live in Oslo."}], agent="bot", user="bob", session="s2")
+    assert [(t.user, t.session) for t in ann.turns] == [("ann", "s1")]
+    assert [(f.action, f.memory.user, f.memory.session) for f in ann.facts + bob.facts] == [
+        ("add", "ann", None),
+        ("add", "bob", None),
+    ]
+    assert mem.recall_key("home", agent="bot", user="ann").content == "The user lives in Paris."
+    assert mem.recall_key("home", agent="bot", user="bob").content == "The user lives in Oslo."
+    seen = {h.memory.content for h in mem.search("where does the user live", agent="bot", user="ann")}
+    assert "The user lives in Oslo." not in seen
+    assert "user: I live in Oslo." not in seen
+    # A fact holds beyond the thread it was said in; the turns stay in theirs.
+    later = mem.search("lives in", agent="bot", user="ann", session="s9")
+    assert [h.memory.content for h in later] == []
+    assert mem.recall_key("home", agent="bot", user="ann").metadata["session"] == "s1"
+
+
+def test_a_changed_fact_answers_for_its_time(mem: Engram) -> None:
+    mem.add([{"role": "user", "content": "I live in Paris."}], agent="bot", user="ann", at="2026-01-10T09:00:00Z")
+    res = mem.add([{"role": "user", "content": "I moved to Berlin."}], agent="bot", user="ann", at="2026-06-01")
+    assert [(f.action, f.previous) for f in res.facts] == [("supersede", "The user lives in Paris.")]
+    assert mem.recall_key("home", agent="bot", user="ann").content == "The user lives in Berlin."
+    march = mem.recall_key("home", agent="bot", user="ann", as_of="2026-03-01")
+    assert march.content == "The user lives in Paris."
+
+
+def test_a_value_told_late_about_an_earlier_time_goes_into_the_past(mem: Engram) -> None:
+    mem.add([{"role": "user", "content": "I moved to Berlin."}], agent="bot", user="ann", at="2026-06-01")
+    res = mem.add([{"role": "user", "content": "I live in Paris."}], agent="bot", user="ann", at="2026-01-01")
+    assert [(f.action, f.previous) for f in res.facts] == [("add", None)]
+    assert res.facts[0].memory.valid_until is not None
+    assert mem.recall_key("home", agent="bot", user="ann").content == "The user lives in Berlin."
+    assert mem.recall_key("home", agent="bot", user="ann", as_of="2026-03-01").content == "The user lives in Paris."

@@ -17,7 +17,7 @@ from engramdb.interfaces.cli import packs as packs_cli
 from engramdb.knowledge_packs import available_packs, load_pack, parse_pack, seed_pack
 from engramdb.models.packs import Pack, PackError, PackPractice
 
-PACKS = ("ci", "docker", "git", "http", "python", "sql")
+PACKS = ("ci", "docker", "git", "http", "patterns", "python", "sql")
 runner = CliRunner()
 
 

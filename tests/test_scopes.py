@@ -196,3 +196,81 @@ def test_no_user_ever_sees_another_users_memory(
                 count = mem.count(agent="bot", user=user, session=session)
                 expected = sum(1 for u, s, _ in data if u in (None, user) and (session is None or s == session))
                 assert count == len(listed) == expected
+
+
+def test_export_of_one_user_is_lossless_and_imports_with_scopes(mem: Engram, tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    mem.remember("Ana lives in Lisbon", agent="bot", user="ana", session="s1", key="home", at=T0)
+    mem.remember("Ana lives in Berlin", agent="bot", user="ana", session="s2", key="home", at=T0 + timedelta(days=9))
+    mem.remember("Ben lives in Oslo", agent="bot", user="ben", key="home")
+    mem.remember("the bot speaks English", agent="bot")
+    path = tmp_path / "ana.jsonl"
+    assert mem.knowledge.export_file(path, agent="bot", user="ana") == 2  # the current value and the past one
+    assert "Oslo" not in path.read_text()
+    assert "English" not in path.read_text()
+    with Engram(tmp_path / "other", embedder=embedder) as other:
+        assert other.knowledge.import_file(path, agent="bot") == 2
+        assert other.recall_key("home", agent="bot", user="ana").content == "Ana lives in Berlin"
+        past = other.recall_key("home", agent="bot", user="ana", as_of=T0 + timedelta(days=1))
+        assert (past.content, past.session, past.occurred_at) == ("Ana lives in Lisbon", "s1", T0)
+        assert past.valid_until == T0 + timedelta(days=9)
+
+
+def test_retention_can_be_limited_to_one_user(mem: Engram) -> None:
+    from engramdb.models import RetentionPolicy, RetentionRule
+
+    mem.remember("Ana said hello", agent="bot", user="ana", kind="conversation")
+    mem.remember("Ben said hello", agent="bot", user="ben", kind="conversation")
+    mem.remember("the agent's own note", agent="bot", kind="conversation")
+    policy = RetentionPolicy(default=RetentionRule(max_count=0))
+    report = mem.retention.cleanup(agent="bot", user="ana", policy=policy)
+    assert len(report.expired) == 1
+    assert sorted(m.user or "" for m in mem.list(agent="bot")) == ["", "ben"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    writes=st.lists(
+        st.tuples(st.sampled_from(("A", "B", "C", "D")), st.integers(0, 20)),
+        min_size=1,
+        max_size=7,
+        unique_by=lambda w: w[1],
+    ),
+    probes=st.lists(st.integers(-1, 22), min_size=1, max_size=5),
+)
+def test_as_of_answers_with_the_value_true_then(
+    writes: list[tuple[str, int]], probes: list[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Model: a timeline of changes. A value told for a time after the last change is a change, unless it
+    repeats the current value (then nothing changes); one told for an earlier time goes into the past."""
+
+    def day(n: int) -> datetime:
+        return T0 + timedelta(days=n)
+
+    timeline: list[tuple[int, str]] = []
+    for value, at in writes:
+        if not timeline or at > timeline[-1][0]:
+            if not timeline or timeline[-1][1] != value:
+                timeline.append((at, value))
+        else:
+            timeline.append((at, value))
+            timeline.sort()
+
+    def model(t: int) -> str | None:
+        said = [value for at, value in timeline if at <= t]
+        return said[-1] if said else None
+
+    with Engram(tmp_path_factory.mktemp("facts") / "s", embedder="static", vectors="sync") as mem:
+        for value, at in writes:
+            mem.remember(f"value {value}", agent="bot", user="ana", key="k", at=day(at))
+        current = mem.recall_key("k", agent="bot", user="ana")
+        assert current.content == f"value {timeline[-1][1]}", writes
+        for t in probes:
+            expected = model(t)
+            when = day(t) + timedelta(hours=1)
+            if expected is None:
+                with pytest.raises(NotFound):
+                    mem.recall_key("k", agent="bot", user="ana", as_of=when)
+            else:
+                got = mem.recall_key("k", agent="bot", user="ana", as_of=when)
+                assert got.content == f"value {expected}", (writes, t)
+        assert len(mem.list(agent="bot", user="ana")) == 1  # one current value

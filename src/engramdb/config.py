@@ -84,6 +84,9 @@ class Settings:
     synchronous: str = "NORMAL"
     #: Where shared short-term sessions live (e.g. ``redis://localhost:6379/0``); None: in the process.
     session_url: str | None = None
+    #: The prefix of this store's short-term window keys in Redis: two stores sharing one Redis database
+    #: keep their windows apart by giving each its own (``ENGRAM_SESSION_PREFIX``).
+    session_prefix: str = "engram:session"
     #: The optional LLM: "openai:<model>" (any OpenAI-compatible chat-completions server); None: no LLM.
     llm: str | None = None
     #: Base URL of that server (OpenAI, Ollama, vLLM, LM Studio, llama.cpp).
@@ -93,8 +96,8 @@ class Settings:
     #: Secret key for signing knowledge files (HMAC-SHA256): exports are signed with it, and an import
     #: takes vectors and statistics from a file only when its signature verifies with it. None: unsigned.
     knowledge_key: str | None = dataclasses.field(default=None, repr=False)
-    #: Minimum cosine similarity (0..1) between query and memory for a search hit found only by meaning;
-    #: 0 turns the cutoff off. Hits that match the query's keywords are kept regardless.
+    #: Minimum calibrated relevance (0..1, ``Hit.relevance``) of a search hit; 0 turns the cutoff off.
+    #: ``search(..., min_score=...)`` overrides it per call.
     min_score: float = 0.0
     #: When a memory's vector is computed: "background" (``remember`` returns once the memory is committed
     #: and keyword-searchable; a worker thread adds the vector, see engramdb.vectorqueue) or "sync" (the
@@ -113,6 +116,12 @@ class Settings:
     #: A crash loses at most this many seconds of counts; close() and this instance's get/list write them
     #: first; other processes see them after the flush. Searches' read-audit entries are never delayed.
     access_flush_seconds: float = 1.0
+    #: How ``engram serve`` and ``engram mcp --transport http`` write their logs (stderr): "text", or "json"
+    #: (one object a line, for log collectors; see engramdb.interfaces._logs).
+    log_format: str = "text"
+    #: ``engram serve`` sends OpenTelemetry traces (a span per request) over OTLP, where the standard
+    #: ``OTEL_EXPORTER_OTLP_ENDPOINT`` says; needs the ``otel`` extra.
+    otel_traces: bool = False
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -176,6 +185,7 @@ _TYPES: dict[str, Any] = {
     "agent": str,
     "synchronous": str,
     "session_url": str | None,
+    "session_prefix": str,
     "llm": str | None,
     "llm_base_url": str,
     "llm_key_env": str,
@@ -185,6 +195,8 @@ _TYPES: dict[str, Any] = {
     "vector_batch_size": int,
     "ann_threshold": int,
     "access_flush_seconds": float,
+    "log_format": str,
+    "otel_traces": bool,
 }
 # Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
 _ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}
@@ -244,6 +256,8 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("ann_threshold must not be negative")
     if not 0.0 <= settings.access_flush_seconds <= 3600.0:
         raise ConfigError("access_flush_seconds must be within [0, 3600]")
+    if settings.log_format not in ("text", "json"):
+        raise ConfigError(f"log_format must be 'text' or 'json', not {settings.log_format!r}")
     if settings.vectors not in ("background", "sync"):
         raise ConfigError(f"vectors must be 'background' or 'sync', not {settings.vectors!r}")
     if settings.synchronous != settings.synchronous.upper():

@@ -13,7 +13,6 @@ from __future__ import annotations
 import builtins
 import logging
 import os
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -59,7 +58,7 @@ from engramdb.privacy.retention_service import RetentionService
 from engramdb.privacy.sharing_service import SharingService
 from engramdb.recall import Recall, scope_filter
 from engramdb.retrieval.ranking import RankingWeights
-from engramdb.shortterm import SessionContext
+from engramdb.shortterm import SessionContext, SessionRegistry
 
 if TYPE_CHECKING:
     from engramdb.sessions_redis import RedisSessions
@@ -75,26 +74,22 @@ log = logging.getLogger("engramdb")
 class Engram:
     """A memory store for agents: remember, search, update, forget, and learn from outcomes.
 
-    ``Engram()`` opens the embedded store at ``$ENGRAM_HOME`` (else ``~/.engram``);
-    ``Engram("dir")`` one at that folder; ``Engram(":memory:")`` an ephemeral one;
-    ``Engram("postgresql://...")`` a PostgreSQL + pgvector one. One instance is safe to
-    share across threads; use it as a context manager or call :meth:`close`.
+    ``Engram()`` opens the embedded store at ``$ENGRAM_HOME`` (else ``~/.engram``); ``Engram("dir")`` one at that
+    folder; ``Engram(":memory:")`` an ephemeral one; ``Engram("postgresql://...")`` a PostgreSQL + pgvector one.
+    One instance is safe to share across threads; use it as a context manager or call :meth:`close`.
 
     ``settings`` (or keyword ``overrides`` of single settings) configure it; ``weights``
     tune search ranking and ``recommend`` outcome learning, for this instance only.
     ``embedder`` is an :class:`~engramdb.embeddings.base.Embedder` or a setting string
-    (``"local"``, ``"openai:<model>"``, ``"sentence-transformers:<model>"``).
-
-    Calls that do not name an ``agent`` act for the ``agent`` setting (``ENGRAM_AGENT``,
-    ``"default"`` unless configured).
+    (``"local"``, ``"openai:<model>"``, ``"sentence-transformers:<model>"``). Calls that do not name an ``agent``
+    act for the ``agent`` setting (``ENGRAM_AGENT``, ``"default"`` unless configured).
 
     A missing store folder is created, unless ``create=False``: then a folder that holds no
     store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
     tool pointed at a mistyped path fails instead of answering from a new, empty store.
 
-    ``Engram("http://host:8765", api_key=KEY)`` (or no location with ``$ENGRAM_URL`` set, and
-    ``$ENGRAM_API_KEY``) returns a :class:`~engramdb.client.RemoteEngram` instead: the same API
-    through a running ``engram serve``, with no store or model in this process.
+    ``Engram("http://host:8765", api_key=KEY)`` (or ``$ENGRAM_URL``, ``$ENGRAM_API_KEY``) returns a
+    :class:`~engramdb.client.RemoteEngram`: the same API through a running ``engram serve``.
     """
 
     def __new__(
@@ -104,14 +99,8 @@ class Engram:
         if isinstance(url, str) and url.lower().startswith(("http://", "https://")):
             from engramdb.client.remote import RemoteEngram
 
-            unknown = sorted(set(options) - {"timeout", "create"})  # create: the server's store exists
-            if unknown:
-                raise ConfigError(
-                    f"{', '.join(unknown)}: settings of the server's store, not of a client of {url} "
-                    "(a client takes api_key and timeout)"
-                )
             # Not an Engram subclass, so Python does not run Engram.__init__ on it: a client with the same API.
-            return cast("Engram", RemoteEngram(url, api_key=api_key, timeout=options.get("timeout")))
+            return cast("Engram", RemoteEngram.opened(url, api_key=api_key, **options))
         return super().__new__(cls)
 
     def __init__(
@@ -204,6 +193,18 @@ class Engram:
         )
         self.code = CodeService(store, embedder, settings, pipeline=pipeline, recall=recall)
         self.routing = RoutingService(store, self.learning, settings)
+        # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one thread's window.
+        self._shared_sessions: RedisSessions | None = None
+        if settings.session_url:
+            from engramdb.sessions_redis import RedisSessions
+
+            self._shared_sessions = RedisSessions(settings.session_url, prefix=settings.session_prefix)
+        shared = self._shared_sessions
+        self._sessions = SessionRegistry(
+            count_tokens=count_tokens,
+            promoter=self._pipeline.remember,
+            shared=None if shared is None else lambda a, u, s: shared.window(a, user=u, session=s),
+        )
         self._context = ContextBuilder(
             store,
             embedder,
@@ -211,18 +212,10 @@ class Engram:
             recall=recall,
             learning=self.learning,
             failures=self.failures,
-            sessions=self._session_of,
+            sessions=self._sessions.find,
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
-        self._conversations = Conversations(store, embedder, pipeline=pipeline, llm=self.llm)
-        # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one agent's window.
-        self._shared_sessions: RedisSessions | None = None
-        if settings.session_url:
-            from engramdb.sessions_redis import RedisSessions
-
-            self._shared_sessions = RedisSessions(settings.session_url)
-        self._sessions: dict[str, SessionContext] = {}
-        self._lock = threading.Lock()
+        self._conversations = Conversations(store, pipeline=pipeline, llm=self.llm)
         try:
             self._check_model(progress)
             self.retention.run_scheduled()
@@ -317,6 +310,11 @@ class Engram:
             return True
         return self._vectors.flush(timeout)
 
+    @property
+    def pending_vectors(self) -> int:
+        """Memories written here still waiting for their vector (the background queue's depth; 0 in sync mode)."""
+        return 0 if self._vectors is None else self._vectors.pending
+
     def reembed(self, *, progress: Progress | None = None) -> int:
         """Re-embed every memory whose vector is missing or from another model; returns how many.
 
@@ -356,20 +354,18 @@ class Engram:
     ) -> Memory:
         """Store one memory and return it as stored (secrets replaced by placeholders, see ``redacted``).
 
-        ``user`` (one person the agent serves) and ``session`` (a conversation thread or a run) scope it:
-        a read for another user never sees it. ``at`` (a timezone-aware datetime or an ISO 8601 string) is
-        when the event happened, ``occurred_at``; it defaults to now.
+        ``user`` (a person the agent serves) and ``session`` (a conversation thread or a run) scope it: a read
+        for another user never sees it. ``at`` (aware datetime or ISO 8601) is when it happened (default: now).
 
         A near-duplicate of a memory of the same agent and kind is merged into that
         one, which is returned; ``force=True`` adds it as a new memory regardless.
         Conversations, episodes, decisions and failures are never merged.
 
-        With ``key`` (a preference or fact that changes: ``key="editor"``) the memory is
-        the agent's (and ``user``'s) current value of that key: a later ``remember`` with the same key
-        supersedes it in place (history action ``supersede``), so search and context show only the
-        current value. The old value is kept as a memory of its own whose ``valid_until`` is when it
-        was superseded: ``search(..., as_of=...)`` and ``recall_key(..., as_of=...)`` find it. The key is
-        kept in ``metadata["key"]`` and the tag ``key:<name>``; see :meth:`recall_key`.
+        With ``key`` (a preference or fact that changes: ``key="editor"``) the memory is the agent's (and
+        ``user``'s) current value of that key: a later ``remember`` with the same key supersedes it in place
+        (history action ``supersede``), so search and context show only the current value. The old value is
+        kept as a memory whose ``valid_until`` is when it was superseded, for ``search(..., as_of=...)`` and
+        ``recall_key(..., as_of=...)``. The key is in ``metadata["key"]`` and the tag ``key:<name>``.
 
         With the ``vectors="background"`` setting (the default) a memory that is not checked for
         near-duplicates (conversations, episodes, decisions, failures, ``force=True``, keyed
@@ -417,19 +413,12 @@ class Engram:
         session: str | None = None,
         at: datetime | str | None = None,
     ) -> AddResult:
-        """Conversations in: store every message as a ``conversation`` memory and the durable facts it states.
+        """Conversations in: every message stored as a ``conversation`` turn, and the durable facts it states.
 
-        ``messages`` are OpenAI-style: ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (roles
-        user, assistant, system, developer, tool, function; optional ``name``, the speaker, and ``at``, when
-        it was said, else ``at`` of the call). Bad input is one ValidationError and nothing is written.
-
-        Without an LLM a deterministic extractor reads the user's turns for explicit statements
-        (preferences, name, home, job, family, pets, health, dated plans, "remember that ..."), each under a
-        stable key, so a changed fact supersedes the stored one ("I moved to Berlin" replaces "I live in
-        Paris"; the old value stays in :meth:`history`). With an LLM configured it decides against the
-        nearest stored facts (add, update, delete, nothing), checked before anything is written; if it
-        fails, the extractor stands in and ``llm_error`` says why. The result lists the stored turns and,
-        for each fact, what was done: added, updated, superseded, deleted or unchanged.
+        ``messages``: OpenAI-style ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (optional ``name``,
+        the speaker, and ``at``); bad input is one ValidationError and nothing is written. A deterministic extractor
+        (or a configured LLM, checked first, the rules standing in if it fails) keys each fact, so a changed fact
+        supersedes the stored one (:class:`~engramdb.brain.conversations.Conversations`).
         """
         return self._conversations.add(messages, agent=self._agent(agent), user=user, session=session, at=at)
 
@@ -523,10 +512,9 @@ class Engram:
         keyed facts are left out; with ``as_of`` (a datetime or ISO 8601 string) the search answers with
         what was true then: memories that had happened by then, each fact's value at that moment. Relevance
         (keywords and meaning) comes first; recency, confidence, access and past
-        success adjust the order gently. Each returned memory counts as accessed. With
-        the ``min_score`` setting above 0, a memory found by meaning alone (no keyword
-        of the query) is returned only if its similarity reaches it; ``min_score`` sets that cutoff for
-        this search.
+        success adjust the order gently. Near-identical memories come as one hit (``Hit.duplicates``).
+        Each returned memory counts as accessed. Every hit carries a calibrated ``relevance`` in [0, 1]
+        (README, "Relevance"); hits below ``min_score`` (default: the ``min_score`` setting, 0) are left out.
         """
         return self._recall.search(
             query,
@@ -591,39 +579,39 @@ class Engram:
         return self._recall.history(memory_id, agent=agent)
 
     # -- short-term memory ------------------------------------------------------------------------------
-    def session(self, agent: str | None = None, *, token_budget: int = 2000) -> SessionContext:
-        """The in-process short-term context of ``agent`` (the same object on every call)."""
+    def session(
+        self,
+        agent: str | None = None,
+        *,
+        user: str | None = None,
+        session: str | None = None,
+        token_budget: int = 2000,
+    ) -> SessionContext:
+        """The short-term context of ``agent``'s conversation ``session`` with ``user`` (the same object on every
+        call for one thread; each (agent, user, session) has its own window). Promoted items keep the scopes."""
         agent = check.agent_name(self._agent(agent))
-        with self._lock:
-            ctx = self._sessions.get(agent)
-            if ctx is None:
-                window = self._shared_sessions.window(agent) if self._shared_sessions is not None else None
-                ctx = SessionContext(
-                    agent,
-                    token_budget=token_budget,
-                    count_tokens=count_tokens,
-                    promoter=self._pipeline.remember,
-                    window=window,
-                )
-                self._sessions[agent] = ctx
-            return ctx
-
-    def _session_of(self, agent: str) -> SessionContext | None:
-        """The agent's short-term context (for :meth:`context`): the shared window when sessions live in Redis
-        (another process may have written it), else the one opened in this process, if any."""
-        if self._shared_sessions is not None:
-            return self.session(agent)
-        with self._lock:
-            return self._sessions.get(agent)
+        user, session = check.scope(user, what="user"), check.scope(session, what="session")
+        return self._sessions.get(agent, user=user, session=session, token_budget=token_budget)
 
     # -- the brain: context and reasoning ---------------------------------------------------------------
-    def context(self, task: str, *, agent: str | None = None, token_budget: int = DEFAULT_TOKEN_BUDGET) -> Context:
+    def context(
+        self,
+        task: str,
+        *,
+        agent: str | None = None,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        user: str | None = None,
+        session: str | None = None,
+    ) -> Context:
         """What ``agent`` should know before ``task``, best first: the recommended approach and its alternatives,
         warnings from recurring failures with prevention checks, known fixes, preferences, the most relevant
         memories and the short-term window. ``ctx.render()`` is a prompt block within ``token_budget`` tokens.
-        Needs no LLM.
+        Needs no LLM. With ``user``/``session`` the memories and the window are that user's and thread's (and
+        the agent's own); what the agent learned from outcomes is shared across its users.
         """
-        return self._context.build(task, agent=self._agent(agent), token_budget=token_budget)
+        return self._context.build(
+            task, agent=self._agent(agent), token_budget=token_budget, user=user, session=session
+        )
 
     def reason(
         self,

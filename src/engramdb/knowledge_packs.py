@@ -1,6 +1,6 @@
 """Knowledge packs: curated best practices and common errors with their fixes, shipped with engramdb.
 
-Packs (``python``, ``git``, ``http``, ``sql``, ``docker``, ``ci``) are TOML files in
+Packs (``python``, ``git``, ``http``, ``sql``, ``docker``, ``ci``, ``patterns``) are TOML files in
 :mod:`engramdb.packs`. :func:`load_pack` reads and validates one; :func:`seed_pack`
 writes it into a store for an agent (``engram knowledge seed --pack NAME``):
 

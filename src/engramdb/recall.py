@@ -136,18 +136,22 @@ class Recall:
         session: str | None = None,
         as_of: datetime | str | None = None,
         min_score: float | None = None,
+        fold: bool = True,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed).
 
+        ``fold=False`` keeps near-identical memories apart (for services that count them, such as episode
+        statistics); by default they come as one hit (``Hit.duplicates``).
+
         ``since``/``until`` bound the creation time as in :meth:`list`; ``user``, ``session`` and ``as_of`` as
-        in :func:`read_filter`. With background vectors, first waits until this instance's queued vectors are
-        written.
+        in :func:`read_filter`. Hits whose calibrated relevance is below ``min_score`` (default: the
+        ``min_score`` setting) are left out, and not counted as accessed. With background vectors, first waits
+        until this instance's queued vectors are written.
         """
         query = check.content(query, what="query")
         flt = read_filter(agent, kind, tags, since=since, until=until, user=user, session=session, as_of=as_of)
         limit = check.limit(limit)
-        if min_score is not None:
-            min_score = check.confidence(min_score, what="min_score")
+        cutoff = self._settings.min_score if min_score is None else check.confidence(min_score, what="min_score")
         if self._settle is not None:
             # Background vectors: this instance's queued vectors are written before the query is embedded, so
             # a search sees every earlier write of this process (as in sync mode) and the two embeddings do
@@ -155,11 +159,10 @@ class Recall:
             self._settle()
         now = utcnow()
         epoch = self._accesses.epoch if self._accesses is not None else 0
-        found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
-        cutoff = self._settings.min_score if min_score is None else min_score
+        found = self._searcher.search(query, flt, limit=limit, now=now, touch=False, fold=fold)
         if cutoff > 0:
-            # Found by meaning alone and less similar than the cutoff: unrelated, not a hit (and not accessed).
-            found = [h for h in found if h.keyword_score is not None or (h.vector_score or 0.0) >= cutoff]
+            # Less relevant than the cutoff: not a hit (and not accessed).
+            found = [h for h in found if h.relevance >= cutoff]
         ids = [h.memory.id for h in found]
         self._bookkeep(ids, now=now, agent=flt.agent, kinds=flt.kinds)
         counts = {h.memory.id: h.memory.access_count + 1 for h in found}

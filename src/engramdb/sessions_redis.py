@@ -10,9 +10,9 @@ the whole session context::
     ctx.add("the deploy key is in the vault")      # every process of alice sees it
 
 Each agent's window is three keys (messages, variables, their token counts) under
-``{prefix}:{agent}:``. Every write is one atomic server-side script (append or set,
-then trim to the writer's token budget, then refresh the TTL), so concurrent writers
-never lose a message or overshoot the budget. The window lives ``ttl`` seconds after
+``{prefix}:{agent}:`` (a conversation's: ``{prefix}:{agent}:u:{user}:s:{session}:``). Every write is one
+atomic server-side script (append or set, then trim to the writer's token budget, then refresh the TTL), so
+concurrent writers never lose a message or overshoot the budget. The window lives ``ttl`` seconds after
 its last write (None: until cleared). Redis errors surface as
 :class:`~engramdb.errors.StorageError`.
 
@@ -124,9 +124,15 @@ class RedisSessions:
         self.add_script: Script = client.register_script(_ADD)
         self.set_script: Script = client.register_script(_SET)
 
-    def window(self, agent: str) -> RedisWindow:
-        """The window of ``agent`` (its keys are created by the first write)."""
-        return RedisWindow(self, check.agent_name(agent))
+    def window(self, agent: str, *, user: str | None = None, session: str | None = None) -> RedisWindow:
+        """The window of ``agent``'s conversation ``session`` with ``user`` (its keys are created by the first
+        write); each (agent, user, session) has its own."""
+        return RedisWindow(
+            self,
+            check.agent_name(agent),
+            user=check.scope(user, what="user"),
+            session=check.scope(session, what="session"),
+        )
 
     def context(
         self,
@@ -135,14 +141,24 @@ class RedisSessions:
         promoter: Promoter,
         token_budget: int = 2000,
         count_tokens: TokenCounter | None = None,
+        user: str | None = None,
+        session: str | None = None,
     ) -> SessionContext:
-        """A :class:`SessionContext` of ``agent`` over its shared window (``promoter``: e.g. ``mem.remember``)."""
+        """A :class:`SessionContext` of ``agent`` (and ``user``, ``session``) over its shared window
+        (``promoter``: e.g. ``mem.remember``)."""
         if count_tokens is None:
             from engramdb.embeddings import count_tokens as default_counter
 
             count_tokens = default_counter
+        window = self.window(agent, user=user, session=session)
         return SessionContext(
-            agent, token_budget=token_budget, count_tokens=count_tokens, promoter=promoter, window=self.window(agent)
+            agent,
+            token_budget=token_budget,
+            count_tokens=count_tokens,
+            promoter=promoter,
+            window=window,
+            user=window.user,
+            session=window.session,
         )
 
     def ping(self) -> None:
@@ -178,10 +194,20 @@ class RedisSessions:
 class RedisWindow:
     """One agent's session window in Redis (a :class:`~engramdb.shortterm.SessionWindow`)."""
 
-    def __init__(self, sessions: RedisSessions, agent: str) -> None:
+    def __init__(
+        self, sessions: RedisSessions, agent: str, *, user: str | None = None, session: str | None = None
+    ) -> None:
         self.agent = agent
+        self.user = user
+        self.session = session
         self._s = sessions
+        # Names are quoted (":" becomes "%3A"), so the markers below cannot be forged by a name; an agent's
+        # window without user or session keeps the key it always had.
         base = f"{sessions.prefix}:{quote(agent, safe='')}"
+        if user is not None:
+            base += f":u:{quote(user, safe='')}"
+        if session is not None:
+            base += f":s:{quote(session, safe='')}"
         self.keys: tuple[str, str, str] = (f"{base}:messages", f"{base}:variables", f"{base}:variable_tokens")
 
     def snapshot(self) -> WindowState:

@@ -1,4 +1,4 @@
-"""Short-term memory: a per-agent session context window, kept in process (or shared, see below).
+"""Short-term memory: a session context window per (agent, user, session), kept in process (or shared).
 
 Holds the recent messages of a conversation and the agent's working variables,
 trimmed to a token budget (oldest messages leave first). Nothing here is
@@ -24,7 +24,7 @@ from engramdb._util import utcnow
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
 
-__all__ = ["InProcessWindow", "Message", "SessionContext", "SessionWindow", "WindowState"]
+__all__ = ["InProcessWindow", "Message", "SessionContext", "SessionRegistry", "SessionWindow", "WindowState"]
 
 TokenCounter = Callable[[str], int]
 Promoter = Callable[..., Memory]
@@ -158,10 +158,15 @@ class SessionContext:
         count_tokens: TokenCounter,
         promoter: Promoter,
         window: SessionWindow | None = None,
+        user: str | None = None,
+        session: str | None = None,
     ) -> None:
         if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
             raise ValidationError(f"token_budget must be a positive integer, not {check.shown(token_budget)}")
         self.agent = agent
+        #: The person and the conversation thread this window belongs to (promoted items keep them).
+        self.user = user
+        self.session = session
         self.token_budget = token_budget
         self._count = count_tokens
         self._promote = promoter
@@ -251,6 +256,9 @@ class SessionContext:
                     kind=kind or "conversation",
                     tags=tags,
                     metadata=meta,
+                    user=self.user,
+                    session=self.session,
+                    at=msg.at,
                 )
                 self._window.remove(msg)
                 return memory
@@ -264,6 +272,60 @@ class SessionContext:
                 kind=kind or "knowledge",
                 tags=tags,
                 metadata=meta,
+                user=self.user,
+                session=self.session,
             )
             self.unset(item)
             return memory
+
+
+#: Where a window lives for (agent, user, session): None keeps it in this process.
+WindowFactory = Callable[[str, "str | None", "str | None"], "SessionWindow | None"]
+#: (agent, user, session): one conversation thread's window.
+ThreadKey = tuple[str, str | None, str | None]
+
+
+class SessionRegistry:
+    """The short-term windows of one store: one :class:`SessionContext` per (agent, user, session).
+
+    ``shared`` makes the window of a thread (e.g. in Redis, which other processes see); without it
+    windows live in this process. The same context object is returned for the same thread.
+    """
+
+    def __init__(self, *, count_tokens: TokenCounter, promoter: Promoter, shared: WindowFactory | None) -> None:
+        self._count = count_tokens
+        self._promote = promoter
+        self._shared = shared
+        self._contexts: dict[ThreadKey, SessionContext] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def is_shared(self) -> bool:
+        """Whether windows live outside this process (another process may have written them)."""
+        return self._shared is not None
+
+    def get(self, agent: str, *, user: str | None, session: str | None, token_budget: int) -> SessionContext:
+        """The context of the thread (created on first use)."""
+        thread = (agent, user, session)
+        with self._lock:
+            ctx = self._contexts.get(thread)
+            if ctx is None:
+                window = self._shared(agent, user, session) if self._shared is not None else None
+                ctx = SessionContext(
+                    agent,
+                    token_budget=token_budget,
+                    count_tokens=self._count,
+                    promoter=self._promote,
+                    window=window,
+                    user=user,
+                    session=session,
+                )
+                self._contexts[thread] = ctx
+            return ctx
+
+    def find(self, agent: str, *, user: str | None = None, session: str | None = None) -> SessionContext | None:
+        """The thread's context if one was opened in this process (or, with shared windows, always)."""
+        if self._shared is not None:
+            return self.get(agent, user=user, session=session, token_budget=2000)
+        with self._lock:
+            return self._contexts.get((agent, user, session))

@@ -139,3 +139,17 @@ def test_an_unreachable_llm_never_blocks_add(tmp_path: Path, embedder: Embedder)
         assert res.llm_error
         assert mem.recall_key("home", agent="bot").content == "The user lives in Paris."
     llm.close()
+
+
+def test_the_llm_is_shown_only_this_users_facts_and_cannot_reach_another_users(
+    llm_mem: Engram, server: FakeServer
+) -> None:
+    llm_mem.remember("The user lives in Oslo.", agent="bot", user="bob", key="home")
+    llm_mem.remember("The user lives in Paris.", agent="bot", user="ann", key="home")
+    server.script = [answer([{"event": "DELETE", "id": "1"}])]  # ann has one stored fact: 0 is the only number
+    res = llm_mem.add([{"role": "user", "content": "Forget where Bob lives."}], agent="bot", user="ann")
+    assert res.extractor == "rules"
+    assert res.llm_error is not None
+    shown = stored_facts(server.requests[-1])
+    assert shown == {"The user lives in Paris.": "0"}
+    assert llm_mem.recall_key("home", agent="bot", user="bob").content == "The user lives in Oslo."

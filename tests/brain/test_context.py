@@ -25,7 +25,7 @@ def builder_of(mem: Engram) -> ContextBuilder:
         recall=mem._recall,
         learning=mem.learning,
         failures=mem.failures,
-        sessions=mem._sessions.get,
+        sessions=mem._sessions.find,
     )
 
 

@@ -46,6 +46,21 @@ def facts(text: str) -> dict[str | None, str]:
         ("I quit my job at Amazon.", "employer", "The user no longer works at Amazon."),
         ("Please remember that I prefer tabs.", "pref:indentation", "The user prefers tabs."),
         ("Remember that my locker code is 4512.", None, "The user asked to remember: my locker code is 4512."),
+        ("I went vegan in October.", "diet", "The user is vegan."),
+        ("I have three children and two cats.", "pet:cat", "The user has two cats."),
+        ("I have a daughter named Mia and a dog called Rex.", "pet:dog:rex", "The user's dog is named Rex."),
+        ("For context: I work as a high school teacher in Leeds.", "home", "The user lives in Leeds."),
+        (
+            "I'm moving to Lisbon next month, can you help me find a flat?",
+            "plan:move",
+            "The user plans: moving to Lisbon, next month.",
+        ),
+        ("I'm based in Milan these days.", "home", "The user lives in Milan."),
+        (
+            "I work at a small bakery downtown, the owner is great.",
+            "employer",
+            "The user works at a small bakery downtown.",
+        ),
     ],
 )
 def test_explicit_statements_become_keyed_facts(text: str, key: str | None, content: str) -> None:
@@ -130,3 +145,12 @@ def test_never_raises_on_fact_like_word_salad(text: str, now: datetime) -> None:
     for fact in extract_facts(text, now=now):
         assert fact.content.endswith(".")
         assert fact.kind in ("preference", "knowledge")
+
+
+def test_long_whitespace_runs_and_huge_messages_are_read_in_one_pass() -> None:
+    # A run of 100,000 spaces once made the clause patterns backtrack for a minute.
+    assert extract_facts("I " + " " * 100_000 + "live in Paris", now=NOW) == []  # past the part read
+    assert extract_facts("I " + "\t \n " * 3_000 + "live in Paris", now=NOW) == []  # two sentences
+    (home,) = extract_facts("I " + " " * 10_000 + "live in Paris", now=NOW)
+    assert home.content == "The user lives in Paris."
+    assert len(extract_facts("I live in Paris. " * 50_000, now=NOW)) == 1

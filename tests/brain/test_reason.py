@@ -49,7 +49,7 @@ def builder(mem: Engram) -> ContextBuilder:
         recall=mem._recall,
         learning=mem.learning,
         failures=mem.failures,
-        sessions=lambda agent: None,
+        sessions=lambda agent, **scope: None,
     )
 
 

@@ -114,3 +114,17 @@ def test_conversations_in_and_routing(api, agent):
         "large-smart",
     )
     assert api.routing.record("summarise", choice.model, "success", agent=agent).kind == "decision"
+
+
+def test_user_scopes_are_hard_filters_everywhere(api, agent):
+    api.remember("Ann prefers window seats", agent=agent, user="ann", kind="preference", key="seat")
+    api.remember("Bob prefers aisle seats", agent=agent, user="bob", kind="preference", key="seat")
+    api.remember("The airline allows one carry-on", agent=agent)
+    seen = {h.memory.content for h in api.search("seat preference carry-on", agent=agent, user="ann")}
+    assert seen == {"Ann prefers window seats", "The airline allows one carry-on"}
+    assert api.recall_key("seat", agent=agent, user="bob").content == "Bob prefers aisle seats"
+    assert api.count(agent=agent, user="ann") == 2
+    assert {m.content for m in api.list(agent=agent, user="bob")} == {
+        "Bob prefers aisle seats",
+        "The airline allows one carry-on",
+    }

@@ -41,3 +41,12 @@ def test_async_put_get_search_delete(store_mem, agent):
     assert isinstance(store._amem, AsyncEngram)  # the async path went through AsyncEngram
     # What the async methods wrote, the sync ones read: one store.
     assert {i.key for i in store.search(ns)} == {"k0", "k2"}
+
+
+def test_langchain_tools_say_they_need_a_local_store(remote):
+    pytest.importorskip("langchain_core")
+    from engramdb import ConfigError
+    from engramdb.integrations.langchain import memory_tools
+
+    with pytest.raises(ConfigError, match="store in this process"):
+        memory_tools(remote, agent="a")

@@ -330,3 +330,75 @@ def test_a_compiled_state_graph_reads_and_writes_the_store(
         bob = app.invoke({"user": "bob", "message": "Any food allergies?", "recalled": []})
         assert bob["recalled"] == []  # another user's namespace: another agent's memories
         assert mem.count(agent="bob") == 1
+
+
+# -- scopes: LangMem's default namespace isolates users -----------------------------------------------------
+class Turn(TypedDict):
+    message: str
+    recalled: Annotated[list[str], operator.add]
+
+
+def _langmem_style_graph(mem: Engram, **options: Any) -> Any:
+    """A graph whose nodes use the store as LangMem's manage/search tools do: the namespace template
+    ``("memories", "{langgraph_user_id}")`` filled from the run's config."""
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.config import get_store
+
+    def namespace(config: RunnableConfig) -> tuple[str, ...]:
+        return ("memories", str(config["configurable"]["langgraph_user_id"]))
+
+    def manage(state: Turn, config: RunnableConfig) -> dict[str, Any]:
+        get_store().put(namespace(config), f"m{abs(hash(state['message']))}", {"content": state["message"]})
+        return {}
+
+    def search(state: Turn, config: RunnableConfig) -> dict[str, Any]:
+        hits = get_store().search(namespace(config), query=state["message"], limit=5)
+        return {"recalled": [str(h.value["content"]) for h in hits if h.value["content"] != state["message"]]}
+
+    graph = StateGraph(Turn)
+    graph.add_node("manage", manage)
+    graph.add_node("search", search)
+    graph.add_edge(START, "manage")
+    graph.add_edge("manage", "search")
+    graph.add_edge("search", END)
+    return graph.compile(store=EngramStore(mem, **options))
+
+
+def _as(user: str) -> dict[str, Any]:
+    return {"configurable": {"langgraph_user_id": user}}
+
+
+def test_langmem_default_namespace_keeps_users_apart(mem: Engram) -> None:
+    app = _langmem_style_graph(mem)
+    app.invoke({"message": "I am allergic to peanuts", "recalled": []}, _as("ana"))
+    app.invoke({"message": "I am allergic to shellfish", "recalled": []}, _as("ben"))
+    out = app.invoke({"message": "which food allergies do I have", "recalled": []}, _as("ana"))
+    assert out["recalled"] == ["I am allergic to peanuts"]
+    # The items are memories of agent "memories" in each user's scope: the Python API sees the same partition.
+    assert {m.user for m in mem.list(agent="memories")} == {"ana", "ben"}
+    found = [h.memory.content for h in mem.search("allergic", agent="memories", user="ben")]
+    assert found == ["content: I am allergic to shellfish"]
+
+
+def test_scopes_map_labels_to_a_fixed_agents_users(mem: Engram) -> None:
+    store = EngramStore(mem, scopes=("user", "session"), agent="assistant")
+    store.put(("ana", "t1"), "k", {"text": "ana's first thread"})
+    store.put(("ben", "t1"), "k", {"text": "ben's first thread"})
+    [memory] = mem.list(agent="assistant", user="ana")
+    assert (memory.user, memory.session) == ("ana", "t1")
+    assert [i.value["text"] for i in store.search(("ana",))] == ["ana's first thread"]
+    assert store.get(("ben", "t1"), "k") is not None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"scopes": ("agent", "agent")},
+        {"scopes": ("owner",)},
+        {"scopes": "agent"},
+        {"scopes": ("agent", "user"), "agent": "x"},
+    ],
+)
+def test_bad_scope_mappings_are_rejected(mem: Engram, options: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        EngramStore(mem, **options)

@@ -41,7 +41,7 @@ def test_cli_adds_from_a_file_and_a_changed_fact_from_stdin_supersedes(tmp_path:
 def test_cli_reads_json_lines_from_stdin_without_a_file_argument(store: str) -> None:
     lines = "\n".join(json.dumps(m) for m in FIRST)
     res = ok_json("--store", store, "memory", "add", "--at", "2026-03-01", stdin=lines)
-    assert [t["metadata"]["said_at"] for t in res["turns"]] == ["2026-03-01T00:00:00+00:00"] * 2
+    assert [t["occurred_at"] for t in res["turns"]] == ["2026-03-01T00:00:00+00:00"] * 2
 
 
 @pytest.mark.parametrize(

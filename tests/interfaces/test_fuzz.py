@@ -23,6 +23,7 @@ pytest.importorskip("fastapi")
 schemathesis = pytest.importorskip("schemathesis")
 
 from cli_helpers import run  # noqa: E402
+from schemathesis.specs.openapi.checks import response_schema_conformance  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 from engramdb import Engram  # noqa: E402
@@ -233,7 +234,8 @@ SCHEMATHESIS_EXAMPLES = 50
 
 
 def test_openapi_schema_never_gets_a_5xx(tmp_path: Path, embedder: Embedder) -> None:
-    """Schemathesis generates requests from the OpenAPI schema, per operation; none may get a 5xx."""
+    """Schemathesis generates requests from the OpenAPI schema, per operation; none may get a 5xx, and every
+    answer, success or error, conforms to the response schema its operation declares."""
     with Engram(tmp_path / "store", embedder=embedder) as mem:
         headers = {"Authorization": f"Bearer {keys_of(mem).create('alice').token}"}
         app = create_app(mem, allowed_hosts=None)
@@ -248,11 +250,19 @@ def test_openapi_schema_never_gets_a_5xx(tmp_path: Path, embedder: Embedder) -> 
             def check(case: Any) -> None:
                 response = case.call(headers=headers)
                 COUNTS["schemathesis"] += 1
-                if response.status_code >= 500:
+                if response.status_code >= 500 and response.status_code != 501:
                     COUNTS["st_5xx"] += 1
-                assert response.status_code < 500, (case.method, case.path, response.status_code, response.text[:300])
+                # 501 only from reasoning, which needs an LLM this server does not have: said, not a crash.
+                no_llm = response.status_code == 501 and case.path.endswith("/reason")
+                assert response.status_code < 500 or no_llm, (
+                    case.method,
+                    case.path,
+                    response.status_code,
+                    response.text[:300],
+                )
                 if response.status_code >= 400 and response.status_code != 405:
                     assert set(response.json()) == {"error"}, response.text[:300]
+                case.validate_response(response, checks=[response_schema_conformance])
 
             check()
 

@@ -179,7 +179,7 @@ def test_context_and_session_tools(tmp_path: Path) -> None:
         tools = {t.name: t for t in (await session.list_tools()).tools}
         schema = getattr(tools["context"], "input_schema", None) or getattr(tools["context"], "inputSchema", {})
         assert schema["required"] == ["task"]
-        assert set(schema["properties"]) == {"task", "agent", "token_budget"}
+        assert set(schema["properties"]) == {"task", "agent", "token_budget", "user", "session"}
         assert schema["properties"]["token_budget"]["maximum"] >= schema["properties"]["token_budget"]["minimum"]
         assert schema["additionalProperties"] is False
 
@@ -293,5 +293,27 @@ def test_route_tools_take_the_seed_inputs(tmp_path: Path) -> None:
         )
         assert "llm-route" in rec["tags"]
         assert is_error(await session.call_tool("route", {**args, "complexity": "hard"}))
+
+    run(tmp_path / "store", scenario)
+
+
+def test_the_parity_tools_update_list_keyed_count_clear(tmp_path: Path) -> None:
+    async def scenario(session: ClientSession) -> None:
+        call = session.call_tool
+        m = payload(await call("remember", {"content": "editor: vim", "agent": "alice", "key": "editor"}))
+        changed = payload(await call("update", {"memory_id": m["id"], "agent": "alice", "tags": ["tools"]}))
+        assert changed["tags"] == ["tools", "key:editor"]
+        assert payload(await call("recall_key", {"key": "editor", "agent": "alice"}))["id"] == m["id"]
+        assert [c["action"] for c in payload(await call("history", {"memory_id": m["id"]}))["changes"]] == [
+            "create",
+            "update",
+        ]
+        assert payload(await call("count", {"agent": "alice"})) == {"count": 1}
+        assert [x["id"] for x in payload(await call("list", {"agent": "alice"}))["memories"]] == [m["id"]]
+        refused = await call("clear", {"agent": "alice", "confirm": "bob"})
+        assert is_error(refused)
+        assert "confirm" in text_of(refused)
+        assert payload(await call("clear", {"agent": "alice", "confirm": "alice"})) == {"forgotten": 1}
+        assert payload(await call("verify_audit", {}))["ok"] is True
 
     run(tmp_path / "store", scenario)

@@ -397,3 +397,21 @@ def test_route_takes_the_seed_inputs(api: httpx.Client) -> None:
     rec = api.post("/route/outcomes", json={"task": "t", "model": models[1], "outcome": "failure"})
     assert rec.status_code == 201, rec.text
     assert "complexity must be one of" in error_of(api.post("/route", json={**body, "complexity": "hard"}), 422)
+
+
+def test_code_patterns_with_a_name_and_metadata(api: httpx.Client) -> None:
+    """Seed 003's ``store_code_pattern(pattern_name, code, language, context, success_metrics)`` over REST."""
+    code = "def issue_token(user_id, secret):\n    payload = {'sub': user_id}\n    return jwt.encode(payload, secret)\n"
+    body = {
+        "source": code,
+        "name": "JWT Authentication",
+        "context": "REST API authentication",
+        "success_metrics": {"success_rate": 1.0},
+        "metadata": {"framework": "fastapi"},
+    }
+    stored = api.post("/code", json=body)
+    assert stored.status_code == 201, stored.text
+    (memory,) = stored.json()["memories"]
+    assert memory["metadata"]["success_metrics"] == {"success_rate": 1.0}
+    hits = api.post("/code/suggest", json={"task": "user authentication", "metadata": {"framework": "fastapi"}})
+    assert [h["memory"]["id"] for h in hits.json()["hits"]] == [memory["id"]]

@@ -25,7 +25,7 @@ from rest_helpers import error_of, serving
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.interfaces._access import keys_of
-from engramdb.interfaces.rest import create_app
+from engramdb.interfaces.rest import API_PREFIX, create_app
 
 #: Words only bob's memories contain: a response to alice must never show them.
 MARK = "zanzibarquokka"
@@ -147,9 +147,62 @@ CASES: list[tuple[str, str, dict[str, Any], int]] = [
     ("GET", "/session", {"params": {"agent": "bob"}}, 403),
     ("GET", "/session", {}, 200),
     ("GET", "/me", {}, 200),
+    # Conversations and routing.
+    ("POST", "/memories/add", {"json": {"messages": [{"role": "user", "content": "planted"}], "agent": "bob"}}, 403),
+    ("POST", "/route", {"json": {"task": "t", "models": ["a", "b"], "agent": "bob"}}, 403),
+    ("POST", "/route/outcomes", {"json": {"task": "t", "model": "a", "outcome": "success", "agent": "bob"}}, 403),
+    # The parity routes (interfaces/_ops_more.py).
+    ("GET", "/count", {"params": {"agent": "bob"}}, 403),
+    ("GET", "/count", {}, 200),
+    ("GET", "/keyed", {"params": {"key": "editor", "agent": "bob"}}, 403),
+    ("DELETE", "/memories", {"json": {"agent": "bob", "confirm": "bob"}}, 403),
+    ("POST", "/reason", {"json": {"goal": "g", "agent": "bob"}}, 403),
+    ("POST", "/learning/feedback", {"json": {"memory_ids": ["{B}"], "outcome": "success"}}, 404),
+    ("POST", "/learning/feedback", {"json": {"memory_ids": ["{B}"], "outcome": "success", "agent": "bob"}}, 403),
+    ("POST", "/learning/resolve", {"json": {"decision_id": "{B}", "outcome": "success", "agent": "bob"}}, 403),
+    ("GET", "/learning/pending", {"params": {"agent": "bob"}}, 403),
+    ("GET", "/learning/outcomes", {"params": {"agent": "bob"}}, 403),
+    ("GET", "/learning/outcomes", {}, 200),
+    ("GET", "/learning/stats", {"params": {"agent": "bob"}}, 403),
+    ("GET", "/learning/report", {"params": {"agent": "bob"}}, 403),
+    ("GET", "/learning/trends", {"params": {"agent": "bob"}}, 403),
+    ("GET", "/learning/approaches", {"params": {"agent": "bob"}}, 403),
+    (
+        "POST",
+        "/learning/executions",
+        {"json": {"task": "t", "approach": "a", "outcome": "success", "agent": "bob"}},
+        403,
+    ),
+    ("POST", "/learning/executions/search", {"json": {"task": f"flaky {MARK} build", "agent": "bob"}}, 403),
+    ("POST", "/learning/executions/search", {"json": {"task": f"flaky {MARK} build"}}, 200),
+    ("GET", "/failure-pattern", {"params": {"pattern_id": "p", "agent": "bob"}}, 403),
+    ("GET", "/failure-pattern/prevention", {"params": {"pattern_id": "p", "agent": "bob"}}, 403),
+    ("POST", "/failure-pattern/plan", {"json": {"pattern_id": "p", "task": "t", "agent": "bob"}}, 403),
+    ("GET", "/checks", {"params": {"agent": "bob"}}, 403),
+    ("POST", "/checks", {"json": {"pattern": None, "check_text": "planted", "agent": "bob"}}, 403),
+    ("POST", "/checks/generate", {"json": {"pattern": "p", "agent": "bob"}}, 403),
+    ("DELETE", "/checks", {"json": {"check_id": "c", "agent": "bob"}}, 403),
+    ("POST", "/code", {"json": {"source": "def f():\n    return 1\n", "agent": "bob"}}, 403),
+    ("POST", "/code/suggest", {"json": {"task": "t", "agent": "bob"}}, 403),
+    ("GET", "/share-list", {"params": {"from_agent": "bob"}}, 403),
+    ("GET", "/share-list", {}, 200),
+    ("GET", "/knowledge/export", {"params": {"agent": "bob"}}, 403),
+    ("GET", "/knowledge/export", {}, 200),
+    ("POST", "/knowledge/import", {"json": {"content": "planted", "agent": "bob"}}, 403),
+    ("POST", "/knowledge/distill", {"json": {"agent": "bob", "dry_run": True}}, 403),
+    ("POST", "/knowledge/merge", {"json": {"from_agent": "bob"}}, 403),
+    ("POST", "/knowledge/seed", {"json": {"pack": "python", "agent": "bob"}}, 403),
 ]
 #: Endpoints anyone may call, with or without a key.
 PUBLIC = {("GET", "/health")}
+#: Endpoints for admin keys only: the store check, retention over every agent, key management.
+ADMIN: list[tuple[str, str, dict[str, Any]]] = [
+    ("GET", "/doctor", {"params": {"quick": "true"}}),
+    ("POST", "/retention/cleanup", {"json": {"dry_run": True}}),
+    ("GET", "/api-keys", {}),
+    ("POST", "/api-keys", {"json": {"agent": "carol", "read_only": True}}),
+    ("DELETE", "/api-keys", {"json": {"key_id": "no-such-key"}}),
+]
 
 
 def _fill(value: Any, b: str) -> Any:
@@ -172,16 +225,26 @@ def _send(client: httpx.Client, method: str, path: str, kwargs: dict[str, Any], 
 
 def test_the_table_covers_every_endpoint(world: World) -> None:
     app = create_app(world.mem)
+    # The API's operations as its schema lists them (the dashboard's pages are outside it:
+    # tests/interfaces/test_rest_dashboard.py), by their unversioned alias (the same endpoint).
     routes = {
-        (method, route.path)
-        for route in app.routes
-        for method in getattr(route, "methods", ())
-        if method != "HEAD"
-        and not route.path.startswith(("/docs", "/redoc", "/openapi"))
-        and getattr(route, "include_in_schema", True)  # the dashboard's pages: tests/interfaces/test_rest_dashboard.py
+        (method.upper(), path.removeprefix(API_PREFIX))
+        for path, operations in app.openapi()["paths"].items()
+        for method in operations
     }
-    covered = {(m, p.replace("{B}", "{memory_id}")) for m, p, _, _ in CASES} | PUBLIC
+    covered = {(m, p.replace("{B}", "{memory_id}")) for m, p, _, _ in CASES} | PUBLIC | {(m, p) for m, p, _ in ADMIN}
     assert routes == covered
+
+
+@pytest.mark.parametrize(("method", "path", "kwargs"), ADMIN, ids=[f"{c[0]} {c[1]}" for c in ADMIN])
+def test_admin_endpoints_refuse_other_keys(world: World, method: str, path: str, kwargs: dict[str, Any]) -> None:
+    before = world.bob_state()
+    with world.client("alice") as alice:
+        assert "admin" in error_of(_send(alice, method, path, kwargs, world.bob_memory), 403)
+    with world.client("admin") as admin:
+        response = _send(admin, method, path, kwargs, world.bob_memory)
+        assert response.status_code in (200, 201, 404), response.text  # 404: the unknown key id
+    assert world.bob_state() == before
 
 
 @pytest.mark.parametrize(("method", "path", "kwargs", "status"), CASES, ids=[f"{c[0]} {c[1]} {c[3]}" for c in CASES])
@@ -241,6 +304,12 @@ def test_read_only_key_cannot_write(world: World) -> None:
     writes += [
         ("PATCH", f"/memories/{own.id}", {"json": {"content": "changed"}}),
         ("DELETE", f"/memories/{own.id}", {}),
+        ("DELETE", "/memories", {"json": {"confirm": "alice"}}),
+        ("POST", "/learning/feedback", {"json": {"memory_ids": [own.id], "outcome": "success"}}),
+        ("POST", "/checks", {"json": {"pattern": None, "check_text": "planted"}}),
+        ("POST", "/code", {"json": {"source": "def f():\n    return 1\n"}}),
+        ("POST", "/knowledge/import", {"json": {"content": "planted"}}),
+        ("POST", "/knowledge/seed", {"json": {"pack": "python"}}),
     ]
     count = world.mem.count(agent="alice")
     with world.client("alice-ro", header="x-api-key") as ro:
@@ -318,4 +387,4 @@ def test_openapi_declares_the_auth_schemes(world: World) -> None:
     assert {s["type"] for s in schemes.values()} == {"http", "apiKey"}
     assert any(s.get("scheme") == "bearer" for s in schemes.values())
     assert any(s.get("name") == "X-API-Key" for s in schemes.values())
-    assert spec["paths"]["/memories"]["post"]["security"]
+    assert spec["paths"][f"{API_PREFIX}/memories"]["post"]["security"]

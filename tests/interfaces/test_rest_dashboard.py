@@ -96,7 +96,7 @@ def test_the_dashboard_is_not_in_the_api_schema(open_server: Served) -> None:
         paths = client.get("/openapi.json").json()["paths"]
     assert "/" not in paths
     assert not [p for p in paths if p.startswith("/ui")]
-    assert {"/memories", "/context", "/session", "/session/messages"} <= set(paths)
+    assert {"/v1/memories", "/v1/context", "/v1/session", "/v1/session/messages"} <= set(paths)
 
 
 def test_pages_need_a_key_and_a_browser_is_asked_for_one(keyed_server: Served) -> None:

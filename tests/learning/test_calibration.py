@@ -181,9 +181,14 @@ def test_complexity_rule() -> None:
     assert complexity_points(long_task) >= 5
     assert assess_complexity(long_task) == "high"
     medium = "Add pagination to the orders endpoint and update the client, then the docs"
-    assert complexity_points(medium) == 1  # three listed parts
-    assert complexity_points(medium, similar_success=[0.0, 0.0, 1.0]) == 2  # mostly failed before
-    assert assess_complexity(medium, similar_success=[0.0, 0.0, 1.0], similar_durations=[900, 900, 900]) == "medium"
+    # three listed parts (1), building (1), pagination and endpoint (2), docs is a trivial edit (-1)
+    assert complexity_points(medium) == 3
+    assert complexity_points(medium, similar_success=[0.0, 0.0, 1.0]) == 4  # mostly failed before
+    assert assess_complexity(medium, similar_success=[0.0, 0.0, 1.0], similar_durations=[900, 900, 900]) == "high"
+    # Seed 000's task fields: a complex category, dependencies and effort.
+    assert complexity_points("Refresh the cache", category="database", dependencies=2, effort=6) == (
+        complexity_points("Refresh the cache") + 2 + 2 + 3
+    )
     # History: slow similar runs add a point.
     base = complexity_points("Refresh the cache")
     assert complexity_points("Refresh the cache", similar_durations=[900, 800, 1000], typical_duration=60) == base + 1

@@ -19,10 +19,14 @@ def test_positive_text_raises_success_and_keeps_a_preference(mem: Engram) -> Non
     assert after.success_rate is not None
     assert after.success_rate > before.success_rate
     assert mem.get(hint.id, agent="a").successes == after.successes
+    # Praise alone is a reward, not a preference (issue 25: it showed up in every context()).
+    assert mem.count(agent="a", kind="preference") == 0
+    mem.learning.feedback([hint.id], "great, I like short bullet points instead of long paragraphs", agent="a")
     (pref,) = mem.list(agent="a", kind="preference")
-    assert pref.content == "great, exactly what I wanted"
+    assert pref.content == "prefer small pull requests: great, I like short bullet points instead of long paragraphs"
     assert list(pref.tags) == ["feedback"]
-    assert pref.metadata["feedback"] == "great, exactly what I wanted"
+    assert pref.metadata["feedback"] == "great, I like short bullet points instead of long paragraphs"
+    assert pref.metadata["context"] == "prefer small pull requests"
     assert list(pref.metadata["memories"]) == [hint.id]
     assert 0.5 < pref.metadata["reward"] <= 1.0
 

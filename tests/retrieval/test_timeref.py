@@ -49,6 +49,24 @@ def test_expressions_resolve_to_their_interval(question: str, start: date, end: 
     assert _days(question) == (start, end, unit)
 
 
+@pytest.mark.parametrize(
+    ("question", "days"),
+    [
+        # A relative time counts from a calendar date in the same question; both stay in the window.
+        ("What did Joanna just finish last Friday on 23 January, 2022?", [(21, 22), (23, 24)]),
+        # "two weeks before" that date: the week around it, and the date itself (the day it was said).
+        ("What puppy did she get two weeks before January 25, 2022?", [(8, 15), (25, 26)]),
+        ("Where was Tim the week before 16 January 2022?", [(9, 16), (16, 17)]),
+    ],
+)
+def test_a_calendar_date_anchors_the_relative_times_beside_it(question: str, days: list[tuple[int, int]]) -> None:
+    window = find_time(question, reference=ASKED)
+    assert window is not None
+    got = sorted((s.start.day, s.end.day) for s in window.spans)
+    assert got == days
+    assert all((s.start.year, s.start.month) == (2022, 1) for s in window.spans)
+
+
 def test_since_runs_until_the_question() -> None:
     window = find_time("what changed since March", reference=ASKED)
     assert window is not None
@@ -60,6 +78,7 @@ def test_since_runs_until_the_question() -> None:
     [
         "May I ask what the deploy freeze is?",  # a modal verb, not the month
         "the mayor said the budget is final",
+        "How long between the bake sale and the time I went to the Spring Fling Market?",  # a name
         "authentication failure on the login page",
         "How many days ago did I meet Emma?",  # asks for a time, names none
         "two weeks before the trip what did I buy",  # relative to an event, not to the question

@@ -442,7 +442,8 @@ TIME_TAIL: Final = (
     "a few weeks ago", "a few months ago", "a few years ago", "a year ago", "a month ago", "a week ago",
     "yesterday", "today", "for years", "for a while", "for a long time", "since then", "full time",
     "part time", "full-time", "part-time", "a lot", "so much", "very much", "really", "the most", "best",
-    "most", "in general", "generally", "usually", "always", "over everything", "by far",
+    "most", "in general", "generally", "usually", "always", "over everything", "by far", "everywhere",
+    "all the time", "at home", "at work", "whenever possible", "if possible", "for everything",
 )  # fmt: skip
 
 

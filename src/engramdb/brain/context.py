@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -92,7 +93,7 @@ _MEMORY_KINDS: Final[tuple[Kind, ...]] = (
 )
 
 #: The session of an agent in this process, if it has one.
-SessionLookup = Callable[[str], "SessionContext | None"]
+SessionLookup = Callable[..., "SessionContext | None"]
 
 _TITLES: Final = {
     "approach": "Recommended approach",
@@ -111,6 +112,14 @@ def budget(value: object) -> int:
             f"token_budget must be an integer within [{MIN_TOKEN_BUDGET}, {MAX_TOKEN_BUDGET}], not {check.shown(value)}"
         )
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """The user and conversation thread a context is built for (None: not narrowed)."""
+
+    user: str | None
+    session: str | None
 
 
 class ContextBuilder:
@@ -135,14 +144,24 @@ class ContextBuilder:
         self._failures = failures
         self._sessions = sessions
 
-    def build(self, task: str, *, agent: str = "default", token_budget: int = DEFAULT_TOKEN_BUDGET) -> Context:
+    def build(
+        self,
+        task: str,
+        *,
+        agent: str = "default",
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        user: str | None = None,
+        session: str | None = None,
+    ) -> Context:
         """The context of ``task`` for ``agent``; ``render()`` fits ``token_budget`` tokens.
 
-        Bad input (empty task, a budget outside [32, 200000], a bad agent name) raises
+        ``user``/``session`` scope the memories and the short-term window (outcome learning stays the
+        agent's). Bad input (empty task, a budget outside [32, 200000], a bad agent name) raises
         ValidationError before anything is read.
         """
         task = check.content(task, what="task")
         agent = check.agent_name(agent)
+        scope = _Scope(check.scope(user, what="user"), check.scope(session, what="session"))
         size = budget(token_budget)
         suggestion = self._learning.suggest(task, agent=agent)
         suggestion = self._same_situation(task, agent, suggestion)
@@ -152,9 +171,9 @@ class ContextBuilder:
             self._approach_section(suggestion),
             _section("warnings", [_warning_item(w) for w in warnings] + _check_items(warnings)),
             _section("fixes", fixes),
-            _section("preferences", self._memory_items(self._preferences(task, agent))),
-            _section("memories", self._memory_items(self._memories(task, agent))),
-            self._session_section(agent),
+            _section("preferences", self._memory_items(self._preferences(task, agent, scope))),
+            _section("memories", self._memory_items(self._memories(task, agent, scope))),
+            self._session_section(agent, scope),
         ]
         return Context(
             task=task,
@@ -220,12 +239,27 @@ class ContextBuilder:
                 break
         return items
 
-    def _preferences(self, task: str, agent: str) -> list[Hit]:
-        hits = self._recall.search(task, agent=agent, kind="preference", limit=_PREFERENCES)
-        return [h for h in hits if ARCHIVED_TAG not in h.memory.tags]
+    def _preferences(self, task: str, agent: str, scope: _Scope) -> list[Hit]:
+        hits = self._recall.search(
+            task, agent=agent, kind="preference", limit=_PREFERENCES, user=scope.user, session=scope.session
+        )
+        # A preference learned from feedback belongs to the task it was about: only a related task recalls it
+        # (stated preferences, "editor: vim", hold everywhere).
+        return [
+            h
+            for h in hits
+            if ARCHIVED_TAG not in h.memory.tags
+            and (
+                "feedback" not in h.memory.tags
+                or h.keyword_score is not None
+                or (h.vector_score or 0.0) >= _MIN_SIMILARITY
+            )
+        ]
 
-    def _memories(self, task: str, agent: str) -> list[Hit]:
-        hits = self._recall.search(task, agent=agent, kind=_MEMORY_KINDS, limit=_MEMORIES)
+    def _memories(self, task: str, agent: str, scope: _Scope) -> list[Hit]:
+        hits = self._recall.search(
+            task, agent=agent, kind=_MEMORY_KINDS, limit=_MEMORIES, user=scope.user, session=scope.session
+        )
         return [
             h
             for h in hits
@@ -241,8 +275,8 @@ class ContextBuilder:
             items.setdefault(item.text.casefold(), item)
         return list(items.values())
 
-    def _session_section(self, agent: str) -> ContextSection:
-        session = self._sessions(agent)
+    def _session_section(self, agent: str, scope: _Scope) -> ContextSection:
+        session = self._sessions(agent, user=scope.user, session=scope.session)
         if session is None:
             return _section("session", [])
         lines = session.render().splitlines()

@@ -35,7 +35,6 @@ from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.brain.llm import LLM
-    from engramdb.embeddings.base import Embedder
     from engramdb.pipeline import WritePipeline
     from engramdb.storage.base import Store
 
@@ -62,14 +61,29 @@ class _Planned:
     metadata: dict[str, Any]
     action: FactAction
     previous: Memory | None
+    #: When it was said (the fact's event time).
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """The agent, user and session of one ``add`` call, checked."""
+
+    agent: str
+    user: str | None
+    session: str | None
+
+    @property
+    def origin(self) -> dict[str, Any]:
+        """Metadata of every fact: written by ``add``, in which conversation thread."""
+        return {"source": "add"} if self.session is None else {"source": "add", "session": self.session}
 
 
 class Conversations:
     """``add``: turns in as conversation memories, facts out through the write pipeline."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, pipeline: WritePipeline, llm: LLM | None) -> None:
+    def __init__(self, store: Store, *, pipeline: WritePipeline, llm: LLM | None) -> None:
         self._store = store
-        self._embedder = embedder
         self._pipeline = pipeline
         self._llm = llm
 
@@ -84,37 +98,41 @@ class Conversations:
     ) -> AddResult:
         """Store ``messages`` as turns and the facts they state; see :meth:`engramdb.Engram.add`."""
         msgs = check.messages(messages)
-        owner = check.agent_name(agent)
-        scope = _scope(user=user, session=session)
-        when = check.moment(at, what="at")
+        scope = _Scope(
+            agent=check.agent_name(agent),
+            user=check.scope(user, what="user"),
+            session=check.scope(session, what="session"),
+        )
+        when = check.event_time(at, what="at")
         decisions: list[_add_llm.Decision] | None = None
         llm_error: str | None = None
         if self._llm is not None:
             try:
-                decisions = _add_llm.decide(self._llm, msgs, self._candidates(msgs, owner))
+                decisions = _add_llm.decide(self._llm, msgs, self._candidates(msgs, scope))
             except LLMError as exc:
                 llm_error = str(exc)
                 log.warning("add: the LLM's decisions were not used (%s); the rules read the facts", exc)
-        turns = self._pipeline.remember_many([_turn(m, i, owner, scope, when) for i, m in enumerate(msgs)])
+        turns = self._pipeline.remember_many([_turn(m, i, scope, when) for i, m in enumerate(msgs)])
         if decisions is not None and self._llm is not None:
-            origin = _origin(msgs, turns, scope, when, by=self._llm.name)
-            facts = self._apply(decisions, owner, origin, by=self._llm.name)
+            origin = _origin(msgs, turns, scope, by=self._llm.name)
+            # The LLM's facts were said when the last user turn was.
+            said = next((m.at for m in reversed(msgs) if m.role == "user" and m.at is not None), when)
+            facts = self._apply(decisions, scope, origin, at=said, by=self._llm.name)
             return AddResult(turns=tuple(turns), facts=tuple(facts), extractor=f"llm:{self._llm.name}")
         found = [
             (fact, turn, msg)
             for msg, turn in zip(msgs, turns, strict=True)
             if msg.role == "user"
-            for fact in extract_facts(msg.content, now=msg.at or when or turn.created_at, subject=msg.name or _SUBJECT)
+            for fact in extract_facts(msg.content, now=turn.occurred_at, subject=msg.name or _SUBJECT)
         ]
-        planned = self._plan(found, owner, scope, when)
-        return AddResult(turns=tuple(turns), facts=tuple(self._write(planned, owner)), llm_error=llm_error)
+        planned = self._plan(found, scope, when)
+        return AddResult(turns=tuple(turns), facts=tuple(self._write(planned, scope)), llm_error=llm_error)
 
     # -- the rules' facts ------------------------------------------------------------------------------------
     def _plan(
         self,
         found: Sequence[tuple[Fact, Memory, ChatMessage]],
-        owner: str,
-        scope: dict[str, str],
+        scope: _Scope,
         when: datetime | None,
     ) -> list[_Planned]:
         """What writing each fact does, against the stored value of its key (or an earlier fact of this call)."""
@@ -122,37 +140,36 @@ class Conversations:
         planned: list[_Planned] = []
         for fact, turn, msg in found:
             key = fact.key if fact.key is None or msg.name is None else f"{_speaker(msg.name)}:{fact.key}"
-            meta: dict[str, Any] = {"source": "add", "category": fact.category, "from": turn.id, **scope}
+            meta: dict[str, Any] = {**scope.origin, "category": fact.category, "from": turn.id}
             if fact.date is not None:
                 meta["date"] = fact.date
             said = msg.at or when
-            if said is not None:
-                meta["said_at"] = said.isoformat()
             action: FactAction = "add"
             previous: Memory | None = None
             if key is not None:
                 if key not in current:
-                    current[key] = self._pipeline.keyed(owner, key)
+                    current[key] = self._pipeline.keyed(scope.agent, key, scope.user)
                 held = current[key]
                 held_text = held.content if isinstance(held, Memory) else held
                 if held_text == fact.content:
                     if isinstance(held, Memory):
-                        planned.append(_Planned(fact.content, fact.kind, key, meta, "none", held))
+                        planned.append(_Planned(fact.content, fact.kind, key, meta, "none", held, said))
                     continue
                 if held is not None:
                     action = "supersede"
                     previous = held if isinstance(held, Memory) else None
                 current[key] = fact.content
-            planned.append(_Planned(fact.content, fact.kind, key, meta, action, previous))
+            planned.append(_Planned(fact.content, fact.kind, key, meta, action, previous, said))
         return planned
 
-    def _write(self, planned: Sequence[_Planned], owner: str) -> list[FactChange]:
-        """Write the planned facts in one batch (the unchanged ones are reported, not written)."""
+    def _write(self, planned: Sequence[_Planned], scope: _Scope) -> list[FactChange]:
+        """Write the planned facts in one batch (the unchanged ones are reported, not written). A fact belongs
+        to the call's user, not to its session: what a person states holds beyond the thread it was said in."""
         todo = [p for p in planned if p.action != "none"]
         started = utcnow()
         items = [
-            {"content": p.content, "agent": owner, "kind": p.kind, "key": p.key, "metadata": p.metadata,
-             "tags": [FACT_TAG]}
+            {"content": p.content, "agent": scope.agent, "user": scope.user, "kind": p.kind, "key": p.key,
+             "metadata": p.metadata, "tags": [FACT_TAG], "at": p.at}
             for p in todo
         ]  # fmt: skip
         written = iter(self._pipeline.remember_many(items) if items else [])
@@ -168,6 +185,9 @@ class Conversations:
             previous = p.previous.content if p.previous is not None else None
             if p.key is not None and action == "supersede" and previous is None:
                 previous = earlier.get(p.key)  # superseding a fact written earlier in this call
+            if p.key is not None and memory.valid_until is not None:
+                # Said about a time before the current value's: it went into the past, the current value stays.
+                action, previous = "add", None
             if p.key is None and memory.created_at < started:
                 # A note merged into a near-duplicate stored before: the same words change nothing.
                 action = "none" if memory.content == p.content else "update"
@@ -180,19 +200,26 @@ class Conversations:
         return out
 
     # -- the LLM's decisions ---------------------------------------------------------------------------------
-    def _candidates(self, msgs: Sequence[ChatMessage], owner: str) -> list[Memory]:
-        """The agent's stored facts nearest to what the user said (its own, preference and knowledge)."""
+    def _candidates(self, msgs: Sequence[ChatMessage], scope: _Scope) -> list[Memory]:
+        """The stored facts nearest to what the user said: the agent's own (not shared), preference and knowledge,
+        of this user only (with no user: of no user), so a conversation never changes another user's facts."""
         said = " ".join(m.content for m in msgs if m.role == "user")[-4000:]
         if not said.strip():
             return []
-        flt = Filter(agent=owner, kinds=_FACT_KINDS, include_shared=False)
+        flt = Filter(agent=scope.agent, kinds=_FACT_KINDS, include_shared=False, users=(scope.user,))
         vector = self._pipeline.embed([said])[0]
         found = self._store.search.vector_candidates(vector, flt, limit=_CANDIDATES)
         stored = self._store.memories.get_many([c.id for c in found], flt) if found else {}
         return [stored[c.id] for c in found if c.id in stored]
 
     def _apply(
-        self, decisions: Sequence[_add_llm.Decision], owner: str, origin: dict[str, str], *, by: str
+        self,
+        decisions: Sequence[_add_llm.Decision],
+        scope: _Scope,
+        origin: dict[str, Any],
+        *,
+        at: datetime | None,
+        by: str,
     ) -> list[FactChange]:
         """Carry out checked decisions through the pipeline (each write audited there); ``by`` names the LLM."""
         out: list[FactChange] = []
@@ -203,46 +230,32 @@ class Conversations:
                 action: FactAction = "add"
                 previous: Memory | None = None
                 if d.key is not None:
-                    held = current[d.key] if d.key in current else self._pipeline.keyed(owner, d.key)
+                    held = current[d.key] if d.key in current else self._pipeline.keyed(scope.agent, d.key, scope.user)
                     if held is not None:
                         action, previous = "supersede", held if isinstance(held, Memory) else None
                     current[d.key] = d.text
-                adds.append(_Planned(d.text, d.kind, d.key, dict(origin), action, previous))
+                adds.append(_Planned(d.text, d.kind, d.key, dict(origin), action, previous, at))
             elif d.event == "UPDATE" and d.target is not None and d.text is not None:
-                memory = self._pipeline.update(d.target.id, {"content": d.text}, actor=owner, current=d.target)
+                memory = self._pipeline.update(d.target.id, {"content": d.text}, actor=scope.agent, current=d.target)
                 out.append(FactChange(action="update", memory=memory, key=d.target.metadata.get("key"),
                                       previous=d.target.content))  # fmt: skip
             elif d.event == "DELETE" and d.target is not None:
                 detail = {"kind": d.target.kind, "reason": "add", "by": by}
-                self._pipeline.forget(d.target.id, actor=owner, detail=detail, current=d.target)
+                self._pipeline.forget(d.target.id, actor=scope.agent, detail=detail, current=d.target)
                 out.append(FactChange(action="delete", memory=d.target, key=d.target.metadata.get("key"),
                                       previous=d.target.content))  # fmt: skip
             elif d.target is not None:
                 out.append(FactChange(action="none", memory=d.target, key=d.target.metadata.get("key")))
-        return [*out, *self._write(adds, owner)]
+        return [*out, *self._write(adds, scope)]
 
 
-def _origin(
-    msgs: Sequence[ChatMessage], turns: Sequence[Memory], scope: dict[str, str], when: datetime | None, *, by: str
-) -> dict[str, str]:
-    """The metadata of facts an LLM decided: who, from which turn (the last user turn), when."""
-    origin = {"source": "add", "by": by, **scope}
+def _origin(msgs: Sequence[ChatMessage], turns: Sequence[Memory], scope: _Scope, *, by: str) -> dict[str, Any]:
+    """The metadata of facts an LLM decided: which LLM, from which turn (the last user turn)."""
+    origin = {**scope.origin, "by": by}
     last_user = next((t for m, t in zip(reversed(msgs), reversed(turns), strict=True) if m.role == "user"), None)
     if last_user is not None:
         origin["from"] = last_user.id
-    if when is not None:
-        origin["said_at"] = when.isoformat()
     return origin
-
-
-def _scope(*, user: str | None, session: str | None) -> dict[str, str]:
-    """The user and session a call names, checked, as metadata of what it writes."""
-    out: dict[str, str] = {}
-    if user is not None:
-        out["user"] = check.name(user, what="user")
-    if session is not None:
-        out["session"] = check.name(session, what="session")
-    return out
 
 
 def _speaker(name: str) -> str:
@@ -250,13 +263,11 @@ def _speaker(name: str) -> str:
     return "-".join(name.lower().split())[:60]
 
 
-def _turn(msg: ChatMessage, index: int, owner: str, scope: dict[str, str], when: datetime | None) -> dict[str, Any]:
-    """The ``remember_many`` item of one message: ``"role: text"``, the role (and speaker, time) in metadata."""
-    meta: dict[str, Any] = {ROLE_KEY: msg.role, "turn": index, **scope}
+def _turn(msg: ChatMessage, index: int, scope: _Scope, when: datetime | None) -> dict[str, Any]:
+    """The ``remember_many`` item of one message: ``"role: text"`` in the call's scope, said at its time (else the
+    call's ``at``, else now), the role (and speaker) in metadata."""
+    meta: dict[str, Any] = {ROLE_KEY: msg.role, "turn": index}
     if msg.name is not None:
         meta["name"] = msg.name
-    said = msg.at or when
-    if said is not None:
-        meta["said_at"] = said.isoformat()
-    return {"content": f"{msg.name or msg.role}: {msg.content}", "agent": owner, "kind": "conversation",
-            "metadata": meta}  # fmt: skip
+    return {"content": f"{msg.name or msg.role}: {msg.content}", "agent": scope.agent, "kind": "conversation",
+            "metadata": meta, "user": scope.user, "session": scope.session, "at": msg.at or when}  # fmt: skip

@@ -37,6 +37,8 @@ __all__ = ["Fact", "FactKind", "extract_facts", "slug"]
 FactKind = Literal["preference", "knowledge"]
 #: Longest sentence read (characters): a fact is stated in a sentence, not in a pasted document.
 MAX_SENTENCE: Final = 400
+#: Characters of a message read (a longer one is a pasted document; its opening is read).
+MAX_TEXT: Final = 20_000
 #: Most facts one message yields (a pasted list of statements is not a conversation).
 MAX_FACTS: Final = 20
 
@@ -62,13 +64,19 @@ class Fact:
 
 # -- text helpers ---------------------------------------------------------------------------------------------
 
+_BLANKS: Final = re.compile(r"[^\S\n]+")
+_NEWLINES: Final = re.compile(r"\s*\n\s*")
 _SENTENCES: Final = re.compile(r"(?<=[.!?;])\s+|\n+|\s+-\s+")
-_CLAUSES: Final = re.compile(r",?\s+(?:and|but|so|plus|also)\s+(?=(?:I|I'm|I've|I'll|my|My)\b)|,\s+(?=(?:I|my|My)\b)")
+_CLAUSES: Final = re.compile(
+    r",?\s+(?:and|but|so|plus|also)\s+(?:now\s+|then\s+|also\s+|since\s+then\s+)?(?=(?:I|I'm|I've|I'll|my|My)\b)"
+    r"|,\s+(?=(?:I|my|My)\b)"
+)
 _LEAD: Final = re.compile(
     r"^(?:(?:oh|ah|well|actually|btw|by the way|also|so|and|but|yeah|yep|yes|no|nope|hey|hi|hello|fyi|ok|okay|"
     r"just so you know|for the record|for context|anyway|anyways|now|honestly|personally|heads up|update|"
     r"quick update|good news|news|funny enough|as you know|i think|i guess|i believe|i'd say|you know what|"
-    r"just fyi|small update|sadly|luckily|finally|guess what|note|context)\b[,!:.]?\s*)+",
+    r"just fyi|small update|sadly|luckily|finally|guess what|note|context|these days|nowadays|lately|recently|"
+    r"currently|right now|at the moment|since last \w+|as of \w+)\b[,!:.]?\s*)+",
     re.IGNORECASE,
 )
 #: A short label before a colon ("Big news: I moved ...", "Update: ...").
@@ -82,8 +90,9 @@ _NOT_A_STATEMENT: Final = re.compile(
 _STOP: Final = re.compile(
     r"\s+(?:because|since|as (?:a|an|my|the|well|of)|but|so (?:that|i|we)|which|where|who|while|though|"
     r"although|until|after|before|whenever|if|unless|and (?:i|my|we|it|that|then)|with (?:my|our|a|an|the)|"
-    r"for (?:my|our|the past|the last|about|over|almost|nearly|\d)|near (?:my|our)|like (?:i|you)|"
-    r"thanks|thank you|lol|haha)\b|[,;:()\"!?]|\s[-–—]\s|\.(?:\s|$)",
+    r"for (?:my|our|a|an|the past|the last|about|over|almost|nearly|\d)|near (?:my|our)|like (?:i|you)|"
+    r"thanks|thank you|lol|haha|on (?:the )?weekends?|at weekends|in my (?:free|spare) time|"
+    r"every (?:day|week|morning|evening|night|weekend))\b|[,;:()\"!?]|\s[-–—]\s|\.(?:\s|$)",
     re.IGNORECASE,
 )
 _TAIL: Final = re.compile(
@@ -187,8 +196,8 @@ def _left_home(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
 
 def _employer(m: re.Match[str], subject: str, now: datetime) -> list[Fact] | None:
     value = _clean(m.group(1), max_words=5)
-    if value is None or (not value[0].isupper() and value.lower() not in {"home", "a startup", "a bank"}):
-        return None  # "I work at night", "I work for fun": an employer is a name
+    if value is None or not (value[0].isupper() or re.match(r"(?:a|an|the)\s", value, re.IGNORECASE)):
+        return None  # "I work at night", "I work for fun": an employer is a name, or "a bakery"
     s, _ = _people(subject)
     found = [_fact("employer", f"{s} works at {value}.", category="employer", value=value)]
     role = re.match(r"\s*(?:as|,)\s+(?:an?\s+)?([\w\s-]+)", m.string[m.start(1) + len(value) :], re.IGNORECASE)
@@ -221,6 +230,10 @@ def _job(m: re.Match[str], subject: str, now: datetime) -> list[Fact] | None:
     employer = _clean(at.group(1), max_words=5) if at else None
     if employer and employer[0].isupper():
         found.append(_fact("employer", f"{s} works at {employer}.", category="employer", value=employer))
+    place = re.match(r"\s+(?:based\s+)?in\s+([A-Z].*)", rest)
+    home = _clean(place.group(1), max_words=3) if place else None
+    if home is not None:  # "I'm a teacher in Leeds"
+        found.append(_fact("home", f"{s} lives in {home}.", category="home", value=home))
     return found
 
 
@@ -246,22 +259,29 @@ def _has_relative(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
 
 
 def _pet(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
-    species, name = m.group(1).lower(), m.group(2)
+    species, name = m.group("species").lower(), m.group("name")
     if name and name.lower() in {"is", "and", "was", "has", "just", "who", "the"}:
         name = None
     s, p = _people(subject)
     if name:
         return _fact(f"pet:{slug(species)}:{slug(name)}", f"{p} {species} is named {name}.", category="pet", value=name)
+    count = (m.groupdict().get("count") or "a").lower()
+    if count not in {"a", "an", "one", "1"}:
+        return _fact(f"pet:{slug(species)}", f"{s} has {count} {species}s.", category="pet", value=species)
     article = "an" if species[0] in "aeiou" else "a"
     return _fact(f"pet:{slug(species)}", f"{s} has {article} {species}.", category="pet", value=species)
 
 
-def _allergy(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
-    value = _clean(m.group(1), max_words=4)
-    if value is None:
-        return None
+def _allergy(m: re.Match[str], subject: str, now: datetime) -> list[Fact]:
+    value = _clean(m.group(m.lastindex or 1), max_words=8)
     s, _ = _people(subject)
-    return _fact(f"allergy:{slug(value)}", f"{s} is allergic to {value}.", category="health", value=value)
+    # "penicillin and latex", "nuts, eggs and soy": one fact each, so each can change on its own.
+    parts = [_clean(part, max_words=4) for part in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", value or "")]
+    return [
+        _fact(f"allergy:{slug(part)}", f"{s} is allergic to {part}.", category="health", value=part)
+        for part in parts
+        if part is not None
+    ]
 
 
 def _diet(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
@@ -334,7 +354,7 @@ def _plan(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
         return None
     groups = m.groupdict()
     if groups.get("place"):
-        place = _clean(DATE_PHRASE.sub("", groups["place"]), max_words=4)
+        place = _clean(groups["place"], max_words=4)
         if place is None:
             return None
         key = "plan:move" if re.search(r"\bmov", m.group(0), re.I) else f"plan:trip:{slug(place)}"
@@ -343,10 +363,15 @@ def _plan(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
         event = re.sub(r"^(?:a|an|my|the|our)\s+", "", groups["event"].strip(), flags=re.I)
         key, what = f"plan:{slug(event)}", event
     else:
-        doing = _clean(DATE_PHRASE.sub("", groups.get("doing") or ""), max_words=6)
+        doing = _clean(groups.get("doing") or "", max_words=6)
         if doing is None:
             return None
-        key, what = f"plan:{slug(' '.join(doing.split()[:3]))}", doing
+        named = re.search(rf"\b(?:the|a|an|my|our)\s+({_EVENT})", doing, re.IGNORECASE) or re.search(
+            rf"((?:[\w'-]+\s+)?(?:{_EVENTS}))\b", doing, re.IGNORECASE
+        )
+        # "running the Berlin marathon in May" and "the Berlin marathon got moved" are one plan
+        key = f"plan:{slug(named.group(1))}" if named else f"plan:{slug(' '.join(doing.split()[:3]))}"
+        what = doing
     day = resolve_date(when.group(0), now)
     s, p = _people(subject)
     said = when.group(0).strip()
@@ -356,7 +381,7 @@ def _plan(m: re.Match[str], subject: str, now: datetime) -> Fact | None:
 
 
 _RULES: Final[tuple[tuple[re.Pattern[str], Build], ...]] = (
-    (_rx(rf"^(?:my\s+name\s+is|(?:you\s+can\s+|please\s+)?call\s+me|I\s+go\s+by|{_I_AM}\s+called)\s+"
+    (_rx(rf"^(?:my\s+name\s+is|my\s+name's|(?:you\s+can\s+|please\s+)?call\s+me|I\s+go\s+by|{_I_AM}\s+called)\s+"
          rf"(?-i:{_NAME})"), _name),
     # dated plans come before home and employer: "I'm moving to Berlin next month" is not yet a home
     (_rx(rf"^(?:{_I_AM}|we(?:'re|\s+are))\s+(?:going|flying|travell?ing|driving|heading|off|moving|relocating|"
@@ -368,13 +393,15 @@ _RULES: Final[tuple[tuple[re.Pattern[str], Build], ...]] = (
          r"(?:now\s+|been\s+)?(?:on|at|in|next|this|tomorrow|today|moved|rescheduled|postponed|pushed|changed|"
          r"set|scheduled|planned|booked|coming)"), _plan),
     (_rx(rf"^(?:I(?:'m|\s+am)\s+(?:planning|hoping|going|about)\s+to|I\s+plan\s+to|I(?:'ll|\s+will)|"
-         rf"{_I_AM}\s+(?=getting\s+married|starting|running|taking|attending|graduating|retiring))\s+"
+         rf"{_I_AM}(?=\s+(?:getting\s+married|starting|running|taking|attending|graduating|retiring)))\s+"
          r"(?P<doing>[^,.;!?]+)"), _plan),
-    (_rx(r"^(?:I|we)\s+(?:live|(?:'ve|\s+have)\s+(?:just\s+)?(?:moved|relocated)|moved|relocated|just\s+moved|"
-         r"(?:'m|\s+am|'re|\s+are)\s+(?:living|based|now\s+living|now\s+based))\s+(?:back\s+)?(?:in|to|at|out\s+to)\s+"
-         r"(.+)"), _home),
-    (_rx(r"^(?:I\s+(?:no\s+longer|don't|do\s+not)\s+live\s+in|I\s+moved\s+(?:out\s+of|away\s+from)|"
-         r"I\s+left)\s+(.+?)(?:\s+(?:anymore|any\s+more))?$"), _left_home),
+    (_rx(r"^(?:(?:I|we)(?:\s+(?:now\s+|still\s+|currently\s+)?live|(?:'ve|\s+have)\s+(?:just\s+|recently\s+)?"
+         r"(?:moved|relocated|lived)|\s+moved|\s+relocated|\s+just\s+moved|\s+recently\s+moved|"
+         r"(?:'m|\s+am|'re|\s+are)\s+(?:now\s+)?(?:living|based|settled))|(?:just|recently)\s+(?:moved|relocated))"
+         r"\s+(?:back\s+)?(?:with\s+(?:my|our)\s+[\w\s'-]{1,30}?\s+)?(?:in|to|at|out\s+to)\s+(.+)"), _home),
+    # Not "I left X": a town, a job or a party, it does not say which.
+    (_rx(r"^(?:I\s+(?:no\s+longer|don't|do\s+not)\s+live\s+in|I\s+moved\s+(?:out\s+of|away\s+from))"
+         r"\s+(.+?)(?:\s+(?:anymore|any\s+more))?$"), _left_home),
     (_rx(rf"^(?:{_I_AM}|I\s+was)\s+(?:originally\s+)?from\s+(.+)|^I\s+grew\s+up\s+in\s+(.+)"),
      _simple("origin", "origin", "{s} is originally from {v}.")),
     (_rx(r"^I\s+(?:no\s+longer\s+work|don't\s+work|do\s+not\s+work)\s+(?:at|for)\s+(.+?)(?:\s+(?:anymore|any\s+more))?$"),
@@ -383,30 +410,33 @@ _RULES: Final[tuple[tuple[re.Pattern[str], Build], ...]] = (
     (_rx(rf"^(?:I\s+(?:now\s+|still\s+|currently\s+)?work|{_I_AM}\s+(?:now\s+|currently\s+)?(?:working|employed)|"
          r"I\s+(?:just\s+)?(?:got|landed|accepted)\s+(?:a|an)\s+(?:new\s+)?(?:job|position|role|offer)|"
          r"I(?:'ve|\s+have)?\s+(?:just\s+)?started\s+(?:a\s+new\s+job\s+|working\s+)?|I\s+(?:just\s+)?joined|"
+         r"I(?:'ll|\s+will)?\s+start(?:\s+a\s+new\s+job|\s+working)?|I(?:'m|\s+am)\s+starting(?:\s+a\s+new\s+job)?|"
          r"I(?:'ve|\s+have)\s+(?:just\s+)?joined)\s+(?:at|for|by|with)?\s*(.+)"), _employer),
     (_rx(r"^(?:I\s+work\s+as|my\s+job\s+is|my\s+(?:job|role|position)\s+title\s+is|I\s+became|"
-         rf"{_I_AM}(?:\s+now|\s+currently)?(?:\s+working\s+as)?)\s+(?:an?\s+)?([\w\s-]+?)(?=\s+at\s|\s+for\s|[,.;!?]|$)"),
+         rf"{_I_AM}(?:\s+now|\s+currently)?(?:\s+working\s+as)?)\s+(?:an?\s+)?([\w\s-]+?)"
+         r"(?=\s+at\s|\s+for\s|\s+(?:based\s+)?in\s|[,.;!?]|$)"),
      _job),
     (_rx(r"^(?:my|our)\s+(" + "|".join(sorted(words.FAMILY_ONE | words.FAMILY_MANY, key=len, reverse=True))
          + r")(?:'s\s+name\s+is|\s+is\s+(?:named|called)|,)?\s+" + r"(?-i:([A-Z][a-z]+))"), _family),
     (_rx(r"^I\s+have\s+(a|an|one|two|three|four|five|\d)\s+(?:\w+\s+)?(" + "|".join(
          sorted({*words.FAMILY_MANY, *(f"{w}s" for w in words.FAMILY_MANY), "kids", "children"}, key=len,
                 reverse=True)) + r")\b(?:\s+(?:named|called)\s+(?-i:([A-Z][a-z]+)))?"), _has_relative),
-    (_rx(r"^(?:my|our)\s+(?:\w+\s+)?(" + "|".join(sorted(words.PETS, key=len, reverse=True))
-         + r")(?:'s\s+name\s+is|\s+is\s+(?:named|called)|,)?\s+(?-i:([A-Z][a-z]+))"), _pet),
-    (_rx(r"^(?:I\s+(?:have|got|adopted|own)|we\s+(?:have|got|adopted))\s+(?:a|an)\s+(?:new\s+|\w+\s+)?("
-         + "|".join(sorted(words.PETS, key=len, reverse=True)) + r")\b(?:\s+(?:named|called)\s+(?-i:([A-Z][a-z]+)))?"),
-     _pet),
+    (_rx(r"^(?:my|our)\s+(?:\w+\s+)?(?P<species>" + "|".join(sorted(words.PETS, key=len, reverse=True))
+         + r")(?:'s\s+name\s+is|\s+is\s+(?:named|called)|,)?\s+(?-i:(?P<name>[A-Z][a-z]+))"), _pet),
+    (_rx(r"^(?:I(?:'ve|\s+have)?\s+(?:have|got|adopted|own)|we(?:'ve|\s+have)?\s+(?:have|got|adopted))\s+"
+         r"(?P<count>a|an|one|two|three|four|\d)\s+(?:new\s+|\w+\s+)?(?P<species>"
+         + "|".join(sorted(words.PETS, key=len, reverse=True)) + r")(?:e?s)?\b(?:\s+(?:named|called)\s+"
+         r"(?-i:(?P<name>[A-Z][a-z]+)))?"), _pet),
     (_rx(rf"^{_I_AM}\s+(?:severely\s+|very\s+|deathly\s+|mildly\s+|a\s+bit\s+)?allergic\s+to\s+(.+)|"
          r"^I\s+have\s+(?:an?\s+|a\s+severe\s+)?(.+?)\s+allergy"), _allergy),
-    (_rx(rf"^{_I_AM}\s+(?:now\s+|strictly\s+|mostly\s+)?(?:a\s+)?("
+    (_rx(rf"^(?:{_I_AM}|I\s+(?:went|became|turned)|I(?:'ve|\s+have)\s+(?:gone|been|become))\s+(?:now\s+|strictly\s+|mostly\s+|fully\s+)?(?:a\s+)?("
          + "|".join(sorted(words.DIETS | {"diabetic", "pregnant"}, key=len, reverse=True)) + r")\b"), _diet),
-    (_rx(r"^(?:I\s+(?:have|suffer\s+from|live\s+with)|I\s+was\s+(?:just\s+|recently\s+)?diagnosed\s+with|"
-         r"I\s+got\s+diagnosed\s+with)\s+(" + "|".join(re.escape(c) for c in sorted(words.CONDITIONS, key=len,
-                                                                                       reverse=True)) + r"|.+)"),
+    (_rx(r"^I\s+(?:have|suffer\s+from|live\s+with|struggle\s+with|deal\s+with)\s+("
+         + "|".join(re.escape(c) for c in sorted(words.CONDITIONS, key=len, reverse=True)) + r")\b"), _condition),
+    (_rx(r"^I\s+(?:was\s+(?:just\s+|recently\s+)?|got\s+|have\s+been\s+|'ve\s+been\s+)diagnosed\s+with\s+(.+)"),
      _condition),
     (_rx(rf"^(?:{_I_AM}|I\s+just\s+turned|I\s+turned)\s+(\d{{1,3}})"
-         r"(?:\s+(?:years?\s+old|yo|this\s+year))?[.!]?\s*$"), _age),
+         r"(?:\s+(?:years?\s+old|yo|this\s+year))?(?=\s*(?:[,.!;]|and\b|$))"), _age),
     (_rx(r"^my\s+birthday\s+is\s+(?:on\s+)?(.+)"), _simple("birthday", "birthday", "{p} birthday is {v}.", dates=True)),
     (_rx(r"^my\s+(?:all[-\s]time\s+|absolute\s+)?favou?rite\s+([\w\s-]+?)\s+(?:is|are)\s+(.+)"), _favourite),
     (_rx(r"^I\s+(?:much\s+|really\s+|strongly\s+|definitely\s+|generally\s+|usually\s+|always\s+)?"
@@ -423,6 +453,15 @@ _RULES: Final[tuple[tuple[re.Pattern[str], Build], ...]] = (
      _pref("dislikes", exclusive=False)),
 )  # fmt: skip
 
+_HAVE: Final = re.compile(r"^(?:I|we)(?:'ve|\s+have)?(?:\s+got)?\s+(?:have|got|adopted|own)?", re.IGNORECASE)
+_HAVE_MORE: Final = re.compile(
+    r"^\s*,?\s*(?:and|plus|as\s+well\s+as)\s+(?:also\s+)?(?=(?:an?|one|two|three|four|five|\d+)\s)"
+)
+_ASK: Final = re.compile(
+    r",\s+(?:so\s+|and\s+|but\s+)?(?:can|could|would|will|do|does|did|what|how|any|should|is|are|where|when|which|"
+    r"who|got|have\s+you|ideas|thoughts|suggestions)\b",
+    re.IGNORECASE,
+)
 _GREETING: Final = re.compile(
     r"^(?:(?i:hi|hello|hey|greetings)(?:\s+there)?[,!.]?\s+)(?i:I'm|I\s+am|this\s+is|it's)\s+([A-Z][a-z]+)(?=[\s,.!]|$)"
 )
@@ -437,18 +476,19 @@ def _statement(clause: str) -> str:
     return _LEAD.sub("", _LABEL.sub("", clause.strip())).strip()
 
 
-def _facts_of(clause: str, subject: str, now: datetime) -> list[Fact]:
+def _facts_of(clause: str, subject: str, now: datetime, *, depth: int = 0) -> list[Fact]:
     for pattern, build in _RULES:
         m = pattern.match(clause)
         if m is None:
             continue
         found = build(m, subject, now)
-        if isinstance(found, list) and found:
-            return found
-        if isinstance(found, Fact):
-            return [found]
-        if build is _plan:
-            continue  # a travel or event phrase without a date may still be a home or an employer
+        out = found if isinstance(found, list) else [found] if isinstance(found, Fact) else []
+        if not out:
+            continue  # e.g. a travel or event phrase without a date may still be a home or an employer
+        more = _HAVE_MORE.match(clause[m.end() :]) if _HAVE.match(clause) and depth < 3 else None
+        if more is not None:  # "I have a daughter named Mia and a dog called Rex": the dog too
+            out += _facts_of("I have " + clause[m.end() + more.end() :], subject, now, depth=depth + 1)
+        return out
     return []
 
 
@@ -460,7 +500,8 @@ def extract_facts(text: str, *, now: datetime, subject: str = "The user") -> lis
     """
     if not isinstance(text, str) or not text.strip():
         return []
-    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    # Whitespace runs collapsed first: every pattern then sees single spaces (no run to backtrack over).
+    text = _NEWLINES.sub("\n", _BLANKS.sub(" ", text[:MAX_TEXT])).replace("\u2019", "'").replace("\u2018", "'")
     out: dict[str | None, Fact] = {}
     notes: list[Fact] = []
     greeting = _GREETING.match(text.strip())
@@ -469,7 +510,11 @@ def extract_facts(text: str, *, now: datetime, subject: str = "The user") -> lis
         out["name"] = named
     for raw_sentence in _SENTENCES.split(text):
         sentence = raw_sentence.strip()
-        if not sentence or len(sentence) > MAX_SENTENCE or sentence.endswith("?"):
+        if sentence.endswith("?"):
+            # "I'm moving to Lisbon next month, can you help me find a flat?": the statement before the ask
+            asks = list(_ASK.finditer(sentence))
+            sentence = sentence[: asks[-1].start()] if asks else ""
+        if not sentence or len(sentence) > MAX_SENTENCE:
             continue
         for raw_clause in _CLAUSES.split(sentence):
             clause = _statement(raw_clause)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any, Final
@@ -31,6 +32,7 @@ __all__ = [
     "NEUTRAL_BAND",
     "lexicon_reward",
     "llm_reward",
+    "preference_text",
     "reward_from_text",
 ]
 
@@ -184,3 +186,36 @@ def reward_from_text(text: str, *, llm: LLM | None = None, fallback: bool = True
             raise
         log.warning("LLM feedback rating failed (%s); using the lexicon", exc)
         return lexicon_reward(text)
+
+
+#: Words that carry no preference of their own in feedback ("great, exactly what I wanted, thanks!").
+_FILLER: Final = frozenset(
+    " ".join(
+        [
+            "a an the i me my we you your it its it's this that these those is are was were be been am do does did",
+            "so very really just quite too also and or but of to in on for with at by as what which who how all",
+            "thanks thank thx please ok okay yes yeah yep wow exactly precisely totally absolutely wanted want",
+            "needed needs expected looks look looked job work works worked done one thing stuff again here there now",
+        ]
+    ).split(" ")
+)
+_WORDS: Final = re.compile(r"[A-Za-z][A-Za-z'-]*")
+#: Content words (not sentiment, not filler) a feedback text needs to state a preference.
+_PREFERENCE_WORDS: Final = 2
+
+
+def preference_text(text: str, *, context: str | None = None) -> str | None:
+    """The preference positive feedback states, or None when it is only praise.
+
+    "great, exactly what I wanted" says how the work went (a reward), not what the user
+    prefers: saved as a preference it would be recalled for every later task. "Great, I
+    like short bullet points instead of long paragraphs" names something (two or more
+    words that are neither sentiment words of the lexicon nor filler): that is kept, with
+    the task it was about (``context``) in front, so it is recalled for similar tasks.
+    """
+    body = _text(text)
+    lexicon = _vader().lexicon
+    content = [w for w in _WORDS.findall(body.lower()) if w not in _FILLER and w not in lexicon]
+    if len(content) < _PREFERENCE_WORDS:
+        return None
+    return f"{context.strip()}: {body}" if context and context.strip() else body

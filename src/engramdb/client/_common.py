@@ -71,6 +71,11 @@ def _text(path: str | os.PathLike[str] | IO[bytes]) -> tuple[str, str]:
     return path.read().decode("utf-8"), str(getattr(path, "name", "upload.jsonl"))
 
 
+def _set(body: dict[str, Any]) -> dict[str, Any]:
+    """Fields left at None dropped: the server applies its own defaults (and older servers lack new fields)."""
+    return {k: v for k, v in body.items() if v is not None}
+
+
 class _Area:
     def __init__(self, send: Send) -> None:
         self._send = send

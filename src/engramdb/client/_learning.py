@@ -313,8 +313,9 @@ class RemoteEpisodes(_Area):
         agent: str | None = None,
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> str:
-        body = {"task": task, "agent": agent, "tags": list(tags), "metadata": metadata}
+        body = {"task": task, "agent": agent, "tags": list(tags), "metadata": metadata, "context": context}
         return self._send(Call("POST", "/episodes/start", _str("episode_id"), body=body))
 
     def event(
@@ -367,6 +368,10 @@ class RemoteCode(_Area):
         tags: Iterable[str] = (),
         min_lines: int = 3,
         visibility: str = "private",
+        metadata: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        context: str | None = None,
+        success_metrics: Mapping[str, Any] | None = None,
     ) -> builtins.list[Memory]:
         body = {
             "source": source,
@@ -376,6 +381,10 @@ class RemoteCode(_Area):
             "tags": list(tags),
             "min_lines": min_lines,
             "visibility": visibility,
+            "metadata": metadata,
+            "name": name,
+            "context": context,
+            "success_metrics": success_metrics,
         }
         return self._send(Call("POST", "/code", _many(Memory, "memories"), body=body))
 
@@ -387,6 +396,14 @@ class RemoteCode(_Area):
         pattern_type: str | None = None,
         language: str | None = None,
         limit: int = 5,
+        metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[Hit]:
-        body = {"task": task, "agent": agent, "pattern_type": pattern_type, "language": language, "limit": limit}
+        body = {
+            "task": task,
+            "agent": agent,
+            "pattern_type": pattern_type,
+            "language": language,
+            "limit": limit,
+            "metadata": metadata,
+        }
         return self._send(Call("POST", "/code/suggest", _many(Hit, "hits"), body=body))

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from engramdb.client._common import _Area, _int, _kinds, _local_only, _many, _one, _str, _text
+from engramdb.client._common import _Area, _int, _kinds, _local_only, _many, _one, _set, _str, _text
 from engramdb.client._transport import Call
 from engramdb.errors import EngramError
 from engramdb.models import (
@@ -73,6 +73,8 @@ class RemoteKnowledge(_Area):
         tag: str | None = None,
         with_vectors: bool = False,
         with_history: bool = False,
+        user: str | None = None,
+        session: str | None = None,
     ) -> int:
         def write(data: Any) -> int:
             content = str(data["content"]).encode("utf-8")
@@ -85,7 +87,14 @@ class RemoteKnowledge(_Area):
                 path.write(content)
             return int(data["count"])
 
-        query = {"agent": agent, "tag": tag, "with_vectors": with_vectors, "with_history": with_history}
+        query = {
+            "agent": agent,
+            "tag": tag,
+            "with_vectors": with_vectors,
+            "with_history": with_history,
+            "user": user,
+            "session": session,
+        }
         return self._send(Call("GET", "/knowledge/export", write, query=query))
 
     def import_file(
@@ -157,11 +166,13 @@ class RemoteRetention(_Area):
         agent: str | None = None,
         policy: Any = None,
         now: datetime | None = None,
+        user: str | None = None,
+        session: str | None = None,
     ) -> CleanupReport:
         if policy is not None or now is not None:
             raise EngramError("retention.cleanup(policy=..., now=...) is not available through a server")
-        body = {"dry_run": dry_run, "agent": agent}
-        return self._send(Call("POST", "/retention/cleanup", _one(CleanupReport), body=body))
+        body = {"dry_run": dry_run, "agent": agent, "user": user, "session": session}
+        return self._send(Call("POST", "/retention/cleanup", _one(CleanupReport), body=_set(body)))
 
     def run_scheduled(self) -> NoReturn:
         _local_only("retention.run_scheduled")

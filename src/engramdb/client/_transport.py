@@ -28,12 +28,14 @@ from engramdb.errors import (
     ValidationError,
 )
 
-__all__ = ["URL_SCHEMES", "AsyncTransport", "Call", "Transport", "is_url", "plain"]
+__all__ = ["API_PREFIX", "URL_SCHEMES", "AsyncTransport", "Call", "Transport", "is_url", "plain"]
 
 T = TypeVar("T")
 
 #: Locations that name a server rather than a store.
 URL_SCHEMES: Final = ("http://", "https://")
+#: The versioned API the client speaks (``engramdb.interfaces.rest.API_PREFIX``; not imported: no FastAPI here).
+API_PREFIX: Final = "/v1"
 #: Seconds to wait for a server's answer (a search embeds its query; a big batch embeds many).
 DEFAULT_TIMEOUT: Final = 60.0
 
@@ -127,7 +129,7 @@ class Transport:
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float | None = None) -> None:
         self.url, headers, wait = _settings(url, api_key, timeout)
-        self._client = httpx.Client(base_url=self.url, headers=headers, timeout=wait)
+        self._client = httpx.Client(base_url=self.url + API_PREFIX, headers=headers, timeout=wait)
 
     def __call__(self, call: Call[T]) -> T:
         try:
@@ -145,7 +147,7 @@ class AsyncTransport:
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float | None = None) -> None:
         self.url, headers, wait = _settings(url, api_key, timeout)
-        self._client = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=wait)
+        self._client = httpx.AsyncClient(base_url=self.url + API_PREFIX, headers=headers, timeout=wait)
 
     async def __call__(self, call: Call[T]) -> T:
         try:

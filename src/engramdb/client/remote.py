@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from engramdb import _validate as check
 from engramdb.client._transport import Call, Transport
+from engramdb.errors import ConfigError
 from engramdb.models import (
     AddResult,
     Change,
@@ -35,7 +36,7 @@ from engramdb.models import (
 
 __all__ = ["LOCAL_ONLY", "RemoteEngram", "Send"]
 
-from engramdb.client._common import LOCAL_ONLY, Send, _int, _kinds, _local_only, _many, _none, _one
+from engramdb.client._common import LOCAL_ONLY, Send, _int, _kinds, _local_only, _many, _none, _one, _set
 from engramdb.client._learning import RemoteCode, RemoteEpisodes, RemoteFailures, RemoteLearning
 from engramdb.client._privacy import (
     RemoteAudit,
@@ -80,6 +81,11 @@ class RemoteEngram:
         self.routing = RemoteRouting(self._send)
         self.keys = RemoteKeys(self._send)
 
+    @classmethod
+    def opened(cls, url: str, *, api_key: str | None = None, **options: Any) -> RemoteEngram:
+        """A client of ``url`` from :class:`~engramdb.Engram`'s arguments (see :func:`client_timeout`)."""
+        return cls(url, api_key=api_key, timeout=client_timeout(url, options))
+
     def __repr__(self) -> str:
         return f"Engram({self.location!r})"
 
@@ -119,9 +125,15 @@ class RemoteEngram:
         visibility: str = "private",
         confidence: float | None = None,
         force: bool = False,
+        user: str | None = None,
+        session: str | None = None,
+        at: datetime | str | None = None,
         key: str | None = None,
     ) -> Memory:
         body = {
+            "user": user,
+            "session": session,
+            "at": at,
             "content": content,
             "agent": agent,
             "kind": kind,
@@ -132,7 +144,7 @@ class RemoteEngram:
             "force": force,
             "key": key,
         }
-        return self._send(Call("POST", "/memories", _one(Memory), body=body))
+        return self._send(Call("POST", "/memories", _one(Memory), body=_set(body)))
 
     def add(
         self,
@@ -162,18 +174,28 @@ class RemoteEngram:
         query = {"agent": agent}
         return self._send(Call("PATCH", f"/memories/{_segment(memory_id)}", _one(Memory), query=query, body=changes))
 
-    def forget(self, memory_id: str, *, agent: str | None = None) -> None:
-        return self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query={"agent": agent}))
+    def forget(
+        self, memory_id: str, *, agent: str | None = None, user: str | None = None, session: str | None = None
+    ) -> None:
+        query = {"agent": agent, "user": user, "session": session}
+        return self._send(Call("DELETE", f"/memories/{_segment(memory_id)}", _none, query=query))
 
-    def clear(self, *, agent: str, confirm: str) -> int:
-        return self._send(Call("DELETE", "/memories", _int("forgotten"), body={"agent": agent, "confirm": confirm}))
+    def clear(self, *, agent: str, confirm: str, user: str | None = None, session: str | None = None) -> int:
+        body = _set({"agent": agent, "confirm": confirm, "user": user, "session": session})
+        return self._send(Call("DELETE", "/memories", _int("forgotten"), body=body))
 
     # -- reads ------------------------------------------------------------------------------------------
-    def get(self, memory_id: str, *, agent: str | None = None) -> Memory:
-        return self._send(Call("GET", f"/memories/{_segment(memory_id)}", _one(Memory), query={"agent": agent}))
+    def get(
+        self, memory_id: str, *, agent: str | None = None, user: str | None = None, session: str | None = None
+    ) -> Memory:
+        query = {"agent": agent, "user": user, "session": session}
+        return self._send(Call("GET", f"/memories/{_segment(memory_id)}", _one(Memory), query=query))
 
-    def recall_key(self, key: str, *, agent: str | None = None) -> Memory:
-        return self._send(Call("GET", "/keyed", _one(Memory), query={"key": key, "agent": agent}))
+    def recall_key(
+        self, key: str, *, agent: str | None = None, user: str | None = None, as_of: datetime | str | None = None
+    ) -> Memory:
+        query = {"key": key, "agent": agent, "user": user, "as_of": as_of}
+        return self._send(Call("GET", "/keyed", _one(Memory), query=query))
 
     def search(
         self,
@@ -183,11 +205,17 @@ class RemoteEngram:
         kind: str | Sequence[str] | None = None,
         tags: Iterable[str] | None = None,
         limit: int = 10,
+        user: str | None = None,
+        session: str | None = None,
+        as_of: datetime | str | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         min_score: float | None = None,
     ) -> builtins.list[Hit]:
         body = {
+            "user": user,
+            "session": session,
+            "as_of": as_of,
             "query": query,
             "agent": agent,
             "kind": kind,
@@ -209,8 +237,14 @@ class RemoteEngram:
         offset: int = 0,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        as_of: datetime | str | None = None,
     ) -> builtins.list[Memory]:
         query = {
+            "user": user,
+            "session": session,
+            "as_of": as_of,
             "agent": agent,
             "kind": _kinds(kind),
             "tag": None if tags is None else [tags] if isinstance(tags, str) else list(tags),
@@ -221,17 +255,33 @@ class RemoteEngram:
         }
         return self._send(Call("GET", "/memories", _many(Memory, "memories"), query=query))
 
-    def count(self, *, agent: str | None = None, kind: str | Sequence[str] | None = None) -> int:
-        return self._send(Call("GET", "/count", _int("count"), query={"agent": agent, "kind": _kinds(kind)}))
+    def count(
+        self,
+        *,
+        agent: str | None = None,
+        kind: str | Sequence[str] | None = None,
+        user: str | None = None,
+        session: str | None = None,
+    ) -> int:
+        query = {"agent": agent, "kind": _kinds(kind), "user": user, "session": session}
+        return self._send(Call("GET", "/count", _int("count"), query=query))
 
     def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
         path = f"/memories/{_segment(memory_id)}/history"
         return self._send(Call("GET", path, _many(Change, "changes"), query={"agent": agent}))
 
     # -- the brain and maintenance ----------------------------------------------------------------------
-    def context(self, task: str, *, agent: str | None = None, token_budget: int = 1500) -> Context:
-        body = {"task": task, "agent": agent, "token_budget": token_budget}
-        return self._send(Call("POST", "/context", _one(Context), body=body))
+    def context(
+        self,
+        task: str,
+        *,
+        agent: str | None = None,
+        token_budget: int = 1500,
+        user: str | None = None,
+        session: str | None = None,
+    ) -> Context:
+        body = {"task": task, "agent": agent, "token_budget": token_budget, "user": user, "session": session}
+        return self._send(Call("POST", "/context", _one(Context), body=_set(body)))
 
     def reason(
         self, goal: str, *, agent: str | None = None, mode: str = "plan", options: Sequence[str] | None = None
@@ -243,11 +293,18 @@ class RemoteEngram:
         return self._send(Call("GET", "/doctor", _one(HealthReport), query={"quick": quick}))
 
 
+def client_timeout(url: str, options: Mapping[str, Any]) -> Any:
+    """The ``timeout`` among a client's :class:`~engramdb.Engram` options. ``create`` means nothing to a client (the
+    server's store exists); any other option is a setting of the server's store, refused in one line."""
+    unknown = sorted(set(options) - {"timeout", "create"})
+    if unknown:
+        raise ConfigError(
+            f"{', '.join(unknown)}: settings of the server's store, not of a client of {url} "
+            "(a client takes api_key and timeout)"
+        )
+    return options.get("timeout")
+
+
 def _segment(memory_id: str) -> str:
     """A checked id as one path segment (a '/' or '?' in it must not change the route)."""
     return quote(check.memory_id(memory_id), safe="")
-
-
-def _set(body: dict[str, Any]) -> dict[str, Any]:
-    """Fields left at None dropped: the server applies its own defaults (and older servers lack new fields)."""
-    return {k: v for k, v in body.items() if v is not None}

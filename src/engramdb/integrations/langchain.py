@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from engramdb import _validate as check
-from engramdb.errors import EngramError
+from engramdb.errors import ConfigError, EngramError
 from engramdb.integrations._patterns import PATTERN_KIND, PATTERN_TAG
 from engramdb.models import Kind
 from engramdb.recall import read_filter
@@ -156,23 +156,32 @@ class RecordOutcomeArgs(BaseModel):
     )
 
 
-#: A pattern found by meaning alone (no word of the task) is recalled only at this cosine similarity or more:
-#: unrelated tasks score 0.0-0.13 with the default model, paraphrases 0.4-0.95 ("Sign into FB" / "Login to
-#: Facebook" 0.75), so an unrelated pattern is never offered as a similar one.
-_MIN_SIMILARITY: Final = 0.25
+#: A pattern is recalled only at this calibrated relevance or more (README, "Relevance"): unrelated tasks get
+#: 0.1-0.2 with the default model, rewordings above 0.7 ("Sign into FB" / "Login to Facebook" 0.98, "Go to
+#: FB" 0.83), so an unrelated pattern is never offered as a similar one. Seed 004's rule, reuse a pattern
+#: above 0.7, reads the "Similarity" line, which shows this relevance.
+_MIN_RELEVANCE: Final = 0.3
 
 
 # -- the tools ----------------------------------------------------------------------------------------------
-def memory_tools(mem: Engram, *, agent: str | None = None) -> list[BaseTool]:
+def memory_tools(
+    mem: Engram, *, agent: str | None = None, user: str | None = None, session: str | None = None
+) -> list[BaseTool]:
     """The engramdb tools for a LangChain agent, every one acting as ``agent`` on ``mem`` (default: its
-    ``agent`` setting).
+    ``agent`` setting). With ``user`` (and ``session``) the memory tools (``remember``, ``search``,
+    ``update``, ``forget``) keep to that user's scope: what they store is the user's, what they find is the
+    user's and the agent's own, never another user's; patterns and outcomes stay the agent's (shared learning).
 
     Returns ``save_pattern``, ``recall_patterns``, ``get_pattern_stats``, ``remember``, ``search``,
     ``update``, ``forget``, ``suggest`` and ``record_outcome``. An :class:`~engramdb.errors.EngramError`
     raised while a tool runs (and invalid arguments) become the tool's answer, so the model can correct itself.
     """
+    if not hasattr(mem, "store"):  # the pattern statistics aggregate in the store
+        raise ConfigError(
+            "memory_tools needs a store in this process (Engram(path) or a database URL), not a server's client"
+        )
     agent = check.agent_name(mem.settings.agent if agent is None else agent)
-    tools = _Tools(mem, agent)
+    tools = _Tools(mem, agent, user=check.scope(user, what="user"), session=check.scope(session, what="session"))
     specs: list[tuple[str, Callable[..., str], type[BaseModel], str]] = [
         (
             "save_pattern",
@@ -285,9 +294,10 @@ def _validation_message(name: str) -> Callable[[Any], str]:
 class _Tools:
     """The tool functions, bound to one store and one agent."""
 
-    def __init__(self, mem: Engram, agent: str) -> None:
+    def __init__(self, mem: Engram, agent: str, *, user: str | None = None, session: str | None = None) -> None:
         self._mem = mem
         self._agent = agent
+        self._user, self._session = user, session
 
     @_guarded("save_pattern")
     def save_pattern(
@@ -315,13 +325,8 @@ class _Tools:
         hits = self._mem.search(
             task, agent=self._agent, kind=PATTERN_KIND, tags=[PATTERN_TAG], limit=max(max_results * 4, 10)
         )
-        floor = max(_MIN_SIMILARITY, self._mem.settings.min_score)
-        kept = [
-            h
-            for h in hits
-            if h.memory.confidence >= min_success_rate
-            and (h.keyword_score is not None or (h.vector_score is not None and h.vector_score >= floor))
-        ][:max_results]
+        floor = max(_MIN_RELEVANCE, self._mem.settings.min_score)
+        kept = [h for h in hits if h.memory.confidence >= min_success_rate and h.relevance >= floor][:max_results]
         if not kept:
             return f"No similar patterns found for task: {_shown(task)}"
         lines = [f"Found {len(kept)} similar pattern{'s' if len(kept) != 1 else ''}:"]
@@ -329,8 +334,7 @@ class _Tools:
             m = hit.memory
             lines.append(f"{i}. Task: {_shown(str(m.metadata.get('task', m.content)))}")
             lines.append(f"   Pattern id: {m.id}")
-            if hit.vector_score is not None:
-                lines.append(f"   Similarity: {max(0.0, hit.vector_score):.0%}")
+            lines.append(f"   Similarity: {hit.relevance:.0%}")
             lines.append(f"   Success rate: {m.confidence:.0%}")
             lines.append(f"   Times used: {_count(m.attempts)}")
             when = m.metadata.get("context")
@@ -370,14 +374,19 @@ class _Tools:
     @_guarded("remember")
     def remember(self, content: str, kind: Kind = "knowledge", tags: Sequence[str] = ()) -> str:
         """Stores one memory; says which secrets were redacted."""
-        memory = self._mem.remember(content, agent=self._agent, kind=kind, tags=list(tags))
+        memory = self._mem.remember(
+            content, agent=self._agent, kind=kind, tags=list(tags), user=self._user, session=self._session
+        )
         note = f" (redacted before storing: {', '.join(memory.redacted)})" if memory.redacted else ""
         return f"Remembered {memory.id} ({memory.kind}){note}."
 
     @_guarded("search")
     def search(self, query: str, kind: Kind | None = None, tags: Sequence[str] | None = None, limit: int = 5) -> str:
         """Hybrid search in the agent's memories (and those shared with it)."""
-        hits = self._mem.search(query, agent=self._agent, kind=kind, tags=list(tags) if tags else None, limit=limit)
+        wanted = list(tags) if tags else None
+        hits = self._mem.search(
+            query, agent=self._agent, kind=kind, tags=wanted, limit=limit, user=self._user, session=self._session
+        )
         if not hits:
             return f"No memories found for: {_shown(query)}"
         lines = [f"Found {len(hits)} memor{'ies' if len(hits) != 1 else 'y'}, best first:"]
@@ -385,7 +394,8 @@ class _Tools:
             m = hit.memory
             tag_text = f" tags={','.join(m.tags)}" if m.tags else ""
             shared = f" shared by {m.shared_by}" if m.shared_by else ""
-            lines.append(f"{i}. [{m.kind}] id={m.id} score={hit.score:.3f}{tag_text}{shared}")
+            same = f" (stands for {hit.stands_for} near-identical memories)" if hit.duplicates else ""
+            lines.append(f"{i}. [{m.kind}] id={m.id} relevance={hit.relevance:.2f}{tag_text}{shared}{same}")
             lines.append(f"   {_shown(m.content)}")
         return "\n".join(lines)
 
@@ -398,13 +408,15 @@ class _Tools:
         changes = {k: v for k, v in changes.items() if v is not None}
         if not changes:
             return "Nothing to change: pass content, tags or kind."
+        if self._user is not None or self._session is not None:  # in the user's scope, else NotFound
+            self._mem.get(memory_id, agent=self._agent, user=self._user, session=self._session)
         memory = self._mem.update(memory_id, agent=self._agent, **changes)
         return f"Updated {memory.id} ({', '.join(sorted(changes))})."
 
     @_guarded("forget")
     def forget(self, memory_id: str) -> str:
         """Deletes one of the agent's own memories."""
-        self._mem.forget(memory_id, agent=self._agent)
+        self._mem.forget(memory_id, agent=self._agent, user=self._user, session=self._session)
         return f"Forgot {memory_id}."
 
     @_guarded("suggest")

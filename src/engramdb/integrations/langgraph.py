@@ -11,9 +11,15 @@ search (keywords and meaning, no embedding configuration), secret redaction and 
 
 How items map to memories:
 
-- The first label of a namespace is the engramdb **agent** that owns the item: ``("alice", "memories")`` is
-  agent ``alice``'s. (LangGraph reserves the root label ``langgraph``; engramdb uses that agent for its
-  namespace registry, which is how ``list_namespaces`` and searches over the whole store find every agent.)
+- Namespace labels map to engramdb's scopes by position (``scopes``, default ``("agent", "user",
+  "session")``): the first label is the **agent** that owns the item, the second the **user** it belongs
+  to, the third the conversation **session**; later labels only address items. LangMem's default namespace
+  ``("memories", "{langgraph_user_id}")`` thus keeps each user's items in that user's scope: a read under
+  one user's namespace never sees another user's items, and ``mem.search(..., user=...)`` finds them from
+  Python. ``scopes=("user",)`` with ``agent="assistant"`` makes the first label the user of one agent; a
+  ``None`` position is a plain label. (LangGraph reserves the root label ``langgraph``; engramdb uses that
+  agent for its namespace registry, which is how ``list_namespaces`` and searches over the whole store find
+  every agent.)
 - Each item is one memory of ``kind`` (default ``knowledge``) tagged ``langgraph``, ``langgraph.ns:<prefix>``
   for every prefix of its namespace, ``langgraph.in:<namespace>`` and ``langgraph.item:<hash>`` for its
   (namespace, key). Its metadata keeps
@@ -64,7 +70,11 @@ from engramdb.models import Memory
 if TYPE_CHECKING:
     from engramdb.engram import Engram
 
-__all__ = ["REGISTRY_AGENT", "EngramStore"]
+__all__ = ["DEFAULT_SCOPES", "REGISTRY_AGENT", "EngramStore"]
+
+#: What the labels of a namespace are, by position: LangMem's ("memories", "{langgraph_user_id}") isolates users.
+DEFAULT_SCOPES: Final[tuple[str | None, ...]] = ("agent", "user", "session")
+_ROLES: Final = frozenset({"agent", "user", "session"})
 
 #: The agent holding the namespace registry (LangGraph forbids it as a namespace's first label).
 REGISTRY_AGENT: Final = "langgraph"
@@ -92,19 +102,40 @@ def _call(name: str, *args: Any, **kwargs: Any) -> Steps[Any]:
 
 
 class EngramStore(BaseStore):
-    """LangGraph's ``BaseStore`` on an :class:`~engramdb.Engram`: the namespace's first label is the agent.
+    """LangGraph's ``BaseStore`` on an :class:`~engramdb.Engram`: namespace labels are agent, user and session.
 
     ``kind`` is the kind of the memories items become; ``index`` the default value fields whose text
     search matches (LangGraph path syntax, e.g. ``["text", "tags[*]"]``; None: the whole value).
+    ``scopes`` says which engramdb scope each namespace position is (``"agent"``, ``"user"``,
+    ``"session"`` or None, each at most once; see the module docstring); without an ``"agent"``
+    position every item belongs to ``agent`` (default: the store's ``agent`` setting).
     The store does not close ``mem``.
     """
 
-    __slots__ = ("_amem", "_index", "_kind", "_known_namespaces", "_mem")
+    __slots__ = ("_agent", "_amem", "_index", "_kind", "_known_namespaces", "_mem", "_roles")
 
     supports_ttl = False
 
-    def __init__(self, mem: Engram, *, kind: str = "knowledge", index: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        mem: Engram,
+        *,
+        kind: str = "knowledge",
+        index: Sequence[str] | None = None,
+        scopes: Sequence[str | None] = DEFAULT_SCOPES,
+        agent: str | None = None,
+    ) -> None:
         self._mem = mem
+        if isinstance(scopes, str) or not all(r is None or r in _ROLES for r in scopes):
+            raise ValidationError(f"scopes must list 'agent', 'user', 'session' or None by position, not {scopes!r}")
+        named = [r for r in scopes if r is not None]
+        if len(named) != len(set(named)):
+            raise ValidationError(f"scopes names a scope twice: {tuple(scopes)!r}")
+        self._roles: tuple[str | None, ...] = tuple(scopes)
+        if "agent" in named and agent is not None:
+            raise ValidationError("give agent= only when no namespace label is the agent (scopes without 'agent')")
+        settings = getattr(mem, "settings", None)  # a remote client acts for its server's agent by default
+        self._agent = check.agent_name(agent if agent is not None else getattr(settings, "agent", "default"))
         self._amem: AsyncEngram | None = None  # made on the first abatch: the async API over the same store
         self._kind = check.kind(kind)
         if index is not None and (isinstance(index, str) or not all(isinstance(f, str) for f in index)):
@@ -154,6 +185,30 @@ class EngramStore(BaseStore):
                 raise TypeError(f"unknown store operation {type(op).__name__}")
         return results
 
+    # -- scopes --------------------------------------------------------------------------------------------
+    def _scope(self, labels: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
+        """The agent a namespace (or prefix) names (None: a prefix too short to say) and its user/session.
+
+        Labels in scope positions are checked as engramdb names (one-line ValidationError otherwise).
+        """
+        named = {role: labels[i] for i, role in enumerate(self._roles) if role is not None and i < len(labels)}
+        for role, label in named.items():
+            if role == "agent":
+                check.agent_name(label, what="the namespace label naming the agent")
+            else:
+                check.scope(label, what=f"the namespace label naming the {role}")
+        agent = named.pop("agent", None)
+        if "agent" not in self._roles:
+            agent = self._agent
+        return agent, named
+
+    def _owner(self, namespace: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+        """The agent and the user/session of a full namespace."""
+        agent, scope = self._scope(namespace)
+        if agent is None:
+            raise InvalidNamespaceError(f"namespace {namespace} has no label in the agent's position")
+        return agent, scope
+
     # -- get / put -----------------------------------------------------------------------------------------
     def _get(self, op: GetOp) -> Steps[Item | None]:
         namespace = _namespace(op.namespace)
@@ -162,8 +217,9 @@ class EngramStore(BaseStore):
 
     def _find(self, namespace: tuple[str, ...], key: str) -> Steps[list[Memory]]:
         """The memories holding (namespace, key), newest first (more than one only after a race)."""
-        page = yield from _call("list", agent=namespace[0], tags=[_item_tag(namespace, key)], limit=_PAGE)
-        out = [m for m in page if m.agent == namespace[0] and _address(m) == (namespace, key)]
+        agent, scope = self._owner(namespace)
+        page = yield from _call("list", agent=agent, tags=[_item_tag(namespace, key)], limit=_PAGE, **scope)
+        out = [m for m in page if m.agent == agent and _address(m) == (namespace, key)]
         return sorted(out, key=lambda m: m.updated_at, reverse=True)
 
     def _put(self, op: PutOp) -> Steps[None]:
@@ -174,7 +230,7 @@ class EngramStore(BaseStore):
             raise ValidationError(f"key must be a string, not {type(op.key).__name__}")
         if op.ttl is not None:
             raise NotImplementedError("EngramStore does not support TTLs")
-        agent = namespace[0]
+        agent, scope = self._owner(namespace)
         existing = yield from self._find(namespace, op.key)
         if op.value is None:
             for m in existing:
@@ -195,7 +251,9 @@ class EngramStore(BaseStore):
             return
         yield from self._register(namespace)
         tags = _tags(namespace, op.key)
-        yield from _call("remember", content, agent=agent, kind=self._kind, tags=tags, metadata=metadata, force=True)
+        yield from _call(
+            "remember", content, agent=agent, kind=self._kind, tags=tags, metadata=metadata, force=True, **scope
+        )
 
     def _text(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any) -> str:
         """The text search matches for a value: its index fields, or all of it."""
@@ -243,16 +301,19 @@ class EngramStore(BaseStore):
             offset += len(page)
 
     def _agents(self, prefix: tuple[str, ...]) -> Steps[list[str]]:
-        """The agents a read under ``prefix`` covers: the prefix's first label, else every registered one."""
-        if prefix:
-            return [prefix[0]]
-        return sorted({ns[0] for ns in (yield from self._registered())})
+        """The agents a read under ``prefix`` covers: the one it names, else every registered one."""
+        agent, _ = self._scope(prefix)
+        if agent is not None:
+            return [agent]
+        at = self._roles.index("agent")
+        return sorted({ns[at] for ns in (yield from self._registered()) if len(ns) > at})
 
     def _non_empty(self, namespace: tuple[str, ...]) -> Steps[bool]:
         """Whether the namespace holds an item now (deleting its last item empties it)."""
+        agent, scope = self._owner(namespace)
         tags = [_TAG, _EXACT_NS_TAG + ".".join(namespace)]
-        page = yield from _call("list", agent=namespace[0], tags=tags, limit=1)
-        return any(m.agent == namespace[0] for m in page)
+        page = yield from _call("list", agent=agent, tags=tags, limit=1, **scope)
+        return any(m.agent == agent for m in page)
 
     # -- search ---------------------------------------------------------------------------------------------
     def _search(self, op: SearchOp) -> Steps[list[SearchItem]]:
@@ -264,28 +325,32 @@ class EngramStore(BaseStore):
         if op.filter is not None and not isinstance(op.filter, Mapping):
             raise ValidationError("filter must be a mapping of value fields to values or {'$op': value} conditions")
         flt = dict(op.filter or {})
+        _, scope = self._scope(prefix)
         if op.query:
             scored: list[tuple[float, Memory]] = []
             fetch = min(_MAX_FETCH, wanted if not flt else max(wanted * 5, 100))
             for agent in (yield from self._agents(prefix)):
                 tags = [_TAG, _NS_TAG + ".".join(prefix)] if prefix else [_TAG]
-                hits = yield from _call("search", op.query, agent=agent, tags=tags, limit=fetch)
+                hits = yield from _call("search", op.query, agent=agent, tags=tags, limit=fetch, **scope)
                 scored.extend((h.score, h.memory) for h in hits if _matches(h.memory, agent, prefix, flt))
             scored.sort(key=lambda pair: pair[0], reverse=True)
             return [_search_item(m, s) for s, m in scored[offset:wanted]]
         found: list[Memory] = []
         for agent in (yield from self._agents(prefix)):
-            found.extend((yield from self._scan(agent, prefix, flt, wanted)))
+            found.extend((yield from self._scan(agent, prefix, flt, wanted, scope)))
         found.sort(key=lambda m: m.updated_at, reverse=True)
         return [_search_item(m, None) for m in found[offset:wanted]]
 
-    def _scan(self, agent: str, prefix: tuple[str, ...], flt: Mapping[str, Any], wanted: int) -> Steps[list[Memory]]:
-        """Up to ``wanted`` of the agent's items under ``prefix`` that pass ``flt``, newest first."""
+    def _scan(
+        self, agent: str, prefix: tuple[str, ...], flt: Mapping[str, Any], wanted: int, scope: Mapping[str, str]
+    ) -> Steps[list[Memory]]:
+        """Up to ``wanted`` of the agent's items under ``prefix`` (in its ``scope``) that pass ``flt``, newest
+        first."""
         tags = [_TAG, _NS_TAG + ".".join(prefix)] if prefix else [_TAG]
         offset = 0
         out: list[Memory] = []
         while len(out) < wanted:
-            page = yield from _call("list", agent=agent, tags=tags, limit=_PAGE, offset=offset)
+            page = yield from _call("list", agent=agent, tags=tags, limit=_PAGE, offset=offset, **scope)
             out.extend(m for m in page if _matches(m, agent, prefix, flt))
             if len(page) < _PAGE:
                 break
@@ -322,11 +387,10 @@ def _labels(namespace: Any) -> tuple[str, ...]:
 
 
 def _namespace(namespace: Any) -> tuple[str, ...]:
-    """A full namespace: at least one label, the first one a valid agent name."""
+    """A full namespace: at least one label (those naming scopes are checked by ``EngramStore._scope``)."""
     labels = _labels(namespace)
     if not labels:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    check.agent_name(labels[0], what="namespace's first label (the agent)")
     return labels
 
 

@@ -73,6 +73,9 @@ def remember(mem: Engram, who: Caller, a: RememberArgs) -> JSON:
         confidence=a.confidence,
         force=a.force,
         key=a.key,
+        user=a.user,
+        session=a.session,
+        at=a.at,
     ).to_dict()
 
 
@@ -98,31 +101,47 @@ def list_memories(
     offset: int,
     since: str | None = None,
     until: str | None = None,
+    user: str | None = None,
+    session: str | None = None,
+    as_of: str | None = None,
 ) -> JSON:
     kinds = cast("list[Kind] | None", kind)
     found = mem.list(
-        agent=who.agent(agent), kind=kinds, tags=tags, limit=limit, offset=offset, since=since, until=until
+        agent=who.agent(agent),
+        kind=kinds,
+        tags=tags,
+        limit=limit,
+        offset=offset,
+        since=since,
+        until=until,
+        user=user,
+        session=session,
+        as_of=as_of,
     )
     return {"memories": [m.to_dict() for m in found], "limit": limit, "offset": offset}
 
 
 def get(mem: Engram, who: Caller, a: MemoryArgs) -> JSON:
-    return mem.get(a.memory_id, agent=who.scope(a.agent)).to_dict()
+    return mem.get(a.memory_id, agent=who.scope(a.agent), user=a.user, session=a.session).to_dict()
 
 
 def update(mem: Engram, who: Caller, a: MemoryArgs, changes: UpdateArgs) -> JSON:
     who.require_write()
     # Only the fields the client sent: a field sent as null is a change (to empty metadata, ...).
+    if a.user is not None or a.session is not None:
+        mem.get(a.memory_id, agent=who.scope(a.agent), user=a.user, session=a.session)  # in scope, else NotFound
     return mem.update(a.memory_id, agent=who.scope(a.agent), **changes.model_dump(exclude_unset=True)).to_dict()
 
 
 def forget(mem: Engram, who: Caller, a: MemoryArgs) -> JSON:
     who.require_write()
-    mem.forget(a.memory_id, agent=who.scope(a.agent))
+    mem.forget(a.memory_id, agent=who.scope(a.agent), user=a.user, session=a.session)
     return {"forgotten": a.memory_id}
 
 
 def history(mem: Engram, who: Caller, a: MemoryArgs) -> JSON:
+    if a.user is not None or a.session is not None:
+        mem.get(a.memory_id, agent=who.scope(a.agent), user=a.user, session=a.session)  # in scope, else NotFound
     return {"changes": [c.to_dict() for c in mem.history(a.memory_id, agent=who.scope(a.agent))]}
 
 
@@ -136,6 +155,9 @@ def search(mem: Engram, who: Caller, a: SearchArgs) -> JSON:
         limit=a.limit,
         since=a.since,
         until=a.until,
+        user=a.user,
+        session=a.session,
+        as_of=a.as_of,
         min_score=a.min_score,
     )
     return {"hits": [h.to_dict() for h in hits]}
@@ -252,7 +274,7 @@ def record_episode(mem: Engram, who: Caller, a: EpisodeArgs) -> JSON:
 def start_episode(mem: Engram, who: Caller, a: StartEpisodeArgs) -> JSON:
     who.require_write()
     agent = who.agent(a.agent)
-    episode_id = mem.episodes.start(a.task, agent=agent, tags=a.tags, metadata=a.metadata)
+    episode_id = mem.episodes.start(a.task, agent=agent, tags=a.tags, metadata=a.metadata, context=a.context)
     return {"episode_id": episode_id, "agent": agent, "task": a.task}
 
 
@@ -318,8 +340,8 @@ def context(mem: Engram, who: Caller, a: ContextArgs) -> JSON:
     agent = who.agent(a.agent)
     # The context shows the agent's session window only if this process opened it: open it, so a window
     # written through another server (sessions in Redis) is part of the context served here too.
-    mem.session(agent)
-    return mem.context(a.task, agent=agent, token_budget=a.token_budget).to_dict()
+    mem.session(agent, user=a.user, session=a.session)
+    return mem.context(a.task, agent=agent, token_budget=a.token_budget, user=a.user, session=a.session).to_dict()
 
 
 def _message(m: Message) -> JSON:
@@ -329,14 +351,17 @@ def _message(m: Message) -> JSON:
 def add_session_message(mem: Engram, who: Caller, a: SessionMessageArgs) -> JSON:
     who.require_write()
     agent = who.agent(a.agent)
-    return {"agent": agent, "message": _message(mem.session(agent).add(a.content, role=a.role))}
+    window = mem.session(agent, user=a.user, session=a.session)
+    return {"agent": agent, "message": _message(window.add(a.content, role=a.role))}
 
 
 def session(mem: Engram, who: Caller, a: SessionArgs) -> JSON:
     agent = who.agent(a.agent)
-    window = mem.session(agent)
+    window = mem.session(agent, user=a.user, session=a.session)
     return {
         "agent": agent,
+        "user": a.user,
+        "session": a.session,
         "messages": [_message(m) for m in window.messages],
         "variables": window.variables,
         "tokens": window.tokens,

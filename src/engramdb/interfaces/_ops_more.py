@@ -83,16 +83,17 @@ def _since(value: str | None) -> datetime | None:
 
 
 def count(mem: Engram, who: Caller, a: CountArgs) -> JSON:
-    return {"count": mem.count(agent=who.agent(a.agent), kind=cast("list[Kind] | None", a.kind))}
+    kinds = cast("list[Kind] | None", a.kind)
+    return {"count": mem.count(agent=who.agent(a.agent), kind=kinds, user=a.user, session=a.session)}
 
 
 def recall_key(mem: Engram, who: Caller, a: KeyedArgs) -> JSON:
-    return mem.recall_key(a.key, agent=who.agent(a.agent)).to_dict()
+    return mem.recall_key(a.key, agent=who.agent(a.agent), user=a.user, as_of=a.as_of).to_dict()
 
 
 def clear(mem: Engram, who: Caller, a: ClearArgs) -> JSON:
     who.require_write()
-    return {"forgotten": mem.clear(agent=who.agent(a.agent), confirm=a.confirm)}
+    return {"forgotten": mem.clear(agent=who.agent(a.agent), confirm=a.confirm, user=a.user, session=a.session)}
 
 
 def reason(mem: Engram, who: Caller, a: ReasonArgs) -> JSON:
@@ -213,13 +214,22 @@ def remember_code(mem: Engram, who: Caller, a: CodeArgs) -> JSON:
         tags=a.tags,
         min_lines=a.min_lines,
         visibility=cast("Visibility", a.visibility),
+        metadata=a.metadata,
+        name=a.name,
+        context=a.context,
+        success_metrics=a.success_metrics,
     )
     return {"memories": [m.to_dict() for m in found]}
 
 
 def suggest_code(mem: Engram, who: Caller, a: CodeSuggestArgs) -> JSON:
     hits = mem.code.suggest(
-        a.task, agent=who.agent(a.agent), pattern_type=a.pattern_type, language=a.language, limit=a.limit
+        a.task,
+        agent=who.agent(a.agent),
+        pattern_type=a.pattern_type,
+        language=a.language,
+        limit=a.limit,
+        metadata=a.metadata,
     )
     return {"hits": [h.to_dict() for h in hits]}
 
@@ -238,7 +248,13 @@ def share_list(mem: Engram, who: Caller, a: ShareListArgs) -> JSON:
 def export_knowledge(mem: Engram, who: Caller, a: ExportArgs) -> JSON:
     out = io.BytesIO()
     n = mem.knowledge.export_file(
-        out, agent=who.agent(a.agent), tag=a.tag, with_vectors=a.with_vectors, with_history=a.with_history
+        out,
+        agent=who.agent(a.agent),
+        tag=a.tag,
+        with_vectors=a.with_vectors,
+        with_history=a.with_history,
+        user=a.user,
+        session=a.session,
     )
     return {"count": n, "content": out.getvalue().decode("utf-8")}
 
@@ -290,7 +306,7 @@ def seed(mem: Engram, who: Caller, a: SeedArgs) -> JSON:
 
 def cleanup(mem: Engram, who: Caller, a: CleanupArgs) -> JSON:
     _admin(who)
-    return mem.retention.cleanup(dry_run=a.dry_run, agent=a.agent).to_dict()
+    return mem.retention.cleanup(dry_run=a.dry_run, agent=a.agent, user=a.user, session=a.session).to_dict()
 
 
 def create_key(mem: Engram, who: Caller, a: CreateKeyArgs) -> JSON:
@@ -381,7 +397,18 @@ def update_tool(mem: Engram, who: Caller, a: UpdateToolArgs) -> JSON:
 
 def list_tool(mem: Engram, who: Caller, a: ListArgs) -> JSON:
     return ops.list_memories(
-        mem, who, agent=a.agent, kind=a.kind, tags=a.tags, limit=a.limit, offset=a.offset, since=a.since, until=a.until
+        mem,
+        who,
+        agent=a.agent,
+        kind=a.kind,
+        tags=a.tags,
+        limit=a.limit,
+        offset=a.offset,
+        since=a.since,
+        until=a.until,
+        user=a.user,
+        session=a.session,
+        as_of=a.as_of,
     )
 
 

@@ -7,9 +7,11 @@ body; unknown parameters or fields are refused as everywhere else in the API.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI, Query
+from fastapi import APIRouter, Body, FastAPI, Query
+from pydantic import BaseModel
 
 from engramdb.interfaces._ops_more import ROUTES, Route
 
@@ -40,13 +42,17 @@ def _endpoint(mem: Engram, route: Route, who: Any) -> Any:
     return endpoint
 
 
-def mount_more(app: FastAPI, mem: Engram, who: Any) -> None:
-    """Add every route of :data:`~engramdb.interfaces._ops_more.ROUTES` to ``app``; ``who`` is the caller dependency."""
+def mount_more(
+    app: FastAPI | APIRouter, mem: Engram, who: Any, *, results: Mapping[str, type[BaseModel]] | None = None
+) -> None:
+    """Add every route of :data:`~engramdb.interfaces._ops_more.ROUTES` to ``app``; ``who`` is the caller dependency,
+    ``results`` the response model of each operation (by its name)."""
     for route in ROUTES:
         area = route.path.strip("/").split("/")[0]
         app.add_api_route(
             route.path,
             _endpoint(mem, route, who),
+            response_model=(results or {}).get(route.tool.name),
             methods=[route.method],
             status_code=route.status,
             tags=[area],

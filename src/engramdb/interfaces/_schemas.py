@@ -18,11 +18,17 @@ from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_T
 
 __all__ = [
     "AGENT_HELP",
+    "AS_OF_HELP",
+    "AT_HELP",
     "MAX_EVENTS",
     "MAX_OFFSET",
+    "SESSION_HELP",
+    "USER_HELP",
     "AddArgs",
     "AnalyzeEpisodesArgs",
     "Args",
+    "AsOf",
+    "At",
     "BatchArgs",
     "ChooseArgs",
     "ContextArgs",
@@ -40,6 +46,7 @@ __all__ = [
     "RouteArgs",
     "RouteRecordArgs",
     "SearchArgs",
+    "Session",
     "SessionArgs",
     "SessionMessageArgs",
     "ShareArgs",
@@ -48,6 +55,7 @@ __all__ = [
     "StatsArgs",
     "SuggestArgs",
     "UpdateArgs",
+    "User",
 ]
 
 AGENT_HELP: Final = "Act as this agent (default: the API key's agent; another agent needs an admin key)."
@@ -55,6 +63,14 @@ AGENT_HELP: Final = "Act as this agent (default: the API key's agent; another ag
 MAX_EVENTS: Final = 1000
 
 Agent = Field(default=None, description=AGENT_HELP)
+USER_HELP: Final = "A user of the agent: their memories and the agent's own (no user), never another user's."
+SESSION_HELP: Final = "A conversation thread or run: only its memories."
+AS_OF_HELP: Final = "What was true then (ISO 8601): a changed fact's value at that time, nothing that happened later."
+AT_HELP: Final = "When it happened (ISO 8601; default: now)."
+User = Field(default=None, description=USER_HELP)
+Session = Field(default=None, description=SESSION_HELP)
+AsOf = Field(default=None, max_length=40, description=AS_OF_HELP)
+At = Field(default=None, max_length=40, description=AT_HELP)
 Limit = Field(ge=1, le=MAX_LIMIT, description="At most this many results.")
 
 
@@ -76,12 +92,17 @@ class RememberArgs(Args):
     confidence: float | None = Field(default=None, description="From 0 to 1.")
     force: bool = Field(default=False, description="Store it even if a near-duplicate exists.")
     key: str | None = Field(default=None, description="A keyed memory: supersedes the agent's value of this key.")
+    user: str | None = User
+    session: str | None = Session
+    at: str | None = At
 
 
 class BatchArgs(Args):
     """Store many memories at once: all or nothing; an error names the bad item's position."""
 
-    items: list[dict[str, Any]] = Field(description="Memories as for remember (content, agent, kind, tags, ...).")
+    items: list[dict[str, Any]] = Field(
+        description="Memories as for remember (content, agent, kind, tags, user, session, at, ...)."
+    )
     force: bool = False
 
 
@@ -107,6 +128,8 @@ class MemoryArgs(Args):
 
     memory_id: str
     agent: str | None = Agent
+    user: str | None = User
+    session: str | None = Session
 
 
 class UpdateArgs(Args):
@@ -130,8 +153,14 @@ class SearchArgs(Args):
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     since: str | None = Field(default=None, max_length=40, description="Created at or after (ISO 8601).")
     until: str | None = Field(default=None, max_length=40, description="Created at or before (ISO 8601).")
+    user: str | None = User
+    session: str | None = Session
+    as_of: str | None = AsOf
     min_score: float | None = Field(
-        default=None, description="Drop hits found by meaning alone below this similarity (default: the server's)."
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Leave out hits whose calibrated relevance is below this (default: the server's setting).",
     )
 
 
@@ -265,7 +294,8 @@ class StartEpisodeArgs(Args):
     task: str
     agent: str | None = Agent
     tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] | None = Field(default=None, description="The episode's context, a JSON object.")
+    metadata: dict[str, Any] | None = Field(default=None, description="The episode's metadata, a JSON object.")
+    context: dict[str, Any] | None = Field(default=None, description='Kept as metadata "context" (seed 003).')
 
 
 class EpisodeEventArgs(Args):
@@ -334,6 +364,8 @@ class ContextArgs(Args):
         le=MAX_TOKEN_BUDGET,
         description="The rendered prompt's size at most, in tokens.",
     )
+    user: str | None = User
+    session: str | None = Session
 
 
 class SessionMessageArgs(Args):
@@ -343,9 +375,13 @@ class SessionMessageArgs(Args):
     content: str = Field(description="The message.")
     role: str = Field(default="user", description="Who said it: user, assistant, tool, ...")
     agent: str | None = Agent
+    user: str | None = User
+    session: str | None = Session
 
 
 class SessionArgs(Args):
     """The agent's short-term session window: its messages (oldest first) and working variables."""
 
     agent: str | None = Agent
+    user: str | None = User
+    session: str | None = Session

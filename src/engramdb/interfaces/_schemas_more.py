@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.interfaces._schemas import Agent, Args
+from engramdb.interfaces._schemas import Agent, Args, AsOf, Session, UpdateArgs, User
 
 __all__ = [
     "AddCheckArgs",
@@ -60,6 +60,8 @@ class CountArgs(Args):
 
     agent: str | None = Agent
     kind: list[str] | None = Field(default=None, description="Only these kinds.")
+    user: str | None = User
+    session: str | None = Session
 
 
 class KeyedArgs(Args):
@@ -67,6 +69,8 @@ class KeyedArgs(Args):
 
     key: str = Field(description="The key, such as 'editor'.")
     agent: str | None = Agent
+    user: str | None = Field(default=None, description="The user whose value of the key (none: the agent's own).")
+    as_of: str | None = AsOf
 
 
 class ClearArgs(Args):
@@ -74,6 +78,8 @@ class ClearArgs(Args):
 
     agent: str | None = Agent
     confirm: str = Field(description="The agent's name again: nothing is deleted without it.")
+    user: str | None = Field(default=None, description="Only this user's memories (not the agent's own).")
+    session: str | None = Session
 
 
 class ReasonArgs(Args):
@@ -237,6 +243,10 @@ class CodeArgs(Args):
     tags: list[str] = Field(default_factory=list)
     min_lines: int = Field(default=3, ge=1)
     visibility: str = "private"
+    metadata: dict[str, Any] | None = Field(default=None, description="Added to every pattern's metadata.")
+    name: str | None = Field(default=None, description="Store the whole source as one pattern of this name.")
+    context: str | None = Field(default=None, description="When the named pattern applies.")
+    success_metrics: dict[str, Any] | None = Field(default=None, description='e.g. {"success_rate": 1.0}')
 
 
 class CodeSuggestArgs(Args):
@@ -247,6 +257,7 @@ class CodeSuggestArgs(Args):
     pattern_type: str | None = None
     language: str | None = None
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
+    metadata: dict[str, Any] | None = Field(default=None, description="Only patterns whose metadata holds these.")
 
 
 class ShareListArgs(Args):
@@ -263,6 +274,8 @@ class ExportArgs(Args):
     tag: str | None = None
     with_vectors: bool = False
     with_history: bool = False
+    user: str | None = Field(default=None, description="Only this user's memories (not the agent's own).")
+    session: str | None = Session
 
 
 class ImportArgs(Args):
@@ -305,6 +318,8 @@ class CleanupArgs(Args):
 
     dry_run: bool = False
     agent: str | None = None
+    user: str | None = Field(default=None, description="Only this user's memories (not the agent's own).")
+    session: str | None = Session
 
 
 class CreateKeyArgs(Args):
@@ -322,17 +337,11 @@ class ListKeysArgs(Args):
     include_revoked: bool = True
 
 
-class UpdateToolArgs(Args):
+class UpdateToolArgs(UpdateArgs):
     """Change fields of the agent's own memory (only those given); the old values go to its history."""
 
     memory_id: str
     agent: str | None = Agent
-    content: str | None = None
-    tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    kind: str | None = None
-    confidence: float | None = None
-    visibility: str | None = None
 
 
 class ListArgs(Args):
@@ -345,6 +354,9 @@ class ListArgs(Args):
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     since: str | None = Since
     until: str | None = Field(default=None, max_length=40, description="Created at or before (ISO 8601).")
+    user: str | None = User
+    session: str | None = Session
+    as_of: str | None = AsOf
 
 
 class AuditArgs(Args):

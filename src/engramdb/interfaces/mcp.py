@@ -9,7 +9,9 @@ server's operations (:mod:`._ops`), with the same argument models (:mod:`._schem
 their JSON schemas: unknown arguments are rejected, and every error (bad arguments, a
 library error) is a tool error result with a one-line message the model can read and act on.
 Results are JSON objects (lists come wrapped: ``{"hits": [...]}``), as text and as
-structured content.
+structured content conforming to the tool's output schema. Tools carry annotations
+(read-only, destructive, idempotent); the agent's memories are resources
+(``engram://memories/{id}``) and ``recall`` is a prompt (:mod:`._mcp_more`).
 
 Two transports:
 
@@ -36,6 +38,7 @@ import anyio
 import anyio.to_thread
 import pydantic
 
+import engramdb
 from engramdb.auth import ApiKeys
 from engramdb.errors import EngramError, NotAuthenticated, StorageError
 from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of, token_from_headers
@@ -49,6 +52,8 @@ try:
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
     from mcp.server.transport_security import TransportSecuritySettings
+
+    from engramdb.interfaces._mcp_more import Extras, output_schema, tool_annotations
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the MCP server needs the mcp SDK (2.x): pip install 'engramdb[mcp]'", name=exc.name) from exc
 
@@ -137,7 +142,18 @@ def _caller(ctx: Any) -> Caller | None:
 def create_server(mem: Engram) -> Server[Any]:
     """A low-level MCP server whose tools act on ``mem``; the caller owns ``mem``."""
     by_name = {t.name: t for t in _TOOLS}
-    listed = [types.Tool(name=t.name, description=t.description, input_schema=_schema(t), title=None) for t in _TOOLS]
+    listed = [
+        types.Tool(
+            name=t.name,
+            description=t.description,
+            input_schema=_schema(t),
+            title=None,
+            output_schema=output_schema(t),
+            annotations=tool_annotations(t),
+        )
+        for t in _TOOLS
+    ]
+    extras = Extras(mem, _caller)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)
@@ -165,7 +181,18 @@ def create_server(mem: Engram) -> Server[Any]:
             _log.exception("tool %s failed", tool.name)
             return _failure(f"internal error in {tool.name}")
 
-    return Server(SERVER_NAME, instructions=_INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(
+        SERVER_NAME,
+        version=engramdb.__version__,
+        instructions=_INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=extras.list_resources,
+        on_list_resource_templates=extras.list_templates,
+        on_read_resource=extras.read_resource,
+        on_list_prompts=extras.list_prompts,
+        on_get_prompt=extras.get_prompt,
+    )
 
 
 def _bad_text(value: Any) -> bool:

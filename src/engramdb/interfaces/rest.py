@@ -28,6 +28,7 @@ and never a traceback::
     ValidationError (and a malformed request) -> 422      NotAuthenticated -> 401
     NotFound (and an unknown route)            -> 404      AccessDenied     -> 403
     StorageError                               -> 503      anything else    -> 500
+    LLMNotConfigured (no LLM on this server)   -> 501      LLMError         -> 502
 
 Requires the ``rest`` extra: ``pip install 'engramdb[rest]'``.
 """
@@ -41,7 +42,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 try:
-    from fastapi import Depends, FastAPI, Query, Request, Response, Security
+    from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response, Security
     from fastapi.dependencies.models import Dependant
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
@@ -50,22 +51,39 @@ try:
     from pydantic import BaseModel
     from starlette.exceptions import HTTPException
 
+    from engramdb.interfaces import _responses as res
+    from engramdb.interfaces import _responses_more as more_res
+    from engramdb.interfaces._metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
+    from engramdb.interfaces._serving import HEALTH_RESPONSES, ServerState, add_docs, add_tracing
     from engramdb.interfaces.web import api_key_authorizer, dashboard_router
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "the REST server needs FastAPI, uvicorn and Jinja2: pip install 'engramdb[rest]'", name=exc.name
     ) from exc
 
+import engramdb
 from engramdb._validate import MAX_LIMIT
 from engramdb.auth import ApiKeys
-from engramdb.errors import AccessDenied, EngramError, NotAuthenticated, NotFound, StorageError, ValidationError
+from engramdb.errors import (
+    AccessDenied,
+    EngramError,
+    LLMError,
+    LLMNotConfigured,
+    NotAuthenticated,
+    NotFound,
+    StorageError,
+    ValidationError,
+)
 from engramdb.interfaces import _ops as ops
 from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of
 from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard
 from engramdb.interfaces._rest_more import mount_more
 from engramdb.interfaces._schemas import (
     AGENT_HELP,
+    AS_OF_HELP,
     MAX_OFFSET,
+    SESSION_HELP,
+    USER_HELP,
     AddArgs,
     AnalyzeEpisodesArgs,
     BatchArgs,
@@ -97,9 +115,14 @@ from engramdb.interfaces._schemas import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from opentelemetry.trace import Tracer
+
     from engramdb import Engram
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "create_app"]
+__all__ = ["API_PREFIX", "DEFAULT_HOST", "DEFAULT_PORT", "create_app"]
+
+#: Where the versioned API lives; the same paths without it are aliases kept for existing clients.
+API_PREFIX: Final = "/v1"
 
 #: Loopback by default: without keys the server trusts its callers.
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -109,6 +132,8 @@ _log = logging.getLogger(__name__)
 
 AgentQuery = Annotated[str | None, Query(description=AGENT_HELP)]
 LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="At most this many results.")]
+UserQuery = Annotated[str | None, Query(description=USER_HELP)]
+SessionQuery = Annotated[str | None, Query(description=SESSION_HELP)]
 
 
 # -- errors --------------------------------------------------------------------------------------------
@@ -133,6 +158,10 @@ def _status(exc: EngramError) -> int:
         return 404
     if isinstance(exc, StorageError):
         return 503
+    if isinstance(exc, LLMNotConfigured):  # this server cannot do it (no LLM configured): not a crash
+        return 501
+    if isinstance(exc, LLMError):  # the LLM it calls failed, timed out or answered unusably
+        return 502
     return 500
 
 
@@ -142,9 +171,7 @@ async def _on_engram_error(request: Request, exc: Exception) -> JSONResponse:
     if status == 503:  # the details (paths, SQL) go to the log, not to the client
         _log.warning("storage error on %s %s: %s", request.method, request.url.path, exc)
     # The class name lets a client raise the same error (the remote Engram): the status alone is coarser.
-    headers = {"X-Engram-Error": type(exc).__name__}
-    if status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
+    headers = {"X-Engram-Error": type(exc).__name__} | ({"WWW-Authenticate": "Bearer"} if status == 401 else {})
     return _error(status, str(exc), headers)
 
 
@@ -185,8 +212,8 @@ def _query_names(dependant: Dependant) -> set[str]:
         model = p.field_info.annotation
         if isinstance(model, type) and issubclass(model, BaseModel):  # a query model: its fields are the parameters
             names |= {f.alias or n for n, f in model.model_fields.items()}
-        else:
-            names.add(p.alias)
+            continue
+        names.add(p.alias)
     for sub in dependant.dependencies:
         names |= _query_names(sub)
     return names
@@ -195,11 +222,11 @@ def _query_names(dependant: Dependant) -> set[str]:
 def _no_unknown_query(request: Request) -> None:
     """Reject query parameters the endpoint does not take (a typo would silently change nothing).
 
-    Not on routes outside the API's schema (the dashboard's pages): they check their own
-    parameters and answer a bad one with their own HTML 400 page.
+    Only on the API's routes (also their unversioned aliases, outside the schema), not on the
+    dashboard's pages: they check their own parameters and answer a bad one with their own HTML 400 page.
     """
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute) or not route.include_in_schema or not request.query_params:
+    if not isinstance(route, _StrictJSONRoute) or not request.query_params:
         return
     known = _query_names(route.dependant)
     unknown = sorted(set(request.query_params) - known)
@@ -264,7 +291,13 @@ class _StrictJSONRequest(Request):
 
 
 class _StrictJSONRoute(APIRoute):
-    """Every API route reads its body through :class:`_StrictJSONRequest` (FastAPI's custom request class recipe)."""
+    """Every API route reads its body through :class:`_StrictJSONRequest` (FastAPI's custom request class recipe),
+    and answers with only the fields its result has (its response model's optional fields are left out when the
+    library's ``to_dict()`` has no such key, not sent as null)."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        kwargs["response_model_exclude_unset"] = True
+        super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -305,6 +338,7 @@ def create_app(
     allow_unauthenticated: bool = True,
     allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    tracer: Tracer | None = None,
 ) -> FastAPI:
     """A FastAPI app serving ``mem``; the caller owns ``mem`` (opens and closes it).
 
@@ -312,47 +346,60 @@ def create_app(
     active, every request needs one. Without keys, requests are trusted when
     ``allow_unauthenticated`` (else 401). ``allowed_hosts`` are the ``Host`` names
     answered (None: any; see :func:`~engramdb.interfaces._access.allowed_host_names`).
+    ``tracer`` (OpenTelemetry, the ``otel`` extra): a span per request (:mod:`._tracing`).
 
     Endpoints are plain (sync) functions: FastAPI runs them in its thread pool,
     and one :class:`~engramdb.Engram` is safe to share across threads.
     """
     api_keys = keys if keys is not None else keys_of(mem)
+    state = ServerState(mem)
+    metrics = Metrics(mem)
     app = FastAPI(
         title="engramdb",
+        version=engramdb.__version__,
         summary="Persistent memory and learning for LLM agents.",
         description=(
+            f"The API lives under `{API_PREFIX}` (the same paths without it answer too, as aliases). "
             "Authenticate with an API key (`engram keys create --agent NAME`) as `Authorization: Bearer <key>` "
-            "or `X-API-Key: <key>`: requests act as the key's agent. A server without keys trusts its caller."
+            "or `X-API-Key: <key>`: requests act as the key's agent. A server without keys trusts its caller. "
+            'Every error is `{"error": "<one line>"}`.'
         ),
         dependencies=[Depends(_no_unknown_query)],
+        docs_url=None,  # add_docs: the same page, its files served here rather than from a CDN
+        redoc_url=None,
+        lifespan=state.lifespan(),
+        # Operation ids are the endpoint names (remember, search, ...): what generated clients call them.
+        generate_unique_id_function=lambda route: route.name,
     )
-    app.router.route_class = _StrictJSONRoute  # before the routes below are added
+    api = APIRouter(route_class=_StrictJSONRoute, responses=res.RESPONSES)
     app.add_exception_handler(EngramError, _on_engram_error)
     app.add_exception_handler(RequestValidationError, _on_bad_request)
     app.add_exception_handler(HTTPException, _on_http_error)
     app.add_exception_handler(Exception, _on_crash)
     app.add_middleware(Guard, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: refused requests are counted too
+    add_tracing(app, tracer)  # a span per request when given a tracer (OpenTelemetry, the otel extra)
 
     app.state.engram_keys = api_keys
     app.state.engram_allow_unauthenticated = allow_unauthenticated
 
     # -- memories ------------------------------------------------------------------------------
-    @app.post("/memories", status_code=201, tags=["memories"])
+    @api.post("/memories", status_code=201, tags=["memories"], response_model=res.Memory)
     def remember(who: Who, body: RememberArgs) -> dict[str, Any]:
         """Store one memory; returns it as stored (secrets replaced, or the memory it merged into)."""
         return ops.remember(mem, who, body)
 
-    @app.post("/memories/add", status_code=201, tags=["memories"])
+    @api.post("/memories/add", status_code=201, tags=["memories"], response_model=more_res.AddResult)
     def add(who: Who, body: AddArgs) -> dict[str, Any]:
         """Add a conversation: its turns are stored and the durable facts it states kept (a changed fact supersedes)."""
         return ops.add_conversation(mem, who, body)
 
-    @app.post("/memories/batch", status_code=201, tags=["memories"])
+    @api.post("/memories/batch", status_code=201, tags=["memories"], response_model=res.Memories)
     def remember_many(who: Who, body: BatchArgs) -> dict[str, Any]:
         """Store many memories at once: all or nothing; an error names the bad item's position."""
         return ops.remember_many(mem, who, body)
 
-    @app.get("/memories", tags=["memories"])
+    @api.get("/memories", tags=["memories"], response_model=res.MemoryList)
     def list_memories(
         who: Who,
         *,
@@ -363,136 +410,164 @@ def create_app(
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         since: Annotated[str | None, Query(max_length=40, description="Created at or after (ISO 8601).")] = None,
         until: Annotated[str | None, Query(max_length=40, description="Created at or before (ISO 8601).")] = None,
+        user: UserQuery = None,
+        session: SessionQuery = None,
+        as_of: Annotated[str | None, Query(max_length=40, description=AS_OF_HELP)] = None,
     ) -> dict[str, Any]:
         """An agent's memories (and those shared with it), newest first."""
         return ops.list_memories(
-            mem, who, agent=agent, kind=kind, tags=tag, limit=limit, offset=offset, since=since, until=until
+            mem,
+            who,
+            agent=agent,
+            kind=kind,
+            tags=tag,
+            limit=limit,
+            offset=offset,
+            since=since,
+            until=until,
+            user=user,
+            session=session,
+            as_of=as_of,
         )
 
-    @app.get("/memories/{memory_id}", tags=["memories"])
-    def get(who: Who, memory_id: str, agent: AgentQuery = None) -> dict[str, Any]:
-        """One memory; 404 unless it is visible to the agent."""
-        return ops.get(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
+    @api.get("/memories/{memory_id}", tags=["memories"], response_model=res.Memory)
+    def get(
+        who: Who, memory_id: str, agent: AgentQuery = None, user: UserQuery = None, session: SessionQuery = None
+    ) -> dict[str, Any]:
+        """One memory; 404 unless it is visible to the agent (and in the user's and session's scope)."""
+        return ops.get(mem, who, MemoryArgs(memory_id=memory_id, agent=agent, user=user, session=session))
 
-    @app.patch("/memories/{memory_id}", tags=["memories"])
-    def update(who: Who, memory_id: str, body: UpdateArgs, agent: AgentQuery = None) -> dict[str, Any]:
+    @api.patch("/memories/{memory_id}", tags=["memories"], response_model=res.Memory)
+    def update(
+        who: Who,
+        memory_id: str,
+        body: UpdateArgs,
+        *,
+        agent: AgentQuery = None,
+        user: UserQuery = None,
+        session: SessionQuery = None,
+    ) -> dict[str, Any]:
         """Change fields of the agent's own memory (only those sent)."""
-        return ops.update(mem, who, MemoryArgs(memory_id=memory_id, agent=agent), body)
+        return ops.update(mem, who, MemoryArgs(memory_id=memory_id, agent=agent, user=user, session=session), body)
 
-    @app.delete("/memories/{memory_id}", status_code=204, tags=["memories"])
-    def forget(who: Who, memory_id: str, agent: AgentQuery = None) -> Response:
+    @api.delete("/memories/{memory_id}", status_code=204, tags=["memories"])
+    def forget(
+        who: Who, memory_id: str, agent: AgentQuery = None, user: UserQuery = None, session: SessionQuery = None
+    ) -> Response:
         """Remove the agent's own memory for good; its history keeps a tombstone."""
-        ops.forget(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
+        ops.forget(mem, who, MemoryArgs(memory_id=memory_id, agent=agent, user=user, session=session))
         return Response(status_code=204)
 
-    @app.get("/memories/{memory_id}/history", tags=["memories"])
-    def history(who: Who, memory_id: str, agent: AgentQuery = None) -> dict[str, Any]:
+    @api.get("/memories/{memory_id}/history", tags=["memories"], response_model=res.History)
+    def history(
+        who: Who, memory_id: str, agent: AgentQuery = None, user: UserQuery = None, session: SessionQuery = None
+    ) -> dict[str, Any]:
         """Every change of a memory visible to the agent, oldest first."""
-        return ops.history(mem, who, MemoryArgs(memory_id=memory_id, agent=agent))
+        return ops.history(mem, who, MemoryArgs(memory_id=memory_id, agent=agent, user=user, session=session))
 
-    @app.post("/search", tags=["memories"])
+    @api.post("/search", tags=["memories"], response_model=res.SearchResult)
     def search(who: Who, body: SearchArgs) -> dict[str, Any]:
         """The memories most relevant to a query, best first."""
         return ops.search(mem, who, body)
 
-    @app.get("/stats", tags=["memories"])
+    @api.get("/stats", tags=["memories"], response_model=res.Stats)
     def stats(who: Who, agent: AgentQuery = None) -> dict[str, Any]:
         """How many memories the agent sees, and its outcome statistics."""
         return ops.stats(mem, who, StatsArgs(agent=agent))
 
     # -- learning ------------------------------------------------------------------------------
-    @app.post("/outcomes", status_code=201, tags=["learning"])
+    @api.post("/outcomes", status_code=201, tags=["learning"], response_model=res.Memory)
     def record(who: Who, body: RecordArgs) -> dict[str, Any]:
         """Record how an action turned out in a context; returns the ``decision`` memory."""
         return ops.record_outcome(mem, who, body)
 
-    @app.post("/suggest", tags=["learning"])
+    @api.post("/suggest", tags=["learning"], response_model=res.Suggestion)
     def suggest(who: Who, body: SuggestArgs) -> dict[str, Any]:
         """What to do in a context, from the outcomes of similar contexts."""
         return ops.suggest(mem, who, body)
 
-    @app.post("/choose", tags=["learning"])
+    @api.post("/choose", tags=["learning"], response_model=res.Chosen)
     def choose(who: Who, body: ChooseArgs) -> dict[str, Any]:
         """Pick one of the options, balancing exploring and exploiting."""
         return ops.choose(mem, who, body)
 
-    @app.post("/route", tags=["learning"])
-    def route(who: Who, body: RouteArgs) -> dict[str, Any]:
+    @api.post("/route", tags=["learning"], response_model=more_res.RouteChoice)
+    def decide_route(who: Who, body: RouteArgs) -> dict[str, Any]:  # named apart from /routing/route's "route"
         """Pick the LLM for a task (seed 002's table, then recorded outcomes); with a fallback and the reason."""
         return ops.route(mem, who, body)
 
-    @app.post("/route/outcomes", status_code=201, tags=["learning"])
-    def route_record(who: Who, body: RouteRecordArgs) -> dict[str, Any]:
+    @api.post("/route/outcomes", status_code=201, tags=["learning"], response_model=res.Memory)
+    def record_route(who: Who, body: RouteRecordArgs) -> dict[str, Any]:
         """Record how a model did on a task; returns the ``decision`` memory routing learns from."""
         return ops.route_record(mem, who, body)
 
-    @app.post("/failures", status_code=201, tags=["failures"])
+    @api.post("/failures", status_code=201, tags=["failures"], response_model=res.Memory)
     def record_failure(who: Who, body: FailureArgs) -> dict[str, Any]:
         """Record one occurrence of a failure (and the fix that worked, if any); returns the ``failure`` memory."""
         return ops.record_failure(mem, who, body)
 
-    @app.post("/solutions", tags=["failures"])
+    @api.post("/solutions", tags=["failures"], response_model=res.SolutionList)
     def solutions(who: Who, body: SolutionsArgs) -> dict[str, Any]:
         """The fixes recorded for an error's failure pattern, best first."""
         return ops.solutions(mem, who, body)
 
-    @app.get("/failure-patterns", tags=["failures"])
+    @api.get("/failure-patterns", tags=["failures"], response_model=res.PatternList)
     def failure_patterns(who: Who, agent: AgentQuery = None, recurring: bool = False) -> dict[str, Any]:
         """The failure patterns an agent has seen, most occurrences first."""
         return ops.failure_patterns(mem, who, PatternsArgs(agent=agent, recurring=recurring))
 
-    @app.post("/preflight", tags=["failures"])
+    @api.post("/preflight", tags=["failures"], response_model=res.WarningList)
     def preflight(who: Who, body: PreflightArgs) -> dict[str, Any]:
         """Before acting: known failures resembling the action, with what prevents them."""
         return ops.preflight(mem, who, body)
 
-    @app.post("/episodes", status_code=201, tags=["episodes"])
+    @api.post("/episodes", status_code=201, tags=["episodes"], response_model=res.Memory)
     def record_episode(who: Who, body: EpisodeArgs) -> dict[str, Any]:
         """Record a finished task with its steps as an ``episode`` memory."""
         return ops.record_episode(mem, who, body)
 
-    @app.post("/episodes/start", status_code=201, tags=["episodes"])
+    @api.post("/episodes/start", status_code=201, tags=["episodes"], response_model=res.EpisodeStarted)
     def start_episode(who: Who, body: StartEpisodeArgs) -> dict[str, Any]:
         """Start an episode that spans requests: its ``episode_id`` goes to ``/episodes/event`` and ``/end``."""
         return ops.start_episode(mem, who, body)
 
-    @app.post("/episodes/event", tags=["episodes"])
+    @api.post("/episodes/event", tags=["episodes"], response_model=res.EventAdded)
     def episode_event(who: Who, body: EpisodeEventArgs) -> dict[str, Any]:
         """Add a step to a running episode of the agent."""
         return ops.episode_event(mem, who, body)
 
-    @app.post("/episodes/end", tags=["episodes"])
+    @api.post("/episodes/end", tags=["episodes"], response_model=res.EpisodeRecord)
     def end_episode(who: Who, body: EndEpisodeArgs) -> dict[str, Any]:
         """End a running episode of the agent as a success or a failure, with its metrics."""
         return ops.end_episode(mem, who, body)
 
-    @app.post("/episodes/search", tags=["episodes"])
+    @api.post("/episodes/search", tags=["episodes"], response_model=res.EpisodeList)
     def find_episodes(who: Who, body: FindEpisodesArgs) -> dict[str, Any]:
         """Past episodes of similar tasks, most similar first."""
         return ops.find_episodes(mem, who, body)
 
-    @app.post("/episodes/analyze", tags=["episodes"])
+    @api.post("/episodes/analyze", tags=["episodes"], response_model=res.Analysis)
     def analyze_episodes(who: Who, body: AnalyzeEpisodesArgs) -> dict[str, Any]:
         """What goes wrong in failed episodes."""
         return ops.analyze_episodes(mem, who, body)
 
     # -- sharing and audit ---------------------------------------------------------------------
-    @app.post("/shares", tags=["sharing"])
+    @api.post("/shares", tags=["sharing"], response_model=res.Shared)
     def share(who: Who, body: ShareArgs) -> dict[str, Any]:
         """Share some of the agent's own memories with ``to_agent`` (``*``: everyone)."""
         return ops.share(mem, who, body)
 
-    @app.delete("/shares", tags=["sharing"])
+    @api.delete("/shares", tags=["sharing"], response_model=res.Unshared)
     def unshare(who: Who, body: ShareArgs) -> dict[str, Any]:
         """Revoke shares (same selectors as ``POST /shares``)."""
         return ops.unshare(mem, who, body)
 
-    @app.get("/shares", tags=["sharing"])
+    @api.get("/shares", tags=["sharing"], response_model=res.Shares)
     def shares(who: Who, agent: AgentQuery = None) -> dict[str, Any]:
         """The agent's shares: those it made (outgoing) and those reaching it (incoming)."""
         return ops.shares(mem, who, agent)
 
-    @app.get("/audit", tags=["audit"])
+    @api.get("/audit", tags=["audit"], response_model=res.AuditLog)
     def audit_log(
         who: Who,
         agent: AgentQuery = None,
@@ -509,7 +584,7 @@ def create_app(
         """Audit entries of the agent, newest first (trusted callers and admin keys: of every agent by default)."""
         return ops.audit_log(mem, who, agent, limit, memory_id=memory, action=action)
 
-    @app.get("/audit/verify", tags=["audit"])
+    @api.get("/audit/verify", tags=["audit"], response_model=res.Verification)
     def verify_audit(
         who: Who,
         expect: Annotated[
@@ -520,35 +595,52 @@ def create_app(
         return mem.audit.verification(expect=expect).to_dict()
 
     # -- the brain and the short-term session ---------------------------------------------------
-    @app.post("/context", tags=["brain"])
+    @api.post("/context", tags=["brain"], response_model=res.Context)
     def context(who: Who, body: ContextArgs) -> dict[str, Any]:
         """What the agent should know before a task: sections of memories and the rendered ``prompt`` (within
         ``token_budget`` tokens, counted in ``prompt_tokens``)."""
         return ops.context(mem, who, body)
 
-    @app.post("/session/messages", status_code=201, tags=["session"])
+    @api.post("/session/messages", status_code=201, tags=["session"], response_model=res.SessionMessageAdded)
     def add_session_message(who: Who, body: SessionMessageArgs) -> dict[str, Any]:
         """Add a message to the agent's short-term session window (shared by every server of the store when
         sessions live in Redis: ``ENGRAM_SESSIONS=redis://...``)."""
         return ops.add_session_message(mem, who, body)
 
-    @app.get("/session", tags=["session"])
-    def session(who: Who, agent: AgentQuery = None) -> dict[str, Any]:
-        """The agent's short-term session window: messages (oldest first), variables, tokens held."""
-        return ops.session(mem, who, SessionArgs(agent=agent))
+    @api.get("/session", tags=["session"], response_model=res.SessionWindow)
+    def session(
+        who: Who, agent: AgentQuery = None, user: UserQuery = None, session: SessionQuery = None
+    ) -> dict[str, Any]:
+        """The short-term window of the agent's thread with ``user`` in ``session``: messages (oldest first),
+        variables, tokens held."""
+        return ops.session(mem, who, SessionArgs(agent=agent, user=user, session=session))
 
     # -- server --------------------------------------------------------------------------------
-    @app.get("/me", tags=["server"])
+    @api.get("/me", tags=["server"], response_model=res.Caller)
     def me(who: Who) -> dict[str, Any]:
         """Who the request acts as: the API key's agent and rights, or a trusted caller."""
         return who.to_dict()
 
-    @app.get("/health", tags=["server"])
-    def health() -> dict[str, Any]:
-        """Liveness: the server answers and its store is open (no key needed)."""
-        return {"status": "ok", "model": mem.embedder.model_id}
+    @api.get("/health", tags=["server"], response_model=res.Health, responses=HEALTH_RESPONSES)
+    def health(response: Response) -> res.Health:
+        """Readiness (no key needed): 200 when the store answers and the embedding model is loaded, else 503."""
+        report = state.health()
+        response.status_code = 200 if report.status == "ok" else 503
+        return report
 
-    mount_more(app, mem, Who)  # the rest of the library: keyed memories, clear, learning, checks, keys, ...
+    # The rest of the library: keyed memories, clear, learning, checks, keys, ...
+    mount_more(api, mem, Who, results=more_res.MORE_RESULTS)
+
+    app.include_router(api, prefix=API_PREFIX)
+    # Today's unversioned paths stay as aliases (the dashboard, scripts and tests use them), outside the schema.
+    app.include_router(api, include_in_schema=False)
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus(who: Who) -> Response:
+        """Prometheus metrics, in its text format (any valid key while the store has keys)."""
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    add_docs(app)
 
     # -- the dashboard (HTML at /, /ui/...): the same keys, also sent by a browser as HTTP Basic ----
     authorize = api_key_authorizer(api_keys, allow_unauthenticated=allow_unauthenticated)

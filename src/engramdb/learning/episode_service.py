@@ -112,19 +112,37 @@ class EpisodeService:
         agent: str | None = None,
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> str:
         """Start an episode and return its id: add events with :meth:`event` and finish it with :meth:`end`,
         from any call or process. Until it ends it is listed with outcome ``running``. Decisions recorded with
-        ``mem.learning.record(..., outcome=None, episode=id)`` get credit from its outcome when it ends."""
+        ``mem.learning.record(..., outcome=None, episode=id)`` get credit from its outcome when it ends.
+        ``context`` (seed 003's ``start_episode(task, context={"user": ..., "priority": "high"})``) is kept as
+        ``metadata["context"]``."""
         task = check.content(task, what="task")
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         user_tags = check.tags(tags if not isinstance(tags, str) else [tags])
         meta: dict[str, Any] = dict(check.metadata(metadata))
+        if context is not None:
+            if not isinstance(context, Mapping):
+                raise ValidationError(f"context must be a JSON object (a mapping), not {type(context).__name__}")
+            meta = dict(check.metadata({**meta, "context": dict(context)}))
         meta.update({"outcome": ep.RUNNING, "events": [], "dropped_events": 0, "started_at": utcnow().isoformat()})
         memory = self._pipeline.remember(
             task, agent=agent, kind="episode", tags=[*user_tags, ep.OUTCOME_TAG + ep.RUNNING], metadata=meta
         )
         return memory.id
+
+    def _owner(self, episode_id: str, agent: str | None) -> str:
+        """The agent an episode call acts as: the one given, else the episode's own (its id names it: seed 003's
+        ``record_event(episode_id, ...)`` passes no agent), else the ``agent`` setting when there is no such id."""
+        if agent is not None:
+            return check.agent_name(agent)
+        if isinstance(episode_id, str) and episode_id.strip():
+            found = self._store.memories.get(episode_id.strip(), Filter(agent=None, kinds=_EPISODE))
+            if found is not None:
+                return found.agent
+        return check.agent_name(self._settings.agent)
 
     def _running(self, episode_id: str, agent: str) -> Memory:
         if not isinstance(episode_id, str) or not episode_id.strip():
@@ -143,8 +161,12 @@ class EpisodeService:
     def event(
         self, episode_id: str, kind: str, data: Any = None, *, role: str | None = None, agent: str | None = None
     ) -> None:
-        """Add an event to a running episode; ``role`` names the agent role that produced it."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        """Add an event to a running episode; ``role`` names the agent role that produced it.
+
+        Without ``agent`` the episode's own agent acts (the id names the episode); with it, the
+        episode must be that agent's.
+        """
+        agent = self._owner(episode_id, agent)
         kind, value, role = ep.event_parts(kind, data, role)
         with self._store.atomic():
             memory = self._running(episode_id, agent)
@@ -177,8 +199,9 @@ class EpisodeService:
         discounted by ``discount`` per step back (see :func:`~engramdb.learning.records.credited_weights`),
         so that ``choose`` learns which sequences of decisions lead to success. A failure is also
         recorded as a failure occurrence (``error`` or "failed") when ``record_failures``.
+        Without ``agent`` the episode's own agent acts, as for :meth:`event`.
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = self._owner(episode_id, agent)
         word = ("success" if outcome else "failure") if isinstance(outcome, bool) else outcome
         if word not in ("success", "failure"):
             raise ValidationError(f"an episode ends as success or failure, not {outcome!r}")
@@ -247,7 +270,7 @@ class EpisodeService:
         if outcome is not None and outcome not in ep.EPISODE_OUTCOMES:
             raise ValidationError(f"outcome must be one of {', '.join(ep.EPISODE_OUTCOMES)}, not {outcome!r}")
         tags = [ep.OUTCOME_TAG + outcome] if outcome else None
-        hits = self._recall.search(task, agent=agent, kind="episode", tags=tags, limit=limit)
+        hits = self._recall.search(task, agent=agent, kind="episode", tags=tags, limit=limit, fold=False)
         out = []
         for h in hits:
             record = ep.parse_episode(h.memory, score=h.score)
@@ -266,7 +289,10 @@ class EpisodeService:
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         limit = check.limit(limit)
         if task is not None:
-            hits = self._recall.search(check.content(task, what="task"), agent=agent, kind="episode", limit=limit)
+            # Statistics count every episode: identical ones are separate events.
+            hits = self._recall.search(
+                check.content(task, what="task"), agent=agent, kind="episode", limit=limit, fold=False
+            )
             memories = [h.memory for h in hits]
         else:
             memories = self._store.memories.list(Filter(agent=agent, kinds=_EPISODE), limit=limit)

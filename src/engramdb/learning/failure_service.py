@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
 from engramdb import _validate as check
+from engramdb._util import utcnow
 from engramdb._validate import PAGE_SIZE
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import _args
@@ -42,6 +44,8 @@ from engramdb.learning.failures import (
     name_patterns,
     occurrence_from_memory,
 )
+from engramdb.learning.pattern_apply import apply_memory, memory_words
+from engramdb.learning.pattern_names import MIN_PREFIX, nearest_by_words, prevention_effect
 from engramdb.learning.signatures import (
     GENERIC_FIX_KEY,
     decisive_template,
@@ -226,7 +230,8 @@ class FailureService:
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
             raise ValidationError("since must be a timezone-aware datetime")
-        patterns = name_patterns([build_pattern(g) for g in group_occurrences(self._all_failures(agent))])
+        groups = group_occurrences(self._all_failures(agent))
+        patterns = self._with_effects(groups, name_patterns([build_pattern(g) for g in groups]), agent)
         if recurring:
             patterns = [p for p in patterns if p.occurrences >= 2]
         if since is not None:
@@ -239,8 +244,26 @@ class FailureService:
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         groups = group_occurrences(self._all_failures(agent))
         group = self._pattern_group(pattern_id, agent, groups)
-        named = name_patterns([build_pattern(g) for g in groups])
+        named = self._with_effects(groups, name_patterns([build_pattern(g) for g in groups]), agent)
         return next(p for g, p in zip(groups, named, strict=True) if g is group)
+
+    def _with_effects(
+        self, groups: Sequence[list[Occurrence]], patterns: list[FailurePattern], agent: str
+    ) -> list[FailurePattern]:
+        """``patterns`` (one per group, in order) with the effect of their prevention checks, where one is saved."""
+        first: dict[str, datetime] = {}
+        for c in self.checks(agent=agent):
+            if c.pattern_id is not None and (c.pattern_id not in first or c.created_at < first[c.pattern_id]):
+                first[c.pattern_id] = c.created_at
+        if not first:
+            return patterns
+        now = utcnow()
+        out = []
+        for g, p in zip(groups, patterns, strict=True):
+            since = next((first[k] for k in dict.fromkeys(o.key for o in g) if k in first), None)
+            effect = prevention_effect([o.at for o in g], since=since, now=now) if since is not None else None
+            out.append(replace(p, effect=effect) if effect is not None else p)
+        return out
 
     def _pattern_group(
         self, pattern_id: str, agent: str, groups: Sequence[list[Occurrence]] | None = None
@@ -312,10 +335,13 @@ class FailureService:
         try:
             group = self._pattern_group(pattern_id, agent)
         except NotFound:
-            memory = self._store.memories.get(pattern_id.strip(), Filter(agent=agent))
+            memory = self._named_memory(pattern_id, agent)
             if memory is None:
                 raise NotFound(f"no failure pattern or memory {pattern_id!r} visible to agent {agent!r}") from None
-            return _memory_plan(memory, task, self._relevance(task, _description(memory)))
+            warnings = [w for w in self.preflight(task, agent=agent, limit=2) if w.pattern.prevention]
+            checks = [f"Check first: {w.pattern.prevention[0]}" for w in warnings]
+            relevance = self._relevance(task, _description(memory))
+            return apply_memory(memory, task, relevance, reader=agent, checks=checks)
         pattern = build_pattern(group)
         steps = pattern.prevention[:1]
         working = [s for s in pattern.solutions if s.successes > 0]
@@ -333,6 +359,27 @@ class FailureService:
             steps=steps,
             fixes=pattern.solutions,
         )
+
+    def _named_memory(self, ref: str, agent: str) -> Memory | None:
+        """The memory visible to ``agent`` that ``ref`` names: its id, a unique id prefix, or a slug of what it is
+        about (seed 001's ``migration-rollback-strategy``: an action, a key, a tag or the words of its text)."""
+        key = ref.strip()
+        found = self._store.memories.get(key, Filter(agent=agent))
+        if found is not None:
+            return found
+        if len(key) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in key.lower()):
+            page = self._store.memories.list(Filter(agent=agent), limit=check.MAX_LIMIT, offset=0)
+            hits = [m for m in page if m.id.startswith(key.lower())]
+            if len(hits) > 1:
+                raise ValidationError(f"id prefix {ref!r} is ambiguous: {len(hits)} memories start with it")
+            if hits:
+                return hits[0]
+        near = [h.memory for h in self._recall.search(key.replace("-", " "), agent=agent, limit=10, fold=False)]
+        for m in near:
+            if key in (m.metadata.get("action"), m.metadata.get("key"), m.metadata.get("name")) or key in m.tags:
+                return m
+        best = nearest_by_words(key, [memory_words(m) for m in near])
+        return near[best] if best is not None else None
 
     def _relevance(self, task: str, *texts: str) -> float:
         """How well ``task`` fits the closest of ``texts`` (cosine similarity)."""
@@ -518,40 +565,6 @@ def _description(memory: Memory) -> str:
     if memory.kind == "code_pattern" and isinstance(header, int) and header > 0:
         return "\n".join(memory.content.splitlines()[:header])
     return memory.content
-
-
-def _memory_plan(memory: Memory, task: str, relevance: float) -> PatternPlan:
-    meta = memory.metadata
-    first_line = memory.content.strip().splitlines()[0] if memory.content.strip() else memory.id
-    if memory.kind == "code_pattern":
-        name = str(meta.get("name") or first_line)
-        signature = meta.get("signature")
-        steps = [f"Reuse {name}" + (f" ({signature})" if signature else "") + f" for: {task}"]
-        if meta.get("handled"):
-            steps.append(f"It handles: {', '.join(str(h) for h in meta['handled'])}.")
-        if meta.get("complexity_level"):
-            steps.append(f"Complexity: {meta['complexity_level']} ({meta.get('complexity')}).")
-        header = meta.get("header_lines")
-        lines = memory.content.splitlines()
-        code_text = (
-            "\n".join(lines[header:]) if isinstance(header, int) and 0 <= header < len(lines) else memory.content
-        )
-        return PatternPlan(
-            task=task,
-            pattern_id=memory.id,
-            kind="code_pattern",
-            title=f"{meta.get('pattern_type', 'code')} {name}",
-            relevance=relevance,
-            steps=steps,
-            code=code_text,
-        )
-    action = meta.get("action")
-    steps = [f"Do: {action}" if isinstance(action, str) and action else f"Apply: {first_line}"]
-    if memory.success_rate is not None:
-        steps.append(f"It worked {memory.successes:g} of {memory.attempts:g} times it was used.")
-    return PatternPlan(
-        task=task, pattern_id=memory.id, kind=memory.kind, title=first_line, relevance=relevance, steps=steps
-    )
 
 
 def _warning(p: FailurePattern) -> str:

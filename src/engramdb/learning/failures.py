@@ -12,12 +12,14 @@ Everything here takes values and returns values: no store, no clock, no model.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from engramdb.errors import NotFound, ValidationError
+from engramdb.learning.pattern_names import nearest_by_words
 from engramdb.learning.signatures import (
     error_signature,
     exception_type,
@@ -352,9 +354,11 @@ def build_pattern(
     for o in occurrences:
         counts[o.signature] = counts.get(o.signature, 0) + 1
     signature = max(counts, key=lambda s: (counts[s], -_first_index(occurrences, s)))
+    seen_in = Counter(o.context.strip() for o in occurrences if o.context.strip())
     return FailurePattern(
         id=first.key,
         name=pattern_slug(signature),
+        occurs_in=[c for c, _ in seen_in.most_common(3)],
         signature=signature,
         example=last.message,
         occurrences=len(occurrences),
@@ -532,6 +536,13 @@ def find_pattern(
         found = [g for g, p in zip(groups, named, strict=True) if p.name == pattern_id.lower()]
     if not found and len(pattern_id) >= 4:
         found = [g for g in groups if any(o.key.startswith(pattern_id) for o in g)]
+    if not found:
+        # A slug of what the pattern is about (seed 001's "npm-install-timeout"): the one pattern whose name,
+        # signature, messages and contexts hold most of its words.
+        texts = [" ".join([p.name, p.signature, *p.occurs_in, *(o.message for o in g[-3:])]) for g, p in
+                 zip(groups, name_patterns([build_pattern(g) for g in groups]), strict=True)]  # fmt: skip
+        best = nearest_by_words(pattern_id, texts)
+        found = [groups[best]] if best is not None else []
     if len(found) > 1:
         raise ValidationError(f"pattern id {pattern_id!r} is ambiguous: give more characters")
     if not found:

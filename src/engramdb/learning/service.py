@@ -11,7 +11,6 @@ modules next to it: :mod:`~engramdb.learning.recommend` (suggest, choose),
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -26,9 +25,17 @@ from engramdb.learning import _args, recommend, records
 from engramdb.learning.adaptive import Adaptive, RecoveryHook
 from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, learning_stats, parse_rate_filter
 from engramdb.learning.analytics import approaches as find_approaches
-from engramdb.learning.complexity import assess_complexity
+from engramdb.learning.executions import ExecutionMethods
+from engramdb.learning.factors import common_factors
 from engramdb.learning.recommend import Neighbour, RecommendConfig
-from engramdb.learning.records import EPISODE_TAG, PENDING, decision_metadata, parse_decision, resolved_metadata
+from engramdb.learning.records import (
+    EPISODE_TAG,
+    PENDING,
+    decision_metadata,
+    is_pending_outcome,
+    parse_decision,
+    resolved_metadata,
+)
 from engramdb.learning.report import build_report, write_chart
 from engramdb.learning.stats import OUTCOME_WORDS, success_weight
 from engramdb.models import (
@@ -38,7 +45,6 @@ from engramdb.models import (
     CategoryTrend,
     DecisionRecord,
     ExecutionInfo,
-    ExecutionMatch,
     LearningReport,
     LearningStats,
     Memory,
@@ -62,9 +68,11 @@ _DECISION: tuple[str, ...] = ("decision",)
 _SIMILAR_TASK: Final = 0.6
 #: Feedback in words whose reward is above this is also kept as a learned preference (seed 002's rule).
 _PREFERENCE_REWARD: Final = 0.5
+#: Characters of the task (the first memory's first line) kept in front of a preference learned from feedback.
+_ABOUT_CHARS: Final = 120
 
 
-class LearningService:
+class LearningService(ExecutionMethods):
     """Outcome learning: record outcomes, get suggestions and choices, feedback, executions, analytics."""
 
     def __init__(
@@ -111,7 +119,9 @@ class LearningService:
     ) -> Memory:
         """Record that doing ``action`` in ``context`` turned out as ``outcome``; returns the decision memory.
 
-        ``outcome`` is "success", "failure", "partial", a boolean, or a reward in [-1, 1]; None
+        ``outcome`` is "success", "failure", "partial", a boolean, a reward in [-1, 1], or feedback in
+        words ("worked first time, thanks": rated as for :meth:`feedback`, the text kept as
+        ``metadata["feedback"]``); None
         (or "pending") records the decision now and its outcome later (:meth:`resolve`, or the end of its
         ``episode``: a decision made within an episode started with ``mem.episodes.start``
         and left pending gets credit from the episode's outcome, discounted by its distance
@@ -122,6 +132,14 @@ class LearningService:
         ValidationError (NotFound for an unknown ``used`` id) and records nothing.
         """
         agent = self._settings.agent if agent is None else agent
+        # A phrase ("worked first time, thanks") is rated like feedback, the text kept beside the reward; a single
+        # unknown word stays an error ("sucess" is a typo, not neutral feedback).
+        if isinstance(outcome, str) and len(outcome.split()) > 1 and not is_pending_outcome(outcome):
+            text, reward = self._rate_feedback(outcome)
+            if text is not None and reward is not None:
+                outcome = reward
+                if metadata is None or isinstance(metadata, Mapping):
+                    metadata = {**(metadata or {}), "feedback": text}
         return self._record_decision(
             context,
             action,
@@ -286,14 +304,23 @@ class LearningService:
                 ]
             )
         if text is not None and reward is not None and reward > _PREFERENCE_REWARD:
-            # After the transaction: the pipeline's duplicate check searches, which must not run inside one.
-            self._pipeline.remember(
-                text,
-                agent=agent,
-                kind="preference",
-                tags=["feedback"],
-                metadata={"feedback": text, "reward": reward, "memories": ids},
-            )
+            # Imported here: the brain layer sits above learning (its router reads the learning engine).
+            from engramdb.brain.sentiment import preference_text
+
+            # Praise alone ("great, exactly what I wanted") is a reward, not a preference: kept as one, it was
+            # recalled for every later task. Only feedback naming something is, with the task it was about.
+            first = out[0].content.strip().splitlines()[0] if out and out[0].content.strip() else ""
+            about = first[:_ABOUT_CHARS] if first else None
+            stated = preference_text(text, context=about)
+            if stated is not None:
+                # After the transaction: the pipeline's duplicate check searches, which must not run inside one.
+                self._pipeline.remember(
+                    stated,
+                    agent=agent,
+                    kind="preference",
+                    tags=["feedback"],
+                    metadata={"feedback": text, "reward": reward, "memories": ids, "context": about},
+                )
         return out
 
     def _rate_feedback(self, outcome: object) -> tuple[str | None, float | None]:
@@ -366,15 +393,19 @@ class LearningService:
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         opts = _args.options(options) if options is not None else None
         limit = check.limit(limit)
-        return recommend.suggest(
+        neighbours = self._neighbours(context, agent, wide=True)
+        s = recommend.suggest(
             context,
-            self._neighbours(context, agent, wide=True),
+            neighbours,
             now=utcnow(),
             config=self.recommend,
             seed=self._settings.learning_seed,
             options=opts,
             limit=limit,
         )
+        top = s.recommended or (s.options[0].action if s.options else None)
+        factors, tools = common_factors([n.record for n in neighbours], top)
+        return replace(s, success_factors=factors, tools=tools) if factors or tools else s
 
     def choose(
         self,
@@ -413,105 +444,7 @@ class LearningService:
             exploration=float(exp),
         )
 
-    # -- executions and analytics ----------------------------------------------------------------------------
-    def record_execution(
-        self,
-        task: str,
-        *,
-        approach: str,
-        outcome: str | bool | float,
-        agent: str | None = None,
-        category: str | None = None,
-        task_type: str | None = None,
-        complexity: str | None = None,
-        success_factors: Iterable[str] = (),
-        tools: Iterable[str] = (),
-        duration: float | None = None,
-        calls: int | None = None,
-        alternatives: Iterable[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        used: Iterable[str] = (),
-    ) -> Memory:
-        """Record a task run: the approach taken, how it went, and what it involved.
-
-        An execution is an outcome record (a ``decision`` memory whose context is the
-        task) with the execution's facts in its metadata, so :meth:`suggest` and
-        :meth:`choose` learn from executions too. ``calls`` counts API or tool calls.
-        Without ``complexity`` it is assessed from the task's text and the agent's similar
-        past runs (the rule is in :mod:`engramdb.learning.complexity`).
-        """
-        agent = self._settings.agent if agent is None else agent
-        if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
-            raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
-        given = _args.optional_label(complexity, "complexity")
-        info = ExecutionInfo(
-            task_type=_args.optional_label(task_type, "task_type"),
-            complexity=given if given is not None else self._assess(task, agent),
-            complexity_assessed=given is None,
-            success_factors=_args.label_list(success_factors, "success_factors"),
-            tools=_args.label_list(tools, "tools"),
-            calls=calls,
-        )
-        return self._record_decision(
-            task,
-            approach,
-            outcome,
-            what="task",
-            agent=agent,
-            used=used,
-            alternatives=alternatives,
-            duration=duration,
-            category=category,
-            metadata=metadata,
-            tags=lambda meta: (
-                ["execution", f"action:{meta['action']}"]
-                + ([f"category:{meta['category']}"] if "category" in meta else [])
-            ),
-            execution=info,
-        )
-
-    def _assess(self, task: str, agent: str) -> str:
-        """The complexity of ``task`` by :func:`~engramdb.learning.complexity.assess_complexity`."""
-        if not isinstance(task, str) or not task.strip():
-            return "low"  # the record itself rejects it
-        agent = check.agent_name(agent)
-        similar = [n.record for n in self._neighbours(task, agent) if n.cosine >= _SIMILAR_TASK]
-        durations = [r.duration for r in self.outcomes(agent=agent) if r.duration is not None]
-        return assess_complexity(
-            task,
-            similar_success=[r.success for r in similar],
-            similar_durations=[r.duration for r in similar if r.duration is not None],
-            typical_duration=statistics.median(durations) if durations else None,
-        )
-
-    def executions(
-        self,
-        task: str,
-        *,
-        agent: str | None = None,
-        successful: bool | None = True,
-        category: str | None = None,
-        limit: int = 5,
-    ) -> list[ExecutionMatch]:
-        """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
-
-        ``successful=True`` (the default) keeps those that succeeded (success weight at
-        least 0.5), ``False`` those that did not, ``None`` all. ``category`` restricts
-        to one category.
-        """
-        task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
-        limit = check.limit(limit)
-        matches = [
-            ExecutionMatch(record=n.record, similarity=n.cosine)
-            for n in self._neighbours(task, agent)
-            if n.record.execution is not None
-            and (successful is None or (n.record.success >= 0.5) == successful)
-            and (category is None or n.record.category == category)
-        ]
-        matches.sort(key=lambda m: (-m.similarity, -m.record.at.timestamp(), m.record.id))
-        return matches[:limit]
-
+    # -- analytics -----------------------------------------------------------------------------------------
     def outcomes(
         self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
     ) -> list[DecisionRecord]:

@@ -13,7 +13,8 @@ __all__ = ["CHAT_ROLES", "AddResult", "ChatMessage", "ChatRole", "FactAction", "
 ChatRole = Literal["user", "assistant", "system", "developer", "tool", "function"]
 #: The roles of OpenAI-style chat messages that ``add`` accepts.
 CHAT_ROLES: Final[frozenset[str]] = frozenset({"user", "assistant", "system", "developer", "tool", "function"})
-#: What ``add`` did with a fact: a new memory, a memory changed in place (an LLM's update, or a note merged
+#: What ``add`` did with a fact: a new memory (or an earlier value of a key, told after the current one), a memory
+#: changed in place (an LLM's update, or a note merged
 #: into a near-duplicate), a keyed fact whose earlier value it replaced, a memory removed (an LLM's delete),
 #: or nothing (the fact was already known as stated).
 FactAction = Literal["add", "update", "supersede", "delete", "none"]

@@ -16,8 +16,40 @@ __all__ = [
     "FailureWarning",
     "PatternPlan",
     "PreventionCheck",
+    "PreventionEffect",
     "SolutionStats",
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreventionEffect:
+    """What a pattern's prevention checks did (seed 001's metric: failures prevented after identification).
+
+    ``since`` is when the first check for the pattern was saved. ``expected_after`` is how many
+    occurrences the rate before it (per day, over first occurrence to ``since``) predicts for the
+    time since; ``prevented`` is the share of those that did not happen (0..1), None while fewer
+    than one was expected (too early to tell).
+    """
+
+    since: datetime
+    before: int
+    after: int
+    days_before: float
+    days_after: float
+    expected_after: float
+    prevented: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "since": self.since.isoformat(),
+            "before": self.before,
+            "after": self.after,
+            "days_before": self.days_before,
+            "days_after": self.days_after,
+            "expected_after": self.expected_after,
+            "prevented": self.prevented,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +85,10 @@ class FailurePattern:
     last_seen: datetime
     solutions: list[SolutionStats] = field(default_factory=list)
     prevention: list[str] = field(default_factory=list)
+    #: Where it happens: the most common contexts its occurrences were recorded with (seed 001's "Occurs in").
+    occurs_in: list[str] = field(default_factory=list)
+    #: Occurrences before and after its first saved prevention check (None: no check saved).
+    effect: PreventionEffect | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (timestamps as ISO 8601 strings)."""
@@ -66,6 +102,8 @@ class FailurePattern:
             "last_seen": self.last_seen.isoformat(),
             "solutions": [s.to_dict() for s in self.solutions],
             "prevention": list(self.prevention),
+            "occurs_in": list(self.occurs_in),
+            "effect": self.effect.to_dict() if self.effect is not None else None,
         }
 
 

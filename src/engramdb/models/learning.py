@@ -20,6 +20,7 @@ __all__ = [
     "DecisionRecord",
     "ExecutionInfo",
     "ExecutionMatch",
+    "Factor",
     "LearningReport",
     "LearningStats",
     "OptionStats",
@@ -66,6 +67,18 @@ class OptionStats:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Factor:
+    """A success factor or tool and in how many successful runs of the recommended approach it appeared."""
+
+    name: str
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"name": self.name, "count": self.count}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Suggestion:
     """What to do in a context: the recommended action (None if evidence is thin) and why."""
 
@@ -82,6 +95,10 @@ class Suggestion:
     evidence: float = 0.0
     #: The model's posterior probability that the top option is the best, before calibration.
     raw_confidence: float = 0.0
+    #: Seed 000: the success factors and tools of the successful runs (executions) of the recommended (else the top)
+    #: option in similar contexts, most common first.
+    success_factors: list[Factor] = field(default_factory=list)
+    tools: list[Factor] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -94,6 +111,8 @@ class Suggestion:
             "raw_confidence": self.raw_confidence,
             "options": [o.to_dict() for o in self.options],
             "reason": self.reason,
+            "success_factors": [f.to_dict() for f in self.success_factors],
+            "tools": [t.to_dict() for t in self.tools],
         }
 
 

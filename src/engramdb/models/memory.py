@@ -144,21 +144,37 @@ class Memory:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search result: the memory and its final score (higher is better)."""
+    """A search result: the memory, its score (orders one search) and its calibrated relevance.
+
+    ``relevance`` in [0, 1] means the same in every search and store (README, "Relevance"): above 0.7 the
+    memory says what the query asks about in other words; below 0.3 it is unrelated. ``score`` only orders
+    the hits of one search. ``duplicates`` are the ids of near-identical memories folded into this hit, so
+    one fact takes one place; the hit stands for ``1 + len(duplicates)`` memories.
+    """
 
     memory: Memory
     score: float
     #: The channel scores before fusion, for explanation; None when a channel did not find it.
     keyword_score: float | None = None
     vector_score: float | None = None
+    relevance: float = 0.0
+    duplicates: tuple[str, ...] = ()
+
+    @property
+    def stands_for(self) -> int:
+        """How many memories this hit stands for (itself and its near-identical duplicates)."""
+        return 1 + len(self.duplicates)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {
             "memory": self.memory.to_dict(),
             "score": self.score,
+            "relevance": self.relevance,
             "keyword_score": self.keyword_score,
             "vector_score": self.vector_score,
+            "stands_for": self.stands_for,
+            "duplicates": list(self.duplicates),
         }
 
 

@@ -108,9 +108,16 @@ _MEMORY_KEYS: Final = frozenset(
         "visibility",
         "redacted",
         "vector",
+        "user",
+        "session",
+        "occurred_at",
+        "valid_until",
     }
 )
-_MEMORY_OPTIONAL: Final = frozenset({"vector", "redacted", "last_accessed"})
+# Scopes and event time are written only when set (a file without them reads as before they existed).
+_MEMORY_OPTIONAL: Final = frozenset(
+    {"vector", "redacted", "last_accessed", "user", "session", "occurred_at", "valid_until"}
+)
 _CHANGE_KEYS: Final = frozenset({"type", "memory_id", "seq", "action", "at", "actor", "before", "after"})
 
 Vector = npt.NDArray[np.float32]
@@ -206,6 +213,14 @@ def encode_memory(memory: Memory, vector: npt.ArrayLike | None = None) -> dict[s
         "visibility": memory.visibility,
         "redacted": list(memory.redacted),
     }
+    if memory.user is not None:
+        record["user"] = memory.user
+    if memory.session is not None:
+        record["session"] = memory.session
+    if memory.occurred_at != memory.created_at:
+        record["occurred_at"] = _ts(memory.occurred_at)
+    if memory.valid_until is not None:
+        record["valid_until"] = _ts(memory.valid_until)
     if vector is not None:
         record["vector"] = encode_vector(vector)
     return record
@@ -497,14 +512,20 @@ def _memory(record: Mapping[str, Any], dim: int | None) -> Entry:
     if successes > attempts:
         raise _Bad(f"successes ({successes:g}) exceed attempts ({attempts:g})")
     metadata = _valid(check.stored_metadata, record["metadata"], what="metadata")
+    created = _timestamp(record["created_at"], "created_at")
+    occurred = _optional_timestamp(record.get("occurred_at"), "occurred_at")
     memory = Memory(
+        user=_valid(check.scope, record.get("user"), what="user"),
+        session=_valid(check.scope, record.get("session"), what="session"),
+        occurred_at=created if occurred is None else occurred,
+        valid_until=_optional_timestamp(record.get("valid_until"), "valid_until"),
         id=_ident(record["id"], "id"),
         agent=_valid(check.agent_name, record["agent"]),
         kind=kind,
         content=content,
         tags=_tags(record["tags"]),
         metadata=metadata,
-        created_at=_timestamp(record["created_at"], "created_at"),
+        created_at=created,
         updated_at=_timestamp(record["updated_at"], "updated_at"),
         last_accessed=_optional_timestamp(record.get("last_accessed"), "last_accessed"),
         access_count=_count(record["access_count"], "access_count"),

@@ -31,7 +31,7 @@ from engramdb.pipeline import WritePipeline
 from engramdb.privacy import knowledge, transfer
 from engramdb.privacy import sharing as rules
 from engramdb.privacy.transfer import Vector
-from engramdb.recall import Recall
+from engramdb.recall import Recall, scope_filter
 from engramdb.storage.base import Filter, Store
 
 __all__ = ["KnowledgeService", "Target"]
@@ -100,10 +100,14 @@ class KnowledgeService:
         tag: str | None = None,
         with_vectors: bool = False,
         with_history: bool = False,
+        user: str | None = None,
+        session: str | None = None,
     ) -> int:
         """Write ``agent``'s own memories (those carrying ``tag``, if given) to a knowledge file; return how many.
 
-        Only the agent's own memories are exported, never those others shared with it.
+        Only the agent's own memories are exported, never those others shared with it; with ``user``
+        only that user's (a person's data, e.g. to hand it over), with ``session`` only that thread's.
+        Superseded values of keyed facts are exported too, with their validity.
         The file (see :mod:`engramdb.privacy.knowledge`) keeps ids, timestamps, statistics,
         tags, metadata and visibility; ``with_vectors`` adds the vectors, ``with_history``
         each memory's change history. A file path is written atomically: a failed export
@@ -114,7 +118,15 @@ class KnowledgeService:
         clean_tag = check.tag(tag) if tag is not None else None
         with_vectors = check.flag(with_vectors, what="with_vectors")
         with_history = check.flag(with_history, what="with_history")
-        flt = Filter(agent=owner, include_shared=False, tags=(clean_tag,) if clean_tag else None)
+        users, sessions = scope_filter(user, session, exact=True)
+        flt = Filter(
+            agent=owner,
+            include_shared=False,
+            tags=(clean_tag,) if clean_tag else None,
+            users=users,
+            sessions=sessions,
+            superseded=True,
+        )
         memories = self._recall.all(flt)
         vectors = self._stored_vectors([m.id for m in memories]) if with_vectors else {}
 

@@ -19,7 +19,7 @@ from engramdb.errors import NotFound, ValidationError
 from engramdb.models import CleanupReport, Expiry, Memory, RetentionPolicy
 from engramdb.pipeline import WritePipeline
 from engramdb.privacy.retention import evaluate, load_policy
-from engramdb.recall import Recall
+from engramdb.recall import Recall, scope_filter
 from engramdb.storage.base import Filter, Store
 
 __all__ = ["RETENTION_ACTOR", "RetentionService"]
@@ -63,10 +63,13 @@ class RetentionService:
         agent: str | None = None,
         policy: RetentionPolicy | None = None,
         now: datetime | None = None,
+        user: str | None = None,
+        session: str | None = None,
     ) -> CleanupReport:
         """Apply the policy (default: :attr:`policy`): forget every memory it expires, for good.
 
-        ``dry_run`` only reports. ``agent`` limits it to that agent's own memories.
+        ``dry_run`` only reports. ``agent`` limits it to that agent's own memories, ``user`` to that user's
+        (not the agent's own), ``session`` to that thread's. Superseded values of keyed facts age like the rest.
         Deletion is the thorough forget (content, keyword index, vector, shares, history
         contents; a tombstone stays), each with its audit entry in the same transaction.
         """
@@ -75,13 +78,14 @@ class RetentionService:
             raise ValidationError(f"policy must be a RetentionPolicy, not {type(policy).__name__}")
         if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
             raise ValidationError(f"now must be a timezone-aware datetime, not {check.shown(now)}")
+        users, sessions = scope_filter(user, session, exact=True)
         policy = self.policy if policy is None else policy
         if agent is not None:
             agent = check.agent_name(agent)
         now = utcnow() if now is None else now
         if policy.empty:
             return CleanupReport(dry_run=dry_run, policy_empty=True)
-        expired = evaluate(self._owned_memories(agent), policy, now=now)
+        expired = evaluate(self._owned_memories(agent, users, sessions), policy, now=now)
         if dry_run:
             return CleanupReport(dry_run=True, expired=tuple(expired))
         gone: list[Expiry] = []
@@ -115,7 +119,10 @@ class RetentionService:
         self._store.meta.set(_LAST_RUN, now.isoformat())
         return report
 
-    def _owned_memories(self, agent: str | None) -> Iterator[Memory]:
-        """Every memory (of ``agent`` only, if given), page by page."""
-        for page in self._recall.pages(Filter(agent=agent, include_shared=False)):
+    def _owned_memories(
+        self, agent: str | None, users: tuple[str | None, ...] | None, sessions: tuple[str | None, ...] | None
+    ) -> Iterator[Memory]:
+        """Every memory (of ``agent`` only, if given; in the scopes given), page by page."""
+        flt = Filter(agent=agent, include_shared=False, users=users, sessions=sessions, superseded=True)
+        for page in self._recall.pages(flt):
             yield from (m for m in page if agent is None or m.agent == agent)

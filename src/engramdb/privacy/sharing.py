@@ -168,6 +168,10 @@ def copied(source: Memory, *, to_agent: str, new_id: str, at: datetime) -> Memor
         attempts=source.attempts,
         visibility="private",
         redacted=source.redacted,
+        user=source.user,
+        session=source.session,
+        occurred_at=source.occurred_at,
+        valid_until=source.valid_until,
     )
 
 

@@ -117,19 +117,20 @@ def spread_to_neighbours(
 
 
 def link_turns(memories: list[Memory]) -> list[Memory]:
-    """Link each conversation turn of a batch to the turn before it (same agent and ``session``).
+    """Link each conversation turn of a batch to the turn before it (same agent, user and session: the
+    memory's ``session``, else ``metadata["session"]``).
 
     Search scores a short turn with its neighbours (:func:`spread_to_neighbours`): the
     answer "A greyhound!" is found through the question before it. A link the caller set is kept.
     """
-    last: dict[tuple[str, Any], str] = {}
+    last: dict[tuple[str, str | None, Any], str] = {}
     out = []
     for m in memories:
         if m.kind != "conversation":
             out.append(m)
             continue
-        session = m.metadata.get("session")
-        where = (m.agent, session if isinstance(session, str | int) else None)
+        session = m.session if m.session is not None else m.metadata.get("session")
+        where = (m.agent, m.user, session if isinstance(session, str | int) else None)
         previous = last.get(where)
         last[where] = m.id
         linked = previous is not None and FOLLOWS_KEY not in m.metadata

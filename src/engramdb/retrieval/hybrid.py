@@ -8,10 +8,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.query import QueryCache
 from engramdb.models import Hit
+from engramdb.retrieval.collapse import collapse
 from engramdb.retrieval.context import (
     ASSISTANT_WEIGHT,
     FOLLOWS_KEY,
@@ -21,8 +23,10 @@ from engramdb.retrieval.context import (
     spread_to_neighbours,
     weigh_speakers,
 )
-from engramdb.retrieval.ranking import RankingWeights, fuse, rank
+from engramdb.retrieval.evidence import coverage, relevance, term_weight
+from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_evidence, rank
 from engramdb.retrieval.text import query_terms
+from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
 
 __all__ = ["HybridSearcher"]
@@ -49,8 +53,10 @@ class HybridSearcher:
         weights: RankingWeights | None = None,
         neighbour_weight: float = NEIGHBOUR_WEIGHT,
         assistant_weight: float = ASSISTANT_WEIGHT,
+        time_weight: float = TIME_WEIGHT,
     ) -> None:
         self._store = store
+        self._model_id = embedder.model_id
         # Agents ask the same question again and again (a planning loop, a retry): skip the model then.
         self._queries = QueryCache(embedder)
         self.weights = weights if weights is not None else RankingWeights()
@@ -58,6 +64,12 @@ class HybridSearcher:
         self.neighbour_weight = neighbour_weight
         #: See :func:`engramdb.retrieval.context.weigh_speakers`; 1 turns speaker weighting off.
         self.assistant_weight = assistant_weight
+        #: See :func:`engramdb.retrieval.timeref.weigh_by_time`; 0 ignores time named in a question.
+        self.time_weight = time_weight
+        #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
+        self.time_words = True
+        #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
+        self.time_additive = True
         # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-keyword")
         #: Run the keyword channel on the worker thread, overlapped with the query embedding and the vector
@@ -78,14 +90,19 @@ class HybridSearcher:
         now: datetime,
         touch: bool = True,
         vector: Sequence[float] | None = None,
+        fold: bool = True,
     ) -> list[Hit]:
         """The ``limit`` best memories for ``query`` under ``flt``, best first.
 
         Returned memories already reflect this retrieval (``access_count`` + 1,
-        ``last_accessed`` = ``now``) when ``touch`` is true.
+        ``last_accessed`` = ``now``) when ``touch`` is true. With ``fold``, near-identical memories come as
+        one hit (:mod:`engramdb.retrieval.collapse`); services that count memories (episode statistics)
+        pass False.
         """
         depth = max(_DEPTH, limit)
-        terms = query_terms(query)
+        # "last Saturday": counted from the moment the question is asked (``as_of``), else from now.
+        window = find_time(query, reference=flt.as_of or now) if self.time_weight > 0 else None
+        terms = query_terms(query if window is None or self.time_words else window.rest)
         overlap = bool(terms) and self.overlap_keyword
         pending: Future[list[Candidate]] | None = (
             self._pool.submit(self._store.search.keyword_candidates, terms, flt, limit=depth) if overlap else None
@@ -97,17 +114,32 @@ class HybridSearcher:
             keyword = pending.result() if pending is not None else []
         if terms and pending is None:
             keyword = self._store.search.keyword_candidates(terms, flt, limit=depth)
-        fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
-        # Boosts can reorder only within reach of the top, so fetch a bounded slice.
-        head = fused[: max(_HEAD, limit)]
-        memories = self._store.memories.get_many([f.id for f in head], flt)
+        if self.weights.fusion == "evidence":
+            # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).
+            ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in keyword]))
+            memories = self._store.memories.get_many(ids, flt)
+            texts = {i: m.content for i, m in memories.items()}
+            fused = fuse_evidence(keyword, vec, texts, terms, coverage_weight=self.weights.coverage)
+            head = fused[: max(_HEAD, limit)]
+        else:
+            fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
+            # Boosts can reorder only within reach of the top, so fetch a bounded slice.
+            head = fused[: max(_HEAD, limit)]
+            memories = self._store.memories.get_many([f.id for f in head], flt)
         linked = self.neighbour_weight > 0 and any(FOLLOWS_KEY in m.metadata for m in memories.values())
         spoken = self.assistant_weight < 1 and any(ROLE_KEY in m.metadata for m in memories.values())
-        if linked or spoken:
+        if linked or spoken or window is not None:
             # Conversation turns: a turn below the head may rise with its neighbour or past an assistant's
-            # reply, so read them all.
+            # reply, or one of the day the question names, so read them all.
             reach = fused[: max(_SPREAD, limit)]
-            memories.update(self._store.memories.get_many([f.id for f in reach[len(head) :]], flt))
+            unread = [f.id for f in reach if f.id not in memories]
+            if unread:
+                memories.update(self._store.memories.get_many(unread, flt))
+            if window is not None:
+                when = {m.id: m.occurred_at for m in memories.values()}
+                # "what did I do last Saturday?": no other words to go by, so the time decides.
+                weight = self.time_weight if query_terms(window.rest) else max(self.time_weight, TIME_ONLY_WEIGHT)
+                reach = weigh_by_time(reach, when, window, weight=weight, additive=self.time_additive)
             if spoken:
                 roles = {m.id: m.metadata.get(ROLE_KEY) for m in memories.values()}
                 reach = weigh_speakers(reach, roles, query=query, weight=self.assistant_weight)
@@ -116,11 +148,27 @@ class HybridSearcher:
                 lengths = {m.id: len(m.content) for m in memories.values()}
                 reach = spread_to_neighbours(reach, links, lengths, weight=self.neighbour_weight)
             head = reach[: max(_HEAD, limit)]
-        ranked = rank(head, memories, now=now, weights=self.weights)[:limit]
+        ordered = rank(head, memories, now=now, weights=self.weights)
+        ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
         if touch and ranked:
-            self._store.memories.touch([m.id for _, m, _ in ranked], at=now)
+            self._store.memories.touch([m.id for (_, m, _), _ in ranked], at=now)
+        cosines = self._cosines(qvec, [f for (f, _, _), _ in ranked])
+        weights = [term_weight(t) for t in terms]
         hits = []
-        for f, m, score in ranked:
+        for (f, m, score), folded in ranked:
             shown = dataclasses.replace(m, access_count=m.access_count + 1, last_accessed=now) if touch else m
-            hits.append(Hit(shown, score, f.keyword_score, f.vector_score))
+            rel = relevance(cosines[f.id], coverage(terms, m.content, weights=weights))
+            hits.append(Hit(shown, score, f.keyword_score, f.vector_score, rel, tuple(folded)))
         return hits
+
+    def _cosines(self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused]) -> dict[str, float]:
+        """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none)."""
+        out = {f.id: f.vector_score for f in fused if f.vector_score is not None}
+        missing = [f.id for f in fused if f.vector_score is None]
+        if missing:
+            q = np.asarray(qvec, dtype=np.float32)
+            q = q / (float(np.linalg.norm(q)) or 1.0)
+            for memory_id, vec in self._store.vectors.get(missing, model_id=self._model_id).items():
+                v = np.asarray(vec, dtype=np.float32)
+                out[memory_id] = float(q @ v) / (float(np.linalg.norm(v)) or 1.0)
+        return {f.id: out.get(f.id, 0.0) for f in fused}

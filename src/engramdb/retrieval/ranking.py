@@ -1,5 +1,11 @@
 """Fusion of retrieval channels and the final ranking. Pure functions: values in, values out.
 
+Fusion weighs each channel by its evidence (:func:`fuse_evidence`, the default): a candidate's raw cosine to
+the query plus how much of the query's distinctive vocabulary it contains. Unlike per-query min-max
+scaling (:func:`fuse`, kept as ``RankingWeights(fusion="minmax")``), a keyword channel whose best match
+shares one common word with the query no longer counts as much as a decisive match; nor does a vector
+channel that is merely ranking near-ties (bench/RESULTS.md, issue 21).
+
 Relevance comes first. Recency, confidence, access and past success are *gentle*
 multiplicative boosts: together they can reorder memories of similar relevance
 but never lift an irrelevant memory over a relevant one.
@@ -11,18 +17,24 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from engramdb.models import Memory
+from engramdb.retrieval.evidence import pool_coverage
 from engramdb.storage.base import Candidate
 
-__all__ = ["Fused", "RankingWeights", "boost", "fuse", "rank"]
+__all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_evidence", "rank"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankingWeights:
     """How much each signal may move a memory. Each boost term lies in [-w, +w]."""
 
-    #: Weight of the keyword channel in fusion; the vector channel gets ``1 - keyword``.
+    #: ``"evidence"``: :func:`fuse_evidence`; ``"minmax"``: :func:`fuse` (the rule before issue 21).
+    fusion: Literal["evidence", "minmax"] = "evidence"
+    #: Evidence fusion: what a candidate holding all of the query's words gains, in cosine units.
+    coverage: float = 0.6
+    #: Min-max fusion: weight of the keyword channel; the vector channel gets ``1 - keyword``.
     keyword: float = 0.5
     recency: float = 0.05
     recency_half_life_days: float = 30.0
@@ -78,6 +90,41 @@ def fuse(keyword: Sequence[Candidate], vector: Sequence[Candidate], *, keyword_w
             vec_raw.get(cid),
         )
         for cid in kw_raw.keys() | vec_raw.keys()
+    ]
+    out.sort(key=lambda f: (-f.relevance, f.id))
+    return out
+
+
+def fuse_evidence(
+    keyword: Sequence[Candidate],
+    vector: Sequence[Candidate],
+    texts: Mapping[str, str],
+    terms: Sequence[str],
+    *,
+    coverage_weight: float = 0.6,
+) -> list[Fused]:
+    """Evidence fusion: ``cosine + coverage_weight * coverage`` for every candidate of either channel.
+
+    ``coverage`` (:func:`~engramdb.retrieval.evidence.pool_coverage`) is the IDF-weighted share of the query's
+    ``terms`` in the candidate's text (``texts``; a candidate without one gets 0), the IDF taken over these
+    candidates. A candidate the vector channel did not return gets the lowest cosine it returned: its own is
+    no higher (and fetching it measured worse on LoCoMo, bench/RESULTS.md). A negative cosine counts as 0,
+    so the evidence is never negative. Ties are broken by id.
+    """
+    if not 0.0 <= coverage_weight <= 10.0:
+        raise ValueError("coverage_weight must be within [0, 10]")
+    vec_raw = {c.id: c.score for c in vector}
+    kw_raw = {c.id: c.score for c in keyword}
+    floor = min(vec_raw.values(), default=0.0)
+    ids = list(dict.fromkeys([*vec_raw, *kw_raw]))
+    cover = pool_coverage(terms, {i: texts[i] for i in ids if i in texts})
+    evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) for i in ids}
+    # Scaled to [0, 1] within the search, as min-max fusion's were: the order is the evidence's, and the
+    # conversation context and boosts after it (tuned on that scale) see the same contrast.
+    hi, lo = max(evidence.values(), default=1.0), min(evidence.values(), default=0.0)
+    span = hi - lo
+    out = [
+        Fused(i, (e - lo) / span if span > 1e-12 else 1.0, kw_raw.get(i), vec_raw.get(i)) for i, e in evidence.items()
     ]
     out.sort(key=lambda f: (-f.relevance, f.id))
     return out

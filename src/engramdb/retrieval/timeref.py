@@ -23,11 +23,14 @@ from typing import Any, Literal
 
 from engramdb.retrieval.ranking import Fused
 
-__all__ = ["TIME_WEIGHT", "TimeSpan", "TimeWindow", "find_time", "nearness", "weigh_by_time"]
+__all__ = ["TIME_ONLY_WEIGHT", "TIME_WEIGHT", "TimeSpan", "TimeWindow", "find_time", "nearness", "weigh_by_time"]
 
-#: How much a candidate outside the question's time loses: its relevance times ``1 - TIME_WEIGHT`` when it
-#: lies a full slack away (bench/RESULTS.md, "time in questions").
-TIME_WEIGHT = 0.5
+#: What a candidate inside the question's time gains, against fused relevance in [0, 1] (bench/RESULTS.md,
+#: "time in questions").
+TIME_WEIGHT = 0.3
+#: The weight when the question has no other words to go by ("what did I do last Saturday?"): above any
+#: fused relevance (at most 1), so the time decides and relevance orders what lies equally near it.
+TIME_ONLY_WEIGHT = 2.0
 
 Unit = Literal["day", "week", "weekend", "month", "season", "year"]
 
@@ -62,10 +65,12 @@ _PATTERNS = [
     rf"{_NUM}\s+(?:day|week|month|year)s?\s+(?:ago|back|earlier)",
     r"(?:the\s+day\s+before\s+)?yesterday|today|tonight|tomorrow|last\s+night",
     r"this\s+(?:morning|afternoon|evening)",
-    rf"(?:{_REL}|in|during|over)\s+(?:the\s+)?(?:weekend|spring|summer|fall|autumn|winter)(?:\s+of\s+(?:19|20)\d\d)?",
+    # Not a name: "the Spring Fling Market".
+    rf"(?:{_REL}|in|during|over)\s+(?:the\s+)?(?:weekend|spring|summer|fall|autumn|winter)"
+    r"(?:(?:\s+of)?\s+(?:19|20)\d\d)?(?!\s+(?-i:[A-Z]))",
     rf"{_REL}\s+(?:week|month|year|{_WD})",
-    rf"(?:on\s+)?(?:{_MO})\s+{_DAY_NUM}(?:,?\s+(?:19|20)\d\d)?",
-    rf"(?:on\s+)?(?:the\s+)?{_DAY_NUM}\s+(?:of\s+)?(?:{_MO})(?:,?\s+(?:19|20)\d\d)?",
+    rf"(?:on\s+)?(?:{_MO})\s+{_DAY_NUM}(?:,?\s*(?:19|20)\d\d)?",
+    rf"(?:on\s+)?(?:the\s+)?{_DAY_NUM}\s+(?:of\s+)?(?:{_MO})(?:,?\s*(?:19|20)\d\d)?",
     rf"(?:{_MO})\s+(?:19|20)\d\d",
     rf"(?:in|during|since|of|for|early|late|mid-?|last|this)\s+(?:{_MO})\b(?:\s+(?:19|20)\d\d)?",
     rf"on\s+(?:{_WD})",
@@ -81,8 +86,19 @@ _FUTURE = re.compile(
 )
 _LEAD = re.compile(r"^(?:on|in|during|over|back\s+in|early|late|mid-?|of|for|the)\s+", re.I)
 _SEASONAL = re.compile(
-    r"(last|this|next)?\s*(?:the )?(weekend|spring|summer|fall|autumn|winter)(?: of ((?:19|20)\d\d))?"
+    r"(last|this|next)?\s*(?:the )?(weekend|spring|summer|fall|autumn|winter)(?:(?: of)? ((?:19|20)\d\d))?"
 )
+#: A phrase that names a date of the calendar (a year, or a month and a day), not one relative to the question.
+_ABSOLUTE = re.compile(
+    rf"(?:19|20)\d\d|\b{_DAY_NUM}\s+(?:of\s+)?(?:{_MO})\b|\b(?:{_MO})\s+{_DAY_NUM}\b|\d/\d", re.IGNORECASE
+)
+#: "two weeks before" / "the week after", just ahead of a date of the calendar.
+_OFFSET = re.compile(
+    rf"\b(?:({_NUM})\s+(day|week|month|year)s?|the\s+(day|week|weekend|month))\s+(before|after)\s+(?:the\s+)?$",
+    re.IGNORECASE,
+)
+_NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+_NUMBER_WORDS = {w: i for i, w in enumerate(_NUMBERS)} | {"a": 1, "an": 1}
 _MAX_CHARS = 4000  # a question longer than this is scanned only up to here (a pasted document is no question)
 
 
@@ -130,13 +146,30 @@ def find_time(question: str, *, reference: datetime) -> TimeWindow | None:
     ref = reference if reference.tzinfo is not None else reference.replace(tzinfo=UTC)
     text = question[:_MAX_CHARS]
     future = _FUTURE.search(text) is not None
+    found = list(_FIND.finditer(text))
     spans: list[TimeSpan] = []
     cuts: list[tuple[int, int]] = []
-    for match in _FIND.finditer(text):
-        span = _resolve(match.group(0), ref, future=future)
-        if span is not None:
-            spans.append(span)
-            cuts.append(match.span())
+    # A date of the calendar first: "last Friday, on 23 January 2022" counts "last Friday" from that day.
+    anchor: datetime | None = None
+    for match in sorted(found, key=lambda m: _ABSOLUTE.search(m.group(0)) is None):
+        start = match.start()
+        absolute = _ABSOLUTE.search(match.group(0)) is not None
+        span = _resolve(match.group(0), ref if absolute or anchor is None else anchor, future=future)
+        if span is None:
+            continue
+        if absolute and anchor is None:
+            anchor = span.start
+        offset = _OFFSET.search(text, 0, start) if absolute else None
+        if offset is not None:
+            # "two weeks before August 11, 2023": that time too, besides the day named (which a conversation
+            # turn may carry as its date: the day it was said).
+            shifted = _shift(span, offset)
+            if shifted is not None:
+                spans.append(shifted)
+                start = offset.start()
+        spans.append(span)
+        cuts.append((start, match.end()))
+    cuts.sort()
     if not spans:
         return None
     rest = "".join(text[a:b] for a, b in _gaps(cuts, len(text)))
@@ -172,20 +205,58 @@ def nearness(when: datetime, window: TimeWindow) -> float:
 
 
 def weigh_by_time(
-    fused: Sequence[Fused], when: Mapping[str, datetime], window: TimeWindow, *, weight: float = TIME_WEIGHT
+    fused: Sequence[Fused],
+    when: Mapping[str, datetime],
+    window: TimeWindow,
+    *,
+    weight: float = TIME_WEIGHT,
+    additive: bool = True,
 ) -> list[Fused]:
     """Candidates re-weighed by how near their event time (``when``, by id) lies to the question's window.
 
-    A candidate inside keeps its relevance; one a slack or more away (or of unknown time) gets ``1 - weight``
-    of it. If no candidate is near the window, nothing changes: the question names a time the store has
+    Additive (the default): time is a channel of its own, a candidate gains ``weight`` times its nearness
+    (a question like "what did I do last Saturday" has no other words to go by). Multiplicative: a candidate
+    keeps ``1 - weight * (1 - nearness)`` of its relevance. Either way, a candidate of unknown time counts as
+    far, and if no candidate is near the window nothing changes: the question names a time the store holds
     nothing of, and its words alone should decide.
     """
     near = {f.id: nearness(when[f.id], window) for f in fused if f.id in when}
     if not any(v > 0.0 for v in near.values()):
         return list(fused)
-    out = [dataclasses.replace(f, relevance=f.relevance * (1.0 - weight * (1.0 - near.get(f.id, 0.0)))) for f in fused]
+    if additive:
+        out = [dataclasses.replace(f, relevance=f.relevance + weight * near.get(f.id, 0.0)) for f in fused]
+    else:
+        out = [
+            dataclasses.replace(f, relevance=f.relevance * (1.0 - weight * (1.0 - near.get(f.id, 0.0)))) for f in fused
+        ]
     out.sort(key=lambda f: (-f.relevance, f.id))
     return out
+
+
+def _shift(span: TimeSpan, offset: re.Match[str]) -> TimeSpan | None:
+    """``span`` moved by an offset phrase ("two weeks before", "the week after")."""
+    count, unit, the_unit, way = offset.groups()
+    sign = -1 if way.lower() == "before" else 1
+    if the_unit is not None:
+        length = {"day": 1, "week": 7, "weekend": 2, "month": 30}[the_unit.lower()]
+        first = span.start - timedelta(days=length) if sign < 0 else span.end
+        return TimeSpan(text=offset.group(0) + span.text, start=first, end=first + timedelta(days=length), unit="week")
+    number = _COUNT_WORDS.get(re.sub(r"\s+", " ", count.lower()), count.lower())
+    n = int(number) if number.isdigit() else _NUMBER_WORDS.get(number)
+    if n is None:
+        return None
+    days = n * {"day": 1, "week": 7, "month": 30, "year": 365}[unit.lower()]
+    half = {"day": 0, "week": 3, "month": 15, "year": 182}[unit.lower()]
+    try:
+        centre = span.start + timedelta(days=sign * days)
+        return TimeSpan(
+            text=offset.group(0) + span.text,
+            start=centre - timedelta(days=half),
+            end=centre + timedelta(days=half + 1),
+            unit="day" if half == 0 else "week" if half == 3 else "month" if half == 15 else "year",
+        )
+    except OverflowError:
+        return None
 
 
 def _gaps(cuts: list[tuple[int, int]], length: int) -> Iterator[tuple[int, int]]:

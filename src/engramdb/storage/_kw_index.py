@@ -256,9 +256,18 @@ class KeywordIndex:
 
     # -- search ------------------------------------------------------------------------------
     def rank(
-        self, conn: sqlite3.Connection, terms: Sequence[str], *, head: int, budget: int | None = None
+        self,
+        conn: sqlite3.Connection,
+        terms: Sequence[str],
+        *,
+        head: int,
+        budget: int | None = None,
+        only: npt.NDArray[np.int64] | None = None,
     ) -> Ranked | None:
         """BM25 (as FTS5's ``bm25()``) of every row matching any of ``terms``, the best ``head`` returned.
+
+        ``only``: rank among these rows only (a selective filter's rows, e.g. one user's); the scores stay
+        the whole index's BM25, so they equal FTS5's.
 
         With ``budget``, only the terms :func:`~engramdb.storage._keyword_budget.bounded_terms` keeps
         for their current document counts are ranked (as the FTS5 path does; one look at the index
@@ -297,6 +306,11 @@ class KeywordIndex:
         matched = touched[0] if len(touched) == 1 else self._distinct(np.concatenate(touched))
         scores = acc[matched]
         acc[matched] = 0.0
+        if only is not None:
+            keep = np.isin(matched, only)
+            matched, scores = matched[keep], scores[keep]
+            if not matched.size:
+                return Ranked([], [], 0)
         top = np.argpartition(-scores, head - 1)[:head] if matched.size > head else np.arange(matched.size)
         # Best first; equal scores in row order, as FTS5's sort leaves them.
         order = top[np.lexsort((matched[top], -scores[top]))]

@@ -12,6 +12,7 @@ FTS5's ``bm25()`` otherwise; both give the same ranking.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -85,8 +86,10 @@ class SQLiteSearch:
         head = limit * _KEYWORD_HEAD_FACTOR
         with self._reading() as conn:
             budget = self.postings_budget
+            # A user's or a thread's rows are few among the agent's: rank among them only (same scores).
+            only = self._scope_rids(conn, flt) if flt.users is not None or flt.sessions is not None else None
             # The same terms and BM25 ranking FTS5 would make (see engramdb.storage._kw_index), then the filter.
-            ranked = self.keyword_index.rank(conn, terms, head=head, budget=budget)
+            ranked = self.keyword_index.rank(conn, terms, head=head, budget=budget, only=only)
             if ranked is not None:
                 found = self._filtered_head(conn, ranked, f, limit=limit)
                 if found is not None:
@@ -150,10 +153,9 @@ class SQLiteSearch:
             also = self._shared_rids(conn, flt.agent) if flt.agent is not None and flt.include_shared else None
             if flt.scoped:
                 # The cache knows agent, kind and visibility only: the filter's rows come from SQL.
-                f = filter_sql(flt)
-                only = self._rids(conn, f"SELECT m.rid FROM memories m WHERE {f.where}", f.params)
+                only = self._scope_rids(conn, flt)
                 if flt.as_of is not None or flt.superseded:
-                    past = self._past_candidates(conn, query, f, limit=limit)
+                    past = self._past_candidates(conn, query, filter_sql(flt), limit=limit)
             else:
                 only = self._restricted_rids(conn, flt)
         # The scan runs under the index's own lock, not the connection's: a keyword query of
@@ -171,6 +173,39 @@ class SQLiteSearch:
             found = sorted([*found, *past], key=lambda pair: -pair[1])[:limit]
         return [Candidate(memory_id, score) for memory_id, score in found]
 
+    @staticmethod
+    def _scope_rids(conn: sqlite3.Connection, flt: Filter) -> npt.NDArray[np.int64]:
+        """Keys of the rows ``flt`` admits, gathered through the (agent, user) index.
+
+        As one WHERE clause the visibility test (an OR over agent, public and shares) makes SQLite scan
+        every memory; here the reader's own rows are looked up per admitted user (``user_id IS ?``: the
+        index, also for NULL), and other agents' public or shared rows apart (usually few).
+        """
+        rest = filter_sql(dataclasses.replace(flt, agent=None, users=None, include_shared=True))
+        if flt.agent is None:
+            f = filter_sql(flt)
+            return SQLiteSearch._rids(conn, f"SELECT m.rid FROM memories m WHERE {f.where}", f.params)
+        parts: list[str] = []
+        params: list[Any] = []
+        for user in (None,) if flt.users is None else tuple(dict.fromkeys(flt.users)):
+            # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
+            by_user = "" if flt.users is None else (" AND m.user_id IS NULL" if user is None else " AND m.user_id = ?")
+            parts.append(f"SELECT m.rid FROM memories m WHERE m.agent = ?{by_user} AND {rest.where}")
+            params += [flt.agent, *([user] if user is not None and flt.users is not None else []), *rest.params]
+        if flt.include_shared:
+            # Apart, so each is driven by its own index: public rows (a partial index), rows shared with
+            # the reader (the shares' index, then the memories' ids). As one OR it was a scan of every row.
+            admitted = filter_sql(Filter(agent=None, users=flt.users, superseded=True))
+            tail = f"AND m.agent != ? AND {admitted.where} AND {rest.where}"
+            parts.append(f"SELECT m.rid FROM memories m WHERE m.visibility = 'public' {tail}")
+            parts.append(
+                "SELECT m.rid FROM memories m WHERE m.id IN (SELECT s.memory_id FROM shares s "
+                f"WHERE s.to_agent IN (?, '*')) AND m.visibility != 'public' {tail}"
+            )
+            params += [flt.agent, *admitted.params, *rest.params]
+            params += [flt.agent, flt.agent, *admitted.params, *rest.params]
+        return SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params)
+
     def _past_candidates(
         self, conn: sqlite3.Connection, query: Vectors, f: FilterSQL, *, limit: int
     ) -> list[tuple[str, float]]:
@@ -179,8 +214,9 @@ class SQLiteSearch:
         Few: one row per change of a keyed fact, read only by questions about the past.
         """
         model = self._index.state.model_id if self._index.state is not None else None
+        # CROSS JOIN: from the (few) superseded memories, through their partial index, to their vectors.
         rows = conn.execute(
-            "SELECT m.id, v.vec FROM vectors v JOIN memories m ON m.id = v.memory_id "
+            "SELECT m.id, v.vec FROM memories m CROSS JOIN vectors v ON v.memory_id = m.id "
             f"WHERE m.valid_until IS NOT NULL AND v.model_id = ? AND {f.where}",
             (model, *f.params),
         ).fetchall()

@@ -10,12 +10,13 @@ selected by ``--store`` (on the command, else on the root, else the default).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, cast
 
 import typer
 
@@ -142,6 +143,41 @@ CreatedUntilOption = Annotated[
     str | None, typer.Option("--until", metavar="WHEN", help="Created at or before (ISO 8601; UTC by default).")
 ]
 LimitOption = Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, help="At most this many results.")]
+UserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--user",
+        "-u",
+        metavar="NAME",
+        help="A user of the agent: that user's memories and the agent's own, never another user's.",
+        show_default=False,
+    ),
+]
+OnlyUserOption = Annotated[
+    str | None,
+    typer.Option("--user", "-u", metavar="NAME", help="Only this user's memories.", show_default=False),
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session", metavar="ID", help="A conversation thread or run: only its memories.", show_default=False
+    ),
+]
+AtOption = Annotated[
+    str | None,
+    typer.Option(
+        "--at", metavar="WHEN", help="When it happened (ISO 8601; UTC by default). Default: now.", show_default=False
+    ),
+]
+AsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        metavar="WHEN",
+        help="What was true then (ISO 8601; a date alone: its end): a changed fact's value at that time.",
+        show_default=False,
+    ),
+]
 SinceOption = Annotated[
     str | None,
     typer.Option(
@@ -174,17 +210,47 @@ def store_location(ctx: typer.Context, store: str | None) -> str | None:
 
 
 @contextmanager
-def open_engram(ctx: typer.Context, store: str | None, *, create: bool = False, **options: Any) -> Iterator[Engram]:
+def open_engram(
+    ctx: typer.Context,
+    store: str | None,
+    *,
+    create: bool = False,
+    local: bool = False,
+    remote_ok: bool = True,
+    **options: Any,
+) -> Iterator[Engram]:
     """Open the selected store for one command and close it afterwards.
 
     Only a command that writes passes ``create=True``: the others fail on a path that holds no
     store (one line naming it) instead of creating an empty store there and answering from it,
     so a mistyped ``--store`` shows at once. ``options`` go to :class:`~engramdb.Engram`
     (``on_model_mismatch=...``, ``progress=...``).
+
+    With ``$ENGRAM_URL`` set and no ``--store``, the command goes through that server (the remote
+    client: no store and no model in this process; ``options`` are then the server's business),
+    unless ``local`` (the servers themselves: ``engram serve`` must not serve a client of itself).
+    A command that needs the store in this process (``remote_ok=False``) refuses ``$ENGRAM_URL`` in one line.
     """
+    location = store_location(ctx, store)
+    url = os.environ.get("ENGRAM_URL") or None
+    if location is None and url is not None and not local:
+        if not remote_ok:
+            raise ValidationError(
+                f"this command needs the store in this process, not a server: pass --store (ENGRAM_URL is {url})"
+            )
+        # The client module directly (what Engram(url) returns): the facade's module would import the storage.
+        from engramdb.client.remote import RemoteEngram
+
+        with RemoteEngram(url) as remote:
+            yield cast("Engram", remote)
+        return
     from engramdb import Engram  # here, so `engram --help` does not load the library
 
-    with Engram(store_location(ctx, store), create=create, **options) as mem:
+    if location is None and url is not None:
+        from engramdb.config import load_settings
+
+        location = str(load_settings().home)
+    with Engram(location, create=create, **options) as mem:
         yield mem
         # A failure of the background vector writer during the command is this command's error (one line,
         # exit 1), not a warning at close.

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from engramdb.models import Change, Hit, Memory
+    from engramdb.models import Change, FailurePattern, Hit, Memory
 
 __all__ = [
     "CONTENT_WIDTH",
@@ -195,11 +195,11 @@ def memories_table(
 
 
 def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | None = None, width: int = 80) -> Table:
-    """Search results best first: score, id, kind, content (shortened) and tags."""
+    """Search results best first: calibrated relevance, id, kind, content (shortened) and tags."""
     wide = width >= WIDE
     foreign = any(agent is not None and h.memory.agent != agent for h in hits)
     table = listing_table(title)
-    table.add_column("score", justify="right", no_wrap=True, style="green")
+    table.add_column("relevance", justify="right", no_wrap=True, style="green")
     _id_column(table)
     table.add_column("kind", no_wrap=True, style="magenta")
     if foreign:
@@ -209,7 +209,7 @@ def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | No
         table.add_column("tags", max_width=None if width >= PIPE_WIDTH else 30)
     for h in hits:
         m = h.memory
-        row: list[str | Text] = [f"{h.score:.3f}", m.id, m.kind, *([m.agent] if foreign else [])]
+        row: list[str | Text] = [f"{h.relevance:.2f}", m.id, m.kind, *([m.agent] if foreign else [])]
         row.append(_content_cell(m, wide))
         if wide:
             row.append(_tags(m.tags))
@@ -284,3 +284,24 @@ def history_table(changes: Sequence[Change], *, title: str | None = None) -> Tab
     for c in changes:
         _add_row(table, str(c.seq), format_when(c.at), c.action, c.actor, _change_summary(c))
     return table
+
+
+def pattern_facts(pattern: FailurePattern) -> list[str]:
+    """Seed 001's lines about a failure pattern: where it occurs, and what its prevention did (plain text)."""
+    lines = []
+    if pattern.occurs_in:
+        lines.append("Occurs in: " + "; ".join(shorten(c, 60) for c in pattern.occurs_in))
+    e = pattern.effect
+    if e is not None:
+        when = format_when(e.since)
+        if e.prevented is None:
+            lines.append(
+                f"Prevention since {when}: {e.after} recurrence(s) since; too early to tell "
+                f"({e.expected_after:.2g} expected at the earlier rate)"
+            )
+        else:
+            lines.append(
+                f"Success rate after applying prevention: {e.prevented:.0%} of expected recurrences prevented "
+                f"({e.after} seen since {when}, {e.expected_after:.3g} expected at the earlier rate)"
+            )
+    return lines

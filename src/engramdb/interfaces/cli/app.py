@@ -21,6 +21,7 @@ from engramdb.interfaces.cli import (
     brain,
     brain_context,
     chroma_import,
+    code,
     conversations,
     demo,
     doctor,
@@ -128,6 +129,11 @@ GROUPS: Final[tuple[Group, ...]] = (
             ("solutions", failures.solutions),
             ("pattern", failures.show_pattern),
         ),
+    ),
+    Group(
+        "code",
+        "Code patterns (seed 003): remember a file's functions and classes, or a named pattern; find them for a task.",
+        (("remember", code.remember), ("suggest", code.suggest)),
     ),
     Group(
         "episodes",

@@ -13,7 +13,9 @@ from engramdb.interfaces.cli._options import (
     AgentOption,
     JsonOption,
     KindsOption,
+    SessionOption,
     StoreOption,
+    UserOption,
     check_kinds,
     open_engram,
 )
@@ -30,6 +32,8 @@ def context(
     budget: Annotated[
         int, typer.Option("--budget", "--token-budget", metavar="TOKENS", help="Largest prompt block, in tokens.")
     ] = 1500,
+    user: UserOption = None,
+    session: SessionOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -41,7 +45,7 @@ def context(
     if not task.strip():
         raise ValidationError("--task must not be empty")
     with open_engram(ctx, store) as mem:
-        found = mem.context(task, agent=agent, token_budget=budget)
+        found = mem.context(task, agent=agent, token_budget=budget, user=user, session=session)
     if as_json:
         emit_json(found.to_dict())
         return

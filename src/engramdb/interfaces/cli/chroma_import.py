@@ -86,7 +86,8 @@ def chroma(
             bar.update(task, completed=done, total=total)
 
     try:
-        with open_engram(ctx, store, create=True) as mem:
+        # It reuses Chroma's vectors with this process's model: not through a server.
+        with open_engram(ctx, store, create=True, remote_ok=False) as mem:
             report = import_chroma(
                 mem,
                 path,

@@ -25,6 +25,20 @@ EpisodeArgument = Annotated[
 ]
 
 
+#: ``event`` and ``end`` act as the episode's own agent unless told otherwise (its id names it).
+EpisodeAgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        metavar="NAME",
+        envvar="ENGRAM_AGENT",
+        help="The agent acting (default: the episode's own; another agent must own it).",
+        show_default=False,
+    ),
+]
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(name)
 
@@ -81,7 +95,7 @@ def event(
         str | None,
         typer.Option("--role", metavar="ROLE", help="The agent role that produced it.", show_default=False),
     ] = None,
-    agent: AgentOption = "default",
+    agent: EpisodeAgentOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -111,7 +125,7 @@ def end(
         str | None,
         typer.Option("--error", metavar="TEXT", help="What went wrong (for a failure).", show_default=False),
     ] = None,
-    agent: AgentOption = "default",
+    agent: EpisodeAgentOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -24,7 +24,7 @@ from engramdb.interfaces.cli._options import (
     open_engram,
     parse_since,
 )
-from engramdb.interfaces.cli._render import console, emit_json, format_when, listing_table, shorten
+from engramdb.interfaces.cli._render import console, emit_json, format_when, listing_table, pattern_facts, shorten
 
 if TYPE_CHECKING:
     from engramdb.models import FailurePattern, Memory, PatternPlan
@@ -166,12 +166,16 @@ def generate(
                 "name": found.name,
                 "signature": found.signature,
                 "checks": list(found.prevention),
+                "occurs_in": list(found.occurs_in),
+                "effect": found.effect.to_dict() if found.effect is not None else None,
                 "saved": saved.to_dict() if saved is not None else None,
             }
         )
         return
     out = console()
     out.print(f"Pattern [cyan]{found.id}[/] ({escape(found.name or '-')}): {escape(found.signature)}")
+    for line in pattern_facts(found):
+        out.print(f"  • {escape(line)}")
     for check in found.prevention:
         out.print(f"  - {escape(check)}")
     if saved is not None and saved.id in before:
@@ -344,6 +348,8 @@ def show_pattern(
     out.print(f"Example: {escape(shorten(found.example, 200))}")
     first, last = format_when(found.first_seen), format_when(found.last_seen)
     out.print(f"Seen {found.occurrences} time(s), first {first}, last {last}")
+    for line in pattern_facts(found):
+        out.print(escape(line))
     if found.solutions:
         table = Table(title="Fixes, best first", title_justify="left")
         table.add_column("fix", ratio=1)

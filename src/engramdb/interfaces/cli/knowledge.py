@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from engramdb._validate import MAX_LIMIT
 from engramdb.errors import NotFound, ValidationError
-from engramdb.interfaces.cli._options import JsonOption, StoreOption, open_engram
+from engramdb.interfaces.cli._options import JsonOption, OnlyUserOption, SessionOption, StoreOption, open_engram
 from engramdb.interfaces.cli._render import console, count_memories, emit_json
 
 if TYPE_CHECKING:
@@ -39,6 +39,8 @@ def export(
         bool, typer.Option("--with-vectors", help="Include the vectors (spares re-embedding on import).")
     ] = False,
     with_history: Annotated[bool, typer.Option("--with-history", help="Include each memory's change history.")] = False,
+    user: OnlyUserOption = None,
+    session: SessionOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -53,7 +55,13 @@ def export(
     with open_engram(ctx, store) as mem:
         target = sys.stdout.buffer if to_stdout else Path(file or "")
         count = mem.knowledge.export_file(
-            target, agent=agent, tag=domain, with_vectors=with_vectors, with_history=with_history
+            target,
+            agent=agent,
+            tag=domain,
+            with_vectors=with_vectors,
+            with_history=with_history,
+            user=user,
+            session=session,
         )
     if to_stdout:
         return

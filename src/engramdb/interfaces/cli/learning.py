@@ -29,7 +29,7 @@ from engramdb.interfaces.cli._options import (
     parse_since,
 )
 from engramdb.interfaces.cli._refs import task_text
-from engramdb.interfaces.cli._render import console, emit_json, pct, shorten
+from engramdb.interfaces.cli._render import console, emit_json, pattern_facts, pct, shorten
 
 if TYPE_CHECKING:
     from engramdb.models import CategoryTrend, FailurePattern, LearningStats, OptionStats
@@ -250,6 +250,8 @@ def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: 
     for p in found:
         out.print(f'Identified pattern: [bold magenta]"{escape(p.name or p.id)}"[/] ([cyan]{p.id}[/])')
         out.print(f"  • Seen {p.occurrences} time(s): {escape(shorten(p.signature, 120))}")
+        for line in pattern_facts(p):
+            out.print(f"  • {escape(line)}")
         working = [s for s in p.solutions if s.successes > 0]
         if working:
             best = working[0]
@@ -307,6 +309,13 @@ def suggest(
         out.print(f"No recommendation (confidence {s.confidence:.0%}).")
     # The reason quotes action names: '[fast]' in one is text, not markup.
     out.print(escape(s.reason))
+    if s.success_factors:
+        listed = ", ".join(
+            f"{f.name} ({f.count} successful run{'s' if f.count != 1 else ''})" for f in s.success_factors
+        )
+        out.print(f"Key success factors: {escape(listed)}")
+    if s.tools:
+        out.print(f"Recommended tools: {escape(', '.join(f'{t.name} ({t.count})' for t in s.tools))}")
     if empty:
         out.print(
             f"[dim]Agent {escape(repr(agent))} has no recorded outcomes in this store; outcomes belong to the agent "

@@ -16,6 +16,8 @@ from rich.markup import escape
 from engramdb.errors import ValidationError
 from engramdb.interfaces.cli._options import (
     AgentOption,
+    AsOfOption,
+    AtOption,
     CreatedSinceOption,
     CreatedUntilOption,
     JsonOption,
@@ -23,8 +25,10 @@ from engramdb.interfaces.cli._options import (
     LimitOption,
     MetaOption,
     OptionalAgentOption,
+    SessionOption,
     StoreOption,
     TagsOption,
+    UserOption,
     check_kind,
     check_kinds,
     check_visibility,
@@ -165,6 +169,9 @@ def record(
             show_default=False,
         ),
     ] = None,
+    user: UserOption = None,
+    session: SessionOption = None,
+    at: AtOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -194,6 +201,9 @@ def record(
                 visibility=checked_visibility or "private",
                 confidence=confidence,
                 key=key,
+                user=user,
+                session=session,
+                at=at,
             )
     else:
         if content is not None:
@@ -204,7 +214,15 @@ def record(
             raise ValidationError(f"--context, --action and --outcome go together (missing {missing})")
         if kind not in (None, "decision"):
             raise ValidationError(f"an outcome record is a decision, not {kind!r}: drop --type or use decision")
-        content_only = {"--tag": tags, "--visibility": visibility, "--confidence": confidence, "--key": key}
+        content_only = {
+            "--tag": tags,
+            "--visibility": visibility,
+            "--confidence": confidence,
+            "--key": key,
+            "--user": user,
+            "--session": session,
+            "--at": at,
+        }
         extra = [name for name, value in content_only.items() if value is not None]
         if extra:
             raise ValidationError(f"{', '.join(extra)} cannot be used with --context/--action/--outcome")
@@ -240,6 +258,9 @@ def list_(
     offset: Annotated[int, typer.Option("--offset", metavar="N", min=0, help="Skip this many first.")] = 0,
     since: CreatedSinceOption = None,
     until: CreatedUntilOption = None,
+    user: UserOption = None,
+    session: SessionOption = None,
+    as_of: AsOfOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -247,7 +268,16 @@ def list_(
     kind_filter = check_kinds(kinds)
     with open_engram(ctx, store) as mem:
         memories = mem.list(
-            agent=agent, kind=kind_filter, tags=tags or None, limit=limit, offset=offset, since=since, until=until
+            agent=agent,
+            kind=kind_filter,
+            tags=tags or None,
+            limit=limit,
+            offset=offset,
+            since=since,
+            until=until,
+            user=user,
+            session=session,
+            as_of=as_of,
         )
         hint = None if memories or as_json else _empty_agent_hint(mem, agent)
     if as_json:
@@ -278,9 +308,9 @@ MinScoreOption = Annotated[
         "--min-score",
         min=0.0,
         max=1.0,
-        metavar="SIMILARITY",
-        help="Leave out hits found by meaning alone that are less similar than this (cosine, 0..1; 0.2 drops "
-        "the unrelated). Keyword matches are kept. Default: the min_score setting ($ENGRAM_MIN_SCORE, else 0: off).",
+        metavar="RELEVANCE",
+        help="Leave out hits whose calibrated relevance is below this (0..1; below 0.3 is unrelated, above 0.7 "
+        "says the same thing). Default: the min_score setting ($ENGRAM_MIN_SCORE, else 0: off).",
         show_default=False,
     ),
 ]
@@ -299,6 +329,9 @@ def _search(
     min_score: float | None,
     store: str | None,
     as_json: bool,
+    user: str | None,
+    session: str | None,
+    as_of: str | None,
 ) -> None:
     kind_filter = check_kinds(kinds)
     if not query.strip():
@@ -307,7 +340,16 @@ def _search(
     options: dict[str, Any] = {} if min_score is None else {"min_score": min_score}
     with open_engram(ctx, store, **options) as mem:
         hits = mem.search(
-            query, agent=agent, kind=kind_filter, tags=tags or None, limit=limit, since=since, until=until
+            query,
+            agent=agent,
+            kind=kind_filter,
+            tags=tags or None,
+            limit=limit,
+            since=since,
+            until=until,
+            user=user,
+            session=session,
+            as_of=as_of,
         )
         hint = None if hits or as_json else _empty_agent_hint(mem, agent)
     if as_json:
@@ -333,6 +375,9 @@ def search(
     since: CreatedSinceOption = None,
     until: CreatedUntilOption = None,
     min_score: MinScoreOption = None,
+    user: UserOption = None,
+    session: SessionOption = None,
+    as_of: AsOfOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -349,6 +394,9 @@ def search(
         min_score=min_score,
         store=store,
         as_json=as_json,
+        user=user,
+        session=session,
+        as_of=as_of,
     )
 
 
@@ -366,6 +414,9 @@ def retrieve(
     since: CreatedSinceOption = None,
     until: CreatedUntilOption = None,
     min_score: MinScoreOption = None,
+    user: UserOption = None,
+    session: SessionOption = None,
+    as_of: AsOfOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -382,6 +433,9 @@ def retrieve(
         min_score=min_score,
         store=store,
         as_json=as_json,
+        user=user,
+        session=session,
+        as_of=as_of,
     )
 
 
@@ -390,12 +444,17 @@ def key_(
     name: Annotated[str, typer.Argument(metavar="NAME", help="The key, as given to record --key.", show_default=False)],
     *,
     agent: AgentOption = "default",
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", metavar="NAME", help="That user's value of the key.", show_default=False),
+    ] = None,
+    as_of: AsOfOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the agent's current value of a key (the memory that superseded the earlier ones)."""
+    """Show the agent's current value of a key (the memory that superseded the earlier ones), or its value then."""
     with open_engram(ctx, store) as mem:
-        memory = mem.recall_key(name, agent=agent)
+        memory = mem.recall_key(name, agent=agent, user=user, as_of=as_of)
     if as_json:
         emit_json(memory.to_dict())
     else:
@@ -407,12 +466,14 @@ def show(
     memory_id: IdArgument,
     *,
     agent: OptionalAgentOption = None,
+    user: UserOption = None,
+    session: SessionOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show one memory in full."""
     with open_engram(ctx, store) as mem:
-        memory = mem.get(memory_id, agent=agent)
+        memory = mem.get(memory_id, agent=agent, user=user, session=session)
     if as_json:
         emit_json(memory.to_dict())
     else:
@@ -480,20 +541,22 @@ def forget(
     memory_id: IdArgument,
     *,
     agent: OptionalAgentOption = None,
+    user: UserOption = None,
+    session: SessionOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Forget a memory: its content is erased and its history scrubbed (a tombstone stays)."""
     with open_engram(ctx, store) as mem:
-        memory = mem.get(memory_id, agent=agent)
+        memory = mem.get(memory_id, agent=agent, user=user, session=session)
         if not (yes or as_json):
             if not sys.stdin.isatty():
                 raise ValidationError("refusing to forget without confirmation: pass --yes")
             question = f"Forget {memory.id} ({memory.kind}: {shorten(memory.content, 60)!r})?"
             if not typer.confirm(question, default=False):
                 raise typer.Abort
-        mem.forget(memory_id, agent=agent)
+        mem.forget(memory_id, agent=agent, user=user, session=session)
     if as_json:
         emit_json({"id": memory.id, "forgotten": True})
     else:
@@ -505,11 +568,15 @@ def history(
     memory_id: IdArgument,
     *,
     agent: OptionalAgentOption = None,
+    user: UserOption = None,
+    session: SessionOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show how a memory changed over time, oldest first."""
     with open_engram(ctx, store) as mem:
+        if user is not None or session is not None:
+            mem.get(memory_id, agent=agent, user=user, session=session)  # in their scope, else not found
         changes = mem.history(memory_id, agent=agent)
     if as_json:
         emit_json([c.to_dict() for c in changes])

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from engramdb.errors import ValidationError
-from engramdb.interfaces.cli._options import JsonOption, StoreOption, open_engram
+from engramdb.interfaces.cli._options import JsonOption, OnlyUserOption, SessionOption, StoreOption, open_engram
 from engramdb.interfaces.cli._render import console, count_memories, emit_json
 from engramdb.privacy.retention import load_policy
 
@@ -41,6 +41,8 @@ def cleanup(
             show_default=False,
         ),
     ] = None,
+    user: OnlyUserOption = None,
+    session: SessionOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -54,7 +56,7 @@ def cleanup(
         raise ValidationError(f"retention policy {policy_file} {problem}")
     policy = load_policy(policy_file) if policy_file is not None else None
     with open_engram(ctx, store) as mem:
-        report = mem.retention.cleanup(dry_run=dry_run, agent=agent, policy=policy)
+        report = mem.retention.cleanup(dry_run=dry_run, agent=agent, policy=policy, user=user, session=session)
     if as_json:
         emit_json(report.to_dict())
         return

@@ -14,10 +14,14 @@ install works without the ``rest`` and ``mcp`` extras.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -25,6 +29,8 @@ from engramdb.errors import EngramError, ValidationError
 from engramdb.interfaces.cli._options import StoreOption, open_engram, store_location
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from engramdb import Engram
 
 __all__ = ["mcp", "serve"]
@@ -56,6 +62,64 @@ AllowUnauthenticatedOption = Annotated[
 MaxBodyOption = Annotated[
     int, typer.Option("--max-body-bytes", min=1024, metavar="N", help="Refuse request bodies over N bytes (413).")
 ]
+
+
+class LogFormat(StrEnum):
+    """How a server writes its logs (the ``log_format`` setting)."""
+
+    text = "text"
+    json = "json"
+
+
+LogFormatOption = Annotated[
+    LogFormat | None,
+    typer.Option(
+        "--log-format",
+        help="Logs as text, or as JSON lines for log collectors (default: the log_format setting, text).",
+        show_default=False,
+    ),
+]
+#: At shutdown (SIGTERM, Ctrl+C), how long requests in flight may take to finish before they are cut off.
+_GRACEFUL_SECONDS: Final = 30
+
+
+def _uvicorn_options(mem: Engram, log_format: LogFormat | None) -> dict[str, Any]:
+    """How uvicorn runs a server of ``mem``: its log format, and a bounded graceful shutdown."""
+    from engramdb.interfaces._logs import log_config
+
+    chosen = log_format.value if log_format is not None else mem.settings.log_format
+    return {
+        "log_config": log_config("json" if chosen == "json" else "text"),
+        "timeout_graceful_shutdown": _GRACEFUL_SECONDS,
+    }
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived (raised by :func:`_stop_on_sigterm`'s handler)."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """End the command normally on SIGTERM, so the store is closed and the exit code is 0.
+
+    uvicorn shuts down gracefully on SIGTERM (requests in flight finish, then the app's lifespan
+    drains the vector queue) and then raises the signal again for the handler that was there
+    before it: by default that kills the process before the ``with`` around the store closes it.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signal handlers belong to the main thread
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    except _Terminated:
+        sys.stderr.write("stopped by SIGTERM\n")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Transport(StrEnum):
@@ -132,9 +196,10 @@ def serve(
     allowed_host: AllowedHostOption = None,
     allow_unauthenticated: AllowUnauthenticatedOption = False,
     max_body_bytes: MaxBodyOption = _DEFAULT_MAX_BODY,
+    log_format: LogFormatOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Serve the store as a JSON REST API (needs the 'rest' extra); Ctrl+C stops it.
+    """Serve the store as a JSON REST API (needs the 'rest' extra); Ctrl+C or SIGTERM stops it gracefully.
 
     With API keys in the store ('engram keys create') every request needs one and acts as its agent.
     Without keys it trusts its callers, so it listens on 127.0.0.1 unless told otherwise.
@@ -146,14 +211,23 @@ def serve(
     except ImportError as exc:
         raise EngramError("engram serve needs FastAPI and uvicorn: pip install 'engramdb[rest]'") from exc
     new = _is_new(ctx, store)
-    with open_engram(ctx, store, create=True) as mem:
+    with open_engram(ctx, store, create=True, local=True) as mem:
         hosts, trusted = _http_policy(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram serve"
         )
         _announce(mem, new=new, what="engram serve")  # once it will serve: a refusal stays one line
-        app = create_app(mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes)
-        # uvicorn handles Ctrl+C itself (graceful shutdown); the store closes when it returns.
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        tracer = None
+        if mem.settings.otel_traces:
+            from engramdb.interfaces._tracing import otlp_tracer
+
+            tracer = otlp_tracer()
+        app = create_app(
+            mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes, tracer=tracer
+        )
+        # uvicorn handles Ctrl+C and SIGTERM itself: it lets requests in flight finish, then the app's lifespan
+        # drains the vector queue; the store closes when it returns.
+        with _stop_on_sigterm():
+            uvicorn.run(app, host=host, port=port, **_uvicorn_options(mem, log_format))
 
 
 def mcp(
@@ -169,6 +243,7 @@ def mcp(
     allowed_host: AllowedHostOption = None,
     allow_unauthenticated: AllowUnauthenticatedOption = False,
     max_body_bytes: MaxBodyOption = _DEFAULT_MAX_BODY,
+    log_format: LogFormatOption = None,
     store: StoreOption = None,
 ) -> None:
     """Serve the store to MCP clients (needs the 'mcp' extra): over stdin/stdout, or streamable HTTP at /mcp.
@@ -183,7 +258,7 @@ def mcp(
         raise EngramError(missing) from exc
     new = _is_new(ctx, store)
     if transport is Transport.stdio:
-        with open_engram(ctx, store, create=True) as mem:
+        with open_engram(ctx, store, create=True, local=True) as mem:
             _announce(mem, new=new, what="engram mcp")  # on stderr: stdout is the protocol's
             # stdout is the protocol channel from here on: nothing else may print to it.
             server.serve_stdio(mem)
@@ -192,7 +267,7 @@ def mcp(
         import uvicorn
     except ImportError as exc:
         raise EngramError("engram mcp --transport http needs uvicorn: pip install 'engramdb[rest]'") from exc
-    with open_engram(ctx, store, create=True) as mem:
+    with open_engram(ctx, store, create=True, local=True) as mem:
         hosts, trusted = _http_policy(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram mcp"
         )
@@ -200,4 +275,5 @@ def mcp(
         app = server.create_http_app(
             mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes
         )
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        with _stop_on_sigterm():
+            uvicorn.run(app, host=host, port=port, **_uvicorn_options(mem, log_format))

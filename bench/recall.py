@@ -1,0 +1,530 @@
+"""Recall that finds the memory a person means (issue 21): the recall dev set, LoCoMo and LongMemEval side by side.
+
+Systems, in one run on the same vectors: engramdb as a user calls it (``mem.search``), vector-only with the
+same model (a numpy scan: what a Chroma user gets), BM25 (rank_bm25), and, with ``--lance``, LanceDB's hybrid
+search (the ``bench`` extra). A fusion study ranks each question's own keyword and vector candidate lists
+(the store's, as the engine fetches them) under every fusion rule measured, before boosts and conversation
+context, so rules compare on equal footing.
+
+    python bench/recall.py                                   # dev split of the recall set only (seconds)
+    python bench/recall.py --split confirm                   # the confirmation split (look rarely)
+    python bench/recall.py --datasets recall,locomo,longmemeval --lme-questions 40
+    python bench/recall.py --calibrate                       # fit relevance on the dev split's labelled pairs
+    python bench/recall.py --datasets none --speed /tmp/s100k  # 100k search latency, evidence vs min-max fusion
+
+Speed (``--speed DIR``): a 100k store as ``bench/scale.py`` builds it (real turn texts, synthetic vectors; built
+in DIR if missing), then per LoCoMo question, interleaved: ``mem.search`` with the query's vector cached (what the
+issue's "excluding the query embedding" means: bookkeeping included), and the searcher alone (no bookkeeping)
+under evidence fusion and under the min-max fusion it replaced.
+
+Measures: recall set top-1 / top-3 / MRR (one right memory per question) and how often a decoy of the question's
+own group ranks above the right memory; LoCoMo recall@5/10 of the evidence turns; LongMemEval_S turn recall@5/10
+and session recall@5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _data import LOCOMO_CATEGORIES, cached_positions, load_locomo, load_longmemeval
+from _recall_data import RecallSet, load_recall_set
+from _report import write_json
+from _systems import BM25Index, Ranked, VectorIndex, fuse_convex, recall_at_k, session_recall_at_k
+from engramdb import Engram
+from engramdb.config import load_settings
+from engramdb.embeddings import CachedEmbedder, make_embedder
+from engramdb.retrieval.evidence import CALIBRATION, Calibration, coverage, relevance, term_weight
+from engramdb.retrieval.hybrid import HybridSearcher
+from engramdb.retrieval.ranking import RankingWeights
+from engramdb.retrieval.text import query_terms
+from engramdb.storage.base import Filter
+
+AGENT = "bench"
+DEPTH = 50
+#: The engine with the fusion it had before issue 21 (min-max, 0.5/0.5), same store, no bookkeeping.
+BEFORE = "engramdb before (min-max fusion)"
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+# -- corpora ------------------------------------------------------------------------------------------------
+
+
+class Corpus:
+    """One store under every system: docs by id, their vectors, BM25, and the engine's store."""
+
+    def __init__(self, docs: Sequence[tuple[str, str, str, dict[str, Any]]], embedder: CachedEmbedder) -> None:
+        """``docs``: (doc id, kind, content, extra metadata) in write order."""
+        self.ids = [d[0] for d in docs]
+        self.text = {d[0]: d[2] for d in docs}
+        self.embedder = embedder
+        matrix = embedder.embed([d[2] for d in docs])
+        self.matrix = np.asarray(matrix, dtype=np.float32)
+        self.row = {d: i for i, d in enumerate(self.ids)}
+        self.bm25 = BM25Index(self.ids, [d[2] for d in docs])
+        self.vectors = VectorIndex(self.ids, self.matrix)
+        self.mem = Engram(":memory:", embedder=embedder)
+        stored = self.mem.remember_many(
+            [{"content": c, "agent": AGENT, "kind": k, "metadata": {**extra, "doc": d}} for d, k, c, extra in docs]
+        )
+        self.doc_of = {m.id: str(m.metadata["doc"]) for m in stored}
+        self.memory_of = {d: m for m, d in self.doc_of.items()}
+        self._searchers: dict[str, HybridSearcher] = {}
+        self.lance: Any = None
+        self._lance_dir: tempfile.TemporaryDirectory[str] | None = None
+
+    def with_lance(self) -> None:
+        """The same rows and vectors in LanceDB (``bench/compare.py``'s adapter), for its hybrid search."""
+        from compare import Corpus as LanceRows
+        from compare import LanceSystem
+
+        self._lance_dir = tempfile.TemporaryDirectory(prefix="recall-lance-")
+        self.lance = LanceSystem(Path(self._lance_dir.name), self.embedder)
+        self.lance.add(LanceRows(name="c", ids=self.ids, texts=list(self.text.values()), vectors=self.matrix), None)
+
+    def lance_hybrid(self, query: str, qvec: np.ndarray, k: int) -> list[str]:
+        return list(self.lance.search("c", "hybrid", query, qvec, k))
+
+    def close(self) -> None:
+        for s in self._searchers.values():
+            s.close()
+        self.mem.close()
+        if self.lance is not None:
+            self.lance.close()
+        if self._lance_dir is not None:
+            self._lance_dir.cleanup()
+
+    def ours(self, query: str, limit: int) -> list[str]:
+        return [self.doc_of[h.memory.id] for h in self.mem.search(query, agent=AGENT, limit=limit)]
+
+    def engine(self, name: str, weights: RankingWeights, query: str, limit: int) -> list[str]:
+        """The engine's searcher with other ranking weights, on the same store (no bookkeeping)."""
+        if name not in self._searchers:
+            self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
+        hits = self._searchers[name].search(query, Filter(agent=AGENT), limit=limit, now=datetime.now(UTC), touch=False)
+        return [self.doc_of[h.memory.id] for h in hits]
+
+    def channels(self, query: str, qvec: np.ndarray, depth: int = DEPTH) -> tuple[Ranked, Ranked]:
+        flt = Filter(agent=AGENT)
+        terms = query_terms(query)
+        search = self.mem.store.search
+        kw = search.keyword_candidates(terms, flt, limit=depth) if terms else []
+        vec = search.vector_candidates(qvec, flt, limit=depth)
+        return [(self.doc_of[c.id], c.score) for c in kw], [(self.doc_of[c.id], c.score) for c in vec]
+
+    def cosines(self, qvec: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        rows = self.matrix[[self.row[i] for i in ids]] if ids else np.zeros((0, self.matrix.shape[1]))
+        return dict(zip(ids, (rows @ np.asarray(qvec, dtype=np.float32)).tolist(), strict=True))
+
+
+#: Also index every corpus in LanceDB (``--lance``; the ``bench`` extra).
+LANCE = False
+
+
+def make_corpus(docs: Sequence[tuple[str, str, str, dict[str, Any]]], embedder: CachedEmbedder) -> Corpus:
+    corpus = Corpus(docs, embedder)
+    if LANCE:
+        corpus.with_lance()
+    return corpus
+
+
+def recall_corpus(rs: RecallSet, embedder: CachedEmbedder) -> Corpus:
+    return make_corpus([(it.id, it.kind, it.content, {}) for it in rs.items], embedder)
+
+
+# -- fusion rules of the study ----------------------------------------------------------------------------
+
+
+def _minmax(ranked: Ranked) -> dict[str, float]:
+    if not ranked:
+        return {}
+    hi, lo = ranked[0][1], min(s for _, s in ranked)
+    span = hi - lo
+    return {d: (s - lo) / span if span > 1e-12 else 1.0 for d, s in ranked}
+
+
+def _order(scores: dict[str, float]) -> list[str]:
+    return [d for d, _ in sorted(scores.items(), key=lambda t: (-t[1], t[0]))]
+
+
+Rule = Callable[[Ranked, Ranked, dict[str, float], dict[str, float]], list[str]]
+
+
+def study_rules() -> Iterator[tuple[str, Rule]]:
+    """(name, rule): a rule ranks the union of the candidate lists from (kw, vec, cosine, coverage)."""
+
+    def minmax(w: float) -> Rule:
+        def rule(kw: Ranked, vec: Ranked, cos: dict[str, float], cov: dict[str, float]) -> list[str]:
+            return fuse_convex(kw, vec, keyword_weight=w, norm="minmax")
+
+        return rule
+
+    yield "vector only", lambda kw, vec, cos, cov: [d for d, _ in vec]
+    yield "keyword only", lambda kw, vec, cos, cov: [d for d, _ in kw]
+    for w in (0.3, 0.5):
+        yield f"minmax w={w}", minmax(w)
+
+    def kw_times_cov(w: float) -> Rule:
+        def rule(kw: Ranked, vec: Ranked, cos: dict[str, float], cov: dict[str, float]) -> list[str]:
+            k, v = _minmax(kw), _minmax(vec)
+            return _order({d: w * k.get(d, 0.0) * cov[d] + (1 - w) * v.get(d, 0.0) for d in cos})
+
+        return rule
+
+    for w in (0.5,):
+        yield f"minmax, keyword x coverage w={w}", kw_times_cov(w)
+
+    def linear(lam: float, mu: float) -> Rule:
+        def rule(kw: Ranked, vec: Ranked, cos: dict[str, float], cov: dict[str, float]) -> list[str]:
+            k = _minmax(kw)
+            return _order({d: cos[d] + lam * cov[d] + mu * k.get(d, 0.0) for d in cos})
+
+        return rule
+
+    for lam in (0.1, 0.2, 0.3, 0.5):
+        for mu in (0.0, 0.1, 0.2):
+            yield f"cosine + {lam} coverage + {mu} bm25-minmax", linear(lam, mu)
+
+    def adaptive(base: float) -> Rule:
+        # Keyword weight follows how much of the query the best keyword match covers.
+        def rule(kw: Ranked, vec: Ranked, cos: dict[str, float], cov: dict[str, float]) -> list[str]:
+            best = max((cov[d] for d, _ in kw), default=0.0)
+            return fuse_convex(kw, vec, keyword_weight=base * best, norm="minmax") if kw else [d for d, _ in vec]
+
+        return rule
+
+    for base in (0.5, 0.7):
+        yield f"minmax, keyword weight {base} x best coverage", adaptive(base)
+
+
+# -- evaluation -------------------------------------------------------------------------------------------
+
+
+class Scores:
+    """Per-question measures of each system (percent in the summary) and each system's search times."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self.ms: dict[str, list[float]] = defaultdict(list)
+
+    def add(self, system: str, measure: str, value: float) -> None:
+        self.values[system][measure].append(value)
+
+    def add_ms(self, system: str, ms: float) -> None:
+        self.ms[system].append(ms)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        out = {s: {m: round(100 * statistics.fmean(v), 1) for m, v in ms.items()} for s, ms in self.values.items()}
+        for system, row in out.items():
+            if self.ms.get(system):
+                row["p50 ms"] = round(statistics.median(self.ms[system]), 2)
+        return out
+
+
+def rank_of(ranking: Sequence[str], gold: str) -> int | None:
+    try:
+        return ranking.index(gold) + 1
+    except ValueError:
+        return None
+
+
+def systems(corpus: Corpus, query: str, qvec: np.ndarray, depth: int, scores: Scores) -> dict[str, list[str]]:
+    """Each system's ranking of one question, ``depth`` deep, each call timed (the query's vector is given,
+    or cached for engramdb: no system's time includes embedding the query)."""
+    calls: dict[str, Callable[[], list[str]]] = {
+        "engramdb": lambda: corpus.ours(query, depth),
+        BEFORE: lambda: corpus.engine(BEFORE, RankingWeights(fusion="minmax"), query, depth),
+        "vector only": lambda: [d for d, _ in corpus.vectors.search(qvec, depth)],
+        "bm25": lambda: [d for d, _ in corpus.bm25.search(query, depth)],
+    }
+    if corpus.lance is not None:
+        calls["lancedb hybrid"] = lambda: corpus.lance_hybrid(query, qvec, depth)
+    out = {}
+    for name, call in calls.items():
+        t0 = time.perf_counter()
+        out[name] = call()
+        scores.add_ms(name, (time.perf_counter() - t0) * 1000)
+    return out
+
+
+def _study(corpus: Corpus, query: str, qvec: np.ndarray) -> Iterator[tuple[str, list[str]]]:
+    kw, vec = corpus.channels(query, qvec)
+    union = list(dict.fromkeys([d for d, _ in kw] + [d for d, _ in vec]))
+    cos = corpus.cosines(qvec, union)
+    terms = query_terms(query)
+    weights = [term_weight(t) for t in terms]
+    cov = {d: coverage(terms, corpus.text[d], weights=weights) for d in union}
+    for name, rule in study_rules():
+        yield f"study: {name}", rule(kw, vec, cos, cov)
+
+
+def evaluate_recall(rs: RecallSet, split: str, embedder: CachedEmbedder, scores: Scores, study: bool) -> None:
+    corpus = recall_corpus(rs, embedder)
+    try:
+        questions = rs.split(split)
+        qvecs = embedder.embed([q.text for q in questions])
+        for q, qvec in zip(questions, qvecs, strict=True):
+            rankings = systems(corpus, q.text, qvec, 10, scores)
+            if study:
+                rankings.update(_study(corpus, q.text, qvec))
+            for system, ranking in rankings.items():
+                r = rank_of(ranking, q.gold)
+                scores.add(system, "top1", float(r == 1))
+                scores.add(system, "top3", float(r is not None and r <= 3))
+                scores.add(system, "top5", float(r is not None and r <= 5))
+                scores.add(system, "top10", float(r is not None and r <= 10))
+                scores.add(system, "mrr", 1.0 / r if r else 0.0)
+                first_decoy = min((rank_of(ranking, d) or 99 for d in q.decoys), default=99)
+                scores.add(system, "decoy first", float(first_decoy < (r or 98)))
+    finally:
+        corpus.close()
+
+
+def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, limit: int | None) -> None:
+    for conv in load_locomo()[:limit]:
+        corpus = make_corpus([(d.id, "conversation", d.content, {"role": d.role}) for d in conv.docs], embedder)
+        try:
+            qvecs = embedder.embed([q.text for q in conv.questions])
+            for q, qvec in zip(conv.questions, qvecs, strict=True):
+                rankings = systems(corpus, q.text, qvec, 10, scores)
+                if study:
+                    rankings.update(_study(corpus, q.text, qvec))
+                for system, ranking in rankings.items():
+                    for k in (5, 10):
+                        scores.add(system, f"R@{k}", recall_at_k(ranking, q.evidence, k))
+                    scores.add(system, f"R@10 {LOCOMO_CATEGORIES[q.category]}", recall_at_k(ranking, q.evidence, 10))
+        finally:
+            corpus.close()
+
+
+def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: int | None, cached: bool) -> None:
+    positions = None
+    if cached:
+        assert embedder.path is not None
+        positions = cached_positions(embedder.path, embedder.model_id)
+    for item in load_longmemeval(limit=None if cached else limit, positions=positions):
+        corpus = make_corpus([(d.id, "conversation", d.content, {"role": d.role}) for d in item.docs], embedder)
+        session_of = {d.id: d.session for d in item.docs}
+        try:
+            qvec = embedder.embed([item.text])[0]
+            rankings = systems(corpus, item.text, qvec, 50, scores)
+            if study:
+                rankings.update(_study(corpus, item.text, qvec))
+            for system, ranking in rankings.items():
+                for k in (5, 10):
+                    scores.add(system, f"turn R@{k}", recall_at_k(ranking, item.answer_turns, k))
+                scores.add(system, "session R@5", session_recall_at_k(ranking, session_of, item.answer_sessions, 5))
+        finally:
+            corpus.close()
+
+
+# -- calibration ------------------------------------------------------------------------------------------
+
+
+def labelled_pairs(
+    rs: RecallSet, split: str, embedder: CachedEmbedder, seed: int = 0
+) -> list[tuple[float, float, int]]:
+    """(cosine, coverage, label): paraphrases and right memories 1; decoys and unrelated memories 0."""
+    rng = random.Random(seed)
+    text = {it.id: it.content for it in rs.items}
+    memories = [it.id for it in rs.items if it.role == "memory"]
+    pairs: list[tuple[str, str, int]] = []
+    for q in rs.split(split):
+        pairs.append((q.text, text[q.gold], 1))
+        pairs.extend((q.text, text[d], 0) for d in q.decoys)
+        pairs.extend((q.text, text[m], 0) for m in rng.sample(memories, 3) if m != q.gold)
+    paraphrases = list(rs.paraphrases)
+    # Paraphrase pairs are split like the groups: every fourth is kept for confirmation.
+    for i, (a, b) in enumerate(paraphrases):
+        if (i % 4 == 3) == (split == "confirm") or split == "all":
+            pairs.append((a, b, 1))
+            other = paraphrases[(i + 7) % len(paraphrases)][1]
+            pairs.append((a, other, 0))
+    vecs = embedder.embed(sorted({p[0] for p in pairs} | {p[1] for p in pairs}))
+    by_text = dict(zip(sorted({p[0] for p in pairs} | {p[1] for p in pairs}), vecs, strict=True))
+    out = []
+    for a, b, label in pairs:
+        cos = float(np.dot(by_text[a], by_text[b]))
+        out.append((cos, coverage(query_terms(a), b), label))
+    return out
+
+
+def fit_logistic(data: Sequence[tuple[float, float, int]], *, steps: int = 4000) -> Calibration:
+    """Class-balanced logistic regression on (cosine, coverage), weights kept >= 0 (monotone)."""
+    x = np.array([[1.0, c, k] for c, k, _ in data])
+    y = np.array([lab for _, _, lab in data], dtype=np.float64)
+    pos = y.sum()
+    sample_w = np.where(y == 1, 0.5 / pos, 0.5 / (len(y) - pos))
+    theta = np.zeros(3)
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-x @ theta))
+        grad = x.T @ (sample_w * (p - y)) + 1e-3 * np.r_[0.0, theta[1:]]
+        hess = (x * (sample_w * p * (1 - p))[:, None]).T @ x + 1e-3 * np.eye(3)
+        theta -= np.linalg.solve(hess, grad)
+        theta[1:] = np.maximum(theta[1:], 0.0)
+    return Calibration(
+        bias=round(float(theta[0]), 2),
+        cosine_weight=round(float(theta[1]), 2),
+        coverage_weight=round(float(theta[2]), 2),
+    )
+
+
+def calibration_report(rs: RecallSet, embedder: CachedEmbedder) -> dict[str, Any]:
+    """The fit on the dev split's pairs, and how the shipped calibration (``CALIBRATION``) scores both splits."""
+    dev = labelled_pairs(rs, "dev", embedder)
+    fitted = fit_logistic(dev)
+    used = CALIBRATION
+    out: dict[str, Any] = {}
+    out["fitted_on_dev"] = {
+        "bias": fitted.bias,
+        "cosine_weight": fitted.cosine_weight,
+        "coverage_weight": fitted.coverage_weight,
+    }
+    for split in ("dev", "confirm"):
+        data = labelled_pairs(rs, split, embedder)
+        rel = [(relevance(c, k, calibration=used), lab) for c, k, lab in data]
+        pos = sorted(r for r, lab in rel if lab == 1)
+        neg = sorted(r for r, lab in rel if lab == 0)
+        out[split] = {
+            "pairs": len(rel),
+            "right above 0.5": round(sum(r > 0.5 for r in pos) / len(pos), 3),
+            "right above 0.7": round(sum(r > 0.7 for r in pos) / len(pos), 3),
+            "wrong below 0.5": round(sum(r < 0.5 for r in neg) / len(neg), 3),
+            "wrong below 0.3": round(sum(r < 0.3 for r in neg) / len(neg), 3),
+            "right median": round(statistics.median(pos), 3),
+            "wrong median": round(statistics.median(neg), 3),
+        }
+    seed = [
+        ("Sign into FB", "Login to Facebook"),
+        ("Go to FB", "Login to Facebook"),
+        ("Post on timeline", "Login to Facebook"),
+        ("Book a flight to Paris", "Login to Facebook"),
+        ("order pizza", "Login to Facebook"),
+    ]
+    vecs = embedder.embed([t for p in seed for t in p])
+    out["seed 004"] = {
+        f"{a} -> {b}": round(
+            relevance(float(np.dot(vecs[2 * i], vecs[2 * i + 1])), coverage(query_terms(a), b), calibration=used), 3
+        )
+        for i, (a, b) in enumerate(seed)
+    }
+    return out
+
+
+# -- speed ------------------------------------------------------------------------------------------------
+
+
+def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
+    import os
+
+    import scale
+    from _retrieval_speed import _latency, _load, _ms
+
+    if not (directory / "engram.db").exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        seconds = scale.build(directory, size, np.random.default_rng(0))
+        print(f"built {size} memories in {seconds:.0f} s")
+    emb = scale._embedder()
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    qvecs = emb.embed(questions)
+    mem = Engram(directory, embedder=emb, vectors="sync")
+    flt = Filter(agent=scale.AGENT)
+    evidence = HybridSearcher(mem.store, emb, weights=RankingWeights())
+    minmax = HybridSearcher(mem.store, emb, weights=RankingWeights(fusion="minmax"))
+    now = datetime.now(UTC)
+    for q in questions[:10]:
+        mem.search(q, agent=scale.AGENT, limit=10)
+    # The steady state: the keyword postings built (FTS5's own bm25() until then), as bench/scale.py waits.
+    scale._unwrapped(mem.store.search).keyword_index.wait()
+    for q in questions[:10]:
+        mem.search(q, agent=scale.AGENT, limit=10)
+    load_before = _load()
+    whole, ev, mm = [], [], []
+    for q, v in zip(questions, qvecs, strict=True):
+        whole.append(_ms(lambda q=q: mem.search(q, agent=scale.AGENT, limit=10)))
+        ev.append(_ms(lambda q=q, v=v: evidence.search(q, flt, limit=10, now=now, touch=False, vector=v)))
+        mm.append(_ms(lambda q=q, v=v: minmax.search(q, flt, limit=10, now=now, touch=False, vector=v)))
+    out = {
+        "memories": mem.count(agent=scale.AGENT),
+        "search_without_query_embedding": _latency(whole),
+        "searcher_evidence_fusion": _latency(ev),
+        "searcher_minmax_fusion": _latency(mm),
+        "load_before": load_before,
+        "load_after": _load(),
+        "cpus": os.cpu_count(),
+    }
+    evidence.close()
+    minmax.close()
+    mem.close()
+    return out
+
+
+# -- main -------------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="recall", help="comma-separated: recall, locomo, longmemeval")
+    parser.add_argument("--split", default="dev", choices=("dev", "confirm", "all"), help="recall set split")
+    parser.add_argument("--limit-conversations", type=int, default=None)
+    parser.add_argument("--lme-questions", type=int, default=40)
+    parser.add_argument(
+        "--lme-cached-only", action="store_true", help="LongMemEval: only the questions whose turns are all cached"
+    )
+    parser.add_argument("--no-study", action="store_true", help="systems only, no fusion study")
+    parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
+    parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
+    parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
+    parser.add_argument("--speed", type=Path, default=None, help="100k store directory (built if missing)")
+    parser.add_argument("--speed-size", type=int, default=100_000)
+    parser.add_argument("--speed-queries", type=int, default=300)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    global LANCE  # noqa: PLW0603 - a run-wide switch, set once before any corpus is built
+    LANCE = args.lance
+    cache = Path(args.embed_cache).expanduser()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    embedder = CachedEmbedder(make_embedder(load_settings()), size=200_000, path=cache)
+    rs = load_recall_set()
+    results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "split": args.split}
+    if args.calibrate:
+        results["calibration"] = calibration_report(rs, embedder)
+        print(results["calibration"])
+    if args.speed is not None:
+        results["speed"] = run_speed(args.speed, args.speed_size, args.speed_queries)
+        print(results["speed"])
+    for name in [d.strip() for d in args.datasets.split(",") if d.strip() and d.strip() != "none"]:
+        scores = Scores()
+        started = time.perf_counter()
+        if name == "recall":
+            evaluate_recall(rs, args.split, embedder, scores, not args.no_study)
+        elif name == "locomo":
+            evaluate_locomo(embedder, scores, not args.no_study, args.limit_conversations)
+        elif name == "longmemeval":
+            evaluate_lme(embedder, scores, not args.no_study, args.lme_questions, args.lme_cached_only)
+        results[name] = scores.summary()
+        print(f"\n== {name} ({time.perf_counter() - started:.0f} s)")
+        table = results[name]
+        measures = list(next(iter(table.values())).keys())
+        print(f"{'system':58s} " + " ".join(f"{m[:12]:>12s}" for m in measures))
+        for system, row in table.items():
+            print(f"{system[:58]:58s} " + " ".join(f"{row.get(m, math.nan):12.1f}" for m in measures))
+    if args.out is not None:
+        write_json(args.out, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""One fact, one hit: near-identical memories of a ranking fold into the best-placed one. Pure.
+
+Five outcome records of one situation ("api-auth-timeout", retried five times) are one fact to a reader: they
+must not fill the top five, nor push the next fact out. Two memories are near-identical when they have the
+same kind and the same text but for case, punctuation and spacing, or nearly the same set of words (Jaccard
+>= :data:`SAME_WORDS`) with the same numbers and the same negations: as for deduplication on write, "port
+5432" against "port 5433" and "always" against "never" are different facts however alike the rest. The
+memory placed first keeps its place and its score; the others' ids ride along on it, so nothing is lost,
+only not repeated.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import Final, TypeVar
+
+from engramdb.models import Memory
+
+__all__ = ["SAME_WORDS", "collapse", "signature"]
+
+#: Word-set overlap above which two texts of one kind are the same statement.
+SAME_WORDS: Final = 0.85
+_NUMBER = re.compile(r"\d+")
+_PUNCT = re.compile(r"[^\w\s]+")
+_NEGATIONS: Final = frozenset({"not", "no", "never", "without", "cannot", "dont", "don", "isnt", "doesnt", "always"})
+
+T = TypeVar("T")
+
+
+def signature(text: str) -> tuple[str, frozenset[str]]:
+    """The text folded (case, punctuation, spacing), and its set of words."""
+    folded = " ".join(_PUNCT.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+    return folded, frozenset(folded.split())
+
+
+def _numbers(words: frozenset[str]) -> frozenset[str]:
+    return frozenset(w for w in words if _NUMBER.fullmatch(w))
+
+
+def _same(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> bool:
+    if a[0] == b[0]:
+        return True
+    wa, wb = a[1], b[1]
+    if not wa or not wb or (wa & _NEGATIONS) != (wb & _NEGATIONS) or _numbers(wa) != _numbers(wb):
+        return False
+    return len(wa & wb) / len(wa | wb) >= SAME_WORDS
+
+
+def collapse(ranked: Sequence[T], memory_of: Callable[[T], Memory], *, limit: int) -> list[tuple[T, list[str]]]:
+    """The first ``limit`` distinct entries of ``ranked`` (best first), each with the ids folded into it.
+
+    Quadratic in ``limit`` at most (each kept entry is compared with the kept ones); the scan stops once
+    ``limit`` distinct entries are found, so an entry below them is never read.
+    """
+    kept: list[tuple[T, list[str]]] = []
+    signatures: list[tuple[str, tuple[str, frozenset[str]]]] = []
+    for entry in ranked:
+        m = memory_of(entry)
+        sig = (m.kind, signature(m.content))
+        for i, (kind, other) in enumerate(signatures):
+            if kind == sig[0] and _same(sig[1], other):
+                kept[i][1].append(m.id)
+                break
+        else:
+            if len(kept) == limit:
+                break
+            kept.append((entry, []))
+            signatures.append(sig)
+    return kept

@@ -1,0 +1,150 @@
+"""Absolute evidence that a memory is what a query means, and its calibrated relevance. Pure functions.
+
+Two pieces of evidence, each meaningful on its own scale (unlike per-query min-max ranks):
+
+- **cosine**: the raw similarity of the query's and the memory's embeddings;
+- **coverage**: how much of the query's *rare* vocabulary the memory contains, in [0, 1]. Each query word
+  weighs by how rare it is in English, taken from the rank of the word in the bundled WordPiece vocabulary
+  (BERT's vocabulary lists whole words roughly from the most to the least frequent; a word it does not
+  list at all is rarer still). The weight does not depend on the store, so neither does coverage: the same
+  query and memory get the same evidence in a store of ten memories or of a million.
+
+:func:`relevance` maps both to a probability-like number in [0, 1], increasing in each: a logistic curve
+fitted on labelled pairs of the recall dev set (``bench/recall.py --calibrate``; paraphrases and a
+question's right memory against its decoys and unrelated memories). See the README for what its levels mean.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Final
+
+__all__ = ["CALIBRATION", "Calibration", "coverage", "pool_coverage", "relevance", "stem", "term_weight"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+#: Suffixes stripped before comparing words ("failing" and "fails" meet at "fail"), longest first.
+_SUFFIXES: Final = ("ations", "ation", "ings", "ing", "ies", "ers", "est", "ed", "er", "es", "ly", "s")
+#: Compared prefix length after suffix stripping: "authentication" and "authenticate" meet at "authen".
+_PREFIX: Final = 6
+#: Vocabulary ranks below this are sub-word pieces, characters and reserved tokens, not words.
+_FIRST_WORD_RANK: Final = 1996
+
+
+def stem(word: str) -> str:
+    """A light, language-agnostic stem for matching a query word to a memory's words."""
+    w = word.lower()
+    for suffix in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            break
+    return w[:_PREFIX]
+
+
+@cache
+def _ranks() -> dict[str, int]:
+    text = resources.files("engramdb.embeddings").joinpath("data/vocab.txt").read_text(encoding="utf-8")
+    ranks: dict[str, int] = {}
+    for i, token in enumerate(text.splitlines()):
+        if i >= _FIRST_WORD_RANK and token.isalnum():
+            ranks.setdefault(token, i)
+    return ranks
+
+
+def term_weight(word: str) -> float:
+    """How much a query word says, by its rarity: log of its vocabulary rank (in thousands), at least 0.5.
+
+    "the" ~0.7, "failure" ~1.6, "authentication" ~3.3; a word outside the vocabulary ("oauth", "pgbouncer")
+    ~4.1, the rarest.
+    """
+    ranks = _ranks()
+    rank = ranks.get(word.lower())
+    if rank is None:
+        rank = 2 * len(ranks) + _FIRST_WORD_RANK
+    return max(0.5, math.log(rank / 1000.0))
+
+
+def coverage(terms: Sequence[str], text: str, *, weights: Sequence[float] | None = None) -> float:
+    """The rarity-weighted share of ``terms`` (a query's content words) found among ``text``'s words."""
+    if not terms:
+        return 0.0
+    w = [term_weight(t) for t in terms] if weights is None else list(weights)
+    stems = [stem(t) for t in terms]
+    present = _Finder(stems).present(text)
+    total = sum(w)
+    found = sum(wi for s, wi in zip(stems, w, strict=True) if s in present)
+    return found / total if total > 0 else 0.0
+
+
+class _Finder:
+    """Which of some stems a text's words begin with (a stem of 3 letters or fewer must be the whole word but
+    for a suffix :func:`stem` strips: "cats" is "cat", "catalog" is not). Most of a search's ~100
+    candidates hold none of the stems even as a substring and are passed over at C speed; the others take
+    one regular-expression search per stem they hold."""
+
+    def __init__(self, stems: Iterable[str]) -> None:
+        self.wanted = frozenset(s for s in stems if s)
+
+    def present(self, text: str) -> set[str]:
+        low = text.lower()
+        return {s for s in self.wanted if s in low and _at_word_start(s).search(low) is not None}
+
+
+@cache
+def _at_word_start(s: str) -> re.Pattern[str]:
+    if len(s) > _SHORT_STEM:
+        return re.compile(rf"(?<!\w){re.escape(s)}")
+    return re.compile(rf"(?<!\w){re.escape(s)}(?:{'|'.join(_SUFFIXES)})?(?!\w)")
+
+
+_SHORT_STEM: Final = 3
+
+
+def pool_coverage(terms: Sequence[str], texts: Mapping[str, str]) -> dict[str, float]:
+    """Each text's share of ``terms``, every term weighted by its BM25 IDF *among these texts*.
+
+    For ranking one search's candidates: a word most candidates share (a speaker's name in a conversation,
+    the product in a product team's notes) tells them apart less than one few of them have. The weights
+    depend on the candidates, so these numbers order one search; :func:`coverage` is the absolute one.
+    """
+    if not terms or not texts:
+        return dict.fromkeys(texts, 0.0)
+    stems = list(dict.fromkeys(stem(t) for t in terms))
+    finder = _Finder(stems)
+    present = {i: finder.present(text) for i, text in texts.items()}
+    n = len(texts)
+    weights = []
+    for s in stems:
+        df = sum(s in p for p in present.values())
+        weights.append(math.log((n - df + 0.5) / (df + 0.5) + 1.0))
+    total = sum(weights)
+    return {i: sum(w for s, w in zip(stems, weights, strict=True) if s in p) / total for i, p in present.items()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """``relevance = sigmoid(bias + cosine_weight * cosine + coverage_weight * coverage)``; both weights >= 0."""
+
+    bias: float
+    cosine_weight: float
+    coverage_weight: float
+
+    def __post_init__(self) -> None:
+        if self.cosine_weight < 0 or self.coverage_weight < 0:
+            raise ValueError("calibration weights must be >= 0 (relevance grows with its evidence)")
+
+
+#: Fitted by ``python bench/recall.py --calibrate`` on the dev split (bench/RESULTS.md, issue 21).
+CALIBRATION: Final = Calibration(bias=-2.92, cosine_weight=9.18, coverage_weight=1.78)
+
+
+def relevance(cosine: float, cover: float, *, calibration: Calibration = CALIBRATION) -> float:
+    """Calibrated relevance in [0, 1] from a cosine in [-1, 1] and a coverage in [0, 1]; monotone in both."""
+    c = min(1.0, max(-1.0, cosine)) if math.isfinite(cosine) else 0.0
+    k = min(1.0, max(0.0, cover)) if math.isfinite(cover) else 0.0
+    z = calibration.bias + calibration.cosine_weight * c + calibration.coverage_weight * k
+    return 1.0 / (1.0 + math.exp(-z))
