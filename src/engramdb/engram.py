@@ -11,6 +11,7 @@ collaborators here and never know the facade.
 from __future__ import annotations
 
 import builtins
+import inspect
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -634,3 +635,10 @@ class Engram:
         has its audit entry. ``quick`` runs SQLite's quick check instead of the full integrity check.
         """
         return Doctor(self.store, self.embedder, self.settings, quick=quick).run()
+
+
+# What inspect and help() show for Engram(...) is __init__'s parameters (__new__ only routes a URL to the client).
+_init = inspect.signature(Engram.__init__)
+Engram.__signature__ = _init.replace(  # type: ignore[attr-defined]
+    parameters=list(_init.parameters.values())[1:], return_annotation=inspect.Signature.empty
+)
