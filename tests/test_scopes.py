@@ -225,3 +225,52 @@ def test_retention_can_be_limited_to_one_user(mem: Engram) -> None:
     report = mem.retention.cleanup(agent="bot", user="ana", policy=policy)
     assert len(report.expired) == 1
     assert sorted(m.user or "" for m in mem.list(agent="bot")) == ["", "ben"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    writes=st.lists(
+        st.tuples(st.sampled_from(("A", "B", "C", "D")), st.integers(0, 20)),
+        min_size=1,
+        max_size=7,
+        unique_by=lambda w: w[1],
+    ),
+    probes=st.lists(st.integers(-1, 22), min_size=1, max_size=5),
+)
+def test_as_of_answers_with_the_value_true_then(
+    writes: list[tuple[str, int]], probes: list[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Model: a timeline of changes. A value told for a time after the last change is a change, unless it
+    repeats the current value (then nothing changes); one told for an earlier time goes into the past."""
+
+    def day(n: int) -> datetime:
+        return T0 + timedelta(days=n)
+
+    timeline: list[tuple[int, str]] = []
+    for value, at in writes:
+        if not timeline or at > timeline[-1][0]:
+            if not timeline or timeline[-1][1] != value:
+                timeline.append((at, value))
+        else:
+            timeline.append((at, value))
+            timeline.sort()
+
+    def model(t: int) -> str | None:
+        said = [value for at, value in timeline if at <= t]
+        return said[-1] if said else None
+
+    with Engram(tmp_path_factory.mktemp("facts") / "s", embedder="static", vectors="sync") as mem:
+        for value, at in writes:
+            mem.remember(f"value {value}", agent="bot", user="ana", key="k", at=day(at))
+        current = mem.recall_key("k", agent="bot", user="ana")
+        assert current.content == f"value {timeline[-1][1]}", writes
+        for t in probes:
+            expected = model(t)
+            when = day(t) + timedelta(hours=1)
+            if expected is None:
+                with pytest.raises(NotFound):
+                    mem.recall_key("k", agent="bot", user="ana", as_of=when)
+            else:
+                got = mem.recall_key("k", agent="bot", user="ana", as_of=when)
+                assert got.content == f"value {expected}", (writes, t)
+        assert len(mem.list(agent="bot", user="ana")) == 1  # one current value

@@ -119,6 +119,9 @@ class Settings:
     #: How ``engram serve`` and ``engram mcp --transport http`` write their logs (stderr): "text", or "json"
     #: (one object a line, for log collectors; see engramdb.interfaces._logs).
     log_format: str = "text"
+    #: ``engram serve`` sends OpenTelemetry traces (a span per request) over OTLP, where the standard
+    #: ``OTEL_EXPORTER_OTLP_ENDPOINT`` says; needs the ``otel`` extra.
+    otel_traces: bool = False
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -193,6 +196,7 @@ _TYPES: dict[str, Any] = {
     "ann_threshold": int,
     "access_flush_seconds": float,
     "log_format": str,
+    "otel_traces": bool,
 }
 # Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
 _ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}

@@ -11,6 +11,7 @@ collaborators here and never know the facade.
 from __future__ import annotations
 
 import builtins
+import inspect
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -88,9 +89,8 @@ class Engram:
     store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
     tool pointed at a mistyped path fails instead of answering from a new, empty store.
 
-    ``Engram("http://host:8765", api_key=KEY)`` (or no location with ``$ENGRAM_URL`` set, and
-    ``$ENGRAM_API_KEY``) returns a :class:`~engramdb.client.RemoteEngram` instead: the same API
-    through a running ``engram serve``, with no store or model in this process.
+    ``Engram("http://host:8765", api_key=KEY)`` (or ``$ENGRAM_URL``, ``$ENGRAM_API_KEY``) returns a
+    :class:`~engramdb.client.RemoteEngram`: the same API through a running ``engram serve``.
     """
 
     def __new__(
@@ -100,14 +100,8 @@ class Engram:
         if isinstance(url, str) and url.lower().startswith(("http://", "https://")):
             from engramdb.client.remote import RemoteEngram
 
-            unknown = sorted(set(options) - {"timeout", "create"})  # create: the server's store exists
-            if unknown:
-                raise ConfigError(
-                    f"{', '.join(unknown)}: settings of the server's store, not of a client of {url} "
-                    "(a client takes api_key and timeout)"
-                )
             # Not an Engram subclass, so Python does not run Engram.__init__ on it: a client with the same API.
-            return cast("Engram", RemoteEngram(url, api_key=api_key, timeout=options.get("timeout")))
+            return cast("Engram", RemoteEngram.opened(url, api_key=api_key, **options))
         return super().__new__(cls)
 
     def __init__(
@@ -641,3 +635,10 @@ class Engram:
         has its audit entry. ``quick`` runs SQLite's quick check instead of the full integrity check.
         """
         return Doctor(self.store, self.embedder, self.settings, quick=quick).run()
+
+
+# What inspect and help() show for Engram(...) is __init__'s parameters (__new__ only routes a URL to the client).
+_init = inspect.signature(Engram.__init__)
+Engram.__signature__ = _init.replace(  # type: ignore[attr-defined]
+    parameters=list(_init.parameters.values())[1:], return_annotation=inspect.Signature.empty
+)

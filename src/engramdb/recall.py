@@ -136,8 +136,12 @@ class Recall:
         session: str | None = None,
         as_of: datetime | str | None = None,
         min_score: float | None = None,
+        fold: bool = True,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed).
+
+        ``fold=False`` keeps near-identical memories apart (for services that count them, such as episode
+        statistics); by default they come as one hit (``Hit.duplicates``).
 
         ``since``/``until`` bound the creation time as in :meth:`list`; ``user``, ``session`` and ``as_of`` as
         in :func:`read_filter`. Hits whose calibrated relevance is below ``min_score`` (default: the
@@ -155,7 +159,7 @@ class Recall:
             self._settle()
         now = utcnow()
         epoch = self._accesses.epoch if self._accesses is not None else 0
-        found = self._searcher.search(query, flt, limit=limit, now=now, touch=False)
+        found = self._searcher.search(query, flt, limit=limit, now=now, touch=False, fold=fold)
         if cutoff > 0:
             # Less relevant than the cutoff: not a hit (and not accessed).
             found = [h for h in found if h.relevance >= cutoff]

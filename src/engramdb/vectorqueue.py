@@ -14,8 +14,13 @@ transaction), so a forgotten memory is never resurrected and newer content never
 
 The queue is bounded: a writer blocks while it is full (backpressure), nothing is dropped.
 An embedder or storage failure in the worker never kills the thread: the memories stay
-pending (``engram doctor`` reports them), the error is logged and raised by the next
-:meth:`VectorQueue.flush`; the flush after that queues the failed memories again.
+pending (``engram doctor`` reports them) and the error, the library's own (an ``EmbeddingError``
+or ``StorageError``), is raised by the next call of this process that waits for the queue (a
+search, a read of vectors, a deduplicated write) or by :meth:`VectorQueue.flush`, once; the
+next flush queues the failed memories again. It is logged only at DEBUG level: a background thread's
+traceback on stderr is no way to report an error (and the ``engramdb`` logger has a
+``NullHandler``, as a library's should, so nothing reaches stderr unless the application
+configures logging).
 
 :func:`waiting_store` gives the rest of the process a view of the store whose vector reads
 (vector search, vector and doctor reads) first wait for this queue: code that remembers then
@@ -44,6 +49,9 @@ from engramdb.storage.base import Candidate, Filter, Store, StoredVector, Vector
 __all__ = ["VectorQueue", "waiting_store"]
 
 log = logging.getLogger("engramdb.vectors")
+# Without it, Python's last-resort handler prints the library's warnings (with tracebacks) to stderr of
+# applications that configure no logging, the CLI among them. Errors reach callers as exceptions instead.
+logging.getLogger("engramdb").addHandler(logging.NullHandler())
 
 #: The queue holds this many worker batches (at least _MIN_CAPACITY memories) before writers wait.
 _BATCHES_QUEUED: Final = 16
@@ -156,6 +164,16 @@ class VectorQueue:
             raise error
         return done
 
+    def raise_failure(self) -> None:
+        """Raise the worker's error since it was last raised, if any (once); the next :meth:`flush` queues its
+        memories again (not at once: a lasting fault, a full disk, would fail them again right away)."""
+        with self._cond:
+            error, self._error = self._error, None
+            self._retry.extend(self._failed)
+            self._failed = []
+        if error is not None:
+            raise error
+
     @property
     def pending(self) -> int:
         """Memories queued and not yet finished (without the open-time rebuild)."""
@@ -184,11 +202,14 @@ class VectorQueue:
                 if committed:
                     self.put(held)
 
-    def settle(self, *, rebuild: bool) -> None:
+    def settle(self, *, rebuild: bool, report: bool = True) -> None:
         """:meth:`wait` for a read of vector state, unless this thread holds a write transaction (the worker
-        could not commit then: waiting would deadlock on SQLite and is pointless on PostgreSQL)."""
+        could not commit then: waiting would deadlock on SQLite and is pointless on PostgreSQL); then, with
+        ``report``, raise what the worker failed with (:meth:`raise_failure`)."""
         if not self.in_transaction() and threading.current_thread() is not self._thread:
             self.wait(rebuild=rebuild)
+            if report:
+                self.raise_failure()
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def close(self, timeout: float | None = None) -> None:
@@ -272,7 +293,8 @@ class VectorQueue:
             self._fail(exc, batch)
 
     def _fail(self, exc: Exception, batch: Sequence[_Item]) -> None:
-        log.error("background vectors failed for %d memories (they stay pending): %s", len(batch), exc,
+        # Reported to the caller by the next call (settle, flush); the traceback is for those who ask for it.
+        log.debug("background vectors failed for %d memories (they stay pending): %s", len(batch), exc,
                   exc_info=exc)  # fmt: skip
         error = exc if isinstance(exc, EngramError) else EmbeddingError(f"background embedding failed: {exc}")
         if error is not exc:
@@ -353,7 +375,8 @@ class _WaitingChecks:
         return self._inner.keyword_index()
 
     def iter_vectors(self, *, batch: int = 1000) -> Iterator[builtins.list[StoredVector]]:
-        self._queue.settle(rebuild=True)
+        # The doctor reports the store's state itself: a worker's error is not raised at it.
+        self._queue.settle(rebuild=True, report=False)
         return self._inner.iter_vectors(batch=batch)
 
     def pending(self) -> int:

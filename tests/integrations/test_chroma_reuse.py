@@ -100,7 +100,7 @@ def test_reuse_writes_the_collections_vectors_and_embeds_only_the_sample_and_red
         got = stored[memories[f"n{i}"].id]
         assert float(np.dot(got, expected[i])) > 0.9999
     # Searching finds them as if they had been embedded here.
-    hits = store.search("error number 17 in the scheduler", agent="surfer", limit=3)
+    hits = store.search("error number 17 in the cache", agent="surfer", limit=3)
     assert hits
     assert hits[0].memory.metadata["chroma_id"] == "n17"
 

@@ -360,3 +360,17 @@ def test_recall_does_not_offer_an_unrelated_pattern(mem: Engram) -> None:
     call(tools["save_pattern"], {"task": "Post on the timeline", "actions": [{"tool": "post"}]})
     assert "No similar patterns" in text(call(tools["recall_patterns"], {"task": "bake a chocolate cake"}))
     assert "Found 1 similar pattern" in text(call(tools["recall_patterns"], {"task": "Sign into FB"}))
+
+
+def test_tools_bound_to_a_user_keep_to_that_users_scope(mem: Engram) -> None:
+    ana = {t.name: t for t in memory_tools(mem, agent="assistant", user="ana", session="chat-1")}
+    ben = {t.name: t for t in memory_tools(mem, agent="assistant", user="ben")}
+    ana["remember"].invoke({"content": "Ana's door code is 4711"})
+    ben["remember"].invoke({"content": "Ben's door code is 1234"})
+    [stored] = mem.list(agent="assistant", user="ana", session="chat-1")
+    assert (stored.user, stored.session) == ("ana", "chat-1")
+    found = ben["search"].invoke({"query": "door code"})
+    assert "1234" in found
+    assert "4711" not in found
+    assert stored.id in ben["forget"].invoke({"memory_id": stored.id})  # not Ben's: a one-line error
+    assert mem.get(stored.id).content == "Ana's door code is 4711"

@@ -286,3 +286,27 @@ def test_serve_logs_json_and_drains_the_vector_queue_on_sigterm(tmp_path: Path, 
         assert raw.vectors.count_stale(model) == 0
     finally:
         raw.close()
+
+
+# -- OpenTelemetry (the otel extra) -------------------------------------------------------------------------
+
+
+def test_a_span_per_request_named_by_its_route(mem: Engram) -> None:
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with TestClient(create_app(mem, allowed_hosts=None, tracer=provider.get_tracer("test"))) as c:
+        created = c.post(f"{API_PREFIX}/memories", json={"content": "Traced: the cache is warmed at 06:00"}).json()
+        c.get(f"{API_PREFIX}/memories/{created['id']}")
+        c.get("/memories/no-such-id")
+    spans = {(s.name, s.attributes["http.response.status_code"]) for s in exporter.get_finished_spans()}
+    assert ("POST /memories", 201) in spans
+    assert ("GET /memories/{memory_id}", 200) in spans
+    assert ("GET /memories/{memory_id}", 404) in spans
+    assert not [name for name, _ in spans if created["id"] in name]  # route templates, never the ids
+    paths = {s.attributes["url.path"] for s in exporter.get_finished_spans()}
+    assert f"{API_PREFIX}/memories/{created['id']}" in paths

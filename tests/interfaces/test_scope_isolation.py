@@ -177,3 +177,21 @@ def test_cli_as_of_and_key_answer_with_the_past(tmp_path: Path) -> None:
     assert [h["memory"]["content"] for h in then] == ["Ana lives in Lisbon"]
     now = ok_json("memory", "search", "where does Ana live", *base)
     assert [h["memory"]["content"] for h in now] == ["Ana lives in Berlin"]
+
+
+def test_rest_session_windows_and_context_are_per_thread(served: tuple[str, str]) -> None:
+    agent = f"a{uuid.uuid4().hex[:10]}"
+    with httpx.Client(base_url=served[0], timeout=60) as api:
+        body = {"content": "my flight leaves at nine", "agent": agent, "user": "u1", "session": "s1"}
+        assert api.post("/session/messages", json=body).status_code == 201
+        mine = api.get("/session", params={"agent": agent, "user": "u1", "session": "s1"}).json()
+        assert [m["content"] for m in mine["messages"]] == ["my flight leaves at nine"]
+        assert (mine["user"], mine["session"]) == ("u1", "s1")
+        for other in ({"user": "u2", "session": "s1"}, {"user": "u1", "session": "s2"}, {}):
+            assert api.get("/session", params={"agent": agent, **other}).json()["messages"] == []
+        ctx = api.post("/context", json={"task": "plan the trip", "agent": agent, "user": "u2"}).json()
+        assert "flight leaves at nine" not in json.dumps(ctx)
+        ctx = api.post("/context", json={"task": "plan the trip", "agent": agent, "user": "u1", "session": "s1"})
+        assert "flight leaves at nine" in json.dumps(ctx.json())
+        bad = api.get("/session", params={"agent": agent, "user": " padded"})
+        assert bad.status_code == 422  # the library's ValidationError, one line

@@ -13,6 +13,8 @@ Run as a script: ``python reliability_harness.py worker STORE KIND LEDGER WORKDI
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -21,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -335,3 +337,40 @@ if __name__ == "__main__":
         writer(args[0], args[1], int(args[2]))
     else:
         raise SystemExit(f"unknown command {command!r}")
+
+
+# -- a real full disk ----------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def tmpfs(directory: Path, size: str) -> Iterator[bool]:
+    """Mount a tmpfs of ``size`` on ``directory``; yields False (nothing mounted) without the privilege."""
+    directory.mkdir(parents=True, exist_ok=True)
+    mounted = (
+        os.geteuid() == 0
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    )
+    try:
+        yield mounted
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def fill_disk(directory: Path) -> Path:
+    """Write a file until the file system is full; returns it."""
+    filler = directory / "filler"
+    chunk = b"\0" * 65536
+    with filler.open("wb") as fh:
+        while True:
+            try:
+                fh.write(chunk)
+                fh.flush()
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
+    return filler

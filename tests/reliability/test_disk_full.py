@@ -7,16 +7,11 @@ which fails writes with the same SQLITE_FULL.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import subprocess
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from reliability_harness import HashEmbedder, doctor_failures
+from reliability_harness import HashEmbedder, doctor_failures, fill_disk, tmpfs
 
 from engramdb import Engram
 from engramdb._util import new_id
@@ -25,42 +20,6 @@ from engramdb.models import AuditRecord, Memory
 from engramdb.storage._engine import sql_store
 from engramdb.storage.base import Filter
 from engramdb.storage.sqlite import SQLiteBackend
-
-
-@contextlib.contextmanager
-def _tmpfs(directory: Path, size: str) -> Iterator[bool]:
-    """Mount a tmpfs of ``size`` on ``directory``; yields False (nothing mounted) without the privilege."""
-    directory.mkdir(parents=True, exist_ok=True)
-    mounted = (
-        os.geteuid() == 0
-        and subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
-            capture_output=True,
-            check=False,
-        ).returncode
-        == 0
-    )
-    try:
-        yield mounted
-    finally:
-        if mounted:
-            subprocess.run(["umount", "-l", str(directory)], check=False)
-
-
-def _fill(directory: Path) -> Path:
-    """Write a file until the file system is full; returns it."""
-    filler = directory / "filler"
-    chunk = b"\0" * 65536
-    with filler.open("wb") as fh:
-        while True:
-            try:
-                fh.write(chunk)
-                fh.flush()
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
-                break
-    return filler
 
 
 def _exhaust(mem: Engram) -> int:
@@ -75,7 +34,7 @@ def _exhaust(mem: Engram) -> int:
 
 def test_reads_work_on_a_full_disk_and_their_bookkeeping_lands_later(tmp_path: Path) -> None:
     fs = tmp_path / "fs"
-    with _tmpfs(fs, "3m") as mounted:
+    with tmpfs(fs, "3m") as mounted:
         mem = Engram(str(fs / "store"), embedder=HashEmbedder())
         try:
             kept = mem.remember_many(
@@ -84,7 +43,7 @@ def test_reads_work_on_a_full_disk_and_their_bookkeeping_lands_later(tmp_path: P
             target = kept[0]
             if not mounted:
                 pytest.skip("no privilege to mount a tmpfs: the page-cap test below covers the same path")
-            filler = _fill(fs)
+            filler = fill_disk(fs)
             assert _exhaust(mem) == 1
             # Every read works, although each would write bookkeeping (access counts, read audit entries).
             assert mem.get(target.id).content == target.content

@@ -307,3 +307,14 @@ def test_min_score_filters_on_relevance_and_a_call_overrides_the_setting(tmp_pat
         for bad in (-0.1, 1.5, float("nan"), "0.5", True):
             with pytest.raises(ValidationError, match="min_score"):
                 mem.search("catalog", agent="a", min_score=bad)  # type: ignore[arg-type]
+
+
+def test_services_that_count_see_every_identical_memory(tmp_path: Path, embedder: Embedder) -> None:
+    """Folding is for reading: episode statistics still count each of four identical runs."""
+    with Engram(tmp_path / "store", embedder=embedder) as mem:
+        for _ in range(4):
+            with mem.episodes.begin("nightly import", agent="etl") as ep:
+                ep.event("download")
+        assert mem.episodes.analyze(agent="etl", task="nightly import").episodes == 4
+        hits = mem.search("nightly import", agent="etl", kind="episode")
+        assert [h.stands_for for h in hits] == [4]

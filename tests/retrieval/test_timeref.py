@@ -78,6 +78,7 @@ def test_since_runs_until_the_question() -> None:
     [
         "May I ask what the deploy freeze is?",  # a modal verb, not the month
         "the mayor said the budget is final",
+        "How long between the bake sale and the time I went to the Spring Fling Market?",  # a name
         "authentication failure on the login page",
         "How many days ago did I meet Emma?",  # asks for a time, names none
         "two weeks before the trip what did I buy",  # relative to an event, not to the question

@@ -51,14 +51,14 @@ def test_seed_003_empty_source_is_an_error_not_silence() -> None:
 
 
 def test_seed_003_episode_event_under_another_agent_says_why() -> None:
-    """``record_event(episode_id=...)`` takes only the id; engramdb also needs the agent that started it, and
-    the bare "no episode ... of agent 'default'" did not say so."""
+    """``record_event(episode_id=...)`` takes only the id: the id names the episode, so its agent acts (issue 25);
+    naming another agent is refused with the reason (the bare "no episode ... of agent 'default'" did not say)."""
     with Engram(":memory:") as mem:
         episode = mem.episodes.start("implement REST API", agent="swarm")
         with pytest.raises(NotFound, match="belongs to the agent that started it"):
-            mem.episodes.event(episode, "code_generation", {"lines": 45}, role="worker_backend")
-        mem.episodes.event(episode, "code_generation", {"lines": 45}, role="worker_backend", agent="swarm")
-        assert mem.episodes.end(episode, "success", agent="swarm").outcome == "success"
+            mem.episodes.event(episode, "code_generation", {"lines": 45}, role="worker_backend", agent="default")
+        mem.episodes.event(episode, "code_generation", {"lines": 45}, role="worker_backend")
+        assert mem.episodes.end(episode, "success").outcome == "success"
 
 
 def test_seed_001_failure_commands_take_the_error_the_same_way(cli: Cli) -> None:

@@ -60,7 +60,7 @@ def test_store_code_pattern_with_name_context_and_success_metrics(mem: Engram) -
     assert mem.code.suggest("implement user authentication", agent="swarm", pattern_type="named")[0].memory.id == (
         stored.id
     )
-    with pytest.raises(ValidationError, match="give name= too"):
+    with pytest.raises(ValidationError, match="give its name too"):
         mem.code.remember(AUTH_CODE, context="REST API authentication", agent="swarm")
 
 

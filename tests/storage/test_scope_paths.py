@@ -47,6 +47,10 @@ def test_scoped_reads_match_the_plain_filter(tmp_path_factory: pytest.TempPathFa
             for agent, user, session, visibility, words in rows
         ]
         add(store, items)
+        for n, m in enumerate(items):  # some rows shared with the other agent, some with everyone
+            if n % 3 == 0:
+                to = "*" if n % 2 else ("bob" if m.agent == "alice" else "alice")
+                store.shares.share([m.id], from_agent=m.agent, to_agent=to, at=NOW)
         store.search.keyword_index.min_memories = 0
         f = filter_sql(flt)
         with store.search._reading() as conn:  # type: ignore[attr-defined]

@@ -1,6 +1,6 @@
 // Regenerates src/schema.ts from a running server's /openapi.json:
 //   engram serve --port 8765 &   then   npm run schema -- http://127.0.0.1:8765
-// test/schema.test.mjs fails while the committed file differs from what the server's schema generates.
+// test/schema.test.mjs says when the committed file is behind what the server's schema generates.
 import { writeFile } from "node:fs/promises";
 import { generate } from "./generate.mjs";
 

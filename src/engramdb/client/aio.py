@@ -18,9 +18,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from engramdb.auth import ApiKeys
 from engramdb.brain.routing import RoutingService
 from engramdb.client._transport import AsyncTransport, Call, is_url
-from engramdb.client.remote import RemoteEngram
+from engramdb.client.remote import RemoteEngram, client_timeout
 from engramdb.engram import Engram
-from engramdb.errors import ConfigError
 from engramdb.learning.code_service import CodeService
 from engramdb.learning.episode_service import EpisodeService
 from engramdb.learning.failure_service import FailureService
@@ -219,14 +218,8 @@ class AsyncEngram(_Async):
         url = location if location is not None else os.environ.get("ENGRAM_URL") or None
         if is_url(url):
             assert isinstance(url, str)
-            options.pop("create", None)  # the server's store exists
-            timeout = options.pop("timeout", None)
-            if options:
-                raise ConfigError(
-                    f"{', '.join(sorted(options))}: settings of the server's store, not of a client of {url} "
-                    "(a client takes api_key and timeout)"
-                )
-            self._setup(_remote_runner(url, api_key=api_key, timeout=timeout), url.rstrip("/"), None, owns=True)
+            runner = _remote_runner(url, api_key=api_key, timeout=client_timeout(url, options))
+            self._setup(runner, url.rstrip("/"), None, owns=True)
         else:
             sync = Engram(location, api_key=api_key, **options)
             self._setup(_Runner(sync, None), sync.location, sync, owns=True)

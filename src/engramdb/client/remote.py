@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from engramdb import _validate as check
 from engramdb.client._transport import Call, Transport
+from engramdb.errors import ConfigError
 from engramdb.models import (
     AddResult,
     Change,
@@ -79,6 +80,11 @@ class RemoteEngram:
         self.retention = RemoteRetention(self._send)
         self.routing = RemoteRouting(self._send)
         self.keys = RemoteKeys(self._send)
+
+    @classmethod
+    def opened(cls, url: str, *, api_key: str | None = None, **options: Any) -> RemoteEngram:
+        """A client of ``url`` from :class:`~engramdb.Engram`'s arguments (see :func:`client_timeout`)."""
+        return cls(url, api_key=api_key, timeout=client_timeout(url, options))
 
     def __repr__(self) -> str:
         return f"Engram({self.location!r})"
@@ -285,6 +291,18 @@ class RemoteEngram:
 
     def doctor(self, *, quick: bool = False) -> HealthReport:
         return self._send(Call("GET", "/doctor", _one(HealthReport), query={"quick": quick}))
+
+
+def client_timeout(url: str, options: Mapping[str, Any]) -> Any:
+    """The ``timeout`` among a client's :class:`~engramdb.Engram` options. ``create`` means nothing to a client (the
+    server's store exists); any other option is a setting of the server's store, refused in one line."""
+    unknown = sorted(set(options) - {"timeout", "create"})
+    if unknown:
+        raise ConfigError(
+            f"{', '.join(unknown)}: settings of the server's store, not of a client of {url} "
+            "(a client takes api_key and timeout)"
+        )
+    return options.get("timeout")
 
 
 def _segment(memory_id: str) -> str:

@@ -164,9 +164,13 @@ _MIN_RELEVANCE: Final = 0.3
 
 
 # -- the tools ----------------------------------------------------------------------------------------------
-def memory_tools(mem: Engram, *, agent: str | None = None) -> list[BaseTool]:
+def memory_tools(
+    mem: Engram, *, agent: str | None = None, user: str | None = None, session: str | None = None
+) -> list[BaseTool]:
     """The engramdb tools for a LangChain agent, every one acting as ``agent`` on ``mem`` (default: its
-    ``agent`` setting).
+    ``agent`` setting). With ``user`` (and ``session``) the memory tools (``remember``, ``search``,
+    ``update``, ``forget``) keep to that user's scope: what they store is the user's, what they find is the
+    user's and the agent's own, never another user's; patterns and outcomes stay the agent's (shared learning).
 
     Returns ``save_pattern``, ``recall_patterns``, ``get_pattern_stats``, ``remember``, ``search``,
     ``update``, ``forget``, ``suggest`` and ``record_outcome``. An :class:`~engramdb.errors.EngramError`
@@ -177,7 +181,7 @@ def memory_tools(mem: Engram, *, agent: str | None = None) -> list[BaseTool]:
             "memory_tools needs a store in this process (Engram(path) or a database URL), not a server's client"
         )
     agent = check.agent_name(mem.settings.agent if agent is None else agent)
-    tools = _Tools(mem, agent)
+    tools = _Tools(mem, agent, user=check.scope(user, what="user"), session=check.scope(session, what="session"))
     specs: list[tuple[str, Callable[..., str], type[BaseModel], str]] = [
         (
             "save_pattern",
@@ -290,9 +294,10 @@ def _validation_message(name: str) -> Callable[[Any], str]:
 class _Tools:
     """The tool functions, bound to one store and one agent."""
 
-    def __init__(self, mem: Engram, agent: str) -> None:
+    def __init__(self, mem: Engram, agent: str, *, user: str | None = None, session: str | None = None) -> None:
         self._mem = mem
         self._agent = agent
+        self._user, self._session = user, session
 
     @_guarded("save_pattern")
     def save_pattern(
@@ -369,14 +374,19 @@ class _Tools:
     @_guarded("remember")
     def remember(self, content: str, kind: Kind = "knowledge", tags: Sequence[str] = ()) -> str:
         """Stores one memory; says which secrets were redacted."""
-        memory = self._mem.remember(content, agent=self._agent, kind=kind, tags=list(tags))
+        memory = self._mem.remember(
+            content, agent=self._agent, kind=kind, tags=list(tags), user=self._user, session=self._session
+        )
         note = f" (redacted before storing: {', '.join(memory.redacted)})" if memory.redacted else ""
         return f"Remembered {memory.id} ({memory.kind}){note}."
 
     @_guarded("search")
     def search(self, query: str, kind: Kind | None = None, tags: Sequence[str] | None = None, limit: int = 5) -> str:
         """Hybrid search in the agent's memories (and those shared with it)."""
-        hits = self._mem.search(query, agent=self._agent, kind=kind, tags=list(tags) if tags else None, limit=limit)
+        wanted = list(tags) if tags else None
+        hits = self._mem.search(
+            query, agent=self._agent, kind=kind, tags=wanted, limit=limit, user=self._user, session=self._session
+        )
         if not hits:
             return f"No memories found for: {_shown(query)}"
         lines = [f"Found {len(hits)} memor{'ies' if len(hits) != 1 else 'y'}, best first:"]
@@ -398,13 +408,15 @@ class _Tools:
         changes = {k: v for k, v in changes.items() if v is not None}
         if not changes:
             return "Nothing to change: pass content, tags or kind."
+        if self._user is not None or self._session is not None:  # in the user's scope, else NotFound
+            self._mem.get(memory_id, agent=self._agent, user=self._user, session=self._session)
         memory = self._mem.update(memory_id, agent=self._agent, **changes)
         return f"Updated {memory.id} ({', '.join(sorted(changes))})."
 
     @_guarded("forget")
     def forget(self, memory_id: str) -> str:
         """Deletes one of the agent's own memories."""
-        self._mem.forget(memory_id, agent=self._agent)
+        self._mem.forget(memory_id, agent=self._agent, user=self._user, session=self._session)
         return f"Forgot {memory_id}."
 
     @_guarded("suggest")

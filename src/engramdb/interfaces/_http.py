@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from engramdb.interfaces._access import host_name
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "Guard", "json_response", "replaying", "send_json"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "Guard", "StatusOf", "json_response", "replaying", "route_template", "send_json"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -63,6 +63,26 @@ def replaying(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+class StatusOf:
+    """A ``send`` that remembers the status of the response it passes on (500 until one starts: the app failed
+    before answering); for middleware that reports on requests (metrics, traces)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.status = 500
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+        await self._send(message)
+
+
+def route_template(scope: Scope) -> str | None:
+    """The path template of the API route that answered (``/memories/{memory_id}``), once routing is done."""
+    path = getattr(scope.get("route"), "path", None)
+    return path if isinstance(path, str) and path else None
 
 
 class Guard:

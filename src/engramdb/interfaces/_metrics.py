@@ -18,18 +18,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from engramdb.errors import EngramError
+from engramdb.interfaces._http import StatusOf, route_template
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb import Engram
-    from engramdb.interfaces._http import ASGIApp, Message, Receive, Scope, Send
+    from engramdb.interfaces._http import ASGIApp, Receive, Scope, Send
 
 __all__ = ["CONTENT_TYPE", "Metrics", "MetricsMiddleware"]
 
@@ -89,10 +90,9 @@ class Metrics:
 
 
 def _route_of(scope: Scope) -> str:
-    route: Any = scope.get("route")  # set by the API's routes (FastAPI's)
-    path = getattr(route, "path", None)
-    if isinstance(path, str) and path:
-        return path
+    template = route_template(scope)
+    if template is not None:
+        return template
     # Starlette's own routes (the schema, the docs' files) name no route; requests no route took do not either.
     return OTHER if "endpoint" in scope else UNMATCHED
 
@@ -109,16 +109,9 @@ class MetricsMiddleware:
             await self._app(scope, receive, send)
             return
         start = time.perf_counter()
-        status = 500  # unless a response starts: the app failed before answering
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        sending = StatusOf(send)
         try:
             await self._app(scope, receive, sending)
         finally:
             method = str(scope.get("method", "GET"))
-            self._metrics.observe(method, _route_of(scope), status, time.perf_counter() - start)
+            self._metrics.observe(method, _route_of(scope), sending.status, time.perf_counter() - start)

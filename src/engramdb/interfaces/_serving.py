@@ -37,9 +37,11 @@ from engramdb.interfaces._responses import Health, Readiness
 from engramdb.storage.base import MODEL_META_KEY
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
     from engramdb import Engram
 
-__all__ = ["DOCS_ASSETS", "DRAIN_SECONDS", "HEALTH_RESPONSES", "Readiness", "ServerState", "add_docs"]
+__all__ = ["DOCS_ASSETS", "DRAIN_SECONDS", "HEALTH_RESPONSES", "Readiness", "ServerState", "add_docs", "add_tracing"]
 
 #: Where Swagger UI's files are served.
 DOCS_ASSETS: Final = "/docs/assets"
@@ -119,6 +121,14 @@ class ServerState:
             await anyio.to_thread.run_sync(self.drain)
 
         return run
+
+
+def add_tracing(app: FastAPI, tracer: Tracer | None) -> None:
+    """A span per request (:mod:`._tracing`), when given a tracer; OpenTelemetry is imported only then (an extra)."""
+    if tracer is not None:
+        from engramdb.interfaces._tracing import TracingMiddleware
+
+        app.add_middleware(TracingMiddleware, tracer=tracer)
 
 
 def add_docs(app: FastAPI, *, path: str = "/docs") -> None:

@@ -54,7 +54,7 @@ try:
     from engramdb.interfaces import _responses as res
     from engramdb.interfaces import _responses_more as more_res
     from engramdb.interfaces._metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
-    from engramdb.interfaces._serving import HEALTH_RESPONSES, ServerState, add_docs
+    from engramdb.interfaces._serving import HEALTH_RESPONSES, ServerState, add_docs, add_tracing
     from engramdb.interfaces.web import api_key_authorizer, dashboard_router
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -115,6 +115,8 @@ from engramdb.interfaces._schemas import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from opentelemetry.trace import Tracer
+
     from engramdb import Engram
 
 __all__ = ["API_PREFIX", "DEFAULT_HOST", "DEFAULT_PORT", "create_app"]
@@ -169,9 +171,7 @@ async def _on_engram_error(request: Request, exc: Exception) -> JSONResponse:
     if status == 503:  # the details (paths, SQL) go to the log, not to the client
         _log.warning("storage error on %s %s: %s", request.method, request.url.path, exc)
     # The class name lets a client raise the same error (the remote Engram): the status alone is coarser.
-    headers = {"X-Engram-Error": type(exc).__name__}
-    if status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
+    headers = {"X-Engram-Error": type(exc).__name__} | ({"WWW-Authenticate": "Bearer"} if status == 401 else {})
     return _error(status, str(exc), headers)
 
 
@@ -212,8 +212,8 @@ def _query_names(dependant: Dependant) -> set[str]:
         model = p.field_info.annotation
         if isinstance(model, type) and issubclass(model, BaseModel):  # a query model: its fields are the parameters
             names |= {f.alias or n for n, f in model.model_fields.items()}
-        else:
-            names.add(p.alias)
+            continue
+        names.add(p.alias)
     for sub in dependant.dependencies:
         names |= _query_names(sub)
     return names
@@ -338,6 +338,7 @@ def create_app(
     allow_unauthenticated: bool = True,
     allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    tracer: Tracer | None = None,
 ) -> FastAPI:
     """A FastAPI app serving ``mem``; the caller owns ``mem`` (opens and closes it).
 
@@ -345,6 +346,7 @@ def create_app(
     active, every request needs one. Without keys, requests are trusted when
     ``allow_unauthenticated`` (else 401). ``allowed_hosts`` are the ``Host`` names
     answered (None: any; see :func:`~engramdb.interfaces._access.allowed_host_names`).
+    ``tracer`` (OpenTelemetry, the ``otel`` extra): a span per request (:mod:`._tracing`).
 
     Endpoints are plain (sync) functions: FastAPI runs them in its thread pool,
     and one :class:`~engramdb.Engram` is safe to share across threads.
@@ -376,6 +378,7 @@ def create_app(
     app.add_exception_handler(Exception, _on_crash)
     app.add_middleware(Guard, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)  # outermost: refused requests are counted too
+    add_tracing(app, tracer)  # a span per request when given a tracer (OpenTelemetry, the otel extra)
 
     app.state.engram_keys = api_keys
     app.state.engram_allow_unauthenticated = allow_unauthenticated

@@ -186,9 +186,10 @@ def timeline(
     if not rs:
         return bucket or "day", []
     name = bucket or choose_bucket(rs[0].at, rs[-1].at, n=len(rs), max_points=max_points)
-    if bucket is None and len(rs) >= 2 and len({_bucket_fn(name)(r.at) for r in rs}) == 1:
-        # Every run in one calendar bucket (a script's runs within a minute): a chart of one dot says nothing,
-        # so the points are consecutive runs instead, oldest first.
+    held = len({_bucket_fn(name)(r.at) for r in rs}) if bucket is None and len(rs) >= 2 else 0
+    if held and held < min(len(rs), _MIN_POINTS) and (name == "minute" or held == 1):
+        # The runs fit in a minute or two (a script's runs) or in one bucket of any size: a chart of a dot or two
+        # says nothing, so the points are consecutive runs instead, oldest first.
         name = "run" if len(rs) <= max_points else f"{math.ceil(len(rs) / max_points)} runs"
     size = _run_size(name)
     if size is not None:
@@ -208,6 +209,10 @@ def timeline(
         for k, s, n, lo, hi in zip(keys, succ, ns, low, high, strict=True)
     ]
     return name, points
+
+
+#: Fewer calendar buckets than this (and than runs): the timeline is per run instead.
+_MIN_POINTS: Final = 3
 
 
 def _run_size(name: str) -> int | None:

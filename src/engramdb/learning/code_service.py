@@ -106,7 +106,9 @@ class CodeService:
                 )
             ]
         if context is not None or success_metrics is not None:
-            raise ValidationError("context and success_metrics describe a named pattern: give name= too")
+            raise ValidationError(
+                "a context or success metrics describe a named pattern: give its name too (--name on the command line)"
+            )
         found = code.extract(source, filename=filename, language=language)
         patterns = [p for p in found if p.lines >= min_lines]
         items = [
@@ -208,6 +210,11 @@ class CodeService:
         limit = check.limit(limit)
         # Metadata is not indexed: read a wider page of the best matches, keep those that hold every pair.
         hits = self._recall.search(
-            task, agent=agent, kind="code_pattern", tags=tags or None, limit=min(check.MAX_LIMIT, limit * 20)
+            task,
+            agent=agent,
+            kind="code_pattern",
+            tags=tags or None,
+            limit=min(check.MAX_LIMIT, limit * 20),
+            fold=False,  # a folded duplicate may be the one holding the metadata asked for
         )
         return [h for h in hits if all(h.memory.metadata.get(k) == v for k, v in wanted.items())][:limit]

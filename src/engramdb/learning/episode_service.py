@@ -270,7 +270,7 @@ class EpisodeService:
         if outcome is not None and outcome not in ep.EPISODE_OUTCOMES:
             raise ValidationError(f"outcome must be one of {', '.join(ep.EPISODE_OUTCOMES)}, not {outcome!r}")
         tags = [ep.OUTCOME_TAG + outcome] if outcome else None
-        hits = self._recall.search(task, agent=agent, kind="episode", tags=tags, limit=limit)
+        hits = self._recall.search(task, agent=agent, kind="episode", tags=tags, limit=limit, fold=False)
         out = []
         for h in hits:
             record = ep.parse_episode(h.memory, score=h.score)
@@ -289,7 +289,10 @@ class EpisodeService:
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         limit = check.limit(limit)
         if task is not None:
-            hits = self._recall.search(check.content(task, what="task"), agent=agent, kind="episode", limit=limit)
+            # Statistics count every episode: identical ones are separate events.
+            hits = self._recall.search(
+                check.content(task, what="task"), agent=agent, kind="episode", limit=limit, fold=False
+            )
             memories = [h.memory for h in hits]
         else:
             memories = self._store.memories.list(Filter(agent=agent, kinds=_EPISODE), limit=limit)

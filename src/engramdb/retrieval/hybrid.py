@@ -68,6 +68,7 @@ class HybridSearcher:
         self.time_weight = time_weight
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
         self.time_words = True
+        #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
         self.time_additive = True
         # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-keyword")
@@ -89,11 +90,14 @@ class HybridSearcher:
         now: datetime,
         touch: bool = True,
         vector: Sequence[float] | None = None,
+        fold: bool = True,
     ) -> list[Hit]:
         """The ``limit`` best memories for ``query`` under ``flt``, best first.
 
         Returned memories already reflect this retrieval (``access_count`` + 1,
-        ``last_accessed`` = ``now``) when ``touch`` is true.
+        ``last_accessed`` = ``now``) when ``touch`` is true. With ``fold``, near-identical memories come as
+        one hit (:mod:`engramdb.retrieval.collapse`); services that count memories (episode statistics)
+        pass False.
         """
         depth = max(_DEPTH, limit)
         # "last Saturday": counted from the moment the question is asked (``as_of``), else from now.
@@ -144,7 +148,8 @@ class HybridSearcher:
                 lengths = {m.id: len(m.content) for m in memories.values()}
                 reach = spread_to_neighbours(reach, links, lengths, weight=self.neighbour_weight)
             head = reach[: max(_HEAD, limit)]
-        ranked = collapse(rank(head, memories, now=now, weights=self.weights), lambda t: t[1], limit=limit)
+        ordered = rank(head, memories, now=now, weights=self.weights)
+        ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
         if touch and ranked:
             self._store.memories.touch([m.id for (_, m, _), _ in ranked], at=now)
         cosines = self._cosines(qvec, [f for (f, _, _), _ in ranked])

@@ -65,7 +65,9 @@ _PATTERNS = [
     rf"{_NUM}\s+(?:day|week|month|year)s?\s+(?:ago|back|earlier)",
     r"(?:the\s+day\s+before\s+)?yesterday|today|tonight|tomorrow|last\s+night",
     r"this\s+(?:morning|afternoon|evening)",
-    rf"(?:{_REL}|in|during|over)\s+(?:the\s+)?(?:weekend|spring|summer|fall|autumn|winter)(?:(?:\s+of)?\s+(?:19|20)\d\d)?",
+    # Not a name: "the Spring Fling Market".
+    rf"(?:{_REL}|in|during|over)\s+(?:the\s+)?(?:weekend|spring|summer|fall|autumn|winter)"
+    r"(?:(?:\s+of)?\s+(?:19|20)\d\d)?(?!\s+(?-i:[A-Z]))",
     rf"{_REL}\s+(?:week|month|year|{_WD})",
     rf"(?:on\s+)?(?:{_MO})\s+{_DAY_NUM}(?:,?\s*(?:19|20)\d\d)?",
     rf"(?:on\s+)?(?:the\s+)?{_DAY_NUM}\s+(?:of\s+)?(?:{_MO})(?:,?\s*(?:19|20)\d\d)?",

@@ -90,7 +90,8 @@ class SQLiteSearch:
         # filter is not: first the best `head` matches of the whole index, then the filter on those.
         # If at least `limit` of them pass, they are exactly the filtered top `limit` (anything
         # outside the head ranks below all of them); only otherwise (a selective filter) does
-        # the query run again with the filter applied to every match.
+        # the query run again with the filter applied to every match. A selective scope (a user,
+        # a thread, an agent owning few rows) is ranked among its own rows instead (below).
         head = limit * _KEYWORD_HEAD_FACTOR
         with self._reading() as conn:
             budget = self.postings_budget
@@ -234,29 +235,27 @@ class SQLiteSearch:
         index, also for NULL), and other agents' public or shared rows apart (usually few).
         """
         rest = filter_sql(dataclasses.replace(flt, agent=None, users=None, include_shared=True))
-        users: tuple[str | None, ...] = (None,) if flt.users is None else tuple(dict.fromkeys(flt.users))
-        by_user = "" if flt.users is None else " AND m.user_id IS ?"
         if flt.agent is None:
             f = filter_sql(flt)
             return SQLiteSearch._rids(conn, f"SELECT m.rid FROM memories m WHERE {f.where}", f.params)
         parts: list[str] = []
         params: list[Any] = []
-        for user in users:
+        for user in (None,) if flt.users is None else tuple(dict.fromkeys(flt.users)):
+            # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
+            by_user = "" if flt.users is None else (" AND m.user_id IS NULL" if user is None else " AND m.user_id = ?")
             parts.append(f"SELECT m.rid FROM memories m WHERE m.agent = ?{by_user} AND {rest.where}")
-            params += [flt.agent, *([user] if by_user else []), *rest.params]
+            params += [flt.agent, *([user] if user is not None and flt.users is not None else []), *rest.params]
         if flt.include_shared:
-            # Two index-driven parts (the public rows' partial index, the shares' index), not one OR that
-            # scans every memory (~60-100 ms at 100k). A row both public and shared comes twice: harmless.
+            # Apart, so each is driven by its own index: public rows (a partial index), rows shared with
+            # the reader (the shares' index, then the memories' ids). As one OR it was a scan of every row.
             admitted = filter_sql(Filter(agent=None, users=flt.users, superseded=True))
+            tail = f"AND m.agent != ? AND {admitted.where} AND {rest.where}"
+            parts.append(f"SELECT m.rid FROM memories m WHERE m.visibility = 'public' {tail}")
             parts.append(
-                "SELECT m.rid FROM memories m WHERE m.visibility = 'public' AND m.agent != ? "
-                f"AND {admitted.where} AND {rest.where}"
+                "SELECT m.rid FROM memories m WHERE m.id IN (SELECT s.memory_id FROM shares s "
+                f"WHERE s.to_agent IN (?, '*')) AND m.visibility != 'public' {tail}"
             )
             params += [flt.agent, *admitted.params, *rest.params]
-            parts.append(
-                "SELECT m.rid FROM shares s JOIN memories m ON m.id = s.memory_id WHERE s.to_agent IN (?, '*') "
-                f"AND m.agent != ? AND {admitted.where} AND {rest.where}"
-            )
             params += [flt.agent, flt.agent, *admitted.params, *rest.params]
         return SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params)
 

@@ -252,6 +252,9 @@ def open_engram(
         location = str(load_settings().home)
     with Engram(location, create=create, **options) as mem:
         yield mem
+        # A failure of the background vector writer during the command is this command's error (one line,
+        # exit 1), not a warning at close.
+        mem.flush()
 
 
 # -- parsing -------------------------------------------------------------------------------------------

@@ -216,7 +216,14 @@ def serve(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram serve"
         )
         _announce(mem, new=new, what="engram serve")  # once it will serve: a refusal stays one line
-        app = create_app(mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes)
+        tracer = None
+        if mem.settings.otel_traces:
+            from engramdb.interfaces._tracing import otlp_tracer
+
+            tracer = otlp_tracer()
+        app = create_app(
+            mem, allow_unauthenticated=trusted, allowed_hosts=hosts, max_body_bytes=max_body_bytes, tracer=tracer
+        )
         # uvicorn handles Ctrl+C and SIGTERM itself: it lets requests in flight finish, then the app's lifespan
         # drains the vector queue; the store closes when it returns.
         with _stop_on_sigterm():
