@@ -511,7 +511,9 @@ class Engram:
         :meth:`list`) are hard filters. So are the scopes: with ``user`` the agent's own memories (no user)
         and that user's, never another user's; with ``session`` that thread's only. Superseded values of
         keyed facts are left out; with ``as_of`` (a datetime or ISO 8601 string) the search answers with
-        what was true then: memories that had happened by then, each fact's value at that moment. Relevance
+        what was true then: memories that had happened by then, each fact's value at that moment. A time the
+        query names relative to when it is asked ("last Saturday", "two weeks ago", "in May") counts from
+        ``as_of``, else from now: memories whose ``occurred_at`` lies in or near it rank higher. Relevance
         (keywords and meaning) comes first; recency, confidence, access and past
         success adjust the order gently. Near-identical memories come as one hit (``Hit.duplicates``).
         Each returned memory counts as accessed. Every hit carries a calibrated ``relevance`` in [0, 1]
