@@ -71,6 +71,20 @@ class Codes:
         return tuple(self._names)
 
 
+def _member(values: _I64, keys: _I64) -> _Bool:
+    """``np.isin(values, keys)`` for row keys, through a table indexed by key: O(n) where isin sorts both
+    (~4 ms for a user's 2,000 keys against 100k rows, mostly the sort)."""
+    if not keys.size or not values.size:
+        return np.zeros(values.size, dtype=bool)
+    low, high = min(int(values.min()), int(keys.min())), max(int(values.max()), int(keys.max()))
+    if low < 0 or high > 4 * (values.size + keys.size) + 1_000_000:
+        return np.isin(values, keys)  # keys too sparse for a table
+    table = np.zeros(high + 1, dtype=bool)
+    table[keys] = True
+    found: _Bool = table[values]
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class RowFilter:
     """A search's visibility filter (see VectorIndex.search for its meaning)."""
@@ -91,13 +105,13 @@ class RowFilter:
             if self.include_public:
                 mask |= public[:n]
             if self.also_rids is not None and self.also_rids.size:
-                mask |= np.isin(rids[:n], self.also_rids)
+                mask |= _member(rids[:n], self.also_rids)
         if self.kinds is not None:
             codes = np.asarray([c for c in (kind_codes.get(k) for k in self.kinds) if c >= 0], dtype=np.int32)
             kind_mask = np.isin(kinds[:n], codes)
             mask = kind_mask if mask is None else mask & kind_mask
         if self.only_rids is not None:
-            rid_mask = np.isin(rids[:n], self.only_rids)
+            rid_mask = _member(rids[:n], self.only_rids)
             mask = rid_mask if mask is None else mask & rid_mask
         return mask
 
