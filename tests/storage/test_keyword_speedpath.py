@@ -20,6 +20,7 @@ from storage_helpers import MODEL, NOW, add, memory
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
+from engramdb.storage import _sqlite_search
 from engramdb.storage.base import Candidate, Filter, Store
 from engramdb.storage.sqlite import open_sqlite
 
@@ -79,8 +80,13 @@ def _assert_same(plain: list[Candidate], fast: list[Candidate]) -> None:
     np.testing.assert_allclose([c.score for c in fast], [c.score for c in plain], rtol=1e-12)
 
 
+@pytest.mark.parametrize("few_rows", [20_000, 1], ids=["tenant-plan", "global-head"])
 @pytest.mark.parametrize("flt", [Filter(agent=None), Filter(agent="alice"), Filter(agent="bob", tags=("trip",))])
-def test_the_index_ranks_exactly_as_fts5(tmp_path: Path, flt: Filter) -> None:
+def test_the_index_ranks_exactly_as_fts5(
+    tmp_path: Path, flt: Filter, few_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both keyword plans: among the agent's own rows (it owns few) and the global head then the filter.
+    monkeypatch.setattr(_sqlite_search, "_SELECTIVE_ROWS", few_rows)
     with _store(tmp_path / "s") as store:
         for terms in _QUERIES:
             _assert_same(*_both(store, terms, flt))
