@@ -30,6 +30,10 @@ from engramdb.vectorqueue import VectorQueue
 WORKER = "engramdb-vectors"
 
 
+#: Seconds a closed gate holds the worker at most.
+GATE_LIMIT = 60.0
+
+
 class Gate:
     """The real embedder; calls from the vector worker wait until :meth:`open` (or fail while ``broken``)."""
 
@@ -49,7 +53,8 @@ class Gate:
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         if threading.current_thread().name == WORKER:
             self.worker_calls += 1
-            self.opened.wait()
+            # Bounded: a test that fails with the gate closed must not leave close() waiting for ever.
+            self.opened.wait(GATE_LIMIT)
             if self.broken:
                 raise RuntimeError("the model server went away")
         return self.inner.embed(texts)
@@ -192,14 +197,17 @@ def test_keyed_memories_stay_correct_in_background(location: str, plain: Store, 
 def test_a_keyed_write_does_not_wait_for_the_model(location: str, plain: Store, embedder: Embedder) -> None:
     gate = Gate(embedder)  # closed: the keyed write must return with its vector still to come
     with Engram(location, embedder=gate) as mem:
-        first = mem.remember("deploys on Fridays are frozen", key="deploy-policy")
-        second = mem.remember("deploys on Fridays need two approvals", key="deploy-policy")
-        assert second.id == first.id
-        assert stale(plain, embedder) == 1  # committed, vector pending
-        stored = plain.memories.get(first.id)
-        assert stored is not None
-        assert stored.content == second.content
-        gate.open()
+        try:
+            first = mem.remember("deploys on Fridays are frozen", key="deploy-policy")
+            second = mem.remember("deploys on Fridays need two approvals", key="deploy-policy")
+            assert second.id == first.id
+            # Committed, vectors pending: the current value's and the superseded value's (kept for as_of).
+            assert stale(plain, embedder) == 2
+            stored = plain.memories.get(first.id)
+            assert stored is not None
+            assert stored.content == second.content
+        finally:
+            gate.open()  # else a failed assertion would leave close() waiting on the closed gate for ever
         mem.flush()
         vector = plain.vectors.get([first.id], model_id=embedder.model_id)[first.id]
         assert float(vector @ embedder.embed([second.content])[0]) == pytest.approx(1.0, abs=1e-5)
