@@ -36,6 +36,10 @@ QUERY = "why did the deployment break?"
 # -- 1. audit actions ------------------------------------------------------------------------------------
 
 
+#: Values whose ``action=`` is not an audit entry: what ``add`` did with a fact (add, update, delete, none).
+NOT_AUDIT_CALLS = frozenset({"FactChange", "_Planned"})
+
+
 def _written_actions() -> set[str]:
     """Every audit action named by a literal in the source: ``action=``/``audit_action=``/``added_action=``
     keywords, the reads' ``_read("...")`` and the records built by ``write_record``/``_record``."""
@@ -46,10 +50,12 @@ def _written_actions() -> set[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Call):
                 continue
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            if name in NOT_AUDIT_CALLS:
+                continue
             for kw in node.keywords:
                 if kw.arg in {"action", "audit_action", "added_action"} and isinstance(kw.value, ast.Constant):
                     found.add(kw.value.value)
-            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
             if name in {"_read", "write_record", "_record", "_transfer_record"} and node.args:
                 first = node.args[0]
                 if isinstance(first, ast.Constant) and isinstance(first.value, str):
