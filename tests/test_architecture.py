@@ -6,11 +6,15 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import sys
 from pathlib import Path
 
 import pytest
 
 import engramdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import gen_module_map
 
 SRC = Path(engramdb.__file__).parent
 
@@ -135,3 +139,20 @@ def test_no_import_cycles():
 def test_no_module_is_over_650_lines():
     long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 650}
     assert long == {}
+
+
+def test_every_module_is_placed_in_docs_architecture():
+    doc = gen_module_map.DOC.read_text(encoding="utf-8")
+    assert gen_module_map.updated(doc) == doc, "run python scripts/gen_module_map.py"
+
+
+def test_no_import_runs_up_a_layer_of_the_module_map():
+    """Every layer of docs/architecture.md, every import (TYPE_CHECKING and function-level ones too)."""
+    placed = {m: gen_module_map.layer(m) for m in gen_module_map.modules()}
+    upward = sorted(
+        f"{m} ({gen_module_map.LAYERS[placed[m]][0]}) -> {i} ({gen_module_map.LAYERS[placed[i]][0]})"
+        for m in placed
+        for i in gen_module_map.imports(m)
+        if i in placed and not i.startswith(m + ".") and placed[i] > placed[m]
+    )
+    assert upward == []
