@@ -109,7 +109,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Itera
 
 
 #: (tool, arguments, denied): denied calls must fail (naming bob, or bob's memory by id); the others succeed
-#: and show nothing of bob's.
+#: and show nothing of bob's. Admin-only tools are denied to alice whatever the agent.
 CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("remember", {"content": "planted", "agent": "bob"}, True),
     ("search", {"query": f"deploy password {MARK}", "agent": "bob"}, True),
@@ -152,6 +152,53 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("share", {"from_agent": "bob", "to_agent": "alice"}, True),
     ("share", {"memory_ids": ["{B}"], "to_agent": "carol"}, True),
     ("unshare", {"from_agent": "bob", "to_agent": "alice"}, True),
+    ("update", {"memory_id": "{B}", "content": "planted"}, True),
+    ("update", {"memory_id": "{B}", "content": "planted", "agent": "bob"}, True),
+    ("history", {"memory_id": "{B}"}, True),
+    ("history", {"memory_id": "{B}", "agent": "bob"}, True),
+    ("list", {"agent": "bob"}, True),
+    ("list", {}, False),
+    ("count", {"agent": "bob"}, True),
+    ("count", {}, False),
+    ("recall_key", {"key": "editor", "agent": "bob"}, True),
+    ("remember_many", {"items": [{"content": "planted", "agent": "bob"}]}, True),
+    ("clear", {"agent": "bob", "confirm": "bob"}, True),
+    ("cleanup", {"agent": "bob", "dry_run": True}, True),
+    ("feedback", {"memory_ids": ["{B}"], "outcome": "success"}, True),
+    ("feedback", {"memory_ids": ["{B}"], "outcome": "success", "agent": "bob"}, True),
+    ("resolve", {"decision_id": "{B}", "outcome": "success"}, True),
+    ("pending", {"agent": "bob"}, True),
+    ("pending", {}, False),
+    ("approaches", {"agent": "bob"}, True),
+    ("approaches", {}, False),
+    ("learning_stats", {"agent": "bob"}, True),
+    ("learning_stats", {}, False),
+    ("learning_report", {"agent": "bob"}, True),
+    ("outcomes", {"agent": "bob"}, True),
+    ("trends", {"agent": "bob"}, True),
+    ("executions", {"task": f"deploy {MARK} service", "agent": "bob"}, True),
+    ("executions", {"task": f"deploy {MARK} service"}, False),
+    ("record_execution", {"task": "planted", "approach": "a", "outcome": "success", "agent": "bob"}, True),
+    ("failure_pattern", {"pattern_id": "x", "agent": "bob"}, True),
+    ("prevention", {"pattern_id": "x", "agent": "bob"}, True),
+    ("plan", {"pattern_id": "x", "task": "t", "agent": "bob"}, True),
+    ("generate_check", {"pattern": "x", "agent": "bob"}, True),
+    ("add_check", {"pattern": "x", "check_text": "planted", "agent": "bob"}, True),
+    ("checks", {"agent": "bob"}, True),
+    ("checks", {}, False),
+    ("remove_check", {"check_id": "x", "agent": "bob"}, True),
+    ("remember_code", {"source": "def planted():\n    return 1\n", "agent": "bob"}, True),
+    ("suggest_code", {"task": "planted", "agent": "bob"}, True),
+    ("export_knowledge", {"agent": "bob"}, True),
+    ("import_knowledge", {"content": "{}", "agent": "bob"}, True),
+    ("merge", {"from_agent": "bob", "to_agent": "alice"}, True),
+    ("share_list", {"from_agent": "bob"}, True),
+    ("distill", {"agent": "bob", "dry_run": True}, True),
+    ("seed", {"pack": "python", "agent": "bob"}, True),
+    ("reason", {"goal": "planted", "agent": "bob"}, True),
+    ("audit_log", {"agent": "bob"}, True),
+    ("verify_audit", {}, False),
+    ("doctor", {"quick": True}, True),
 ]
 
 
@@ -177,7 +224,7 @@ def test_alice_cannot_reach_bobs_memories(world: World) -> None:
             assert "\n" not in text
             if denied:
                 assert is_error(result), (tool, args, text)
-                assert "bob" in text or b in text, (tool, text)
+                assert "bob" in text or b in text or "needs an admin" in text, (tool, text)
             else:
                 assert not is_error(result), (tool, text)
                 shown = text
