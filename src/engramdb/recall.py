@@ -137,11 +137,14 @@ class Recall:
         as_of: datetime | str | None = None,
         min_score: float | None = None,
         fold: bool = True,
+        bookkeep: bool = True,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query`` that ``agent`` may see, best first (each counts as accessed).
 
         ``fold=False`` keeps near-identical memories apart (for services that count them, such as episode
-        statistics); by default they come as one hit (``Hit.duplicates``).
+        statistics); by default they come as one hit (``Hit.duplicates``). ``bookkeep=False`` neither counts the
+        hits as accessed nor audits the read: for lookups a service makes on the caller's behalf before it decides
+        (resolving a name), so that a call it then refuses changes nothing.
 
         ``since``/``until`` bound the creation time as in :meth:`list`; ``user``, ``session`` and ``as_of`` as
         in :func:`read_filter`. Hits whose calibrated relevance is below ``min_score`` (default: the
@@ -163,6 +166,8 @@ class Recall:
         if cutoff > 0:
             # Less relevant than the cutoff: not a hit (and not accessed).
             found = [h for h in found if h.relevance >= cutoff]
+        if not bookkeep:
+            return found
         ids = [h.memory.id for h in found]
         self._bookkeep(ids, now=now, agent=flt.agent, kinds=flt.kinds)
         counts = {h.memory.id: h.memory.access_count + 1 for h in found}
