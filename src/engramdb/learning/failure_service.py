@@ -374,8 +374,8 @@ class FailureService:
                 raise ValidationError(f"id prefix {ref!r} is ambiguous: {len(hits)} memories start with it")
             if hits:
                 return hits[0]
-        found = self._recall.search(key.replace("-", " "), agent=agent, limit=10, fold=False, bookkeep=False)
-        near = [h.memory for h in found]
+        by_words = self._recall.search(key.replace("-", " "), agent=agent, limit=10, fold=False, bookkeep=False)
+        near = [h.memory for h in by_words]
         for m in near:
             if key in (m.metadata.get("action"), m.metadata.get("key"), m.metadata.get("name")) or key in m.tags:
                 return m
