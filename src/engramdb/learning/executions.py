@@ -1,16 +1,16 @@
 """Seed 000's executions on ``mem.learning``: record a task run with its facts, find similar past runs.
 
-A part of :class:`~engramdb.learning.service.LearningService` (its base class), kept apart
-so that neither module outgrows the size limit: an execution is an outcome record with
-:class:`~engramdb.models.ExecutionInfo` in its metadata, written by the service's
-``_record_decision`` and found by its ``_neighbours``.
+:class:`Executions` is a collaborator of :class:`~engramdb.learning.service.LearningService`, which
+exposes it as ``record_execution`` and ``executions``: an execution is an outcome record with
+:class:`~engramdb.models.ExecutionInfo` in its metadata, so the service hands in how it writes an outcome
+record and how it finds the records of similar contexts.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from engramdb import _validate as check
 from engramdb.errors import ValidationError
@@ -20,50 +20,62 @@ from engramdb.learning.factors import infer_success_factors, result_tools
 from engramdb.models import DecisionRecord, ExecutionInfo, ExecutionMatch, Memory, Visibility
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from engramdb.config import Settings
     from engramdb.learning.recommend import Neighbour
 
-__all__ = ["ExecutionMethods"]
+__all__ = ["Executions", "Outcomes", "RecordDecision"]
 
 #: Cosine at which a past task counts as the same kind of task for the complexity assessment.
 _SIMILAR_TASK: Final = 0.6
 
 
-class ExecutionMethods:
-    """``record_execution``, ``executions`` and the complexity assessment (see the module docstring)."""
+class RecordDecision(Protocol):
+    """How the learning service validates and stores one outcome record (its ``_record_decision``)."""
 
-    _settings: Settings
+    def __call__(
+        self,
+        context: str,
+        action: str,
+        outcome: str | bool | float | None,
+        *,
+        what: str,
+        agent: str,
+        used: Iterable[str],
+        alternatives: Iterable[str],
+        duration: float | None,
+        category: str | None,
+        metadata: Mapping[str, Any] | None,
+        tags: Callable[[Mapping[str, Any]], list[str]],
+        execution: ExecutionInfo | None = None,
+        visibility: Visibility = "private",
+        episode: str | None = None,
+    ) -> Memory: ...
 
-    if TYPE_CHECKING:
 
-        def _neighbours(self, context: str, agent: str, *, wide: bool = False) -> list[Neighbour]: ...
+class Outcomes(Protocol):
+    """Every outcome record an agent can see (the learning service's ``outcomes``)."""
 
-        def _record_decision(
-            self,
-            context: str,
-            action: str,
-            outcome: str | bool | float | None,
-            *,
-            what: str,
-            agent: str,
-            used: Iterable[str],
-            alternatives: Iterable[str],
-            duration: float | None,
-            category: str | None,
-            metadata: Mapping[str, Any] | None,
-            tags: Callable[[Mapping[str, Any]], list[str]],
-            execution: ExecutionInfo | None = None,
-            visibility: Visibility = "private",
-            episode: str | None = None,
-        ) -> Memory: ...
+    def __call__(self, *, agent: str | None = None) -> list[DecisionRecord]: ...
 
-        def outcomes(
-            self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
-        ) -> list[DecisionRecord]: ...
 
-    def record_execution(
+class Executions:
+    """Record task runs with their facts and find similar past runs (``mem.learning``'s executions)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        record: RecordDecision,
+        neighbours: Callable[[str, str], list[Neighbour]],
+        outcomes: Outcomes,
+    ) -> None:
+        self._settings = settings
+        self._record_decision = record
+        #: The outcome records of contexts like a task (text, agent).
+        self._neighbours = neighbours
+        self._outcomes = outcomes
+
+    def record(
         self,
         task: str,
         *,
@@ -81,14 +93,7 @@ class ExecutionMethods:
         metadata: Mapping[str, Any] | None = None,
         used: Iterable[str] = (),
     ) -> Memory:
-        """Record a task run: the approach taken, how it went, and what it involved.
-
-        An execution is an outcome record (a ``decision`` memory whose context is the
-        task) with the execution's facts in its metadata, so :meth:`suggest` and
-        :meth:`choose` learn from executions too. ``calls`` counts API or tool calls.
-        Without ``complexity`` it is assessed from the task's text and the agent's similar
-        past runs (the rule is in :mod:`engramdb.learning.complexity`).
-        """
+        """See :meth:`~engramdb.learning.service.LearningService.record_execution`."""
         agent = self._settings.agent if agent is None else agent
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
             raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
@@ -150,7 +155,7 @@ class ExecutionMethods:
             return "low"  # the record itself rejects it
         agent = check.agent_name(agent)
         similar = [n.record for n in self._neighbours(task, agent) if n.cosine >= _SIMILAR_TASK]
-        durations = [r.duration for r in self.outcomes(agent=agent) if r.duration is not None]
+        durations = [r.duration for r in self._outcomes(agent=agent) if r.duration is not None]
         return assess_complexity(
             task,
             similar_success=[r.success for r in similar],
@@ -161,7 +166,7 @@ class ExecutionMethods:
             effort=effort,
         )
 
-    def executions(
+    def find(
         self,
         task: str,
         *,
@@ -170,12 +175,7 @@ class ExecutionMethods:
         category: str | None = None,
         limit: int = 5,
     ) -> list[ExecutionMatch]:
-        """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
-
-        ``successful=True`` (the default) keeps those that succeeded (success weight at
-        least 0.5), ``False`` those that did not, ``None`` all. ``category`` restricts
-        to one category.
-        """
+        """See :meth:`~engramdb.learning.service.LearningService.executions`."""
         task = check.content(task, what="task")
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         limit = check.limit(limit)

@@ -25,7 +25,7 @@ from engramdb.learning import _args, recommend, records
 from engramdb.learning.adaptive import Adaptive, RecoveryHook
 from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, learning_stats, parse_rate_filter
 from engramdb.learning.analytics import approaches as find_approaches
-from engramdb.learning.executions import ExecutionMethods
+from engramdb.learning.executions import Executions
 from engramdb.learning.factors import common_factors
 from engramdb.learning.recommend import Neighbour, RecommendConfig
 from engramdb.learning.records import (
@@ -45,6 +45,7 @@ from engramdb.models import (
     CategoryTrend,
     DecisionRecord,
     ExecutionInfo,
+    ExecutionMatch,
     LearningReport,
     LearningStats,
     Memory,
@@ -72,7 +73,7 @@ _PREFERENCE_REWARD: Final = 0.5
 _ABOUT_CHARS: Final = 120
 
 
-class LearningService(ExecutionMethods):
+class LearningService:
     """Outcome learning: record outcomes, get suggestions and choices, feedback, executions, analytics."""
 
     def __init__(
@@ -97,6 +98,9 @@ class LearningService(ExecutionMethods):
         self._rate_text = rate_text
         #: Tunables of suggest/choose (similarity floor, recency, thin-evidence rule); replace to tune this instance.
         self.recommend: RecommendConfig = recommend if recommend is not None else RecommendConfig()
+        self._executions = Executions(
+            settings, record=self._record_decision, neighbours=self._neighbours, outcomes=self.outcomes
+        )
         # Feedback reads then writes a memory's counters; the lock keeps this instance's threads from losing updates.
         self._feedback_lock = threading.Lock()
 
@@ -183,6 +187,67 @@ class LearningService(ExecutionMethods):
         if used:
             self.feedback(used, outcome, agent=agent)
         return updated
+
+    # -- executions (seed 000) -------------------------------------------------------------------------------
+    def record_execution(
+        self,
+        task: str,
+        *,
+        approach: str,
+        outcome: str | bool | float,
+        agent: str | None = None,
+        category: str | None = None,
+        task_type: str | None = None,
+        complexity: str | None = None,
+        success_factors: Iterable[str] = (),
+        tools: Iterable[str] = (),
+        duration: float | None = None,
+        calls: int | None = None,
+        alternatives: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        used: Iterable[str] = (),
+    ) -> Memory:
+        """Record a task run: the approach taken, how it went, and what it involved.
+
+        An execution is an outcome record (a ``decision`` memory whose context is the
+        task) with the execution's facts in its metadata, so :meth:`suggest` and
+        :meth:`choose` learn from executions too. ``calls`` counts API or tool calls.
+        Without ``complexity`` it is assessed from the task's text and the agent's similar
+        past runs (the rule is in :mod:`engramdb.learning.complexity`).
+        """
+        return self._executions.record(
+            task,
+            approach=approach,
+            outcome=outcome,
+            agent=agent,
+            category=category,
+            task_type=task_type,
+            complexity=complexity,
+            success_factors=success_factors,
+            tools=tools,
+            duration=duration,
+            calls=calls,
+            alternatives=alternatives,
+            metadata=metadata,
+            used=used,
+        )
+
+    def executions(
+        self,
+        task: str,
+        *,
+        agent: str | None = None,
+        successful: bool | None = True,
+        category: str | None = None,
+        limit: int = 5,
+    ) -> list[ExecutionMatch]:
+        """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
+
+        ``successful=True`` (the default) keeps those that succeeded (success weight at
+        least 0.5), ``False`` those that did not, ``None`` all. ``category`` restricts
+        to one category.
+        """
+        return self._executions.find(task, agent=agent, successful=successful, category=category, limit=limit)
 
     def pending(self, *, agent: str | None = None, episode: str | None = None) -> list[Memory]:
         """Decisions of ``agent`` still waiting for their outcome (of one ``episode`` if given), oldest first."""
