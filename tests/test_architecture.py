@@ -66,17 +66,6 @@ def _runtime_imports(module: str) -> set[str]:
     return found
 
 
-def _all_imports(module: str) -> set[str]:
-    """Every engramdb module ``module`` imports anywhere: at import time, under TYPE_CHECKING, inside functions."""
-    found: set[str] = set()
-    for sub in ast.walk(ast.parse(_path(module).read_text(encoding="utf-8"))):
-        if isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0 and sub.module.startswith("engramdb"):
-            found.add(sub.module)
-        elif isinstance(sub, ast.Import):
-            found |= {a.name for a in sub.names if a.name.startswith("engramdb")}
-    return found
-
-
 def _layer(module: str) -> int | None:
     for i, prefixes in enumerate(LAYERS):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
@@ -114,7 +103,7 @@ def test_storage_never_imports_the_layers_above_it():
 def test_no_import_cycles():
     # Lazy (function-level) and TYPE_CHECKING imports count: a cycle hidden from the interpreter is still one of design.
     modules = set(_modules())
-    graph = {m: {i for i in _all_imports(m) if i in modules and i != m} for m in modules}
+    graph = {m: {i for i in gen_module_map.imports(m) if i in modules and i != m} for m in modules}
     # A package's __init__ re-exporting its submodules is not a cycle of design: drop package -> own child edges.
     for m, deps in graph.items():
         graph[m] = {d for d in deps if not d.startswith(m + ".")}
