@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import pkgutil
 import sys
 from pathlib import Path
 
@@ -39,21 +38,12 @@ ABOVE_STORAGE = (
 
 
 def _modules() -> list[str]:
-    names = ["engramdb"]
-    for info in pkgutil.walk_packages([str(SRC)], prefix="engramdb."):
-        names.append(info.name)
-    return names
-
-
-def _path(module: str) -> Path:
-    parts = module.split(".")[1:]
-    candidate = SRC.joinpath(*parts)
-    return candidate / "__init__.py" if candidate.is_dir() else candidate.with_suffix(".py")
+    return gen_module_map.modules()
 
 
 def _runtime_imports(module: str) -> set[str]:
     """engramdb modules imported at import time (not under ``if TYPE_CHECKING:``, not inside functions)."""
-    tree = ast.parse(_path(module).read_text(encoding="utf-8"))
+    tree = ast.parse(gen_module_map.path_of(module).read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
