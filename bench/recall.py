@@ -128,7 +128,6 @@ class Corpus:
         query: str,
         limit: int,
         *,
-        feedback: float = 0.0,
         other_speaker: float = 1.0,
         asked: datetime | None = None,
     ) -> list[str]:
@@ -136,7 +135,6 @@ class Corpus:
         ``as_of``."""
         if name not in self._searchers:
             self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
-            self._searchers[name].feedback = feedback
             self._searchers[name].other_speaker_weight = other_speaker
         flt = Filter(agent=AGENT, as_of=asked)
         hits = self._searchers[name].search(query, flt, limit=limit, now=datetime.now(UTC), touch=False)
@@ -155,8 +153,6 @@ class Corpus:
         return dict(zip(ids, (rows @ np.asarray(qvec, dtype=np.float32)).tolist(), strict=True))
 
 
-#: Pseudo-relevance feedback weights measured as extra engramdb rows (``--feedback``).
-FEEDBACK: tuple[float, ...] = ()
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()
 
@@ -290,10 +286,6 @@ def systems(
     for w in SPEAKER:
         calls[f"engramdb, other speaker x{w}"] = lambda w=w: corpus.engine(  # type: ignore[misc]
             f"speaker {w}", RankingWeights(), query, depth, other_speaker=w, asked=asked
-        )
-    for beta in FEEDBACK:
-        calls[f"engramdb, feedback {beta}"] = lambda beta=beta: corpus.engine(  # type: ignore[misc]
-            f"feedback {beta}", RankingWeights(), query, depth, feedback=beta, asked=asked
         )
     if asked is not None:
         calls[UNDATED] = lambda: corpus.ours(query, depth)
@@ -550,7 +542,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--lme-cached-only", action="store_true", help="LongMemEval: only the questions whose turns are all cached"
     )
     parser.add_argument("--no-study", action="store_true", help="systems only, no fusion study")
-    parser.add_argument("--feedback", default="", help="comma-separated feedback weights to measure as extra rows")
     parser.add_argument("--speaker", default="", help="comma-separated other-speaker weights (extra rows)")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
@@ -562,8 +553,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global LANCE  # noqa: PLW0603 - a run-wide switch, set once before any corpus is built
     LANCE = args.lance
-    global FEEDBACK  # noqa: PLW0603 - as LANCE
-    FEEDBACK = tuple(float(b) for b in args.feedback.split(",") if b.strip())
     global SPEAKER  # noqa: PLW0603 - as LANCE
     SPEAKER = tuple(float(b) for b in args.speaker.split(",") if b.strip())
     cache = Path(args.embed_cache).expanduser()

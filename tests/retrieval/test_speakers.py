@@ -197,3 +197,34 @@ def test_generic_roles_are_not_names():
     assert named_speaker("What did JON say?", {"Jon", "Gina"}) == "Jon"
     with pytest.raises(ValueError, match="weight"):
         weigh_named_speakers([], {}, query="q", weight=-0.1)
+
+
+def test_search_with_a_named_speaker_prefers_that_speakers_turn(mem: Engram) -> None:
+    turns = [
+        ("Melanie", "Caroline painted a lake at sunset last week, and she showed me the painting!"),
+        ("Caroline", "Thanks! The orange sky over the water took me all weekend."),
+        ("Melanie", "My kids loved the museum trip."),
+    ]
+    stored = mem.remember_many(
+        [
+            {"content": f"{who}: {text}", "agent": "a", "kind": "conversation", "metadata": {ROLE_KEY: who}}
+            for who, text in turns
+        ]
+    )
+    now = datetime.now(UTC)
+    flt = Filter(agent="a")
+    query = "What did Caroline paint?"
+    plain = HybridSearcher(mem.store, mem.embedder)
+    named = HybridSearcher(mem.store, mem.embedder)
+    named.other_speaker_weight = 0.1
+    try:
+        before = plain.search(query, flt, limit=3, now=now, touch=False)
+        after = named.search(query, flt, limit=3, now=now, touch=False)
+        # Melanie's mention holds the question's words; Caroline's own reply wins once the other speaker's
+        # turns count at a tenth.
+        assert before[0].memory.id == stored[0].id
+        assert after[0].memory.id == stored[1].id
+        assert {h.memory.id for h in after} == {h.memory.id for h in before}
+    finally:
+        plain.close()
+        named.close()

@@ -42,8 +42,6 @@ _HEAD = 30
 #: the next ones let a turn just below the head rise with its neighbour. Twice the head: reading all
 #: ~100 fused candidates found +0.3 recall@10 on LoCoMo dev for ~2x the memory reads.
 _SPREAD = 2 * _HEAD
-#: Vector hits averaged into the query by pseudo-relevance feedback (``HybridSearcher.feedback``).
-_FEEDBACK_DOCS = 3
 
 
 class HybridSearcher:
@@ -82,9 +80,6 @@ class HybridSearcher:
         #: channel (True), or after them on the calling thread (False: ~0.4 ms less CPU per search, but slower
         #: at 100k under load, bench/search_path.py --whole). The hits are the same either way.
         self.overlap_keyword = True
-        #: Pseudo-relevance feedback: the vector query moved towards the mean of the vector channel's top
-        #: :data:`_FEEDBACK_DOCS` by this weight, and searched again (0: off; bench/RESULTS.md measures it).
-        self.feedback = 0.0
 
     def close(self) -> None:
         """Stop the worker threads (waits for running searches)."""
@@ -119,8 +114,6 @@ class HybridSearcher:
         try:
             qvec = self._queries.embed_query(query) if vector is None else vector
             vec = self._store.search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
-            if self.feedback > 0 and vec:
-                vec = self._with_feedback(qvec, vec, flt, depth)
         finally:
             keyword = pending.result() if pending is not None else []
         if terms and pending is None:
@@ -174,19 +167,6 @@ class HybridSearcher:
             rel = relevance(cosines[f.id], coverage(terms, m.content, weights=weights))
             hits.append(Hit(shown, score, f.keyword_score, f.vector_score, rel, tuple(folded)))
         return hits
-
-    def _with_feedback(
-        self, qvec: Sequence[float] | npt.NDArray[np.float32], vec: list[Candidate], flt: Filter, depth: int
-    ) -> list[Candidate]:
-        top = self._store.vectors.get([c.id for c in vec[:_FEEDBACK_DOCS]], model_id=self._model_id)
-        if not top:
-            return vec
-        rows = np.asarray(list(top.values()), dtype=np.float32)
-        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-        q = np.asarray(qvec, dtype=np.float32)
-        q = q / (float(np.linalg.norm(q)) or 1.0) + self.feedback * rows.mean(axis=0)
-        q /= float(np.linalg.norm(q)) or 1.0
-        return self._store.search.vector_candidates(q, flt, limit=depth)
 
     def _cosines(self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused]) -> dict[str, float]:
         """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none)."""
