@@ -36,6 +36,7 @@ __all__ = [
     "JsonOption",
     "KindsOption",
     "LimitOption",
+    "MetaFilterOption",
     "MetaOption",
     "OptionalAgentOption",
     "SinceOption",
@@ -132,6 +133,17 @@ MetaOption = Annotated[
         "-m",
         metavar="KEY=VALUE",
         help="Metadata entry (repeatable). VALUE is parsed as JSON when it is valid JSON, else kept as a string.",
+        show_default=False,
+    ),
+]
+MetaFilterOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--meta",
+        "-m",
+        metavar="KEY=VALUE",
+        help="Only memories whose metadata holds KEY with exactly VALUE (repeatable: all must hold). VALUE is "
+        'read as JSON when it is valid JSON (2, true, null, "2"), else as a string.',
         show_default=False,
     ),
 ]
