@@ -17,13 +17,13 @@ from typing import Any
 
 from engramdb import _validate as check
 from engramdb._access import AccessBatch
+from engramdb._keys import key_of, key_tag
 from engramdb._util import utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, StorageError, ValidationError
 from engramdb.facts import version_at
 from engramdb.models import AuditRecord, Change, Hit, Memory
-from engramdb.pipeline import key_of, key_tag
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import RankingWeights
 from engramdb.storage.base import Filter, Store

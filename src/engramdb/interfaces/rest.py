@@ -63,7 +63,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 import engramdb
 from engramdb._validate import MAX_LIMIT
-from engramdb.auth import ApiKeys
 from engramdb.errors import (
     AccessDenied,
     EngramError,
@@ -112,6 +111,7 @@ from engramdb.interfaces._schemas import (
     SuggestArgs,
     UpdateArgs,
 )
+from engramdb.services.keys import ApiKeys
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, cast
 import typer
 
 from engramdb.errors import ValidationError
-from engramdb.models import KINDS, VISIBILITIES
 
 if TYPE_CHECKING:
     from engramdb import Engram
@@ -331,6 +330,8 @@ def check_kind(kind: str | None) -> Kind | None:
     """``kind`` if it is a known kind (None stays None); rejected before the store is opened (so nothing is created)."""
     if kind is None:
         return None
+    from engramdb.models import KINDS  # here: the models cost `engram --help` 60 ms
+
     if kind not in KINDS:
         raise ValidationError(f"unknown kind {kind!r} (choose from {', '.join(sorted(KINDS))})")
     return kind
@@ -346,6 +347,8 @@ def check_visibility(visibility: str | None) -> Visibility | None:
     """``visibility`` if it is a known one (None stays None); rejected before the store is opened."""
     if visibility is None:
         return None
+    from engramdb.models import VISIBILITIES
+
     if visibility not in VISIBILITIES:
         raise ValidationError(f"unknown visibility {visibility!r} (choose from {', '.join(sorted(VISIBILITIES))})")
     return visibility

@@ -26,7 +26,6 @@ from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, le
 from engramdb.learning.analytics import approaches as find_approaches
 from engramdb.learning.executions import Executions
 from engramdb.learning.factors import common_factors
-from engramdb.learning.feedback_refs import referred_ids
 from engramdb.learning.recommend import Neighbour, RecommendConfig
 from engramdb.learning.records import (
     EPISODE_TAG,
@@ -52,14 +51,15 @@ from engramdb.models import (
     Suggestion,
     Visibility,
 )
+from engramdb.services.feedback_refs import referred_ids
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.config import Settings
     from engramdb.embeddings.base import Embedder
-    from engramdb.learning.failure_service import FailureService
     from engramdb.pipeline import WritePipeline
     from engramdb.recall import Recall
+    from engramdb.services.failures import FailureService
     from engramdb.storage.base import Store
 
 __all__ = ["LearningService"]
@@ -323,7 +323,7 @@ class LearningService:
         like a Beta posterior mean with the old confidence as a prior worth two outcomes. The memories must be
         visible to ``agent``; the change is in their history as ``feedback`` by that agent. Unknown ids raise
         NotFound and change nothing. Without ids: the memories answering the task ``context``, else the best hit
-        of the agent's latest recall within the hour (:mod:`engramdb.learning.feedback_refs`).
+        of the agent's latest recall within the hour (:mod:`engramdb.services.feedback_refs`).
 
         ``outcome`` may also be feedback in words ("great, exactly what I wanted"): rated as a reward in [-1, 1]
         (the lexicon, or the configured LLM); feedback above 0.5 that names something ("I like short bullet
