@@ -129,7 +129,6 @@ class Corpus:
         limit: int,
         *,
         other_speaker: float = 1.0,
-        expand: bool = False,
         asked: datetime | None = None,
     ) -> list[str]:
         """The engine's searcher with other ranking weights, on the same store (no bookkeeping); ``asked`` as
@@ -137,7 +136,6 @@ class Corpus:
         if name not in self._searchers:
             self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
             self._searchers[name].other_speaker_weight = other_speaker
-            self._searchers[name].expand_query = expand
         flt = Filter(agent=AGENT, as_of=asked)
         hits = self._searchers[name].search(query, flt, limit=limit, now=datetime.now(UTC), touch=False)
         return [self.doc_of[h.memory.id] for h in hits]
@@ -157,8 +155,6 @@ class Corpus:
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()
-#: Also measure the vector query expanded with the content words' vector (``--expand``).
-EXPAND = False
 
 #: Also index every corpus in LanceDB (``--lance``; the ``bench`` extra).
 LANCE = False
@@ -287,10 +283,6 @@ def systems(
         "vector only": lambda: [d for d, _ in corpus.vectors.search(qvec, depth)],
         "bm25": lambda: [d for d, _ in corpus.bm25.search(query, depth)],
     }
-    if EXPAND:
-        calls["engramdb, query + content words"] = lambda: corpus.engine(
-            "expand", RankingWeights(), query, depth, expand=True, asked=asked
-        )
     for w in SPEAKER:
         calls[f"engramdb, other speaker x{w}"] = lambda w=w: corpus.engine(  # type: ignore[misc]
             f"speaker {w}", RankingWeights(), query, depth, other_speaker=w, asked=asked
@@ -551,7 +543,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-study", action="store_true", help="systems only, no fusion study")
     parser.add_argument("--speaker", default="", help="comma-separated other-speaker weights (extra rows)")
-    parser.add_argument("--expand", action="store_true", help="also the query + content words vector (a row)")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
     parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
@@ -564,8 +555,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     LANCE = args.lance
     global SPEAKER  # noqa: PLW0603 - as LANCE
     SPEAKER = tuple(float(b) for b in args.speaker.split(",") if b.strip())
-    global EXPAND  # noqa: PLW0603 - as LANCE
-    EXPAND = args.expand
     cache = Path(args.embed_cache).expanduser()
     cache.parent.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(make_embedder(load_settings()), size=200_000, path=cache)

@@ -68,9 +68,6 @@ class HybridSearcher:
         self.assistant_weight = assistant_weight
         #: See :func:`engramdb.retrieval.context.weigh_named_speakers`; 1 turns it off.
         self.other_speaker_weight = OTHER_SPEAKER_WEIGHT
-        #: Search the vector channel with the mean of the query's and its content words' vectors (a second
-        #: query embedding); relevance still uses the query's own cosine. bench/RESULTS.md measures it.
-        self.expand_query = False
         #: See :func:`engramdb.retrieval.timeref.weigh_by_time`; 0 ignores time named in a question.
         self.time_weight = time_weight
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
@@ -116,10 +113,7 @@ class HybridSearcher:
         )
         try:
             qvec = self._queries.embed_query(query) if vector is None else vector
-            words = " ".join(terms)
-            expanded = self.expand_query and bool(words) and words != " ".join(query.lower().split())
-            probe = self._expanded(qvec, words) if expanded else np.asarray(qvec, dtype=np.float32)
-            vec = self._store.search.vector_candidates(probe, flt, limit=depth)
+            vec = self._store.search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
         finally:
             keyword = pending.result() if pending is not None else []
         if terms and pending is None:
@@ -165,7 +159,7 @@ class HybridSearcher:
         ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
         if touch and ranked:
             self._store.memories.touch([m.id for (_, m, _), _ in ranked], at=now)
-        cosines = self._cosines(qvec, [f for (f, _, _), _ in ranked], exact=expanded)
+        cosines = self._cosines(qvec, [f for (f, _, _), _ in ranked])
         weights = [term_weight(t) for t in terms]
         hits = []
         for (f, m, score), folded in ranked:
@@ -174,19 +168,10 @@ class HybridSearcher:
             hits.append(Hit(shown, score, f.keyword_score, f.vector_score, rel, tuple(folded)))
         return hits
 
-    def _expanded(self, qvec: Sequence[float] | npt.NDArray[np.float32], words: str) -> npt.NDArray[np.float32]:
-        """The query's vector averaged with its content words' (``expand_query``), unit length."""
-        q = np.asarray(qvec, dtype=np.float32)
-        both = q / (float(np.linalg.norm(q)) or 1.0) + self._queries.embed_query(words)
-        return np.asarray(both / (float(np.linalg.norm(both)) or 1.0), dtype=np.float32)
-
-    def _cosines(
-        self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused], *, exact: bool = False
-    ) -> dict[str, float]:
-        """Each hit's raw cosine to the query: the vector channel's (unless ``exact``: the channel searched with
-        another vector), else from its stored vector (0 if none)."""
-        out = {} if exact else {f.id: f.vector_score for f in fused if f.vector_score is not None}
-        missing = [f.id for f in fused if f.id not in out]
+    def _cosines(self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused]) -> dict[str, float]:
+        """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none)."""
+        out = {f.id: f.vector_score for f in fused if f.vector_score is not None}
+        missing = [f.id for f in fused if f.vector_score is None]
         if missing:
             q = np.asarray(qvec, dtype=np.float32)
             q = q / (float(np.linalg.norm(q)) or 1.0)
