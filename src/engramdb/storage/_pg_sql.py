@@ -8,6 +8,7 @@ import functools
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._filters import FilterSQL, filter_clauses
@@ -18,7 +19,16 @@ if TYPE_CHECKING:
 
     Raw = psycopg.Connection[tuple[Any, ...]]
 
-__all__ = ["TS_CONFIG", "TermStats", "filter_sql", "one_of", "pg_statement", "tsquery_sql"]
+__all__ = [
+    "TS_CONFIG",
+    "CurrentModel",
+    "ModelCache",
+    "TermStats",
+    "filter_sql",
+    "one_of",
+    "pg_statement",
+    "tsquery_sql",
+]
 
 #: The text-search configuration of the keyword index (stemming like FTS5's porter tokenizer).
 TS_CONFIG: Final = "english"
@@ -184,3 +194,46 @@ class TermStats:
                 self._lexemes.update(fetched)
             known.update(fetched)
         return known
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentModel:
+    """The store's current embedding model, its vectors' dimension, and the planner's estimate of the vector rows."""
+
+    model_id: str
+    dim: int
+    estimate: float
+
+
+#: How long the current model and the row estimate are reused. A search checks the model in its own statement, so
+#: a change is seen at once; the estimate only picks the exact scan or the index, and ANALYZE moves it rarely.
+_MODEL_TTL_S: Final = 30.0
+_MODEL_SQL: Final = (
+    "SELECT m.value, (SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
+    "(SELECT reltuples FROM pg_class WHERE oid = to_regclass('vectors')) FROM meta m WHERE m.key = %s"
+)
+
+
+class ModelCache:
+    """The store's :class:`CurrentModel`, read once per :data:`_MODEL_TTL_S` (a round trip less per search)."""
+
+    def __init__(self, meta_key: str) -> None:
+        self._key = meta_key
+        self._lock = threading.Lock()
+        self._model: CurrentModel | None = None
+        self._expires = 0.0
+
+    def current(self, conn: Raw, *, fresh: bool = False) -> CurrentModel | None:
+        """The cached model, or (``fresh``, expired, none cached) the store's as of now; None before any vector."""
+        now = time.monotonic()
+        with self._lock:
+            if not fresh and self._model is not None and now < self._expires:
+                return self._model
+        row = conn.execute(_MODEL_SQL, (self._key,)).fetchone()
+        if row is None or row[1] is None:
+            # Not cached: the first vectors are found by the next search.
+            return None
+        model = CurrentModel(str(row[0]), int(row[1]), float(row[2] if row[2] is not None else -1))
+        with self._lock:
+            self._model, self._expires = model, now + _MODEL_TTL_S
+        return model
