@@ -93,7 +93,8 @@ _LEXEME_CACHE: Final = 4096
 # with three extra numbers (min, max, nulls).
 _STATS_SQL: Final = (
     "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples, "
-    "a.most_common_vals::text::text[], a.most_common_freqs FROM pg_class c "
+    "a.most_common_vals::text::text[], a.most_common_freqs, to_regclass('memories_agent_tsv') IS NOT NULL "
+    "FROM pg_class c "
     "LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text "
     "AND s.tablename = 'memories' AND s.attname = 'tsv' "
     "LEFT JOIN pg_stats a ON a.schemaname = c.relnamespace::regnamespace::text "
@@ -118,6 +119,7 @@ class TermStats:
         self._unlisted = 0.0
         self._agents: dict[str, float] = {}
         self._other_agent = 0.0
+        self._agent_words = False
         self._lexemes: dict[str, tuple[str, ...]] = {}
 
     def selecting(self, conn: Raw, terms: Sequence[str]) -> tuple[tuple[str, ...], bool]:
@@ -153,6 +155,17 @@ class TermStats:
         with self._lock:
             return self._agents.get(agent, self._other_agent)
 
+    def invalidate(self) -> None:
+        """Read the statistics again at the next search (they were just refreshed by ANALYZE)."""
+        with self._lock:
+            self._expires = 0.0
+
+    def agent_words(self, conn: Raw) -> bool:
+        """Whether the store has the keyword index keyed by agent (schema step 4; btree_gin may be missing)."""
+        self._estimates(conn)
+        with self._lock:
+            return self._agent_words
+
     def _estimates(self, conn: Raw) -> dict[str, float]:
         now = time.monotonic()
         with self._lock:
@@ -163,6 +176,7 @@ class TermStats:
         unlisted = 0.0
         agents: dict[str, float] = {}
         other_agent = 0.0
+        agent_words = bool(row[5]) if row is not None else False
         if row is not None and row[2] is not None:
             total = max(0.0, float(row[2]))
             if row[0] is not None and row[1] is not None:
@@ -175,7 +189,7 @@ class TermStats:
             other_agent = min(agents.values(), default=total)
         with self._lock:
             self._rows, self._unlisted, self._expires = estimates, unlisted, now + _STATS_TTL_S
-            self._agents, self._other_agent = agents, other_agent
+            self._agents, self._other_agent, self._agent_words = agents, other_agent, agent_words
         return estimates
 
     def _lexemes_of(self, conn: Raw, terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -222,6 +236,11 @@ class ModelCache:
         self._lock = threading.Lock()
         self._model: CurrentModel | None = None
         self._expires = 0.0
+
+    def invalidate(self) -> None:
+        """Read the model and the row estimate again at the next search."""
+        with self._lock:
+            self._expires = 0.0
 
     def current(self, conn: Raw, *, fresh: bool = False) -> CurrentModel | None:
         """The cached model, or (``fresh``, expired, none cached) the store's as of now; None before any vector."""

@@ -60,6 +60,7 @@ from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
+from engramdb.storage._pg_analyze import StatisticsKeeper
 from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
 from engramdb.storage._pg_sql import (
     CurrentModel,
@@ -463,6 +464,12 @@ class PgSearch:
         self._models = ModelCache(MODEL_META_KEY)
         self._rank_rows = keyword_rank_rows
         self._terms = TermStats(budget_rows=keyword_rank_rows)
+        #: Runs ANALYZE when a bulk load left the planner's statistics behind (see :mod:`._pg_analyze`).
+        self.statistics = StatisticsKeeper(backend.reading, self._analysed)
+
+    def _analysed(self) -> None:
+        self._terms.invalidate()
+        self._models.invalidate()
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """Full-text candidates matching any of ``terms``, best ``ts_rank_cd`` first (higher is better).
@@ -480,12 +487,17 @@ class PgSearch:
             return []
         expr, term_params = query
         with self._backend.reading() as conn:
+            self.statistics.check(conn)
             chosen, over_budget = self._terms.selecting(conn, term_params)
-            # Matches come from the keyword index. A reader with few memories has its visible rows gathered from
-            # indexes too and intersected with them (only its matches are read); the bitmap of a reader with many
-            # costs more than testing the matches one by one (at 1M, an agent's 100k rows: 52 ms, and the
-            # keyword p50 went 65 -> 106 ms; at 100k, 10k rows: 16 -> 14 ms; bench/scale_pg.py).
-            few = flt.agent is not None and self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
+            # Matches come from the keyword index. With the index keyed by agent (schema step 4), the reader's own
+            # matches come from one scan of it, others' public and shared ones from their indexes: only the reader's
+            # matches are read. Without it, a reader with few memories has its visible rows gathered from indexes
+            # and intersected with the matches; the bitmap of a reader with many costs more than testing the matches
+            # one by one (at 1M, an agent's 100k rows: 52 ms, and the keyword p50 went 65 -> 106 ms; at 100k, 10k
+            # rows: 16 -> 14 ms; bench/scale_pg.py).
+            few = flt.agent is not None and (
+                self._terms.agent_words(conn) or self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
+            )
             f = filter_sql(flt, indexed=few)
             select = tsquery_sql(chosen) if chosen != term_params else query
             assert select is not None
@@ -515,6 +527,7 @@ class PgSearch:
             # The HNSW settings below are the connection's: kept out of a caller's open transaction.
             raise StorageError("searches cannot run inside an atomic() block")
         with self._backend.reading() as conn:
+            self.statistics.check(conn)
             model = self._models.current(conn)
             if model is None:
                 return []
