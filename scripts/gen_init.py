@@ -23,8 +23,8 @@ _EXTRA = {
     "engramdb.learning.adaptive": ["Adaptive"],
     "engramdb.learning.episodes": ["Episode"],
     "engramdb.learning.recommend": ["RecommendConfig"],
-    "engramdb.auth": ["ApiKeys"],
-    "engramdb.brain.routing": ["RoutingService"],
+    "engramdb.services.keys": ["ApiKeys"],
+    "engramdb.services.routing": ["RoutingService"],
     "engramdb.retrieval.ranking": ["RankingWeights"],
     "engramdb.shortterm": ["Message", "SessionContext"],
 }

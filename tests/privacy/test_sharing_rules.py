@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engramdb.errors import ValidationError
+from engramdb.knowledge import transfer
+from engramdb.knowledge.dedupe import Duplicate
 from engramdb.models import Change, Memory
 from engramdb.privacy import sharing as rules
-from engramdb.privacy import transfer
-from engramdb.privacy.dedupe import Duplicate
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 VEC = np.ones(4, dtype=np.float32) / 2

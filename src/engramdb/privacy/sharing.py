@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any, Final
 
 from engramdb.errors import ValidationError
+from engramdb.knowledge.dedupe import MERGED_FROM_KEY, merge_changes
 from engramdb.models import Memory
-from engramdb.privacy.dedupe import MERGED_FROM_KEY, merge_changes
 
 __all__ = [
     "ALL_AGENTS",
@@ -178,7 +178,7 @@ def copied(source: Memory, *, to_agent: str, new_id: str, at: datetime) -> Memor
 def combined(target: Memory, source: Memory, *, similarity: float, at: datetime) -> dict[str, Any]:
     """The field changes that merge near-duplicate ``source`` (another agent's, or from a file) into ``target``.
 
-    The write path's merge (:func:`engramdb.privacy.dedupe.merge_changes`) does the
+    The write path's merge (:func:`engramdb.knowledge.dedupe.merge_changes`) does the
     common part: successes and attempts summed, confidence the higher, tags united,
     metadata keys the target lacked, a ``merged_from`` provenance entry. A transferred
     memory also brings its access count (summed: they count different reads) and the

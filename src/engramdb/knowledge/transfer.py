@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.errors import ValidationError
+from engramdb.knowledge.dedupe import Duplicate
 from engramdb.models import NO_MERGE_KINDS, Change, Memory
 from engramdb.privacy import sharing as rules
-from engramdb.privacy.dedupe import Duplicate
 
 __all__ = ["FindDuplicate", "Incoming", "Patch", "Plan", "applied", "plan_import", "plan_merge", "refreshed"]
 

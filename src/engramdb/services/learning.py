@@ -57,9 +57,9 @@ from engramdb.storage.base import Filter
 if TYPE_CHECKING:
     from engramdb.config import Settings
     from engramdb.embeddings.base import Embedder
-    from engramdb.learning.failure_service import FailureService
     from engramdb.pipeline import WritePipeline
     from engramdb.recall import Recall
+    from engramdb.services.failures import FailureService
     from engramdb.storage.base import Store
 
 __all__ = ["LearningService"]
