@@ -112,7 +112,7 @@ def doctor(mem: Engram, who: Caller, a: DoctorArgs) -> JSON:
 
 def feedback(mem: Engram, who: Caller, a: FeedbackArgs) -> JSON:
     who.require_write()
-    changed = mem.learning.feedback(a.memory_ids, a.outcome, agent=who.agent(a.agent))
+    changed = mem.learning.feedback(a.memory_ids, a.outcome, agent=who.agent(a.agent), context=a.context)
     return {"memories": [m.to_dict() for m in changed]}
 
 

@@ -101,9 +101,13 @@ class DoctorArgs(Args):
 class FeedbackArgs(Args):
     """Feedback on memories that were used: an outcome label, a bool, a reward in [-1, 1] or words."""
 
-    memory_ids: list[str]
+    memory_ids: list[str] | None = Field(
+        default=None,
+        description="The memories used (none: those answering `context`, else the best hit of the latest recall).",
+    )
     outcome: str | bool | float
     agent: str | None = Agent
+    context: str | None = Field(default=None, description="The task the feedback is about, when no ids are given.")
 
 
 class ResolveArgs(Args):

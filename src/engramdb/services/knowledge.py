@@ -24,11 +24,11 @@ from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.knowledge import files as knowledge
+from engramdb.knowledge import provenance as rules
 from engramdb.knowledge import transfer
 from engramdb.knowledge.transfer import Vector
 from engramdb.models import AuditRecord, Change, Kind, Memory, PackReport
 from engramdb.pipeline import WritePipeline
-from engramdb.privacy import sharing as rules
 from engramdb.recall import Recall, scope_filter
 from engramdb.services.distill import Distiller
 from engramdb.services.failures import FailureService
