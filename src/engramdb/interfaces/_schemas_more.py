@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.interfaces._schemas import Agent, Args, AsOf, Session, UpdateArgs, User
+from engramdb.interfaces._schemas import Agent, Args, AsOf, LearningUser, Session, UpdateArgs, User
 
 __all__ = [
     "AddCheckArgs",
@@ -103,6 +103,7 @@ class FeedbackArgs(Args):
     memory_ids: list[str]
     outcome: str | bool | float
     agent: str | None = Agent
+    user: str | None = LearningUser
 
 
 class ResolveArgs(Args):
@@ -111,6 +112,7 @@ class ResolveArgs(Args):
     decision_id: str
     outcome: str | bool | float
     agent: str | None = Agent
+    user: str | None = LearningUser
 
 
 class PendingArgs(Args):
@@ -118,6 +120,7 @@ class PendingArgs(Args):
 
     agent: str | None = Agent
     episode: str | None = None
+    user: str | None = LearningUser
 
 
 class OutcomesArgs(Args):
@@ -126,6 +129,7 @@ class OutcomesArgs(Args):
     agent: str | None = Agent
     since: str | None = Since
     category: str | None = None
+    user: str | None = LearningUser
 
 
 class TopArgs(Args):
@@ -142,6 +146,7 @@ class ReportArgs(Args):
     since: str | None = Since
     success_target: float = 0.7
     slow_seconds: float = 300.0
+    user: str | None = LearningUser
 
 
 class ApproachesArgs(Args):
@@ -151,6 +156,7 @@ class ApproachesArgs(Args):
     success_rate: str | None = None
     min_attempts: int = Field(default=2, ge=1)
     since: str | None = Since
+    user: str | None = LearningUser
 
 
 class ExecutionArgs(Args):
@@ -170,6 +176,7 @@ class ExecutionArgs(Args):
     alternatives: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] | None = None
     used: list[str] = Field(default_factory=list)
+    user: str | None = LearningUser
 
 
 class ExecutionsArgs(Args):
@@ -180,6 +187,7 @@ class ExecutionsArgs(Args):
     successful: bool | None = True
     category: str | None = None
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
+    user: str | None = LearningUser
 
 
 class PatternArgs(Args):
