@@ -167,3 +167,13 @@ def test_a_bad_user_is_refused_and_nothing_is_recorded(mem: Engram, user: object
     with pytest.raises(ValidationError):
         mem.learning.record_execution(CONTEXT, approach="a", outcome="success", agent="bot", user=user)  # type: ignore[arg-type]
     assert mem.count(agent="bot") == 0
+
+
+def test_feedback_without_ids_never_reaches_another_users_memory(mem: Engram) -> None:
+    theirs = mem.remember("the release notes live in the team wiki", agent="bot", user="u2")
+    mem.flush()
+    assert [h.memory.id for h in mem.search("where are the release notes", agent="bot")] == [theirs.id]
+    with pytest.raises(NotFound, match="user 'u1'"):
+        mem.learning.feedback(outcome="success", agent="bot", user="u1")
+    assert mem.get(theirs.id).attempts == 0
+    assert [m.id for m in mem.learning.feedback(outcome="success", agent="bot", user="u2")] == [theirs.id]

@@ -105,14 +105,15 @@ class RemoteLearning(_Area):
 
     def feedback(
         self,
-        memory_ids: Iterable[str],
-        outcome: str | bool | float,
+        memory_ids: Iterable[str] | None = None,
+        outcome: str | bool | float | None = None,
         *,
         agent: str | None = None,
+        context: str | None = None,
         user: str | None = None,
     ) -> builtins.list[Memory]:
-        ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
-        body = {"memory_ids": ids, "outcome": outcome, "agent": agent, "user": user}
+        ids = None if memory_ids is None else [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
+        body = {"memory_ids": ids, "outcome": outcome, "agent": agent, "context": context, "user": user}
         return self._send(Call("POST", "/learning/feedback", _many(Memory, "memories"), body=body))
 
     def resolve(

@@ -5,6 +5,7 @@ arrays, and the ``tsquery`` keyword query. The visibility rule is written once i
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
     Raw = psycopg.Connection[tuple[Any, ...]]
 
-__all__ = ["TS_CONFIG", "TermStats", "filter_sql", "one_of", "pg_statement", "tsquery_sql"]
+__all__ = ["TS_CONFIG", "TermStats", "filter_sql", "holds", "one_of", "pg_statement", "tsquery_sql"]
 
 #: The text-search configuration of the keyword index (stemming like FTS5's porter tokenizer).
 TS_CONFIG: Final = "english"
@@ -51,13 +52,19 @@ _VISIBLE_INDEXED: Final = (
 )
 
 
+def holds(key: str, value: Any) -> tuple[str, list[Any]]:
+    """``m.metadata`` holds ``value`` at top-level ``key``: jsonb equality, which keeps true apart from 1 and
+    "1" apart from 1, and compares numbers as numbers."""
+    return "(m.metadata::jsonb -> ?::text) = ?::jsonb", [key, json.dumps(value)]
+
+
 def filter_sql(flt: Filter | None, *, indexed: bool = False) -> FilterSQL:
     """The WHERE clause implementing ``flt`` (see :func:`~engramdb.storage._filters.filter_clauses`).
 
     ``indexed`` picks the visibility form the planner can answer from indexes (for statements that gather
     the rows through indexes: keyword matches, an exact vector scan, counts); the default tests it row by row.
     """
-    return filter_clauses(flt, one_of, visible=_VISIBLE_INDEXED if indexed else None)
+    return filter_clauses(flt, one_of, holds=holds, visible=_VISIBLE_INDEXED if indexed else None)
 
 
 def tsquery_sql(terms: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:

@@ -1,6 +1,6 @@
 """Feedback on the memories an agent used: ``mem.learning.feedback``, and the rating of feedback in words.
 
-:class:`Feedback` is a collaborator of :class:`~engramdb.learning.service.LearningService`: it moves the
+:class:`Feedback` is a collaborator of :class:`~engramdb.services.learning.LearningService`: it moves the
 counters of used memories (successes, attempts, confidence) in one transaction, and keeps praise that
 names something as a learned preference of the agent (of the user, when the feedback is one user's).
 """
@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from engramdb import _validate as check
-from engramdb._util import utcnow
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import _args
 from engramdb.learning.stats import OUTCOME_WORDS, success_weight
 from engramdb.models import AuditRecord, Memory
+from engramdb.services.feedback_refs import referred_ids
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.embeddings.base import Embedder
     from engramdb.pipeline import WritePipeline
+    from engramdb.recall import Recall
     from engramdb.storage.base import Store
 
 __all__ = ["Feedback", "user_filter"]
@@ -46,27 +48,37 @@ class Feedback:
         store: Store,
         embedder: Embedder,
         pipeline: WritePipeline,
+        recall: Recall,
         *,
         rate_text: Callable[[str], float] | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._pipeline = pipeline
+        self._recall = recall
         # Feedback in words -> a reward in [-1, 1] (Engram passes engramdb.brain.sentiment.reward_from_text).
         self._rate_text = rate_text
         # Feedback reads then writes a memory's counters; the lock keeps this instance's threads from losing updates.
         self._lock = threading.Lock()
 
     def give(
-        self, memory_ids: Iterable[str], outcome: str | bool | float, *, agent: str, user: str | None
+        self,
+        memory_ids: Iterable[str] | None,
+        outcome: str | bool | float | None,
+        *,
+        agent: str,
+        user: str | None,
+        context: str | None,
+        now: datetime,
     ) -> list[Memory]:
-        """See :meth:`~engramdb.learning.service.LearningService.feedback` (``agent`` and ``user`` validated)."""
-        ids = self.visible_ids(memory_ids, agent, user)
+        """See :meth:`~engramdb.services.learning.LearningService.feedback` (``agent`` and ``user`` validated)."""
+        if outcome is None:
+            raise ValidationError("feedback needs an outcome: a label, true/false, a reward or words")
+        ids = self.visible_ids(memory_ids, agent, user) if memory_ids is not None else []
         if not ids:
-            raise ValidationError("no memory ids given")
+            ids = self._referred(agent, user, context, now)
         text, reward = self.rate(outcome)  # after the ids: rating may ask the LLM
         weight = success_weight(outcome if reward is None else reward)
-        now = utcnow()
         out = []
         # Read-modify-write: inside one write transaction, so concurrent writers (threads here,
         # other processes through the store's write lock) never lose an update. The counters are
@@ -119,6 +131,18 @@ class Feedback:
                     user=user,
                 )
         return out
+
+    def _referred(self, agent: str, user: str | None, context: str | None, now: datetime) -> list[str]:
+        """The memories feedback without ids is about (:func:`referred_ids`), of those ``user`` may see."""
+        ids = referred_ids(store=self._store, recall=self._recall, agent=agent, context=context, now=now)
+        if user is None:
+            return ids
+        # The agent's recall may have been another user's: feedback in one user's name never reaches it.
+        found = self._store.memories.get_many(ids, user_filter(agent, user))
+        mine = [i for i in ids if i in found]
+        if not mine:
+            raise NotFound(f"user {user!r} of agent {agent!r} has no memory to give the feedback to: pass memory ids")
+        return mine
 
     def rate(self, outcome: object) -> tuple[str | None, float | None]:
         """Feedback in words (text that is no outcome word) and its reward; (None, None) for any other outcome."""

@@ -1,11 +1,10 @@
 """Learning from outcomes: ``mem.learning``.
 
-Thin on purpose: each method validates its arguments, reads memories through the
-store's roles (agent scope is a hard filter there, and memories shared with the
-agent count), writes through the write pipeline, and hands values to the pure
-modules next to it: :mod:`~engramdb.learning.recommend` (suggest, choose),
-:mod:`~engramdb.learning.analytics` and :mod:`~engramdb.learning.report`
-(executions, trends, approaches, the report), :mod:`~engramdb.learning.adaptive`.
+Thin on purpose: each method validates its arguments, reads memories through the store's roles (agent scope is
+a hard filter there, and memories shared with the agent count), writes through the write pipeline, and hands
+values to the pure modules next to it: :mod:`~engramdb.learning.recommend` (suggest, choose),
+:mod:`~engramdb.learning.analytics` and :mod:`~engramdb.learning.report` (executions, trends, approaches, the
+report), :mod:`~engramdb.learning.adaptive`.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from engramdb.learning.analytics import GENERAL, RateFilter, category_trends, le
 from engramdb.learning.analytics import approaches as find_approaches
 from engramdb.learning.executions import Executions
 from engramdb.learning.factors import common_factors
-from engramdb.learning.feedback import Feedback, user_filter
 from engramdb.learning.recommend import Neighbour, RecommendConfig
 from engramdb.learning.records import (
     EPISODE_TAG,
@@ -50,14 +48,15 @@ from engramdb.models import (
     Suggestion,
     Visibility,
 )
+from engramdb.services.feedback import Feedback, user_filter
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.config import Settings
     from engramdb.embeddings.base import Embedder
-    from engramdb.learning.failure_service import FailureService
     from engramdb.pipeline import WritePipeline
     from engramdb.recall import Recall
+    from engramdb.services.failures import FailureService
     from engramdb.storage.base import Store
 
 __all__ = ["LearningService"]
@@ -65,10 +64,6 @@ __all__ = ["LearningService"]
 _DECISION: tuple[str, ...] = ("decision",)
 #: Cosine similarity at which a past run counts as a run of the same task (complexity from history).
 _SIMILAR_TASK: Final = 0.6
-#: Feedback in words whose reward is above this is also kept as a learned preference (seed 002's rule).
-_PREFERENCE_REWARD: Final = 0.5
-#: Characters of the task (the first memory's first line) kept in front of a preference learned from feedback.
-_ABOUT_CHARS: Final = 120
 
 
 class LearningService:
@@ -92,7 +87,7 @@ class LearningService:
         self._pipeline = pipeline
         self._recall = recall
         self._failures = failures
-        self._feedback = Feedback(store, embedder, pipeline, rate_text=rate_text)
+        self._feedback = Feedback(store, embedder, pipeline, recall, rate_text=rate_text)
         #: Tunables of suggest/choose (similarity floor, recency, thin-evidence rule); replace to tune this instance.
         self.recommend: RecommendConfig = recommend if recommend is not None else RecommendConfig()
         self._executions = Executions(
@@ -251,10 +246,9 @@ class LearningService:
     ) -> list[ExecutionMatch]:
         """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
 
-        ``successful=True`` (the default) keeps those that succeeded (success weight at
-        least 0.5), ``False`` those that did not, ``None`` all. ``category`` restricts
-        to one category; ``user`` to that user's runs and the agent's own (no user).
-        """
+        ``successful=True`` (the default) keeps those that succeeded (success weight at least 0.5), ``False``
+        those that did not, ``None`` all. ``category`` restricts to one category; ``user`` to that user's runs
+        and the agent's own (no user)."""
         return self._executions.find(
             task, agent=agent, successful=successful, category=category, limit=limit, user=user
         )
@@ -293,8 +287,7 @@ class LearningService:
     ) -> Memory:
         """Validate and store one outcome record (a ``decision`` memory), then feed the outcome back to ``used``.
 
-        ``what`` names the context in error messages; ``tags`` gives the memory's tags
-        from its validated metadata.
+        ``what`` names the context in error messages; ``tags`` gives the memory's tags from its validated metadata.
         """
         context = check.content(context, what=what)
         agent, user = self._who(agent, user)
@@ -326,29 +319,30 @@ class LearningService:
 
     def feedback(
         self,
-        memory_ids: Iterable[str],
-        outcome: str | bool | float,
+        memory_ids: Iterable[str] | None = None,
+        outcome: str | bool | float | None = None,
         *,
         agent: str | None = None,
+        context: str | None = None,
         user: str | None = None,
     ) -> list[Memory]:
         """Tell the memories an agent used for a task how the task went; returns them updated.
 
-        Each memory's ``successes`` grows by the outcome's success weight and its
-        ``attempts`` by one (so ``success_rate``, which search ranking uses, follows),
-        and its ``confidence`` moves towards the outcome like a Beta posterior mean with
-        the old confidence as a prior worth two outcomes. The memories must be visible
-        to ``agent`` (its own or shared with it; with ``user``, that user's or the agent's own); the change is
-        in their history as ``feedback`` by that agent. Unknown ids raise NotFound and change nothing.
+        Each memory's ``successes`` grows by the outcome's success weight and its ``attempts`` by one (so
+        ``success_rate``, which search ranking uses, follows), and its ``confidence`` moves towards the outcome
+        like a Beta posterior mean with the old confidence as a prior worth two outcomes. The memories must be
+        visible to ``agent`` (with ``user``: that user's or the agent's own); the change is in their history as
+        ``feedback`` by that agent. Unknown ids raise NotFound and change nothing. Without ids: the memories
+        answering the task ``context``, else the best hit of the agent's latest recall within the hour
+        (:mod:`engramdb.services.feedback_refs`), of those ``user`` may see.
 
-        ``outcome`` may also be feedback in words ("great, exactly what I wanted"): text
-        that is not an outcome word is rated as a reward in [-1, 1] (the lexicon, or the
-        configured LLM), and feedback rated above 0.5 is also kept as a learned
-        ``preference`` memory of ``agent`` (of ``user`` when given; tag ``feedback``; metadata ``feedback``,
-        ``reward``, ``memories``). Empty or invalid text raises ValidationError and changes nothing.
+        ``outcome`` may also be feedback in words ("great, exactly what I wanted"): rated as a reward in [-1, 1]
+        (the lexicon, or the configured LLM); feedback above 0.5 that names something ("I like short bullet
+        points") is also kept as a ``preference`` of ``agent`` (of ``user`` when given; tag ``feedback``),
+        praise alone never. Empty or invalid text raises ValidationError and changes nothing.
         """
         agent, user = self._who(agent, user)
-        return self._feedback.give(memory_ids, outcome, agent=agent, user=user)
+        return self._feedback.give(memory_ids, outcome, agent=agent, user=user, context=context, now=utcnow())
 
     def _who(self, agent: object, user: object) -> tuple[str, str | None]:
         """The validated agent (default: the ``agent`` setting) and user (None: the agent's records of every user)."""
@@ -592,10 +586,8 @@ class LearningService:
     ) -> Adaptive:
         """Run a task adaptively: choose the approach, time it, record the outcome, recover from known failures.
 
-        Use as a decorator (the chosen approach is passed as the first argument when
-        ``options`` are given) or as a context manager (``run.approach``). See
-        :mod:`engramdb.learning.adaptive`.
-        """
+        Use as a decorator (the chosen approach is passed as the first argument when ``options`` are given) or as
+        a context manager (``run.approach``). See :mod:`engramdb.learning.adaptive`."""
         task = check.content(task, what="task")
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         opts = None
