@@ -14,7 +14,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
+from engramdb.services.context import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 __all__ = [
     "AGENT_HELP",
@@ -22,6 +22,7 @@ __all__ = [
     "AT_HELP",
     "MAX_EVENTS",
     "MAX_OFFSET",
+    "META_HELP",
     "SESSION_HELP",
     "USER_HELP",
     "AddArgs",
@@ -38,7 +39,9 @@ __all__ = [
     "EventArgs",
     "FailureArgs",
     "FindEpisodesArgs",
+    "LearningUser",
     "MemoryArgs",
+    "MetaFilter",
     "PatternsArgs",
     "PreflightArgs",
     "RecordArgs",
@@ -68,8 +71,19 @@ SESSION_HELP: Final = "A conversation thread or run: only its memories."
 AS_OF_HELP: Final = "What was true then (ISO 8601): a changed fact's value at that time, nothing that happened later."
 AT_HELP: Final = "When it happened (ISO 8601; default: now)."
 User = Field(default=None, description=USER_HELP)
+LEARNING_USER_HELP: Final = (
+    "Learning of one user: that user's outcomes and the agent's own (no user), never another user's; "
+    "absent: the agent's outcomes of every user."
+)
+LearningUser = Field(default=None, description=LEARNING_USER_HELP)
 Session = Field(default=None, description=SESSION_HELP)
 AsOf = Field(default=None, max_length=40, description=AS_OF_HELP)
+META_HELP: Final = (
+    'Only memories whose metadata holds each key with exactly this value: a JSON object such as {"language": '
+    '"python"} (values: strings, numbers, true/false, null; several keys: all of them).'
+)
+# An object in a JSON body; in a query string (GET), the same object as JSON text.
+MetaFilter = Field(default=None, max_length=8192, description=META_HELP)
 At = Field(default=None, max_length=40, description=AT_HELP)
 Limit = Field(ge=1, le=MAX_LIMIT, description="At most this many results.")
 
@@ -156,6 +170,7 @@ class SearchArgs(Args):
     user: str | None = User
     session: str | None = Session
     as_of: str | None = AsOf
+    metadata: dict[str, Any] | str | None = MetaFilter
     min_score: float | None = Field(
         default=None,
         ge=0.0,
@@ -181,6 +196,7 @@ class RecordArgs(Args):
     used: list[str] = Field(default_factory=list, description="Ids of memories the decision relied on.")
     tags: list[str] = Field(default_factory=list)
     visibility: str = "private"
+    user: str | None = LearningUser
 
 
 class SuggestArgs(Args):
@@ -190,6 +206,7 @@ class SuggestArgs(Args):
     agent: str | None = Agent
     options: list[str] | None = Field(default=None, description="Only consider these actions.")
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
+    user: str | None = LearningUser
 
 
 class ChooseArgs(Args):
@@ -200,6 +217,7 @@ class ChooseArgs(Args):
     agent: str | None = Agent
     exploration: float | None = None
     seed: int | None = None
+    user: str | None = LearningUser
 
 
 class RouteArgs(Args):
