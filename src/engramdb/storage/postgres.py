@@ -84,6 +84,8 @@ MIN_EF_SEARCH: Final = 200
 #: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
 #: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
 _INDEXED_READER_ROWS: Final = 20_000
+#: Binary COPY's types of the ``vectors`` columns (a binary COPY must name each column's type).
+_COPY_TYPES: Final = {"memory_id": "text", "model_id": "text", "dim": "int4", "embedding": "vector"}
 #: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
 _MAX_EF_SEARCH: Final = 1000
 
@@ -344,14 +346,36 @@ class PostgresBackend:
         return numbers
 
     # -- the Dialect: hooks inside a write --------------------------------------------------
-    def insert_new(self, conn: Conn, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Insert in a savepoint: a concurrent insert of the same id is bad input, not a broken transaction."""
+    def insert_new(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """COPY in a savepoint: a concurrent insert of the same id is bad input, not a broken transaction."""
         raw = self._pinned()
         try:
-            with raw.transaction(), raw.cursor() as cur:
-                cur.executemany(pg_statement(statement), rows)
+            with raw.transaction():
+                self.insert_rows(conn, table, columns, rows)
         except psycopg.errors.UniqueViolation as exc:
             raise ValidationError("a memory with one of these ids already exists") from exc
+
+    def insert_rows(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """See :meth:`Dialect.insert_rows`: one ``COPY`` (binary for vectors), not a statement per row.
+
+        A batch of ``remember_many`` writes four tables; row by row that was a round trip and an
+        executor start per row and table, and every round trip lengthens the transaction that
+        other writers may queue behind (bench/pg_writers.py).
+        """
+        if not rows:
+            return
+        raw = self._pinned()
+        binary = self.vector_column in columns
+        copy = sql.SQL("COPY {table} ({columns}) FROM STDIN{binary}").format(
+            table=sql.Identifier(table),
+            columns=sql.SQL(", ").join(map(sql.Identifier, columns)),
+            binary=sql.SQL(" WITH (FORMAT BINARY)" if binary else ""),
+        )
+        with raw.cursor() as cur, cur.copy(copy) as cp:
+            if binary:
+                cp.set_types([_COPY_TYPES[c] for c in columns])
+            for row in rows:
+                cp.write_row(row)
 
     def prepare_vectors(self, model_id: str, dim: int) -> None:
         """Create the model's HNSW index if it does not exist yet (see :meth:`_ensure_vector_index`)."""
