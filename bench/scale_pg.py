@@ -58,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from _data import iter_longmemeval, load_locomo
+from _embedded_side import EmbeddedSide
 from _pg_bulk import MODEL_ID, BulkLoader, scalar, table_rows
 from engramdb import Engram
 from engramdb.config import load_settings
@@ -198,6 +199,17 @@ def synth(base: Vec, index: int, rng: np.random.Generator, *, blend: float, nois
         v = v + blend * base[int(rng.integers(n))] + rng.normal(0.0, noise / np.sqrt(dim), dim).astype(np.float32)
         v /= np.linalg.norm(v)
     return v
+
+
+def advancer(n: int, dim: int) -> Callable[[np.random.Generator, int, int], None]:
+    """Move a generator past rows ``start .. stop`` as :func:`synth` would (a kept store goes on with the same data)."""
+
+    def advance(rng: np.random.Generator, start: int, stop: int) -> None:
+        for _ in range(max(start, n), stop):
+            rng.integers(n)
+            rng.normal(0.0, 1.0, dim)
+
+    return advance
 
 
 def make_batch(
@@ -635,6 +647,16 @@ def measure(
     return out
 
 
+def ratios(pg: dict[str, Any], embedded: dict[str, Any]) -> dict[str, float]:
+    """PostgreSQL's p50 and p95 over the embedded store's, per measurement both sides made."""
+    out: dict[str, float] = {}
+    for key in ("vector_ms", "keyword_ms", "engram_search_ms"):
+        for q in ("p50_ms", "p95_ms"):
+            if key in pg and key in embedded and embedded[key][q] > 0:
+                out[f"{key[:-3]}_{q[:3]}"] = round(pg[key][q] / embedded[key][q], 2)
+    return out
+
+
 def with_writers(
     url: str, store: Store, texts: list[str], base: Vec, queries: list[str], qvecs: dict[str, Vec], args: Any
 ) -> dict[str, Any]:
@@ -794,6 +816,12 @@ def run(args: Any) -> dict[str, Any]:
         with psycopg.connect(url, autocommit=True) as conn:
             loaded = int(scalar(conn, "SELECT count(*) FROM memories") or 0) if resume is not None else 0
         rng = np.random.default_rng(1)
+        advance = advancer(len(texts), base.shape[1])
+        advance(rng, 0, loaded)
+        embedded = None
+        if not args.no_embedded:
+            where = Path(args.embedded_dir) if args.embedded_dir else server.root / "embedded"
+            embedded = EmbeddedSide(where, make_batch, MODEL_ID, advance)
         measured: list[dict[str, Any]] = []
         for size in args.sizes:
             print(f"== {size:,} memories", flush=True)
@@ -825,6 +853,15 @@ def run(args: Any) -> dict[str, Any]:
             entry["quiet"] = measure(url, store, backend, queries, qvecs, args, recall_queries=args.recall_queries)
             results["in_progress"] = entry
             write(args.out, results)
+            if embedded is not None:
+                print(f"   embedded store: {embedded.directory}", flush=True)
+                if embedded.loaded < size:
+                    entry["embedded_load"] = embedded.grow(size, texts, base, args, QueryEmbedder(qvecs))
+                    print(f"   embedded load: {entry['embedded_load']}", flush=True)
+                entry["embedded"] = embedded.measure(queries, qvecs, args.agents, latency, QueryEmbedder(qvecs))
+                entry["pg_over_embedded"] = ratios(entry["quiet"], entry["embedded"])
+                print(f"   embedded: {entry['embedded']}\n   ratio: {entry['pg_over_embedded']}", flush=True)
+                write(args.out, results)
             if args.writers > 0:
                 entry["with_writers"] = with_writers(url, store, texts, base, queries, qvecs, args)
                 with psycopg.connect(url, autocommit=True) as conn:
@@ -869,6 +906,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the server's data directory at the end")
     parser.add_argument("--resume", default=None, help="a data directory kept by --keep: measure it again")
     parser.add_argument("--tmp", default=None, help="directory for the server's data (default: system temp)")
+    parser.add_argument("--no-embedded", action="store_true", help="PostgreSQL only (no embedded store beside it)")
+    parser.add_argument(
+        "--embedded-dir", default=None, help="the embedded store's directory (kept; grown on from its rows)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "scale_pg.json")
     args = parser.parse_args(argv)
     args.sizes = sorted(int(s) for s in args.sizes.split(","))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
@@ -44,6 +45,7 @@ __all__ = [
     "memory_id",
     "messages",
     "metadata",
+    "metadata_filter",
     "name",
     "offset",
     "shown",
@@ -290,6 +292,41 @@ def metadata(value: object) -> dict[str, Any]:
     if value is None:
         return {}
     return json_object(value, what="metadata")
+
+
+#: Keys one metadata filter may name.
+_MAX_FILTER_KEYS: Final = 64
+#: A metadata filter's value: a JSON scalar (containers have no exact match both backends agree on).
+MetaValue = str | int | float | bool | None
+
+
+def metadata_filter(value: object) -> tuple[tuple[str, MetaValue], ...] | None:
+    """A read's metadata filter: None, or a mapping of top-level keys to JSON scalars that a memory's metadata
+    must hold exactly (``{"language": "python"}``); as sorted ``(key, value)`` pairs. An empty mapping filters
+    nothing. Numbers match numerically (1 matches 1.0); ``True`` never matches 1; ``None`` matches a key
+    holding JSON null, not a missing key."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"metadata filter must be a JSON object, not {type(value).__name__}")
+    if len(value) > _MAX_FILTER_KEYS:
+        raise ValidationError(f"metadata filter has too many keys ({len(value)}; the limit is {_MAX_FILTER_KEYS})")
+    pairs: list[tuple[str, MetaValue]] = []
+    for raw_key, item in value.items():
+        field = _string(raw_key, "a metadata filter key", limit=MAX_NAME_CHARS, controls=True)
+        if isinstance(item, str):
+            _string(item, f"metadata filter value of {field!r}", limit=MAX_NAME_CHARS * 4, controls=True)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValidationError(f"metadata filter value of {field!r} must be a finite number, not {item!r}")
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 2**63:
+            raise ValidationError(f"metadata filter value of {field!r} is out of range ({shown(item)})")
+        elif item is not None and not isinstance(item, bool | int | float):
+            raise ValidationError(
+                f"metadata filter value of {field!r} must be a string, number, true/false or null, "
+                f"not {type(item).__name__}"
+            )
+        pairs.append((field, item))
+    return tuple(sorted(pairs, key=lambda pair: pair[0])) or None
 
 
 def visibility(value: object) -> Visibility:

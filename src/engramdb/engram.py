@@ -21,24 +21,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from engramdb import _validate as check
 from engramdb._progress import Progress, terminal_progress
-from engramdb.auth import ApiKeys
-from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
-from engramdb.brain.conversations import Conversations
-from engramdb.brain.distill import Distiller
 from engramdb.brain.llm import LLM, llm_from_settings
-from engramdb.brain.reason import Reasoner
-from engramdb.brain.routing import RoutingService
 from engramdb.brain.sentiment import reward_from_text
 from engramdb.config import Settings, load_settings
-from engramdb.doctor import Doctor
 from engramdb.embeddings import count_tokens, make_embedder
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import ConfigError, EngramError, ModelMismatchError, ValidationError
-from engramdb.learning.code_service import CodeService
-from engramdb.learning.episode_service import EpisodeService
-from engramdb.learning.failure_service import FailureService
 from engramdb.learning.recommend import RecommendConfig
-from engramdb.learning.service import LearningService
 from engramdb.models import (
     AddResult,
     Change,
@@ -53,12 +42,23 @@ from engramdb.models import (
     Visibility,
 )
 from engramdb.pipeline import UPDATABLE, WritePipeline
-from engramdb.privacy.audit_service import AuditService
-from engramdb.privacy.knowledge_service import KnowledgeService
-from engramdb.privacy.retention_service import RetentionService
-from engramdb.privacy.sharing_service import SharingService
 from engramdb.recall import Recall, scope_filter
 from engramdb.retrieval.ranking import RankingWeights
+from engramdb.services.audit import AuditService
+from engramdb.services.code import CodeService
+from engramdb.services.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
+from engramdb.services.conversations import Conversations
+from engramdb.services.distill import Distiller
+from engramdb.services.doctor import Doctor
+from engramdb.services.episodes import EpisodeService
+from engramdb.services.failures import FailureService
+from engramdb.services.keys import ApiKeys
+from engramdb.services.knowledge import KnowledgeService
+from engramdb.services.learning import LearningService
+from engramdb.services.reason import Reasoner
+from engramdb.services.retention import RetentionService
+from engramdb.services.routing import RoutingService
+from engramdb.services.sharing import SharingService
 from engramdb.shortterm import SessionContext, SessionRegistry
 
 if TYPE_CHECKING:
@@ -79,15 +79,15 @@ class Engram:
     folder; ``Engram(":memory:")`` an ephemeral one; ``Engram("postgresql://...")`` a PostgreSQL + pgvector one.
     One instance is safe to share across threads; use it as a context manager or call :meth:`close`.
 
-    ``settings`` (or keyword ``overrides`` of single settings) configure it; ``weights``
-    tune search ranking and ``recommend`` outcome learning, for this instance only.
-    ``embedder`` is an :class:`~engramdb.embeddings.base.Embedder` or a setting string
-    (``"local"``, ``"openai:<model>"``, ``"sentence-transformers:<model>"``). Calls that do not name an ``agent``
-    act for the ``agent`` setting (``ENGRAM_AGENT``, ``"default"`` unless configured).
+    ``settings`` (or keyword ``overrides`` of single settings) configure it; ``weights`` tune search ranking and
+    ``recommend`` outcome learning, for this instance only. ``embedder`` is an
+    :class:`~engramdb.embeddings.base.Embedder` or a setting string (``"local"``, ``"openai:<model>"``,
+    ``"sentence-transformers:<model>"``). Calls that do not name an ``agent`` act for the ``agent`` setting
+    (``ENGRAM_AGENT``, ``"default"`` unless configured).
 
-    A missing store folder is created, unless ``create=False``: then a folder that holds no
-    store raises :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only
-    tool pointed at a mistyped path fails instead of answering from a new, empty store.
+    A missing store folder is created, unless ``create=False``: then a folder that holds no store raises
+    :class:`~engramdb.errors.NotFound` (:func:`require_store`), so a read-only tool pointed at a mistyped path
+    fails instead of answering from a new, empty store.
 
     ``Engram("http://host:8765", api_key=KEY)`` (or ``$ENGRAM_URL``, ``$ENGRAM_API_KEY``) returns a
     :class:`~engramdb.client.RemoteEngram`: the same API through a running ``engram serve``.
@@ -419,7 +419,7 @@ class Engram:
         ``messages``: OpenAI-style ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (optional ``name``,
         the speaker, and ``at``); bad input is one ValidationError and nothing is written. A deterministic extractor
         (or a configured LLM, checked first, the rules standing in if it fails) keys each fact, so a changed fact
-        supersedes the stored one (:class:`~engramdb.brain.conversations.Conversations`).
+        supersedes the stored one (:class:`~engramdb.services.conversations.Conversations`).
         """
         return self._conversations.add(messages, agent=self._agent(agent), user=user, session=session, at=at)
 
@@ -504,6 +504,7 @@ class Engram:
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         min_score: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[Hit]:
         """The memories most relevant to ``query``, best first.
 
@@ -513,12 +514,12 @@ class Engram:
         keyed facts are left out; with ``as_of`` (a datetime or ISO 8601 string) the search answers with
         what was true then: memories that had happened by then, each fact's value at that moment. A time the
         query names relative to when it is asked ("last Saturday", "two weeks ago", "in May") counts from
-        ``as_of``, else from now: memories whose ``occurred_at`` lies in or near it rank higher. Relevance
-        (keywords and meaning) comes first; recency, confidence, access and past
-        success adjust the order gently. Near-identical memories come as one hit (``Hit.duplicates``).
-        Each returned memory counts as accessed. Every hit carries a calibrated ``relevance`` in [0, 1]
-        (README, "Relevance"); hits below ``min_score`` (default: the ``min_score`` setting, 0) are left out.
-        """
+        ``as_of``, else from now: memories whose ``occurred_at`` lies in or near it rank higher. Relevance (keywords
+        and meaning) comes first; recency, confidence, access and past success adjust the order gently.
+        Near-identical memories come as one hit (``Hit.duplicates``). Each returned memory counts as accessed.
+        Every hit carries a calibrated ``relevance`` in [0, 1] (README, "Relevance"); hits below ``min_score``
+        (default: the ``min_score`` setting, 0) are left out. ``metadata={"language": "python"}``: only memories
+        whose metadata holds each key with exactly that value (a JSON scalar; several keys: all of them)."""
         return self._recall.search(
             query,
             agent=self._agent(agent),
@@ -531,6 +532,7 @@ class Engram:
             session=session,
             as_of=as_of,
             min_score=min_score,
+            metadata=metadata,
         )
 
     def list(
@@ -546,13 +548,13 @@ class Engram:
         user: str | None = None,
         session: str | None = None,
         as_of: datetime | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[Memory]:
         """An agent's memories (and those shared with it), newest first.
 
         ``since``/``until`` bound the creation time, both inclusive: timezone-aware datetimes, or ISO 8601
-        strings (a date alone is its whole day, UTC; a time without an offset is UTC). ``user``, ``session``
-        and ``as_of`` scope it as in :meth:`search`.
-        """
+        strings (a date alone is its whole day, UTC; a time without an offset is UTC). ``user``, ``session``,
+        ``as_of`` and ``metadata`` filter as in :meth:`search`."""
         return self._recall.list(
             agent=self._agent(agent),
             kind=kind,
@@ -564,6 +566,7 @@ class Engram:
             user=user,
             session=session,
             as_of=as_of,
+            metadata=metadata,
         )
 
     def count(
@@ -573,9 +576,11 @@ class Engram:
         kind: Kind | Sequence[Kind] | None = None,
         user: str | None = None,
         session: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> int:
-        """How many memories ``agent`` can see (of ``kind``; with ``user``/``session``, in their scope)."""
-        return self._recall.count(agent=self._agent(agent), kind=kind, user=user, session=session)
+        """How many memories ``agent`` can see (of ``kind``; with ``user``/``session``/``metadata`` as in search)."""
+        a = self._agent(agent)
+        return self._recall.count(agent=a, kind=kind, user=user, session=session, metadata=metadata)
 
     def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
         """Every change of a memory, oldest first; a forgotten memory keeps only scrubbed entries."""
@@ -610,11 +615,9 @@ class Engram:
         warnings from recurring failures with prevention checks, known fixes, preferences, the most relevant
         memories and the short-term window. ``ctx.render()`` is a prompt block within ``token_budget`` tokens.
         Needs no LLM. With ``user``/``session`` the memories and the window are that user's and thread's (and
-        the agent's own); what the agent learned from outcomes is shared across its users.
-        """
-        return self._context.build(
-            task, agent=self._agent(agent), token_budget=token_budget, user=user, session=session
-        )
+        the agent's own); what the agent learned from outcomes is shared across its users."""
+        a = self._agent(agent)
+        return self._context.build(task, agent=a, token_budget=token_budget, user=user, session=session)
 
     def reason(
         self,
@@ -634,8 +637,7 @@ class Engram:
     # -- maintenance ------------------------------------------------------------------------------------
     def doctor(self, *, quick: bool = False) -> HealthReport:
         """Check the store: file integrity, keyword index, vectors, the audit chain, and that every change
-        has its audit entry. ``quick`` runs SQLite's quick check instead of the full integrity check.
-        """
+        has its audit entry. ``quick`` runs SQLite's quick check instead of the full integrity check."""
         return Doctor(self.store, self.embedder, self.settings, quick=quick).run()
 
 

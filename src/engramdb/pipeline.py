@@ -13,7 +13,7 @@ needs the vector, and a merge decided later could not return the merged memory t
 Writes inside a caller's open transaction embed too (the queue must only see committed rows),
 except a keyed write's own transaction (the key's lock): its vectors are queued once it commits.
 The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
-:mod:`~engramdb.privacy.dedupe`, :mod:`~engramdb.privacy.transfer`); this class applies them.
+:mod:`~engramdb.knowledge.dedupe`, :mod:`~engramdb.knowledge.transfer`); this class applies them.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.facts import KeyedWrites
+from engramdb.knowledge import transfer
+from engramdb.knowledge.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
-from engramdb.privacy import transfer
-from engramdb.privacy.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
 from engramdb.privacy.redact import redact_text, redact_value
 from engramdb.retrieval.context import link_turns
 from engramdb.storage.base import Filter, Store

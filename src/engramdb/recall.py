@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from engramdb import _validate as check
 from engramdb._access import AccessBatch
+from engramdb._keys import key_of, key_tag
 from engramdb._util import utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, StorageError, ValidationError
 from engramdb.facts import version_at
 from engramdb.models import AuditRecord, Change, Hit, Memory
-from engramdb.pipeline import key_of, key_tag
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import RankingWeights
 from engramdb.storage.base import Filter, Store
@@ -55,10 +55,12 @@ def read_filter(
     user: object = None,
     session: object = None,
     as_of: object = None,
+    metadata: object = None,
 ) -> Filter:
     """The hard filter of a read: the agent's scope, and kinds, tags and creation dates when given (no tags: no
     restriction; ``since``/``until`` inclusive, a date alone its whole day: :func:`engramdb._validate.moment`);
-    the user and session scopes (:func:`scope_filter`); ``as_of``: what was true then (a date alone: its end)."""
+    the user and session scopes (:func:`scope_filter`); ``as_of``: what was true then (a date alone: its end);
+    ``metadata``: top-level keys its metadata must hold exactly (:func:`engramdb._validate.metadata_filter`)."""
     wanted = None if tags is None else check.tags(tags)
     after = check.moment(since, what="since")
     before = check.moment(until, what="until", end=True)
@@ -75,6 +77,7 @@ def read_filter(
         users=users,
         sessions=sessions,
         as_of=check.moment(as_of, what="as_of", end=True),
+        metadata=check.metadata_filter(metadata),
     )
 
 
@@ -136,6 +139,7 @@ class Recall:
         session: str | None = None,
         as_of: datetime | str | None = None,
         min_score: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
         fold: bool = True,
         bookkeep: bool = True,
     ) -> builtins.list[Hit]:
@@ -152,7 +156,9 @@ class Recall:
         until this instance's queued vectors are written.
         """
         query = check.content(query, what="query")
-        flt = read_filter(agent, kind, tags, since=since, until=until, user=user, session=session, as_of=as_of)
+        flt = read_filter(
+            agent, kind, tags, since=since, until=until, user=user, session=session, as_of=as_of, metadata=metadata
+        )
         limit = check.limit(limit)
         cutoff = self._settings.min_score if min_score is None else check.confidence(min_score, what="min_score")
         if self._settle is not None:
@@ -270,11 +276,14 @@ class Recall:
         user: str | None = None,
         session: str | None = None,
         as_of: datetime | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[Memory]:
         """An agent's memories (and those shared with it), newest first; created within ``since``..``until``;
-        ``user``, ``session`` and ``as_of`` as in :func:`read_filter`."""
+        ``user``, ``session``, ``as_of`` and ``metadata`` as in :func:`read_filter`."""
         offset = check.offset(offset)
-        flt = read_filter(agent, kind, tags, since=since, until=until, user=user, session=session, as_of=as_of)
+        flt = read_filter(
+            agent, kind, tags, since=since, until=until, user=user, session=session, as_of=as_of, metadata=metadata
+        )
         self._counted()
         memories = self._store.memories.list(flt, limit=check.limit(limit), offset=offset)
         self._read("list", agent=flt.agent, ids=[m.id for m in memories], kinds=flt.kinds, offset=offset or None)
@@ -287,9 +296,11 @@ class Recall:
         kind: str | Sequence[str] | None = None,
         user: str | None = None,
         session: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> int:
-        """How many memories ``agent`` can see (of ``kind``, in ``user``'s and ``session``'s scope)."""
-        return self._store.memories.count(read_filter(agent, kind, None, user=user, session=session))
+        """How many memories ``agent`` can see (of ``kind``, in ``user``'s and ``session``'s scope, holding
+        ``metadata``)."""
+        return self._store.memories.count(read_filter(agent, kind, None, user=user, session=session, metadata=metadata))
 
     def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
         """Every change of a memory, oldest first; with ``agent`` given, it must be that agent's own."""

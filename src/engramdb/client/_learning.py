@@ -87,10 +87,15 @@ class RemoteLearning(_Area):
         return self._send(Call("POST", "/choose", _str("chosen"), body=body))
 
     def feedback(
-        self, memory_ids: Iterable[str], outcome: str | bool | float, *, agent: str | None = None
+        self,
+        memory_ids: Iterable[str] | None = None,
+        outcome: str | bool | float | None = None,
+        *,
+        agent: str | None = None,
+        context: str | None = None,
     ) -> builtins.list[Memory]:
-        ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
-        body = {"memory_ids": ids, "outcome": outcome, "agent": agent}
+        ids = None if memory_ids is None else [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
+        body = {"memory_ids": ids, "outcome": outcome, "agent": agent, "context": context}
         return self._send(Call("POST", "/learning/feedback", _many(Memory, "memories"), body=body))
 
     def resolve(self, decision_id: str, outcome: str | bool | float, *, agent: str | None = None) -> Memory:

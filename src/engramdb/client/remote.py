@@ -15,6 +15,7 @@ checks on the server's host).
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -211,8 +212,10 @@ class RemoteEngram:
         since: datetime | str | None = None,
         until: datetime | str | None = None,
         min_score: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[Hit]:
         body = {
+            "metadata": None if metadata is None else dict(metadata),
             "user": user,
             "session": session,
             "as_of": as_of,
@@ -240,8 +243,10 @@ class RemoteEngram:
         user: str | None = None,
         session: str | None = None,
         as_of: datetime | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[Memory]:
         query = {
+            "metadata": _meta_text(metadata),
             "user": user,
             "session": session,
             "as_of": as_of,
@@ -262,8 +267,15 @@ class RemoteEngram:
         kind: str | Sequence[str] | None = None,
         user: str | None = None,
         session: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> int:
-        query = {"agent": agent, "kind": _kinds(kind), "user": user, "session": session}
+        query = {
+            "agent": agent,
+            "kind": _kinds(kind),
+            "user": user,
+            "session": session,
+            "metadata": _meta_text(metadata),
+        }
         return self._send(Call("GET", "/count", _int("count"), query=query))
 
     def history(self, memory_id: str, *, agent: str | None = None) -> builtins.list[Change]:
@@ -308,3 +320,11 @@ def client_timeout(url: str, options: Mapping[str, Any]) -> Any:
 def _segment(memory_id: str) -> str:
     """A checked id as one path segment (a '/' or '?' in it must not change the route)."""
     return quote(check.memory_id(memory_id), safe="")
+
+
+def _meta_text(metadata: Mapping[str, Any] | None) -> str | None:
+    """A metadata filter in a query string: its JSON text (checked here, so a bad one fails before the request)."""
+    if metadata is None:
+        return None
+    pairs = check.metadata_filter(metadata)
+    return json.dumps(dict(pairs or ()))

@@ -63,7 +63,7 @@ from langgraph.store.base import (
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
 from engramdb import _validate as check
-from engramdb.client.aio import AsyncEngram
+from engramdb.aio import AsyncEngram
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
 

@@ -9,6 +9,7 @@ gets as tools, in order.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -51,9 +52,26 @@ if TYPE_CHECKING:
     from engramdb.models import Kind, Visibility
     from engramdb.shortterm import Message
 
-__all__ = ["TOOLS", "Tool"]
+__all__ = ["TOOLS", "Tool", "meta_filter"]
 
 JSON = dict[str, Any]
+
+
+def meta_filter(value: dict[str, Any] | str | None) -> dict[str, Any] | None:
+    """A metadata filter as sent: an object, or (in a query string or a CLI option) its JSON text."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise ValidationError(
+            f'metadata filter must be a JSON object such as {{"language": "python"}}, not {value!r}'
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ValidationError(f"metadata filter must be a JSON object, not {type(parsed).__name__}")
+    return parsed
+
+
 #: The fields of a learning report that ``stats`` shows (as ``engram learning stats --json``).
 STATS_FIELDS: Final = ("decisions", "successes", "success_rate", "low", "high", "average_duration", "actions")
 
@@ -104,6 +122,7 @@ def list_memories(
     user: str | None = None,
     session: str | None = None,
     as_of: str | None = None,
+    metadata: dict[str, Any] | str | None = None,
 ) -> JSON:
     kinds = cast("list[Kind] | None", kind)
     found = mem.list(
@@ -117,6 +136,7 @@ def list_memories(
         user=user,
         session=session,
         as_of=as_of,
+        metadata=meta_filter(metadata),
     )
     return {"memories": [m.to_dict() for m in found], "limit": limit, "offset": offset}
 
@@ -159,6 +179,7 @@ def search(mem: Engram, who: Caller, a: SearchArgs) -> JSON:
         session=a.session,
         as_of=a.as_of,
         min_score=a.min_score,
+        metadata=meta_filter(a.metadata),
     )
     return {"hits": [h.to_dict() for h in hits]}
 

@@ -84,7 +84,8 @@ def _since(value: str | None) -> datetime | None:
 
 def count(mem: Engram, who: Caller, a: CountArgs) -> JSON:
     kinds = cast("list[Kind] | None", a.kind)
-    return {"count": mem.count(agent=who.agent(a.agent), kind=kinds, user=a.user, session=a.session)}
+    meta = ops.meta_filter(a.metadata)
+    return {"count": mem.count(agent=who.agent(a.agent), kind=kinds, user=a.user, session=a.session, metadata=meta)}
 
 
 def recall_key(mem: Engram, who: Caller, a: KeyedArgs) -> JSON:
@@ -111,7 +112,7 @@ def doctor(mem: Engram, who: Caller, a: DoctorArgs) -> JSON:
 
 def feedback(mem: Engram, who: Caller, a: FeedbackArgs) -> JSON:
     who.require_write()
-    changed = mem.learning.feedback(a.memory_ids, a.outcome, agent=who.agent(a.agent))
+    changed = mem.learning.feedback(a.memory_ids, a.outcome, agent=who.agent(a.agent), context=a.context)
     return {"memories": [m.to_dict() for m in changed]}
 
 
@@ -409,6 +410,7 @@ def list_tool(mem: Engram, who: Caller, a: ListArgs) -> JSON:
         user=a.user,
         session=a.session,
         as_of=a.as_of,
+        metadata=a.metadata,
     )
 
 

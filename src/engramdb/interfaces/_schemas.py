@@ -14,7 +14,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
+from engramdb.services.context import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 __all__ = [
     "AGENT_HELP",
@@ -22,6 +22,7 @@ __all__ = [
     "AT_HELP",
     "MAX_EVENTS",
     "MAX_OFFSET",
+    "META_HELP",
     "SESSION_HELP",
     "USER_HELP",
     "AddArgs",
@@ -39,6 +40,7 @@ __all__ = [
     "FailureArgs",
     "FindEpisodesArgs",
     "MemoryArgs",
+    "MetaFilter",
     "PatternsArgs",
     "PreflightArgs",
     "RecordArgs",
@@ -70,6 +72,12 @@ AT_HELP: Final = "When it happened (ISO 8601; default: now)."
 User = Field(default=None, description=USER_HELP)
 Session = Field(default=None, description=SESSION_HELP)
 AsOf = Field(default=None, max_length=40, description=AS_OF_HELP)
+META_HELP: Final = (
+    'Only memories whose metadata holds each key with exactly this value: a JSON object such as {"language": '
+    '"python"} (values: strings, numbers, true/false, null; several keys: all of them).'
+)
+# An object in a JSON body; in a query string (GET), the same object as JSON text.
+MetaFilter = Field(default=None, max_length=8192, description=META_HELP)
 At = Field(default=None, max_length=40, description=AT_HELP)
 Limit = Field(ge=1, le=MAX_LIMIT, description="At most this many results.")
 
@@ -156,6 +164,7 @@ class SearchArgs(Args):
     user: str | None = User
     session: str | None = Session
     as_of: str | None = AsOf
+    metadata: dict[str, Any] | str | None = MetaFilter
     min_score: float | None = Field(
         default=None,
         ge=0.0,

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.interfaces._schemas import Agent, Args, AsOf, Session, UpdateArgs, User
+from engramdb.interfaces._schemas import Agent, Args, AsOf, MetaFilter, Session, UpdateArgs, User
 
 __all__ = [
     "AddCheckArgs",
@@ -62,6 +62,7 @@ class CountArgs(Args):
     kind: list[str] | None = Field(default=None, description="Only these kinds.")
     user: str | None = User
     session: str | None = Session
+    metadata: dict[str, Any] | str | None = MetaFilter
 
 
 class KeyedArgs(Args):
@@ -100,9 +101,13 @@ class DoctorArgs(Args):
 class FeedbackArgs(Args):
     """Feedback on memories that were used: an outcome label, a bool, a reward in [-1, 1] or words."""
 
-    memory_ids: list[str]
+    memory_ids: list[str] | None = Field(
+        default=None,
+        description="The memories used (none: those answering `context`, else the best hit of the latest recall).",
+    )
     outcome: str | bool | float
     agent: str | None = Agent
+    context: str | None = Field(default=None, description="The task the feedback is about, when no ids are given.")
 
 
 class ResolveArgs(Args):
@@ -357,6 +362,7 @@ class ListArgs(Args):
     user: str | None = User
     session: str | None = Session
     as_of: str | None = AsOf
+    metadata: dict[str, Any] | str | None = MetaFilter
 
 
 class AuditArgs(Args):

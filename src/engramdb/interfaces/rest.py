@@ -63,7 +63,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 import engramdb
 from engramdb._validate import MAX_LIMIT
-from engramdb.auth import ApiKeys
 from engramdb.errors import (
     AccessDenied,
     EngramError,
@@ -82,6 +81,7 @@ from engramdb.interfaces._schemas import (
     AGENT_HELP,
     AS_OF_HELP,
     MAX_OFFSET,
+    META_HELP,
     SESSION_HELP,
     USER_HELP,
     AddArgs,
@@ -111,6 +111,7 @@ from engramdb.interfaces._schemas import (
     SuggestArgs,
     UpdateArgs,
 )
+from engramdb.services.keys import ApiKeys
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -413,21 +414,12 @@ def create_app(
         user: UserQuery = None,
         session: SessionQuery = None,
         as_of: Annotated[str | None, Query(max_length=40, description=AS_OF_HELP)] = None,
+        metadata: Annotated[str | None, Query(max_length=8192, description=META_HELP + " As JSON text.")] = None,
     ) -> dict[str, Any]:
         """An agent's memories (and those shared with it), newest first."""
+        scopes = {"since": since, "until": until, "user": user, "session": session, "as_of": as_of}
         return ops.list_memories(
-            mem,
-            who,
-            agent=agent,
-            kind=kind,
-            tags=tag,
-            limit=limit,
-            offset=offset,
-            since=since,
-            until=until,
-            user=user,
-            session=session,
-            as_of=as_of,
+            mem, who, agent=agent, kind=kind, tags=tag, limit=limit, offset=offset, metadata=metadata, **scopes
         )
 
     @api.get("/memories/{memory_id}", tags=["memories"], response_model=res.Memory)

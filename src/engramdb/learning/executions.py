@@ -1,6 +1,6 @@
 """Seed 000's executions on ``mem.learning``: record a task run with its facts, find similar past runs.
 
-:class:`Executions` is a collaborator of :class:`~engramdb.learning.service.LearningService`, which
+:class:`Executions` is a collaborator of :class:`~engramdb.services.learning.LearningService`, which
 exposes it as ``record_execution`` and ``executions``: an execution is an outcome record with
 :class:`~engramdb.models.ExecutionInfo` in its metadata, so the service hands in how it writes an outcome
 record and how it finds the records of similar contexts.
@@ -93,7 +93,7 @@ class Executions:
         metadata: Mapping[str, Any] | None = None,
         used: Iterable[str] = (),
     ) -> Memory:
-        """See :meth:`~engramdb.learning.service.LearningService.record_execution`."""
+        """See :meth:`~engramdb.services.learning.LearningService.record_execution`."""
         agent = self._settings.agent if agent is None else agent
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
             raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
@@ -175,7 +175,7 @@ class Executions:
         category: str | None = None,
         limit: int = 5,
     ) -> list[ExecutionMatch]:
-        """See :meth:`~engramdb.learning.service.LearningService.executions`."""
+        """See :meth:`~engramdb.services.learning.LearningService.executions`."""
         task = check.content(task, what="task")
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         limit = check.limit(limit)

@@ -13,7 +13,7 @@ from engramdb.storage._codecs import AUDIT_COLUMNS, ts
 if TYPE_CHECKING:
     from engramdb.storage.base import Filter
 
-__all__ = ["FilterSQL", "OneOf", "audit_query", "equal_conditions", "filter_clauses"]
+__all__ = ["FilterSQL", "HoldsValue", "OneOf", "audit_query", "equal_conditions", "filter_clauses"]
 
 
 def equal_conditions(pairs: Iterable[tuple[str, Any]]) -> tuple[list[str], list[Any]]:
@@ -69,6 +69,11 @@ _HAS_TAG = "EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = m.id AND t.t
 OneOf = Callable[[str, Sequence[str]], tuple[str, Any]]
 
 
+#: ``holds(key, value)``: SQL testing that ``m.metadata`` holds ``value`` (a JSON scalar) at top-level ``key``,
+#: and its parameters: each backend reads its JSON text its own way.
+HoldsValue = Callable[[str, Any], tuple[str, list[Any]]]
+
+
 def _admits(column: str, admitted: Sequence[str | None], one_of: OneOf) -> tuple[str, list[Any]]:
     """``column`` among ``admitted``, where a None in it admits NULL (no such scope)."""
     names = [a for a in dict.fromkeys(admitted) if a is not None]
@@ -83,8 +88,9 @@ def _admits(column: str, admitted: Sequence[str | None], one_of: OneOf) -> tuple
     return test, [param]
 
 
-def filter_clauses(flt: Filter | None, one_of: OneOf, *, visible: str | None = None) -> FilterSQL:
-    """The WHERE clause implementing ``flt`` (``1 = 1`` when there is none), lists spelled by ``one_of``.
+def filter_clauses(flt: Filter | None, one_of: OneOf, *, holds: HoldsValue, visible: str | None = None) -> FilterSQL:
+    """The WHERE clause implementing ``flt`` (``1 = 1`` when there is none), lists spelled by ``one_of``,
+    metadata tests by ``holds``.
 
     ``visible`` replaces the row-by-row visibility test by an equivalent one (same two
     parameters). Empty ``kinds``/``ids`` tuples match nothing; empty ``tags`` restrict
@@ -131,6 +137,10 @@ def filter_clauses(flt: Filter | None, one_of: OneOf, *, visible: str | None = N
             clause, clause_params = _admits(column, admitted, one_of)
             conds.append(clause)
             params += clause_params
+    for key, value in flt.metadata or ():
+        clause, clause_params = holds(key, value)
+        conds.append(clause)
+        params += clause_params
     # Time: what was true at as_of (it had happened, and no later value had replaced it yet); else the
     # current values only, unless superseded ones are asked for. Same fixed-width text as created_at.
     if flt.as_of is not None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from engramdb.storage._filters import FilterSQL, filter_clauses
 from engramdb.storage.base import Filter
 
-__all__ = ["filter_sql", "fts_phrase", "fts_query", "ids_json", "insert_statement", "one_of"]
+__all__ = ["filter_sql", "fts_phrase", "fts_query", "holds", "ids_json", "insert_statement", "one_of"]
 
 
 def insert_statement(table: str, columns: Sequence[str]) -> str:
@@ -47,13 +48,24 @@ def one_of(column: str, values: Sequence[str]) -> tuple[str, str]:
     return f"{column} IN (SELECT value FROM json_each(?))", ids_json(values)
 
 
+def holds(key: str, value: Any) -> tuple[str, list[Any]]:
+    """``m.metadata`` holds ``value`` at top-level ``key``: through ``json_each`` (any key, no JSON path to
+    escape); its ``type`` keeps True apart from 1 and "1" apart from 1, its ``atom`` compares numbers as numbers."""
+    head = "EXISTS (SELECT 1 FROM json_each(m.metadata) j WHERE j.key = ? AND "
+    if value is None or isinstance(value, bool):
+        return head + "j.type = ?)", [key, "null" if value is None else "true" if value else "false"]
+    if isinstance(value, str):
+        return head + "j.type = 'text' AND j.atom = ?)", [key, value]
+    return head + "j.type IN ('integer', 'real') AND j.atom = ?)", [key, value]
+
+
 def filter_sql(flt: Filter | None, *, visit_all: bool = False) -> FilterSQL:
     """The WHERE clause implementing ``flt`` (see :func:`~engramdb.storage._filters.filter_clauses`).
 
     ``visit_all`` picks the visibility form suited to queries that read every
     matching row (counts) rather than stopping at a LIMIT.
     """
-    return filter_clauses(flt, one_of, visible=_VISIBLE_SET if visit_all else None)
+    return filter_clauses(flt, one_of, holds=holds, visible=_VISIBLE_SET if visit_all else None)
 
 
 def ids_json(ids: Sequence[str]) -> str:

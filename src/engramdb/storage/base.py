@@ -83,6 +83,8 @@ class Filter:
     user U passes ``users=(None, U)``: the agent's own memories and U's, never another user's.
     Time: superseded values (``valid_until`` set) are left out unless ``superseded``; with ``as_of``
     only what was true then passes: ``occurred_at <= as_of`` and not superseded by then.
+    ``metadata``: ``(key, value)`` pairs the memory's top-level metadata must hold exactly (JSON scalars,
+    numbers compared as numbers; see :func:`engramdb._validate.metadata_filter`).
     """
 
     agent: str | None
@@ -96,11 +98,19 @@ class Filter:
     sessions: tuple[str | None, ...] | None = None
     as_of: datetime | None = None
     superseded: bool = False
+    metadata: tuple[tuple[str, Any], ...] | None = None
 
     @property
     def scoped(self) -> bool:
-        """Whether the filter restricts users, sessions or time (what the SQLite vector cache does not hold)."""
-        return self.users is not None or self.sessions is not None or self.as_of is not None or self.superseded
+        """Whether the filter restricts users, sessions, time or metadata (what the SQLite vector cache does
+        not hold)."""
+        return (
+            self.users is not None
+            or self.sessions is not None
+            or self.as_of is not None
+            or self.superseded
+            or bool(self.metadata)
+        )
 
     def __post_init__(self) -> None:
         for name, bound in (

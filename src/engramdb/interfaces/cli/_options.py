@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, cast
 import typer
 
 from engramdb.errors import ValidationError
-from engramdb.models import KINDS, VISIBILITIES
 
 if TYPE_CHECKING:
     from engramdb import Engram
@@ -37,6 +36,7 @@ __all__ = [
     "JsonOption",
     "KindsOption",
     "LimitOption",
+    "MetaFilterOption",
     "MetaOption",
     "OptionalAgentOption",
     "SinceOption",
@@ -133,6 +133,17 @@ MetaOption = Annotated[
         "-m",
         metavar="KEY=VALUE",
         help="Metadata entry (repeatable). VALUE is parsed as JSON when it is valid JSON, else kept as a string.",
+        show_default=False,
+    ),
+]
+MetaFilterOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--meta",
+        "-m",
+        metavar="KEY=VALUE",
+        help="Only memories whose metadata holds KEY with exactly VALUE (repeatable: all must hold). VALUE is "
+        'read as JSON when it is valid JSON (2, true, null, "2"), else as a string.',
         show_default=False,
     ),
 ]
@@ -319,6 +330,8 @@ def check_kind(kind: str | None) -> Kind | None:
     """``kind`` if it is a known kind (None stays None); rejected before the store is opened (so nothing is created)."""
     if kind is None:
         return None
+    from engramdb.models import KINDS  # here: the models cost `engram --help` 60 ms
+
     if kind not in KINDS:
         raise ValidationError(f"unknown kind {kind!r} (choose from {', '.join(sorted(KINDS))})")
     return kind
@@ -334,6 +347,8 @@ def check_visibility(visibility: str | None) -> Visibility | None:
     """``visibility`` if it is a known one (None stays None); rejected before the store is opened."""
     if visibility is None:
         return None
+    from engramdb.models import VISIBILITIES
+
     if visibility not in VISIBILITIES:
         raise ValidationError(f"unknown visibility {visibility!r} (choose from {', '.join(sorted(VISIBILITIES))})")
     return visibility

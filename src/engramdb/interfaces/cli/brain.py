@@ -16,10 +16,9 @@ from rich.table import Table
 from engramdb.errors import ValidationError
 from engramdb.interfaces.cli._options import AgentOption, JsonOption, StoreOption, open_engram, parse_outcome
 from engramdb.interfaces.cli._render import console, emit_json, pct
-from engramdb.models import REASONING_MODES, ReasoningMode
 
 if TYPE_CHECKING:
-    from engramdb.models import RouteChoice
+    from engramdb.models import ReasoningMode, RouteChoice
 
 __all__ = ["reason", "route", "route_record"]
 
@@ -154,6 +153,8 @@ def route_record(
 
 def _mode(mode: str) -> ReasoningMode:
     """``--mode``, checked before the store is opened."""
+    from engramdb.models import REASONING_MODES  # here: `engram --help` lists this command without the models
+
     for m in REASONING_MODES:
         if m == mode:
             return m

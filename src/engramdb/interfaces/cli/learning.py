@@ -359,8 +359,14 @@ def choose(
 def feedback(
     ctx: typer.Context,
     memory_ids: Annotated[
-        list[str], typer.Argument(metavar="ID", help="Ids of the memories used for the task.", show_default=False)
-    ],
+        list[str] | None,
+        typer.Argument(
+            metavar="[ID]...",
+            help="Ids of the memories used for the task. None: those answering --context, else the best hit of "
+            "the agent's latest search or context (within the hour).",
+            show_default=False,
+        ),
+    ] = None,
     *,
     outcome: Annotated[
         str,
@@ -372,13 +378,19 @@ def feedback(
         ),
     ],
     agent: AgentOption = "default",
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context", "-c", metavar="TASK", help="The task the feedback is about (without ids).", show_default=False
+        ),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Tell memories used for a task how it went: their success rate and confidence follow."""
     parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
-        updated = mem.learning.feedback(memory_ids, parsed, agent=agent)
+        updated = mem.learning.feedback(memory_ids or None, parsed, agent=agent, context=context)
     if as_json:
         emit_json([m.to_dict() for m in updated])
         return

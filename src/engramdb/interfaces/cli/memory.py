@@ -23,6 +23,7 @@ from engramdb.interfaces.cli._options import (
     JsonOption,
     KindsOption,
     LimitOption,
+    MetaFilterOption,
     MetaOption,
     OptionalAgentOption,
     SessionOption,
@@ -261,11 +262,13 @@ def list_(
     user: UserOption = None,
     session: SessionOption = None,
     as_of: AsOfOption = None,
+    meta: MetaFilterOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List an agent's memories (its own and those shared with it), newest first."""
     kind_filter = check_kinds(kinds)
+    meta_filter = parse_meta(meta) if meta else None
     with open_engram(ctx, store) as mem:
         memories = mem.list(
             agent=agent,
@@ -278,6 +281,7 @@ def list_(
             user=user,
             session=session,
             as_of=as_of,
+            metadata=meta_filter,
         )
         hint = None if memories or as_json else _empty_agent_hint(mem, agent)
     if as_json:
@@ -332,8 +336,10 @@ def _search(
     user: str | None,
     session: str | None,
     as_of: str | None,
+    meta: list[str] | None = None,
 ) -> None:
     kind_filter = check_kinds(kinds)
+    meta_filter = parse_meta(meta) if meta else None
     if not query.strip():
         raise ValidationError("the query must not be empty")
     # The cutoff is a setting of the opened store (this command opens its own), not an argument of search.
@@ -350,6 +356,7 @@ def _search(
             user=user,
             session=session,
             as_of=as_of,
+            metadata=meta_filter,
         )
         hint = None if hits or as_json else _empty_agent_hint(mem, agent)
     if as_json:
@@ -378,6 +385,7 @@ def search(
     user: UserOption = None,
     session: SessionOption = None,
     as_of: AsOfOption = None,
+    meta: MetaFilterOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -397,6 +405,7 @@ def search(
         user=user,
         session=session,
         as_of=as_of,
+        meta=meta,
     )
 
 
@@ -417,6 +426,7 @@ def retrieve(
     user: UserOption = None,
     session: SessionOption = None,
     as_of: AsOfOption = None,
+    meta: MetaFilterOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -436,6 +446,7 @@ def retrieve(
         user=user,
         session=session,
         as_of=as_of,
+        meta=meta,
     )
 
 

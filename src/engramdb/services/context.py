@@ -43,9 +43,9 @@ from engramdb.storage.base import Filter
 if TYPE_CHECKING:
     from engramdb.config import Settings
     from engramdb.embeddings.base import Embedder
-    from engramdb.learning.failure_service import FailureService
-    from engramdb.learning.service import LearningService
     from engramdb.recall import Recall
+    from engramdb.services.failures import FailureService
+    from engramdb.services.learning import LearningService
     from engramdb.shortterm import SessionContext
     from engramdb.storage.base import Store
 

@@ -1,11 +1,10 @@
 """Learning from outcomes: ``mem.learning``.
 
-Thin on purpose: each method validates its arguments, reads memories through the
-store's roles (agent scope is a hard filter there, and memories shared with the
-agent count), writes through the write pipeline, and hands values to the pure
-modules next to it: :mod:`~engramdb.learning.recommend` (suggest, choose),
-:mod:`~engramdb.learning.analytics` and :mod:`~engramdb.learning.report`
-(executions, trends, approaches, the report), :mod:`~engramdb.learning.adaptive`.
+Thin on purpose: each method validates its arguments, reads memories through the store's roles (agent scope is
+a hard filter there, and memories shared with the agent count), writes through the write pipeline, and hands
+values to the pure modules next to it: :mod:`~engramdb.learning.recommend` (suggest, choose),
+:mod:`~engramdb.learning.analytics` and :mod:`~engramdb.learning.report` (executions, trends, approaches, the
+report), :mod:`~engramdb.learning.adaptive`.
 """
 
 from __future__ import annotations
@@ -52,14 +51,15 @@ from engramdb.models import (
     Suggestion,
     Visibility,
 )
+from engramdb.services.feedback_refs import referred_ids
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.config import Settings
     from engramdb.embeddings.base import Embedder
-    from engramdb.learning.failure_service import FailureService
     from engramdb.pipeline import WritePipeline
     from engramdb.recall import Recall
+    from engramdb.services.failures import FailureService
     from engramdb.storage.base import Store
 
 __all__ = ["LearningService"]
@@ -243,10 +243,8 @@ class LearningService:
     ) -> list[ExecutionMatch]:
         """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
 
-        ``successful=True`` (the default) keeps those that succeeded (success weight at
-        least 0.5), ``False`` those that did not, ``None`` all. ``category`` restricts
-        to one category.
-        """
+        ``successful=True`` (the default) keeps those that succeeded (success weight at least 0.5), ``False``
+        those that did not, ``None`` all. ``category`` restricts to one category."""
         return self._executions.find(task, agent=agent, successful=successful, category=category, limit=limit)
 
     def pending(self, *, agent: str | None = None, episode: str | None = None) -> list[Memory]:
@@ -280,8 +278,7 @@ class LearningService:
     ) -> Memory:
         """Validate and store one outcome record (a ``decision`` memory), then feed the outcome back to ``used``.
 
-        ``what`` names the context in error messages; ``tags`` gives the memory's tags
-        from its validated metadata.
+        ``what`` names the context in error messages; ``tags`` gives the memory's tags from its validated metadata.
         """
         context = check.content(context, what=what)
         agent = check.agent_name(agent)
@@ -312,27 +309,33 @@ class LearningService:
         return memory
 
     def feedback(
-        self, memory_ids: Iterable[str], outcome: str | bool | float, *, agent: str | None = None
+        self,
+        memory_ids: Iterable[str] | None = None,
+        outcome: str | bool | float | None = None,
+        *,
+        agent: str | None = None,
+        context: str | None = None,
     ) -> list[Memory]:
         """Tell the memories an agent used for a task how the task went; returns them updated.
 
-        Each memory's ``successes`` grows by the outcome's success weight and its
-        ``attempts`` by one (so ``success_rate``, which search ranking uses, follows),
-        and its ``confidence`` moves towards the outcome like a Beta posterior mean with
-        the old confidence as a prior worth two outcomes. The memories must be visible
-        to ``agent`` (its own or shared with it); the change is in their history as
-        ``feedback`` by that agent. Unknown ids raise NotFound and change nothing.
+        Each memory's ``successes`` grows by the outcome's success weight and its ``attempts`` by one (so
+        ``success_rate``, which search ranking uses, follows), and its ``confidence`` moves towards the outcome
+        like a Beta posterior mean with the old confidence as a prior worth two outcomes. The memories must be
+        visible to ``agent``; the change is in their history as ``feedback`` by that agent. Unknown ids raise
+        NotFound and change nothing. Without ids: the memories answering the task ``context``, else the best hit
+        of the agent's latest recall within the hour (:mod:`engramdb.services.feedback_refs`).
 
-        ``outcome`` may also be feedback in words ("great, exactly what I wanted"): text
-        that is not an outcome word is rated as a reward in [-1, 1] (the lexicon, or the
-        configured LLM), and feedback rated above 0.5 is also kept as a learned
-        ``preference`` memory of ``agent`` (tag ``feedback``; metadata ``feedback``,
-        ``reward``, ``memories``). Empty or invalid text raises ValidationError and changes nothing.
+        ``outcome`` may also be feedback in words ("great, exactly what I wanted"): rated as a reward in [-1, 1]
+        (the lexicon, or the configured LLM); feedback above 0.5 that names something ("I like short bullet
+        points") is also kept as a ``preference`` of ``agent`` (tag ``feedback``), praise alone never.
+        Empty or invalid text raises ValidationError and changes nothing.
         """
         agent = check.agent_name(self._settings.agent if agent is None else agent)
-        ids = self._visible_ids(memory_ids, agent)
+        if outcome is None:
+            raise ValidationError("feedback needs an outcome: a label, true/false, a reward or words")
+        ids = self._visible_ids(memory_ids, agent) if memory_ids is not None else []
         if not ids:
-            raise ValidationError("no memory ids given")
+            ids = referred_ids(store=self._store, recall=self._recall, agent=agent, context=context, now=utcnow())
         text, reward = self._rate_feedback(outcome)  # after the ids: rating may ask the LLM
         weight = success_weight(outcome if reward is None else reward)
         now = utcnow()
@@ -630,10 +633,8 @@ class LearningService:
     ) -> Adaptive:
         """Run a task adaptively: choose the approach, time it, record the outcome, recover from known failures.
 
-        Use as a decorator (the chosen approach is passed as the first argument when
-        ``options`` are given) or as a context manager (``run.approach``). See
-        :mod:`engramdb.learning.adaptive`.
-        """
+        Use as a decorator (the chosen approach is passed as the first argument when ``options`` are given) or as
+        a context manager (``run.approach``). See :mod:`engramdb.learning.adaptive`."""
         task = check.content(task, what="task")
         agent = check.agent_name(self._settings.agent if agent is None else agent)
         opts = None
