@@ -66,6 +66,7 @@ from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_analyze import StatisticsKeeper
+from engramdb.storage._pg_copy import copy_rows
 from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
 from engramdb.storage._pg_sql import (
     CurrentModel,
@@ -363,14 +364,18 @@ class PostgresBackend:
         return numbers
 
     # -- the Dialect: hooks inside a write --------------------------------------------------
-    def insert_new(self, conn: Conn, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Insert in a savepoint: a concurrent insert of the same id is bad input, not a broken transaction."""
+    def insert_new(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """COPY in a savepoint: a concurrent insert of the same id is bad input, not a broken transaction."""
         raw = self._pinned()
         try:
-            with raw.transaction(), raw.cursor() as cur:
-                cur.executemany(pg_statement(statement), rows)
+            with raw.transaction():
+                self.insert_rows(conn, table, columns, rows)
         except psycopg.errors.UniqueViolation as exc:
             raise ValidationError("a memory with one of these ids already exists") from exc
+
+    def insert_rows(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """See :meth:`Dialect.insert_rows`: one ``COPY`` (:func:`~engramdb.storage._pg_copy.copy_rows`)."""
+        copy_rows(self._pinned(), table, columns, rows)
 
     def prepare_vectors(self, model_id: str, dim: int) -> None:
         """Create the model's HNSW index if it does not exist yet (see :meth:`_ensure_vector_index`)."""
