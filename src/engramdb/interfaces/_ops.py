@@ -206,16 +206,19 @@ def record_outcome(mem: Engram, who: Caller, a: RecordArgs) -> JSON:
         used=a.used,
         tags=a.tags,
         visibility=cast("Visibility", a.visibility),
+        user=a.user,
     ).to_dict()
 
 
 def suggest(mem: Engram, who: Caller, a: SuggestArgs) -> JSON:
-    return mem.learning.suggest(a.context, agent=who.agent(a.agent), options=a.options, limit=a.limit).to_dict()
+    found = mem.learning.suggest(a.context, agent=who.agent(a.agent), options=a.options, limit=a.limit, user=a.user)
+    return found.to_dict()
 
 
 def choose(mem: Engram, who: Caller, a: ChooseArgs) -> JSON:
     agent = who.agent(a.agent)
-    return {"chosen": mem.learning.choose(a.context, a.options, agent=agent, exploration=a.exploration, seed=a.seed)}
+    chosen = mem.learning.choose(a.context, a.options, agent=agent, exploration=a.exploration, seed=a.seed, user=a.user)
+    return {"chosen": chosen}
 
 
 def route(mem: Engram, who: Caller, a: RouteArgs) -> JSON:

@@ -164,6 +164,17 @@ UserOption = Annotated[
         show_default=False,
     ),
 ]
+LearningUserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--user",
+        "-u",
+        metavar="NAME",
+        help="Learning of one user: that user's outcomes and the agent's own, never another user's "
+        "(default: the agent's outcomes of every user).",
+        show_default=False,
+    ),
+]
 OnlyUserOption = Annotated[
     str | None,
     typer.Option("--user", "-u", metavar="NAME", help="Only this user's memories.", show_default=False),

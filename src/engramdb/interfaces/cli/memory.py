@@ -220,7 +220,6 @@ def record(
             "--visibility": visibility,
             "--confidence": confidence,
             "--key": key,
-            "--user": user,
             "--session": session,
             "--at": at,
         }
@@ -237,6 +236,7 @@ def record(
                 duration=duration,
                 metadata=metadata or None,
                 episode=episode,
+                user=user,
             )
 
     if as_json:
