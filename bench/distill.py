@@ -37,10 +37,10 @@ from rich.console import Console
 from rich.table import Table
 
 from engramdb import Engram
-from engramdb.brain.context import ARCHIVED_TAG
-from engramdb.brain.distill import DEFAULT_THRESHOLD, Distiller, group_by_meaning
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
+from engramdb.services.context import ARCHIVED_TAG
+from engramdb.services.distill import DEFAULT_THRESHOLD, Distiller, group_by_meaning
 
 AGENT = "bench"
 MIN_GROUP = 3

@@ -101,7 +101,7 @@ TEMPLATES: dict[str, list[str]] = {
     ],
 }
 FILLERS = ["billing", "auth", "payments", "search", "inventory", "orders", "analytics", "shipping", "profile"]
-#: The seed's table (engramdb.brain.routing.ROUTING_TABLE) on these models: strong -> frontier, local -> local-8b.
+#: The seed's table (engramdb.services.routing.ROUTING_TABLE) on these models: strong -> frontier, local -> local-8b.
 TABLE = {"reasoning": "frontier", "code_generation": "frontier"}
 
 
@@ -133,8 +133,8 @@ def run_fixed(tasks: list[tuple[str, str, float]], pick: Callable[[str], str]) -
 
 def run_learned(tasks: list[tuple[str, str, float]], embedder: Any, seed: int) -> dict[str, Any]:
     from engramdb import Engram
-    from engramdb.brain.routing import RoutingService
     from engramdb.models import ModelSpec
+    from engramdb.services.routing import RoutingService
 
     specs = [ModelSpec(name=n, tier=tier, cost=cost, latency_ms=lat) for n, (tier, cost, lat) in MODELS.items()]  # type: ignore[arg-type]
     picks: list[str] = []

@@ -17,14 +17,14 @@ _EXTRA = {
     "engramdb.config": ["Settings"],
     "engramdb.engram": ["Engram"],
     # The same API awaitable (embedded or remote), and what Engram("http://...") returns.
-    "engramdb.client.aio": ["AsyncEngram"],
+    "engramdb.aio": ["AsyncEngram"],
     "engramdb.client.remote": ["RemoteEngram"],
     # Live objects handed out by the API (context managers, decorators): not values, but users name them.
     "engramdb.learning.adaptive": ["Adaptive"],
     "engramdb.learning.episodes": ["Episode"],
     "engramdb.learning.recommend": ["RecommendConfig"],
-    "engramdb.auth": ["ApiKeys"],
-    "engramdb.brain.routing": ["RoutingService"],
+    "engramdb.services.keys": ["ApiKeys"],
+    "engramdb.services.routing": ["RoutingService"],
     "engramdb.retrieval.ranking": ["RankingWeights"],
     "engramdb.shortterm": ["Message", "SessionContext"],
 }

@@ -1,9 +1,9 @@
 """Write the module map of docs/architecture.md: every module of src/engramdb, placed in its layer.
 
 Run after adding, moving or removing a module: ``python scripts/gen_module_map.py``. The layer of a module
-follows from where it lives; inside learning/, privacy/ and brain/, a module that imports the write pipeline,
-the reads or a service is a service, the rest are pure rules. tests/test_architecture.py checks the map is
-current and that no module imports a layer above its own.
+follows from the folder it lives in (services/ holds the services; learning/, privacy/, knowledge/ and brain/
+the pure rules below the write pipeline). tests/test_architecture.py checks the map is current and that no
+module imports a layer above its own.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ _FOUNDATION = {
     "errors", "_util", "config", "_validate", "auditchain", "auditcoverage", "_retry", "_keys", "_progress", "packs",
 }  # fmt: skip
 _PATHS = {"pipeline", "vectorqueue", "recall", "_access", "facts", "shortterm", "sessions_redis"}
-_SERVICES_TOP = {"knowledge_packs", "doctor", "auth"}
-_SERVICE_MARKS = ("engramdb.pipeline", "engramdb.recall", "engramdb.vectorqueue")
+_RULES = {"learning", "privacy", "knowledge", "brain"}
 
 
 def modules() -> list[str]:
@@ -75,7 +74,7 @@ def layer(module: str) -> int:
     """The index in :data:`LAYERS` of ``module``."""
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else ""
-    if module == "engramdb" or top in {"engram", "client"}:
+    if module == "engramdb" or top in {"engram", "aio", "client", "validate"}:
         return 6
     if top in {"interfaces", "integrations"}:
         return 7
@@ -87,12 +86,10 @@ def layer(module: str) -> int:
         return 2
     if top in _PATHS:
         return 4
-    if top in _SERVICES_TOP:
+    if top == "services":
         return 5
-    if top in {"learning", "privacy", "brain"}:
-        deps = imports(module)
-        service = any(d.startswith(_SERVICE_MARKS) or d.endswith(("_service", ".service")) for d in deps)
-        return 5 if service or module.endswith(("_service", ".service")) else 3
+    if top in _RULES:
+        return 3
     raise SystemExit(f"gen_module_map: no layer for {module}: add it to scripts/gen_module_map.py")
 
 

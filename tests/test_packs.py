@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from engramdb import Engram, ValidationError
 from engramdb.embeddings.base import Embedder
 from engramdb.interfaces.cli import packs as packs_cli
-from engramdb.knowledge_packs import available_packs, load_pack, parse_pack, seed_pack
 from engramdb.models.packs import Pack, PackError, PackPractice
+from engramdb.services.packs import available_packs, load_pack, parse_pack, seed_pack
 
 PACKS = ("ci", "docker", "git", "http", "patterns", "python", "sql")
 runner = CliRunner()

@@ -16,13 +16,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engramdb.auth import (
-        ApiKeys,
-    )
-    from engramdb.brain.routing import (
-        RoutingService,
-    )
-    from engramdb.client.aio import (
+    from engramdb.aio import (
         AsyncEngram,
     )
     from engramdb.client.remote import (
@@ -138,6 +132,12 @@ if TYPE_CHECKING:
     from engramdb.retrieval.ranking import (
         RankingWeights,
     )
+    from engramdb.services.keys import (
+        ApiKeys,
+    )
+    from engramdb.services.routing import (
+        RoutingService,
+    )
     from engramdb.shortterm import (
         Message,
         SessionContext,
@@ -147,9 +147,7 @@ __version__ = "0.1.0"
 
 #: Where each public name lives: imported from there on first use.
 _WHERE: dict[str, str] = {
-    "ApiKeys": "engramdb.auth",
-    "RoutingService": "engramdb.brain.routing",
-    "AsyncEngram": "engramdb.client.aio",
+    "AsyncEngram": "engramdb.aio",
     "RemoteEngram": "engramdb.client.remote",
     "Settings": "engramdb.config",
     "Engram": "engramdb.engram",
@@ -245,6 +243,8 @@ _WHERE: dict[str, str] = {
     "Verification": "engramdb.models",
     "Visibility": "engramdb.models",
     "RankingWeights": "engramdb.retrieval.ranking",
+    "ApiKeys": "engramdb.services.keys",
+    "RoutingService": "engramdb.services.routing",
     "Message": "engramdb.shortterm",
     "SessionContext": "engramdb.shortterm",
 }

@@ -21,24 +21,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from engramdb import _validate as check
 from engramdb._progress import Progress, terminal_progress
-from engramdb.auth import ApiKeys
-from engramdb.brain.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
-from engramdb.brain.conversations import Conversations
-from engramdb.brain.distill import Distiller
 from engramdb.brain.llm import LLM, llm_from_settings
-from engramdb.brain.reason import Reasoner
-from engramdb.brain.routing import RoutingService
 from engramdb.brain.sentiment import reward_from_text
 from engramdb.config import Settings, load_settings
-from engramdb.doctor import Doctor
 from engramdb.embeddings import count_tokens, make_embedder
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import ConfigError, EngramError, ModelMismatchError, ValidationError
-from engramdb.learning.code_service import CodeService
-from engramdb.learning.episode_service import EpisodeService
-from engramdb.learning.failure_service import FailureService
 from engramdb.learning.recommend import RecommendConfig
-from engramdb.learning.service import LearningService
 from engramdb.models import (
     AddResult,
     Change,
@@ -53,12 +42,23 @@ from engramdb.models import (
     Visibility,
 )
 from engramdb.pipeline import UPDATABLE, WritePipeline
-from engramdb.privacy.audit_service import AuditService
-from engramdb.privacy.knowledge_service import KnowledgeService
-from engramdb.privacy.retention_service import RetentionService
-from engramdb.privacy.sharing_service import SharingService
 from engramdb.recall import Recall, scope_filter
 from engramdb.retrieval.ranking import RankingWeights
+from engramdb.services.audit import AuditService
+from engramdb.services.code import CodeService
+from engramdb.services.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
+from engramdb.services.conversations import Conversations
+from engramdb.services.distill import Distiller
+from engramdb.services.doctor import Doctor
+from engramdb.services.episodes import EpisodeService
+from engramdb.services.failures import FailureService
+from engramdb.services.keys import ApiKeys
+from engramdb.services.knowledge import KnowledgeService
+from engramdb.services.learning import LearningService
+from engramdb.services.reason import Reasoner
+from engramdb.services.retention import RetentionService
+from engramdb.services.routing import RoutingService
+from engramdb.services.sharing import SharingService
 from engramdb.shortterm import SessionContext, SessionRegistry
 
 if TYPE_CHECKING:
@@ -419,7 +419,7 @@ class Engram:
         ``messages``: OpenAI-style ``[{"role": "user", "content": "I moved to Berlin"}, ...]`` (optional ``name``,
         the speaker, and ``at``); bad input is one ValidationError and nothing is written. A deterministic extractor
         (or a configured LLM, checked first, the rules standing in if it fails) keys each fact, so a changed fact
-        supersedes the stored one (:class:`~engramdb.brain.conversations.Conversations`).
+        supersedes the stored one (:class:`~engramdb.services.conversations.Conversations`).
         """
         return self._conversations.add(messages, agent=self._agent(agent), user=user, session=session, at=at)
 

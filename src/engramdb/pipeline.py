@@ -13,13 +13,12 @@ needs the vector, and a merge decided later could not return the merged memory t
 Writes inside a caller's open transaction embed too (the queue must only see committed rows),
 except a keyed write's own transaction (the key's lock): its vectors are queued once it commits.
 The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
-:mod:`~engramdb.privacy.dedupe`, :mod:`~engramdb.privacy.transfer`); this class applies them.
+:mod:`~engramdb.knowledge.dedupe`, :mod:`~engramdb.knowledge.transfer`); this class applies them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,9 +35,9 @@ from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.facts import KeyedWrites
+from engramdb.knowledge import transfer
+from engramdb.knowledge.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
-from engramdb.privacy import transfer
-from engramdb.privacy.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
 from engramdb.privacy.redact import redact_text, redact_value
 from engramdb.retrieval.context import link_turns
 from engramdb.storage.base import Filter, Store
@@ -273,19 +272,17 @@ class WritePipeline:
         plan = self._plan_dedupe(memories, vectors, force=force)
         model_id = self._embedder.model_id
         with self._store.atomic():
-            by_agent: dict[str, list[int]] = {}
-            for pos, memory in enumerate(plan.new):
-                by_agent.setdefault(memory.agent, []).append(pos)
-            for agent, positions in by_agent.items():
-                # Runs of rows with and without a vector now, in input order (insertion order is list order).
-                for deferred, run in itertools.groupby(positions, key=lambda p: plan.rows[p] in later):
-                    run_pos = list(run)
-                    self._store.memories.add(
-                        [plan.new[p] for p in run_pos],
-                        None if deferred else vectors[[plan.rows[p] for p in run_pos]],
-                        model_id=model_id,
-                        actor=agent,
-                    )
+            # One add for the whole batch, in input order (insertion order is list order): rows left to the
+            # background worker are marked rather than written in separate runs (each run cost a statement
+            # per table, 50 adds for a mixed batch of 50 on PostgreSQL).
+            if plan.new:
+                self._store.memories.add(
+                    plan.new,
+                    vectors[plan.rows],
+                    model_id=model_id,
+                    actor=None,
+                    unvectored=frozenset(pos for pos, row in enumerate(plan.rows) if row in later),
+                )
             merged = self._apply_merges(plan, model_id=model_id)
             self.audit(
                 [

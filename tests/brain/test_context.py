@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engramdb import Engram
-from engramdb.brain.context import ContextBuilder
 from engramdb.embeddings import count_tokens
 from engramdb.errors import ValidationError
 from engramdb.models import Context, ContextItem, ContextSection
 from engramdb.models.brain import fit_sections
+from engramdb.services.context import ContextBuilder
 
 
 def builder_of(mem: Engram) -> ContextBuilder:

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engramdb import Engram
-from engramdb.brain.distill import DISTILLED_TAG, Distiller, generalize, group_by_meaning, medoid, shared_terms
 from engramdb.errors import ValidationError
+from engramdb.services.distill import DISTILLED_TAG, Distiller, generalize, group_by_meaning, medoid, shared_terms
 
 TIMEOUTS = (
     "Calls to the payments API time out under load; raising the HTTP client timeout to 30s fixed it.",

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from engramdb import Engram
-from engramdb.brain.context import ContextBuilder
 from engramdb.brain.llm import LLMError, LLMNotConfigured
-from engramdb.brain.reason import Reasoner
 from engramdb.errors import EngramError, NotFound, ValidationError
+from engramdb.services.context import ContextBuilder
+from engramdb.services.reason import Reasoner
 
 
 class ScriptedLLM:

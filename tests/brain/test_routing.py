@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from engramdb import Engram
-from engramdb.brain.routing import RoutingService, guess_tier, normalise_task_type, table_prior
 from engramdb.errors import EngramError, ValidationError
 from engramdb.models import ModelSpec
+from engramdb.services.routing import RoutingService, guess_tier, normalise_task_type, table_prior
 
 MODELS = ["gpt-4o", "llama3.1:8b"]
 

@@ -16,20 +16,20 @@ import pytest
 from starlette.routing import Match
 
 from engramdb import AsyncEngram, Engram, RemoteEngram
-from engramdb.auth import ApiKeys
-from engramdb.brain.routing import RoutingService
 from engramdb.client import LOCAL_ONLY
 from engramdb.client._transport import API_PREFIX, Call
 from engramdb.interfaces.mcp import TOOLS
 from engramdb.interfaces.rest import create_app
-from engramdb.learning.code_service import CodeService
-from engramdb.learning.episode_service import EpisodeService
-from engramdb.learning.failure_service import FailureService
-from engramdb.learning.service import LearningService
-from engramdb.privacy.audit_service import AuditService
-from engramdb.privacy.knowledge_service import KnowledgeService
-from engramdb.privacy.retention_service import RetentionService
-from engramdb.privacy.sharing_service import SharingService
+from engramdb.services.audit import AuditService
+from engramdb.services.code import CodeService
+from engramdb.services.episodes import EpisodeService
+from engramdb.services.failures import FailureService
+from engramdb.services.keys import ApiKeys
+from engramdb.services.knowledge import KnowledgeService
+from engramdb.services.learning import LearningService
+from engramdb.services.retention import RetentionService
+from engramdb.services.routing import RoutingService
+from engramdb.services.sharing import SharingService
 
 #: The facade ("") and its areas, as the embedded library defines them.
 AREAS: dict[str, type] = {

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engramdb import NotFound, ValidationError
-from engramdb.privacy.audit_service import AUDIT_ACTIONS, check_action
+from engramdb.services.audit import AUDIT_ACTIONS, check_action
 from engramdb.storage import require_store
 
 EXAMPLES = int(os.environ.get("ENGRAM_FUZZ_EXAMPLES", "25"))

@@ -1,4 +1,4 @@
-"""API keys (engramdb.auth), the ``engram keys`` commands, and the HTTP servers' host and startup policy."""
+"""API keys (engramdb.services.keys), the ``engram keys`` commands, and the HTTP servers' host and startup policy."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from cli_helpers import fails, ok, ok_json
 
 from engramdb import Engram
-from engramdb.auth import META_KEY, AccessDenied, ApiKeys
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.interfaces._access import Caller, allowed_host_names, host_name
+from engramdb.services.keys import META_KEY, AccessDenied, ApiKeys
 
 
 def test_only_a_hash_is_stored(mem: Engram) -> None:

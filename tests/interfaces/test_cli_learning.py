@@ -163,7 +163,12 @@ def test_user_errors_are_one_line(store: str, args: list[str], message: str) -> 
     assert message in fails(*args, "--store", store)
 
 
-def test_feedback_without_an_id_names_the_argument_as_its_help_does(store: str) -> None:
+def test_feedback_without_an_id_or_a_recall_says_what_to_pass(store: str) -> None:
+    # Ids are optional (issue 25): feedback is then about the latest recall; with none, one line says what to pass.
+    ok("memory", "record", "release notes: user-facing changes first", "--store", store)
     message = fails("learning", "feedback", "--outcome", "success", "--store", store)
-    assert message == "error: missing argument 'ID' (see 'engram learning feedback --help')"
-    assert "{ID}..." in ok("learning", "feedback", "--help")
+    assert message == (
+        "error: agent 'default' recalled no memory in the last 60 minutes for the feedback to be about: "
+        "pass memory ids or the task it was about"
+    )
+    assert "[ID]..." in ok("learning", "feedback", "--help")

@@ -23,7 +23,7 @@ from cli_helpers import fails, ok, ok_json
 from engramdb import Engram, NotFound, ValidationError
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotAStoreError
-from engramdb.privacy.audit_service import AUDIT_ACTIONS
+from engramdb.services.audit import AUDIT_ACTIONS
 from engramdb.storage import require_store
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "engramdb"

@@ -6,7 +6,7 @@ import pytest
 
 from engramdb import Engram
 from engramdb.errors import ValidationError
-from engramdb.learning.service import LearningService
+from engramdb.services.learning import LearningService
 
 
 def test_positive_text_raises_success_and_keeps_a_preference(mem: Engram) -> None:

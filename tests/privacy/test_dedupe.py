@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from engramdb import Engram
 from engramdb._util import new_id
 from engramdb.embeddings.base import Embedder
-from engramdb.models import NO_MERGE_KINDS, Memory
-from engramdb.privacy.dedupe import (
+from engramdb.knowledge.dedupe import (
     MAX_PROVENANCE,
     MERGE_COUNT_KEY,
     MERGED_FROM_KEY,
@@ -22,6 +21,7 @@ from engramdb.privacy.dedupe import (
     merge_changes,
     normalise,
 )
+from engramdb.models import NO_MERGE_KINDS, Memory
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -179,7 +179,7 @@ def test_dedupe_can_be_turned_off(tmp_path: Path, embedder: Embedder) -> None:
 def test_batch_neighbours_only_look_back_within_agent_kind_and_visibility() -> None:
     import numpy as np
 
-    from engramdb.privacy.dedupe import batch_neighbours
+    from engramdb.knowledge.dedupe import batch_neighbours
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -18,8 +18,8 @@ import pytest
 
 from engramdb import Engram, NotFound, ValidationError
 from engramdb.embeddings.base import Embedder
+from engramdb.knowledge import files as kf
 from engramdb.models import Memory
-from engramdb.privacy import knowledge as kf
 
 KEY = "store-knowledge-key-0123456789abcdef"
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -93,7 +93,7 @@ def _get_each(mem: Engram, agent: str, world: dict[str, list[Memory]]) -> list[M
 def _export(mem: Engram, agent: str, world: dict[str, list[Memory]]) -> list[Memory]:
     buf = io.BytesIO()
     mem.knowledge.export_file(buf, agent=agent)
-    from engramdb.privacy.knowledge import loads_bundle
+    from engramdb.knowledge.files import loads_bundle
 
     return [e.memory for e in loads_bundle(buf.getvalue()).entries]
 
@@ -103,7 +103,7 @@ def _export_tag(mem: Engram, agent: str, world: dict[str, list[Memory]]) -> list
     mem.knowledge.export_file(buf, agent=agent, tag="ops", with_history=True)
     text = buf.getvalue().decode()
     assert MARKER not in text or agent == "alice"
-    from engramdb.privacy.knowledge import loads_bundle
+    from engramdb.knowledge.files import loads_bundle
 
     return [e.memory for e in loads_bundle(buf.getvalue()).entries]
 

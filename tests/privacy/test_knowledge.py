@@ -16,8 +16,8 @@ import pytest
 
 from engramdb import AuditRecord, Engram, NotFound, ValidationError
 from engramdb.embeddings.base import Embedder
+from engramdb.knowledge import files as kf
 from engramdb.models import Memory
-from engramdb.privacy import knowledge as kf
 
 
 class CountingEmbedder:

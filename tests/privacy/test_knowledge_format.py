@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from engramdb import _validate as check
 from engramdb.errors import ValidationError
+from engramdb.knowledge import files as kf
 from engramdb.models import KINDS, VISIBILITIES, Change, Memory
-from engramdb.privacy import knowledge as kf
 
 T0 = datetime(2026, 1, 17, 10, 0, 0, 123456, tzinfo=UTC)
 

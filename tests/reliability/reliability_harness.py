@@ -3,7 +3,7 @@
 A *worker* is a child process that opens a store through the public API and repeats one kind
 of write forever, appending each acknowledged write (after the call returned) to a ledger
 file. The parent SIGKILLs it at a random moment, reopens the store and checks: every
-acknowledged write is there, and :class:`engramdb.doctor.Doctor` finds the store healthy
+acknowledged write is there, and :class:`engramdb.services.doctor.Doctor` finds the store healthy
 (integrity, keyword index, vectors, audit chain, and every change with its audit entry,
 which proves each write and its audit entry commit in one transaction).
 
@@ -32,9 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb import Engram
-from engramdb.doctor import Doctor
 from engramdb.errors import NotFound
 from engramdb.models import RetentionPolicy, RetentionRule
+from engramdb.services.doctor import Doctor
 from engramdb.storage.base import Filter
 
 #: Every kind of write the kill test covers.

@@ -14,10 +14,10 @@ from reliability_harness import HashEmbedder, open_mem, sentence
 from typer.testing import CliRunner
 
 from engramdb import Engram
-from engramdb.doctor import Doctor, examine
 from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.interfaces.cli.doctor import doctor
 from engramdb.models import HealthReport
+from engramdb.services.doctor import Doctor, examine
 from engramdb.storage.sqlite import DB_FILENAME, open_sqlite
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from engramdb import Engram
-from engramdb.knowledge_packs import seed_pack
+from engramdb.services.packs import seed_pack
 
 AUTH_CODE = textwrap.dedent(
     '''

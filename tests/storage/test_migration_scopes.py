@@ -23,9 +23,16 @@ _OLD_INSERT = (
     "INSERT INTO memories (id, agent, kind, content, tags, metadata, created_at, updated_at, visibility) "
     "VALUES (?, 'bot', 'knowledge', 'the deploy freeze starts on Friday at noon', '[]', '{}', ?, ?, 'private')"
 )
+#: An outcome record as that release wrote it: a decision memory with its action and outcome in the metadata.
+DECISION = "the nightly deploy failed with a timeout"
+_OLD_DECISION = (
+    "INSERT INTO memories (id, agent, kind, content, tags, metadata, created_at, updated_at, visibility) "
+    f"VALUES ('d1', 'bot', 'decision', '{DECISION}', '[\"action:retry\"]', "
+    '\'{"action": "retry", "outcome": "success", "success": 1.0}\', ?, ?, \'private\')'
+)
 
 
-def _old_sqlite(tmp_path: Path, embedder: Embedder) -> str:
+def _old_sqlite(tmp_path: Path, embedder: Embedder, *, decision: bool = False) -> str:
     folder = tmp_path / "store"
     folder.mkdir()
     conn = sqlite3.connect(folder / "engram.db", isolation_level=None)
@@ -38,11 +45,18 @@ def _old_sqlite(tmp_path: Path, embedder: Embedder) -> str:
         (embedder.model_id, vec.shape[0], vec.tobytes()),
     )
     conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', ?)", (embedder.model_id,))
+    if decision:
+        conn.execute(_OLD_DECISION, (CREATED, CREATED))
+        dvec = embedder.embed([DECISION])[0].astype(np.float32)
+        conn.execute(
+            "INSERT INTO vectors (memory_id, model_id, dim, vec) VALUES ('d1', ?, ?, ?)",
+            (embedder.model_id, dvec.shape[0], dvec.tobytes()),
+        )
     conn.close()
     return str(folder)
 
 
-def _old_postgres(embedder: Embedder) -> str:
+def _old_postgres(embedder: Embedder, *, decision: bool = False) -> str:
     import psycopg
 
     url = SERVER.get().new_database()
@@ -63,6 +77,13 @@ def _old_postgres(embedder: Embedder) -> str:
             (embedder.model_id, vec.shape[0], "[" + ",".join(f"{x:.7f}" for x in vec) + "]"),
         )
         conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', %s)", (embedder.model_id,))
+        if decision:
+            conn.execute(_OLD_DECISION.replace("?", "%s"), (CREATED, CREATED))
+            dvec = embedder.embed([DECISION])[0]
+            conn.execute(
+                "INSERT INTO vectors (memory_id, model_id, dim, embedding) VALUES ('d1', %s, %s, %s::vector)",
+                (embedder.model_id, dvec.shape[0], "[" + ",".join(f"{x:.7f}" for x in dvec) + "]"),
+            )
     return url
 
 
@@ -86,3 +107,29 @@ def test_a_release_2_store_migrates_in_place(backend: str, tmp_path: Path, embed
         conn = sqlite3.connect(Path(location) / "engram.db")
         assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_schema.SCHEMA_VERSION == 3
         conn.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_release_2_stores_outcomes_learn_per_user_after_migrating(
+    backend: str, tmp_path: Path, embedder: Embedder
+) -> None:
+    """Outcomes need no migration of their own: a decision is a memory, and migration 3 gave memories their user.
+    The old outcome is the agent's own, so every user learns from it; a user's new ones stay that user's."""
+    location = (
+        _old_sqlite(tmp_path, embedder, decision=True)
+        if backend == "sqlite"
+        else _old_postgres(embedder, decision=True)
+    )
+    with Engram(location, embedder=embedder) as mem:
+        before = mem.learning.suggest(DECISION, agent="bot")
+        assert [(o.action, o.attempts > 0) for o in before.options] == [("retry", True)]
+        assert [r.id for r in mem.learning.outcomes(agent="bot", user="ana")] == ["d1"]
+        for n in range(3):
+            mem.learning.record(f"{DECISION} #{n}", "rollback", "success", agent="bot", user="ben")
+        assert {r.id for r in mem.learning.outcomes(agent="bot", user="ana")} == {"d1"}
+        assert len(mem.learning.outcomes(agent="bot", user="ben")) == 4
+        assert len(mem.learning.outcomes(agent="bot")) == 4
+        ana = mem.learning.suggest(DECISION, agent="bot", user="ana")
+        assert {o.action for o in ana.options} == {"retry"}
+        ben = mem.learning.suggest(DECISION, agent="bot", user="ben")
+        assert {o.action for o in ben.options} == {"retry", "rollback"}

@@ -405,9 +405,9 @@ def test_mounted_in_the_rest_app(seeded: tuple[Engram, dict[str, str]]) -> None:
 
 def test_api_keys_in_the_rest_app(tmp_path: Path, embedder: Embedder, browser: Browser) -> None:
     """With keys, a page needs one (Bearer, X-API-Key, or HTTP Basic as a browser sends it) and shows its agent."""
-    from engramdb.auth import ApiKeys
     from engramdb.interfaces.rest import create_app
     from engramdb.interfaces.web import api_key_authorizer, dashboard_router
+    from engramdb.services.keys import ApiKeys
 
     with Engram(tmp_path / "store", embedder=embedder) as mem:
         mem.remember("alice's own note about the release train", agent="alice")

@@ -7,7 +7,7 @@ code generation unless simple -> strong (fallback: a local code model); context 
 32,000 tokens -> strong; embeddings -> local; classification -> local (fallback: another
 local model); anything else -> local for cost (fallback: a strong model).
 :func:`table_rule` is that function over tiers instead of vendors, so it works with any
-candidate list; :mod:`engramdb.brain.routing` uses it as the decision while outcomes are
+candidate list; :mod:`engramdb.services.routing` uses it as the decision while outcomes are
 few and as the prior after.
 """
 

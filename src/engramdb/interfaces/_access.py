@@ -4,7 +4,7 @@ With API keys configured in the store, every request must carry one (``Authoriza
 Bearer <token>`` or ``X-API-Key: <token>``), and the key decides the agent:
 
 - a request naming no agent acts as the key's agent;
-- naming another agent is refused (:class:`~engramdb.auth.AccessDenied`, HTTP 403),
+- naming another agent is refused (:class:`~engramdb.services.keys.AccessDenied`, HTTP 403),
   unless the key is an admin key, which may act for any agent;
 - a read-only key may not write.
 
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from engramdb.auth import AccessDenied, ApiKeys
-from engramdb.errors import NotAuthenticated, ValidationError
+from engramdb import ApiKeys
+from engramdb.errors import AccessDenied, NotAuthenticated, ValidationError
 from engramdb.models.auth import ApiKey
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from mcp import types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from engramdb.brain.context import DEFAULT_TOKEN_BUDGET
 from engramdb.errors import EngramError, NotFound
 from engramdb.interfaces._responses_more import TOOL_RESULTS
+from engramdb.validate import DEFAULT_TOKEN_BUDGET
 
 if TYPE_CHECKING:
     from engramdb import Engram

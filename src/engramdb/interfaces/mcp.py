@@ -39,7 +39,7 @@ import anyio.to_thread
 import pydantic
 
 import engramdb
-from engramdb.auth import ApiKeys
+from engramdb import ApiKeys
 from engramdb.errors import EngramError, NotAuthenticated, StorageError
 from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of, token_from_headers
 from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard, json_response, replaying, send_json

@@ -56,7 +56,7 @@ RecoveryHook = Callable[[BaseException, list[SolutionStats]], "Recovery | Awaita
 
 
 class Learner(Protocol):
-    """What a run needs of outcome learning (:class:`~engramdb.learning.service.LearningService`)."""
+    """What a run needs of outcome learning (:class:`~engramdb.services.learning.LearningService`)."""
 
     def choose(self, context: str, options: Sequence[str], *, agent: str = ...) -> str: ...
 
@@ -75,7 +75,7 @@ class Learner(Protocol):
 
 
 class FailureMemory(Protocol):
-    """What a run needs of failure learning (:class:`~engramdb.learning.failure_service.FailureService`)."""
+    """What a run needs of failure learning (:class:`~engramdb.services.failures.FailureService`)."""
 
     def solutions(self, error: BaseException | str, *, agent: str = ..., limit: int = ...) -> list[SolutionStats]: ...
 

@@ -5,7 +5,7 @@ JavaScript and TypeScript source with tree-sitter (:mod:`engramdb.learning.code_
 and returns one :class:`CodePattern` per function or method, class, and ``try``
 statement with handlers. The language is the one given, else the one the file
 name's extension says (:func:`detect_language`), else Python. The code service stores them as ``code_pattern`` memories
-(``mem.code.remember``, :class:`~engramdb.learning.code_service.CodeService`) and finds
+(``mem.code.remember``, :class:`~engramdb.services.code.CodeService`) and finds
 them again for a task description (``mem.code.suggest``).
 
 Complexity is McCabe's cyclomatic complexity as radon and flake8's mccabe count

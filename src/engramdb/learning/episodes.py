@@ -17,7 +17,7 @@ metadata, tagged ``outcome:<outcome>`` so recall can filter by outcome.
 :func:`analyze` looks at many episodes and asks which event kinds come with failure
 more often than with success (Fisher's exact test, no fixed thresholds), which step
 failures ended on, and which errors recur. This module holds no I/O: the episode service
-(:class:`~engramdb.learning.episode_service.EpisodeService`) passes :class:`Episode` a function that stores it.
+(:class:`~engramdb.services.episodes.EpisodeService`) passes :class:`Episode` a function that stores it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Values of knowledge packs: the curated best practices and common errors shipped with engramdb.
 
 A pack (``python``, ``git``, ``http``, ``sql``, ``docker``, ``ci``) is loaded with
-:func:`engramdb.knowledge_packs.load_pack` and written to a store with
-:func:`engramdb.knowledge_packs.seed_pack` (``engram knowledge seed --pack NAME``).
+:func:`engramdb.services.packs.load_pack` and written to a store with
+:func:`engramdb.services.packs.seed_pack` (``engram knowledge seed --pack NAME``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
 """Knowledge packs shipped with engramdb (package data): one TOML file per pack.
 
-Loaded by :mod:`engramdb.knowledge_packs`; see its docstring for the file format.
+Loaded by :mod:`engramdb.services.packs`; see its docstring for the file format.
 """

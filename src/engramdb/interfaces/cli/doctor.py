@@ -31,7 +31,7 @@ def doctor(
     """
     # Here, so `engram --help` does not load the library.
     from engramdb.config import load_settings
-    from engramdb.doctor import examine
+    from engramdb.services.doctor import examine
     from engramdb.storage import require_store
 
     location = store_location(ctx, store)

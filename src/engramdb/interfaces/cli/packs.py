@@ -46,7 +46,7 @@ def seed(
     (source engramdb-pack:NAME@VERSION). Loading a pack again adds nothing; loading a
     newer version of it updates what changed.
     """
-    from engramdb.knowledge_packs import available_packs, load_pack, seed_pack
+    from engramdb.services.packs import available_packs, load_pack, seed_pack
 
     if list_packs:
         packs = [load_pack(name) for name in available_packs()]

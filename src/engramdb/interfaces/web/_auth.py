@@ -21,7 +21,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the dashboard needs FastAPI: pip install 'engramdb[rest]'", name=exc.name) from exc
 
-from engramdb.auth import AccessDenied, ApiKeys
+from engramdb import ApiKeys
+from engramdb.errors import AccessDenied
 from engramdb.interfaces._access import NotAuthenticated, authenticate, token_from_headers
 
 from .app import Authorize

@@ -15,20 +15,20 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from engramdb.auth import ApiKeys
-from engramdb.brain.routing import RoutingService
 from engramdb.client._transport import AsyncTransport, Call, is_url
 from engramdb.client.remote import RemoteEngram, client_timeout
 from engramdb.engram import Engram
-from engramdb.learning.code_service import CodeService
-from engramdb.learning.episode_service import EpisodeService
-from engramdb.learning.failure_service import FailureService
-from engramdb.learning.service import LearningService
 from engramdb.models import Memory
-from engramdb.privacy.audit_service import AuditService
-from engramdb.privacy.knowledge_service import KnowledgeService
-from engramdb.privacy.retention_service import RetentionService
-from engramdb.privacy.sharing_service import SharingService
+from engramdb.services.audit import AuditService
+from engramdb.services.code import CodeService
+from engramdb.services.episodes import EpisodeService
+from engramdb.services.failures import FailureService
+from engramdb.services.keys import ApiKeys
+from engramdb.services.knowledge import KnowledgeService
+from engramdb.services.learning import LearningService
+from engramdb.services.retention import RetentionService
+from engramdb.services.routing import RoutingService
+from engramdb.services.sharing import SharingService
 
 __all__ = ["AsyncEngram"]
 
@@ -83,7 +83,7 @@ class _Async:
 
 
 class AsyncLearning(_Async):
-    """``amem.learning``: :class:`~engramdb.learning.service.LearningService`, awaitable."""
+    """``amem.learning``: :class:`~engramdb.services.learning.LearningService`, awaitable."""
 
     record = _awaitable(LearningService.record)
     suggest = _awaitable(LearningService.suggest)

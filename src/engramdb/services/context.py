@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from engramdb import _validate as check
+from engramdb._validate import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from engramdb.embeddings import count_tokens
 from engramdb.errors import ValidationError
 from engramdb.learning.records import parse_decision
@@ -43,9 +44,9 @@ from engramdb.storage.base import Filter
 if TYPE_CHECKING:
     from engramdb.config import Settings
     from engramdb.embeddings.base import Embedder
-    from engramdb.learning.failure_service import FailureService
-    from engramdb.learning.service import LearningService
     from engramdb.recall import Recall
+    from engramdb.services.failures import FailureService
+    from engramdb.services.learning import LearningService
     from engramdb.shortterm import SessionContext
     from engramdb.storage.base import Store
 
@@ -58,12 +59,6 @@ __all__ = [
     "SessionLookup",
 ]
 
-#: Default size of a rendered context, in tokens of the bundled tokenizer.
-DEFAULT_TOKEN_BUDGET: Final = 1500
-#: Smallest budget accepted: room for a header and a few short lines.
-MIN_TOKEN_BUDGET: Final = 32
-#: Largest budget accepted (beyond any model's context window).
-MAX_TOKEN_BUDGET: Final = 200_000
 #: Tag of a memory archived by distillation: its distilled knowledge stands for it in a context.
 ARCHIVED_TAG: Final = "archived"
 

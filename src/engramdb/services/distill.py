@@ -31,13 +31,13 @@ import numpy.typing as npt
 
 from engramdb import _validate as check
 from engramdb._util import utcnow
-from engramdb.brain.context import ARCHIVED_TAG
 from engramdb.errors import ValidationError
 from engramdb.learning.failures import occurrence_from_memory
 from engramdb.learning.records import parse_decision
 from engramdb.learning.signatures import solution_key, variable_parts
 from engramdb.models import DistillGroup, DistillResult, Kind, Memory
 from engramdb.retrieval.text import query_terms
+from engramdb.services.context import ARCHIVED_TAG
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:

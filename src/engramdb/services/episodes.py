@@ -16,9 +16,9 @@ from engramdb import _validate as check
 from engramdb._util import parse_ts, utcnow
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import episodes as ep
-from engramdb.learning.failure_service import FailureService
 from engramdb.learning.records import EPISODE_TAG, PENDING, credited_weights, is_pending, resolved_metadata
 from engramdb.models import EpisodeAnalysis, EpisodeRecord, Memory
+from engramdb.services.failures import FailureService
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:

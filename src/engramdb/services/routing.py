@@ -63,7 +63,7 @@ from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.config import Settings
-    from engramdb.learning.service import LearningService
+    from engramdb.services.learning import LearningService
     from engramdb.storage.base import Store
 
 __all__ = [

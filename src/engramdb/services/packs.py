@@ -62,10 +62,10 @@ from engramdb.learning.signatures import GENERIC_FIX_KEY
 from engramdb.models.packs import Pack, PackError, PackPractice, PackReport
 
 if TYPE_CHECKING:
-    from engramdb.learning.failure_service import FailureService
     from engramdb.models import Kind, Memory, Visibility
     from engramdb.pipeline import WritePipeline
     from engramdb.recall import Recall
+    from engramdb.services.failures import FailureService
 
 __all__ = [
     "PACK_KINDS",

@@ -1,8 +1,8 @@
 """Knowledge as a service: files (``export_file``, ``import_file``), ``merge`` between agents,
 ``distill`` (groups of similar memories into one) and ``seed`` (the shipped knowledge packs).
 
-The file format and its validation are :mod:`engramdb.privacy.knowledge`; what an import or
-merge adds and merges is planned by :mod:`engramdb.privacy.transfer`; the plan is written
+The file format and its validation are :mod:`engramdb.knowledge.files`; what an import or
+merge adds and merges is planned by :mod:`engramdb.knowledge.transfer`; the plan is written
 by the write pipeline (redaction, near-duplicate rule, audit) in one transaction.
 """
 
@@ -20,18 +20,19 @@ from typing import IO, Any, Final
 
 from engramdb import _validate as check
 from engramdb._util import new_id, utcnow
-from engramdb.brain.distill import Distiller
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
-from engramdb.knowledge_packs import ServiceTarget, seed_pack
-from engramdb.learning.failure_service import FailureService
+from engramdb.knowledge import files as knowledge
+from engramdb.knowledge import provenance as rules
+from engramdb.knowledge import transfer
+from engramdb.knowledge.transfer import Vector
 from engramdb.models import AuditRecord, Change, Kind, Memory, PackReport
 from engramdb.pipeline import WritePipeline
-from engramdb.privacy import knowledge, transfer
-from engramdb.privacy import sharing as rules
-from engramdb.privacy.transfer import Vector
 from engramdb.recall import Recall, scope_filter
+from engramdb.services.distill import Distiller
+from engramdb.services.failures import FailureService
+from engramdb.services.packs import ServiceTarget, seed_pack
 from engramdb.storage.base import Filter, Store
 
 __all__ = ["KnowledgeService", "Target"]
@@ -108,7 +109,7 @@ class KnowledgeService:
         Only the agent's own memories are exported, never those others shared with it; with ``user``
         only that user's (a person's data, e.g. to hand it over), with ``session`` only that thread's.
         Superseded values of keyed facts are exported too, with their validity.
-        The file (see :mod:`engramdb.privacy.knowledge`) keeps ids, timestamps, statistics,
+        The file (see :mod:`engramdb.knowledge.files`) keeps ids, timestamps, statistics,
         tags, metadata and visibility; ``with_vectors`` adds the vectors, ``with_history``
         each memory's change history. A file path is written atomically: a failed export
         leaves no partial file behind.
@@ -186,7 +187,7 @@ class KnowledgeService:
         and a memory that nearly duplicates one stored before the import merges into it
         (provenance kept; importing the same file again changes nothing).
 
-        The file is trusted only as far as it proves itself (see :mod:`engramdb.privacy.knowledge`):
+        The file is trusted only as far as it proves itself (see :mod:`engramdb.knowledge.files`):
 
         - *agents*: ``agent`` makes every imported memory that agent's. Without it the
           records must belong to the ``agent`` setting, unless ``keep_agents=True``

@@ -1,0 +1,1 @@
+"""The services: one attribute each on the facade (``mem.learning``, ``mem.knowledge``, ...), above the write path."""
