@@ -158,7 +158,7 @@ def start_server(tmp_root: Path | None, resume: Path | None = None) -> Server:
 
 
 # -- data ------------------------------------------------------------------------------------------
-def load_turns(lme_questions: int) -> tuple[list[str], Vec, list[str]]:
+def load_turns(lme_questions: int, cache: Path | None = None) -> tuple[list[str], Vec, list[str]]:
     """Distinct real turn texts that have a cached vector, their vectors, and the question texts."""
     texts: dict[str, None] = {}
     questions: list[str] = []
@@ -173,7 +173,8 @@ def load_turns(lme_questions: int) -> tuple[list[str], Vec, list[str]]:
             break
         texts.update(dict.fromkeys(d.content for d in q.docs))
         questions.append(q.text)
-    cache = Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
+    # The shared cache grows as other benches embed texts: --embedding-cache pins a copy, so runs see the same turns.
+    cache = cache or Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
     db = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
     found: dict[bytes, bytes] = dict(
         db.execute("SELECT text_sha256, vector FROM embedding_cache WHERE model_id = ?", (MODEL_ID,)).fetchall()
@@ -765,7 +766,7 @@ def load_increment(
 
 def run(args: Any) -> dict[str, Any]:
     t = time.perf_counter()
-    texts, base, questions = load_turns(args.lme_questions)
+    texts, base, questions = load_turns(args.lme_questions, args.embedding_cache)
     print(
         f"{len(texts)} distinct turns with cached vectors, {len(questions)} questions ({time.perf_counter() - t:.0f}s)",
         flush=True,
@@ -906,6 +907,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the server's data directory at the end")
     parser.add_argument("--resume", default=None, help="a data directory kept by --keep: measure it again")
     parser.add_argument("--tmp", default=None, help="directory for the server's data (default: system temp)")
+    parser.add_argument("--embedding-cache", type=Path, default=None, help="a copy of the bench's embedding cache")
     parser.add_argument("--no-embedded", action="store_true", help="PostgreSQL only (no embedded store beside it)")
     parser.add_argument(
         "--embedded-dir", default=None, help="the embedded store's directory (kept; grown on from its rows)"

@@ -132,3 +132,26 @@ def test_a_table_is_stale_when_much_of_it_changed_since_analyze(rows: list[tuple
         expected = changed >= 1000 and (not analysed or reltuples < 0 or changed > 0.2 * max(reltuples, live, 0))
         assert (name in stale) == expected
     assert stale == sorted(stale, key=["memories", "vectors"].index)
+
+
+def test_a_reader_with_a_small_share_of_a_large_store_is_scanned_exactly(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url, exact_search_below=100) as store:
+        ms = [memory(f"m{i}", agent="small" if i % 50 == 0 else "big") for i in range(1000)]
+        vecs = unit_vectors(1000, seed=6)
+        store.memories.add(ms, vecs, model_id=MODEL, actor="t")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        search = store.search
+        exact = PgSearch(search._backend, exact_search_below=10**9)  # type: ignore[attr-defined]
+        with search._backend.reading() as raw:  # type: ignore[attr-defined]
+            model = search._models.current(raw, fresh=True)  # type: ignore[attr-defined]
+            assert model is not None
+            # 20 of 1,000 rows: the index would read ~2,500 entries for a top 50; the 20 rows are read instead.
+            assert not search._use_index(raw, model, Filter(agent="small"), 50)  # type: ignore[attr-defined]
+            assert search._use_index(raw, model, Filter(agent="big"), 50)  # type: ignore[attr-defined]
+            assert search._use_index(raw, model, Filter(agent=None), 50)  # type: ignore[attr-defined]
+        for i in range(0, 1000, 97):
+            got = search.vector_candidates(vecs[i], Filter(agent="small"), limit=50)
+            assert got == exact.vector_candidates(vecs[i], Filter(agent="small"), limit=50)
+            assert len(got) == 20

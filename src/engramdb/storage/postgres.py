@@ -16,15 +16,20 @@ for the block, so every write of that thread joins the block's transaction while
 other threads keep their own connections.
 
 * keywords: a generated ``tsvector`` (English stemming over content and tags) with a GIN
-  index; terms are OR-ed and ranked by ``ts_rank_cd`` (higher is better). Ranking reads every
+  index, and a second one keyed by agent (btree_gin) for an agent's own matches; terms are
+  OR-ed and ranked by ``ts_rank_cd`` (higher is better). Ranking reads every
   selected row, so on a large store the planner's statistics decide which terms select rows:
   the rarest ones, up to about ``KEYWORD_RANK_ROWS`` matches together; commoner terms only add
   to the rank (see :meth:`PgSearch.keyword_candidates`).
 * vectors: pgvector ``<=>`` cosine distance, score ``1 - distance``. With fewer than
   ``exact_search_below`` vectors in the table (the planner's estimate), the search is an
-  exact scan; above it, it uses the HNSW index of the model (``hnsw.ef_search = max(200, k)``
-  and pgvector's iterative scan, so hard filters still fill the top ``k``) at a recall@10 of
-  about 0.98 instead of 1 (measured at 100k memories under a 10% agent filter).
+  exact scan; above it, it uses the HNSW index of the model (``hnsw.ef_search = max(400, k)``
+  and pgvector's relaxed iterative scan, so hard filters still fill the top ``k``) at a recall@10 of
+  about 0.985 instead of 1 (measured at 100k memories under a 10% agent filter), except for a reader
+  owning a small share of the store, scanned exactly (see :meth:`PgSearch._use_index`). One round
+  trip: the HNSW settings are pipelined with the search, and the current model is cached and checked
+  by the search statement itself.
+* statistics: searches run ANALYZE in the background when a bulk load left them behind (``_pg_analyze``).
 * visibility: statements that gather rows through indexes (keyword matches, the exact vector scan, counts)
   spell the agent filter so the planner can answer it from indexes too (see ``_pg_sql.filter_sql``); the
   HNSW path tests it row by row.
@@ -88,12 +93,14 @@ EXACT_SEARCH_BELOW: Final = 20_000
 #: About how many matching rows a keyword search ranks at most, once the planner has statistics (keyword_candidates).
 KEYWORD_RANK_ROWS: Final = 5_000
 #: The HNSW search breadth (``hnsw.ef_search``) at least; a deeper search raises it to its ``limit``. Measured
-#: (bench/scale_pg.py, 100k memories, 10% agent filter, depth 50): 100 gives recall@10 0.95, 200 gives 0.98
-#: at the same latency.
-MIN_EF_SEARCH: Final = 200
+#: (bench/scale_pg.py, 100k memories, 10% agent filter, depth 50, 100 questions): 100 gives recall@10 0.955, 200
+#: 0.969, 300 0.980, 400 0.985, within the latency noise of each other (the filter's overscan costs more).
+MIN_EF_SEARCH: Final = 400
 #: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
 #: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
 _INDEXED_READER_ROWS: Final = 20_000
+#: An exact scan reads a row for about this fraction of what the HNSW index spends on an entry (see _use_index).
+_EXACT_COST_RATIO: Final = 4
 #: pgvector 0.8's iterative index scan (``hnsw.iterative_scan``): with a filter, the scan goes on past ``ef_search``
 #: until ``limit`` rows pass. "relaxed_order" returns them roughly in distance order (the statement re-sorts them).
 ITERATIVE_SCAN: Final = "relaxed_order"
@@ -553,12 +560,28 @@ class PgSearch:
                 rows = self._vector_rows(conn, model, query, flt, limit) or []
         return [Candidate(memory_id, 1.0 - float(d)) for memory_id, d in rows]
 
+    def _use_index(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> bool:
+        """The HNSW index (True) or an exact scan of the rows the filter admits (False).
+
+        The planner's row estimate (reltuples) is -1 until the table is first analysed: exact until then, and below
+        ``exact_search_below`` vectors. Above it, a reader owning a small share of the store is scanned exactly too:
+        the index reads about ``limit`` x (store rows / reader's rows) entries to find ``limit`` of the reader's
+        (and gives up at pgvector's ``hnsw.max_scan_tuples``, 20,000: an agent with 0.1% of a million rows got an
+        incomplete top 50), while the exact scan reads the reader's rows, each about a quarter of an index entry's
+        cost (bench/scale_pg.py at 100k: 10k rows exactly ~4x the time of ~500 index entries).
+        """
+        if not 0 <= self._exact_below <= model.estimate:
+            return False
+        if flt.agent is None:
+            return True
+        own = self._terms.agent_rows(conn, flt.agent)
+        return own <= 0 or own * own > _EXACT_COST_RATIO * limit * model.estimate
+
     def _vector_rows(
         self, conn: Raw, model: CurrentModel, query: npt.NDArray[np.float32], flt: Filter, limit: int
     ) -> list[tuple[str, float]] | None:
         """The nearest ``limit`` (id, distance) rows under ``flt``; None when ``model`` is no longer the store's."""
-        # The planner's row estimate (reltuples) is -1 until the table is first analysed: scan exactly until then.
-        if 0 <= self._exact_below <= model.estimate:
+        if self._use_index(conn, model, flt, limit):
             # The expression the model's partial HNSW index is built on. Rows come in the index's order and are tested
             # one by one (the row-by-row visibility test). The relaxed iterative scan returns them roughly in order,
             # so the outer query sorts its head.

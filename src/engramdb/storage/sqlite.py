@@ -142,6 +142,9 @@ class SQLiteBackend:
             # Only a file store persists an ANN index; it lives beside the database file.
             self._index = VectorIndex(sidecar_dir(self.path), ann_threshold=ann_threshold)
             self.search = SQLiteSearch(self._reading, self._index)
+        if self.path is not None:
+            # A file store may be large: its caches come up now, not in the first searches (issue 27).
+            threading.Thread(target=self.search.warm, name="engramdb-warm", daemon=True).start()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
