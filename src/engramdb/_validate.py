@@ -22,6 +22,7 @@ from engramdb.models import CHAT_ROLES, KINDS, VISIBILITIES, ChatMessage, ChatRo
 
 __all__ = [
     "AUDIT_IDS",
+    "DEFAULT_TOKEN_BUDGET",
     "MAX_CONTENT_CHARS",
     "MAX_LIMIT",
     "MAX_MESSAGES",
@@ -30,6 +31,8 @@ __all__ = [
     "MAX_NAME_CHARS",
     "MAX_OFFSET",
     "MAX_TAGS",
+    "MAX_TOKEN_BUDGET",
+    "MIN_TOKEN_BUDGET",
     "PAGE_SIZE",
     "PROVENANCE_BYTES",
     "PROVENANCE_KEY",
@@ -87,6 +90,12 @@ _STAMP_KEYS: Final = (PROVENANCE_KEY, "origin")
 PROVENANCE_BYTES: Final = 4096
 #: Largest ``offset`` of a paged read (the stores' integers are 64-bit).
 MAX_OFFSET: Final = 2**62
+#: Default size of a rendered context (``mem.context``), in tokens of the bundled tokenizer.
+DEFAULT_TOKEN_BUDGET: Final = 1500
+#: Smallest context budget accepted: room for a header and a few short lines.
+MIN_TOKEN_BUDGET: Final = 32
+#: Largest context budget accepted (beyond any model's context window).
+MAX_TOKEN_BUDGET: Final = 200_000
 #: Kinds named in one read filter.
 _MAX_KINDS: Final = 64
 

@@ -38,14 +38,14 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import ConfigError, EngramError
 from engramdb.integrations._patterns import PATTERN_KIND, PATTERN_TAG
 from engramdb.models import Kind
 from engramdb.recall import read_filter
 
 if TYPE_CHECKING:
-    from engramdb.engram import Engram
+    from engramdb import Engram
 
 __all__ = [
     "PATTERN_KIND",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import AccessDenied
 from engramdb.interfaces import _ops as ops
 from engramdb.interfaces._ops import Tool

@@ -214,7 +214,7 @@ def patterns(
     if recurring:
         raise ValidationError("--recurring applies to --type failure (decision patterns use --min-attempts)")
     if success_rate is not None:
-        from engramdb.learning.analytics import parse_rate_filter  # here, so `engram --help` stays light
+        from engramdb.validate import parse_rate_filter  # here, so `engram --help` stays light
 
         parse_rate_filter(success_rate)  # a bad filter is named before the store is opened (or found missing)
     with open_engram(ctx, store) as mem:
