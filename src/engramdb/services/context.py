@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from engramdb import _validate as check
+from engramdb._validate import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from engramdb.embeddings import count_tokens
 from engramdb.errors import ValidationError
 from engramdb.learning.records import parse_decision
@@ -58,12 +59,6 @@ __all__ = [
     "SessionLookup",
 ]
 
-#: Default size of a rendered context, in tokens of the bundled tokenizer.
-DEFAULT_TOKEN_BUDGET: Final = 1500
-#: Smallest budget accepted: room for a header and a few short lines.
-MIN_TOKEN_BUDGET: Final = 32
-#: Largest budget accepted (beyond any model's context window).
-MAX_TOKEN_BUDGET: Final = 200_000
 #: Tag of a memory archived by distillation: its distilled knowledge stands for it in a context.
 ARCHIVED_TAG: Final = "archived"
 

@@ -24,11 +24,11 @@ from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.knowledge import files as knowledge
+from engramdb.knowledge import provenance as rules
 from engramdb.knowledge import transfer
 from engramdb.knowledge.transfer import Vector
 from engramdb.models import AuditRecord, Change, Kind, Memory, PackReport
 from engramdb.pipeline import WritePipeline
-from engramdb.privacy import sharing as rules
 from engramdb.recall import Recall, scope_filter
 from engramdb.services.distill import Distiller
 from engramdb.services.failures import FailureService
@@ -89,7 +89,7 @@ class KnowledgeService:
         Idempotent and versioned: loading the same version again writes nothing.
         """
         pack = check.name(pack, what="pack")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         return seed_pack(ServiceTarget(self._pipeline, self._recall, self._failures), pack, agent=agent)
 
     # -- export -------------------------------------------------------------------------------------------
