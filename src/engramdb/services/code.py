@@ -82,7 +82,7 @@ class CodeService:
         ``context`` (when it applies) and ``success_metrics`` (a JSON object such as
         ``{"success_rate": 1.0}``) in its metadata, and nothing else is extracted.
         """
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         if not isinstance(source, str):
             raise ValidationError(f"source must be text, not {type(source).__name__}")
         if not source.strip():
@@ -197,7 +197,7 @@ class CodeService:
         ``metadata`` (seed 003's "metadata filtering": ``{"framework": "fastapi"}``) to patterns
         whose metadata holds every one of those key/value pairs.
         """
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         types = (*code.PATTERN_TYPES, NAMED)
         if pattern_type is not None and pattern_type not in types:
             raise ValidationError(f"pattern_type must be one of {', '.join(types)}, not {pattern_type!r}")

@@ -345,7 +345,7 @@ class Distiller:
         distilled memory updates that memory. ``archive_sources`` tags the sources
         ``archived``. Bad arguments raise ValidationError before anything is read.
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         kinds = check.kinds(kind) or DEFAULT_KINDS
         if isinstance(min_group, bool) or not isinstance(min_group, int) or not 2 <= min_group <= MAX_SOURCES:
             raise ValidationError(

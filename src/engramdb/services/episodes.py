@@ -78,7 +78,7 @@ class EpisodeService:
         occurrence (``mem.failures.record``), so failure patterns learn from episodes.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         user_tags = check.tags(tags if not isinstance(tags, str) else [tags])
         extra = check.metadata(metadata)
 
@@ -120,7 +120,7 @@ class EpisodeService:
         ``context`` (seed 003's ``start_episode(task, context={"user": ..., "priority": "high"})``) is kept as
         ``metadata["context"]``."""
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         user_tags = check.tags(tags if not isinstance(tags, str) else [tags])
         meta: dict[str, Any] = dict(check.metadata(metadata))
         if context is not None:
@@ -265,7 +265,7 @@ class EpisodeService:
         self, task: str, *, agent: str | None = None, outcome: str | None = None, limit: int = 5
     ) -> builtins.list[EpisodeRecord]:
         """Past episodes most similar to ``task``, best first; ``outcome`` ("success"/"failure") filters."""
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         task = check.content(task, what="task")
         if outcome is not None and outcome not in ep.EPISODE_OUTCOMES:
             raise ValidationError(f"outcome must be one of {', '.join(ep.EPISODE_OUTCOMES)}, not {outcome!r}")
@@ -286,7 +286,7 @@ class EpisodeService:
         against the rate when it does not, with Fisher's exact test; the steps failures
         ended on; and their most common errors.
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         limit = check.limit(limit)
         if task is not None:
             # Statistics count every episode: identical ones are separate events.

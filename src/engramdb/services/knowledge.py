@@ -89,7 +89,7 @@ class KnowledgeService:
         Idempotent and versioned: loading the same version again writes nothing.
         """
         pack = check.name(pack, what="pack")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         return seed_pack(ServiceTarget(self._pipeline, self._recall, self._failures), pack, agent=agent)
 
     # -- export -------------------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ class LearningService:
         like any other, and a read for one user counts that user's records and the agent's own, never
         another user's.
         """
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         # A phrase ("worked first time, thanks") is rated like feedback, the text kept beside the reward; a single
         # unknown word stays an error ("sucess" is a typo, not neutral feedback).
         if isinstance(outcome, str) and len(outcome.split()) > 1 and not is_pending_outcome(outcome):
@@ -346,7 +346,7 @@ class LearningService:
 
     def _who(self, agent: object, user: object) -> tuple[str, str | None]:
         """The validated agent (default: the ``agent`` setting) and user (None: the agent's records of every user)."""
-        return check.agent_name(self._settings.agent if agent is None else agent), check.scope(user, what="user")
+        return check.agent_or_default(agent, self._settings), check.scope(user, what="user")
 
     # -- recommendations -------------------------------------------------------------------------------------
     def _neighbours(self, context: str, agent: str, user: str | None = None, *, wide: bool = False) -> list[Neighbour]:
@@ -555,7 +555,7 @@ class LearningService:
     def stats(self, *, agent: str | None = None, top: int = 10) -> LearningStats:
         """``agent``'s learning in one call: memories per kind, outcomes and success, the most used actions and
         categories, failure patterns, episodes, and the most used memories with feedback totals."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         top = check.limit(top)
         counts: dict[str, int] = {k: self._recall.count(agent=agent, kind=k) for k in KINDS}
         flt = Filter(agent=agent, kinds=("episode",))
@@ -589,7 +589,7 @@ class LearningService:
         Use as a decorator (the chosen approach is passed as the first argument when ``options`` are given) or as
         a context manager (``run.approach``). See :mod:`engramdb.learning.adaptive`."""
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         opts = None
         if options is not None:
             if isinstance(options, str):
