@@ -144,16 +144,21 @@ def stats(
         emit_json({k: data[k] for k in STATS_FIELDS} | {k: extra[k] for k in STATS_OVERVIEW_FIELDS})
         return
     out = console()
-    if overview.memories or overview.pending:
+    # The overview counts the agent's whole memory: with --user only the outcomes below are that user's.
+    if (overview.memories or overview.pending) and user is None:
         out.print(_overview_line(overview))
+    whose = f"agent {escape(agent)}" if user is None else f"user {escape(user)} of agent {escape(agent)}"
     if not report.decisions:
         out.print(
-            f"No outcomes recorded for agent {agent}. Record some with: engram memory record --agent {agent} "
+            f"No outcomes recorded for {whose}. Record some with: engram memory record --agent {escape(agent)} "
             "--context ... --action ... --outcome success"
         )
         return
+    whose = f"agent [cyan]{escape(agent)}[/]"
+    if user is not None:
+        whose = f"user [cyan]{escape(user)}[/] of {whose}"
     out.print(
-        f"[bold]{report.decisions}[/] outcome{'' if report.decisions == 1 else 's'} for agent [cyan]{agent}[/]: "
+        f"[bold]{report.decisions}[/] outcome{'' if report.decisions == 1 else 's'} for {whose}: "
         "success rate "
         f"[green]{pct(report.success_rate)}[/] (95% interval {pct(report.low)}–{pct(report.high)})"
     )
