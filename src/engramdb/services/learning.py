@@ -48,15 +48,11 @@ from engramdb.models import (
     Suggestion,
     Visibility,
 )
+from engramdb.services._base import Service, ServiceContext
 from engramdb.services.feedback import Feedback, user_filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
     from engramdb.services.failures import FailureService
-    from engramdb.storage.base import Store
 
 __all__ = ["LearningService"]
 
@@ -65,32 +61,24 @@ _DECISION: tuple[str, ...] = ("decision",)
 _SIMILAR_TASK: Final = 0.6
 
 
-class LearningService:
+class LearningService(Service):
     """Outcome learning: record outcomes, get suggestions and choices, feedback, executions, analytics."""
 
     def __init__(
         self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
+        ctx: ServiceContext,
         *,
-        pipeline: WritePipeline,
-        recall: Recall,
         failures: FailureService,
         recommend: RecommendConfig | None = None,
         rate_text: Callable[[str], float] | None = None,
     ) -> None:
-        self._store = store
-        self._embedder = embedder
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+        super().__init__(ctx)
         self._failures = failures
-        self._feedback = Feedback(store, embedder, pipeline, recall, rate_text=rate_text)
+        self._feedback = Feedback(ctx.store, ctx.embedder, ctx.pipeline, ctx.recall, rate_text=rate_text)
         #: Tunables of suggest/choose (similarity floor, recency, thin-evidence rule); replace to tune this instance.
         self.recommend: RecommendConfig = recommend if recommend is not None else RecommendConfig()
         self._executions = Executions(
-            settings, record=self._record_decision, neighbours=self._neighbours, outcomes=self.outcomes
+            ctx.settings, record=self._record_decision, neighbours=self._neighbours, outcomes=self.outcomes
         )
 
     # -- outcomes --------------------------------------------------------------------------------------------
