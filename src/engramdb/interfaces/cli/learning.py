@@ -137,15 +137,14 @@ def stats(
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
         report = mem.learning.report(agent=agent, since=start, user=user)
-        overview = mem.learning.stats(agent=agent)
+        overview = mem.learning.stats(agent=agent, user=user)
     if as_json:
         data = report.to_dict()
         extra = overview.to_dict()
         emit_json({k: data[k] for k in STATS_FIELDS} | {k: extra[k] for k in STATS_OVERVIEW_FIELDS})
         return
     out = console()
-    # The overview counts the agent's whole memory: with --user only the outcomes below are that user's.
-    if (overview.memories or overview.pending) and user is None:
+    if overview.memories or overview.pending:
         out.print(_overview_line(overview))
     whose = f"agent {escape(agent)}" if user is None else f"user {escape(user)} of agent {escape(agent)}"
     if not report.decisions:
