@@ -64,6 +64,7 @@ from engramdb.shortterm import SessionContext, SessionRegistry
 
 if TYPE_CHECKING:
     from engramdb.sessions_redis import RedisSessions
+from engramdb.services._base import ServiceContext
 from engramdb.storage import MODEL_META_KEY, open_store, require_store
 from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue, waiting_store
@@ -173,6 +174,9 @@ class Engram:
         )
         self._closing.callback(self._recall.close)
         pipeline, recall = self._pipeline, self._recall
+        ctx = self._services = ServiceContext(
+            store=store, embedder=embedder, settings=settings, pipeline=pipeline, recall=recall
+        )
         #: The configured LLM (``ENGRAM_LLM=openai:MODEL``), or None: every feature then stays deterministic.
         # A client made here from the settings is closed with the store; one passed in belongs to the caller.
         self._own_llm = (
@@ -185,32 +189,18 @@ class Engram:
             self._closing.callback(self._own_llm.close)
         self.audit = AuditService(store)
         self.keys = ApiKeys(store)
-        self.retention = RetentionService(store, settings, pipeline=pipeline, recall=recall, location=self.location)
-        self.sharing = SharingService(store, pipeline=pipeline, recall=recall)
-        self.failures = FailureService(store, embedder, settings, pipeline=pipeline, recall=recall)
-        self.knowledge = KnowledgeService(
-            store,
-            embedder,
-            settings,
-            pipeline=pipeline,
-            recall=recall,
-            distiller=Distiller(store, embedder, settings, pipeline=pipeline, recall=recall, llm=self.llm),
-            failures=self.failures,
-        )
+        self.retention = RetentionService(ctx, location=self.location)
+        self.sharing = SharingService(ctx)
+        self.failures = FailureService(ctx)
+        self.knowledge = KnowledgeService(ctx, distiller=Distiller(ctx, llm=self.llm), failures=self.failures)
         self.learning = LearningService(
-            store,
-            embedder,
-            settings,
-            pipeline=pipeline,
-            recall=recall,
+            ctx,
             failures=self.failures,
             recommend=recommend,
             rate_text=lambda text: reward_from_text(text, llm=self.llm),
         )
-        self.episodes = EpisodeService(
-            store, embedder, settings, pipeline=pipeline, recall=recall, failures=self.failures
-        )
-        self.code = CodeService(store, embedder, settings, pipeline=pipeline, recall=recall)
+        self.episodes = EpisodeService(ctx, failures=self.failures)
+        self.code = CodeService(ctx)
         self.routing = RoutingService(store, self.learning, settings)
         # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one thread's window.
         self._shared_sessions: RedisSessions | None = None
@@ -226,13 +216,7 @@ class Engram:
             shared=None if shared is None else lambda a, u, s: shared.window(a, user=u, session=s),
         )
         self._context = ContextBuilder(
-            store,
-            embedder,
-            settings,
-            recall=recall,
-            learning=self.learning,
-            failures=self.failures,
-            sessions=self._sessions.find,
+            ctx, learning=self.learning, failures=self.failures, sessions=self._sessions.find
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
         self._conversations = Conversations(store, pipeline=pipeline, llm=self.llm)

@@ -17,14 +17,11 @@ from engramdb import _validate as check
 from engramdb.errors import ValidationError
 from engramdb.learning import code_patterns as code
 from engramdb.models import Hit, Memory, Visibility
+from engramdb.services._base import Service, ServiceContext
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
-    from engramdb.storage.base import Store
+    pass
 
 __all__ = ["NAMED", "CodeService"]
 
@@ -33,22 +30,11 @@ _CODE: Final = ("code_pattern",)
 NAMED: Final = "named"
 
 
-class CodeService:
+class CodeService(Service):
     """Code patterns: remember those of Python, JavaScript or TypeScript source, suggest stored ones for a task."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        pipeline: WritePipeline,
-        recall: Recall,
-    ) -> None:
-        self._settings = settings
-        self._store = store
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext) -> None:
+        super().__init__(ctx)
 
     def remember(
         self,

@@ -18,15 +18,12 @@ from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import episodes as ep
 from engramdb.learning.records import EPISODE_TAG, PENDING, credited_weights, is_pending, resolved_metadata
 from engramdb.models import EpisodeAnalysis, EpisodeRecord, Memory
+from engramdb.services._base import Service, ServiceContext
 from engramdb.services.failures import FailureService
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
-    from engramdb.storage.base import Store
+    pass
 
 __all__ = ["EpisodeService"]
 
@@ -36,29 +33,13 @@ _DECISION: tuple[str, ...] = ("decision",)
 DISCOUNT: Final = 0.95
 
 
-class EpisodeService:
+class EpisodeService(Service):
     """Episodes: begin one (a context manager), find past ones, analyse what goes wrong."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        pipeline: WritePipeline,
-        recall: Recall,
-        failures: FailureService | None = None,
-    ) -> None:
-        self._store = store
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext, *, failures: FailureService | None = None) -> None:
+        super().__init__(ctx)
         # A failed episode is recorded as a failure occurrence too (``failures``: the facade's ``mem.failures``).
-        self._failures = (
-            failures
-            if failures is not None
-            else FailureService(store, embedder, settings, pipeline=pipeline, recall=recall)
-        )
+        self._failures = failures if failures is not None else FailureService(ctx)
 
     def begin(
         self,

@@ -63,14 +63,11 @@ from engramdb.models import (
     SolutionStats,
     Visibility,
 )
+from engramdb.services._base import Service, ServiceContext
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
-    from engramdb.storage.base import Store
+    pass
 
 __all__ = ["PATTERN_TAG", "SIG_TAG", "FailureService"]
 
@@ -85,24 +82,11 @@ SIG_TAG: Final = "sig:"
 PATTERN_TAG: Final = "pattern:"
 
 
-class FailureService:
+class FailureService(Service):
     """Failure learning: record occurrences, find fixes and patterns, check before acting, plan."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        pipeline: WritePipeline,
-        recall: Recall,
-        similarity: float = SIMILARITY_THRESHOLD,
-    ) -> None:
-        self._store = store
-        self._embedder = embedder
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext, *, similarity: float = SIMILARITY_THRESHOLD) -> None:
+        super().__init__(ctx)
         #: Signature similarity at or above which a reworded failure joins an existing pattern.
         self.similarity = similarity
 
