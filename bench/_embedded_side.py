@@ -49,7 +49,7 @@ class EmbeddedSide:
                 self.loaded = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
             advance(self._rng, 0, self.loaded)
 
-    def grow(self, size: int, texts: list[str], base: Vec, args: Any, embedder: Any) -> dict[str, Any]:
+    def grow(self, size: int, texts: list[str], base: Vec, args: Any, embedder: Any, warm_up: str) -> dict[str, Any]:
         """Add rows ``loaded .. size`` and build the vector index; seconds for each."""
         t0 = time.perf_counter()
         store = open_sqlite(self.directory)
@@ -64,7 +64,7 @@ class EmbeddedSide:
         load_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         with Engram(self.directory, embedder=embedder) as mem:
-            mem.search("warm up", agent="agent-0", limit=10)
+            mem.search(warm_up, agent="agent-0", limit=10)
             index = getattr(mem.store.search, "_index", None)
             if index is not None:
                 index.wait_for_index()
