@@ -125,3 +125,42 @@ class EmbeddedSide:
             }
         finally:
             mem.close()
+
+
+def interleaved(
+    pg_url: str, directory: Path, queries: list[str], agents: int, embedder: Any, rounds: int = 2
+) -> dict[str, Any]:
+    """``Engram.search`` on both stores, query by query in turn (order swapped each round): the same load for both.
+
+    The sequential timings above run minutes apart on a shared machine whose load moves; here each PostgreSQL
+    search has an embedded one beside it, so their ratio holds whatever the load did.
+    """
+    import statistics
+
+    pg, emb = Engram(pg_url, embedder=embedder), Engram(directory, embedder=embedder)
+    ms: dict[str, list[float]] = {"postgres": [], "embedded": []}
+    try:
+        for mem in (pg, emb):  # warm both
+            for i, q in enumerate(queries):
+                mem.search(q, agent=f"agent-{i % agents}", limit=10)
+        for r in range(rounds):
+            for i, q in enumerate(queries):
+                pair = [("postgres", pg), ("embedded", emb)]
+                for name, mem in pair if (i + r) % 2 == 0 else pair[::-1]:
+                    t = time.perf_counter()
+                    mem.search(q, agent=f"agent-{i % agents}", limit=10)
+                    ms[name].append((time.perf_counter() - t) * 1000)
+    finally:
+        pg.close()
+        emb.close()
+    out: dict[str, Any] = {
+        k: {
+            "p50_ms": round(statistics.median(v), 2),
+            "p95_ms": round(sorted(v)[min(len(v) - 1, round(0.95 * (len(v) - 1)))], 2),
+            "n": len(v),
+        }
+        for k, v in ms.items()
+    }
+    out["pg_over_embedded_p50"] = round(out["postgres"]["p50_ms"] / out["embedded"]["p50_ms"], 2)
+    out["pg_over_embedded_p95"] = round(out["postgres"]["p95_ms"] / out["embedded"]["p95_ms"], 2)
+    return out

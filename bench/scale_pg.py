@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from _data import iter_longmemeval, load_locomo
-from _embedded_side import EmbeddedSide
+from _embedded_side import EmbeddedSide, interleaved
 from _pg_bulk import MODEL_ID, BulkLoader, scalar, table_rows
 from engramdb import Engram
 from engramdb.config import load_settings
@@ -852,6 +852,7 @@ def run(args: Any) -> dict[str, Any]:
             entry["sizes_mb"] = sizes(url, index[0])
             print(f"   sizes: {entry['sizes_mb']}", flush=True)
             entry["quiet"] = measure(url, store, backend, queries, qvecs, args, recall_queries=args.recall_queries)
+            entry["load1_after_measure"] = load1()
             results["in_progress"] = entry
             write(args.out, results)
             if embedded is not None:
@@ -861,6 +862,8 @@ def run(args: Any) -> dict[str, Any]:
                     print(f"   embedded load: {entry['embedded_load']}", flush=True)
                 entry["embedded"] = embedded.measure(queries, qvecs, args.agents, latency, QueryEmbedder(qvecs))
                 entry["pg_over_embedded"] = ratios(entry["quiet"], entry["embedded"])
+                entry["interleaved"] = interleaved(url, embedded.directory, queries, args.agents, QueryEmbedder(qvecs))
+                print(f"   interleaved: {entry['interleaved']}", flush=True)
                 print(f"   embedded: {entry['embedded']}\n   ratio: {entry['pg_over_embedded']}", flush=True)
                 write(args.out, results)
             if args.writers > 0:
