@@ -149,7 +149,7 @@ class WritePipeline:
             user=check.scope(item.get("user"), what="user"),
             session=check.scope(item.get("session"), what="session"),
             occurred_at=now if at is None else at,
-            agent=check.agent_name(self._settings.agent if agent is None else agent),
+            agent=check.agent_or_default(agent, self._settings),
             kind=check.kind(item.get("kind", "knowledge")),
             content=check.content(item.get("content")),
             tags=tags,
