@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import ValidationError
 from engramdb.interfaces._schemas import (
     AddArgs,
@@ -47,10 +47,9 @@ from engramdb.interfaces._schemas import (
 )
 
 if TYPE_CHECKING:
-    from engramdb import Engram
+    from engramdb import Engram, Message
     from engramdb.interfaces._access import Caller
     from engramdb.models import Kind, Visibility
-    from engramdb.shortterm import Message
 
 __all__ = ["TOOLS", "Tool", "meta_filter"]
 

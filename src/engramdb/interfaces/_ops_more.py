@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import AccessDenied
 from engramdb.interfaces import _ops as ops
 from engramdb.interfaces._ops import Tool
@@ -132,7 +132,7 @@ def outcomes(mem: Engram, who: Caller, a: OutcomesArgs) -> JSON:
 
 
 def learning_stats(mem: Engram, who: Caller, a: TopArgs) -> JSON:
-    return mem.learning.stats(agent=who.agent(a.agent), top=a.top).to_dict()
+    return mem.learning.stats(agent=who.agent(a.agent), top=a.top, user=a.user).to_dict()
 
 
 def report(mem: Engram, who: Caller, a: ReportArgs) -> JSON:

@@ -13,8 +13,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.services.context import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
+from engramdb.validate import DEFAULT_TOKEN_BUDGET, MAX_LIMIT, MAX_OFFSET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 __all__ = [
     "AGENT_HELP",

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import Field
 
-from engramdb._validate import MAX_LIMIT, MAX_OFFSET
 from engramdb.interfaces._schemas import Agent, Args, AsOf, LearningUser, MetaFilter, Session, UpdateArgs, User
+from engramdb.validate import MAX_LIMIT, MAX_OFFSET
 
 __all__ = [
     "AddCheckArgs",
@@ -142,6 +142,7 @@ class TopArgs(Args):
 
     agent: str | None = Agent
     top: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    user: str | None = LearningUser
 
 
 class ReportArgs(Args):

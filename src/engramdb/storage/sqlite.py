@@ -17,6 +17,7 @@ truncated after the outermost commit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -142,6 +143,9 @@ class SQLiteBackend:
             # Only a file store persists an ANN index; it lives beside the database file.
             self._index = VectorIndex(sidecar_dir(self.path), ann_threshold=ann_threshold)
             self.search = SQLiteSearch(self._reading, self._index)
+        if self.path is not None:
+            # A file store may be large: its caches come up now, not in the first searches (issue 27).
+            threading.Thread(target=self.search.warm, name="engramdb-warm", daemon=True).start()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
@@ -444,6 +448,9 @@ class SQLiteBackend:
         w = self._current()
         w.forgot = True
         w.after_commit["truncate_wal"] = self._truncate_wal
+        if self.path is not None:
+            # The keyword postings saved beside the database name the forgotten memory's terms.
+            w.after_commit["drop_saved_postings"] = functools.partial(self.search.keyword_index.drop_saved, self.path)
 
     def lock_audit(self, conn: Conn) -> None:
         """Nothing beyond ``BEGIN IMMEDIATE``, which already serialises every writer."""

@@ -261,7 +261,7 @@ def open_engram(
                 f"this command needs the store in this process, not a server: pass --store (ENGRAM_URL is {url})"
             )
         # The client module directly (what Engram(url) returns): the facade's module would import the storage.
-        from engramdb.client.remote import RemoteEngram
+        from engramdb import RemoteEngram
 
         with RemoteEngram(url) as remote:
             yield cast("Engram", remote)

@@ -48,7 +48,7 @@ from engramdb.interfaces.cli._render import (
 )
 
 if TYPE_CHECKING:
-    from engramdb.engram import Engram
+    from engramdb import Engram
 
 __all__ = ["forget", "history", "list_", "record", "retrieve", "search", "show", "update"]
 
