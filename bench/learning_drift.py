@@ -34,7 +34,6 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -44,16 +43,14 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _learning_data import SITUATIONS, Situation, fill  # noqa: E402
-from _learning_rec import parse_config  # noqa: E402
-from engramdb.config import load_settings  # noqa: E402
-from engramdb.embeddings import make_embedder  # noqa: E402
-from engramdb.embeddings.base import Embedder  # noqa: E402
-from engramdb.learning import recommend as rc  # noqa: E402
-from engramdb.learning.recommend import CALIBRATION, CALIBRATION_POOLED, RecommendConfig  # noqa: E402
-from engramdb.models import DecisionRecord  # noqa: E402
+from _learning_data import SITUATIONS, Situation, fill
+from _learning_rec import parse_config
+from engramdb.config import load_settings
+from engramdb.embeddings import make_embedder
+from engramdb.embeddings.base import Embedder
+from engramdb.learning import recommend as rc
+from engramdb.learning.recommend import CALIBRATION, CALIBRATION_POOLED, RecommendConfig
+from engramdb.models import DecisionRecord
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHAPES = ("abrupt", "gradual", "recurring")
