@@ -1,18 +1,23 @@
 """CLI and remote-client latency: with and without a server, and REST against in-process calls, in one run.
 
-One store is seeded (``--seed`` memories of three agents), copied, and measured four ways, interleaved
-round by round so the shared machine's load hits them alike:
+One store is seeded (``--seed`` memories of three agents), copied, and measured four ways:
 
 * ``cli local``: ``engram memory search`` / ``engram memory record`` with ``--store`` (each call opens
-  the store and loads the model in a fresh process: what an agent calling the CLI pays today);
+  the store and loads the model in a fresh process), and the commands that need no model (``list``,
+  ``show``, ``history``, ``audit log``, ``keys list``, ``--help``);
 * ``cli server``: the same commands with ``ENGRAM_URL`` set (a fresh process that talks to a running
-  ``engram serve`` over loopback);
+  ``engram serve`` over loopback): ``--json`` calls of ``memory search|record`` take the short way
+  (``interfaces/cli/_fast.py``, standard library only), the rest the full command line;
 * ``in-process``: ``mem.search`` / ``mem.remember`` on an open embedded :class:`~engramdb.Engram`;
 * ``remote client``: the same calls on ``Engram("http://...")`` to that server (one kept-alive connection):
   the difference to in-process is the REST overhead; calls per second is its sequential throughput.
 
     python bench/cli_latency.py                 # -> bench/results/cli_latency.json
     python bench/cli_latency.py --quick         # fewer calls, for a smoke run
+
+The CLI calls are timed by hyperfine (``-N``, no shell) when it is installed (``apt-get install
+hyperfine``), else by this script, interleaved round by round; ``python -c pass`` is the floor of any
+fresh Python process on the machine at that moment.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -38,6 +44,8 @@ from engramdb import Engram
 
 QUERIES = ("authentication failure", "retry the flaky test", "database migration", "deploy to staging")
 _MAIN = "from engramdb.interfaces.cli import main; main()"
+RECORD = ["memory", "record", "--agent", "agent0", "--type", "decision", "--context", "ctx", "--action", "retry"]
+RECORD += ["--outcome", "success", "--json"]
 
 
 def _seed(store: str, n: int) -> None:
@@ -49,6 +57,22 @@ def _seed(store: str, n: int) -> None:
     with Engram(store) as mem:
         mem.remember_many(items, force=True)
         mem.flush()
+
+
+def _hyperfine(args: list[str], env: dict[str, str], runs: int) -> list[float]:
+    """Seconds per run of ``engram ARGS`` as hyperfine measures them (one warm-up run)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        command = (
+            shlex.join([sys.executable, "-c", _MAIN, *args]) if args else shlex.join([sys.executable, "-c", "pass"])
+        )
+        subprocess.run(
+            ["hyperfine", "-N", "--warmup", "1", "--runs", str(runs), "--export-json", out.name, command],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        times: list[float] = json.loads(Path(out.name).read_text())["results"][0]["times"]
+    return times
 
 
 def _cli(args: list[str], env: dict[str, str]) -> float:
@@ -105,8 +129,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=2000, help="memories in the store")
     parser.add_argument("--out", default="bench/results/cli_latency.json")
+    parser.add_argument("--no-hyperfine", dest="hyperfine", action="store_false", help="time the CLI calls here")
     opts = parser.parse_args()
-    cli_rounds, api_calls = (3, 30) if opts.quick else (8, 200)
+    opts.hyperfine = opts.hyperfine and shutil.which("hyperfine") is not None
+    cli_rounds, api_calls = (3, 30) if opts.quick else (10, 200)
 
     work = Path(tempfile.mkdtemp(prefix="cli-latency-"))
     base = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
@@ -121,20 +147,42 @@ def main() -> None:
         def add(name: str, value: float) -> None:
             samples.setdefault(name, []).append(value)
 
-        for i in range(cli_rounds):
-            query = QUERIES[i % len(QUERIES)]
-            record = ["memory", "record", "--agent", "agent0", "--type", "decision", "--context", f"ctx {i}"]
-            record += ["--action", "retry", "--outcome", "success", "--json"]
-            add(
-                "cli local: memory search",
-                _cli(["memory", "search", query, "--agent", "agent0", "--store", local_store], base),
-            )
-            add("cli server: memory search", _cli(["memory", "search", query, "--agent", "agent0"], remote_env))
-            add("cli local: memory record", _cli([*record, "--store", local_store], base))
-            add("cli server: memory record", _cli(record, remote_env))
-            add("cli local: memory list", _cli(["memory", "list", "--agent", "agent0", "--store", local_store], base))
-            add("cli server: memory list", _cli(["memory", "list", "--agent", "agent0"], remote_env))
-            add("cli: --help", _cli(["--help"], base))
+        with Engram(local_store) as mem:
+            some = mem.list(agent="agent0", limit=1)[0].id
+        cases: list[tuple[str, list[str], dict[str, str]]] = []
+        for where, env, store in (("cli local", base, ["--store", local_store]), ("cli server", remote_env, [])):
+            search = ["memory", "search", QUERIES[0], "--agent", "agent0", *store]
+            cases += [
+                (f"{where}: memory search --json", [*search, "--json"], env),
+                (f"{where}: memory search (table)", search, env),
+                (
+                    f"{where}: memory record --json",
+                    ["memory", "record", "a fact", "--agent", "a3", *store, "--json"],
+                    env,
+                ),
+                (f"{where}: memory record outcome", [*RECORD, *store], env),
+                (f"{where}: memory list", ["memory", "list", "--agent", "agent0", *store], env),
+                (f"{where}: memory show", ["memory", "show", some, *store], env),
+                (f"{where}: memory history", ["memory", "history", some, *store], env),
+            ]
+        cases += [
+            ("cli local: audit log", ["audit", "log", "--limit", "5", "--store", local_store], base),
+            ("cli local: keys list", ["keys", "list", "--store", local_store], base),
+            ("cli: --help", ["--help"], base),
+            ("python -c pass", [], base),
+        ]
+        if opts.hyperfine:
+            for name, args, env in cases:
+                samples[name] = _hyperfine(args, env, cli_rounds)
+        else:
+            for _ in range(cli_rounds):
+                for name, args, env in cases:
+                    add(
+                        name,
+                        _cli(args, env)
+                        if args
+                        else _timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True)),
+                    )
 
         with Engram(local_store) as mem, Engram(url) as remote:
             for who in (mem, remote):  # warm: the model's first query, the connection
@@ -173,6 +221,7 @@ def main() -> None:
         "load_1min": os.getloadavg()[0],
         "seeded_memories": opts.seed,
         "cli_rounds": cli_rounds,
+        "cli_timer": "hyperfine -N" if opts.hyperfine else "subprocess, interleaved",
         "api_calls": api_calls,
     }
     Path(opts.out).parent.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from _data import LOCOMO_CATEGORIES, cached_positions, load_locomo, load_longmemeval
+from _data import LOCOMO_CATEGORIES, Doc, cached_positions, event_time, load_locomo, load_longmemeval
 from _recall_data import RecallSet, load_recall_set
 from _report import write_json
 from _systems import BM25Index, Ranked, VectorIndex, fuse_convex, recall_at_k, session_recall_at_k
@@ -76,8 +76,19 @@ class Corpus:
         self.bm25 = BM25Index(self.ids, [d[2] for d in docs])
         self.vectors = VectorIndex(self.ids, self.matrix)
         self.mem = Engram(":memory:", embedder=embedder)
+        # ``extra["at"]``: when the turn was said (its session's date), passed as ``at=`` the way a user
+        # records a conversation; the rest is metadata.
         stored = self.mem.remember_many(
-            [{"content": c, "agent": AGENT, "kind": k, "metadata": {**extra, "doc": d}} for d, k, c, extra in docs]
+            [
+                {
+                    "content": c,
+                    "agent": AGENT,
+                    "kind": k,
+                    "metadata": {**{key: v for key, v in extra.items() if key != "at"}, "doc": d},
+                    **({"at": extra["at"]} if extra.get("at") is not None else {}),
+                }
+                for d, k, c, extra in docs
+            ]
         )
         self.doc_of = {m.id: str(m.metadata["doc"]) for m in stored}
         self.memory_of = {d: m for m, d in self.doc_of.items()}
@@ -106,14 +117,27 @@ class Corpus:
         if self._lance_dir is not None:
             self._lance_dir.cleanup()
 
-    def ours(self, query: str, limit: int) -> list[str]:
-        return [self.doc_of[h.memory.id] for h in self.mem.search(query, agent=AGENT, limit=limit)]
+    def ours(self, query: str, limit: int, as_of: datetime | None = None) -> list[str]:
+        hits = self.mem.search(query, agent=AGENT, limit=limit, as_of=as_of)
+        return [self.doc_of[h.memory.id] for h in hits]
 
-    def engine(self, name: str, weights: RankingWeights, query: str, limit: int) -> list[str]:
-        """The engine's searcher with other ranking weights, on the same store (no bookkeeping)."""
+    def engine(
+        self,
+        name: str,
+        weights: RankingWeights,
+        query: str,
+        limit: int,
+        *,
+        other_speaker: float = 1.0,
+        asked: datetime | None = None,
+    ) -> list[str]:
+        """The engine's searcher with other ranking weights, on the same store (no bookkeeping); ``asked`` as
+        ``as_of``."""
         if name not in self._searchers:
             self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
-        hits = self._searchers[name].search(query, Filter(agent=AGENT), limit=limit, now=datetime.now(UTC), touch=False)
+            self._searchers[name].other_speaker_weight = other_speaker
+        flt = Filter(agent=AGENT, as_of=asked)
+        hits = self._searchers[name].search(query, flt, limit=limit, now=datetime.now(UTC), touch=False)
         return [self.doc_of[h.memory.id] for h in hits]
 
     def channels(self, query: str, qvec: np.ndarray, depth: int = DEPTH) -> tuple[Ranked, Ranked]:
@@ -128,6 +152,12 @@ class Corpus:
         rows = self.matrix[[self.row[i] for i in ids]] if ids else np.zeros((0, self.matrix.shape[1]))
         return dict(zip(ids, (rows @ np.asarray(qvec, dtype=np.float32)).tolist(), strict=True))
 
+
+#: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
+SPEAKER: tuple[float, ...] = ()
+
+#: How conversation turns are recorded: "dated" (session and ``at=``), "undated" (session only), "one-thread".
+TURNS = "dated"
 
 #: Also index every corpus in LanceDB (``--lance``; the ``bench`` extra).
 LANCE = False
@@ -240,15 +270,28 @@ def rank_of(ranking: Sequence[str], gold: str) -> int | None:
         return None
 
 
-def systems(corpus: Corpus, query: str, qvec: np.ndarray, depth: int, scores: Scores) -> dict[str, list[str]]:
+#: engramdb searched without the question's date (its time words then count from the day the bench runs).
+UNDATED = "engramdb, no as_of"
+
+
+def systems(
+    corpus: Corpus, query: str, qvec: np.ndarray, depth: int, scores: Scores, asked: datetime | None = None
+) -> dict[str, list[str]]:
     """Each system's ranking of one question, ``depth`` deep, each call timed (the query's vector is given,
-    or cached for engramdb: no system's time includes embedding the query)."""
+    or cached for engramdb: no system's time includes embedding the query). ``asked``: when the question is
+    asked, passed to engramdb as ``as_of`` as a user would (``UNDATED`` is the same search without it)."""
     calls: dict[str, Callable[[], list[str]]] = {
-        "engramdb": lambda: corpus.ours(query, depth),
+        "engramdb": lambda: corpus.ours(query, depth, as_of=asked),
         BEFORE: lambda: corpus.engine(BEFORE, RankingWeights(fusion="minmax"), query, depth),
         "vector only": lambda: [d for d, _ in corpus.vectors.search(qvec, depth)],
         "bm25": lambda: [d for d, _ in corpus.bm25.search(query, depth)],
     }
+    for w in SPEAKER:
+        calls[f"engramdb, other speaker x{w}"] = lambda w=w: corpus.engine(  # type: ignore[misc]
+            f"speaker {w}", RankingWeights(), query, depth, other_speaker=w, asked=asked
+        )
+    if asked is not None:
+        calls[UNDATED] = lambda: corpus.ours(query, depth)
     if corpus.lance is not None:
         calls["lancedb hybrid"] = lambda: corpus.lance_hybrid(query, qvec, depth)
     out = {}
@@ -292,13 +335,25 @@ def evaluate_recall(rs: RecallSet, split: str, embedder: CachedEmbedder, scores:
         corpus.close()
 
 
-def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, limit: int | None) -> None:
-    for conv in load_locomo()[:limit]:
-        corpus = make_corpus([(d.id, "conversation", d.content, {"role": d.role}) for d in conv.docs], embedder)
+def _turn(d: Doc) -> tuple[str, str, str, dict[str, Any]]:
+    """A conversation turn as a user records it: who said it, its session, when it was said (``at=``; not with
+    ``--undated``); with ``--one-thread`` as the bench recorded turns before: no session, no date."""
+    if TURNS == "one-thread":
+        return (d.id, "conversation", d.content, {"role": d.role})
+    when = event_time(d.date) if TURNS == "dated" else None
+    return (d.id, "conversation", d.content, {"role": d.role, "session": d.session, "at": when})
+
+
+def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, conversations: slice) -> None:
+    for conv in load_locomo()[conversations]:
+        corpus = make_corpus([_turn(d) for d in conv.docs], embedder)
+        # LoCoMo's questions were written after the conversation: they are asked as of its last session.
+        dates = [t for d in conv.docs if (t := event_time(d.date)) is not None] if TURNS == "dated" else []
+        asked = max(dates, default=None)
         try:
             qvecs = embedder.embed([q.text for q in conv.questions])
             for q, qvec in zip(conv.questions, qvecs, strict=True):
-                rankings = systems(corpus, q.text, qvec, 10, scores)
+                rankings = systems(corpus, q.text, qvec, 10, scores, asked)
                 if study:
                     rankings.update(_study(corpus, q.text, qvec))
                 for system, ranking in rankings.items():
@@ -315,11 +370,12 @@ def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: i
         assert embedder.path is not None
         positions = cached_positions(embedder.path, embedder.model_id)
     for item in load_longmemeval(limit=None if cached else limit, positions=positions):
-        corpus = make_corpus([(d.id, "conversation", d.content, {"role": d.role}) for d in item.docs], embedder)
+        corpus = make_corpus([_turn(d) for d in item.docs], embedder)
         session_of = {d.id: d.session for d in item.docs}
         try:
             qvec = embedder.embed([item.text])[0]
-            rankings = systems(corpus, item.text, qvec, 50, scores)
+            asked = event_time(item.question_date) if TURNS == "dated" else None
+            rankings = systems(corpus, item.text, qvec, 50, scores, asked)
             if study:
                 rankings.update(_study(corpus, item.text, qvec))
             for system, ranking in rankings.items():
@@ -446,24 +502,34 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     now = datetime.now(UTC)
     for q in questions[:10]:
         mem.search(q, agent=scale.AGENT, limit=10)
-    # The steady state: the keyword postings built (FTS5's own bm25() until then), as bench/scale.py waits.
-    scale._unwrapped(mem.store.search).keyword_index.wait()
+    # The steady state: the keyword postings and the HNSW sidecar built (FTS5's own bm25() and an exact scan of
+    # every vector until then). Without the second wait the first run measured the exact scan: 31 ms p50.
+    inner = scale._unwrapped(mem.store.search)
+    inner.keyword_index.wait()
+    inner._index.wait_for_index()
     for q in questions[:10]:
         mem.search(q, agent=scale.AGENT, limit=10)
     load_before = _load()
-    whole, ev, mm = [], [], []
+    whole, ev, mm, cpu = [], [], [], []
     for q, v in zip(questions, qvecs, strict=True):
         whole.append(_ms(lambda q=q: mem.search(q, agent=scale.AGENT, limit=10)))
+        c0 = time.process_time()
+        mem.search(q, agent=scale.AGENT, limit=10)
+        cpu.append((time.process_time() - c0) * 1000)
         ev.append(_ms(lambda q=q, v=v: evidence.search(q, flt, limit=10, now=now, touch=False, vector=v)))
         mm.append(_ms(lambda q=q, v=v: minmax.search(q, flt, limit=10, now=now, touch=False, vector=v)))
     out = {
         "memories": mem.count(agent=scale.AGENT),
         "search_without_query_embedding": _latency(whole),
+        # CPU time of the same search (every thread of the process): what it costs when no one else runs,
+        # since on this shared machine the wall time mostly measures waiting for a core.
+        "search_without_query_embedding_cpu": _latency(cpu),
         "searcher_evidence_fusion": _latency(ev),
         "searcher_minmax_fusion": _latency(mm),
         "load_before": load_before,
         "load_after": _load(),
         "cpus": os.cpu_count(),
+        "uses_ann": bool(getattr(inner._index, "uses_ann", False)),
     }
     evidence.close()
     minmax.close()
@@ -479,11 +545,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--datasets", default="recall", help="comma-separated: recall, locomo, longmemeval")
     parser.add_argument("--split", default="dev", choices=("dev", "confirm", "all"), help="recall set split")
     parser.add_argument("--limit-conversations", type=int, default=None)
+    parser.add_argument("--conversations", default="", help="LoCoMo conversations as START:END (e.g. 0:3)")
     parser.add_argument("--lme-questions", type=int, default=40)
     parser.add_argument(
         "--lme-cached-only", action="store_true", help="LongMemEval: only the questions whose turns are all cached"
     )
     parser.add_argument("--no-study", action="store_true", help="systems only, no fusion study")
+    parser.add_argument("--speaker", default="", help="comma-separated other-speaker weights (extra rows)")
+    parser.add_argument("--turns", default="dated", choices=("dated", "undated", "one-thread"), help="see _turn")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
     parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
@@ -494,6 +563,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global LANCE  # noqa: PLW0603 - a run-wide switch, set once before any corpus is built
     LANCE = args.lance
+    global TURNS  # noqa: PLW0603 - as LANCE
+    TURNS = args.turns
+    global SPEAKER  # noqa: PLW0603 - as LANCE
+    SPEAKER = tuple(float(b) for b in args.speaker.split(",") if b.strip())
     cache = Path(args.embed_cache).expanduser()
     cache.parent.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(make_embedder(load_settings()), size=200_000, path=cache)
@@ -511,7 +584,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == "recall":
             evaluate_recall(rs, args.split, embedder, scores, not args.no_study)
         elif name == "locomo":
-            evaluate_locomo(embedder, scores, not args.no_study, args.limit_conversations)
+            start, _, end = args.conversations.partition(":")
+            part = slice(int(start) if start else None, int(end) if end else args.limit_conversations)
+            evaluate_locomo(embedder, scores, not args.no_study, part)
         elif name == "longmemeval":
             evaluate_lme(embedder, scores, not args.no_study, args.lme_questions, args.lme_cached_only)
         results[name] = scores.summary()

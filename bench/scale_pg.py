@@ -58,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from _data import iter_longmemeval, load_locomo
+from _embedded_side import EmbeddedSide
 from _pg_bulk import MODEL_ID, BulkLoader, scalar, table_rows
 from engramdb import Engram
 from engramdb.config import load_settings
@@ -157,7 +158,7 @@ def start_server(tmp_root: Path | None, resume: Path | None = None) -> Server:
 
 
 # -- data ------------------------------------------------------------------------------------------
-def load_turns(lme_questions: int) -> tuple[list[str], Vec, list[str]]:
+def load_turns(lme_questions: int, cache: Path | None = None) -> tuple[list[str], Vec, list[str]]:
     """Distinct real turn texts that have a cached vector, their vectors, and the question texts."""
     texts: dict[str, None] = {}
     questions: list[str] = []
@@ -172,7 +173,8 @@ def load_turns(lme_questions: int) -> tuple[list[str], Vec, list[str]]:
             break
         texts.update(dict.fromkeys(d.content for d in q.docs))
         questions.append(q.text)
-    cache = Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
+    # The shared cache grows as other benches embed texts: --embedding-cache pins a copy, so runs see the same turns.
+    cache = cache or Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
     db = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
     found: dict[bytes, bytes] = dict(
         db.execute("SELECT text_sha256, vector FROM embedding_cache WHERE model_id = ?", (MODEL_ID,)).fetchall()
@@ -198,6 +200,17 @@ def synth(base: Vec, index: int, rng: np.random.Generator, *, blend: float, nois
         v = v + blend * base[int(rng.integers(n))] + rng.normal(0.0, noise / np.sqrt(dim), dim).astype(np.float32)
         v /= np.linalg.norm(v)
     return v
+
+
+def advancer(n: int, dim: int) -> Callable[[np.random.Generator, int, int], None]:
+    """Move a generator past rows ``start .. stop`` as :func:`synth` would (a kept store goes on with the same data)."""
+
+    def advance(rng: np.random.Generator, start: int, stop: int) -> None:
+        for _ in range(max(start, n), stop):
+            rng.integers(n)
+            rng.normal(0.0, 1.0, dim)
+
+    return advance
 
 
 def make_batch(
@@ -635,6 +648,16 @@ def measure(
     return out
 
 
+def ratios(pg: dict[str, Any], embedded: dict[str, Any]) -> dict[str, float]:
+    """PostgreSQL's p50 and p95 over the embedded store's, per measurement both sides made."""
+    out: dict[str, float] = {}
+    for key in ("vector_ms", "keyword_ms", "engram_search_ms"):
+        for q in ("p50_ms", "p95_ms"):
+            if key in pg and key in embedded and embedded[key][q] > 0:
+                out[f"{key[:-3]}_{q[:3]}"] = round(pg[key][q] / embedded[key][q], 2)
+    return out
+
+
 def with_writers(
     url: str, store: Store, texts: list[str], base: Vec, queries: list[str], qvecs: dict[str, Vec], args: Any
 ) -> dict[str, Any]:
@@ -743,7 +766,7 @@ def load_increment(
 
 def run(args: Any) -> dict[str, Any]:
     t = time.perf_counter()
-    texts, base, questions = load_turns(args.lme_questions)
+    texts, base, questions = load_turns(args.lme_questions, args.embedding_cache)
     print(
         f"{len(texts)} distinct turns with cached vectors, {len(questions)} questions ({time.perf_counter() - t:.0f}s)",
         flush=True,
@@ -794,6 +817,12 @@ def run(args: Any) -> dict[str, Any]:
         with psycopg.connect(url, autocommit=True) as conn:
             loaded = int(scalar(conn, "SELECT count(*) FROM memories") or 0) if resume is not None else 0
         rng = np.random.default_rng(1)
+        advance = advancer(len(texts), base.shape[1])
+        advance(rng, 0, loaded)
+        embedded = None
+        if not args.no_embedded:
+            where = Path(args.embedded_dir) if args.embedded_dir else server.root / "embedded"
+            embedded = EmbeddedSide(where, make_batch, MODEL_ID, advance)
         measured: list[dict[str, Any]] = []
         for size in args.sizes:
             print(f"== {size:,} memories", flush=True)
@@ -825,6 +854,15 @@ def run(args: Any) -> dict[str, Any]:
             entry["quiet"] = measure(url, store, backend, queries, qvecs, args, recall_queries=args.recall_queries)
             results["in_progress"] = entry
             write(args.out, results)
+            if embedded is not None:
+                print(f"   embedded store: {embedded.directory}", flush=True)
+                if embedded.loaded < size:
+                    entry["embedded_load"] = embedded.grow(size, texts, base, args, QueryEmbedder(qvecs))
+                    print(f"   embedded load: {entry['embedded_load']}", flush=True)
+                entry["embedded"] = embedded.measure(queries, qvecs, args.agents, latency, QueryEmbedder(qvecs))
+                entry["pg_over_embedded"] = ratios(entry["quiet"], entry["embedded"])
+                print(f"   embedded: {entry['embedded']}\n   ratio: {entry['pg_over_embedded']}", flush=True)
+                write(args.out, results)
             if args.writers > 0:
                 entry["with_writers"] = with_writers(url, store, texts, base, queries, qvecs, args)
                 with psycopg.connect(url, autocommit=True) as conn:
@@ -869,6 +907,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the server's data directory at the end")
     parser.add_argument("--resume", default=None, help="a data directory kept by --keep: measure it again")
     parser.add_argument("--tmp", default=None, help="directory for the server's data (default: system temp)")
+    parser.add_argument("--embedding-cache", type=Path, default=None, help="a copy of the bench's embedding cache")
+    parser.add_argument("--no-embedded", action="store_true", help="PostgreSQL only (no embedded store beside it)")
+    parser.add_argument(
+        "--embedded-dir", default=None, help="the embedded store's directory (kept; grown on from its rows)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "scale_pg.json")
     args = parser.parse_args(argv)
     args.sizes = sorted(int(s) for s in args.sizes.split(","))

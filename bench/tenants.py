@@ -1,13 +1,18 @@
-"""Issue 27: embedded search with the memories spread over 1, 50 and 1,000 tenants (agents), side by side.
+"""Issue 27: embedded search with the memories spread over 1, 50 and 1,000 tenants (agents or users), side by side.
 
-Builds one store per spread (``--memories`` LoCoMo/LongMemEval turns as text, vectors from the ``static``
-embedder, row ``i`` owned by agent ``t{i % tenants}``), cached under ``~/.cache/engramdb-bench/tenants``.
-Then, in one process and interleaved per question (every spread sees the same load), each LoCoMo question
-is asked by one tenant (``t{q % tenants}``) of every store: the whole ``Engram.search`` (limit 10; the query
-vector is already in the embedder's cache, so the query embedding is excluded), and each channel alone
-(``vector_candidates`` / ``keyword_candidates``, limit 50). Prints p50/p95 in ms and writes JSON.
+Builds one store per size and spread (``--memories`` LoCoMo/LongMemEval turns as text, vectors from the
+``static`` embedder; row ``i`` owned by agent ``t{i % N}``, or, for the user scope, by agent ``a`` with user
+``u{i % N}``), cached under ``~/.cache/engramdb-bench/tenants``, and (``--others``) one ChromaDB collection and
+one LanceDB table per size holding the same rows with a metadata column per spread (bench/_tenants_others.py).
+Then, in one process and interleaved per question (every store sees the same load), each LoCoMo question is
+asked by one tenant (``t{q % N}`` / ``u{q % N}``) of every store: the whole ``Engram.search`` (limit 10; the
+query vector is already in the embedder's cache, so the query embedding is excluded), each channel alone
+(``vector_candidates`` / ``keyword_candidates``, limit 50), and Chroma's and Lance's vector search with the
+same tenant as their metadata filter (limit 10). Recall@10 of every vector search is against the exact top 10
+among the tenant's rows, by score (a hit counts when its cosine reaches the exact 10th's: the texts repeat, so
+ids tie). The first 5 searches after opening each store are timed apart (``first5``). Prints tables, writes JSON.
 
-    python bench/tenants.py --memories 100000 --questions 150
+    python bench/tenants.py --memories 10000,100000 --scopes agent,user --others chroma,lance
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from _data import load_locomo
 from _report import write_json
 from _retrieval_speed import _scale_texts
+from _tenants_others import Chroma, Lance, column, disk_bytes, owner
 from engramdb import Engram
 from engramdb._util import new_id, utcnow
 from engramdb.models import Memory
@@ -34,114 +41,198 @@ from engramdb.storage.sqlite import open_sqlite
 
 CACHE = Path.home() / ".cache" / "engramdb-bench" / "tenants"
 _BATCH = 5000
+_K = 10
+Spread = tuple[str, int]
 
 
-def _dir(memories: int, tenants: int) -> Path:
-    return CACHE / f"{memories}-{tenants}"
+def _dir(memories: int, scope: str, n: int) -> Path:
+    return CACHE / (f"{memories}-{n}" if scope == "agent" else f"{memories}-u{n}")
 
 
-def build(memories: int, spreads: list[int]) -> None:
-    """Every missing store, from the same texts and vectors."""
-    missing = [n for n in spreads if not (_dir(memories, n) / "done").exists()]
-    if not missing:
-        return
+def corpus(memories: int) -> tuple[list[str], npt.NDArray[np.float32], str]:
+    """The texts, their unit vectors (``static``) and the model id; the vectors cached beside the stores."""
     texts = _scale_texts(memories, np.random.default_rng(7))
+    cached = CACHE / f"vectors-{memories}.npy"
     with Engram(CACHE / "embedder", embedder="static", vectors="sync") as mem:
-        emb = mem.embedder
+        model_id = mem.embedder.model_id
+        if cached.exists():
+            vecs = np.load(cached)
+        else:
+            vecs = np.asarray(mem.embedder.embed(texts), dtype=np.float32)
+            np.save(cached, vecs)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return texts, vecs, model_id
+
+
+def build(memories: int, spreads: list[Spread], texts: list[str], vecs: npt.NDArray[np.float32], model_id: str) -> None:
+    """Every missing store, from the same texts and vectors."""
+    for scope, n in spreads:
+        directory = _dir(memories, scope, n)
+        if (directory / "done").exists():
+            continue
         start = time.perf_counter()
-        vecs = np.asarray(emb.embed(texts), dtype=np.float32)
-        print(f"embedded {memories} texts in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-        model_id = emb.model_id
-    for n in missing:
-        start = time.perf_counter()
-        directory = _dir(memories, n)
         store = open_sqlite(directory)
         try:
             for lo in range(0, memories, _BATCH):
                 now = utcnow()
                 batch = [
-                    Memory(id=new_id(), agent=f"t{i % n}", kind="conversation", content=texts[i], created_at=now,
-                           updated_at=now)
+                    Memory(id=new_id(), agent=owner(scope, n, i) if scope == "agent" else "a",
+                           user=None if scope == "agent" else owner(scope, n, i), kind="conversation",
+                           content=texts[i], created_at=now, updated_at=now)
                     for i in range(lo, min(lo + _BATCH, memories))
                 ]  # fmt: skip
                 store.memories.add(batch, vecs[lo : lo + len(batch)], model_id=model_id, actor="bench")
         finally:
             store.close()
         with Engram(directory, embedder="static", vectors="sync") as mem:  # the HNSW sidecar, built once
-            mem.search("warm up", agent="t0", limit=10)
-            search = mem.store.search
-            search._index.wait_for_index()
+            mem.search("warm up", agent="a", limit=10)
+            mem.store.search._index.wait_for_index()
         (directory / "done").touch()
-        print(f"built {memories} memories over {n} tenants in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        print(f"built {memories} over {n} {scope}s in {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
 def _p(values: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(values), "p95": float(np.percentile(values, 95)), "n": len(values)}
 
 
-def measure(memories: int, spreads: list[int], questions: int) -> dict[str, Any]:
-    texts = [q.text for c in load_locomo() for q in c.questions][:questions]
-    opened = {n: Engram(_dir(memories, n), embedder="static", vectors="sync") for n in spreads}
-    first: dict[int, list[float]] = {}
+def _recall(scores: list[float], exact_kth: float) -> float:
+    """Share of the top ``_K`` whose cosine reaches the exact ``_K``-th (ties by score count as found)."""
+    return sum(1 for s in scores[:_K] if s >= exact_kth - 1e-4) / _K
+
+
+def _ask(mem: Engram, scope: str, tenant: str, query: str) -> None:
+    if scope == "agent":
+        mem.search(query, agent=tenant, limit=_K)
+    else:
+        mem.search(query, agent="a", user=tenant, limit=_K)
+
+
+def measure(
+    memories: int, spreads: list[Spread], questions: int, others: list[str], vecs: npt.NDArray[np.float32],
+    texts: list[str],
+) -> dict[str, Any]:  # fmt: skip
+    qtexts = [q.text for c in load_locomo() for q in c.questions][:questions]
+    opened: dict[Spread, Engram] = {}
+    out: dict[str, Any] = {}
+    first: dict[str, list[float]] = {}
+    for spread in spreads:  # open each store and time its first searches before the next opens
+        mem = opened[spread] = Engram(_dir(memories, *spread), embedder="static", vectors="sync")
+        mem.embedder.embed(qtexts)  # each store's own cache: the query embedding is excluded below
+        key = f"{spread[0]}{spread[1]}"
+        for i, q in enumerate(qtexts[:5]):
+            t0 = time.perf_counter()
+            _ask(mem, spread[0], owner(spread[0], spread[1], i), q)
+            first.setdefault(key, []).append(1000 * (time.perf_counter() - t0))
+    systems: list[Any] = []
+    for name in others:
+        cls = {"chroma": Chroma, "lance": Lance}[name]
+        t0 = time.perf_counter()
+        systems.append(cls(CACHE / f"{name}-{memories}", texts, vecs, spreads))
+        out[f"{name}/open_or_build_s"] = time.perf_counter() - t0
+    times: dict[str, list[float]] = {}
+    recalls: dict[str, list[float]] = {}
     try:
-        qvecs = opened[spreads[0]].embedder.embed(texts)
-        for n, mem in opened.items():
-            mem.embedder.embed(texts)  # each store's own cache: the query embedding is excluded below
-            for q in texts[:5]:  # the first searches after opening, before the keyword cache is built
-                t0 = time.perf_counter()
-                mem.search(q, agent="t0", limit=10)
-                first.setdefault(n, []).append(1000 * (time.perf_counter() - t0))
+        qvecs = np.asarray(opened[spreads[0]].embedder.embed(qtexts), dtype=np.float32)
+        qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+        for (scope, n), mem in opened.items():  # warm: the keyword postings and the index are in place
             mem.store.search.keyword_index.wait()
-            for q in texts[5:15]:
-                mem.search(q, agent="t0", limit=10)
-        times: dict[str, list[float]] = {}
-        for i, (q, v) in enumerate(zip(texts, qvecs, strict=True)):
+            for i, q in enumerate(qtexts[5:15]):
+                _ask(mem, scope, owner(scope, n, i), q)
+        rows = np.arange(memories)
+        for i, (q, v) in enumerate(zip(qtexts, qvecs, strict=True)):
             terms = query_terms(q)
-            for n, mem in opened.items():
-                agent = f"t{i % n}"
-                flt = read_filter(agent, None, None)
+            sims = vecs @ v
+            for (scope, n), mem in opened.items():
+                key = f"{scope}{n}"
+                tenant = owner(scope, n, i)
+                flt = read_filter(tenant, None, None) if scope == "agent" else read_filter("a", None, None, user=tenant)
                 search = mem.store.search
                 t0 = time.perf_counter()
-                mem.search(q, agent=agent, limit=10)
+                _ask(mem, scope, tenant, q)
                 t1 = time.perf_counter()
-                search.vector_candidates(np.asarray(v, dtype=np.float32), flt, limit=50)
+                found = search.vector_candidates(v, flt, limit=50)
                 t2 = time.perf_counter()
                 search.keyword_candidates(terms, flt, limit=50)
                 t3 = time.perf_counter()
-                times.setdefault(f"{n}/search", []).append(1000 * (t1 - t0))
-                times.setdefault(f"{n}/vector", []).append(1000 * (t2 - t1))
-                times.setdefault(f"{n}/keyword", []).append(1000 * (t3 - t2))
+                times.setdefault(f"{key}/search", []).append(1000 * (t1 - t0))
+                times.setdefault(f"{key}/vector", []).append(1000 * (t2 - t1))
+                times.setdefault(f"{key}/keyword", []).append(1000 * (t3 - t2))
+                mine = sims[rows % n == i % n]
+                kth = float(-np.partition(-mine, _K - 1)[_K - 1]) if mine.size >= _K else -1.0
+                recalls.setdefault(f"{key}/engramdb", []).append(_recall([c.score for c in found], kth))
+                for system in systems:
+                    t4 = time.perf_counter()
+                    hits = system.search(v, column(scope, n), tenant, _K)
+                    times.setdefault(f"{key}/{system.name}", []).append(1000 * (time.perf_counter() - t4))
+                    recalls.setdefault(f"{key}/{system.name}", []).append(_recall([float(sims[h]) for h in hits], kth))
     finally:
         for mem in opened.values():
             mem.close()
-    out: dict[str, Any] = {k: _p(v) for k, v in times.items()}
-    out.update({f"{n}/first5": _p(v) for n, v in first.items()})
+        for system in systems:
+            system.close()
+    out.update({k: _p(v) for k, v in times.items()})
+    out.update({f"{k}/first5": _p(v) for k, v in first.items()})
+    out.update({f"{k}/recall@10": statistics.fmean(v) for k, v in recalls.items()})
+    for spread in spreads:
+        directory = _dir(memories, *spread)
+        sidecar = directory / "engram.db.ann"
+        vec_files = sum(f.stat().st_size for f in sidecar.rglob("vectors.npy"))
+        out[f"{spread[0]}{spread[1]}/disk"] = {
+            "total": disk_bytes(directory),
+            "database": sum(f.stat().st_size for f in directory.glob("engram.db*") if f.is_file()),
+            "sidecar": disk_bytes(sidecar) if sidecar.exists() else 0,
+            "sidecar_vectors": vec_files,
+        }
+    for name in others:
+        out[f"{name}/disk"] = disk_bytes(CACHE / f"{name}-{memories}")
     return out
+
+
+def report(memories: int, spreads: list[Spread], others: list[str], res: dict[str, Any], load: str) -> None:
+    print(f"\n{memories} memories, load {load}")
+    head = "| tenants | search p50 / p95 | first 5 p50 (x warm) | vector p50 / p95, R@10 | keyword p50 / p95 |"
+    print(head + "".join(f" {o} vector p50 / p95, R@10 |" for o in others))
+    print("|---" * (5 + len(others)) + "|")
+    for scope, n in spreads:
+        key = f"{scope}{n}"
+        s, f, v, k = (res[f"{key}/{part}"] for part in ("search", "first5", "vector", "keyword"))
+        line = (
+            f"| {n} {scope}s | {s['p50']:.2f} / {s['p95']:.2f} | {f['p50']:.1f} ({f['p50'] / s['p50']:.1f}x) | "
+            f"{v['p50']:.2f} / {v['p95']:.2f}, {res[f'{key}/engramdb/recall@10']:.3f} | "
+            f"{k['p50']:.2f} / {k['p95']:.2f} |"
+        )
+        for o in others:
+            t = res[f"{key}/{o}"]
+            line += f" {t['p50']:.2f} / {t['p95']:.2f}, {res[f'{key}/{o}/recall@10']:.3f} |"
+        print(line)
+    disks = [f"{k.split('/')[0]} {v['total'] / 1e6:.0f} MB (sidecar vectors {v['sidecar_vectors'] / 1e6:.0f})"
+             for k, v in res.items() if k.endswith("/disk") and isinstance(v, dict)]  # fmt: skip
+    disks += [f"{o} {res[f'{o}/disk'] / 1e6:.0f} MB" for o in others]
+    print("on disk: " + "; ".join(disks))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--memories", default="100000", help="sizes, comma-separated")
     parser.add_argument("--tenants", default="1,50,1000")
+    parser.add_argument("--scopes", default="agent", help="agent, user or agent,user")
     parser.add_argument("--questions", type=int, default=150)
+    parser.add_argument("--others", default="", help="chroma, lance or chroma,lance: side by side")
     parser.add_argument("--label", default="now")
     args = parser.parse_args()
-    spreads = [int(x) for x in args.tenants.split(",")]
-    build(args.memories, spreads)
-    load = os.getloadavg()[0]
-    results = measure(args.memories, spreads, args.questions)
-    print(f"{args.memories} memories, {args.questions} questions, load {load:.1f}-{os.getloadavg()[0]:.1f}")
-    print("| tenants | search p50 / p95 | vector p50 / p95 | keyword p50 / p95 | first 5 searches p50 |")
-    print("|---:|---:|---:|---:|---:|")
-    for n in spreads:
-        s, v, k, f = (results[f"{n}/{part}"] for part in ("search", "vector", "keyword", "first5"))
-        print(
-            f"| {n} | {s['p50']:.2f} / {s['p95']:.2f} | {v['p50']:.2f} / {v['p95']:.2f} | "
-            f"{k['p50']:.2f} / {k['p95']:.2f} | {f['p50']:.1f} |"
-        )
+    spreads = [(s, int(n)) for s in args.scopes.split(",") for n in args.tenants.split(",")]
+    others = [o for o in args.others.split(",") if o]
+    results: dict[str, Any] = {}
+    for memories in (int(m) for m in args.memories.split(",")):
+        texts, vecs, model_id = corpus(memories)
+        build(memories, spreads, texts, vecs, model_id)
+        load = os.getloadavg()[0]
+        res = measure(memories, spreads, args.questions, others, vecs, texts)
+        span = f"{load:.1f}-{os.getloadavg()[0]:.1f}"
+        report(memories, spreads, others, res, span)
+        results[str(memories)] = {"load": span, **res}
     write_json(
-        Path(__file__).parent / "results" / f"tenants_{args.label}.json",
-        {"args": vars(args), "load": [load, os.getloadavg()[0]], "results": results},
+        Path(__file__).parent / "results" / f"tenants_{args.label}.json", {"args": vars(args), "results": results}
     )
 
 

@@ -17,7 +17,7 @@ _EXTRA = {
     "engramdb.config": ["Settings"],
     "engramdb.engram": ["Engram"],
     # The same API awaitable (embedded or remote), and what Engram("http://...") returns.
-    "engramdb.client.aio": ["AsyncEngram"],
+    "engramdb.aio": ["AsyncEngram"],
     "engramdb.client.remote": ["RemoteEngram"],
     # Live objects handed out by the API (context managers, decorators): not values, but users name them.
     "engramdb.learning.adaptive": ["Adaptive"],

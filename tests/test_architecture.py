@@ -135,3 +135,52 @@ def test_no_import_runs_up_a_layer_of_the_module_map():
         if i in placed and not i.startswith(m + ".") and placed[i] > placed[m]
     )
     assert upward == []
+
+
+#: What interfaces and integrations may import besides their own package: the public API.
+PUBLIC_SURFACE = (
+    "engramdb.models",  # every public value
+    "engramdb.errors",
+    "engramdb.config",
+    "engramdb.validate",  # the input checks and limits, one wording
+    "engramdb.storage.base",  # what Engram.store (a public attribute) is: the role protocols, Filter
+)
+#: Interface/integration modules that still reach past the public API, and why; keep it short.
+ALLOWED_PRIVATE: dict[str, dict[str, str]] = {
+    # Both look at a store without opening it through Engram, which would create or migrate it.
+    "engramdb.interfaces.cli.doctor": {
+        "engramdb.storage": "a damaged store is examined, not opened",
+        "engramdb.services.doctor": "the examination itself, before any Engram exists",
+    },
+    "engramdb.interfaces.cli.servers": {"engramdb.storage": "does the store exist yet (serve creates it)"},
+    "engramdb.interfaces.cli.packs": {"engramdb.services.packs": "the shipped packs, listed without a store"},
+    # Aggregates in SQL over mem.store (no row loaded): the read's visibility rule is recall's.
+    "engramdb.interfaces.web._browse": {"engramdb.recall": "read_filter for counts of a date range"},
+    "engramdb.integrations.langchain": {"engramdb.recall": "read_filter for the pattern totals"},
+    "engramdb.interfaces.web.app": {"engramdb.learning.analytics": "learning curves finer than the report's"},
+    "engramdb.integrations.chroma": {
+        "engramdb.embeddings": "the store embedder's cache, primed with the collection's checked vectors",
+        "engramdb.privacy.redact": "which sampled documents redaction leaves unchanged",
+    },
+}
+
+
+def _public(module: str, imported: str) -> bool:
+    own = ".".join(module.split(".")[:2])
+    if imported == "engramdb" or imported.startswith(own + ".") or imported == own:
+        return True
+    if any(imported == p or imported.startswith(p + ".") for p in PUBLIC_SURFACE):
+        return True
+    # An integration is public where it is not underscored (the CLI's `engram import chroma` uses one).
+    return imported.startswith("engramdb.integrations.") and not imported.rsplit(".", 1)[-1].startswith("_")
+
+
+def test_interfaces_and_integrations_use_only_the_public_api():
+    """Every import of theirs, TYPE_CHECKING and function-level ones too; the allow-list above is exact."""
+    outside = {
+        m: sorted(i for i in gen_module_map.imports(m) if not _public(m, i))
+        for m in _modules()
+        if m.startswith(("engramdb.interfaces", "engramdb.integrations"))
+    }
+    reaching = {m: v for m, v in outside.items() if v}
+    assert reaching == {m: sorted(v) for m, v in ALLOWED_PRIVATE.items()}

@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engramdb.client.aio import (
+    from engramdb.aio import (
         AsyncEngram,
     )
     from engramdb.client.remote import (
@@ -147,7 +147,7 @@ __version__ = "0.1.0"
 
 #: Where each public name lives: imported from there on first use.
 _WHERE: dict[str, str] = {
-    "AsyncEngram": "engramdb.client.aio",
+    "AsyncEngram": "engramdb.aio",
     "RemoteEngram": "engramdb.client.remote",
     "Settings": "engramdb.config",
     "Engram": "engramdb.engram",

@@ -15,13 +15,18 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from engramdb.errors import ValidationError
+
+if TYPE_CHECKING:
+    from engramdb.config import Settings
+
 from engramdb.models import CHAT_ROLES, KINDS, VISIBILITIES, ChatMessage, ChatRole, Kind, Visibility
 
 __all__ = [
     "AUDIT_IDS",
+    "DEFAULT_TOKEN_BUDGET",
     "MAX_CONTENT_CHARS",
     "MAX_LIMIT",
     "MAX_MESSAGES",
@@ -30,10 +35,13 @@ __all__ = [
     "MAX_NAME_CHARS",
     "MAX_OFFSET",
     "MAX_TAGS",
+    "MAX_TOKEN_BUDGET",
+    "MIN_TOKEN_BUDGET",
     "PAGE_SIZE",
     "PROVENANCE_BYTES",
     "PROVENANCE_KEY",
     "agent_name",
+    "agent_or_default",
     "confidence",
     "content",
     "flag",
@@ -87,6 +95,12 @@ _STAMP_KEYS: Final = (PROVENANCE_KEY, "origin")
 PROVENANCE_BYTES: Final = 4096
 #: Largest ``offset`` of a paged read (the stores' integers are 64-bit).
 MAX_OFFSET: Final = 2**62
+#: Default size of a rendered context (``mem.context``), in tokens of the bundled tokenizer.
+DEFAULT_TOKEN_BUDGET: Final = 1500
+#: Smallest context budget accepted: room for a header and a few short lines.
+MIN_TOKEN_BUDGET: Final = 32
+#: Largest context budget accepted (beyond any model's context window).
+MAX_TOKEN_BUDGET: Final = 200_000
 #: Kinds named in one read filter.
 _MAX_KINDS: Final = 64
 
@@ -157,6 +171,11 @@ def agent_name(value: object, *, what: str = "agent") -> str:
     if text == "*":
         raise ValidationError(f"{what} '*' is reserved (it means every agent)")
     return text
+
+
+def agent_or_default(value: object, settings: Settings) -> str:
+    """The :func:`agent_name` of a call's ``agent``, or the instance's ``agent`` setting when the call gives None."""
+    return agent_name(settings.agent if value is None else value)
 
 
 def scope(value: object, *, what: str) -> str | None:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engramdb.errors import ValidationError
-from engramdb.knowledge import transfer
+from engramdb.knowledge import provenance, transfer
 from engramdb.knowledge.dedupe import Duplicate
 from engramdb.models import Change, Memory
 from engramdb.privacy import sharing as rules
@@ -59,14 +59,14 @@ def test_recipient_is_another_agent_or_everyone(bad: object):
 
 def test_a_copy_keeps_statistics_and_names_its_first_origin():
     src = mem("b1", "bob", successes=2.0, attempts=3.0, access_count=4, confidence=0.7, visibility="shared")
-    copy = rules.copied(src, to_agent="alice", new_id="a9", at=T0 + timedelta(days=1))
+    copy = provenance.copied(src, to_agent="alice", new_id="a9", at=T0 + timedelta(days=1))
     assert (copy.id, copy.agent, copy.visibility) == ("a9", "alice", "private")
     assert (copy.successes, copy.attempts, copy.access_count, copy.confidence) == (2.0, 3.0, 4, 0.7)
     assert copy.metadata["origin"]["agent"] == "bob"
     assert copy.metadata["origin"]["id"] == "b1"
-    again = rules.copied(copy, to_agent="carol", new_id="c9", at=T0)
+    again = provenance.copied(copy, to_agent="carol", new_id="c9", at=T0)
     assert again.metadata["origin"]["id"] == "b1"  # a copy of a copy points at the original
-    assert rules.origins(again) == {("carol", "c9"), ("bob", "b1")}
+    assert provenance.origins(again) == {("carol", "c9"), ("bob", "b1")}
 
 
 stats = st.tuples(st.floats(0, 50), st.floats(0, 50), st.integers(0, 1000), st.floats(0, 1))
@@ -76,26 +76,26 @@ stats = st.tuples(st.floats(0, 50), st.floats(0, 50), st.integers(0, 1000), st.f
 def test_combined_sums_evidence_and_keeps_the_stronger_belief(a: tuple, b: tuple):
     target = mem("t", "alice", attempts=a[0] + a[1], successes=a[0], access_count=a[2], confidence=a[3])
     source = mem("s", "bob", attempts=b[0] + b[1], successes=b[0], access_count=b[2], confidence=b[3])
-    changes = rules.combined(target, source, similarity=0.97, at=T0)
+    changes = provenance.combined(target, source, similarity=0.97, at=T0)
     merged = transfer.applied(target, changes)
     assert merged.successes == pytest.approx(target.successes + source.successes)
     assert merged.attempts == pytest.approx(target.attempts + source.attempts)
     assert merged.successes <= merged.attempts + 1e-9
     assert merged.access_count == target.access_count + source.access_count
     assert merged.confidence == max(target.confidence, source.confidence)
-    assert ("bob", "s") in rules.origins(merged)
+    assert ("bob", "s") in provenance.origins(merged)
     # A second merge of another source keeps the first in the provenance.
     other = mem("s2", "carol")
-    twice = transfer.applied(merged, rules.combined(merged, other, similarity=0.96, at=T0))
-    assert {("bob", "s"), ("carol", "s2")} <= rules.origins(twice)
+    twice = transfer.applied(merged, provenance.combined(merged, other, similarity=0.96, at=T0))
+    assert {("bob", "s"), ("carol", "s2")} <= provenance.origins(twice)
 
 
 def test_provenance_survives_the_bounded_merge_history():
     target = mem("t")
     for i in range(30):
-        target = transfer.applied(target, rules.combined(target, mem(f"s{i}", "bob"), similarity=0.99, at=T0))
+        target = transfer.applied(target, provenance.combined(target, mem(f"s{i}", "bob"), similarity=0.99, at=T0))
     assert len(target.metadata["merged_from"]) <= 20
-    assert {("bob", f"s{i}") for i in range(30)} <= rules.origins(target)
+    assert {("bob", f"s{i}") for i in range(30)} <= provenance.origins(target)
 
 
 def test_refreshed_takes_the_newer_copy_and_joins_counters():
@@ -139,7 +139,7 @@ def test_plan_import_adds_refreshes_merges_and_refuses_takeovers():
 
 
 def test_plan_import_skips_what_an_earlier_import_merged():
-    target = transfer.applied(mem("d0"), rules.combined(mem("d0"), mem("f1"), similarity=0.99, at=T0))
+    target = transfer.applied(mem("d0"), provenance.combined(mem("d0"), mem("f1"), similarity=0.99, at=T0))
     plan = transfer.plan_import(
         [incoming(mem("f1"))],
         existing={},

@@ -11,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engramdb import Engram
-from engramdb.retrieval.context import ASSISTANT_WEIGHT, ROLE_KEY, asks_about_assistant, weigh_speakers
+from engramdb.retrieval.context import (
+    ASSISTANT_WEIGHT,
+    ROLE_KEY,
+    asks_about_assistant,
+    named_speaker,
+    weigh_named_speakers,
+    weigh_speakers,
+)
 from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import Fused, fuse
 from engramdb.retrieval.text import query_terms
@@ -151,3 +158,73 @@ def test_search_ranks_the_users_fact_above_the_assistants_reply(mem: Engram) -> 
     finally:
         weighed.close()
         plain.close()
+
+
+# -- a speaker the query names ------------------------------------------------------------------------------
+
+
+@given(fused_lists, role_maps, st.floats(min_value=0, max_value=1))
+def test_naming_a_speaker_keeps_candidates_and_only_lowers_the_others_turns(fused, roles, weight):
+    out = weigh_named_speakers(fused, roles, query="What did caroline paint?", weight=weight)
+    assert sorted(f.id for f in out) == sorted(f.id for f in fused)
+    before = {f.id: f.relevance for f in fused}
+    named = named_speaker("What did caroline paint?", {roles.get(f.id) for f in fused})
+    for f in out:
+        other = named is not None and isinstance(roles.get(f.id), str) and roles.get(f.id) != named
+        assert f.relevance == pytest.approx(before[f.id] * weight if other else before[f.id])
+    assert [f.relevance for f in out] == sorted((f.relevance for f in out), reverse=True)
+
+
+@given(fused_lists, role_maps)
+def test_no_name_several_names_or_weight_one_change_nothing(fused, roles):
+    assert weigh_named_speakers(fused, roles, query="what did I buy", weight=0.5) == list(fused)
+    assert weigh_named_speakers(fused, roles, query="What did Caroline paint?", weight=1.0) == list(fused)
+    pair = [Fused("x", 0.9, None, None), Fused("y", 0.8, None, None)]
+    both = {"x": "Melanie", "y": "Caroline"}
+    assert weigh_named_speakers(pair, both, query="Did Caroline and Melanie meet?", weight=0.5) == pair
+
+
+def test_the_named_speakers_own_turn_overtakes_the_other_speakers_mention():
+    fused = [Fused("mel", 0.7, None, None), Fused("caro", 0.6, None, None), Fused("note", 0.65, None, None)]
+    roles = {"mel": "Melanie", "caro": "Caroline"}
+    out = weigh_named_speakers(fused, roles, query="What did Caroline research?", weight=0.8)
+    assert [f.id for f in out] == ["note", "caro", "mel"]
+    assert out[2].relevance == pytest.approx(0.7 * 0.8)
+
+
+def test_generic_roles_are_not_names():
+    assert named_speaker("what did the user say?", {"user", "assistant"}) is None
+    assert named_speaker("What did JON say?", {"Jon", "Gina"}) == "Jon"
+    with pytest.raises(ValueError, match="weight"):
+        weigh_named_speakers([], {}, query="q", weight=-0.1)
+
+
+def test_search_with_a_named_speaker_prefers_that_speakers_turn(mem: Engram) -> None:
+    turns = [
+        ("Melanie", "Caroline painted a lake at sunset last week, and she showed me the painting!"),
+        ("Caroline", "Thanks! The orange sky over the water took me all weekend."),
+        ("Melanie", "My kids loved the museum trip."),
+    ]
+    stored = mem.remember_many(
+        [
+            {"content": f"{who}: {text}", "agent": "a", "kind": "conversation", "metadata": {ROLE_KEY: who}}
+            for who, text in turns
+        ]
+    )
+    now = datetime.now(UTC)
+    flt = Filter(agent="a")
+    query = "What did Caroline paint?"
+    plain = HybridSearcher(mem.store, mem.embedder)
+    named = HybridSearcher(mem.store, mem.embedder)
+    named.other_speaker_weight = 0.1
+    try:
+        before = plain.search(query, flt, limit=3, now=now, touch=False)
+        after = named.search(query, flt, limit=3, now=now, touch=False)
+        # Melanie's mention holds the question's words; Caroline's own reply wins once the other speaker's
+        # turns count at a tenth.
+        assert before[0].memory.id == stored[0].id
+        assert after[0].memory.id == stored[1].id
+        assert {h.memory.id for h in after} == {h.memory.id for h in before}
+    finally:
+        plain.close()
+        named.close()

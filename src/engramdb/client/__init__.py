@@ -1,5 +1,5 @@
 """Clients of a running ``engram serve``: :class:`RemoteEngram` (what ``Engram("http://...")`` returns) and the
-transport it shares with :class:`~engramdb.client.aio.AsyncEngram`."""
+transport it shares with :class:`~engramdb.aio.AsyncEngram`."""
 
 from engramdb.client._transport import is_url
 from engramdb.client.remote import LOCAL_ONLY, RemoteEngram

@@ -50,6 +50,7 @@ class RemoteLearning(_Area):
         tags: Iterable[str] = (),
         visibility: str = "private",
         episode: str | None = None,
+        user: str | None = None,
     ) -> Memory:
         body = {
             "context": context,
@@ -66,12 +67,20 @@ class RemoteLearning(_Area):
         }
         if episode is not None:
             body["episode"] = episode
+        if user is not None:
+            body["user"] = user
         return self._send(Call("POST", "/outcomes", _one(Memory), body=body))
 
     def suggest(
-        self, context: str, *, agent: str | None = None, options: Sequence[str] | None = None, limit: int = 5
+        self,
+        context: str,
+        *,
+        agent: str | None = None,
+        options: Sequence[str] | None = None,
+        limit: int = 5,
+        user: str | None = None,
     ) -> Suggestion:
-        body = {"context": context, "agent": agent, "options": options, "limit": limit}
+        body = {"context": context, "agent": agent, "options": options, "limit": limit, "user": user}
         return self._send(Call("POST", "/suggest", _one(Suggestion), body=body))
 
     def choose(
@@ -82,8 +91,16 @@ class RemoteLearning(_Area):
         agent: str | None = None,
         exploration: float | None = None,
         seed: int | None = None,
+        user: str | None = None,
     ) -> str:
-        body = {"context": context, "options": options, "agent": agent, "exploration": exploration, "seed": seed}
+        body = {
+            "context": context,
+            "options": options,
+            "agent": agent,
+            "exploration": exploration,
+            "seed": seed,
+            "user": user,
+        }
         return self._send(Call("POST", "/choose", _str("chosen"), body=body))
 
     def feedback(
@@ -93,27 +110,38 @@ class RemoteLearning(_Area):
         *,
         agent: str | None = None,
         context: str | None = None,
+        user: str | None = None,
     ) -> builtins.list[Memory]:
         ids = None if memory_ids is None else [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
-        body = {"memory_ids": ids, "outcome": outcome, "agent": agent, "context": context}
+        body = {"memory_ids": ids, "outcome": outcome, "agent": agent, "context": context, "user": user}
         return self._send(Call("POST", "/learning/feedback", _many(Memory, "memories"), body=body))
 
-    def resolve(self, decision_id: str, outcome: str | bool | float, *, agent: str | None = None) -> Memory:
-        body = {"decision_id": decision_id, "outcome": outcome, "agent": agent}
+    def resolve(
+        self, decision_id: str, outcome: str | bool | float, *, agent: str | None = None, user: str | None = None
+    ) -> Memory:
+        body = {"decision_id": decision_id, "outcome": outcome, "agent": agent, "user": user}
         return self._send(Call("POST", "/learning/resolve", _one(Memory), body=body))
 
-    def pending(self, *, agent: str | None = None, episode: str | None = None) -> builtins.list[Memory]:
-        query = {"agent": agent, "episode": episode}
+    def pending(
+        self, *, agent: str | None = None, episode: str | None = None, user: str | None = None
+    ) -> builtins.list[Memory]:
+        query = {"agent": agent, "episode": episode, "user": user}
         return self._send(Call("GET", "/learning/pending", _many(Memory, "memories"), query=query))
 
     def outcomes(
-        self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
+        self,
+        *,
+        agent: str | None = None,
+        since: datetime | None = None,
+        category: str | None = None,
+        user: str | None = None,
     ) -> builtins.list[DecisionRecord]:
-        query = {"agent": agent, "since": since, "category": category}
+        query = {"agent": agent, "since": since, "category": category, "user": user}
         return self._send(Call("GET", "/learning/outcomes", _many(DecisionRecord, "outcomes"), query=query))
 
-    def stats(self, *, agent: str | None = None, top: int = 10) -> LearningStats:
-        return self._send(Call("GET", "/learning/stats", _one(LearningStats), query={"agent": agent, "top": top}))
+    def stats(self, *, agent: str | None = None, top: int = 10, user: str | None = None) -> LearningStats:
+        query = {"agent": agent, "top": top, "user": user}
+        return self._send(Call("GET", "/learning/stats", _one(LearningStats), query=query))
 
     def report(
         self,
@@ -123,16 +151,28 @@ class RemoteLearning(_Area):
         chart: str | os.PathLike[str] | None = None,
         success_target: float = 0.7,
         slow_seconds: float = 300.0,
+        user: str | None = None,
     ) -> LearningReport:
         if chart is not None:
             raise EngramError("learning.report(chart=...) draws a file where the store is: not through a server")
-        query = {"agent": agent, "since": since, "success_target": success_target, "slow_seconds": slow_seconds}
+        query = {
+            "agent": agent,
+            "since": since,
+            "success_target": success_target,
+            "slow_seconds": slow_seconds,
+            "user": user,
+        }
         return self._send(Call("GET", "/learning/report", _one(LearningReport), query=query))
 
     def trends(
-        self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
+        self,
+        *,
+        agent: str | None = None,
+        since: datetime | None = None,
+        category: str | None = None,
+        user: str | None = None,
     ) -> builtins.list[CategoryTrend]:
-        query = {"agent": agent, "since": since, "category": category}
+        query = {"agent": agent, "since": since, "category": category, "user": user}
         return self._send(Call("GET", "/learning/trends", _many(CategoryTrend, "trends"), query=query))
 
     def approaches(
@@ -142,10 +182,17 @@ class RemoteLearning(_Area):
         success_rate: str | None = None,
         min_attempts: int = 2,
         since: datetime | None = None,
+        user: str | None = None,
     ) -> builtins.list[ApproachStats]:
         if success_rate is not None and not isinstance(success_rate, str):
             raise EngramError("learning.approaches through a server takes success_rate as text, such as '>80%'")
-        query = {"agent": agent, "success_rate": success_rate, "min_attempts": min_attempts, "since": since}
+        query = {
+            "agent": agent,
+            "success_rate": success_rate,
+            "min_attempts": min_attempts,
+            "since": since,
+            "user": user,
+        }
         return self._send(Call("GET", "/learning/approaches", _many(ApproachStats, "approaches"), query=query))
 
     def record_execution(
@@ -165,6 +212,7 @@ class RemoteLearning(_Area):
         alternatives: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         used: Iterable[str] = (),
+        user: str | None = None,
     ) -> Memory:
         body = {
             "task": task,
@@ -181,6 +229,7 @@ class RemoteLearning(_Area):
             "alternatives": list(alternatives),
             "metadata": metadata,
             "used": list(used),
+            "user": user,
         }
         return self._send(Call("POST", "/learning/executions", _one(Memory), body=body))
 
@@ -192,8 +241,16 @@ class RemoteLearning(_Area):
         successful: bool | None = True,
         category: str | None = None,
         limit: int = 5,
+        user: str | None = None,
     ) -> builtins.list[ExecutionMatch]:
-        body = {"task": task, "agent": agent, "successful": successful, "category": category, "limit": limit}
+        body = {
+            "task": task,
+            "agent": agent,
+            "successful": successful,
+            "category": category,
+            "limit": limit,
+            "user": user,
+        }
         return self._send(Call("POST", "/learning/executions/search", _many(ExecutionMatch, "executions"), body=body))
 
     def adaptive(self, *args: Any, **kwargs: Any) -> NoReturn:

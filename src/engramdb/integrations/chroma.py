@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import EngramError, StorageError, ValidationError
 from engramdb.integrations._chroma_shapes import (
     FailureRecord,
@@ -63,8 +63,8 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
+    from engramdb import Engram
     from engramdb.embeddings import CachedEmbedder
-    from engramdb.engram import Engram
 
 __all__ = ["REUSE_MIN_COSINE", "ChromaImportReport", "CollectionImport", "import_chroma"]
 

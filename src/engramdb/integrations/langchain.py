@@ -38,14 +38,14 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import ConfigError, EngramError
 from engramdb.integrations._patterns import PATTERN_KIND, PATTERN_TAG
 from engramdb.models import Kind
 from engramdb.recall import read_filter
 
 if TYPE_CHECKING:
-    from engramdb.engram import Engram
+    from engramdb import Engram
 
 __all__ = [
     "PATTERN_KIND",
@@ -180,7 +180,7 @@ def memory_tools(
         raise ConfigError(
             "memory_tools needs a store in this process (Engram(path) or a database URL), not a server's client"
         )
-    agent = check.agent_name(mem.settings.agent if agent is None else agent)
+    agent = check.agent_or_default(agent, mem.settings)
     tools = _Tools(mem, agent, user=check.scope(user, what="user"), session=check.scope(session, what="session"))
     specs: list[tuple[str, Callable[..., str], type[BaseModel], str]] = [
         (

@@ -62,13 +62,13 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
-from engramdb import _validate as check
-from engramdb.client.aio import AsyncEngram
+from engramdb import AsyncEngram
+from engramdb import validate as check
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
 
 if TYPE_CHECKING:
-    from engramdb.engram import Engram
+    from engramdb import Engram
 
 __all__ = ["DEFAULT_SCOPES", "REGISTRY_AGENT", "EngramStore"]
 

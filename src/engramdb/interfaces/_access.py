@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from engramdb.errors import NotAuthenticated, ValidationError
+from engramdb import ApiKeys
+from engramdb.errors import AccessDenied, NotAuthenticated, ValidationError
 from engramdb.models.auth import ApiKey
-from engramdb.services.keys import AccessDenied, ApiKeys
 
 if TYPE_CHECKING:
     from engramdb import Engram

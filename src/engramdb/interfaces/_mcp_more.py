@@ -26,7 +26,7 @@ from mcp_types import INVALID_PARAMS
 
 from engramdb.errors import EngramError, NotFound
 from engramdb.interfaces._responses_more import TOOL_RESULTS
-from engramdb.services.context import DEFAULT_TOKEN_BUDGET
+from engramdb.validate import DEFAULT_TOKEN_BUDGET
 
 if TYPE_CHECKING:
     from engramdb import Engram

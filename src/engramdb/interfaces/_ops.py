@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import ValidationError
 from engramdb.interfaces._schemas import (
     AddArgs,
@@ -47,10 +47,9 @@ from engramdb.interfaces._schemas import (
 )
 
 if TYPE_CHECKING:
-    from engramdb import Engram
+    from engramdb import Engram, Message
     from engramdb.interfaces._access import Caller
     from engramdb.models import Kind, Visibility
-    from engramdb.shortterm import Message
 
 __all__ = ["TOOLS", "Tool", "meta_filter"]
 
@@ -207,16 +206,19 @@ def record_outcome(mem: Engram, who: Caller, a: RecordArgs) -> JSON:
         used=a.used,
         tags=a.tags,
         visibility=cast("Visibility", a.visibility),
+        user=a.user,
     ).to_dict()
 
 
 def suggest(mem: Engram, who: Caller, a: SuggestArgs) -> JSON:
-    return mem.learning.suggest(a.context, agent=who.agent(a.agent), options=a.options, limit=a.limit).to_dict()
+    found = mem.learning.suggest(a.context, agent=who.agent(a.agent), options=a.options, limit=a.limit, user=a.user)
+    return found.to_dict()
 
 
 def choose(mem: Engram, who: Caller, a: ChooseArgs) -> JSON:
     agent = who.agent(a.agent)
-    return {"chosen": mem.learning.choose(a.context, a.options, agent=agent, exploration=a.exploration, seed=a.seed)}
+    chosen = mem.learning.choose(a.context, a.options, agent=agent, exploration=a.exploration, seed=a.seed, user=a.user)
+    return {"chosen": chosen}
 
 
 def route(mem: Engram, who: Caller, a: RouteArgs) -> JSON:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import AccessDenied
 from engramdb.interfaces import _ops as ops
 from engramdb.interfaces._ops import Tool
@@ -112,42 +112,51 @@ def doctor(mem: Engram, who: Caller, a: DoctorArgs) -> JSON:
 
 def feedback(mem: Engram, who: Caller, a: FeedbackArgs) -> JSON:
     who.require_write()
-    changed = mem.learning.feedback(a.memory_ids, a.outcome, agent=who.agent(a.agent), context=a.context)
+    changed = mem.learning.feedback(a.memory_ids, a.outcome, agent=who.agent(a.agent), context=a.context, user=a.user)
     return {"memories": [m.to_dict() for m in changed]}
 
 
 def resolve(mem: Engram, who: Caller, a: ResolveArgs) -> JSON:
     who.require_write()
-    return mem.learning.resolve(a.decision_id, a.outcome, agent=who.agent(a.agent)).to_dict()
+    return mem.learning.resolve(a.decision_id, a.outcome, agent=who.agent(a.agent), user=a.user).to_dict()
 
 
 def pending(mem: Engram, who: Caller, a: PendingArgs) -> JSON:
-    return {"memories": [m.to_dict() for m in mem.learning.pending(agent=who.agent(a.agent), episode=a.episode)]}
+    found = mem.learning.pending(agent=who.agent(a.agent), episode=a.episode, user=a.user)
+    return {"memories": [m.to_dict() for m in found]}
 
 
 def outcomes(mem: Engram, who: Caller, a: OutcomesArgs) -> JSON:
-    found = mem.learning.outcomes(agent=who.agent(a.agent), since=_since(a.since), category=a.category)
+    found = mem.learning.outcomes(agent=who.agent(a.agent), since=_since(a.since), category=a.category, user=a.user)
     return {"outcomes": [r.to_dict() for r in found]}
 
 
 def learning_stats(mem: Engram, who: Caller, a: TopArgs) -> JSON:
-    return mem.learning.stats(agent=who.agent(a.agent), top=a.top).to_dict()
+    return mem.learning.stats(agent=who.agent(a.agent), top=a.top, user=a.user).to_dict()
 
 
 def report(mem: Engram, who: Caller, a: ReportArgs) -> JSON:
     return mem.learning.report(
-        agent=who.agent(a.agent), since=_since(a.since), success_target=a.success_target, slow_seconds=a.slow_seconds
+        agent=who.agent(a.agent),
+        since=_since(a.since),
+        success_target=a.success_target,
+        slow_seconds=a.slow_seconds,
+        user=a.user,
     ).to_dict()
 
 
 def trends(mem: Engram, who: Caller, a: OutcomesArgs) -> JSON:
-    found = mem.learning.trends(agent=who.agent(a.agent), since=_since(a.since), category=a.category)
+    found = mem.learning.trends(agent=who.agent(a.agent), since=_since(a.since), category=a.category, user=a.user)
     return {"trends": [t.to_dict() for t in found]}
 
 
 def approaches(mem: Engram, who: Caller, a: ApproachesArgs) -> JSON:
     found = mem.learning.approaches(
-        agent=who.agent(a.agent), success_rate=a.success_rate, min_attempts=a.min_attempts, since=_since(a.since)
+        agent=who.agent(a.agent),
+        success_rate=a.success_rate,
+        min_attempts=a.min_attempts,
+        since=_since(a.since),
+        user=a.user,
     )
     return {"approaches": [s.to_dict() for s in found]}
 
@@ -160,7 +169,7 @@ def record_execution(mem: Engram, who: Caller, a: ExecutionArgs) -> JSON:
 
 def executions(mem: Engram, who: Caller, a: ExecutionsArgs) -> JSON:
     found = mem.learning.executions(
-        a.task, agent=who.agent(a.agent), successful=a.successful, category=a.category, limit=a.limit
+        a.task, agent=who.agent(a.agent), successful=a.successful, category=a.category, limit=a.limit, user=a.user
     )
     return {"executions": [e.to_dict() for e in found]}
 

@@ -182,6 +182,7 @@ class DecisionRecord(Response):
     category: str | None
     execution: Execution | None = None
     similarity: float | None = Field(default=None, description="How similar its task is (executions search).")
+    user: str | None = Field(default=None, description="The user whose outcome it is (absent: the agent's own).")
 
 
 class Outcomes(Response):

@@ -13,8 +13,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.services.context import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
+from engramdb.validate import DEFAULT_TOKEN_BUDGET, MAX_LIMIT, MAX_OFFSET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 __all__ = [
     "AGENT_HELP",
@@ -39,6 +38,7 @@ __all__ = [
     "EventArgs",
     "FailureArgs",
     "FindEpisodesArgs",
+    "LearningUser",
     "MemoryArgs",
     "MetaFilter",
     "PatternsArgs",
@@ -70,6 +70,11 @@ SESSION_HELP: Final = "A conversation thread or run: only its memories."
 AS_OF_HELP: Final = "What was true then (ISO 8601): a changed fact's value at that time, nothing that happened later."
 AT_HELP: Final = "When it happened (ISO 8601; default: now)."
 User = Field(default=None, description=USER_HELP)
+LEARNING_USER_HELP: Final = (
+    "Learning of one user: that user's outcomes and the agent's own (no user), never another user's; "
+    "absent: the agent's outcomes of every user."
+)
+LearningUser = Field(default=None, description=LEARNING_USER_HELP)
 Session = Field(default=None, description=SESSION_HELP)
 AsOf = Field(default=None, max_length=40, description=AS_OF_HELP)
 META_HELP: Final = (
@@ -190,6 +195,7 @@ class RecordArgs(Args):
     used: list[str] = Field(default_factory=list, description="Ids of memories the decision relied on.")
     tags: list[str] = Field(default_factory=list)
     visibility: str = "private"
+    user: str | None = LearningUser
 
 
 class SuggestArgs(Args):
@@ -199,6 +205,7 @@ class SuggestArgs(Args):
     agent: str | None = Agent
     options: list[str] | None = Field(default=None, description="Only consider these actions.")
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
+    user: str | None = LearningUser
 
 
 class ChooseArgs(Args):
@@ -209,6 +216,7 @@ class ChooseArgs(Args):
     agent: str | None = Agent
     exploration: float | None = None
     seed: int | None = None
+    user: str | None = LearningUser
 
 
 class RouteArgs(Args):

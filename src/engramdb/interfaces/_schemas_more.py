@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import Field
 
-from engramdb._validate import MAX_LIMIT, MAX_OFFSET
-from engramdb.interfaces._schemas import Agent, Args, AsOf, MetaFilter, Session, UpdateArgs, User
+from engramdb.interfaces._schemas import Agent, Args, AsOf, LearningUser, MetaFilter, Session, UpdateArgs, User
+from engramdb.validate import MAX_LIMIT, MAX_OFFSET
 
 __all__ = [
     "AddCheckArgs",
@@ -108,6 +108,7 @@ class FeedbackArgs(Args):
     outcome: str | bool | float
     agent: str | None = Agent
     context: str | None = Field(default=None, description="The task the feedback is about, when no ids are given.")
+    user: str | None = LearningUser
 
 
 class ResolveArgs(Args):
@@ -116,6 +117,7 @@ class ResolveArgs(Args):
     decision_id: str
     outcome: str | bool | float
     agent: str | None = Agent
+    user: str | None = LearningUser
 
 
 class PendingArgs(Args):
@@ -123,6 +125,7 @@ class PendingArgs(Args):
 
     agent: str | None = Agent
     episode: str | None = None
+    user: str | None = LearningUser
 
 
 class OutcomesArgs(Args):
@@ -131,6 +134,7 @@ class OutcomesArgs(Args):
     agent: str | None = Agent
     since: str | None = Since
     category: str | None = None
+    user: str | None = LearningUser
 
 
 class TopArgs(Args):
@@ -138,6 +142,7 @@ class TopArgs(Args):
 
     agent: str | None = Agent
     top: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    user: str | None = LearningUser
 
 
 class ReportArgs(Args):
@@ -147,6 +152,7 @@ class ReportArgs(Args):
     since: str | None = Since
     success_target: float = 0.7
     slow_seconds: float = 300.0
+    user: str | None = LearningUser
 
 
 class ApproachesArgs(Args):
@@ -156,6 +162,7 @@ class ApproachesArgs(Args):
     success_rate: str | None = None
     min_attempts: int = Field(default=2, ge=1)
     since: str | None = Since
+    user: str | None = LearningUser
 
 
 class ExecutionArgs(Args):
@@ -175,6 +182,7 @@ class ExecutionArgs(Args):
     alternatives: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] | None = None
     used: list[str] = Field(default_factory=list)
+    user: str | None = LearningUser
 
 
 class ExecutionsArgs(Args):
@@ -185,6 +193,7 @@ class ExecutionsArgs(Args):
     successful: bool | None = True
     category: str | None = None
     limit: int = Field(default=5, ge=1, le=MAX_LIMIT)
+    user: str | None = LearningUser
 
 
 class PatternArgs(Args):

@@ -39,13 +39,13 @@ import anyio.to_thread
 import pydantic
 
 import engramdb
+from engramdb import ApiKeys
 from engramdb.errors import EngramError, NotAuthenticated, StorageError
 from engramdb.interfaces._access import LOOPBACK_NAMES, Caller, authenticate, keys_of, token_from_headers
 from engramdb.interfaces._http import DEFAULT_MAX_BODY_BYTES, Guard, json_response, replaying, send_json
 from engramdb.interfaces._ops import TOOLS as _BASE_TOOLS
 from engramdb.interfaces._ops import Tool
 from engramdb.interfaces._ops_more import MORE_TOOLS
-from engramdb.services.keys import ApiKeys
 
 try:
     from mcp import types

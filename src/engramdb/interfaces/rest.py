@@ -62,7 +62,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 import engramdb
-from engramdb._validate import MAX_LIMIT
+from engramdb import ApiKeys
 from engramdb.errors import (
     AccessDenied,
     EngramError,
@@ -111,7 +111,7 @@ from engramdb.interfaces._schemas import (
     SuggestArgs,
     UpdateArgs,
 )
-from engramdb.services.keys import ApiKeys
+from engramdb.validate import MAX_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

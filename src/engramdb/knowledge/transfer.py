@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.errors import ValidationError
+from engramdb.knowledge import provenance as rules
 from engramdb.knowledge.dedupe import Duplicate
 from engramdb.models import NO_MERGE_KINDS, Change, Memory
-from engramdb.privacy import sharing as rules
 
 __all__ = ["FindDuplicate", "Incoming", "Patch", "Plan", "applied", "plan_import", "plan_merge", "refreshed"]
 
@@ -219,7 +219,7 @@ def plan_merge(
     """Decide, for each memory another agent gives, whether it merges into a near-duplicate or is copied.
 
     ``incoming`` memories are already copies for the receiving agent (new ids, provenance
-    in metadata, see :func:`~engramdb.privacy.sharing.copied`); ``source`` is the original.
+    in metadata, see :func:`~engramdb.knowledge.provenance.copied`); ``source`` is the original.
     Originals named in ``known_origins`` (provenance found on the receiver's memories)
     were merged or copied before and are skipped, so merging twice changes nothing.
     Event kinds (decisions, failures, episodes, conversations) are always copied:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from engramdb.config import Settings
     from engramdb.learning.recommend import Neighbour
 
-__all__ = ["Executions", "Outcomes", "RecordDecision"]
+__all__ = ["Executions", "Neighbours", "Outcomes", "RecordDecision"]
 
 #: Cosine at which a past task counts as the same kind of task for the complexity assessment.
 _SIMILAR_TASK: Final = 0.6
@@ -49,13 +49,20 @@ class RecordDecision(Protocol):
         execution: ExecutionInfo | None = None,
         visibility: Visibility = "private",
         episode: str | None = None,
+        user: str | None = None,
     ) -> Memory: ...
 
 
 class Outcomes(Protocol):
     """Every outcome record an agent can see (the learning service's ``outcomes``)."""
 
-    def __call__(self, *, agent: str | None = None) -> list[DecisionRecord]: ...
+    def __call__(self, *, agent: str | None = None, user: str | None = None) -> list[DecisionRecord]: ...
+
+
+class Neighbours(Protocol):
+    """The outcome records of contexts like a task (the learning service's ``_neighbours``)."""
+
+    def __call__(self, context: str, agent: str, user: str | None = None) -> list[Neighbour]: ...
 
 
 class Executions:
@@ -66,12 +73,12 @@ class Executions:
         settings: Settings,
         *,
         record: RecordDecision,
-        neighbours: Callable[[str, str], list[Neighbour]],
+        neighbours: Neighbours,
         outcomes: Outcomes,
     ) -> None:
         self._settings = settings
         self._record_decision = record
-        #: The outcome records of contexts like a task (text, agent).
+        #: The outcome records of contexts like a task (text, agent, user).
         self._neighbours = neighbours
         self._outcomes = outcomes
 
@@ -92,9 +99,10 @@ class Executions:
         alternatives: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         used: Iterable[str] = (),
+        user: str | None = None,
     ) -> Memory:
         """See :meth:`~engramdb.services.learning.LearningService.record_execution`."""
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
             raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
         given = _args.optional_label(complexity, "complexity")
@@ -113,6 +121,7 @@ class Executions:
             else self._assess(
                 task,
                 agent,
+                check.scope(user, what="user"),
                 category=label,
                 dependencies=len(deps) if isinstance(deps, list | tuple) else 0,
                 effort=float(effort) if isinstance(effort, int | float) and not isinstance(effort, bool) else None,
@@ -139,12 +148,14 @@ class Executions:
                 + ([f"category:{meta['category']}"] if "category" in meta else [])
             ),
             execution=info,
+            user=user,
         )
 
     def _assess(
         self,
         task: str,
         agent: str,
+        user: str | None,
         *,
         category: str | None = None,
         dependencies: int = 0,
@@ -154,8 +165,8 @@ class Executions:
         if not isinstance(task, str) or not task.strip():
             return "low"  # the record itself rejects it
         agent = check.agent_name(agent)
-        similar = [n.record for n in self._neighbours(task, agent) if n.cosine >= _SIMILAR_TASK]
-        durations = [r.duration for r in self._outcomes(agent=agent) if r.duration is not None]
+        similar = [n.record for n in self._neighbours(task, agent, user) if n.cosine >= _SIMILAR_TASK]
+        durations = [r.duration for r in self._outcomes(agent=agent, user=user) if r.duration is not None]
         return assess_complexity(
             task,
             similar_success=[r.success for r in similar],
@@ -174,14 +185,16 @@ class Executions:
         successful: bool | None = True,
         category: str | None = None,
         limit: int = 5,
+        user: str | None = None,
     ) -> list[ExecutionMatch]:
         """See :meth:`~engramdb.services.learning.LearningService.executions`."""
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
+        user = check.scope(user, what="user")
         limit = check.limit(limit)
         matches = [
             ExecutionMatch(record=n.record, similarity=n.cosine)
-            for n in self._neighbours(task, agent)
+            for n in self._neighbours(task, agent, user)
             if n.record.execution is not None
             and (successful is None or (n.record.success >= 0.5) == successful)
             and (category is None or n.record.category == category)

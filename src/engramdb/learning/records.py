@@ -187,6 +187,7 @@ def parse_decision(memory: Memory) -> DecisionRecord | None:
         category=_str_or_none(meta.get("category")),
         execution=_parse_execution(meta.get("execution")),
         shared_by=memory.shared_by,
+        user=memory.user,
     )
 
 

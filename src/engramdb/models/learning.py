@@ -161,6 +161,8 @@ class DecisionRecord:
     execution: ExecutionInfo | None = None
     #: Who shared it with the reader, if it is not the reader's own.
     shared_by: str | None = None
+    #: The user whose outcome it is (``mem.learning.record(..., user=...)``); None: the agent's own.
+    user: str | None = None
 
     @property
     def outcome(self) -> Outcome:
@@ -188,6 +190,8 @@ class DecisionRecord:
         }
         if self.execution is not None:
             out["execution"] = self.execution.to_dict()
+        if self.user is not None:
+            out["user"] = self.user
         return out
 
 

@@ -18,9 +18,11 @@ from engramdb.retrieval.context import (
     ASSISTANT_WEIGHT,
     FOLLOWS_KEY,
     NEIGHBOUR_WEIGHT,
+    OTHER_SPEAKER_WEIGHT,
     ROLE_KEY,
     follows_links,
     spread_to_neighbours,
+    weigh_named_speakers,
     weigh_speakers,
 )
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
@@ -64,6 +66,8 @@ class HybridSearcher:
         self.neighbour_weight = neighbour_weight
         #: See :func:`engramdb.retrieval.context.weigh_speakers`; 1 turns speaker weighting off.
         self.assistant_weight = assistant_weight
+        #: See :func:`engramdb.retrieval.context.weigh_named_speakers`; 1 turns it off.
+        self.other_speaker_weight = OTHER_SPEAKER_WEIGHT
         #: See :func:`engramdb.retrieval.timeref.weigh_by_time`; 0 ignores time named in a question.
         self.time_weight = time_weight
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
@@ -127,7 +131,9 @@ class HybridSearcher:
             head = fused[: max(_HEAD, limit)]
             memories = self._store.memories.get_many([f.id for f in head], flt)
         linked = self.neighbour_weight > 0 and any(FOLLOWS_KEY in m.metadata for m in memories.values())
-        spoken = self.assistant_weight < 1 and any(ROLE_KEY in m.metadata for m in memories.values())
+        spoken = (self.assistant_weight < 1 or self.other_speaker_weight < 1) and any(
+            ROLE_KEY in m.metadata for m in memories.values()
+        )
         if linked or spoken or window is not None:
             # Conversation turns: a turn below the head may rise with its neighbour or past an assistant's
             # reply, or one of the day the question names, so read them all.
@@ -143,6 +149,7 @@ class HybridSearcher:
             if spoken:
                 roles = {m.id: m.metadata.get(ROLE_KEY) for m in memories.values()}
                 reach = weigh_speakers(reach, roles, query=query, weight=self.assistant_weight)
+                reach = weigh_named_speakers(reach, roles, query=query, weight=self.other_speaker_weight)
             if linked:
                 links = follows_links((m.id, m.metadata) for m in memories.values())
                 lengths = {m.id: len(m.content) for m in memories.values()}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from engramdb import _validate as check
+from engramdb._validate import DEFAULT_TOKEN_BUDGET, MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 from engramdb.embeddings import count_tokens
 from engramdb.errors import ValidationError
 from engramdb.learning.records import parse_decision
@@ -38,16 +39,13 @@ from engramdb.models import (
     SolutionStats,
     Suggestion,
 )
+from engramdb.services._base import Service, ServiceContext
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.recall import Recall
     from engramdb.services.failures import FailureService
     from engramdb.services.learning import LearningService
     from engramdb.shortterm import SessionContext
-    from engramdb.storage.base import Store
 
 __all__ = [
     "ARCHIVED_TAG",
@@ -58,12 +56,6 @@ __all__ = [
     "SessionLookup",
 ]
 
-#: Default size of a rendered context, in tokens of the bundled tokenizer.
-DEFAULT_TOKEN_BUDGET: Final = 1500
-#: Smallest budget accepted: room for a header and a few short lines.
-MIN_TOKEN_BUDGET: Final = 32
-#: Largest budget accepted (beyond any model's context window).
-MAX_TOKEN_BUDGET: Final = 200_000
 #: Tag of a memory archived by distillation: its distilled knowledge stands for it in a context.
 ARCHIVED_TAG: Final = "archived"
 
@@ -122,24 +114,13 @@ class _Scope:
     session: str | None
 
 
-class ContextBuilder:
+class ContextBuilder(Service):
     """Builds the :class:`~engramdb.models.Context` of a task from an agent's memories and what it learned."""
 
     def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        recall: Recall,
-        learning: LearningService,
-        failures: FailureService,
-        sessions: SessionLookup,
+        self, ctx: ServiceContext, *, learning: LearningService, failures: FailureService, sessions: SessionLookup
     ) -> None:
-        self._store = store
-        self._embedder = embedder
-        self._settings = settings
-        self._recall = recall
+        super().__init__(ctx)
         self._learning = learning
         self._failures = failures
         self._sessions = sessions

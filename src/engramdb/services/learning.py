@@ -10,7 +10,6 @@ report), :mod:`~engramdb.learning.adaptive`.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -36,11 +35,9 @@ from engramdb.learning.records import (
     resolved_metadata,
 )
 from engramdb.learning.report import build_report, write_chart
-from engramdb.learning.stats import OUTCOME_WORDS, success_weight
 from engramdb.models import (
     KINDS,
     ApproachStats,
-    AuditRecord,
     CategoryTrend,
     DecisionRecord,
     ExecutionInfo,
@@ -51,58 +48,38 @@ from engramdb.models import (
     Suggestion,
     Visibility,
 )
-from engramdb.services.feedback_refs import referred_ids
-from engramdb.storage.base import Filter
+from engramdb.services._base import Service, ServiceContext
+from engramdb.services.feedback import Feedback, user_filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
     from engramdb.services.failures import FailureService
-    from engramdb.storage.base import Store
 
 __all__ = ["LearningService"]
 
 _DECISION: tuple[str, ...] = ("decision",)
 #: Cosine similarity at which a past run counts as a run of the same task (complexity from history).
 _SIMILAR_TASK: Final = 0.6
-#: Feedback in words whose reward is above this is also kept as a learned preference (seed 002's rule).
-_PREFERENCE_REWARD: Final = 0.5
-#: Characters of the task (the first memory's first line) kept in front of a preference learned from feedback.
-_ABOUT_CHARS: Final = 120
 
 
-class LearningService:
+class LearningService(Service):
     """Outcome learning: record outcomes, get suggestions and choices, feedback, executions, analytics."""
 
     def __init__(
         self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
+        ctx: ServiceContext,
         *,
-        pipeline: WritePipeline,
-        recall: Recall,
         failures: FailureService,
         recommend: RecommendConfig | None = None,
         rate_text: Callable[[str], float] | None = None,
     ) -> None:
-        self._store = store
-        self._embedder = embedder
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+        super().__init__(ctx)
         self._failures = failures
-        # Feedback in words -> a reward in [-1, 1] (Engram passes engramdb.brain.sentiment.reward_from_text).
-        self._rate_text = rate_text
+        self._feedback = Feedback(ctx.store, ctx.embedder, ctx.pipeline, ctx.recall, rate_text=rate_text)
         #: Tunables of suggest/choose (similarity floor, recency, thin-evidence rule); replace to tune this instance.
         self.recommend: RecommendConfig = recommend if recommend is not None else RecommendConfig()
         self._executions = Executions(
-            settings, record=self._record_decision, neighbours=self._neighbours, outcomes=self.outcomes
+            ctx.settings, record=self._record_decision, neighbours=self._neighbours, outcomes=self.outcomes
         )
-        # Feedback reads then writes a memory's counters; the lock keeps this instance's threads from losing updates.
-        self._feedback_lock = threading.Lock()
 
     # -- outcomes --------------------------------------------------------------------------------------------
     def record(
@@ -120,6 +97,7 @@ class LearningService:
         tags: Iterable[str] = (),
         visibility: Visibility = "private",
         episode: str | None = None,
+        user: str | None = None,
     ) -> Memory:
         """Record that doing ``action`` in ``context`` turned out as ``outcome``; returns the decision memory.
 
@@ -134,12 +112,16 @@ class LearningService:
         :meth:`suggest`). ``used`` names memories the agent relied on for this task: the
         outcome is fed back to them (see :meth:`feedback`). Bad input raises
         ValidationError (NotFound for an unknown ``used`` id) and records nothing.
+
+        ``user`` records the outcome as that user's: the agent's learning (no ``user`` in a read) counts it
+        like any other, and a read for one user counts that user's records and the agent's own, never
+        another user's.
         """
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         # A phrase ("worked first time, thanks") is rated like feedback, the text kept beside the reward; a single
         # unknown word stays an error ("sucess" is a typo, not neutral feedback).
         if isinstance(outcome, str) and len(outcome.split()) > 1 and not is_pending_outcome(outcome):
-            text, reward = self._rate_feedback(outcome)
+            text, reward = self._feedback.rate(outcome)
             if text is not None and reward is not None:
                 outcome = reward
                 if metadata is None or isinstance(metadata, Mapping):
@@ -159,20 +141,25 @@ class LearningService:
             tags=lambda meta: [*check.tags(tags if isinstance(tags, str) else list(tags)), f"action:{meta['action']}"],
             visibility=visibility,
             episode=episode,
+            user=user,
         )
 
-    def resolve(self, decision_id: str, outcome: str | bool | float, *, agent: str | None = None) -> Memory:
+    def resolve(
+        self, decision_id: str, outcome: str | bool | float, *, agent: str | None = None, user: str | None = None
+    ) -> Memory:
         """Attach the outcome to a decision recorded with ``outcome=None``; returns the decision memory.
 
         The memories it ``used`` get the outcome as feedback now. ValidationError if the
-        decision already has an outcome; NotFound if ``agent`` has no such decision.
+        decision already has an outcome; NotFound if ``agent`` (``user``: that user, or the agent's own) has no
+        such decision.
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent, user = self._who(agent, user)
         if not isinstance(decision_id, str) or not decision_id.strip():
             raise ValidationError("decision id must be a non-empty string")
-        memory = self._store.memories.get(decision_id.strip(), Filter(agent=agent, kinds=_DECISION))
+        memory = self._store.memories.get(decision_id.strip(), user_filter(agent, user, kinds=_DECISION))
         if memory is None or memory.agent != agent:
-            raise NotFound(f"no decision {decision_id!r} of agent {agent!r}")
+            who = f"agent {agent!r}" if user is None else f"user {user!r} of agent {agent!r}"
+            raise NotFound(f"no decision {decision_id!r} of {who}")
         meta = resolved_metadata(memory.metadata, outcome)
         # A decision from reasoning written before it carried the action tag gets it now, as record() writes it.
         tags = list(dict.fromkeys([*(t for t in memory.tags if t != PENDING), f"action:{meta['action']}"]))
@@ -185,7 +172,7 @@ class LearningService:
         )
         used = [u for u in meta.get("used", []) if isinstance(u, str)]
         if used:
-            self.feedback(used, outcome, agent=agent)
+            self.feedback(used, outcome, agent=agent, user=memory.user)
         return updated
 
     # -- executions (seed 000) -------------------------------------------------------------------------------
@@ -206,6 +193,7 @@ class LearningService:
         alternatives: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         used: Iterable[str] = (),
+        user: str | None = None,
     ) -> Memory:
         """Record a task run: the approach taken, how it went, and what it involved.
 
@@ -213,7 +201,7 @@ class LearningService:
         task) with the execution's facts in its metadata, so :meth:`suggest` and
         :meth:`choose` learn from executions too. ``calls`` counts API or tool calls.
         Without ``complexity`` it is assessed from the task's text and the agent's similar
-        past runs (the rule is in :mod:`engramdb.learning.complexity`).
+        past runs (the rule is in :mod:`engramdb.learning.complexity`). ``user``: as for :meth:`record`.
         """
         return self._executions.record(
             task,
@@ -230,6 +218,7 @@ class LearningService:
             alternatives=alternatives,
             metadata=metadata,
             used=used,
+            user=user,
         )
 
     def executions(
@@ -240,20 +229,26 @@ class LearningService:
         successful: bool | None = True,
         category: str | None = None,
         limit: int = 5,
+        user: str | None = None,
     ) -> list[ExecutionMatch]:
         """Past executions (see :meth:`record_execution`) most similar to ``task``, most similar first.
 
         ``successful=True`` (the default) keeps those that succeeded (success weight at least 0.5), ``False``
-        those that did not, ``None`` all. ``category`` restricts to one category."""
-        return self._executions.find(task, agent=agent, successful=successful, category=category, limit=limit)
+        those that did not, ``None`` all. ``category`` restricts to one category; ``user`` to that user's runs
+        and the agent's own (no user)."""
+        return self._executions.find(
+            task, agent=agent, successful=successful, category=category, limit=limit, user=user
+        )
 
-    def pending(self, *, agent: str | None = None, episode: str | None = None) -> list[Memory]:
-        """Decisions of ``agent`` still waiting for their outcome (of one ``episode`` if given), oldest first."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+    def pending(self, *, agent: str | None = None, episode: str | None = None, user: str | None = None) -> list[Memory]:
+        """Decisions of ``agent`` still waiting for their outcome (of one ``episode`` if given; of ``user`` and the
+        agent's own if given), oldest first."""
+        agent, user = self._who(agent, user)
         if episode is not None:
             episode = _args.label(episode, "episode")
         tags = (PENDING,) if episode is None else (PENDING, EPISODE_TAG + episode)
-        out = [m for page in self._recall.pages(Filter(agent=agent, kinds=_DECISION, tags=tags)) for m in page]
+        flt = replace(user_filter(agent, user, kinds=_DECISION), tags=tags)
+        out = [m for page in self._recall.pages(flt) for m in page]
         out = [m for m in out if m.agent == agent and records.is_pending(m.metadata)]
         out.sort(key=lambda m: (m.created_at, m.id))
         return out
@@ -275,14 +270,15 @@ class LearningService:
         execution: ExecutionInfo | None = None,
         visibility: Visibility = "private",
         episode: str | None = None,
+        user: str | None = None,
     ) -> Memory:
         """Validate and store one outcome record (a ``decision`` memory), then feed the outcome back to ``used``.
 
         ``what`` names the context in error messages; ``tags`` gives the memory's tags from its validated metadata.
         """
         context = check.content(context, what=what)
-        agent = check.agent_name(agent)
-        used_ids = self._visible_ids(used, agent)
+        agent, user = self._who(agent, user)
+        used_ids = self._feedback.visible_ids(used, agent, user)
         _, meta = decision_metadata(
             action,
             outcome,
@@ -302,10 +298,10 @@ class LearningService:
         if pending:
             all_tags.append(PENDING)
         memory = self._pipeline.remember(
-            context, agent=agent, kind="decision", tags=all_tags, metadata=meta, visibility=visibility
+            context, agent=agent, kind="decision", tags=all_tags, metadata=meta, visibility=visibility, user=user
         )
         if used_ids and not pending and outcome is not None:
-            self.feedback(used_ids, outcome, agent=agent)
+            self.feedback(used_ids, outcome, agent=agent, user=user)
         return memory
 
     def feedback(
@@ -315,113 +311,36 @@ class LearningService:
         *,
         agent: str | None = None,
         context: str | None = None,
+        user: str | None = None,
     ) -> list[Memory]:
         """Tell the memories an agent used for a task how the task went; returns them updated.
 
         Each memory's ``successes`` grows by the outcome's success weight and its ``attempts`` by one (so
         ``success_rate``, which search ranking uses, follows), and its ``confidence`` moves towards the outcome
         like a Beta posterior mean with the old confidence as a prior worth two outcomes. The memories must be
-        visible to ``agent``; the change is in their history as ``feedback`` by that agent. Unknown ids raise
-        NotFound and change nothing. Without ids: the memories answering the task ``context``, else the best hit
-        of the agent's latest recall within the hour (:mod:`engramdb.services.feedback_refs`).
+        visible to ``agent`` (with ``user``: that user's or the agent's own); the change is in their history as
+        ``feedback`` by that agent. Unknown ids raise NotFound and change nothing. Without ids: the memories
+        answering the task ``context``, else the best hit of the agent's latest recall within the hour
+        (:mod:`engramdb.services.feedback_refs`), of those ``user`` may see.
 
         ``outcome`` may also be feedback in words ("great, exactly what I wanted"): rated as a reward in [-1, 1]
         (the lexicon, or the configured LLM); feedback above 0.5 that names something ("I like short bullet
-        points") is also kept as a ``preference`` of ``agent`` (tag ``feedback``), praise alone never.
-        Empty or invalid text raises ValidationError and changes nothing.
+        points") is also kept as a ``preference`` of ``agent`` (of ``user`` when given; tag ``feedback``),
+        praise alone never. Empty or invalid text raises ValidationError and changes nothing.
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
-        if outcome is None:
-            raise ValidationError("feedback needs an outcome: a label, true/false, a reward or words")
-        ids = self._visible_ids(memory_ids, agent) if memory_ids is not None else []
-        if not ids:
-            ids = referred_ids(store=self._store, recall=self._recall, agent=agent, context=context, now=utcnow())
-        text, reward = self._rate_feedback(outcome)  # after the ids: rating may ask the LLM
-        weight = success_weight(outcome if reward is None else reward)
-        now = utcnow()
-        out = []
-        # Read-modify-write: inside one write transaction, so concurrent writers (threads here,
-        # other processes through the store's write lock) never lose an update. The counters are
-        # not fields a caller may set (not the pipeline's update): the store role writes them.
-        with self._feedback_lock, self._store.atomic():
-            current = self._store.memories.get_many(ids, Filter(agent=agent))
-            for memory_id in ids:
-                m = current[memory_id]
-                changes = {
-                    "successes": m.successes + weight,
-                    "attempts": m.attempts + 1.0,
-                    # Running Beta mean: prior mass 2 at the initial confidence, one unit per outcome.
-                    "confidence": min(1.0, max(0.0, m.confidence + (weight - m.confidence) / (m.attempts + 3.0))),
-                }
-                out.append(
-                    self._store.memories.update(
-                        memory_id,
-                        changes,
-                        vector=None,
-                        model_id=self._embedder.model_id,
-                        actor=agent,
-                        at=now,
-                        action="feedback",
-                    )
-                )
-            # Every change is audited in its own transaction: the counters too.
-            self._pipeline.audit(
-                [
-                    AuditRecord(action="feedback", agent=agent, memory_id=memory_id, at=now, detail={"weight": weight})
-                    for memory_id in ids
-                ]
-            )
-        if text is not None and reward is not None and reward > _PREFERENCE_REWARD:
-            # Imported here: the brain layer sits above learning (its router reads the learning engine).
-            from engramdb.brain.sentiment import preference_text
+        agent, user = self._who(agent, user)
+        return self._feedback.give(memory_ids, outcome, agent=agent, user=user, context=context, now=utcnow())
 
-            # Praise alone ("great, exactly what I wanted") is a reward, not a preference: kept as one, it was
-            # recalled for every later task. Only feedback naming something is, with the task it was about.
-            first = out[0].content.strip().splitlines()[0] if out and out[0].content.strip() else ""
-            about = first[:_ABOUT_CHARS] if first else None
-            stated = preference_text(text, context=about)
-            if stated is not None:
-                # After the transaction: the pipeline's duplicate check searches, which must not run inside one.
-                self._pipeline.remember(
-                    stated,
-                    agent=agent,
-                    kind="preference",
-                    tags=["feedback"],
-                    metadata={"feedback": text, "reward": reward, "memories": ids, "context": about},
-                )
-        return out
-
-    def _rate_feedback(self, outcome: object) -> tuple[str | None, float | None]:
-        """Feedback in words (text that is no outcome word) and its reward; (None, None) for any other outcome."""
-        if not isinstance(outcome, str) or outcome.strip().lower() in OUTCOME_WORDS:
-            return None, None
-        text = check.content(outcome, what="feedback text").strip()
-        if self._rate_text is None:
-            raise ValidationError(
-                "text feedback needs a rater (rate_text) to turn it into a reward; without one, give "
-                "success, failure, partial, a boolean or a reward in [-1, 1]"
-            )
-        reward = self._rate_text(text)
-        if isinstance(reward, bool) or not isinstance(reward, int | float) or not -1.0 <= reward <= 1.0:
-            raise ValidationError(f"the text rater must give a reward within [-1, 1], not {reward!r}")
-        return text, float(reward)
-
-    def _visible_ids(self, memory_ids: Iterable[str], agent: str) -> list[str]:
-        ids = _args.ids(memory_ids)
-        if not ids:
-            return []
-        found = self._store.memories.get_many(ids, Filter(agent=agent))
-        missing = [i for i in ids if i not in found]
-        if missing:
-            raise NotFound(f"no memory {missing[0]!r} visible to agent {agent!r}")
-        return ids
+    def _who(self, agent: object, user: object) -> tuple[str, str | None]:
+        """The validated agent (default: the ``agent`` setting) and user (None: the agent's records of every user)."""
+        return check.agent_or_default(agent, self._settings), check.scope(user, what="user")
 
     # -- recommendations -------------------------------------------------------------------------------------
-    def _neighbours(self, context: str, agent: str, *, wide: bool = False) -> list[Neighbour]:
-        """Outcome records of ``agent`` (and shared with it) whose context resembles ``context`` (``wide``: down to
-        ``pool_floor``, for :meth:`suggest`)."""
+    def _neighbours(self, context: str, agent: str, user: str | None = None, *, wide: bool = False) -> list[Neighbour]:
+        """Outcome records of ``agent`` (and shared with it; of ``user`` and the agent's own if given) whose
+        context resembles ``context`` (``wide``: down to ``pool_floor``, for :meth:`suggest`)."""
         cfg = self.recommend
-        flt = Filter(agent=agent, kinds=_DECISION)
+        flt = user_filter(agent, user, kinds=_DECISION)
         query = self._embedder.embed([context])[0]
         cands = self._store.search.vector_candidates(query, flt, limit=cfg.candidates)
         # Below the floor a context contributes nothing, unless it is the same text (cosine ~1 anyway); the wider
@@ -446,6 +365,7 @@ class LearningService:
         agent: str | None = None,
         options: Sequence[str] | None = None,
         limit: int = 5,
+        user: str | None = None,
     ) -> Suggestion:
         """What to do in ``context``, from the outcomes of similar contexts.
 
@@ -456,12 +376,14 @@ class LearningService:
         often a recommendation made on such evidence was right, measured on simulated
         streams) is under ``min_confidence``; one under ``firm_confidence`` or on little
         evidence is ``tentative`` and its ``reason`` says why (see :mod:`engramdb.learning.recommend`).
+        Without ``user`` the agent's outcomes of every user count; with it, that user's and the agent's
+        own (recorded with no user), never another user's.
         """
         context = check.content(context, what="context")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent, user = self._who(agent, user)
         opts = _args.options(options) if options is not None else None
         limit = check.limit(limit)
-        neighbours = self._neighbours(context, agent, wide=True)
+        neighbours = self._neighbours(context, agent, user, wide=True)
         s = recommend.suggest(
             context,
             neighbours,
@@ -483,16 +405,18 @@ class LearningService:
         agent: str | None = None,
         exploration: float | None = None,
         seed: int | None = None,
+        user: str | None = None,
     ) -> str:
         """Pick one of ``options`` for ``context``, balancing exploring and exploiting (Thompson sampling).
 
         ``exploration`` (default: the ``exploration`` setting, 0.25) scales how far each
         draw may stray from its posterior mean: 0 always takes the best estimate.
         Deterministic: the same data, context, options and ``seed`` (default: the
-        ``learning_seed`` setting) give the same choice; each new outcome gives new draws.
+        ``learning_seed`` setting) give the same choice; each new outcome gives new draws. ``user``: as
+        for :meth:`suggest`.
         """
         context = check.content(context, what="context")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent, user = self._who(agent, user)
         opts = _args.options(options)
         exp = self._settings.exploration if exploration is None else exploration
         if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
@@ -505,7 +429,7 @@ class LearningService:
         return recommend.choose(
             context,
             opts,
-            self._neighbours(context, agent),
+            self._neighbours(context, agent, user),
             now=utcnow(),
             config=self.recommend,
             seed=chosen_seed,
@@ -514,12 +438,18 @@ class LearningService:
 
     # -- analytics -----------------------------------------------------------------------------------------
     def outcomes(
-        self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
+        self,
+        *,
+        agent: str | None = None,
+        since: datetime | None = None,
+        category: str | None = None,
+        user: str | None = None,
     ) -> list[DecisionRecord]:
-        """Every outcome record ``agent`` can see (its own and shared with it), oldest first."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        """Every outcome record ``agent`` can see (its own and shared with it; with ``user``, that user's and the
+        agent's own, never another user's), oldest first."""
+        agent, user = self._who(agent, user)
         since = _args.since(since)
-        flt = Filter(agent=agent, kinds=_DECISION)
+        flt = user_filter(agent, user, kinds=_DECISION)
         out: list[DecisionRecord] = []
         for page in self._recall.pages(flt, size=PAGE_SIZE):
             for m in page:
@@ -536,10 +466,16 @@ class LearningService:
         return out
 
     def trends(
-        self, *, agent: str | None = None, since: datetime | None = None, category: str | None = None
+        self,
+        *,
+        agent: str | None = None,
+        since: datetime | None = None,
+        category: str | None = None,
+        user: str | None = None,
     ) -> list[CategoryTrend]:
-        """Performance per category: success with interval, duration, best approaches, and a tested trend."""
-        return category_trends(self.outcomes(agent=agent, since=since, category=category))
+        """Performance per category: success with interval, duration, best approaches, and a tested trend
+        (``user``: of the outcomes :meth:`outcomes` gives for that user)."""
+        return category_trends(self.outcomes(agent=agent, since=since, category=category, user=user))
 
     def approaches(
         self,
@@ -548,17 +484,19 @@ class LearningService:
         success_rate: str | RateFilter | None = None,
         min_attempts: int = 2,
         since: datetime | None = None,
+        user: str | None = None,
     ) -> list[ApproachStats]:
         """The approaches taken in recurring situations, with their success, e.g. ``success_rate=">80%"``.
 
         A situation is the category when one was recorded, else the context (ignoring
         case and spacing); only (situation, approach) pairs tried at least
-        ``min_attempts`` times count. Best first.
+        ``min_attempts`` times count. Best first. ``user``: as for :meth:`outcomes`.
         """
         rate = parse_rate_filter(success_rate) if isinstance(success_rate, str) else success_rate
         if isinstance(min_attempts, bool) or not isinstance(min_attempts, int) or min_attempts < 1:
             raise ValidationError(f"min_attempts must be a positive integer, not {min_attempts!r}")
-        return find_approaches(self.outcomes(agent=agent, since=since), rate=rate, min_attempts=min_attempts)
+        found = self.outcomes(agent=agent, since=since, user=user)
+        return find_approaches(found, rate=rate, min_attempts=min_attempts)
 
     def report(
         self,
@@ -568,14 +506,16 @@ class LearningService:
         chart: str | os.PathLike[str] | None = None,
         success_target: float = 0.7,
         slow_seconds: float = 300.0,
+        user: str | None = None,
     ) -> LearningReport:
         """A report of ``agent``'s outcomes (``.to_json()``, ``.to_markdown()``); with ``chart``, also a PNG there.
 
         Recurring failure patterns (``mem.failures.patterns``) are included. Its
         ``recommendations`` name the categories under ``success_target`` (a share) or
-        declining, and the categories and approaches slower than ``slow_seconds`` on average.
+        declining, and the categories and approaches slower than ``slow_seconds`` on average. With ``user``
+        the outcomes are that user's and the agent's own (as :meth:`outcomes`); failure patterns stay the agent's.
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent, user = self._who(agent, user)
         since = _args.since(since)
         if chart is not None and not isinstance(chart, str | os.PathLike):
             raise ValidationError(f"chart must be a file path, not {type(chart).__name__}")
@@ -586,7 +526,7 @@ class LearningService:
             raise ValidationError(f"success_target is a share within [0, 1], not {success_target!r}")
         failures = self._failures.patterns(agent=agent, recurring=True, since=since)
         report = build_report(
-            self.outcomes(agent=agent, since=since),
+            self.outcomes(agent=agent, since=since, user=user),
             agent=agent,
             now=utcnow(),
             since=since,
@@ -599,20 +539,22 @@ class LearningService:
             report = report.with_chart(str(written))
         return report
 
-    def stats(self, *, agent: str | None = None, top: int = 10) -> LearningStats:
+    def stats(self, *, agent: str | None = None, top: int = 10, user: str | None = None) -> LearningStats:
         """``agent``'s learning in one call: memories per kind, outcomes and success, the most used actions and
-        categories, failure patterns, episodes, and the most used memories with feedback totals."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        categories, failure patterns, episodes, and the most used memories with feedback totals. With ``user``
+        the memories, outcomes, episodes and uses are that user's and the agent's own; failure patterns stay
+        the agent's."""
+        agent, user = self._who(agent, user)
         top = check.limit(top)
-        counts: dict[str, int] = {k: self._recall.count(agent=agent, kind=k) for k in KINDS}
-        flt = Filter(agent=agent, kinds=("episode",))
+        counts: dict[str, int] = {k: self._recall.count(agent=agent, kind=k, user=user) for k in KINDS}
+        flt = user_filter(agent, user, kinds=("episode",))
         # Memory use is summed and ranked in the store: no memory is loaded beyond the top ones.
-        visible = Filter(agent=agent)
+        visible = user_filter(agent, user)
         return learning_stats(
-            self.outcomes(agent=agent),
+            self.outcomes(agent=agent, user=user),
             agent=agent,
             memories=counts,
-            pending=len(self.pending(agent=agent)),
+            pending=len(self.pending(agent=agent, user=user)),
             patterns=self._failures.patterns(agent=agent),
             episode_successes=self._store.memories.count(replace(flt, tags=("outcome:success",))),
             episode_failures=self._store.memories.count(replace(flt, tags=("outcome:failure",))),
@@ -630,13 +572,15 @@ class LearningService:
         agent: str | None = None,
         recover: RecoveryHook | None = None,
         category: str | None = None,
+        user: str | None = None,
     ) -> Adaptive:
         """Run a task adaptively: choose the approach, time it, record the outcome, recover from known failures.
 
         Use as a decorator (the chosen approach is passed as the first argument when ``options`` are given) or as
-        a context manager (``run.approach``). See :mod:`engramdb.learning.adaptive`."""
+        a context manager (``run.approach``). See :mod:`engramdb.learning.adaptive`. With ``user`` the approach is
+        chosen from that user's outcomes (and the agent's own) and the outcome is recorded as theirs."""
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent, user = self._who(agent, user)
         opts = None
         if options is not None:
             if isinstance(options, str):
@@ -646,4 +590,6 @@ class LearningService:
                 raise ValidationError("options must not be empty")
         if recover is not None and not callable(recover):
             raise ValidationError("recover must be callable")
-        return Adaptive(self, self._failures, task, options=opts, agent=agent, recover=recover, category=category)
+        return Adaptive(
+            self, self._failures, task, options=opts, agent=agent, recover=recover, category=category, user=user
+        )

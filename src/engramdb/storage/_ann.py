@@ -75,12 +75,15 @@ _FORMAT: Final = 2
 _GRAPH: Final = "hnsw_sq.faiss"
 _VECTORS: Final = "vectors.npy"
 _CURRENT: Final = "CURRENT"
-#: HNSW graph degree and build/search breadth. Measured on 50k real MiniLM-structured vectors (load ~9):
-#: M 16 / efConstruction 40 built in 13 s with recall@10 0.989 at ef 128; M 32 / 80 in 40 s, 0.998. The
-#: cheaper graph is chosen: a 1M build is ~3x shorter (it runs on the store's two cores in the background).
-_HNSW_M: Final = 16
-_EF_CONSTRUCTION: Final = 40
-_EF_SEARCH: Final = 128
+#: HNSW graph degree and build/search breadth. On 50k distinct MiniLM rows M 16 / efConstruction 40 / ef 128
+#: reaches recall@10 0.989, but on compare.py's 100k rows (LoCoMo turns and ~36 noisy copies of each, cosine
+#: ~0.9 to their original: near-duplicate groups, as repeated events make) only 0.885, 0.932 at ef 256 and
+#: 0.974 at ef 512 (walk p50 0.6 / 0.7 / 1.4-3.2 ms, load 11). M 32 / 80 / ef 256: 0.977 (@50: 0.982; ef 384:
+#: 0.992), walk p50 0.7 ms, for a 1.7x longer build (146 s against 85 s at load 12) and a graph of 66 MB
+#: against 53 MB (bench/RESULTS.md, issue 27). Graphs built with M 16 keep working (searched at ef 256).
+_HNSW_M: Final = 32
+_EF_CONSTRUCTION: Final = 80
+_EF_SEARCH: Final = 256
 _EF_MAX: Final = 1024
 #: Rows the quantiser's per-dimension ranges are trained on (a random sample; values outside the
 #: range are clipped, which only perturbs the walk: the head is re-ranked on float32 vectors).

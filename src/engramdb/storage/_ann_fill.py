@@ -29,8 +29,9 @@ _I64 = npt.NDArray[np.int64]
 
 #: Sparse nodes looked up per graph search call (faiss spreads one call over the cores).
 _BATCH: Final = 4_096
-#: Rows asked of the graph per sparse node: its free slots plus the links and itself the search also returns.
-_FILL_K: Final = 48
+#: Rows asked of the graph per sparse node, per level-0 slot: its free slots plus the links and itself the
+#: search also returns (48 for M 16's 32 slots, 96 for M 32's 64).
+_FILL_PER_SLOT: Final = 1.5
 #: Breadth of that search (the rows searched for are graph nodes, so a narrow walk finds them).
 _FILL_EF: Final = 64
 
@@ -56,8 +57,9 @@ def fill_sparse(index: Any, faiss: Any, vectors: _F32) -> int:
     nodes = _sparse_nodes(table)
     if not nodes.size:
         return 0
-    params = faiss.SearchParametersHNSW(efSearch=max(_FILL_EF, _FILL_K))
-    k = min(_FILL_K, n)
+    wanted = int(_FILL_PER_SLOT * width)
+    params = faiss.SearchParametersHNSW(efSearch=max(_FILL_EF, wanted))
+    k = min(wanted, n)
     # All searched before any link is added: links given to one batch would otherwise steer the next.
     found = np.empty((nodes.size, k), dtype=np.int64)
     for start in range(0, nodes.size, _BATCH):

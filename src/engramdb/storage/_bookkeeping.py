@@ -45,7 +45,7 @@ def append_audit(d: Dialect, conn: Conn, records: Sequence[AuditRecord]) -> list
     d.lock_audit(conn)
     last = conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
     events, rows = chain_rows(records, last)
-    conn.executemany(f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    d.insert_rows(conn, "audit", [c.strip() for c in AUDIT_COLUMNS.split(",")], rows)
     conn.execute(_UPSERT_META, (AUDIT_HEAD_KEY, audit_head_value(events)))
     return events
 

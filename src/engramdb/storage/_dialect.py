@@ -133,8 +133,12 @@ class Dialect(Protocol):
         ...
 
     # -- hooks called inside a write ------------------------------------------------------------
-    def insert_new(self, conn: Conn, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+    def insert_new(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Insert rows of new memories; a duplicate id is a ValidationError, not a broken transaction."""
+        ...
+
+    def insert_rows(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Insert ``rows`` (values of ``columns``, in order) into ``table`` in one go, inside an open write."""
         ...
 
     def prepare_vectors(self, model_id: str, dim: int) -> None:

@@ -18,7 +18,9 @@ SQLite stays the only truth; this is a cache of it:
   (``temp``) FTS5 table of the same tokenizer and drops forgotten ones; big gaps rebuild.
 * After each catch-up the cache's row and token totals are compared with FTS5's own (its
   ``averages`` record): any change not seen through ``history`` forces a rebuild.
-* Nothing is written to the store and nothing persists, so a crash cannot leave it wrong.
+* Nothing is written to the store. The postings are saved beside it after a build and at close
+  (:mod:`engramdb.storage._kw_persist`), and a store opens with them; a loaded file is checked and
+  caught up exactly as a build is, so a crash or a stale file cannot leave the cache wrong.
 
 Document count and average length come from FTS5's ``averages`` record at each query,
 exactly as ``bm25()`` reads them, so scores equal FTS5's to the last bit or two.
@@ -34,12 +36,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from engramdb.storage._keyword_budget import bounded_terms
+from engramdb.storage._kw_persist import load_postings, postings_path, remove_postings, save_postings
 
 __all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked"]
 
@@ -53,6 +57,8 @@ _MAX_CATCH_UP: Final = 5_000
 _MAX_STEMS: Final = 100_000
 #: After a failed build, searches use FTS5 this long before another build is tried.
 _RETRY_SECONDS: Final = 30.0
+#: How long a search waits for the saved postings to load (~0.1 s at 100k) before using FTS5 meanwhile.
+_LOAD_WAIT_SECONDS: Final = 2.0
 #: Postings whose BM25 parts are kept between queries (12 bytes each with their row keys).
 _MAX_CACHED_SCORES: Final = 4_000_000
 _TOK: Final = "temp.engram_kw_tok"
@@ -88,6 +94,8 @@ class _Postings:
     #: Rows changed or added since the build: term -> {row key: count}, and row key -> its terms.
     delta_terms: dict[str, dict[int, int]] = field(default_factory=dict)
     delta_docs: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: The memory id of the history row at ``seq``: which database this is (see _kw_persist).
+    anchor: str = ""
 
 
 def _varints(blob: bytes) -> list[int]:
@@ -126,6 +134,12 @@ def _max_seq(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT max(seq) FROM history").fetchone()[0] or 0)
 
 
+def _anchor(conn: sqlite3.Connection, seq: int) -> str:
+    """The memory id of history row ``seq`` (a random id: another store's file names another, or none)."""
+    row = conn.execute("SELECT memory_id FROM history WHERE seq = ?", (seq,)).fetchone()
+    return str(row[0]) if row else ""
+
+
 def _max_rid(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
     return int(row[0]) if row else 0
@@ -158,7 +172,8 @@ def build(conn: sqlite3.Connection) -> _Postings:
     finally:
         if conn.in_transaction:  # an interrupt may already have ended it
             conn.execute("COMMIT")
-    return _Postings(seq, terms, doc_len, np.ones(doc_len.size, dtype=bool), rows, tokens, structure, seq)
+    alive = np.ones(doc_len.size, dtype=bool)
+    return _Postings(seq, terms, doc_len, alive, rows, tokens, structure, seq, anchor=_anchor(conn, seq))
 
 
 class KeywordIndex:
@@ -183,13 +198,21 @@ class KeywordIndex:
         self._term_scores: dict[str, tuple[npt.NDArray[Any], npt.NDArray[np.float64]]] = {}
         self._terms_key: tuple[int, int, int, int] | None = None
         self._cached = 0
+        #: The saved postings beside the database (None: an in-memory store), and what they reflect.
+        self._saved_path: Path | None = None
+        self._saved_key: tuple[int, int, int] | None = None
+        #: Whether the next build may start from the saved file (only the first: a rebuild distrusts it).
+        self._try_saved = True
+        #: The builder is reading the saved file (a search waits for it: see _current).
+        self._loading = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     def clear(self) -> None:
-        """Forget the index and stop a running build (the store closed)."""
+        """Save the postings if they changed, forget the index and stop a running build (the store closed)."""
         with self._guard:
             self._closed = True
             builder = self._builder
+        self._save(self._postings)
         # Interrupt until it stops: an interrupt between two statements is lost.
         while builder is not None and builder.is_alive():
             with self._guard:  # the builder closes its connection under this lock
@@ -199,6 +222,8 @@ class KeywordIndex:
         with self._guard:
             self._postings = self._built = self._builder = None
             self._closed, self._retry_at = False, 0.0
+            self._saved_path = self._saved_key = None
+            self._try_saved = True
         self._stems.clear()
         self._tokenize = None
         self._terms_key, self._term_scores, self._cached = None, {}, 0
@@ -222,9 +247,11 @@ class KeywordIndex:
         if not path:
             self._postings = build(conn)  # one connection only: build under the store's lock
             return
+        self._saved_path = postings_path(path)
         with self._guard:
             if self._builder is not None or self._closed or time.monotonic() < self._retry_at:
                 return
+            self._loading = self._try_saved and self._saved_path.exists()
             self._builder = threading.Thread(target=self._build_in_background, args=(path,), daemon=True)
             self._builder.name = "engram-keyword-index"
             self._builder.start()
@@ -240,7 +267,12 @@ class KeywordIndex:
                 self._build_conn = conn
             try:
                 if not self._closed:
-                    built = build(conn)
+                    built = self._load(conn)
+                    with self._guard:
+                        self._loading = False
+                    if built is None:
+                        built = build(conn)
+                        self._save(built)
             except sqlite3.Error:
                 built = None  # interrupted (the store closed) or unreadable: searches keep using FTS5
             finally:
@@ -248,11 +280,63 @@ class KeywordIndex:
                     self._build_conn = None
                     conn.close()
         with self._guard:
+            self._loading = False
             if not self._closed:
                 self._built = built
             if built is None:
                 self._retry_at = time.monotonic() + _RETRY_SECONDS  # not a new thread per search
             self._builder = None
+
+    def _load(self, conn: sqlite3.Connection) -> _Postings | None:
+        """The saved postings as a build would make them (checked and caught up by _current like one)."""
+        if self._saved_path is None or not self._try_saved:
+            return None
+        self._try_saved = False
+        saved = load_postings(self._saved_path)
+        if saved is None or not saved.anchor or _anchor(conn, saved.seq) != saved.anchor:
+            return None  # unreadable, or another store's (a copied or replaced database): build
+        self._saved_key = (saved.seq, saved.rows, saved.tokens)
+        alive = np.ones(saved.doc_len.size, dtype=bool)
+        terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.uint16 | np.int32]]] = dict(saved.terms)
+        checked = saved.seq if saved.structure else -1
+        return _Postings(
+            saved.seq,
+            terms,
+            saved.doc_len,
+            alive,
+            saved.rows,
+            saved.tokens,
+            saved.structure,
+            checked,
+            anchor=saved.anchor,
+        )
+
+    def drop_saved(self, database: Path) -> None:
+        """Delete the postings saved beside ``database`` (a memory was forgotten); written anew at close."""
+        remove_postings(postings_path(str(database)))
+        self._saved_key = None
+
+    def _save(self, p: _Postings | None) -> None:
+        """Write ``p`` (build and delta merged) beside the database, unless the file already holds it."""
+        path = self._saved_path
+        if p is None or path is None or (p.seq, p.rows, p.tokens) == self._saved_key:
+            return
+        names = set(p.terms) | set(p.delta_terms)
+        try:
+            save_postings(
+                path,
+                seq=p.seq,
+                anchor=p.anchor,
+                rows=p.rows,
+                tokens=p.tokens,
+                # Checked against FTS5's only when read at this same history position.
+                structure=p.structure if p.seq_checked == p.seq else b"",
+                terms=((t, *self._term_postings(p, t)) for t in sorted(names)),
+                doc_len=p.doc_len,
+            )
+            self._saved_key = (p.seq, p.rows, p.tokens)
+        except (OSError, ValueError):
+            pass  # best effort: the next open builds instead
 
     # -- search ------------------------------------------------------------------------------
     def rank(
@@ -381,14 +465,15 @@ class KeywordIndex:
         if self.min_memories is None or conn.in_transaction:
             # Inside a write a search would see uncommitted rows the cache must never follow.
             return None
-        with self._guard:
-            if self._built is not None:
-                self._postings, self._built = self._built, None
-        p = self._postings
+        p = self._swap_in()
         if p is None:
             if _max_rid(conn) >= self.min_memories:
                 self._start_build(conn)
-                p = self._postings  # built in place for an in-memory store
+                with self._guard:
+                    builder = self._builder if self._loading else None
+                if builder is not None:  # loading the saved postings: tens of ms, worth waiting for
+                    builder.join(_LOAD_WAIT_SECONDS)
+                p = self._swap_in()  # or built in place for an in-memory store
             if p is None:
                 return None
         # One read transaction: the history position and FTS5's state are of the same commit.
@@ -412,6 +497,18 @@ class KeywordIndex:
             self._start_build(conn)
         return self._postings or p
 
+    def _swap_in(self) -> _Postings | None:
+        with self._guard:
+            if self._built is not None:
+                self._postings, self._built = self._built, None
+            return self._postings
+
+    def warm(self, conn: sqlite3.Connection) -> None:
+        """Start loading (or building) the postings now, so the first searches find them (at open)."""
+        minimum = self.min_memories  # read once: a test may change it meanwhile
+        if minimum is not None and not self.ready() and _max_rid(conn) >= minimum:
+            self._start_build(conn)
+
     def _rebuild(self, conn: sqlite3.Connection) -> _Postings | None:
         self._postings = None
         self._terms_key, self._term_scores, self._cached = None, {}, 0
@@ -432,9 +529,13 @@ class KeywordIndex:
             (_json_list(ids),),
         ).fetchall()
         if any(forgot for _, forgot in changes) or len(current) < len(ids):
+            # The saved file still names the forgotten rows' terms: gone now, written anew at close.
+            if self._saved_path is not None:
+                remove_postings(self._saved_path)
+                self._saved_key = None
             self._drop_missing(conn, p)
         self._replace(conn, p, current)
-        p.seq = seq
+        p.seq, p.anchor = seq, _anchor(conn, seq)
         return True
 
     def _drop_missing(self, conn: sqlite3.Connection, p: _Postings) -> None:

@@ -48,12 +48,14 @@ __all__ = ["INSERT_HISTORY", "SQLMemories", "fetch_locked", "write_vectors"]
 
 #: Inserts one history row (:func:`engramdb.storage._codecs.history_row`).
 INSERT_HISTORY: Final = "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, ?, ?)"
-_INSERT_MEMORY: Final = (
-    "INSERT INTO memories (id, agent, kind, content, tags, metadata, created_at, updated_at, "
-    "last_accessed, access_count, confidence, successes, attempts, visibility, redacted, "
-    "user_id, session_id, occurred_at, valid_until) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+#: The columns of a history row (:func:`engramdb.storage._codecs.history_row`), in order.
+HISTORY_COLUMNS: Final = ("memory_id", "action", "at", "actor", "before", "after")
+#: The columns of a new memory's row (:func:`engramdb.storage._codecs.memory_row`), in order.
+_MEMORY_INSERT_COLUMNS: Final = (
+    "id", "agent", "kind", "content", "tags", "metadata", "created_at", "updated_at", "last_accessed", "access_count",
+    "confidence", "successes", "attempts", "visibility", "redacted", "user_id", "session_id", "occurred_at",
+    "valid_until",
+)  # fmt: skip
 _INSERT_TAG: Final = "INSERT INTO memory_tags (memory_id, tag) VALUES (?, ?) ON CONFLICT DO NOTHING"
 #: ORDER BY of each list order; ending in the row id makes it total, so offset pages never overlap.
 _LIST_ORDER: Final[dict[str, str]] = {
@@ -79,9 +81,18 @@ def fetch_locked(d: Dialect, conn: Conn, memory_id: str) -> Memory:
 
 
 def write_vectors(
-    d: Dialect, conn: Conn, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str
+    d: Dialect,
+    conn: Conn,
+    memories: Sequence[Memory],
+    unit: npt.NDArray[np.float32],
+    *,
+    model_id: str,
+    new: bool = False,
 ) -> None:
-    """Insert or replace the vectors of existing memories inside a write (dimension checked)."""
+    """Insert or replace the vectors of existing memories inside a write (dimension checked).
+
+    ``new``: the memories were inserted in this transaction, so they have no vector to replace.
+    """
     dim = int(unit.shape[1])
     ids = [m.id for m in memories]
     these, ids_param = d.one_of("memory_id", ids)
@@ -94,13 +105,15 @@ def write_vectors(
     d.prepare_vectors(model_id, dim)
     # The first vectors written name the model that searches use.
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (MODEL_META_KEY, model_id))
-    column = d.vector_column
-    # A replaced vector is deleted and inserted again rather than updated in place, so it gets a new
-    # seq: another process's vector cache then sees it as new (an append) after dropping the rows that
-    # are gone (engramdb.storage._vector_index.VectorIndex.reconcile), instead of rebuilding its index.
-    conn.execute(f"DELETE FROM vectors WHERE {these}", (ids_param,))
-    conn.executemany(
-        f"INSERT INTO vectors (memory_id, model_id, dim, {column}) VALUES (?, ?, ?, ?)",
+    if not new:
+        # A replaced vector is deleted and inserted again rather than updated in place, so it gets a new
+        # seq: another process's vector cache then sees it as new (an append) after dropping the rows that
+        # are gone (engramdb.storage._vector_index.VectorIndex.reconcile), instead of rebuilding its index.
+        conn.execute(f"DELETE FROM vectors WHERE {these}", (ids_param,))
+    d.insert_rows(
+        conn,
+        "vectors",
+        ("memory_id", "model_id", "dim", d.vector_column),
         [(memory_id, model_id, dim, d.encode_vector(unit[n])) for n, memory_id in enumerate(ids)],
     )
     d.vectors_written(memories, unit, model_id=model_id)
@@ -113,15 +126,30 @@ class SQLMemories:
         self._d = dialect
 
     # -- writes -----------------------------------------------------------------------------
-    def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
-        """See :meth:`MemoryRepo.add`."""
+    def add(
+        self,
+        memories: Sequence[Memory],
+        vectors: Vectors | None,
+        *,
+        model_id: str,
+        actor: str | None,
+        unvectored: frozenset[int] = frozenset(),
+    ) -> None:
+        """See :meth:`MemoryRepo.add`: every table's rows in one statement each, whatever the batch's mix."""
         if not memories:
             return
         d = self._d
         ids = check_new_memories(memories)
-        unit = as_unit_rows(vectors, rows=len(memories)) if vectors is not None else None
+        keep = [n for n in range(len(memories)) if n not in unvectored] if vectors is not None else []
+        unit = None
+        if vectors is not None:
+            given = np.asarray(vectors, dtype=np.float32)
+            if given.ndim != 2 or given.shape[0] != len(memories):
+                raise ValidationError(f"got vectors of shape {given.shape} for {len(memories)} memories")
+            # The rows left to the background worker may be placeholders (zeros): only the others are checked.
+            unit = as_unit_rows(given[keep], rows=len(keep)) if keep else None
         rows = [memory_row(m) for m in memories]
-        history = [created_history(m, actor=actor) for m in memories]
+        history = [created_history(m, actor=m.agent if actor is None else actor) for m in memories]
         with d.write() as conn:
             if unit is not None:
                 # Before any row is written (PostgreSQL: creating an index waits for other writers).
@@ -130,13 +158,13 @@ class SQLMemories:
             clash = conn.execute(f"SELECT id FROM memories WHERE {clause} LIMIT 1", (param,)).fetchone()
             if clash is not None:
                 raise ValidationError(f"a memory with id {clash[0]!r} already exists")
-            d.insert_new(conn, _INSERT_MEMORY, rows)
+            d.insert_new(conn, "memories", _MEMORY_INSERT_COLUMNS, rows)
             tags = [row for m in memories for row in tag_rows(m.id, m.tags)]
             if tags:
-                conn.executemany(_INSERT_TAG, tags)
-            conn.executemany(INSERT_HISTORY, history)
+                d.insert_rows(conn, "memory_tags", ("memory_id", "tag"), tags)
+            d.insert_rows(conn, "history", HISTORY_COLUMNS, history)
             if unit is not None:
-                write_vectors(d, conn, memories, unit, model_id=model_id)
+                write_vectors(d, conn, [memories[n] for n in keep], unit, model_id=model_id, new=True)
 
     def update(
         self,

@@ -179,11 +179,27 @@ CREATE INDEX memories_session ON memories (session_id, created_at) WHERE session
 CREATE INDEX memories_past ON memories (agent, valid_until) WHERE valid_until IS NOT NULL;
 """
 
+# The keyword channel's matches of one agent in one index scan: the agent is a key of the same GIN index as the words
+# (btree_gin), so a search intersects the agent's postings with the words' inside the index instead of reading every
+# word match of every agent (bench/RESULTS.md, issue 26). btree_gin is a trusted contrib extension (PostgreSQL 13+);
+# where the server lacks it the step leaves the index out and searches use the word index alone, as before.
+_V4_AGENT_WORDS = """
+DO $$
+BEGIN
+    CREATE EXTENSION IF NOT EXISTS btree_gin;
+    CREATE INDEX IF NOT EXISTS memories_agent_tsv ON memories USING gin (agent, tsv);
+EXCEPTION WHEN OTHERS THEN
+    RAISE NOTICE 'engramdb: no memories_agent_tsv index (%)', SQLERRM;
+END
+$$;
+"""
+
 #: Every schema step, in order. Append only.
 MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
     PgMigration(version=2, description="hash-chained audit trail", script=_V2_AUDIT),
     PgMigration(version=3, description="user and session scopes, event time, validity", script=_V3_SCOPES),
+    PgMigration(version=4, description="keyword index keyed by agent (btree_gin)", script=_V4_AGENT_WORDS),
 )
 
 #: The schema version this code writes and understands.

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._filters import FilterSQL, filter_clauses
@@ -19,7 +20,17 @@ if TYPE_CHECKING:
 
     Raw = psycopg.Connection[tuple[Any, ...]]
 
-__all__ = ["TS_CONFIG", "TermStats", "filter_sql", "holds", "one_of", "pg_statement", "tsquery_sql"]
+__all__ = [
+    "TS_CONFIG",
+    "CurrentModel",
+    "ModelCache",
+    "TermStats",
+    "filter_sql",
+    "holds",
+    "one_of",
+    "pg_statement",
+    "tsquery_sql",
+]
 
 #: The text-search configuration of the keyword index (stemming like FTS5's porter tokenizer).
 TS_CONFIG: Final = "english"
@@ -90,7 +101,8 @@ _LEXEME_CACHE: Final = 4096
 # with three extra numbers (min, max, nulls).
 _STATS_SQL: Final = (
     "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples, "
-    "a.most_common_vals::text::text[], a.most_common_freqs FROM pg_class c "
+    "a.most_common_vals::text::text[], a.most_common_freqs, to_regclass('memories_agent_tsv') IS NOT NULL "
+    "FROM pg_class c "
     "LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text "
     "AND s.tablename = 'memories' AND s.attname = 'tsv' "
     "LEFT JOIN pg_stats a ON a.schemaname = c.relnamespace::regnamespace::text "
@@ -115,6 +127,7 @@ class TermStats:
         self._unlisted = 0.0
         self._agents: dict[str, float] = {}
         self._other_agent = 0.0
+        self._agent_words = False
         self._lexemes: dict[str, tuple[str, ...]] = {}
 
     def selecting(self, conn: Raw, terms: Sequence[str]) -> tuple[tuple[str, ...], bool]:
@@ -150,6 +163,17 @@ class TermStats:
         with self._lock:
             return self._agents.get(agent, self._other_agent)
 
+    def invalidate(self) -> None:
+        """Read the statistics again at the next search (they were just refreshed by ANALYZE)."""
+        with self._lock:
+            self._expires = 0.0
+
+    def agent_words(self, conn: Raw) -> bool:
+        """Whether the store has the keyword index keyed by agent (schema step 4; btree_gin may be missing)."""
+        self._estimates(conn)
+        with self._lock:
+            return self._agent_words
+
     def _estimates(self, conn: Raw) -> dict[str, float]:
         now = time.monotonic()
         with self._lock:
@@ -160,6 +184,7 @@ class TermStats:
         unlisted = 0.0
         agents: dict[str, float] = {}
         other_agent = 0.0
+        agent_words = bool(row[5]) if row is not None else False
         if row is not None and row[2] is not None:
             total = max(0.0, float(row[2]))
             if row[0] is not None and row[1] is not None:
@@ -172,7 +197,7 @@ class TermStats:
             other_agent = min(agents.values(), default=total)
         with self._lock:
             self._rows, self._unlisted, self._expires = estimates, unlisted, now + _STATS_TTL_S
-            self._agents, self._other_agent = agents, other_agent
+            self._agents, self._other_agent, self._agent_words = agents, other_agent, agent_words
         return estimates
 
     def _lexemes_of(self, conn: Raw, terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -191,3 +216,51 @@ class TermStats:
                 self._lexemes.update(fetched)
             known.update(fetched)
         return known
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentModel:
+    """The store's current embedding model, its vectors' dimension, and the planner's estimate of the vector rows."""
+
+    model_id: str
+    dim: int
+    estimate: float
+
+
+#: How long the current model and the row estimate are reused. A search checks the model in its own statement, so
+#: a change is seen at once; the estimate only picks the exact scan or the index, and ANALYZE moves it rarely.
+_MODEL_TTL_S: Final = 30.0
+_MODEL_SQL: Final = (
+    "SELECT m.value, (SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
+    "(SELECT reltuples FROM pg_class WHERE oid = to_regclass('vectors')) FROM meta m WHERE m.key = %s"
+)
+
+
+class ModelCache:
+    """The store's :class:`CurrentModel`, read once per :data:`_MODEL_TTL_S` (a round trip less per search)."""
+
+    def __init__(self, meta_key: str) -> None:
+        self._key = meta_key
+        self._lock = threading.Lock()
+        self._model: CurrentModel | None = None
+        self._expires = 0.0
+
+    def invalidate(self) -> None:
+        """Read the model and the row estimate again at the next search."""
+        with self._lock:
+            self._expires = 0.0
+
+    def current(self, conn: Raw, *, fresh: bool = False) -> CurrentModel | None:
+        """The cached model, or (``fresh``, expired, none cached) the store's as of now; None before any vector."""
+        now = time.monotonic()
+        with self._lock:
+            if not fresh and self._model is not None and now < self._expires:
+                return self._model
+        row = conn.execute(_MODEL_SQL, (self._key,)).fetchone()
+        if row is None or row[1] is None:
+            # Not cached: the first vectors are found by the next search.
+            return None
+        model = CurrentModel(str(row[0]), int(row[1]), float(row[2] if row[2] is not None else -1))
+        with self._lock:
+            self._model, self._expires = model, now + _MODEL_TTL_S
+        return model

@@ -11,7 +11,12 @@ from typing import Any
 from engramdb.storage._filters import FilterSQL, filter_clauses
 from engramdb.storage.base import Filter
 
-__all__ = ["filter_sql", "fts_phrase", "fts_query", "holds", "ids_json", "one_of"]
+__all__ = ["filter_sql", "fts_phrase", "fts_query", "holds", "ids_json", "insert_statement", "one_of"]
+
+
+def insert_statement(table: str, columns: Sequence[str]) -> str:
+    """``INSERT INTO table (columns) VALUES (?, ...)``: the names are the store's own, never input."""
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
 def fts_query(terms: Sequence[str]) -> str | None:

@@ -169,10 +169,20 @@ class MetaRepo(Protocol):
 class MemoryRepo(Protocol):
     """Memories, their history, and the writes that change them."""
 
-    def add(self, memories: Sequence[Memory], vectors: Vectors | None, *, model_id: str, actor: str) -> None:
+    def add(
+        self,
+        memories: Sequence[Memory],
+        vectors: Vectors | None,
+        *,
+        model_id: str,
+        actor: str | None,
+        unvectored: frozenset[int] = frozenset(),
+    ) -> None:
         """Insert new memories (and their unit-norm vectors, row for row) in one transaction.
 
-        Writes a ``create`` history entry for each. All or nothing.
+        Writes a ``create`` history entry for each, by ``actor`` (None: each memory's own agent).
+        ``unvectored``: positions written without a vector (their rows of ``vectors`` are ignored;
+        the background worker adds them later). All or nothing.
         """
 
     def update(

@@ -16,15 +16,20 @@ for the block, so every write of that thread joins the block's transaction while
 other threads keep their own connections.
 
 * keywords: a generated ``tsvector`` (English stemming over content and tags) with a GIN
-  index; terms are OR-ed and ranked by ``ts_rank_cd`` (higher is better). Ranking reads every
+  index, and a second one keyed by agent (btree_gin) for an agent's own matches; terms are
+  OR-ed and ranked by ``ts_rank_cd`` (higher is better). Ranking reads every
   selected row, so on a large store the planner's statistics decide which terms select rows:
   the rarest ones, up to about ``KEYWORD_RANK_ROWS`` matches together; commoner terms only add
   to the rank (see :meth:`PgSearch.keyword_candidates`).
 * vectors: pgvector ``<=>`` cosine distance, score ``1 - distance``. With fewer than
   ``exact_search_below`` vectors in the table (the planner's estimate), the search is an
-  exact scan; above it, it uses the HNSW index of the model (``hnsw.ef_search = max(200, k)``
-  and pgvector's iterative scan, so hard filters still fill the top ``k``) at a recall@10 of
-  about 0.98 instead of 1 (measured at 100k memories under a 10% agent filter).
+  exact scan; above it, it uses the HNSW index of the model (``hnsw.ef_search = max(400, k)``
+  and pgvector's relaxed iterative scan, so hard filters still fill the top ``k``) at a recall@10 of
+  about 0.985 instead of 1 (measured at 100k memories under a 10% agent filter), except for a reader
+  owning a small share of the store, scanned exactly (see :meth:`PgSearch._use_index`). One round
+  trip: the HNSW settings are pipelined with the search, and the current model is cached and checked
+  by the search statement itself.
+* statistics: searches run ANALYZE in the background when a bulk load left them behind (``_pg_analyze``).
 * visibility: statements that gather rows through indexes (keyword matches, the exact vector scan, counts)
   spell the agent filter so the planner can answer it from indexes too (see ``_pg_sql.filter_sql``); the
   HNSW path tests it row by row.
@@ -60,8 +65,18 @@ from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
+from engramdb.storage._pg_analyze import StatisticsKeeper
+from engramdb.storage._pg_copy import copy_rows
 from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
-from engramdb.storage._pg_sql import TermStats, filter_sql, one_of, pg_statement, tsquery_sql
+from engramdb.storage._pg_sql import (
+    CurrentModel,
+    ModelCache,
+    TermStats,
+    filter_sql,
+    one_of,
+    pg_statement,
+    tsquery_sql,
+)
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Store, Vectors
 
 if TYPE_CHECKING:
@@ -78,12 +93,17 @@ EXACT_SEARCH_BELOW: Final = 20_000
 #: About how many matching rows a keyword search ranks at most, once the planner has statistics (keyword_candidates).
 KEYWORD_RANK_ROWS: Final = 5_000
 #: The HNSW search breadth (``hnsw.ef_search``) at least; a deeper search raises it to its ``limit``. Measured
-#: (bench/scale_pg.py, 100k memories, 10% agent filter, depth 50): 100 gives recall@10 0.95, 200 gives 0.98
-#: at the same latency.
-MIN_EF_SEARCH: Final = 200
+#: (bench/scale_pg.py, 100k memories, 10% agent filter, depth 50, 100 questions): 100 gives recall@10 0.955, 200
+#: 0.969, 300 0.980, 400 0.985, within the latency noise of each other (the filter's overscan costs more).
+MIN_EF_SEARCH: Final = 400
 #: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
 #: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
 _INDEXED_READER_ROWS: Final = 20_000
+#: An exact scan reads a row for about this fraction of what the HNSW index spends on an entry (see _use_index).
+_EXACT_COST_RATIO: Final = 4
+#: pgvector 0.8's iterative index scan (``hnsw.iterative_scan``): with a filter, the scan goes on past ``ef_search``
+#: until ``limit`` rows pass. "relaxed_order" returns them roughly in distance order (the statement re-sorts them).
+ITERATIVE_SCAN: Final = "relaxed_order"
 #: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
 _MAX_EF_SEARCH: Final = 1000
 
@@ -344,14 +364,18 @@ class PostgresBackend:
         return numbers
 
     # -- the Dialect: hooks inside a write --------------------------------------------------
-    def insert_new(self, conn: Conn, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Insert in a savepoint: a concurrent insert of the same id is bad input, not a broken transaction."""
+    def insert_new(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """COPY in a savepoint: a concurrent insert of the same id is bad input, not a broken transaction."""
         raw = self._pinned()
         try:
-            with raw.transaction(), raw.cursor() as cur:
-                cur.executemany(pg_statement(statement), rows)
+            with raw.transaction():
+                self.insert_rows(conn, table, columns, rows)
         except psycopg.errors.UniqueViolation as exc:
             raise ValidationError("a memory with one of these ids already exists") from exc
+
+    def insert_rows(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """See :meth:`Dialect.insert_rows`: one ``COPY`` (:func:`~engramdb.storage._pg_copy.copy_rows`)."""
+        copy_rows(self._pinned(), table, columns, rows)
 
     def prepare_vectors(self, model_id: str, dim: int) -> None:
         """Create the model's HNSW index if it does not exist yet (see :meth:`_ensure_vector_index`)."""
@@ -443,12 +467,21 @@ class PgSearch:
         exact_search_below: int,
         keyword_rank_rows: int = KEYWORD_RANK_ROWS,
         ef_search: int = MIN_EF_SEARCH,
+        iterative: str = ITERATIVE_SCAN,
     ) -> None:
         self._backend = backend
         self._exact_below = exact_search_below
         self._ef_search = ef_search
+        self._iterative = iterative
+        self._models = ModelCache(MODEL_META_KEY)
         self._rank_rows = keyword_rank_rows
         self._terms = TermStats(budget_rows=keyword_rank_rows)
+        #: Runs ANALYZE when a bulk load left the planner's statistics behind (see :mod:`._pg_analyze`).
+        self.statistics = StatisticsKeeper(backend.reading, self._analysed)
+
+    def _analysed(self) -> None:
+        self._terms.invalidate()
+        self._models.invalidate()
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """Full-text candidates matching any of ``terms``, best ``ts_rank_cd`` first (higher is better).
@@ -466,12 +499,17 @@ class PgSearch:
             return []
         expr, term_params = query
         with self._backend.reading() as conn:
+            self.statistics.check(conn)
             chosen, over_budget = self._terms.selecting(conn, term_params)
-            # Matches come from the keyword index. A reader with few memories has its visible rows gathered from
-            # indexes too and intersected with them (only its matches are read); the bitmap of a reader with many
-            # costs more than testing the matches one by one (at 1M, an agent's 100k rows: 52 ms, and the
-            # keyword p50 went 65 -> 106 ms; at 100k, 10k rows: 16 -> 14 ms; bench/scale_pg.py).
-            few = flt.agent is not None and self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
+            # Matches come from the keyword index. With the index keyed by agent (schema step 4), the reader's own
+            # matches come from one scan of it, others' public and shared ones from their indexes: only the reader's
+            # matches are read. Without it, a reader with few memories has its visible rows gathered from indexes
+            # and intersected with the matches; the bitmap of a reader with many costs more than testing the matches
+            # one by one (at 1M, an agent's 100k rows: 52 ms, and the keyword p50 went 65 -> 106 ms; at 100k, 10k
+            # rows: 16 -> 14 ms; bench/scale_pg.py).
+            few = flt.agent is not None and (
+                self._terms.agent_words(conn) or self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
+            )
             f = filter_sql(flt, indexed=few)
             select = tsquery_sql(chosen) if chosen != term_params else query
             assert select is not None
@@ -501,43 +539,85 @@ class PgSearch:
             # The HNSW settings below are the connection's: kept out of a caller's open transaction.
             raise StorageError("searches cannot run inside an atomic() block")
         with self._backend.reading() as conn:
-            # The HNSW settings ride along (an exact scan ignores them): one round trip less. They are set for the
-            # pooled connection's session, not the transaction, so no transaction is opened either: two round trips
-            # per search instead of four (BEGIN and COMMIT cost a scheduler wake-up each on a loaded server).
-            # Only this method searches the HNSW index on the store's connections, and it sets both every time.
-            row = conn.execute(
-                "SELECT m.value, (SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
-                "(SELECT reltuples FROM pg_class WHERE oid = to_regclass('vectors')), "
-                "set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', 'strict_order', false) "
-                "FROM meta m WHERE m.key = %s",
-                (str(min(_MAX_EF_SEARCH, max(self._ef_search, limit))), MODEL_META_KEY),
-            ).fetchone()
-            if row is None or row[1] is None:
+            self.statistics.check(conn)
+            model = self._models.current(conn)
+            if model is None:
                 return []
-            model_id, dim, estimate = str(row[0]), int(row[1]), float(row[2] or -1)
-            if query.shape != (dim,):
-                raise ValidationError(f"query vector has dimension {query.shape[0]}, the store's vectors have {dim}")
-            # reltuples is -1 until the table is first analysed: scan exactly until the planner knows better.
-            if 0 <= self._exact_below <= estimate:
-                # The expression the model's partial HNSW index is built on. Rows come in the index's order and
-                # are tested one by one: the row-by-row visibility test.
-                distance: sql.Composable = sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(
-                    dim=sql.Literal(dim)
-                )
-                f = filter_sql(flt)
-            else:
-                # Not the indexed expression: the planner scans the rows that pass the filter, which it can
-                # gather from the memories' indexes with the indexed visibility form.
-                distance = sql.SQL("v.embedding <=> %s::vector")
-                f = filter_sql(flt, indexed=True)
-            statement = sql.SQL(
-                "SELECT v.memory_id, {distance} AS d FROM vectors v JOIN memories m ON m.id = v.memory_id "
-                "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s"
-            ).format(
-                distance=distance,
-                model=sql.Literal(model_id),
-                dim=sql.Literal(dim),
-                where=sql.SQL(pg_statement(f.where)),
-            )
-            rows = conn.execute(statement, (query, *f.params, limit)).fetchall()
+            if query.shape != (model.dim,):
+                model = self._models.current(conn, fresh=True)
+                if model is None:
+                    return []
+                if query.shape != (model.dim,):
+                    raise ValidationError(
+                        f"query vector has dimension {query.shape[0]}, the store's vectors have {model.dim}"
+                    )
+            rows = self._vector_rows(conn, model, query, flt, limit)
+            if rows is None:
+                # The model changed since it was cached (the statement checks it): once more with the new one.
+                model = self._models.current(conn, fresh=True)
+                if model is None or query.shape != (model.dim,):
+                    return []
+                rows = self._vector_rows(conn, model, query, flt, limit) or []
         return [Candidate(memory_id, 1.0 - float(d)) for memory_id, d in rows]
+
+    def _use_index(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> bool:
+        """The HNSW index (True) or an exact scan of the rows the filter admits (False).
+
+        The planner's row estimate (reltuples) is -1 until the table is first analysed: exact until then, and below
+        ``exact_search_below`` vectors. Above it, a reader owning a small share of the store is scanned exactly too:
+        the index reads about ``limit`` x (store rows / reader's rows) entries to find ``limit`` of the reader's
+        (and gives up at pgvector's ``hnsw.max_scan_tuples``, 20,000: an agent with 0.1% of a million rows got an
+        incomplete top 50), while the exact scan reads the reader's rows, each about a quarter of an index entry's
+        cost (bench/scale_pg.py at 100k: 10k rows exactly ~4x the time of ~500 index entries).
+        """
+        if not 0 <= self._exact_below <= model.estimate:
+            return False
+        if flt.agent is None:
+            return True
+        own = self._terms.agent_rows(conn, flt.agent)
+        return own <= 0 or own * own > _EXACT_COST_RATIO * limit * model.estimate
+
+    def _vector_rows(
+        self, conn: Raw, model: CurrentModel, query: npt.NDArray[np.float32], flt: Filter, limit: int
+    ) -> list[tuple[str, float]] | None:
+        """The nearest ``limit`` (id, distance) rows under ``flt``; None when ``model`` is no longer the store's."""
+        if self._use_index(conn, model, flt, limit):
+            # The expression the model's partial HNSW index is built on. Rows come in the index's order and are tested
+            # one by one (the row-by-row visibility test). The relaxed iterative scan returns them roughly in order,
+            # so the outer query sorts its head.
+            distance: sql.Composable = sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(
+                dim=sql.Literal(model.dim)
+            )
+            f = filter_sql(flt)
+        else:
+            # Not the indexed expression: the planner scans the rows that pass the filter, which it can
+            # gather from the memories' indexes with the indexed visibility form.
+            distance = sql.SQL("v.embedding <=> %s::vector")
+            f = filter_sql(flt, indexed=True)
+        statement = sql.SQL(
+            "SELECT h.memory_id, h.d, h.model FROM (SELECT v.memory_id, {distance} AS d, "
+            "(SELECT x.value FROM meta x WHERE x.key = %s) AS model FROM vectors v "
+            "JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s) h ORDER BY h.d"
+        ).format(
+            distance=distance,
+            model=sql.Literal(model.model_id),
+            dim=sql.Literal(model.dim),
+            where=sql.SQL(pg_statement(f.where)),
+        )
+        ef = str(min(_MAX_EF_SEARCH, max(self._ef_search, limit)))
+        # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
+        # session settings (no transaction: BEGIN and COMMIT would cost a round trip each); only this method
+        # searches the HNSW index on the store's connections, and it sets both every time.
+        with conn.pipeline():
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
+                (ef, self._iterative),
+            )
+            cur = conn.execute(statement, (query, MODEL_META_KEY, *f.params, limit))
+        rows = cur.fetchall()
+        if rows and rows[0][2] != model.model_id:
+            return None
+        if not rows and self._models.current(conn, fresh=True) != model:
+            return None
+        return [(str(memory_id), float(d)) for memory_id, d, _ in rows]

@@ -17,6 +17,7 @@ truncated after the outermost commit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -41,7 +42,7 @@ from engramdb.storage._filters import FilterSQL
 from engramdb.storage._sqlite_files import check_present, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
-from engramdb.storage._sqlite_sql import filter_sql, ids_json, one_of
+from engramdb.storage._sqlite_sql import filter_sql, ids_json, insert_statement, one_of
 from engramdb.storage._vector_index import (
     ANN_DEFAULT_THRESHOLD,
     IndexOp,
@@ -142,6 +143,9 @@ class SQLiteBackend:
             # Only a file store persists an ANN index; it lives beside the database file.
             self._index = VectorIndex(sidecar_dir(self.path), ann_threshold=ann_threshold)
             self.search = SQLiteSearch(self._reading, self._index)
+        if self.path is not None:
+            # A file store may be large: its caches come up now, not in the first searches (issue 27).
+            threading.Thread(target=self.search.warm, name="engramdb-warm", daemon=True).start()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
@@ -402,9 +406,14 @@ class SQLiteBackend:
 
     # -- the Dialect: hooks inside a write --------------------------------------------------
     @staticmethod
-    def insert_new(conn: Conn, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+    def insert_new(conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """See :meth:`Dialect.insert_new` (writers are serialised: the clash check before it suffices)."""
-        conn.executemany(statement, rows)
+        conn.executemany(insert_statement(table, columns), rows)
+
+    @staticmethod
+    def insert_rows(conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """See :meth:`Dialect.insert_rows`: one prepared statement, executed per row (in process: no round trips)."""
+        conn.executemany(insert_statement(table, columns), rows)
 
     def prepare_vectors(self, model_id: str, dim: int) -> None:
         """Nothing to prepare: the vector cache indexes whatever is committed."""
@@ -439,6 +448,9 @@ class SQLiteBackend:
         w = self._current()
         w.forgot = True
         w.after_commit["truncate_wal"] = self._truncate_wal
+        if self.path is not None:
+            # The keyword postings saved beside the database name the forgotten memory's terms.
+            w.after_commit["drop_saved_postings"] = functools.partial(self.search.keyword_index.drop_saved, self.path)
 
     def lock_audit(self, conn: Conn) -> None:
         """Nothing beyond ``BEGIN IMMEDIATE``, which already serialises every writer."""

@@ -164,6 +164,17 @@ UserOption = Annotated[
         show_default=False,
     ),
 ]
+LearningUserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--user",
+        "-u",
+        metavar="NAME",
+        help="Learning of one user: that user's outcomes and the agent's own, never another user's "
+        "(default: the agent's outcomes of every user).",
+        show_default=False,
+    ),
+]
 OnlyUserOption = Annotated[
     str | None,
     typer.Option("--user", "-u", metavar="NAME", help="Only this user's memories.", show_default=False),
@@ -250,7 +261,7 @@ def open_engram(
                 f"this command needs the store in this process, not a server: pass --store (ENGRAM_URL is {url})"
             )
         # The client module directly (what Engram(url) returns): the facade's module would import the storage.
-        from engramdb.client.remote import RemoteEngram
+        from engramdb import RemoteEngram
 
         with RemoteEngram(url) as remote:
             yield cast("Engram", remote)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
-from engramdb._validate import MAX_LIMIT
 from engramdb.errors import NotFound, ValidationError
+from engramdb.validate import MAX_LIMIT
 
 if TYPE_CHECKING:
     from engramdb import Engram

@@ -52,7 +52,7 @@ def log(
 ) -> None:
     """Show audit entries, newest first: who did what to which memory, and when."""
     if action is not None:
-        from engramdb.services.audit import check_action  # here, so `engram --help` stays light
+        from engramdb.validate import check_action  # here, so `engram --help` stays light
 
         action = check_action(action)  # a typo is an error before the store is opened, not an empty answer
     with open_engram(ctx, store) as mem:

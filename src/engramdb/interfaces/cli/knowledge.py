@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from engramdb._validate import MAX_LIMIT
 from engramdb.errors import NotFound, ValidationError
 from engramdb.interfaces.cli._options import JsonOption, OnlyUserOption, SessionOption, StoreOption, open_engram
 from engramdb.interfaces.cli._render import console, count_memories, emit_json
+from engramdb.validate import MAX_LIMIT
 
 if TYPE_CHECKING:
     from engramdb import Engram

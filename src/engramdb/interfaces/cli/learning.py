@@ -21,6 +21,7 @@ from engramdb.interfaces.cli._options import (
     AgentOption,
     ContextOption,
     JsonOption,
+    LearningUserOption,
     LimitOption,
     SinceOption,
     StoreOption,
@@ -127,6 +128,7 @@ def stats(
     ctx: typer.Context,
     *,
     agent: AgentOption = "default",
+    user: LearningUserOption = None,
     since: SinceOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -134,8 +136,8 @@ def stats(
     """Outcome statistics of an agent: overall, per action, and per category with trends."""
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
-        report = mem.learning.report(agent=agent, since=start)
-        overview = mem.learning.stats(agent=agent)
+        report = mem.learning.report(agent=agent, since=start, user=user)
+        overview = mem.learning.stats(agent=agent, user=user)
     if as_json:
         data = report.to_dict()
         extra = overview.to_dict()
@@ -144,14 +146,18 @@ def stats(
     out = console()
     if overview.memories or overview.pending:
         out.print(_overview_line(overview))
+    whose = f"agent {escape(agent)}" if user is None else f"user {escape(user)} of agent {escape(agent)}"
     if not report.decisions:
         out.print(
-            f"No outcomes recorded for agent {agent}. Record some with: engram memory record --agent {agent} "
+            f"No outcomes recorded for {whose}. Record some with: engram memory record --agent {escape(agent)} "
             "--context ... --action ... --outcome success"
         )
         return
+    whose = f"agent [cyan]{escape(agent)}[/]"
+    if user is not None:
+        whose = f"user [cyan]{escape(user)}[/] of {whose}"
     out.print(
-        f"[bold]{report.decisions}[/] outcome{'' if report.decisions == 1 else 's'} for agent [cyan]{agent}[/]: "
+        f"[bold]{report.decisions}[/] outcome{'' if report.decisions == 1 else 's'} for {whose}: "
         "success rate "
         f"[green]{pct(report.success_rate)}[/] (95% interval {pct(report.low)}–{pct(report.high)})"
     )
@@ -163,6 +169,7 @@ def patterns(
     ctx: typer.Context,
     *,
     agent: AgentOption = "default",
+    user: LearningUserOption = None,
     success_rate: Annotated[
         str | None,
         typer.Option(
@@ -202,6 +209,8 @@ def patterns(
     if chosen == "failure":
         if success_rate is not None:
             raise ValidationError("--success-rate applies to decision patterns, not --type failure")
+        if user is not None:
+            raise ValidationError("--user applies to decision patterns: failure patterns are the agent's")
         with open_engram(ctx, store) as mem:
             failed = mem.failures.patterns(agent=agent, recurring=recurring, since=start)[:limit]
         _show_failure_patterns(failed, agent=agent, as_json=as_json)
@@ -209,11 +218,13 @@ def patterns(
     if recurring:
         raise ValidationError("--recurring applies to --type failure (decision patterns use --min-attempts)")
     if success_rate is not None:
-        from engramdb.learning.analytics import parse_rate_filter  # here, so `engram --help` stays light
+        from engramdb.validate import parse_rate_filter  # here, so `engram --help` stays light
 
         parse_rate_filter(success_rate)  # a bad filter is named before the store is opened (or found missing)
     with open_engram(ctx, store) as mem:
-        found = mem.learning.approaches(agent=agent, success_rate=success_rate, min_attempts=min_attempts, since=start)
+        found = mem.learning.approaches(
+            agent=agent, success_rate=success_rate, min_attempts=min_attempts, since=start, user=user
+        )
     found = found[:limit]
     if as_json:
         emit_json([p.to_dict() for p in found])
@@ -277,6 +288,7 @@ def suggest(
         ),
     ] = None,
     agent: AgentOption = "default",
+    user: LearningUserOption = None,
     options: OptionsOption = None,
     limit: LimitOption = 5,
     store: StoreOption = None,
@@ -290,7 +302,7 @@ def suggest(
         if task is not None:
             context, note = task_text(mem, task, agent=agent)
         assert context is not None  # one of the two, checked above
-        s = mem.learning.suggest(context, agent=agent, options=options or None, limit=limit)
+        s = mem.learning.suggest(context, agent=agent, options=options or None, limit=limit, user=user)
         # Outcomes belong to the agent that recorded them: say so when this one has none at all.
         empty = not s.options and not as_json and mem.count(agent=agent, kind="decision") == 0
     if as_json:
@@ -333,6 +345,7 @@ def choose(
         list[str], typer.Option("--option", "-o", help="An action to choose from (repeatable).", show_default=False)
     ],
     agent: AgentOption = "default",
+    user: LearningUserOption = None,
     exploration: Annotated[
         float | None,
         typer.Option(
@@ -349,7 +362,7 @@ def choose(
 ) -> None:
     """Pick one action for a situation, balancing trying options and using the best known one."""
     with open_engram(ctx, store) as mem:
-        chosen = mem.learning.choose(context, options, agent=agent, exploration=exploration, seed=seed)
+        chosen = mem.learning.choose(context, options, agent=agent, exploration=exploration, seed=seed, user=user)
     if as_json:
         emit_json({"context": context, "options": list(options), "chosen": chosen})
     else:
@@ -384,13 +397,14 @@ def feedback(
             "--context", "-c", metavar="TASK", help="The task the feedback is about (without ids).", show_default=False
         ),
     ] = None,
+    user: LearningUserOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Tell memories used for a task how it went: their success rate and confidence follow."""
     parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
-        updated = mem.learning.feedback(memory_ids or None, parsed, agent=agent, context=context)
+        updated = mem.learning.feedback(memory_ids or None, parsed, agent=agent, context=context, user=user)
     if as_json:
         emit_json([m.to_dict() for m in updated])
         return
@@ -405,6 +419,7 @@ def report(
     ctx: typer.Context,
     *,
     agent: AgentOption = "default",
+    user: LearningUserOption = None,
     since: SinceOption = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="markdown or json.", show_default=True)] = "markdown",
     output: Annotated[
@@ -450,7 +465,12 @@ def report(
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
         result = mem.learning.report(
-            agent=agent, since=start, chart=chart, success_target=success_target, slow_seconds=slow_seconds
+            agent=agent,
+            since=start,
+            chart=chart,
+            success_target=success_target,
+            slow_seconds=slow_seconds,
+            user=user,
         )
     text = result.to_json() if fmt == "json" else result.to_markdown()
     if output is None:
@@ -475,13 +495,14 @@ def resolve(
         ),
     ],
     agent: AgentOption = "default",
+    user: LearningUserOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Attach the outcome to a decision recorded earlier with --outcome pending."""
     parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
-        memory = mem.learning.resolve(decision_id, parsed, agent=agent)
+        memory = mem.learning.resolve(decision_id, parsed, agent=agent, user=user)
     if as_json:
         emit_json(memory.to_dict())
         return
@@ -497,12 +518,13 @@ def pending(
         typer.Option("--episode", metavar="ID", help="Only the decisions of this episode.", show_default=False),
     ] = None,
     agent: AgentOption = "default",
+    user: LearningUserOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Decisions still waiting for their outcome, oldest first (resolve them with 'engram learning resolve')."""
     with open_engram(ctx, store) as mem:
-        found = mem.learning.pending(agent=agent, episode=episode)
+        found = mem.learning.pending(agent=agent, episode=episode, user=user)
     if as_json:
         emit_json([m.to_dict() for m in found])
         return

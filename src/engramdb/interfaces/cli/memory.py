@@ -49,7 +49,7 @@ from engramdb.interfaces.cli._render import (
 )
 
 if TYPE_CHECKING:
-    from engramdb.engram import Engram
+    from engramdb import Engram
 
 __all__ = ["forget", "history", "list_", "record", "retrieve", "search", "show", "update"]
 
@@ -221,7 +221,6 @@ def record(
             "--visibility": visibility,
             "--confidence": confidence,
             "--key": key,
-            "--user": user,
             "--session": session,
             "--at": at,
         }
@@ -238,6 +237,7 @@ def record(
                 duration=duration,
                 metadata=metadata or None,
                 episode=episode,
+                user=user,
             )
 
     if as_json:

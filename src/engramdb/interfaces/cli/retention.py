@@ -16,7 +16,7 @@ from rich.table import Table
 from engramdb.errors import ValidationError
 from engramdb.interfaces.cli._options import JsonOption, OnlyUserOption, SessionOption, StoreOption, open_engram
 from engramdb.interfaces.cli._render import console, count_memories, emit_json
-from engramdb.privacy.retention import load_policy
+from engramdb.validate import load_policy
 
 if TYPE_CHECKING:
     from engramdb.models import Expiry

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.interfaces.cli._options import AgentOption, JsonOption, StoreOption, open_engram
 from engramdb.interfaces.cli._render import console, count_memories, emit_json, format_when
 

@@ -21,8 +21,9 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the dashboard needs FastAPI: pip install 'engramdb[rest]'", name=exc.name) from exc
 
+from engramdb import ApiKeys
+from engramdb.errors import AccessDenied
 from engramdb.interfaces._access import NotAuthenticated, authenticate, token_from_headers
-from engramdb.services.keys import AccessDenied, ApiKeys
 
 from .app import Authorize
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Final
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import ValidationError
 from engramdb.models import Kind
 

@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "the dashboard needs FastAPI, uvicorn and Jinja2: pip install 'engramdb[rest]'", name=exc.name
     ) from exc
 
-from engramdb import _validate as check
+from engramdb import validate as check
 from engramdb.errors import EngramError, NotFound, StorageError, ValidationError
 from engramdb.learning.analytics import GENERAL, choose_bucket, timeline
 from engramdb.models import KINDS, CategoryTrend, Memory

@@ -1,0 +1,115 @@
+"""The embedded store beside PostgreSQL in ``bench/scale_pg.py``: the same memories, vectors and questions.
+
+One SQLite store grows through the same sizes from the same generator (``make_batch`` with the same seed), so
+row ``i`` has the same text, agent, kind, time and vector in both stores; only the ids differ. Written through
+``store.memories.add`` in batches, the HNSW sidecar built once per size (``wait_for_index``), then the same
+three timings as the PostgreSQL side: the vector channel and the keyword channel at depth 50 under the query's
+agent filter, and ``Engram.search`` (limit 10, the query vector precomputed: embedding excluded).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engramdb import Engram
+from engramdb.retrieval.text import query_terms
+from engramdb.storage.base import Filter
+from engramdb.storage.sqlite import open_sqlite
+
+Vec = npt.NDArray[np.float32]
+DEPTH = 50
+
+
+class EmbeddedSide:
+    """A SQLite store in ``directory`` grown to each size in turn and measured like the PostgreSQL one."""
+
+    def __init__(
+        self,
+        directory: Path,
+        make_batch: Callable[..., tuple[list[Any], Vec]],
+        model_id: str,
+        advance: Callable[[np.random.Generator, int, int], None],
+    ) -> None:
+        self.directory = directory
+        self._make_batch = make_batch
+        self._model_id = model_id
+        self._rng = np.random.default_rng(1)  # the PostgreSQL side's seed: the same vectors row for row
+        self.loaded = 0
+        db = directory / "engram.db"
+        if db.exists():
+            # A kept store (--embedded-dir): go on from its rows, with the generator where the last run left it.
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                self.loaded = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+            advance(self._rng, 0, self.loaded)
+
+    def grow(self, size: int, texts: list[str], base: Vec, args: Any, embedder: Any) -> dict[str, Any]:
+        """Add rows ``loaded .. size`` and build the vector index; seconds for each."""
+        t0 = time.perf_counter()
+        store = open_sqlite(self.directory)
+        try:
+            while self.loaded < size:
+                n = min(args.batch, size - self.loaded)
+                memories, vecs = self._make_batch(texts, base, self.loaded, n, args.agents, self._rng, args)
+                store.memories.add(memories, vecs, model_id=self._model_id, actor="bench")
+                self.loaded += n
+        finally:
+            store.close()
+        load_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        with Engram(self.directory, embedder=embedder) as mem:
+            mem.search("warm up", agent="agent-0", limit=10)
+            index = getattr(mem.store.search, "_index", None)
+            if index is not None:
+                index.wait_for_index()
+        return {"load_s": round(load_s, 1), "index_build_s": round(time.perf_counter() - t1, 1)}
+
+    def measure(
+        self,
+        queries: list[str],
+        qvecs: dict[str, Vec],
+        agents: int,
+        latency: Callable[[list[Callable[[], Any]]], dict[str, float]],
+        embedder: Any,
+    ) -> dict[str, Any]:
+        """The vector and keyword channels (depth 50) and ``Engram.search`` (limit 10) under each query's agent."""
+        mem = Engram(self.directory, embedder=embedder)
+        try:
+            index = getattr(mem.store.search, "_index", None)
+            mem.search(queries[0], agent="agent-0", limit=10)
+            if index is not None:
+                index.wait_for_index()
+            search = mem.store.search
+
+            def agent(i: int) -> Filter:
+                return Filter(agent=f"agent-{i % agents}")
+
+            return {
+                "vector_ms": latency(
+                    [
+                        (lambda q=q, i=i: search.vector_candidates(qvecs[q], agent(i), limit=DEPTH))
+                        for i, q in enumerate(queries)
+                    ]
+                ),
+                "keyword_ms": latency(
+                    [
+                        (lambda q=q, i=i: search.keyword_candidates(query_terms(q), agent(i), limit=DEPTH))
+                        for i, q in enumerate(queries)
+                    ]
+                ),
+                "engram_search_ms": latency(
+                    [
+                        (lambda q=q, i=i: mem.search(q, agent=f"agent-{i % agents}", limit=10))
+                        for i, q in enumerate(queries)
+                    ]
+                ),
+                "uses_ann": bool(getattr(index, "uses_ann", False)),
+            }
+        finally:
+            mem.close()

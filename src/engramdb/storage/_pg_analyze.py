@@ -1,0 +1,108 @@
+"""Planner statistics kept current by the PostgreSQL store itself (ANALYZE after bulk loads).
+
+The store's search plans depend on statistics: the row estimate of ``vectors`` picks the exact scan or the HNSW
+index, the keyword channel picks its selecting terms and its visibility form from the ``tsv`` and ``agent``
+statistics. Autovacuum analyses a table once about 10% of it changed, but only on its own schedule (a minute at
+least, longer while it is busy), so right after a bulk load searches planned for the store as it was: at 100k
+memories never analysed, a vector search was an exact scan of every vector (~200 ms instead of ~10). Searches
+therefore look at the tables' change counters every few seconds and, when a table changed by more than a fifth
+since it was last analysed (or never was), run ``ANALYZE`` on a worker thread, once at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    import psycopg
+
+    Raw = psycopg.Connection[tuple[Any, ...]]
+
+__all__ = ["StatisticsKeeper", "stale_tables"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two looks at the change counters (one small catalog query).
+CHECK_EVERY_S: Final = 5.0
+#: Seconds before trying again after ANALYZE failed (e.g. a user that does not own the tables).
+_RETRY_AFTER_S: Final = 600.0
+#: Changed rows since the last ANALYZE that make a table stale: a fifth of it, and at least this many.
+_MIN_CHANGED: Final = 1000
+_TABLES: Final = ("memories", "vectors")
+_COUNTERS_SQL: Final = (
+    "SELECT c.relname::text, c.reltuples, s.n_live_tup, s.n_mod_since_analyze, "
+    "s.last_analyze IS NOT NULL OR s.last_autoanalyze IS NOT NULL "
+    "FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid "
+    "WHERE c.oid = ANY (ARRAY[to_regclass('memories'), to_regclass('vectors')]::oid[])"
+)
+
+
+def stale_tables(rows: list[tuple[Any, ...]]) -> list[str]:
+    """The tables among ``rows`` (name, reltuples, live rows, changed since ANALYZE, ever analysed) to analyse."""
+    stale: list[str] = []
+    for name, reltuples, live, changed, analysed in rows:
+        known = max(0.0, float(reltuples or 0))
+        moved = int(changed or 0)
+        if moved < _MIN_CHANGED:
+            continue
+        if not analysed or float(reltuples or -1) < 0 or moved > 0.2 * max(known, float(live or 0)):
+            stale.append(str(name))
+    return [t for t in _TABLES if t in stale]
+
+
+class StatisticsKeeper:
+    """Runs ``ANALYZE`` on stale store tables in the background; ``on_analysed`` drops the callers' cached plans."""
+
+    def __init__(self, connect: Callable[[], AbstractContextManager[Raw]], on_analysed: Callable[[], None]) -> None:
+        self._connect = connect
+        self._on_analysed = on_analysed
+        self._lock = threading.Lock()
+        self._next_check = 0.0
+        self._running: threading.Thread | None = None
+
+    def check(self, conn: Raw) -> None:
+        """Look at the change counters (at most every :data:`CHECK_EVERY_S`); start an ANALYZE if one is due."""
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next_check or self._running is not None:
+                return
+            self._next_check = now + CHECK_EVERY_S
+        tables = stale_tables(conn.execute(_COUNTERS_SQL).fetchall())
+        if not tables:
+            return
+        with self._lock:
+            if self._running is not None:
+                return
+            self._running = threading.Thread(
+                target=self._analyse, args=(tables,), name="engram-pg-analyze", daemon=True
+            )
+            self._running.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a running ANALYZE; True once none runs (for tests and benchmarks)."""
+        running = self._running
+        if running is not None:
+            running.join(timeout)
+            return not running.is_alive()
+        return True
+
+    def _analyse(self, tables: list[str]) -> None:
+        retry = 0.0
+        try:
+            with self._connect() as conn:
+                for table in tables:
+                    conn.execute(f"ANALYZE {table}")  # names from _TABLES only
+            self._on_analysed()
+        except Exception as exc:  # noqa: BLE001 - a background thread: report, never raise
+            log.warning("engramdb: ANALYZE of %s failed (%s); autovacuum keeps the statistics", tables, exc)
+            retry = _RETRY_AFTER_S
+        finally:
+            with self._lock:
+                self._running = None
+                self._next_check = time.monotonic() + max(CHECK_EVERY_S, retry)

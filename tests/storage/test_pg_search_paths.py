@@ -1,0 +1,157 @@
+"""The PostgreSQL search paths of issue 26, on a real server: the keyword index keyed by agent, the vector channel's
+single round trip (a cached model, checked in the statement) and its relaxed iterative scan, and statistics kept
+current after a bulk load by the store itself."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import psycopg
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pg_server import PgServer
+from storage_helpers import MODEL, NOW, memory, unit_vectors
+
+from engramdb.storage._pg_analyze import stale_tables
+from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter
+from engramdb.storage.postgres import PgSearch, open_postgres
+
+
+def _words(i: int) -> str:
+    return ["alpha beta", "beta gamma", "gamma delta", "delta alpha"][i % 4] + f" note {i}"
+
+
+def test_the_keyword_index_by_agent_returns_what_the_word_index_alone_returns(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url) as store:
+        ms = [
+            memory(_words(i), agent=f"agent-{i % 5}", visibility="public" if i % 17 == 0 else "private",
+                   at=NOW + timedelta(seconds=i))
+            for i in range(400)
+        ]  # fmt: skip
+        store.memories.add(ms, None, model_id=MODEL, actor="t")
+        store.shares.share([ms[1].id], from_agent="agent-1", to_agent="agent-0", at=NOW + timedelta(days=1))
+        store.shares.share([ms[2].id], from_agent="agent-2", to_agent="*", at=NOW + timedelta(days=1))
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT to_regclass('memories_agent_tsv') IS NOT NULL").fetchone() == (True,)
+            conn.execute("ANALYZE")
+        filters = [Filter(agent=f"agent-{a}") for a in range(6)] + [
+            Filter(agent="agent-0", include_shared=False),
+            Filter(agent="agent-3", kinds=("knowledge",)),
+            Filter(agent=None),
+        ]
+        queries = [["alpha"], ["beta", "delta"], ["gamma", "note"], ["nothing"]]
+        with_index = [store.search.keyword_candidates(q, f, limit=20) for f in filters for q in queries]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP INDEX memories_agent_tsv")
+    with open_postgres(url) as store:  # statistics and the index's presence are cached: a fresh store
+        without = [store.search.keyword_candidates(q, f, limit=20) for f in filters for q in queries]
+    assert with_index == without
+    assert any(with_index)
+    assert not all(with_index)
+    # Agent 0 finds the memory shared with it and the one shared with everyone among its matches.
+    seen = {c.id for c in store_search_all(url, ["beta", "gamma"], Filter(agent="agent-0"))}
+    assert {ms[1].id, ms[2].id} <= seen
+
+
+def store_search_all(url: str, terms: list[str], flt: Filter) -> list[Candidate]:
+    with open_postgres(url) as store:
+        return list(store.search.keyword_candidates(terms, flt, limit=400))
+
+
+def test_the_vector_channel_follows_a_model_switch_and_sorts_the_relaxed_scan(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url, exact_search_below=0) as store:  # the HNSW path from the first row
+        ms = [memory(f"m{i}", agent=f"agent-{i % 3}") for i in range(300)]
+        vecs = unit_vectors(300, seed=4)
+        store.memories.add(ms, vecs, model_id=MODEL, actor="t")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        exact = PgSearch(store.search._backend, exact_search_below=10**9)  # type: ignore[attr-defined]
+        for i in range(20):
+            flt = Filter(agent=f"agent-{i % 3}")
+            got = store.search.vector_candidates(vecs[i], flt, limit=30)
+            want = exact.vector_candidates(vecs[i], flt, limit=30)
+            assert [c.score for c in got] == sorted((c.score for c in got), reverse=True)
+            assert got[0].id == ms[i].id
+            assert len({c.id for c in got[:10]} & {c.id for c in want[:10]}) >= 9
+        # The model is cached by the searches above; another model's vectors, then the switch.
+        other = unit_vectors(300, dim=8, seed=5)
+        store.vectors.set([m.id for m in ms], other, model_id="other-model")
+        store.meta.set(MODEL_META_KEY, "other-model")
+        found = store.search.vector_candidates(other[7], Filter(agent="agent-1"), limit=5)
+        assert found[0].id == ms[7].id
+        assert np.isclose(found[0].score, 1.0, atol=1e-5)
+
+
+def test_a_bulk_load_is_analysed_by_the_next_searches(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url) as store:
+        ms = [memory(_words(i), agent=f"agent-{i % 4}") for i in range(3000)]
+        store.memories.add(ms, unit_vectors(3000, seed=2), model_id=MODEL, actor="t")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE memories SET (autovacuum_enabled = off)")
+            conn.execute("ALTER TABLE vectors SET (autovacuum_enabled = off)")
+        store.search.keyword_candidates(["alpha"], Filter(agent="agent-0"), limit=5)
+        keeper = store.search.statistics  # type: ignore[attr-defined]
+        assert keeper.wait(timeout=60)
+        with psycopg.connect(url, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT relname, last_analyze IS NOT NULL, n_mod_since_analyze FROM pg_stat_user_tables "
+                "WHERE relname IN ('memories', 'vectors') ORDER BY relname"
+            ).fetchall()
+            estimate = conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'vectors'").fetchone()
+        assert [(name, analysed) for name, analysed, _ in rows] == [("memories", True), ("vectors", True)]
+        assert estimate is not None
+        assert estimate[0] == pytest.approx(3000, rel=0.05)
+        # The vector channel now knows the table's size (the row estimate of the plan choice).
+        with store.search._backend.reading() as raw:  # type: ignore[attr-defined]
+            model = store.search._models.current(raw)  # type: ignore[attr-defined]
+        assert model is not None
+        assert model.estimate == pytest.approx(3000, rel=0.05)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["memories", "vectors"]),
+            st.floats(min_value=-1, max_value=1e7),
+            st.integers(min_value=0, max_value=10**7),
+            st.integers(min_value=0, max_value=10**7),
+            st.booleans(),
+        ),
+        max_size=2,
+        unique_by=lambda r: r[0],
+    )
+)
+def test_a_table_is_stale_when_much_of_it_changed_since_analyze(rows: list[tuple[str, float, int, int, bool]]) -> None:
+    stale = stale_tables(list(rows))
+    for name, reltuples, live, changed, analysed in rows:
+        expected = changed >= 1000 and (not analysed or reltuples < 0 or changed > 0.2 * max(reltuples, live, 0))
+        assert (name in stale) == expected
+    assert stale == sorted(stale, key=["memories", "vectors"].index)
+
+
+def test_a_reader_with_a_small_share_of_a_large_store_is_scanned_exactly(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url, exact_search_below=100) as store:
+        ms = [memory(f"m{i}", agent="small" if i % 50 == 0 else "big") for i in range(1000)]
+        vecs = unit_vectors(1000, seed=6)
+        store.memories.add(ms, vecs, model_id=MODEL, actor="t")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        search = store.search
+        exact = PgSearch(search._backend, exact_search_below=10**9)  # type: ignore[attr-defined]
+        with search._backend.reading() as raw:  # type: ignore[attr-defined]
+            model = search._models.current(raw, fresh=True)  # type: ignore[attr-defined]
+            assert model is not None
+            # 20 of 1,000 rows: the index would read ~2,500 entries for a top 50; the 20 rows are read instead.
+            assert not search._use_index(raw, model, Filter(agent="small"), 50)  # type: ignore[attr-defined]
+            assert search._use_index(raw, model, Filter(agent="big"), 50)  # type: ignore[attr-defined]
+            assert search._use_index(raw, model, Filter(agent=None), 50)  # type: ignore[attr-defined]
+        for i in range(0, 1000, 97):
+            got = search.vector_candidates(vecs[i], Filter(agent="small"), limit=50)
+            assert got == exact.vector_candidates(vecs[i], Filter(agent="small"), limit=50)
+            assert len(got) == 20
