@@ -464,8 +464,8 @@ class WritePipeline:
                     at=at,
                     action=patch.action,
                 )
-            records = [_transfer_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
-            records += [_transfer_record(action, target, i, at, detail) for target, i, action in plan.folded]
+            records = [transfer.audit_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
+            records += [transfer.audit_record(action, target, i, at, detail) for target, i, action in plan.folded]
             self.audit(records)
 
     def _redacted(self, plan: transfer.Plan) -> transfer.Plan:
@@ -493,6 +493,36 @@ class WritePipeline:
                 vector = self.embed([changes["content"]])[0]
             patches.append(dataclasses.replace(patch, changes=changes, vector=vector))
         return dataclasses.replace(plan, add=add, patches=patches)
+
+    def adjust(
+        self,
+        memory_ids: Sequence[str],
+        flt: Filter,
+        *,
+        changes: Callable[[Memory], Mapping[str, Any]],
+        actor: str,
+        at: datetime,
+        action: str,
+        detail: Mapping[str, Any],
+    ) -> list[Memory]:
+        """Fields no caller may set (counters) moved by ``changes`` of each memory as stored, each change audited.
+
+        Read, change and write in one transaction, so no concurrent writer's change is lost (threads here,
+        other processes through the store's write lock); the content is unchanged, so nothing is embedded.
+        """
+        model_id = self._embedder.model_id
+        with self._store.atomic():
+            current = self._store.memories.get_many(list(memory_ids), flt)
+            out = [
+                self._store.memories.update(
+                    i, changes(current[i]), vector=None, model_id=model_id, actor=actor, at=at, action=action
+                )
+                for i in memory_ids
+            ]
+            self.audit(
+                [AuditRecord(action=action, agent=actor, memory_id=i, at=at, detail=dict(detail)) for i in memory_ids]
+            )
+        return out
 
     # -- building blocks ----------------------------------------------------------------------------------
     def audit(self, records: Sequence[AuditRecord]) -> None:
@@ -624,17 +654,3 @@ class WritePipeline:
                 action="merge",
             )  # fmt: skip
         return merged
-
-
-def _transfer_record(
-    action: str, memory_id: str, item: transfer.Incoming, at: datetime, detail: Mapping[str, Any]
-) -> AuditRecord:
-    """The audit entry of one imported or merged memory: where it came from, never its content."""
-    info = {
-        **detail,
-        "kind": item.memory.kind,
-        "redacted": list(item.memory.redacted),
-        "origin_agent": item.source.agent,
-        "origin_id": item.source.id,
-    }
-    return AuditRecord(action=action, agent=item.memory.agent, memory_id=memory_id, at=at, detail=info)

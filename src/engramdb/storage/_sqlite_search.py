@@ -38,6 +38,8 @@ _KEYWORD_HEAD_FACTOR: Final = 4
 _SHARED_CACHE_AGENTS: Final = 256
 #: An agent with fewer rows than this has them gathered for the keyword ranking (see keyword_candidates).
 _SELECTIVE_ROWS: Final = 20_000
+#: A user scope admitting fewer of the agent's rows than this gathers their keys (cheap at this size).
+_BROAD_SCOPE_ROWS: Final = 2_000
 #: Searches that reuse an agent's counted plan (see _few_rows), and how many agents' plans are kept.
 _RECOUNT: Final = 64
 _PLAN_CACHE_AGENTS: Final = 4096
@@ -175,9 +177,10 @@ class SQLiteSearch:
         return SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params)
 
     def _broad_scope(self, conn: sqlite3.Connection, flt: Filter) -> bool:
-        """Whether a user-scoped read admits at least ``_SELECTIVE_ROWS`` of the agent's own rows (one user
-        holding most of them): then the head of the agent's rows is filtered instead of gathering the
-        scope's keys. Counted on the (agent, user) index, bounded, and reused like _few_rows."""
+        """Whether a user-scoped read admits a large share of the agent's rows (one user holding most of them):
+        at least ``_BROAD_SCOPE_ROWS`` and a quarter of the agent's own, so a head of ``4 x limit`` of the agent's
+        rows usually holds ``limit`` of the scope's. Then that head is filtered instead of gathering the scope's
+        keys (~3 us each). Counted on the (agent, user) index, bounded, and reused like _few_rows."""
         if flt.agent is None or flt.users is None or flt.sessions is not None:
             return False
         key = (flt.agent, flt.users)
@@ -185,18 +188,23 @@ class SQLiteSearch:
         if known is not None and known[1] > 0:
             self._scope_rows[key] = (known[0], known[1] - 1)
             return known[0]
-        total = 0
+        scope = 0
         for user in dict.fromkeys(flt.users):
             # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
             by_user = "user_id IS NULL" if user is None else "user_id = ?"
-            args = (flt.agent, *(() if user is None else (user,)), _SELECTIVE_ROWS - total)
+            args = (flt.agent, *(() if user is None else (user,)), _SELECTIVE_ROWS - scope)
             sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? AND {by_user} LIMIT ?)"
-            total += int(conn.execute(sql, args).fetchone()[0])
-            if total >= _SELECTIVE_ROWS:
+            scope += int(conn.execute(sql, args).fetchone()[0])
+            if scope >= _SELECTIVE_ROWS:
                 break
+        broad = scope >= _BROAD_SCOPE_ROWS
+        if broad:
+            (own,) = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? LIMIT ?)", (flt.agent, 4 * scope + 1)
+            ).fetchone()
+            broad = int(own) <= 4 * scope
         if len(self._scope_rows) >= _PLAN_CACHE_AGENTS:
             self._scope_rows.clear()
-        broad = total >= _SELECTIVE_ROWS
         self._scope_rows[key] = (broad, _RECOUNT)
         return broad
 
