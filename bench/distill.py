@@ -571,9 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         raw_recall = recall_at_5(mem, distilled=False)
         visible_before = mem.count(agent=AGENT)
-        distiller = Distiller(
-            mem.store, mem.embedder, mem.settings, pipeline=mem._pipeline, recall=mem._recall, threshold=chosen
-        )
+        distiller = Distiller(mem._services, threshold=chosen)
         start = time.perf_counter()
         result = distiller.run(agent=AGENT, min_group=MIN_GROUP, archive_sources=True)
         distill_s = time.perf_counter() - start

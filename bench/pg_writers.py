@@ -138,6 +138,27 @@ def _searches(url: str, queries: list[str], embedder: TurnEmbedder, agents: int,
     }
 
 
+def _lock_waits(url: str, stop: Any, out: dict[str, Any]) -> None:
+    """Every 0.25 s, the sessions waiting for a lock, by what they wait for: what serialises the writers."""
+    import psycopg
+
+    samples = 0
+    waits: dict[str, int] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not stop.is_set():
+            rows = conn.execute(
+                "SELECT CASE WHEN l.locktype = 'advisory' THEN 'advisory ' || l.classid || ':' || l.objid "
+                "ELSE l.locktype || coalesce(' ' || l.relation::regclass::text, '') END, count(*) "
+                "FROM pg_locks l WHERE NOT l.granted GROUP BY 1"
+            ).fetchall()
+            samples += 1
+            for what, count in rows:
+                waits[str(what)] = waits.get(str(what), 0) + int(count)
+            time.sleep(0.25)
+    out["samples"] = samples
+    out["mean_waiting_sessions"] = {k: round(v / max(1, samples), 2) for k, v in sorted(waits.items())}
+
+
 def _load_base(url: str, texts: list[str], base: Vec, args: Any) -> dict[str, Any]:
     """The first 1,000 memories through the store (schema, model, HNSW index), the rest by COPY."""
     rng = np.random.default_rng(3)
@@ -202,10 +223,16 @@ def run(args: Any) -> dict[str, Any]:
         for p in procs:
             p.start()
         time.sleep(8.0)  # the writers open their stores (spawned interpreters import engramdb)
+        import threading
+
+        locks: dict[str, Any] = {}
+        sampler = threading.Thread(target=_lock_waits, args=(url, stop, locks))
         start.set()
         t0 = time.perf_counter()
+        sampler.start()
         during = _searches(url, queries, reader, args.agents, args.seconds)
         stop.set()
+        sampler.join()
         reports = [results.get(timeout=600) for _ in procs]
         # From the start signal to the last batch each writer committed (the drain of their vector queues after
         # it is reported apart).
@@ -244,8 +271,10 @@ def run(args: Any) -> dict[str, Any]:
             "errors": errors,
         }
         out["search_during_writes"] = during
+        out["lock_waits"] = locks
         out["during_over_idle_p50"] = round(during["p50_ms"] / out["idle_search"]["p50_ms"], 2)
         print(f"writers: {out['writers']}", flush=True)
+        print(f"lock waits: {locks}", flush=True)
         print(f"search during writes: {during} ({out['during_over_idle_p50']}x idle p50)", flush=True)
     finally:
         server.stop(keep=args.keep)

@@ -156,6 +156,9 @@ class Corpus:
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()
 
+#: How conversation turns are recorded: "dated" (session and ``at=``), "undated" (session only), "one-thread".
+TURNS = "dated"
+
 #: Also index every corpus in LanceDB (``--lance``; the ``bench`` extra).
 LANCE = False
 
@@ -333,15 +336,20 @@ def evaluate_recall(rs: RecallSet, split: str, embedder: CachedEmbedder, scores:
 
 
 def _turn(d: Doc) -> tuple[str, str, str, dict[str, Any]]:
-    """A conversation turn as a user records it: who said it, its session, when it was said (``at=``)."""
-    return (d.id, "conversation", d.content, {"role": d.role, "session": d.session, "at": event_time(d.date)})
+    """A conversation turn as a user records it: who said it, its session, when it was said (``at=``; not with
+    ``--undated``); with ``--one-thread`` as the bench recorded turns before: no session, no date."""
+    if TURNS == "one-thread":
+        return (d.id, "conversation", d.content, {"role": d.role})
+    when = event_time(d.date) if TURNS == "dated" else None
+    return (d.id, "conversation", d.content, {"role": d.role, "session": d.session, "at": when})
 
 
 def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, conversations: slice) -> None:
     for conv in load_locomo()[conversations]:
         corpus = make_corpus([_turn(d) for d in conv.docs], embedder)
         # LoCoMo's questions were written after the conversation: they are asked as of its last session.
-        asked = max((t for d in conv.docs if (t := event_time(d.date)) is not None), default=None)
+        dates = [t for d in conv.docs if (t := event_time(d.date)) is not None] if TURNS == "dated" else []
+        asked = max(dates, default=None)
         try:
             qvecs = embedder.embed([q.text for q in conv.questions])
             for q, qvec in zip(conv.questions, qvecs, strict=True):
@@ -366,7 +374,8 @@ def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: i
         session_of = {d.id: d.session for d in item.docs}
         try:
             qvec = embedder.embed([item.text])[0]
-            rankings = systems(corpus, item.text, qvec, 50, scores, event_time(item.question_date))
+            asked = event_time(item.question_date) if TURNS == "dated" else None
+            rankings = systems(corpus, item.text, qvec, 50, scores, asked)
             if study:
                 rankings.update(_study(corpus, item.text, qvec))
             for system, ranking in rankings.items():
@@ -543,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-study", action="store_true", help="systems only, no fusion study")
     parser.add_argument("--speaker", default="", help="comma-separated other-speaker weights (extra rows)")
+    parser.add_argument("--turns", default="dated", choices=("dated", "undated", "one-thread"), help="see _turn")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
     parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
@@ -553,6 +563,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global LANCE  # noqa: PLW0603 - a run-wide switch, set once before any corpus is built
     LANCE = args.lance
+    global TURNS  # noqa: PLW0603 - as LANCE
+    TURNS = args.turns
     global SPEAKER  # noqa: PLW0603 - as LANCE
     SPEAKER = tuple(float(b) for b in args.speaker.split(",") if b.strip())
     cache = Path(args.embed_cache).expanduser()

@@ -15,9 +15,13 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from engramdb.errors import ValidationError
+
+if TYPE_CHECKING:
+    from engramdb.config import Settings
+
 from engramdb.models import CHAT_ROLES, KINDS, VISIBILITIES, ChatMessage, ChatRole, Kind, Visibility
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "PROVENANCE_BYTES",
     "PROVENANCE_KEY",
     "agent_name",
+    "agent_or_default",
     "confidence",
     "content",
     "flag",
@@ -166,6 +171,11 @@ def agent_name(value: object, *, what: str = "agent") -> str:
     if text == "*":
         raise ValidationError(f"{what} '*' is reserved (it means every agent)")
     return text
+
+
+def agent_or_default(value: object, settings: Settings) -> str:
+    """The :func:`agent_name` of a call's ``agent``, or the instance's ``agent`` setting when the call gives None."""
+    return agent_name(settings.agent if value is None else value)
 
 
 def scope(value: object, *, what: str) -> str | None:

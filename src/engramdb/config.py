@@ -22,11 +22,26 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from engramdb.errors import ConfigError
 
-__all__ = ["Settings", "default_home", "load_settings"]
+__all__ = [
+    "LIBRARY_PG_POOL_SIZE",
+    "SERVER_PG_POOL_SIZE",
+    "Settings",
+    "default_home",
+    "load_settings",
+    "server_overrides",
+]
+
+#: Connections a library process keeps to a PostgreSQL store at most (``pg_pool_size = 0``): its threads
+#: search and write concurrently, and a fleet of processes shares the server's ``max_connections``.
+LIBRARY_PG_POOL_SIZE: Final = 4
+#: The same for ``engram serve`` and ``engram mcp --transport http``: requests run on up to 40 threads, but
+#: more connections than the database has cores to run them add queueing in the database, not throughput;
+#: 10 leaves room for ~8 server processes under PostgreSQL's default ``max_connections = 100``.
+SERVER_PG_POOL_SIZE: Final = 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,10 +137,22 @@ class Settings:
     #: ``engram serve`` sends OpenTelemetry traces (a span per request) over OTLP, where the standard
     #: ``OTEL_EXPORTER_OTLP_ENDPOINT`` says; needs the ``otel`` extra.
     otel_traces: bool = False
+    #: Connections this process keeps to a PostgreSQL store at most (its pool's size); 0: automatic,
+    #: ``LIBRARY_PG_POOL_SIZE`` (4) in a library process, ``SERVER_PG_POOL_SIZE`` (10) in ``engram serve``.
+    #: Every process of a fleet opens up to this many: keep their sum under the server's ``max_connections``.
+    pg_pool_size: int = 0
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
         return _validated(dataclasses.replace(self, **changes))
+
+
+def server_overrides(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings a server process (``engram serve``) opens its store with, beyond the configured ones:
+    a larger PostgreSQL pool unless ``pg_pool_size`` is set (environment or config file)."""
+    if load_settings(env).pg_pool_size == 0:
+        return {"pg_pool_size": SERVER_PG_POOL_SIZE}
+    return {}
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:
@@ -197,6 +224,7 @@ _TYPES: dict[str, Any] = {
     "access_flush_seconds": float,
     "log_format": str,
     "otel_traces": bool,
+    "pg_pool_size": int,
 }
 # Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
 _ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}
@@ -258,6 +286,8 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("access_flush_seconds must be within [0, 3600]")
     if settings.log_format not in ("text", "json"):
         raise ConfigError(f"log_format must be 'text' or 'json', not {settings.log_format!r}")
+    if not 0 <= settings.pg_pool_size <= 1000:
+        raise ConfigError("pg_pool_size must be within [0, 1000] (0: automatic)")
     if settings.vectors not in ("background", "sync"):
         raise ConfigError(f"vectors must be 'background' or 'sync', not {settings.vectors!r}")
     if settings.synchronous != settings.synchronous.upper():

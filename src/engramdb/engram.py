@@ -15,6 +15,7 @@ import inspect
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -26,7 +27,7 @@ from engramdb.brain.sentiment import reward_from_text
 from engramdb.config import Settings, load_settings
 from engramdb.embeddings import count_tokens, make_embedder
 from engramdb.embeddings.base import Embedder
-from engramdb.errors import ConfigError, EngramError, ModelMismatchError, ValidationError
+from engramdb.errors import ConfigError, ModelMismatchError, ValidationError
 from engramdb.learning.recommend import RecommendConfig
 from engramdb.models import (
     AddResult,
@@ -63,6 +64,7 @@ from engramdb.shortterm import SessionContext, SessionRegistry
 
 if TYPE_CHECKING:
     from engramdb.sessions_redis import RedisSessions
+from engramdb.services._base import ServiceContext
 from engramdb.storage import MODEL_META_KEY, open_store, require_store
 from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue, waiting_store
@@ -139,8 +141,22 @@ class Engram:
         self.embedder: Embedder = embedder if embedder is not None else make_embedder(self.settings)
         self._vectors: VectorQueue | None = None
         self._plain_store = open_store(self.location, settings=self.settings)
+        # What close() releases, registered as it is opened: the store last, the vector queue (flushed) before it.
+        self._closing = ExitStack()
+        self._closing.callback(self._plain_store.close)
+        try:
+            self._wire(weights=weights, recommend=recommend, llm=llm)
+            self._check_model(progress)
+            self.retention.run_scheduled()
+        except BaseException:
+            self.close()
+            raise
+
+    def _wire(self, *, weights: RankingWeights | None, recommend: RecommendConfig | None, llm: LLM | None) -> None:
+        """Create the write pipeline, the reads and the services over the open store."""
         if self.settings.vectors == "background":
             self._vectors = VectorQueue(self._plain_store, self.embedder, batch_size=self.settings.vector_batch_size)
+            self._closing.callback(self._vectors.drain, self.location)
         #: The store; with background vectors, a view whose vector reads wait for this instance's queue.
         self.store: Store = (
             self._plain_store if self._vectors is None else waiting_store(self._plain_store, self._vectors)
@@ -156,7 +172,11 @@ class Engram:
             audit=self._pipeline.audit,
             settle=None if queue is None else lambda: queue.settle(rebuild=False),
         )
+        self._closing.callback(self._recall.close)
         pipeline, recall = self._pipeline, self._recall
+        ctx = self._services = ServiceContext(
+            store=store, embedder=embedder, settings=settings, pipeline=pipeline, recall=recall
+        )
         #: The configured LLM (``ENGRAM_LLM=openai:MODEL``), or None: every feature then stays deterministic.
         # A client made here from the settings is closed with the store; one passed in belongs to the caller.
         self._own_llm = (
@@ -165,34 +185,22 @@ class Engram:
             else None
         )
         self.llm: LLM | None = llm if llm is not None else self._own_llm
+        if self._own_llm is not None:
+            self._closing.callback(self._own_llm.close)
         self.audit = AuditService(store)
         self.keys = ApiKeys(store)
-        self.retention = RetentionService(store, settings, pipeline=pipeline, recall=recall, location=self.location)
-        self.sharing = SharingService(store, pipeline=pipeline, recall=recall)
-        self.failures = FailureService(store, embedder, settings, pipeline=pipeline, recall=recall)
-        self.knowledge = KnowledgeService(
-            store,
-            embedder,
-            settings,
-            pipeline=pipeline,
-            recall=recall,
-            distiller=Distiller(store, embedder, settings, pipeline=pipeline, recall=recall, llm=self.llm),
-            failures=self.failures,
-        )
+        self.retention = RetentionService(ctx, location=self.location)
+        self.sharing = SharingService(ctx)
+        self.failures = FailureService(ctx)
+        self.knowledge = KnowledgeService(ctx, distiller=Distiller(ctx, llm=self.llm), failures=self.failures)
         self.learning = LearningService(
-            store,
-            embedder,
-            settings,
-            pipeline=pipeline,
-            recall=recall,
+            ctx,
             failures=self.failures,
             recommend=recommend,
             rate_text=lambda text: reward_from_text(text, llm=self.llm),
         )
-        self.episodes = EpisodeService(
-            store, embedder, settings, pipeline=pipeline, recall=recall, failures=self.failures
-        )
-        self.code = CodeService(store, embedder, settings, pipeline=pipeline, recall=recall)
+        self.episodes = EpisodeService(ctx, failures=self.failures)
+        self.code = CodeService(ctx)
         self.routing = RoutingService(store, self.learning, settings)
         # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one thread's window.
         self._shared_sessions: RedisSessions | None = None
@@ -200,6 +208,7 @@ class Engram:
             from engramdb.sessions_redis import RedisSessions
 
             self._shared_sessions = RedisSessions(settings.session_url, prefix=settings.session_prefix)
+            self._closing.callback(self._shared_sessions.close)
         shared = self._shared_sessions
         self._sessions = SessionRegistry(
             count_tokens=count_tokens,
@@ -207,45 +216,17 @@ class Engram:
             shared=None if shared is None else lambda a, u, s: shared.window(a, user=u, session=s),
         )
         self._context = ContextBuilder(
-            store,
-            embedder,
-            settings,
-            recall=recall,
-            learning=self.learning,
-            failures=self.failures,
-            sessions=self._sessions.find,
+            ctx, learning=self.learning, failures=self.failures, sessions=self._sessions.find
         )
         self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
         self._conversations = Conversations(store, pipeline=pipeline, llm=self.llm)
-        try:
-            self._check_model(progress)
-            self.retention.run_scheduled()
-        except BaseException:
-            self.close()
-            raise
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> None:
         """Write the queued vectors (:meth:`flush`), then close the store (and the LLM client and shared
         sessions). The instance must not be used afterwards. A failure to embed is logged, not raised here:
         those memories stay pending and are embedded when the store is next opened."""
-        vectors = getattr(self, "_vectors", None)
-        if vectors is not None:
-            try:
-                vectors.flush()
-            except EngramError:
-                log.warning("closing %s with memories still waiting for their vector", self.location)
-            finally:
-                vectors.close()
-        if not hasattr(self, "_recall"):
-            self._plain_store.close()
-            return
-        self._recall.close()
-        if self._own_llm is not None:
-            self._own_llm.close()
-        if self._shared_sessions is not None:
-            self._shared_sessions.close()
-        self.store.close()
+        self._closing.close()
 
     def __enter__(self) -> Engram:
         return self
@@ -256,8 +237,8 @@ class Engram:
         self.close()
 
     def _agent(self, agent: str | None) -> str:
-        """``agent``, or the ``agent`` setting when None."""
-        return self.settings.agent if agent is None else agent
+        """``agent`` checked, or the ``agent`` setting when None."""
+        return check.agent_or_default(agent, self.settings)
 
     def __repr__(self) -> str:
         return f"Engram({self.location!r}, model={self.embedder.model_id!r})"

@@ -38,7 +38,7 @@ from engramdb.facts import KeyedWrites
 from engramdb.knowledge import transfer
 from engramdb.knowledge.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
-from engramdb.privacy.redact import redact_text, redact_value
+from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
 from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue
@@ -149,7 +149,7 @@ class WritePipeline:
             user=check.scope(item.get("user"), what="user"),
             session=check.scope(item.get("session"), what="session"),
             occurred_at=now if at is None else at,
-            agent=check.agent_name(self._settings.agent if agent is None else agent),
+            agent=check.agent_or_default(agent, self._settings),
             kind=check.kind(item.get("kind", "knowledge")),
             content=check.content(item.get("content")),
             tags=tags,
@@ -366,7 +366,7 @@ class WritePipeline:
                     )
             if "metadata" in clean:
                 clean["metadata"] = {**clean["metadata"], "key": key}
-        clean = self._redact_changes(clean, current)
+        clean = redact_changes(clean, already=current.redacted, policy=self.redaction)
         clean = {k: v for k, v in clean.items() if getattr(current, k) != v}
         if not clean:
             return current
@@ -438,7 +438,11 @@ class WritePipeline:
     def apply_transfer(
         self, plan: transfer.Plan, *, actor: str, at: datetime, added_action: str, detail: Mapping[str, Any]
     ) -> None:
-        """Every write of an import or merge plan (adds, history, patches) and its audit entries, in one transaction."""
+        """Every write of an import or merge plan (adds, history, patches) and its audit entries, in one transaction.
+
+        The plan is not trusted to be redacted: what redaction still changes is redacted here, and embedded anew.
+        """
+        plan = self._redacted(plan)
         model_id = self._embedder.model_id
         with self._store.atomic():
             by_agent: dict[str, list[transfer.Incoming]] = {}
@@ -459,9 +463,65 @@ class WritePipeline:
                     at=at,
                     action=patch.action,
                 )
-            records = [_transfer_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
-            records += [_transfer_record(action, target, i, at, detail) for target, i, action in plan.folded]
+            records = [transfer.audit_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
+            records += [transfer.audit_record(action, target, i, at, detail) for target, i, action in plan.folded]
             self.audit(records)
+
+    def _redacted(self, plan: transfer.Plan) -> transfer.Plan:
+        """``plan`` with every added memory and every patch redacted (vectors of changed text computed again)."""
+        policy = self.redaction
+        if not policy.enabled:
+            return plan
+        add = [dataclasses.replace(i, memory=self.redact(i.memory)) for i in plan.add]
+        stale = [k for k, (new, old) in enumerate(zip(add, plan.add, strict=True)) if new.memory is not old.memory]
+        if stale:
+            vectors = self.embed([add[k].memory.content for k in stale])
+            for row, k in enumerate(stale):
+                add[k] = dataclasses.replace(add[k], vector=vectors[row])
+        patches = []
+        for patch in plan.patches:
+            probe = redact_changes(patch.changes, policy=policy)
+            probe.pop("redacted", None)
+            if probe == dict(patch.changes):
+                patches.append(patch)  # nothing to redact: no read of the memory patched
+                continue
+            current = self._stored(patch.memory_id)
+            changes = redact_changes(patch.changes, already=current.redacted, policy=policy)
+            vector = patch.vector
+            if "content" in changes and changes["content"] != patch.changes["content"]:
+                vector = self.embed([changes["content"]])[0]
+            patches.append(dataclasses.replace(patch, changes=changes, vector=vector))
+        return dataclasses.replace(plan, add=add, patches=patches)
+
+    def adjust(
+        self,
+        memory_ids: Sequence[str],
+        flt: Filter,
+        *,
+        changes: Callable[[Memory], Mapping[str, Any]],
+        actor: str,
+        at: datetime,
+        action: str,
+        detail: Mapping[str, Any],
+    ) -> list[Memory]:
+        """Fields no caller may set (counters) moved by ``changes`` of each memory as stored, each change audited.
+
+        Read, change and write in one transaction, so no concurrent writer's change is lost (threads here,
+        other processes through the store's write lock); the content is unchanged, so nothing is embedded.
+        """
+        model_id = self._embedder.model_id
+        with self._store.atomic():
+            current = self._store.memories.get_many(list(memory_ids), flt)
+            out = [
+                self._store.memories.update(
+                    i, changes(current[i]), vector=None, model_id=model_id, actor=actor, at=at, action=action
+                )
+                for i in memory_ids
+            ]
+            self.audit(
+                [AuditRecord(action=action, agent=actor, memory_id=i, at=at, detail=dict(detail)) for i in memory_ids]
+            )
+        return out
 
     # -- building blocks ----------------------------------------------------------------------------------
     def audit(self, records: Sequence[AuditRecord]) -> None:
@@ -474,23 +534,8 @@ class WritePipeline:
         return self._embedder.embed(list(texts))
 
     def redact(self, memory: Memory) -> Memory:
-        """``memory`` with secrets replaced in its content, tags and metadata (keys and values, at any depth)."""
-        policy = self.redaction
-        if not policy.enabled:
-            return memory
-        content = redact_text(memory.content, policy=policy)
-        tags = [redact_text(t, policy=policy) for t in memory.tags]
-        metadata, meta_kinds = redact_value(dict(memory.metadata), policy=policy)
-        kinds = set(content.kinds) | set(meta_kinds) | {k for t in tags for k in t.kinds}
-        if not kinds:
-            return memory
-        return dataclasses.replace(
-            memory,
-            content=content.text,
-            tags=tuple(dict.fromkeys(t.text for t in tags)),
-            metadata=metadata,
-            redacted=tuple(sorted(kinds | set(memory.redacted))),
-        )
+        """``memory`` with secrets replaced in its content, tags and metadata (the same object if none)."""
+        return redact_memory(memory, policy=self.redaction)
 
     def stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
         """The stored memories of the same agent and kind nearest to ``vector`` (dedupe lookup), with cosines."""
@@ -538,27 +583,6 @@ class WritePipeline:
         if memory is None:
             raise NotFound(f"no memory with id {memory_id!r}")
         return memory
-
-    def _redact_changes(self, changes: Mapping[str, Any], current: Memory) -> dict[str, Any]:
-        """Validated update ``changes`` with secrets replaced; adds ``redacted`` when anything was."""
-        policy = self.redaction
-        out = dict(changes)
-        if not policy.enabled:
-            return out
-        kinds: set[str] = set()
-        if "content" in out:
-            result = redact_text(out["content"], policy=policy)
-            out["content"], kinds = result.text, kinds | set(result.kinds)
-        if "tags" in out:
-            redacted_tags = [redact_text(t, policy=policy) for t in out["tags"]]
-            out["tags"] = tuple(dict.fromkeys(t.text for t in redacted_tags))
-            kinds |= {k for t in redacted_tags for k in t.kinds}
-        if "metadata" in out:
-            out["metadata"], meta_kinds = redact_value(out["metadata"], policy=policy)
-            kinds |= set(meta_kinds)
-        if kinds - set(current.redacted):
-            out["redacted"] = tuple(sorted(kinds | set(current.redacted)))
-        return out
 
     def _plan_dedupe(self, memories: Sequence[Memory], vectors: Vector, *, force: bool) -> DedupePlan:
         """Decide, for each new (redacted, embedded) memory, whether it is added or merged into another.
@@ -620,17 +644,3 @@ class WritePipeline:
                 action="merge",
             )  # fmt: skip
         return merged
-
-
-def _transfer_record(
-    action: str, memory_id: str, item: transfer.Incoming, at: datetime, detail: Mapping[str, Any]
-) -> AuditRecord:
-    """The audit entry of one imported or merged memory: where it came from, never its content."""
-    info = {
-        **detail,
-        "kind": item.memory.kind,
-        "redacted": list(item.memory.redacted),
-        "origin_agent": item.source.agent,
-        "origin_id": item.source.id,
-    }
-    return AuditRecord(action=action, agent=item.memory.agent, memory_id=memory_id, at=at, detail=info)

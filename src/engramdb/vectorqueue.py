@@ -220,6 +220,16 @@ class VectorQueue:
         if self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
+    def drain(self, location: str) -> None:
+        """Embed what is queued, then stop (the owner's close): a failure to embed is logged, and those
+        memories stay pending until ``location`` is next opened."""
+        try:
+            self.flush()
+        except EngramError:
+            log.warning("closing %s with memories still waiting for their vector", location)
+        finally:
+            self.close()
+
     def abandon(self, grace: float) -> None:
         """Stop at interpreter exit: finish the queue within ``grace`` seconds, drop what is left, join.
 

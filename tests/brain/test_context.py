@@ -18,15 +18,7 @@ from engramdb.services.context import ContextBuilder
 
 def builder_of(mem: Engram) -> ContextBuilder:
     """The builder as the facade composes it."""
-    return ContextBuilder(
-        mem.store,
-        mem.embedder,
-        mem.settings,
-        recall=mem._recall,
-        learning=mem.learning,
-        failures=mem.failures,
-        sessions=mem._sessions.find,
-    )
+    return ContextBuilder(mem._services, learning=mem.learning, failures=mem.failures, sessions=mem._sessions.find)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ OTHER = ("The frontend is built with Vite and React.", "Invoices are generated o
 
 def distiller_of(mem: Engram, **kwargs: Any) -> Distiller:
     """The distiller as the facade composes it."""
-    return Distiller(mem.store, mem.embedder, mem.settings, pipeline=mem._pipeline, recall=mem._recall, **kwargs)
+    return Distiller(mem._services, **kwargs)
 
 
 @pytest.fixture

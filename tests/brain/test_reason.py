@@ -43,13 +43,7 @@ class ScriptedLLM:
 
 def builder(mem: Engram) -> ContextBuilder:
     return ContextBuilder(
-        mem.store,
-        mem.embedder,
-        mem.settings,
-        recall=mem._recall,
-        learning=mem.learning,
-        failures=mem.failures,
-        sessions=lambda agent, **scope: None,
+        mem._services, learning=mem.learning, failures=mem.failures, sessions=lambda agent, **scope: None
     )
 
 

@@ -63,14 +63,7 @@ def test_bad_text_changes_nothing(mem: Engram, text: str) -> None:
 
 def test_text_needs_a_rater(mem: Engram) -> None:
     hint = mem.remember("prefer small pull requests", agent="a")
-    bare = LearningService(
-        mem.store,
-        mem.embedder,
-        mem.settings,
-        pipeline=mem._pipeline,
-        recall=mem._recall,
-        failures=mem.failures,
-    )
+    bare = LearningService(mem._services, failures=mem.failures)
     with pytest.raises(ValidationError, match="rater"):
         bare.feedback([hint.id], "great, exactly what I wanted", agent="a")
     assert mem.get(hint.id, agent="a").attempts == 0
@@ -78,15 +71,7 @@ def test_text_needs_a_rater(mem: Engram) -> None:
 
 def test_a_rater_outside_the_range_is_refused(mem: Engram) -> None:
     hint = mem.remember("prefer small pull requests", agent="a")
-    wild = LearningService(
-        mem.store,
-        mem.embedder,
-        mem.settings,
-        pipeline=mem._pipeline,
-        recall=mem._recall,
-        failures=mem.failures,
-        rate_text=lambda _text: 3.0,
-    )
+    wild = LearningService(mem._services, failures=mem.failures, rate_text=lambda _text: 3.0)
     with pytest.raises(ValidationError, match=r"\[-1, 1\]"):
         wild.feedback([hint.id], "great", agent="a")
     assert mem.get(hint.id, agent="a").attempts == 0

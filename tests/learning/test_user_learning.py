@@ -177,3 +177,30 @@ def test_feedback_without_ids_never_reaches_another_users_memory(mem: Engram) ->
         mem.learning.feedback(outcome="success", agent="bot", user="u1")
     assert mem.get(theirs.id).attempts == 0
     assert [m.id for m in mem.learning.feedback(outcome="success", agent="bot", user="u2")] == [theirs.id]
+
+
+def test_stats_and_adaptive_take_the_user(mem: Engram) -> None:
+    mem.remember("u1 likes the blue theme", agent="bot", user="u1", kind="preference")
+    mem.remember("u2 likes the red theme", agent="bot", user="u2", kind="preference")
+    mem.learning.record(CONTEXT, "retry", "success", agent="bot", user="u2")
+    with mem.learning.adaptive(CONTEXT, ["retry", "rollback"], agent="bot", user="u1") as run:
+        assert run.approach in ("retry", "rollback")
+    assert mem.learning.outcomes(agent="bot", user="u1")[0].user == "u1"
+    mine = mem.learning.stats(agent="bot", user="u1")
+    assert (mine.memories["preference"], mine.memories["decision"], mine.decisions) == (1, 1, 1)
+    everyone = mem.learning.stats(agent="bot")
+    assert (everyone.memories["preference"], everyone.decisions) == (2, 2)
+    with pytest.raises(ValidationError):
+        mem.learning.adaptive(CONTEXT, ["retry"], agent="bot", user=" padded")
+
+
+@pytest.mark.parametrize("name", ["\ud800", "nul\x00here"])
+def test_option_and_episode_names_must_be_valid_text(mem: Engram, name: str) -> None:
+    """Found by the REST fuzz: an option with a lone surrogate came back in the answer, which JSON cannot carry."""
+    with pytest.raises(ValidationError, match="option"):
+        mem.learning.suggest(CONTEXT, agent="bot", options=["retry", name])
+    with pytest.raises(ValidationError, match="option"):
+        mem.learning.choose(CONTEXT, ["retry", name], agent="bot")
+    with pytest.raises(ValidationError, match="episode"):
+        mem.learning.record(CONTEXT, "retry", "success", agent="bot", episode=name)
+    assert mem.count(agent="bot") == 0

@@ -14,7 +14,7 @@ from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import ValidationError
 from engramdb.models import Kind, Memory
-from engramdb.retrieval.collapse import collapse
+from engramdb.retrieval.collapse import SAME_WORDS, collapse, signature
 from engramdb.retrieval.evidence import Calibration, coverage, pool_coverage, relevance, stem, term_weight
 from engramdb.retrieval.ranking import fuse_evidence
 from engramdb.storage.base import Candidate
@@ -134,6 +134,67 @@ def test_collapse_keeps_order_and_loses_no_scanned_id(rows: list[tuple[str, str]
         assert {m.id for m in ranked[: last + 1]} <= set(seen)
     for m, folded in kept:
         assert all(next(r for r in ranked if r.id == f).kind == m.kind for f in folded)
+
+
+_NEGATION_WORDS = frozenset({"not", "no", "never", "without", "cannot", "dont", "don", "isnt", "doesnt", "always"})
+
+
+def _plainly_same(a: Memory, b: Memory) -> bool:
+    """The module docstring's definition, pair by pair, with nothing precomputed or skipped."""
+    (fa, wa), (fb, wb) = signature(a.content), signature(b.content)
+    if a.kind != b.kind:
+        return False
+    if fa == fb:
+        return True
+    numbers = [frozenset(w for w in ws if w.isdigit()) for ws in (wa, wb)]
+    negations = [
+        ws & {"not", "no", "never", "without", "cannot", "dont", "don", "isnt", "doesnt", "always"} for ws in (wa, wb)
+    ]
+    return (
+        bool(wa and wb)
+        and numbers[0] == numbers[1]
+        and negations[0] == negations[1]
+        and len(wa & wb) / len(wa | wb) >= SAME_WORDS
+    )
+
+
+_WORDS = ["retry", "the", "auth", "token", "expired", "refresh", "fixed", "it", "cache", "warm", "pool", "db"]
+_WORDS += ["not", "never", "5432", "5433", "42", "Retry"]
+
+
+@given(
+    st.lists(st.sampled_from(_WORDS), min_size=6, max_size=12, unique=True),
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from(_WORDS)),
+            st.one_of(st.none(), st.integers(min_value=0, max_value=11)),
+            st.sampled_from(["a", "b"]),
+        ),
+        max_size=12,
+    ),
+    st.integers(min_value=1, max_value=8),
+)
+def test_collapse_folds_exactly_what_the_definition_calls_the_same(
+    base: list[str], edits: list[tuple[str | None, int | None, str]], limit: int
+) -> None:
+    # Variants of one statement (a word added, a word dropped): overlaps around the threshold, and pairs that
+    # differ only by a number or a negation.
+    rows = []
+    for extra, drop, kind in edits:
+        words = [w for i, w in enumerate(base) if i != drop] + ([extra] if extra else [])
+        rows.append((" ".join(words), kind))
+    ranked = [_memory(i, text, kind) for i, (text, kind) in enumerate(rows)]
+    expected: list[tuple[Memory, list[str]]] = []
+    for m in ranked:
+        home = next((entry for entry in expected if _plainly_same(m, entry[0])), None)
+        if home is not None:
+            home[1].append(m.id)
+        elif len(expected) == limit:
+            break
+        else:
+            expected.append((m, []))
+    got = collapse(ranked, lambda m: m, limit=limit)
+    assert [(m.id, folded) for m, folded in got] == [(m.id, folded) for m, folded in expected]
 
 
 def test_collapse_tells_numbers_and_kinds_apart() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from storage_helpers import NOW, add, memory
+from storage_helpers import MODEL, NOW, add, memory
 from test_keyword_speedpath import _QUERIES, _assert_same, _both, _texts
 
 from engramdb.storage import _kw_index
@@ -65,29 +65,25 @@ def test_a_reopened_store_ranks_from_its_saved_postings_exactly_as_fts5(tmp_path
         assert builds == []  # loaded, not built
 
 
-def test_saved_postings_catch_up_with_writes_and_forget_the_forgotten(tmp_path: Path, builds: list[int]) -> None:
+def test_saved_postings_catch_up_with_writes(tmp_path: Path, builds: list[int]) -> None:
     _fill(tmp_path / "s")
     with _open(tmp_path / "s") as store:  # writes while the index is not in use: the file falls behind
         store.search.keyword_index.min_memories = None
         add(store, [memory("quokka caroline at the lake", agent="alice") for _ in range(3)], seed=1)
-        gone = store.search.keyword_candidates(["guitar"], Filter(agent="alice"), limit=1)[0].id
-        with sqlite3.connect(tmp_path / "s" / "engram.db") as conn:
-            rid = conn.execute("SELECT rid FROM memories WHERE id = ?", (gone,)).fetchone()[0]
-        store.memories.delete(gone, actor="t", at=NOW)
+        changed = store.search.keyword_candidates(["guitar"], Filter(agent="alice"), limit=1)[0].id
+        store.memories.update(changed, {"content": "wombat only"}, vector=None, model_id=MODEL, actor="t", at=NOW)
     builds.clear()
     with _open(tmp_path / "s") as store:
         flt = Filter(agent="alice")
-        for terms in [*_QUERIES, ["quokka"]]:
-            plain, fast = _both(store, terms, flt)
-            _assert_same(plain, fast)
-            assert gone not in {c.id for c in fast}
-        assert len(_both(store, ["quokka"], flt)[1]) == 3
-        assert not _saved(tmp_path / "s").exists()  # it named the forgotten memory's terms
+        for terms in [*_QUERIES, ["quokka"], ["wombat"]]:
+            _assert_same(*_both(store, terms, flt))
+        assert changed not in {c.id for c in _both(store, ["guitar"], flt)[1]}
+        assert [c.id for c in _both(store, ["wombat"], flt)[1]] == [changed]
     assert builds == []  # caught up, not rebuilt
-    saved = load_postings(_saved(tmp_path / "s"))  # written anew at close, without the forgotten row
+    saved = load_postings(_saved(tmp_path / "s"))  # written anew at close, with the writes
     assert saved is not None
-    assert all(rid not in docs for docs, _ in saved.terms.values())
     assert "quokka" in saved.terms
+    assert "wombat" in saved.terms
 
 
 def test_another_stores_file_is_not_trusted(tmp_path: Path) -> None:
@@ -140,3 +136,41 @@ def _real_file(factory: pytest.TempPathFactory) -> bytes:
             _both(store, ["caroline"], Filter(agent="alice"))
         _REAL["body"] = _saved(location).read_bytes()
     return _REAL["body"]
+
+
+def test_forgetting_deletes_the_saved_postings_at_once(tmp_path: Path) -> None:
+    _fill(tmp_path / "s")
+    with _open(tmp_path / "s") as store:
+        store.search.keyword_index.min_memories = None  # no search follows: only the forget itself acts
+        gone = store.search.keyword_candidates(["guitar"], Filter(agent="alice"), limit=1)[0].id
+        with sqlite3.connect(tmp_path / "s" / "engram.db") as conn:
+            rid = conn.execute("SELECT rid FROM memories WHERE id = ?", (gone,)).fetchone()[0]
+        assert _saved(tmp_path / "s").exists()
+        store.memories.delete(gone, actor="t", at=NOW)
+        assert not _saved(tmp_path / "s").exists()
+    with _open(tmp_path / "s") as store:  # rebuilt (no file), then saved: without the forgotten row
+        _both(store, ["guitar"], Filter(agent="alice"))
+    saved = load_postings(_saved(tmp_path / "s"))
+    assert saved is not None
+    assert all(rid not in docs for docs, _ in saved.terms.values())
+
+
+def test_a_file_saved_before_another_process_forgot_is_dropped_at_the_next_open(tmp_path: Path) -> None:
+    _fill(tmp_path / "s")
+    with _open(tmp_path / "s") as first:
+        _both(first, ["guitar"], Filter(agent="alice"))  # its postings hold every row
+        with _open(tmp_path / "s") as second:
+            gone = second.search.keyword_candidates(["guitar"], Filter(agent="alice"), limit=1)[0].id
+            with sqlite3.connect(tmp_path / "s" / "engram.db") as conn:
+                rid = conn.execute("SELECT rid FROM memories WHERE id = ?", (gone,)).fetchone()[0]
+            second.memories.delete(gone, actor="t", at=NOW)
+        first.search.keyword_index._saved_key = None  # type: ignore[attr-defined]  # as if it had written since
+    before = load_postings(_saved(tmp_path / "s"))  # the first store saved what it held: the forgotten row too
+    assert before is not None
+    assert any(rid in docs for docs, _ in before.terms.values())
+    with _open(tmp_path / "s") as store:
+        _assert_same(*_both(store, ["guitar"], Filter(agent="alice")))
+        assert not _saved(tmp_path / "s").exists()
+    after = load_postings(_saved(tmp_path / "s"))
+    assert after is not None
+    assert all(rid not in docs for docs, _ in after.terms.values())

@@ -32,12 +32,12 @@ _OLD_DECISION = (
 )
 
 
-def _old_sqlite(tmp_path: Path, embedder: Embedder, *, decision: bool = False) -> str:
+def _old_sqlite(tmp_path: Path, embedder: Embedder, *, decision: bool = False, level: int = 2) -> str:
     folder = tmp_path / "store"
     folder.mkdir()
     conn = sqlite3.connect(folder / "engram.db", isolation_level=None)
-    _sqlite_schema.migrate(conn, location="old", migrations=_sqlite_schema.MIGRATIONS[:2])
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    _sqlite_schema.migrate(conn, location="old", migrations=_sqlite_schema.MIGRATIONS[:level])
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == level
     conn.execute(_OLD_INSERT, ("m1", CREATED, CREATED))
     vec = embedder.embed(["the deploy freeze starts on Friday at noon"])[0].astype(np.float32)
     conn.execute(
@@ -56,20 +56,20 @@ def _old_sqlite(tmp_path: Path, embedder: Embedder, *, decision: bool = False) -
     return str(folder)
 
 
-def _old_postgres(embedder: Embedder, *, decision: bool = False) -> str:
+def _old_postgres(embedder: Embedder, *, decision: bool = False, level: int = 2) -> str:
     import psycopg
 
     url = SERVER.get().new_database()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         run_steps(
-            _pg_schema.MIGRATIONS[:2],
+            _pg_schema.MIGRATIONS[:level],
             version=0,
             location="old",
             step_transaction=lambda: _pg_schema._step_transaction(conn),
             apply=lambda step, version: _pg_schema._apply(conn, step, version),
         )
-        assert conn.execute("SELECT version FROM engram_schema").fetchone() == (2,)
+        assert conn.execute("SELECT version FROM engram_schema").fetchone() == (level,)
         conn.execute(_OLD_INSERT.replace("?", "%s"), ("m1", CREATED, CREATED))
         vec = embedder.embed(["the deploy freeze starts on Friday at noon"])[0]
         conn.execute(
@@ -133,3 +133,32 @@ def test_a_release_2_stores_outcomes_learn_per_user_after_migrating(
         assert {o.action for o in ana.options} == {"retry"}
         ben = mem.learning.suggest(DECISION, agent="bot", user="ben")
         assert {o.action for o in ben.options} == {"retry", "rollback"}
+
+
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_store_of_every_earlier_release_upgrades_in_place(
+    backend: str, level: int, tmp_path: Path, embedder: Embedder
+) -> None:
+    """Each earlier schema level (1: before the audit trail, 2: before scopes) opens at the current one, its
+    memory intact and searchable, and the writes after the upgrade are audited in a chain that verifies."""
+    location = (
+        _old_sqlite(tmp_path, embedder, level=level) if backend == "sqlite" else _old_postgres(embedder, level=level)
+    )
+    with Engram(location, embedder=embedder) as mem:
+        assert mem.get("m1").content == "the deploy freeze starts on Friday at noon"
+        assert [h.memory.id for h in mem.search("when does the deploy freeze start", agent="bot")] == ["m1"]
+        added = mem.remember_many([{"content": "the freeze ends on Monday", "agent": "bot"}])
+        mem.update("m1", content="the deploy freeze starts on Friday at 11:00", agent="bot")
+        assert mem.audit.verify()
+        logged = {(e.action, e.memory_id) for e in mem.audit.log(limit=1000)}
+        assert {("create", added[0].id), ("update", "m1")} <= logged
+    if backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            assert conn.execute("SELECT version FROM engram_schema").fetchone() == (_pg_schema.SCHEMA_VERSION,)
+    else:
+        conn_ = sqlite3.connect(Path(location) / "engram.db")
+        assert conn_.execute("PRAGMA user_version").fetchone()[0] == _sqlite_schema.SCHEMA_VERSION
+        conn_.close()

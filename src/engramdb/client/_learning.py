@@ -139,8 +139,9 @@ class RemoteLearning(_Area):
         query = {"agent": agent, "since": since, "category": category, "user": user}
         return self._send(Call("GET", "/learning/outcomes", _many(DecisionRecord, "outcomes"), query=query))
 
-    def stats(self, *, agent: str | None = None, top: int = 10) -> LearningStats:
-        return self._send(Call("GET", "/learning/stats", _one(LearningStats), query={"agent": agent, "top": top}))
+    def stats(self, *, agent: str | None = None, top: int = 10, user: str | None = None) -> LearningStats:
+        query = {"agent": agent, "top": top, "user": user}
+        return self._send(Call("GET", "/learning/stats", _one(LearningStats), query=query))
 
     def report(
         self,

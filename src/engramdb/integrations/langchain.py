@@ -180,7 +180,7 @@ def memory_tools(
         raise ConfigError(
             "memory_tools needs a store in this process (Engram(path) or a database URL), not a server's client"
         )
-    agent = check.agent_name(mem.settings.agent if agent is None else agent)
+    agent = check.agent_or_default(agent, mem.settings)
     tools = _Tools(mem, agent, user=check.scope(user, what="user"), session=check.scope(session, what="session"))
     specs: list[tuple[str, Callable[..., str], type[BaseModel], str]] = [
         (

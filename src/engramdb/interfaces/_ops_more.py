@@ -132,7 +132,7 @@ def outcomes(mem: Engram, who: Caller, a: OutcomesArgs) -> JSON:
 
 
 def learning_stats(mem: Engram, who: Caller, a: TopArgs) -> JSON:
-    return mem.learning.stats(agent=who.agent(a.agent), top=a.top).to_dict()
+    return mem.learning.stats(agent=who.agent(a.agent), top=a.top, user=a.user).to_dict()
 
 
 def report(mem: Engram, who: Caller, a: ReportArgs) -> JSON:

@@ -142,6 +142,7 @@ class TopArgs(Args):
 
     agent: str | None = Agent
     top: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    user: str | None = LearningUser
 
 
 class ReportArgs(Args):

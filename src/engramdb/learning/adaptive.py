@@ -58,7 +58,7 @@ RecoveryHook = Callable[[BaseException, list[SolutionStats]], "Recovery | Awaita
 class Learner(Protocol):
     """What a run needs of outcome learning (:class:`~engramdb.services.learning.LearningService`)."""
 
-    def choose(self, context: str, options: Sequence[str], *, agent: str = ...) -> str: ...
+    def choose(self, context: str, options: Sequence[str], *, agent: str = ..., user: str | None = ...) -> str: ...
 
     def record(
         self,
@@ -71,6 +71,7 @@ class Learner(Protocol):
         duration: float | None = ...,
         metadata: Mapping[str, Any] | None = ...,
         category: str | None = ...,
+        user: str | None = ...,
     ) -> Memory: ...
 
 
@@ -126,12 +127,15 @@ class Adaptive:
         category: str | None = None,
         solutions_limit: int = 5,
         clock: Callable[[], float] = time.perf_counter,
+        user: str | None = None,
     ) -> None:
         self.learning = learning
         self.failures = failures
         self.task = task
         self.options = list(options) if options is not None else None
         self.agent = agent
+        #: The user whose outcomes choose the approach and who the outcome is recorded for (None: the agent's).
+        self.user = user
         self.recover = recover
         self.category = category
         self.solutions_limit = solutions_limit
@@ -148,7 +152,7 @@ class Adaptive:
         """Choose the approach and start the clock."""
         approach = None
         if self.options:
-            approach = self.learning.choose(self.task, self.options, agent=self.agent)
+            approach = self.learning.choose(self.task, self.options, agent=self.agent, user=self.user)
         run = AdaptiveRun(task=self.task, approach=approach, started=self._clock())
         self.last_run = run
         return run
@@ -205,6 +209,7 @@ class Adaptive:
             duration=run.duration,
             metadata=meta,
             category=self.category,
+            user=self.user,
         )
 
     def _call_hook(self, run: AdaptiveRun, error: BaseException) -> object:

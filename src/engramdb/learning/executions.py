@@ -102,7 +102,7 @@ class Executions:
         user: str | None = None,
     ) -> Memory:
         """See :meth:`~engramdb.services.learning.LearningService.record_execution`."""
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
             raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
         given = _args.optional_label(complexity, "complexity")
@@ -189,7 +189,7 @@ class Executions:
     ) -> list[ExecutionMatch]:
         """See :meth:`~engramdb.services.learning.LearningService.executions`."""
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         user = check.scope(user, what="user")
         limit = check.limit(limit)
         matches = [

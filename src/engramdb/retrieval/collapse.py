@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from engramdb.models import Memory
@@ -39,11 +40,34 @@ def _numbers(words: frozenset[str]) -> frozenset[str]:
     return frozenset(w for w in words if _NUMBER.fullmatch(w))
 
 
-def _same(a: tuple[str, frozenset[str]], b: tuple[str, frozenset[str]]) -> bool:
-    if a[0] == b[0]:
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """What near-identity compares, computed once per memory (a search compares each with up to ``limit``)."""
+
+    kind: str
+    folded: str
+    words: frozenset[str]
+    numbers: frozenset[str]
+    negations: frozenset[str]
+
+    @classmethod
+    def of(cls, kind: str, text: str) -> _Key:
+        folded, words = signature(text)
+        return cls(kind, folded, words, _numbers(words), words & _NEGATIONS)
+
+
+def _same(a: _Key, b: _Key) -> bool:
+    if a.kind != b.kind:
+        return False
+    if a.folded == b.folded:
         return True
-    wa, wb = a[1], b[1]
-    if not wa or not wb or (wa & _NEGATIONS) != (wb & _NEGATIONS) or _numbers(wa) != _numbers(wb):
+    wa, wb = a.words, b.words
+    if not wa or not wb:
+        return False
+    # The overlap is at most the smaller set over the larger: most pairs of a ranking end here, unscanned.
+    if min(len(wa), len(wb)) / max(len(wa), len(wb)) < SAME_WORDS:
+        return False
+    if a.negations != b.negations or a.numbers != b.numbers:
         return False
     return len(wa & wb) / len(wa | wb) >= SAME_WORDS
 
@@ -55,17 +79,17 @@ def collapse(ranked: Sequence[T], memory_of: Callable[[T], Memory], *, limit: in
     ``limit`` distinct entries are found, so an entry below them is never read.
     """
     kept: list[tuple[T, list[str]]] = []
-    signatures: list[tuple[str, tuple[str, frozenset[str]]]] = []
+    keys: list[_Key] = []
     for entry in ranked:
         m = memory_of(entry)
-        sig = (m.kind, signature(m.content))
-        for i, (kind, other) in enumerate(signatures):
-            if kind == sig[0] and _same(sig[1], other):
+        key = _Key.of(m.kind, m.content)
+        for i, other in enumerate(keys):
+            if _same(key, other):
                 kept[i][1].append(m.id)
                 break
         else:
             if len(kept) == limit:
                 break
             kept.append((entry, []))
-            signatures.append(sig)
+            keys.append(key)
     return kept

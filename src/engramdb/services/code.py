@@ -17,14 +17,11 @@ from engramdb import _validate as check
 from engramdb.errors import ValidationError
 from engramdb.learning import code_patterns as code
 from engramdb.models import Hit, Memory, Visibility
+from engramdb.services._base import Service, ServiceContext
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
-    from engramdb.storage.base import Store
+    pass
 
 __all__ = ["NAMED", "CodeService"]
 
@@ -33,22 +30,11 @@ _CODE: Final = ("code_pattern",)
 NAMED: Final = "named"
 
 
-class CodeService:
+class CodeService(Service):
     """Code patterns: remember those of Python, JavaScript or TypeScript source, suggest stored ones for a task."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        pipeline: WritePipeline,
-        recall: Recall,
-    ) -> None:
-        self._settings = settings
-        self._store = store
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext) -> None:
+        super().__init__(ctx)
 
     def remember(
         self,
@@ -82,7 +68,7 @@ class CodeService:
         ``context`` (when it applies) and ``success_metrics`` (a JSON object such as
         ``{"success_rate": 1.0}``) in its metadata, and nothing else is extracted.
         """
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         if not isinstance(source, str):
             raise ValidationError(f"source must be text, not {type(source).__name__}")
         if not source.strip():
@@ -197,7 +183,7 @@ class CodeService:
         ``metadata`` (seed 003's "metadata filtering": ``{"framework": "fastapi"}``) to patterns
         whose metadata holds every one of those key/value pairs.
         """
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         types = (*code.PATTERN_TYPES, NAMED)
         if pattern_type is not None and pattern_type not in types:
             raise ValidationError(f"pattern_type must be one of {', '.join(types)}, not {pattern_type!r}")

@@ -39,16 +39,13 @@ from engramdb.models import (
     SolutionStats,
     Suggestion,
 )
+from engramdb.services._base import Service, ServiceContext
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.recall import Recall
     from engramdb.services.failures import FailureService
     from engramdb.services.learning import LearningService
     from engramdb.shortterm import SessionContext
-    from engramdb.storage.base import Store
 
 __all__ = [
     "ARCHIVED_TAG",
@@ -117,24 +114,13 @@ class _Scope:
     session: str | None
 
 
-class ContextBuilder:
+class ContextBuilder(Service):
     """Builds the :class:`~engramdb.models.Context` of a task from an agent's memories and what it learned."""
 
     def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        recall: Recall,
-        learning: LearningService,
-        failures: FailureService,
-        sessions: SessionLookup,
+        self, ctx: ServiceContext, *, learning: LearningService, failures: FailureService, sessions: SessionLookup
     ) -> None:
-        self._store = store
-        self._embedder = embedder
-        self._settings = settings
-        self._recall = recall
+        super().__init__(ctx)
         self._learning = learning
         self._failures = failures
         self._sessions = sessions

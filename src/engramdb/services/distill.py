@@ -37,16 +37,12 @@ from engramdb.learning.records import parse_decision
 from engramdb.learning.signatures import solution_key, variable_parts
 from engramdb.models import DistillGroup, DistillResult, Kind, Memory
 from engramdb.retrieval.text import query_terms
+from engramdb.services._base import Service, ServiceContext
 from engramdb.services.context import ARCHIVED_TAG
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.brain.llm import LLM
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
-    from engramdb.storage.base import Store
 
 __all__ = [
     "DEFAULT_KINDS",
@@ -280,25 +276,11 @@ def _valid_summary(answer: object) -> str | None:
 # -- the service -----------------------------------------------------------------------------------------------
 
 
-class Distiller:
+class Distiller(Service):
     """Turns groups of memories that say the same thing into one distilled ``knowledge`` memory each."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        pipeline: WritePipeline,
-        recall: Recall,
-        llm: LLM | None = None,
-        threshold: float = DEFAULT_THRESHOLD,
-    ) -> None:
-        self._store = store
-        self._embedder = embedder
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext, *, llm: LLM | None = None, threshold: float = DEFAULT_THRESHOLD) -> None:
+        super().__init__(ctx)
         self._llm = llm
         #: Cosine similarity from which memories are grouped (tune per instance).
         self.threshold = _threshold(threshold)
@@ -345,7 +327,7 @@ class Distiller:
         distilled memory updates that memory. ``archive_sources`` tags the sources
         ``archived``. Bad arguments raise ValidationError before anything is read.
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         kinds = check.kinds(kind) or DEFAULT_KINDS
         if isinstance(min_group, bool) or not isinstance(min_group, int) or not 2 <= min_group <= MAX_SOURCES:
             raise ValidationError(

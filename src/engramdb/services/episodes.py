@@ -18,15 +18,12 @@ from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import episodes as ep
 from engramdb.learning.records import EPISODE_TAG, PENDING, credited_weights, is_pending, resolved_metadata
 from engramdb.models import EpisodeAnalysis, EpisodeRecord, Memory
+from engramdb.services._base import Service, ServiceContext
 from engramdb.services.failures import FailureService
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
-    from engramdb.storage.base import Store
+    pass
 
 __all__ = ["EpisodeService"]
 
@@ -36,29 +33,13 @@ _DECISION: tuple[str, ...] = ("decision",)
 DISCOUNT: Final = 0.95
 
 
-class EpisodeService:
+class EpisodeService(Service):
     """Episodes: begin one (a context manager), find past ones, analyse what goes wrong."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        pipeline: WritePipeline,
-        recall: Recall,
-        failures: FailureService | None = None,
-    ) -> None:
-        self._store = store
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext, *, failures: FailureService | None = None) -> None:
+        super().__init__(ctx)
         # A failed episode is recorded as a failure occurrence too (``failures``: the facade's ``mem.failures``).
-        self._failures = (
-            failures
-            if failures is not None
-            else FailureService(store, embedder, settings, pipeline=pipeline, recall=recall)
-        )
+        self._failures = failures if failures is not None else FailureService(ctx)
 
     def begin(
         self,
@@ -78,7 +59,7 @@ class EpisodeService:
         occurrence (``mem.failures.record``), so failure patterns learn from episodes.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         user_tags = check.tags(tags if not isinstance(tags, str) else [tags])
         extra = check.metadata(metadata)
 
@@ -120,7 +101,7 @@ class EpisodeService:
         ``context`` (seed 003's ``start_episode(task, context={"user": ..., "priority": "high"})``) is kept as
         ``metadata["context"]``."""
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         user_tags = check.tags(tags if not isinstance(tags, str) else [tags])
         meta: dict[str, Any] = dict(check.metadata(metadata))
         if context is not None:
@@ -265,7 +246,7 @@ class EpisodeService:
         self, task: str, *, agent: str | None = None, outcome: str | None = None, limit: int = 5
     ) -> builtins.list[EpisodeRecord]:
         """Past episodes most similar to ``task``, best first; ``outcome`` ("success"/"failure") filters."""
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         task = check.content(task, what="task")
         if outcome is not None and outcome not in ep.EPISODE_OUTCOMES:
             raise ValidationError(f"outcome must be one of {', '.join(ep.EPISODE_OUTCOMES)}, not {outcome!r}")
@@ -286,7 +267,7 @@ class EpisodeService:
         against the rate when it does not, with Fisher's exact test; the steps failures
         ended on; and their most common errors.
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         limit = check.limit(limit)
         if task is not None:
             # Statistics count every episode: identical ones are separate events.

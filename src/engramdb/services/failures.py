@@ -63,14 +63,11 @@ from engramdb.models import (
     SolutionStats,
     Visibility,
 )
+from engramdb.services._base import Service, ServiceContext
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
-    from engramdb.storage.base import Store
+    pass
 
 __all__ = ["PATTERN_TAG", "SIG_TAG", "FailureService"]
 
@@ -85,24 +82,11 @@ SIG_TAG: Final = "sig:"
 PATTERN_TAG: Final = "pattern:"
 
 
-class FailureService:
+class FailureService(Service):
     """Failure learning: record occurrences, find fixes and patterns, check before acting, plan."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        pipeline: WritePipeline,
-        recall: Recall,
-        similarity: float = SIMILARITY_THRESHOLD,
-    ) -> None:
-        self._store = store
-        self._embedder = embedder
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext, *, similarity: float = SIMILARITY_THRESHOLD) -> None:
+        super().__init__(ctx)
         #: Signature similarity at or above which a reworded failure joins an existing pattern.
         self.similarity = similarity
 
@@ -127,7 +111,7 @@ class FailureService:
         :meth:`solutions` learns from.
         """
         text, etype = _args.error(error)
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         if not isinstance(context, str):
             raise ValidationError(f"context must be text, not {type(context).__name__}")
         fix = _args.optional_text(solution, "solution")
@@ -172,7 +156,7 @@ class FailureService:
         as the shipped packs mark theirs) is the answer then.
         """
         text, etype = _args.error(error)
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         limit = check.limit(limit)
         signature = error_signature(text)
         occurrences, key = self._related_occurrences(text, signature, etype, agent)
@@ -227,7 +211,7 @@ class FailureService:
         at least twice; ``since`` keeps patterns seen at or after that time (their
         statistics still cover their whole history).
         """
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
             raise ValidationError("since must be a timezone-aware datetime")
         groups = group_occurrences(self._all_failures(agent))
@@ -241,7 +225,7 @@ class FailureService:
 
     def pattern(self, pattern_id: str, *, agent: str | None = None) -> FailurePattern:
         """One failure pattern by its id, its readable name, or a unique prefix of its id (at least 4 characters)."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         groups = group_occurrences(self._all_failures(agent))
         group = self._pattern_group(pattern_id, agent, groups)
         named = self._with_effects(groups, name_patterns([build_pattern(g) for g in groups]), agent)
@@ -295,7 +279,7 @@ class FailureService:
         Empty when nothing similar ever failed.
         """
         action = check.content(action, what="action")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         limit = check.limit(limit)
         if isinstance(min_similarity, bool) or not isinstance(min_similarity, int | float):
             raise ValidationError(f"min_similarity must be a number, not {min_similarity!r}")
@@ -331,7 +315,7 @@ class FailureService:
         Nothing is written: record how it went with ``mem.learning.record`` or :meth:`record`.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         try:
             group = self._pattern_group(pattern_id, agent)
         except NotFound:
@@ -404,7 +388,7 @@ class FailureService:
         a check of its own). ``check_text`` says what to verify (default: the pattern's first prevention
         line); ``files``/``env``/``commands``/``modules`` are predicates :meth:`run_checks` evaluates (see
         :mod:`engramdb.learning.checks`)."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         found = self.pattern(pattern, agent=agent) if pattern is not None else None
         if check_text is None:
             if found is None or not found.prevention:
@@ -424,7 +408,7 @@ class FailureService:
         """Save the check a failure pattern suggests: its first prevention line, with the predicates its own
         message names (the missing module, command, environment variable or file). Idempotent: when the same
         check is already saved for this pattern and stage, that one is returned."""
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         found = self.pattern(pattern, agent=agent)
         preds = chk.predicates_for(found)
         if found.prevention:
@@ -440,7 +424,7 @@ class FailureService:
         self, *, agent: str | None = None, stage: str | None = None, pattern: str | None = None
     ) -> list[PreventionCheck]:
         """The saved prevention checks visible to ``agent``, oldest first; ``stage`` and ``pattern`` filter."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         tags = [chk.STAGE_TAG + chk.stage_name(stage)] if stage is not None else [chk.CHECK_TAG]
         pid = self.pattern(pattern, agent=agent).id if pattern is not None else None
         out = []
@@ -473,7 +457,7 @@ class FailureService:
 
     def remove_check(self, check_id: str, *, agent: str | None = None) -> None:
         """Delete a saved check of ``agent``'s (NotFound if there is none with that id)."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         check_id = _args.label(check_id, "check id")
         memory = self._store.memories.get(check_id, Filter(agent=agent, kinds=_KNOWLEDGE))
         if memory is None or memory.agent != agent or chk.parse_check(memory) is None:

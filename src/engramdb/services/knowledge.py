@@ -20,20 +20,18 @@ from typing import IO, Any, Final
 
 from engramdb import _validate as check
 from engramdb._util import new_id, utcnow
-from engramdb.config import Settings
-from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.knowledge import files as knowledge
 from engramdb.knowledge import provenance as rules
 from engramdb.knowledge import transfer
 from engramdb.knowledge.transfer import Vector
 from engramdb.models import AuditRecord, Change, Kind, Memory, PackReport
-from engramdb.pipeline import WritePipeline
-from engramdb.recall import Recall, scope_filter
+from engramdb.recall import scope_filter
+from engramdb.services._base import Service, ServiceContext
 from engramdb.services.distill import Distiller
 from engramdb.services.failures import FailureService
 from engramdb.services.packs import ServiceTarget, seed_pack
-from engramdb.storage.base import Filter, Store
+from engramdb.storage.base import Filter
 
 __all__ = ["KnowledgeService", "Target"]
 
@@ -41,25 +39,11 @@ __all__ = ["KnowledgeService", "Target"]
 Target = str | os.PathLike[str] | IO[bytes]
 
 
-class KnowledgeService:
+class KnowledgeService(Service):
     """Moves knowledge between agents and stores: export to a file, import from one, merge between agents."""
 
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
-        *,
-        pipeline: WritePipeline,
-        recall: Recall,
-        distiller: Distiller,
-        failures: FailureService,
-    ) -> None:
-        self._store = store
-        self._settings = settings
-        self._embedder = embedder
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext, *, distiller: Distiller, failures: FailureService) -> None:
+        super().__init__(ctx)
         self._distiller = distiller
         self._failures = failures
 
@@ -89,7 +73,7 @@ class KnowledgeService:
         Idempotent and versioned: loading the same version again writes nothing.
         """
         pack = check.name(pack, what="pack")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         return seed_pack(ServiceTarget(self._pipeline, self._recall, self._failures), pack, agent=agent)
 
     # -- export -------------------------------------------------------------------------------------------

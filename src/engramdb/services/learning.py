@@ -48,16 +48,11 @@ from engramdb.models import (
     Suggestion,
     Visibility,
 )
+from engramdb.services._base import Service, ServiceContext
 from engramdb.services.feedback import Feedback, user_filter
-from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
-    from engramdb.embeddings.base import Embedder
-    from engramdb.pipeline import WritePipeline
-    from engramdb.recall import Recall
     from engramdb.services.failures import FailureService
-    from engramdb.storage.base import Store
 
 __all__ = ["LearningService"]
 
@@ -66,32 +61,24 @@ _DECISION: tuple[str, ...] = ("decision",)
 _SIMILAR_TASK: Final = 0.6
 
 
-class LearningService:
+class LearningService(Service):
     """Outcome learning: record outcomes, get suggestions and choices, feedback, executions, analytics."""
 
     def __init__(
         self,
-        store: Store,
-        embedder: Embedder,
-        settings: Settings,
+        ctx: ServiceContext,
         *,
-        pipeline: WritePipeline,
-        recall: Recall,
         failures: FailureService,
         recommend: RecommendConfig | None = None,
         rate_text: Callable[[str], float] | None = None,
     ) -> None:
-        self._store = store
-        self._embedder = embedder
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+        super().__init__(ctx)
         self._failures = failures
-        self._feedback = Feedback(store, embedder, pipeline, recall, rate_text=rate_text)
+        self._feedback = Feedback(ctx.store, ctx.embedder, ctx.pipeline, ctx.recall, rate_text=rate_text)
         #: Tunables of suggest/choose (similarity floor, recency, thin-evidence rule); replace to tune this instance.
         self.recommend: RecommendConfig = recommend if recommend is not None else RecommendConfig()
         self._executions = Executions(
-            settings, record=self._record_decision, neighbours=self._neighbours, outcomes=self.outcomes
+            ctx.settings, record=self._record_decision, neighbours=self._neighbours, outcomes=self.outcomes
         )
 
     # -- outcomes --------------------------------------------------------------------------------------------
@@ -130,7 +117,7 @@ class LearningService:
         like any other, and a read for one user counts that user's records and the agent's own, never
         another user's.
         """
-        agent = self._settings.agent if agent is None else agent
+        agent = check.agent_or_default(agent, self._settings)
         # A phrase ("worked first time, thanks") is rated like feedback, the text kept beside the reward; a single
         # unknown word stays an error ("sucess" is a typo, not neutral feedback).
         if isinstance(outcome, str) and len(outcome.split()) > 1 and not is_pending_outcome(outcome):
@@ -346,7 +333,7 @@ class LearningService:
 
     def _who(self, agent: object, user: object) -> tuple[str, str | None]:
         """The validated agent (default: the ``agent`` setting) and user (None: the agent's records of every user)."""
-        return check.agent_name(self._settings.agent if agent is None else agent), check.scope(user, what="user")
+        return check.agent_or_default(agent, self._settings), check.scope(user, what="user")
 
     # -- recommendations -------------------------------------------------------------------------------------
     def _neighbours(self, context: str, agent: str, user: str | None = None, *, wide: bool = False) -> list[Neighbour]:
@@ -552,20 +539,22 @@ class LearningService:
             report = report.with_chart(str(written))
         return report
 
-    def stats(self, *, agent: str | None = None, top: int = 10) -> LearningStats:
+    def stats(self, *, agent: str | None = None, top: int = 10, user: str | None = None) -> LearningStats:
         """``agent``'s learning in one call: memories per kind, outcomes and success, the most used actions and
-        categories, failure patterns, episodes, and the most used memories with feedback totals."""
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        categories, failure patterns, episodes, and the most used memories with feedback totals. With ``user``
+        the memories, outcomes, episodes and uses are that user's and the agent's own; failure patterns stay
+        the agent's."""
+        agent, user = self._who(agent, user)
         top = check.limit(top)
-        counts: dict[str, int] = {k: self._recall.count(agent=agent, kind=k) for k in KINDS}
-        flt = Filter(agent=agent, kinds=("episode",))
+        counts: dict[str, int] = {k: self._recall.count(agent=agent, kind=k, user=user) for k in KINDS}
+        flt = user_filter(agent, user, kinds=("episode",))
         # Memory use is summed and ranked in the store: no memory is loaded beyond the top ones.
-        visible = Filter(agent=agent)
+        visible = user_filter(agent, user)
         return learning_stats(
-            self.outcomes(agent=agent),
+            self.outcomes(agent=agent, user=user),
             agent=agent,
             memories=counts,
-            pending=len(self.pending(agent=agent)),
+            pending=len(self.pending(agent=agent, user=user)),
             patterns=self._failures.patterns(agent=agent),
             episode_successes=self._store.memories.count(replace(flt, tags=("outcome:success",))),
             episode_failures=self._store.memories.count(replace(flt, tags=("outcome:failure",))),
@@ -583,13 +572,15 @@ class LearningService:
         agent: str | None = None,
         recover: RecoveryHook | None = None,
         category: str | None = None,
+        user: str | None = None,
     ) -> Adaptive:
         """Run a task adaptively: choose the approach, time it, record the outcome, recover from known failures.
 
         Use as a decorator (the chosen approach is passed as the first argument when ``options`` are given) or as
-        a context manager (``run.approach``). See :mod:`engramdb.learning.adaptive`."""
+        a context manager (``run.approach``). See :mod:`engramdb.learning.adaptive`. With ``user`` the approach is
+        chosen from that user's outcomes (and the agent's own) and the outcome is recorded as theirs."""
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent, user = self._who(agent, user)
         opts = None
         if options is not None:
             if isinstance(options, str):
@@ -599,4 +590,6 @@ class LearningService:
                 raise ValidationError("options must not be empty")
         if recover is not None and not callable(recover):
             raise ValidationError("recover must be callable")
-        return Adaptive(self, self._failures, task, options=opts, agent=agent, recover=recover, category=category)
+        return Adaptive(
+            self, self._failures, task, options=opts, agent=agent, recover=recover, category=category, user=user
+        )

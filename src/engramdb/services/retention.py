@@ -14,13 +14,12 @@ from typing import Final
 
 from engramdb import _validate as check
 from engramdb._util import parse_ts, utcnow
-from engramdb.config import Settings
 from engramdb.errors import NotFound, ValidationError
 from engramdb.models import CleanupReport, Expiry, Memory, RetentionPolicy
-from engramdb.pipeline import WritePipeline
 from engramdb.privacy.retention import evaluate, load_policy
-from engramdb.recall import Recall, scope_filter
-from engramdb.storage.base import Filter, Store
+from engramdb.recall import scope_filter
+from engramdb.services._base import Service, ServiceContext
+from engramdb.storage.base import Filter
 
 __all__ = ["RETENTION_ACTOR", "RetentionService"]
 
@@ -30,16 +29,11 @@ RETENTION_ACTOR: Final = "retention"
 _LAST_RUN: Final = "retention_last_run"
 
 
-class RetentionService:
+class RetentionService(Service):
     """Forgets what the retention policy expires (``max_age``, ``max_count``, ``decay``)."""
 
-    def __init__(
-        self, store: Store, settings: Settings, *, pipeline: WritePipeline, recall: Recall, location: str
-    ) -> None:
-        self._store = store
-        self._settings = settings
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext, *, location: str) -> None:
+        super().__init__(ctx)
         self._location = location
 
     @property

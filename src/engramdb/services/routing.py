@@ -175,7 +175,7 @@ class RoutingService:
         best estimate. Bad input raises ValidationError.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         specs = _specs(models)
         ttype = normalise_task_type(task_type)
         level = normalise_complexity(complexity)
@@ -354,7 +354,7 @@ class RoutingService:
         ValidationError and records nothing.
         """
         task = check.content(task, what="task")
-        agent = check.agent_name(self._settings.agent if agent is None else agent)
+        agent = check.agent_or_default(agent, self._settings)
         model = check.name(model, what="model")
         ttype = normalise_task_type(task_type)
         latency = _non_negative(latency_ms, "latency_ms")

@@ -17,21 +17,18 @@ from engramdb._util import utcnow
 from engramdb.errors import NotFound
 from engramdb.learning import failures
 from engramdb.models import AuditRecord, Share
-from engramdb.pipeline import WritePipeline
 from engramdb.privacy import sharing as rules
-from engramdb.recall import Recall
-from engramdb.storage.base import Filter, Store
+from engramdb.services._base import Service, ServiceContext
+from engramdb.storage.base import Filter
 
 __all__ = ["SharingService"]
 
 
-class SharingService:
+class SharingService(Service):
     """Lets an owner give other agents read access to some of its memories, and take it back."""
 
-    def __init__(self, store: Store, *, pipeline: WritePipeline, recall: Recall) -> None:
-        self._store = store
-        self._pipeline = pipeline
-        self._recall = recall
+    def __init__(self, ctx: ServiceContext) -> None:
+        super().__init__(ctx)
 
     def share(
         self,

@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from engramdb.config import Settings
+from engramdb.config import LIBRARY_PG_POOL_SIZE, Settings
 from engramdb.errors import NotFound, StorageError
 from engramdb.storage.base import (
     MODEL_META_KEY,
@@ -72,7 +72,8 @@ def _open_postgres(location: str, settings: Settings) -> Store:
         raise StorageError(
             f"postgres backend not installed/available ({exc}); install engramdb with the 'postgres' extra"
         ) from exc
-    store: Store = module.open_postgres(location, settings=settings)
+    pool_size = settings.pg_pool_size or LIBRARY_PG_POOL_SIZE
+    store: Store = module.open_postgres(location, settings=settings, pool_size=pool_size)
     return store
 
 

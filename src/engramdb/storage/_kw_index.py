@@ -311,6 +311,11 @@ class KeywordIndex:
             anchor=saved.anchor,
         )
 
+    def drop_saved(self, database: Path) -> None:
+        """Delete the postings saved beside ``database`` (a memory was forgotten); written anew at close."""
+        remove_postings(postings_path(str(database)))
+        self._saved_key = None
+
     def _save(self, p: _Postings | None) -> None:
         """Write ``p`` (build and delta merged) beside the database, unless the file already holds it."""
         path = self._saved_path

@@ -38,6 +38,8 @@ _KEYWORD_HEAD_FACTOR: Final = 4
 _SHARED_CACHE_AGENTS: Final = 256
 #: An agent with fewer rows than this has them gathered for the keyword ranking (see keyword_candidates).
 _SELECTIVE_ROWS: Final = 20_000
+#: A user scope admitting fewer of the agent's rows than this gathers their keys (cheap at this size).
+_BROAD_SCOPE_ROWS: Final = 2_000
 #: Searches that reuse an agent's counted plan (see _few_rows), and how many agents' plans are kept.
 _RECOUNT: Final = 64
 _PLAN_CACHE_AGENTS: Final = 4096
@@ -67,6 +69,8 @@ class SQLiteSearch:
         self._share_epoch = -1
         # Per agent: whether it owns few rows (the keyword plan, see _few_rows), and searches left before a recount.
         self._agent_rows: dict[str, tuple[bool, int]] = {}
+        # Per (agent, users): whether the scope admits many rows (see _broad_scope), and searches left before a recount.
+        self._scope_rows: dict[tuple[str, tuple[str | None, ...]], tuple[bool, int]] = {}
         self._frequencies = DocFrequencies()
         #: Documents one keyword query may rank (see engramdb.storage._keyword_budget); None: no bound.
         self.postings_budget: int | None = KEYWORD_POSTINGS_BUDGET
@@ -78,6 +82,7 @@ class SQLiteSearch:
         self._shared.clear()
         self._share_epoch = -1
         self._agent_rows.clear()
+        self._scope_rows.clear()
         self._frequencies.clear()
         self.keyword_index.clear()
 
@@ -113,7 +118,9 @@ class SQLiteSearch:
         with self._reading() as conn:
             budget = self.postings_budget
             # A user's or a thread's rows are few among the agent's: rank among them only (same scores).
-            only = self._scope_rids(conn, flt) if flt.users is not None or flt.sessions is not None else None
+            # A broad scope (one user holding most of them) is filtered after the head, as an agent's read is.
+            narrow = (flt.users is not None or flt.sessions is not None) and not self._broad_scope(conn, flt)
+            only = self._scope_rids(conn, flt) if narrow else None
             # The same terms and BM25 ranking FTS5 would make (see engramdb.storage._kw_index), then the filter.
             if (
                 only is None
@@ -169,6 +176,47 @@ class SQLiteSearch:
             params += [agent, agent]
         return SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params)
 
+    def _broad_scope(self, conn: sqlite3.Connection, flt: Filter) -> bool:
+        """Whether a user-scoped read admits a large share of the agent's rows (one user holding most of them):
+        at least ``_BROAD_SCOPE_ROWS`` and a quarter of the agent's own, so a head of ``4 x limit`` of the agent's
+        rows usually holds ``limit`` of the scope's. Then that head is filtered instead of gathering the scope's
+        keys (~3 us each). Counted on the (agent, user) index, bounded, and reused like _few_rows."""
+        if flt.agent is None or flt.users is None or flt.sessions is not None:
+            return False
+        key = (flt.agent, flt.users)
+        known = self._scope_rows.get(key)
+        if known is not None and known[1] > 0:
+            self._scope_rows[key] = (known[0], known[1] - 1)
+            return known[0]
+        scope = 0
+        for user in dict.fromkeys(flt.users):
+            # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
+            by_user = "user_id IS NULL" if user is None else "user_id = ?"
+            args = (flt.agent, *(() if user is None else (user,)), _SELECTIVE_ROWS - scope)
+            sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? AND {by_user} LIMIT ?)"
+            scope += int(conn.execute(sql, args).fetchone()[0])
+            if scope >= _SELECTIVE_ROWS:
+                break
+        broad = scope >= _BROAD_SCOPE_ROWS
+        if broad:
+            (own,) = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? LIMIT ?)", (flt.agent, 4 * scope + 1)
+            ).fetchone()
+            broad = int(own) <= 4 * scope
+        if len(self._scope_rows) >= _PLAN_CACHE_AGENTS:
+            self._scope_rows.clear()
+        self._scope_rows[key] = (broad, _RECOUNT)
+        return broad
+
+    @staticmethod
+    def _admitted(conn: sqlite3.Connection, ids: Sequence[str], f: FilterSQL) -> set[str]:
+        """Which of ``ids`` the filter admits."""
+        rows = conn.execute(
+            f"SELECT m.id FROM memories m WHERE m.id IN (SELECT value FROM json_each(?)) AND {f.where}",
+            (json.dumps(list(ids)), *f.params),
+        ).fetchall()
+        return {memory_id for (memory_id,) in rows}
+
     def _few_rows(self, conn: sqlite3.Connection, agent: str) -> bool:
         """Whether ``agent`` owns few enough rows to gather them (a count on its index, bounded).
 
@@ -221,24 +269,41 @@ class SQLiteSearch:
         with self._reading(snapshot=True) as conn:
             self._sync_index(conn)
             also = self._shared_rids(conn, flt.agent) if flt.agent is not None and flt.include_shared else None
-            if flt.scoped:
-                # The cache knows agent, kind and visibility only: the filter's rows come from SQL.
-                only = self._scope_rids(conn, flt)
-                if flt.as_of is not None or flt.superseded:
-                    past = self._past_candidates(conn, query, filter_sql(flt), limit=limit)
-            else:
-                only = self._restricted_rids(conn, flt)
-        # The scan runs under the index's own lock, not the connection's: a keyword query of
-        # another thread (the same search's, see retrieval.hybrid) proceeds meanwhile.
-        found = self._index.search(
-            query,
-            limit=limit,
-            agent=flt.agent,
-            include_public=flt.include_shared,
-            also_rids=also,
-            kinds=flt.kinds,
-            only_rids=only,
-        )
+            broad = flt.scoped and self._broad_scope(conn, flt)
+            # The cache knows agent, kind and visibility only: a scope's rows come from SQL.
+            only = self._scope_rids(conn, flt) if flt.scoped and not broad else self._restricted_rids(conn, flt)
+            if flt.as_of is not None or flt.superseded:
+                past = self._past_candidates(conn, query, filter_sql(flt), limit=limit)
+
+        def search(rids: npt.NDArray[np.int64] | None, k: int) -> list[tuple[str, float]]:
+            # The scan runs under the index's own lock, not the connection's: a keyword query of
+            # another thread (the same search's, see retrieval.hybrid) proceeds meanwhile.
+            return self._index.search(
+                query,
+                limit=k,
+                agent=flt.agent,
+                include_public=flt.include_shared,
+                also_rids=also,
+                kinds=flt.kinds,
+                only_rids=rids,
+            )
+
+        if broad:
+            # A scope admitting most of the agent's rows: gathering their keys (~100k at 100k) costs more than
+            # the search. Search the agent's rows, keep the head's rows the whole filter admits; if `limit` of
+            # them pass they are the scope's best (the head is the best of a superset), else gather the keys.
+            head = limit * _KEYWORD_HEAD_FACTOR
+            wide = search(only, head)
+            with self._reading() as conn:
+                admitted = self._admitted(conn, [memory_id for memory_id, _ in wide], filter_sql(flt))
+                found = [pair for pair in wide if pair[0] in admitted][:limit]
+                if len(found) < limit and len(wide) >= head:
+                    only = self._scope_rids(conn, flt)
+                    found = []
+            if not found and len(wide) >= head:
+                found = search(only, limit)
+        else:
+            found = search(only, limit)
         if past:
             found = sorted([*found, *past], key=lambda pair: -pair[1])[:limit]
         return [Candidate(memory_id, score) for memory_id, score in found]

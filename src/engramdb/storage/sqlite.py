@@ -17,6 +17,7 @@ truncated after the outermost commit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -447,6 +448,9 @@ class SQLiteBackend:
         w = self._current()
         w.forgot = True
         w.after_commit["truncate_wal"] = self._truncate_wal
+        if self.path is not None:
+            # The keyword postings saved beside the database name the forgotten memory's terms.
+            w.after_commit["drop_saved_postings"] = functools.partial(self.search.keyword_index.drop_saved, self.path)
 
     def lock_audit(self, conn: Conn) -> None:
         """Nothing beyond ``BEGIN IMMEDIATE``, which already serialises every writer."""

@@ -137,7 +137,7 @@ def stats(
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
         report = mem.learning.report(agent=agent, since=start, user=user)
-        overview = mem.learning.stats(agent=agent)
+        overview = mem.learning.stats(agent=agent, user=user)
     if as_json:
         data = report.to_dict()
         extra = overview.to_dict()
@@ -146,14 +146,18 @@ def stats(
     out = console()
     if overview.memories or overview.pending:
         out.print(_overview_line(overview))
+    whose = f"agent {escape(agent)}" if user is None else f"user {escape(user)} of agent {escape(agent)}"
     if not report.decisions:
         out.print(
-            f"No outcomes recorded for agent {agent}. Record some with: engram memory record --agent {agent} "
+            f"No outcomes recorded for {whose}. Record some with: engram memory record --agent {escape(agent)} "
             "--context ... --action ... --outcome success"
         )
         return
+    whose = f"agent [cyan]{escape(agent)}[/]"
+    if user is not None:
+        whose = f"user [cyan]{escape(user)}[/] of {whose}"
     out.print(
-        f"[bold]{report.decisions}[/] outcome{'' if report.decisions == 1 else 's'} for agent [cyan]{agent}[/]: "
+        f"[bold]{report.decisions}[/] outcome{'' if report.decisions == 1 else 's'} for {whose}: "
         "success rate "
         f"[green]{pct(report.success_rate)}[/] (95% interval {pct(report.low)}–{pct(report.high)})"
     )

@@ -211,7 +211,9 @@ def serve(
     except ImportError as exc:
         raise EngramError("engram serve needs FastAPI and uvicorn: pip install 'engramdb[rest]'") from exc
     new = _is_new(ctx, store)
-    with open_engram(ctx, store, create=True, local=True) as mem:
+    from engramdb.config import server_overrides
+
+    with open_engram(ctx, store, create=True, local=True, **server_overrides()) as mem:
         hosts, trusted = _http_policy(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram serve"
         )
@@ -267,7 +269,9 @@ def mcp(
         import uvicorn
     except ImportError as exc:
         raise EngramError("engram mcp --transport http needs uvicorn: pip install 'engramdb[rest]'") from exc
-    with open_engram(ctx, store, create=True, local=True) as mem:
+    from engramdb.config import server_overrides
+
+    with open_engram(ctx, store, create=True, local=True, **server_overrides()) as mem:
         hosts, trusted = _http_policy(
             mem, host=host, allowed=allowed_host, allow_unauthenticated=allow_unauthenticated, what="engram mcp"
         )
