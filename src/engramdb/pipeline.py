@@ -40,6 +40,7 @@ from engramdb.knowledge.dedupe import Duplicate, batch_neighbours, find_duplicat
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
+from engramdb.storage._reads import each_read
 from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue
 
@@ -595,9 +596,18 @@ class WritePipeline:
         threshold = self._settings.dedupe_threshold
         batch: dict[str, int] = {}  # position in plan.new of each new memory, by id
         neighbours = batch_neighbours(memories, vectors, threshold=threshold) if enabled else []
+        checked = [r for r, m in enumerate(memories) if enabled and m.kind not in NO_MERGE_KINDS and key_of(m) is None]
+        # The stored candidates do not depend on the batch's own decisions: looked up first, side by side.
+        stored = dict(
+            zip(
+                checked,
+                each_read(self._store, lambda r: self.stored_candidates(memories[r], vectors[r]), checked),
+                strict=True,
+            )
+        )
         for row, memory in enumerate(memories):
             duplicate = None
-            if enabled and memory.kind not in NO_MERGE_KINDS and key_of(memory) is None:
+            if row in stored:
                 # Earlier rows of the batch that stayed new (the others were folded into a memory already).
                 earlier = [
                     (plan.new[batch[memories[j].id]], similarity)
@@ -609,7 +619,7 @@ class WritePipeline:
                     agent=memory.agent,
                     kind=memory.kind,
                     visibility=memory.visibility,
-                    candidates=[*earlier, *self.stored_candidates(memory, vectors[row])],
+                    candidates=[*earlier, *stored[row]],
                     threshold=threshold,
                     user=memory.user,
                     session=memory.session,

@@ -214,3 +214,32 @@ def test_engram_doctor_checks_a_postgres_store(postgres_server: PgServer, embedd
     damaged = runner.invoke(app, ["doctor", "--store", url], env=env)
     assert damaged.exit_code == 1
     assert "audit" in damaged.output
+
+
+def test_a_batch_checks_every_item_for_near_duplicates_on_the_pool(
+    postgres_server: PgServer, embedder: Embedder
+) -> None:
+    """The batch's near-duplicate lookups run side by side on the pool's connections; each item still merges
+    into its own stored twin (same agent and kind only), and twins inside the batch fold into one."""
+    url = postgres_server.new_database()
+    with Engram(url, embedder=embedder) as mem:
+        stored = mem.remember_many(
+            [
+                {"content": f"The {name} service moved to rack {n}.", "agent": agent}
+                for n, name in enumerate(("staging", "billing", "search", "payments", "auth"))
+                for agent in ("alice", "bob")
+            ]
+        )
+        items = [
+            {"content": f"the {name} service moved to rack {n}", "agent": "alice"}
+            for n, name in enumerate(("staging", "billing", "search", "payments", "auth"))
+        ]
+        items += [{"content": "The queue service moved to rack 9.", "agent": "alice"}] * 2
+        items += [{"content": "the staging service moved to rack 0", "agent": "carol"}]
+        written = mem.remember_many(items)
+    alice = {m.content: m.id for m in stored if m.agent == "alice"}
+    assert [m.id for m in written[:5]] == list(alice.values())
+    assert written[5].id == written[6].id
+    assert written[5].id not in {m.id for m in stored}
+    assert written[7].agent == "carol"
+    assert written[7].id not in {m.id for m in stored}
