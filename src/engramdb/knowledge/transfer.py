@@ -21,9 +21,19 @@ import numpy.typing as npt
 from engramdb.errors import ValidationError
 from engramdb.knowledge import provenance as rules
 from engramdb.knowledge.dedupe import Duplicate
-from engramdb.models import NO_MERGE_KINDS, Change, Memory
+from engramdb.models import NO_MERGE_KINDS, AuditRecord, Change, Memory
 
-__all__ = ["FindDuplicate", "Incoming", "Patch", "Plan", "applied", "plan_import", "plan_merge", "refreshed"]
+__all__ = [
+    "FindDuplicate",
+    "Incoming",
+    "Patch",
+    "Plan",
+    "applied",
+    "audit_record",
+    "plan_import",
+    "plan_merge",
+    "refreshed",
+]
 
 Vector = npt.NDArray[np.float32]
 #: Finds the stored memory an incoming one nearly duplicates (same agent, kind, visibility), or None.
@@ -247,3 +257,15 @@ def plan_merge(
             plan.add.append(item)
     merger.finish()
     return plan
+
+
+def audit_record(action: str, memory_id: str, item: Incoming, at: datetime, detail: Mapping[str, Any]) -> AuditRecord:
+    """The audit entry of one imported or merged memory: where it came from, never its content."""
+    info = {
+        **detail,
+        "kind": item.memory.kind,
+        "redacted": list(item.memory.redacted),
+        "origin_agent": item.source.agent,
+        "origin_id": item.source.id,
+    }
+    return AuditRecord(action=action, agent=item.memory.agent, memory_id=memory_id, at=at, detail=info)
