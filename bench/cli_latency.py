@@ -141,6 +141,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="cli-latency-"))
     base = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    proc: subprocess.Popen[bytes] | None = None
     try:
         local_store, served_store = str(work / "local"), str(work / "served")
         _seed(local_store, opts.seed)
@@ -204,9 +205,10 @@ def main() -> None:
                 )
                 add("in-process: count", _timed(lambda: mem.count(agent="agent2")))
                 add("remote client: count", _timed(lambda: remote.count(agent="agent2")))
-        proc.terminate()
-        proc.wait(timeout=60)
     finally:
+        if proc is not None:  # also when a measurement failed: the server must not outlive the run
+            proc.terminate()
+            proc.wait(timeout=60)
         shutil.rmtree(work, ignore_errors=True)
 
     rows = {name: _stats(values) for name, values in samples.items()}
