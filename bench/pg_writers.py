@@ -15,7 +15,7 @@ by COPY), then measures:
 Embeddings: the writers' embedder returns the turn's cached real all-MiniLM-L6-v2 vector (blended
 and noised per copy, as scale_pg's synthetic data) for each text, so the figure is the store's write
 path without the model. The real model embeds ~440 sentences/s on this whole 2-core machine
-(docs/shared DESIGN), which bounds a real deployment's write rate there, not the store.
+(the project's design notes), which bounds a real deployment's write rate there, not the store.
 
     nice -n 10 python bench/pg_writers.py --base 100000 --writers 4 --seconds 60
 """
