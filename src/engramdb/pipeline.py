@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -443,7 +444,7 @@ class WritePipeline:
 
         The plan is not trusted to be redacted: what redaction still changes is redacted here, and embedded anew.
         """
-        plan = self._redacted(plan)
+        plan = transfer.redacted(plan, policy=self.redaction, embed=self.embed, stored=self._stored)
         model_id = self._embedder.model_id
         with self._store.atomic():
             by_agent: dict[str, list[transfer.Incoming]] = {}
@@ -467,32 +468,6 @@ class WritePipeline:
             records = [transfer.audit_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
             records += [transfer.audit_record(action, target, i, at, detail) for target, i, action in plan.folded]
             self.audit(records)
-
-    def _redacted(self, plan: transfer.Plan) -> transfer.Plan:
-        """``plan`` with every added memory and every patch redacted (vectors of changed text computed again)."""
-        policy = self.redaction
-        if not policy.enabled:
-            return plan
-        add = [dataclasses.replace(i, memory=self.redact(i.memory)) for i in plan.add]
-        stale = [k for k, (new, old) in enumerate(zip(add, plan.add, strict=True)) if new.memory is not old.memory]
-        if stale:
-            vectors = self.embed([add[k].memory.content for k in stale])
-            for row, k in enumerate(stale):
-                add[k] = dataclasses.replace(add[k], vector=vectors[row])
-        patches = []
-        for patch in plan.patches:
-            probe = redact_changes(patch.changes, policy=policy)
-            probe.pop("redacted", None)
-            if probe == dict(patch.changes):
-                patches.append(patch)  # nothing to redact: no read of the memory patched
-                continue
-            current = self._stored(patch.memory_id)
-            changes = redact_changes(patch.changes, already=current.redacted, policy=policy)
-            vector = patch.vector
-            if "content" in changes and changes["content"] != patch.changes["content"]:
-                vector = self.embed([changes["content"]])[0]
-            patches.append(dataclasses.replace(patch, changes=changes, vector=vector))
-        return dataclasses.replace(plan, add=add, patches=patches)
 
     def adjust(
         self,
@@ -525,6 +500,10 @@ class WritePipeline:
         return out
 
     # -- building blocks ----------------------------------------------------------------------------------
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction for a service's several pipeline calls (and share rows): all or nothing."""
+        return self._store.atomic()
+
     def audit(self, records: Sequence[AuditRecord]) -> None:
         """Append audit entries (inside the caller's transaction, if any); a no-op when auditing is off."""
         if self._settings.audit and records:

@@ -21,7 +21,8 @@ import numpy.typing as npt
 from engramdb.errors import ValidationError
 from engramdb.knowledge import provenance as rules
 from engramdb.knowledge.dedupe import Duplicate
-from engramdb.models import NO_MERGE_KINDS, AuditRecord, Change, Memory
+from engramdb.models import NO_MERGE_KINDS, AuditRecord, Change, Memory, RedactionPolicy
+from engramdb.privacy.scrub import redact_changes, redact_memory
 
 __all__ = [
     "FindDuplicate",
@@ -32,6 +33,7 @@ __all__ = [
     "audit_record",
     "plan_import",
     "plan_merge",
+    "redacted",
     "refreshed",
 ]
 
@@ -269,3 +271,34 @@ def audit_record(action: str, memory_id: str, item: Incoming, at: datetime, deta
         "origin_id": item.source.id,
     }
     return AuditRecord(action=action, agent=item.memory.agent, memory_id=memory_id, at=at, detail=info)
+
+
+def redacted(
+    plan: Plan, *, policy: RedactionPolicy, embed: Callable[[Sequence[str]], Vector], stored: Callable[[str], Memory]
+) -> Plan:
+    """``plan`` with every added memory and every patch redacted (vectors of changed text computed again).
+
+    The write pipeline applies this to every plan it writes, so no import or merge depends on its caller
+    having redacted; ``stored`` reads a patched memory (only when a patch holds something to redact).
+    """
+    if not policy.enabled:
+        return plan
+    add = [dataclasses.replace(i, memory=redact_memory(i.memory, policy=policy)) for i in plan.add]
+    stale = [k for k, (new, old) in enumerate(zip(add, plan.add, strict=True)) if new.memory is not old.memory]
+    if stale:
+        vectors = embed([add[k].memory.content for k in stale])
+        for row, k in enumerate(stale):
+            add[k] = dataclasses.replace(add[k], vector=vectors[row])
+    patches = []
+    for patch in plan.patches:
+        probe = redact_changes(patch.changes, policy=policy)
+        probe.pop("redacted", None)
+        if probe == dict(patch.changes):
+            patches.append(patch)
+            continue
+        changes = redact_changes(patch.changes, already=stored(patch.memory_id).redacted, policy=policy)
+        vector = patch.vector
+        if "content" in changes and changes["content"] != patch.changes["content"]:
+            vector = embed([changes["content"]])[0]
+        patches.append(dataclasses.replace(patch, changes=changes, vector=vector))
+    return dataclasses.replace(plan, add=add, patches=patches)

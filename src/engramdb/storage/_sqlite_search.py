@@ -40,6 +40,9 @@ _SHARED_CACHE_AGENTS: Final = 256
 _SELECTIVE_ROWS: Final = 20_000
 #: A user scope admitting fewer of the agent's rows than this gathers their keys (cheap at this size).
 _BROAD_SCOPE_ROWS: Final = 2_000
+#: The vector head a scoped read filters is this many times ``limit`` (the graph re-ranks 3x that: a deep
+#: head costs a walk as wide). A user's superset nearly all passes; a broad scope's mostly does, else the keys.
+_SCOPE_HEAD_FACTOR: Final = 2
 #: Searches that reuse an agent's counted plan (see _few_rows), and how many agents' plans are kept.
 _RECOUNT: Final = 64
 _PLAN_CACHE_AGENTS: Final = 4096
@@ -202,8 +205,9 @@ class SQLiteSearch:
             scope += int(conn.execute(sql, args).fetchone()[0])
             if scope >= _SELECTIVE_ROWS:
                 break
+        # Past _SELECTIVE_ROWS gathering the keys is dear whatever the agent's size (~3 us each): broad.
         broad = scope >= _BROAD_SCOPE_ROWS
-        if broad:
+        if broad and scope < _SELECTIVE_ROWS:
             (own,) = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? LIMIT ?)", (flt.agent, 4 * scope + 1)
             ).fetchone()
@@ -333,7 +337,7 @@ class SQLiteSearch:
             # the search; a user's rows scattered among others' cost a row lookup each (~15 us under load) for
             # the rest of the filter. Search a superset, keep the head's rows the whole filter admits; if `limit`
             # of them pass they are the scope's best (the head is the best of a superset), else gather the keys.
-            head = limit * _KEYWORD_HEAD_FACTOR
+            head = limit * _SCOPE_HEAD_FACTOR
             wide = search(only, head)
             with self._reading() as conn:
                 admitted = self._admitted(conn, [memory_id for memory_id, _ in wide], filter_sql(flt))
