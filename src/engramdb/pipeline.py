@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -499,6 +500,10 @@ class WritePipeline:
         return out
 
     # -- building blocks ----------------------------------------------------------------------------------
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction for a service's several pipeline calls (and share rows): all or nothing."""
+        return self._store.atomic()
+
     def audit(self, records: Sequence[AuditRecord]) -> None:
         """Append audit entries (inside the caller's transaction, if any); a no-op when auditing is off."""
         if self._settings.audit and records:
