@@ -47,7 +47,9 @@ def _store(location: Path) -> tuple[Store, np.ndarray]:
 
 
 def _both(store: Store, monkeypatch: pytest.MonkeyPatch, run: object) -> tuple[list[Candidate], list[Candidate], bool]:
-    """``run`` under the broad plan and under the gathered-keys plan, and whether the first was broad."""
+    """``run`` under the broad plan, then the user-superset plan, and under the gathered-keys plan (the reference);
+    the first two must agree with the last (checked here); returns the broad answer, the reference, and whether
+    the first was broad."""
     search = store.search
     monkeypatch.setattr(_sqlite_search, "_BROAD_SCOPE_ROWS", 100)  # u1's 300 of alice's 400 rows: a broad scope
     search._scope_rows.clear()  # type: ignore[attr-defined]
@@ -55,8 +57,12 @@ def _both(store: Store, monkeypatch: pytest.MonkeyPatch, run: object) -> tuple[l
     was_broad = any(known for known, _ in search._scope_rows.values())  # type: ignore[attr-defined]
     monkeypatch.setattr(_sqlite_search, "_BROAD_SCOPE_ROWS", 1_000_000)
     search._scope_rows.clear()  # type: ignore[attr-defined]
-    narrow = run()  # type: ignore[operator]
-    return broad, narrow, was_broad
+    superset = run()  # type: ignore[operator]
+    monkeypatch.setattr(_sqlite_search.SQLiteSearch, "_user_scope", staticmethod(lambda flt: False))
+    gathered = run()  # type: ignore[operator]
+    monkeypatch.undo()
+    _same(superset, gathered)
+    return broad, gathered, was_broad
 
 
 def _same(a: list[Candidate], b: list[Candidate]) -> None:

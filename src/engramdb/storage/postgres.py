@@ -175,6 +175,7 @@ class PostgresBackend:
     """The PostgreSQL :class:`~engramdb.storage._dialect.Dialect`: a connection pool, transactions, pgvector."""
 
     for_update: Final = " FOR UPDATE"
+    concurrent_reads: Final = True
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "embedding"
 
