@@ -103,7 +103,7 @@ class Lance:
 
     def search(self, vec: _F32, col: str, tenant: str, k: int) -> list[int]:
         q = self.table.search(vec).metric("cosine").where(f"{col} = '{tenant}'", prefilter=True)
-        return [int(r["row"]) for r in q.select(["row"]).limit(k).to_list()]
+        return [int(r["row"]) for r in q.select(["row", "_distance"]).limit(k).to_list()]
 
     def close(self) -> None:
         self.table = self.db = None

@@ -59,20 +59,24 @@ def _seed(store: str, n: int) -> None:
         mem.flush()
 
 
-def _hyperfine(args: list[str], env: dict[str, str], runs: int) -> list[float]:
-    """Seconds per run of ``engram ARGS`` as hyperfine measures them (one warm-up run)."""
+def _hyperfine(args: list[str], env: dict[str, str], runs: int) -> tuple[list[float], float]:
+    """Seconds per run of ``engram ARGS`` as hyperfine measures them (one warm-up run), and the mean CPU
+    seconds (user + system) per run: what the call costs, whatever the machine's load adds to the wall time."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         command = (
             shlex.join([sys.executable, "-c", _MAIN, *args]) if args else shlex.join([sys.executable, "-c", "pass"])
         )
-        subprocess.run(
+        done = subprocess.run(
             ["hyperfine", "-N", "--warmup", "1", "--runs", str(runs), "--export-json", out.name, command],
             env=env,
             capture_output=True,
-            check=True,
+            text=True,
+            check=False,
         )
-        times: list[float] = json.loads(Path(out.name).read_text())["results"][0]["times"]
-    return times
+        if done.returncode != 0:
+            raise RuntimeError(f"engram {' '.join(args)} failed: {done.stderr.strip()[-800:]}")
+        result = json.loads(Path(out.name).read_text())["results"][0]
+    return result["times"], result["user"] + result["system"]
 
 
 def _cli(args: list[str], env: dict[str, str]) -> float:
@@ -129,13 +133,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=2000, help="memories in the store")
     parser.add_argument("--out", default="bench/results/cli_latency.json")
+    parser.add_argument("--cli-rounds", type=int, default=10, help="runs of each CLI call")
     parser.add_argument("--no-hyperfine", dest="hyperfine", action="store_false", help="time the CLI calls here")
     opts = parser.parse_args()
     opts.hyperfine = opts.hyperfine and shutil.which("hyperfine") is not None
-    cli_rounds, api_calls = (3, 30) if opts.quick else (10, 200)
+    cli_rounds, api_calls = (3, 30) if opts.quick else (opts.cli_rounds, 200)
 
     work = Path(tempfile.mkdtemp(prefix="cli-latency-"))
     base = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    proc: subprocess.Popen[bytes] | None = None
     try:
         local_store, served_store = str(work / "local"), str(work / "served")
         _seed(local_store, opts.seed)
@@ -143,6 +149,7 @@ def main() -> None:
         proc, url = _serve(served_store, base)
         remote_env = {**base, "ENGRAM_URL": url}
         samples: dict[str, list[float]] = {}
+        cpu: dict[str, float] = {}
 
         def add(name: str, value: float) -> None:
             samples.setdefault(name, []).append(value)
@@ -173,7 +180,7 @@ def main() -> None:
         ]
         if opts.hyperfine:
             for name, args, env in cases:
-                samples[name] = _hyperfine(args, env, cli_rounds)
+                samples[name], cpu[name] = _hyperfine(args, env, cli_rounds)
         else:
             for _ in range(cli_rounds):
                 for name, args, env in cases:
@@ -198,21 +205,24 @@ def main() -> None:
                 )
                 add("in-process: count", _timed(lambda: mem.count(agent="agent2")))
                 add("remote client: count", _timed(lambda: remote.count(agent="agent2")))
-        proc.terminate()
-        proc.wait(timeout=60)
     finally:
+        if proc is not None:  # also when a measurement failed: the server must not outlive the run
+            proc.terminate()
+            proc.wait(timeout=60)
         shutil.rmtree(work, ignore_errors=True)
 
     rows = {name: _stats(values) for name, values in samples.items()}
+    for name, seconds in cpu.items():
+        rows[name]["cpu_ms"] = round(seconds * 1000, 1)
     for call in ("search", "remember", "count"):
         local, far = rows[f"in-process: {call}"], rows[f"remote client: {call}"]
         rows[f"REST overhead: {call}"] = {"p50_ms": round(far["p50_ms"] - local["p50_ms"], 1)}
         rows[f"remote client: {call}"]["calls_per_s"] = round(1000 / far["mean_ms"], 1)
-    print(f"{'measure':34} {'n':>4} {'p50 ms':>9} {'p90 ms':>9} {'calls/s':>8}")
+    print(f"{'measure':36} {'n':>4} {'p50 ms':>9} {'p90 ms':>9} {'cpu ms':>8} {'calls/s':>8}")
     for name, row in rows.items():
         print(
-            f"{name:34} {row.get('n', ''):>4} {row['p50_ms']:>9} {row.get('p90_ms', ''):>9} "
-            f"{row.get('calls_per_s', ''):>8}"
+            f"{name:36} {row.get('n', ''):>4} {row['p50_ms']:>9} {row.get('p90_ms', ''):>9} "
+            f"{row.get('cpu_ms', ''):>8} {row.get('calls_per_s', ''):>8}"
         )
     meta = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),

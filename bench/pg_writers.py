@@ -15,7 +15,7 @@ by COPY), then measures:
 Embeddings: the writers' embedder returns the turn's cached real all-MiniLM-L6-v2 vector (blended
 and noised per copy, as scale_pg's synthetic data) for each text, so the figure is the store's write
 path without the model. The real model embeds ~440 sentences/s on this whole 2-core machine
-(docs/shared DESIGN), which bounds a real deployment's write rate there, not the store.
+(the project's design notes), which bounds a real deployment's write rate there, not the store.
 
     nice -n 10 python bench/pg_writers.py --base 100000 --writers 4 --seconds 60
 """
@@ -110,25 +110,20 @@ def _writer(url: str, wid: int, args: Any, texts: list[str], base: Vec, start: A
         raise
 
 
-def _searches(url: str, queries: list[str], embedder: TurnEmbedder, agents: int, seconds: float) -> dict[str, Any]:
+def _searches(mem: Engram, queries: list[str], agents: int, seconds: float) -> dict[str, Any]:
     """``Engram.search`` over the questions, round and round, for ``seconds``: p50/p95 ms."""
-    # Sync vectors: the reader embeds nothing in the background while it is timed.
-    mem = Engram(url, embedder=embedder, access_flush_seconds=1.0, vectors="sync")
     ms: list[float] = []
-    try:
-        for q in queries[:3]:
-            mem.search(q, agent="agent-0", limit=10)
-        before = load1()
-        end = time.monotonic() + seconds
-        i = 0
-        while time.monotonic() < end:
-            q = queries[i % len(queries)]
-            t = time.perf_counter()
-            mem.search(q, agent=f"agent-{i % agents}", limit=10)
-            ms.append((time.perf_counter() - t) * 1000)
-            i += 1
-    finally:
-        mem.close()
+    for q in queries[:3]:
+        mem.search(q, agent="agent-0", limit=10)
+    before = load1()
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < end:
+        q = queries[i % len(queries)]
+        t = time.perf_counter()
+        mem.search(q, agent=f"agent-{i % agents}", limit=10)
+        ms.append((time.perf_counter() - t) * 1000)
+        i += 1
     return {
         "p50_ms": round(statistics.median(ms), 2),
         "p95_ms": round(pct(ms, 0.95), 2),
@@ -136,6 +131,27 @@ def _searches(url: str, queries: list[str], embedder: TurnEmbedder, agents: int,
         "load1_before": before,
         "load1_after": load1(),
     }
+
+
+def _lock_waits(url: str, stop: Any, out: dict[str, Any]) -> None:
+    """Every 0.25 s, the sessions waiting for a lock, by what they wait for: what serialises the writers."""
+    import psycopg
+
+    samples = 0
+    waits: dict[str, int] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not stop.is_set():
+            rows = conn.execute(
+                "SELECT CASE WHEN l.locktype = 'advisory' THEN 'advisory ' || l.classid || ':' || l.objid "
+                "ELSE l.locktype || coalesce(' ' || l.relation::regclass::text, '') END, count(*) "
+                "FROM pg_locks l WHERE NOT l.granted GROUP BY 1"
+            ).fetchall()
+            samples += 1
+            for what, count in rows:
+                waits[str(what)] = waits.get(str(what), 0) + int(count)
+            time.sleep(0.25)
+    out["samples"] = samples
+    out["mean_waiting_sessions"] = {k: round(v / max(1, samples), 2) for k, v in sorted(waits.items())}
 
 
 def _load_base(url: str, texts: list[str], base: Vec, args: Any) -> dict[str, Any]:
@@ -190,7 +206,10 @@ def run(args: Any) -> dict[str, Any]:
             rows_before = int(scalar(conn, "SELECT count(*) FROM memories"))
             audit_before = int(scalar(conn, "SELECT count(*) FROM audit"))
         out["rows_before"] = rows_before
-        out["idle_search"] = _searches(url, queries, reader, args.agents, args.search_seconds)
+        # One reader for both measurements, opened before the writers start: opening a store with sync vectors
+        # embeds what has none yet, which during the writes would be the writers' queued memories.
+        searcher = Engram(url, embedder=reader, access_flush_seconds=1.0, vectors="sync")
+        out["idle_search"] = _searches(searcher, queries, args.agents, args.search_seconds)
         print(f"idle search: {out['idle_search']}", flush=True)
 
         ctx = mp.get_context("spawn")
@@ -202,10 +221,17 @@ def run(args: Any) -> dict[str, Any]:
         for p in procs:
             p.start()
         time.sleep(8.0)  # the writers open their stores (spawned interpreters import engramdb)
+        import threading
+
+        locks: dict[str, Any] = {}
+        sampler = threading.Thread(target=_lock_waits, args=(url, stop, locks))
         start.set()
         t0 = time.perf_counter()
-        during = _searches(url, queries, reader, args.agents, args.seconds)
+        sampler.start()
+        during = _searches(searcher, queries, args.agents, args.seconds)
         stop.set()
+        sampler.join()
+        searcher.close()
         reports = [results.get(timeout=600) for _ in procs]
         # From the start signal to the last batch each writer committed (the drain of their vector queues after
         # it is reported apart).
@@ -244,8 +270,10 @@ def run(args: Any) -> dict[str, Any]:
             "errors": errors,
         }
         out["search_during_writes"] = during
+        out["lock_waits"] = locks
         out["during_over_idle_p50"] = round(during["p50_ms"] / out["idle_search"]["p50_ms"], 2)
         print(f"writers: {out['writers']}", flush=True)
+        print(f"lock waits: {locks}", flush=True)
         print(f"search during writes: {during} ({out['during_over_idle_p50']}x idle p50)", flush=True)
     finally:
         server.stop(keep=args.keep)

@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from _data import iter_longmemeval, load_locomo
-from _embedded_side import EmbeddedSide
+from _embedded_side import EmbeddedSide, interleaved
 from _pg_bulk import MODEL_ID, BulkLoader, scalar, table_rows
 from engramdb import Engram
 from engramdb.config import load_settings
@@ -637,7 +637,7 @@ def measure(
     out.update(search_latencies(url, store, queries, qvecs, args.agents, agent_kind=True))
     # The keyword channel ranking every match (the code before the bounded selection), same run.
     out["keyword_gold"] = {"bounded": keyword_gold(store, search, queries, args)}
-    if not big:
+    if not big and args.rank_all:
         # Ranking every match takes seconds per query at 1M (its p95 was 1.8 s at 100k): measured below that.
         unbounded = PgSearch(backend, exact_search_below=args.exact_below, keyword_rank_rows=10**15)
         out["keyword_rank_all_ms"] = latency(keyword_calls(unbounded, queries, agent_filter))
@@ -852,15 +852,18 @@ def run(args: Any) -> dict[str, Any]:
             entry["sizes_mb"] = sizes(url, index[0])
             print(f"   sizes: {entry['sizes_mb']}", flush=True)
             entry["quiet"] = measure(url, store, backend, queries, qvecs, args, recall_queries=args.recall_queries)
+            entry["load1_after_measure"] = load1()
             results["in_progress"] = entry
             write(args.out, results)
             if embedded is not None:
                 print(f"   embedded store: {embedded.directory}", flush=True)
                 if embedded.loaded < size:
-                    entry["embedded_load"] = embedded.grow(size, texts, base, args, QueryEmbedder(qvecs))
+                    entry["embedded_load"] = embedded.grow(size, texts, base, args, QueryEmbedder(qvecs), queries[0])
                     print(f"   embedded load: {entry['embedded_load']}", flush=True)
                 entry["embedded"] = embedded.measure(queries, qvecs, args.agents, latency, QueryEmbedder(qvecs))
                 entry["pg_over_embedded"] = ratios(entry["quiet"], entry["embedded"])
+                entry["interleaved"] = interleaved(url, embedded.directory, queries, args.agents, QueryEmbedder(qvecs))
+                print(f"   interleaved: {entry['interleaved']}", flush=True)
                 print(f"   embedded: {entry['embedded']}\n   ratio: {entry['pg_over_embedded']}", flush=True)
                 write(args.out, results)
             if args.writers > 0:
@@ -907,6 +910,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the server's data directory at the end")
     parser.add_argument("--resume", default=None, help="a data directory kept by --keep: measure it again")
     parser.add_argument("--tmp", default=None, help="directory for the server's data (default: system temp)")
+    parser.add_argument("--rank-all", action="store_true", help="also time the keyword channel ranking every match")
     parser.add_argument("--embedding-cache", type=Path, default=None, help="a copy of the bench's embedding cache")
     parser.add_argument("--no-embedded", action="store_true", help="PostgreSQL only (no embedded store beside it)")
     parser.add_argument(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -40,6 +41,7 @@ from engramdb.knowledge.dedupe import Duplicate, batch_neighbours, find_duplicat
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
+from engramdb.storage._reads import each_read
 from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue
 
@@ -442,7 +444,7 @@ class WritePipeline:
 
         The plan is not trusted to be redacted: what redaction still changes is redacted here, and embedded anew.
         """
-        plan = self._redacted(plan)
+        plan = transfer.redacted(plan, policy=self.redaction, embed=self.embed, stored=self._stored)
         model_id = self._embedder.model_id
         with self._store.atomic():
             by_agent: dict[str, list[transfer.Incoming]] = {}
@@ -463,37 +465,45 @@ class WritePipeline:
                     at=at,
                     action=patch.action,
                 )
-            records = [_transfer_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
-            records += [_transfer_record(action, target, i, at, detail) for target, i, action in plan.folded]
+            records = [transfer.audit_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
+            records += [transfer.audit_record(action, target, i, at, detail) for target, i, action in plan.folded]
             self.audit(records)
 
-    def _redacted(self, plan: transfer.Plan) -> transfer.Plan:
-        """``plan`` with every added memory and every patch redacted (vectors of changed text computed again)."""
-        policy = self.redaction
-        if not policy.enabled:
-            return plan
-        add = [dataclasses.replace(i, memory=self.redact(i.memory)) for i in plan.add]
-        stale = [k for k, (new, old) in enumerate(zip(add, plan.add, strict=True)) if new.memory is not old.memory]
-        if stale:
-            vectors = self.embed([add[k].memory.content for k in stale])
-            for row, k in enumerate(stale):
-                add[k] = dataclasses.replace(add[k], vector=vectors[row])
-        patches = []
-        for patch in plan.patches:
-            probe = redact_changes(patch.changes, policy=policy)
-            probe.pop("redacted", None)
-            if probe == dict(patch.changes):
-                patches.append(patch)  # nothing to redact: no read of the memory patched
-                continue
-            current = self._stored(patch.memory_id)
-            changes = redact_changes(patch.changes, already=current.redacted, policy=policy)
-            vector = patch.vector
-            if "content" in changes and changes["content"] != patch.changes["content"]:
-                vector = self.embed([changes["content"]])[0]
-            patches.append(dataclasses.replace(patch, changes=changes, vector=vector))
-        return dataclasses.replace(plan, add=add, patches=patches)
+    def adjust(
+        self,
+        memory_ids: Sequence[str],
+        flt: Filter,
+        *,
+        changes: Callable[[Memory], Mapping[str, Any]],
+        actor: str,
+        at: datetime,
+        action: str,
+        detail: Mapping[str, Any],
+    ) -> list[Memory]:
+        """Fields no caller may set (counters) moved by ``changes`` of each memory as stored, each change audited.
+
+        Read, change and write in one transaction, so no concurrent writer's change is lost (threads here,
+        other processes through the store's write lock); the content is unchanged, so nothing is embedded.
+        """
+        model_id = self._embedder.model_id
+        with self._store.atomic():
+            current = self._store.memories.get_many(list(memory_ids), flt)
+            out = [
+                self._store.memories.update(
+                    i, changes(current[i]), vector=None, model_id=model_id, actor=actor, at=at, action=action
+                )
+                for i in memory_ids
+            ]
+            self.audit(
+                [AuditRecord(action=action, agent=actor, memory_id=i, at=at, detail=dict(detail)) for i in memory_ids]
+            )
+        return out
 
     # -- building blocks ----------------------------------------------------------------------------------
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction for a service's several pipeline calls (and share rows): all or nothing."""
+        return self._store.atomic()
+
     def audit(self, records: Sequence[AuditRecord]) -> None:
         """Append audit entries (inside the caller's transaction, if any); a no-op when auditing is off."""
         if self._settings.audit and records:
@@ -565,9 +575,18 @@ class WritePipeline:
         threshold = self._settings.dedupe_threshold
         batch: dict[str, int] = {}  # position in plan.new of each new memory, by id
         neighbours = batch_neighbours(memories, vectors, threshold=threshold) if enabled else []
+        checked = [r for r, m in enumerate(memories) if enabled and m.kind not in NO_MERGE_KINDS and key_of(m) is None]
+        # The stored candidates do not depend on the batch's own decisions: looked up first, side by side.
+        stored = dict(
+            zip(
+                checked,
+                each_read(self._store, lambda r: self.stored_candidates(memories[r], vectors[r]), checked),
+                strict=True,
+            )
+        )
         for row, memory in enumerate(memories):
             duplicate = None
-            if enabled and memory.kind not in NO_MERGE_KINDS and key_of(memory) is None:
+            if row in stored:
                 # Earlier rows of the batch that stayed new (the others were folded into a memory already).
                 earlier = [
                     (plan.new[batch[memories[j].id]], similarity)
@@ -579,7 +598,7 @@ class WritePipeline:
                     agent=memory.agent,
                     kind=memory.kind,
                     visibility=memory.visibility,
-                    candidates=[*earlier, *self.stored_candidates(memory, vectors[row])],
+                    candidates=[*earlier, *stored[row]],
                     threshold=threshold,
                     user=memory.user,
                     session=memory.session,
@@ -614,17 +633,3 @@ class WritePipeline:
                 action="merge",
             )  # fmt: skip
         return merged
-
-
-def _transfer_record(
-    action: str, memory_id: str, item: transfer.Incoming, at: datetime, detail: Mapping[str, Any]
-) -> AuditRecord:
-    """The audit entry of one imported or merged memory: where it came from, never its content."""
-    info = {
-        **detail,
-        "kind": item.memory.kind,
-        "redacted": list(item.memory.redacted),
-        "origin_agent": item.source.agent,
-        "origin_id": item.source.id,
-    }
-    return AuditRecord(action=action, agent=item.memory.agent, memory_id=memory_id, at=at, detail=info)

@@ -3,7 +3,8 @@
 Hypothesis writes memories of random users and conversation threads (some of the agent itself, no user)
 through each interface, then reads as every user and thread there (search, list, count): each answer
 holds only that user's memories and the agent's own, only that thread's when one is named, and the
-counts match the data. Real servers on loopback over one real store; a fresh agent per example.
+counts match the data. Real servers on loopback over one real store (SQLite, and PostgreSQL on the tests'
+throwaway server); a fresh agent per example.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ httpx2 = pytest.importorskip("httpx2")
 from cli_helpers import ok_json  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from pg_server import SERVER  # noqa: E402
 from rest_helpers import serving  # noqa: E402
 
 from engramdb import Engram  # noqa: E402
 from engramdb.interfaces.mcp import MCP_PATH, create_http_app  # noqa: E402
 from engramdb.interfaces.rest import create_app  # noqa: E402
 
+BACKENDS = ("sqlite", "postgres")
 USERS = ("u1", "u2", "u3")
 SESSIONS = (None, "s1", "s2")
 WORDS = ("alpha", "bravo", "charlie")
@@ -69,10 +72,28 @@ def _scoped(user: str, session: str | None) -> dict[str, str]:
     return {"user": user} | ({"session": session} if session is not None else {})
 
 
+def _location(backend: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh store on ``backend`` (postgres: a new database; skipped, or failed under CI=true, without a server)."""
+    if backend == "postgres":
+        return SERVER.get().new_database()
+    return str(tmp_path_factory.mktemp(backend) / "store")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def location(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One store per backend for the module (each example writes under a fresh agent)."""
+    return _location(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def cli_location(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The CLI's own store per backend: it opens with the default model, the servers' store with another."""
+    return _location(request.param, tmp_path_factory)
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def served(location: str) -> Iterator[tuple[str, str]]:
     """The REST and MCP (streamable HTTP) servers of one store (static embedder: fast, real)."""
-    location = tmp_path_factory.mktemp("iso") / "store"
     with (
         Engram(location, embedder="static", vectors="sync") as mem,
         serving(create_app(mem)) as rest,
@@ -146,11 +167,9 @@ def test_mcp_never_shows_another_users_memory(served: tuple[str, str], data: lis
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=rows.filter(lambda d: len(d) <= 4), query=st.sampled_from(WORDS))
-def test_cli_never_shows_another_users_memory(
-    tmp_path_factory: pytest.TempPathFactory, data: list[Row], query: str
-) -> None:
-    store = str(tmp_path_factory.mktemp("cli") / "store")
-    agent = "bot"
+def test_cli_never_shows_another_users_memory(cli_location: str, data: list[Row], query: str) -> None:
+    store = cli_location
+    agent = f"a{uuid.uuid4().hex[:10]}"
     for user, session, word in data:
         args = ["memory", "record", f"{word} note", "--agent", agent, "--type", "episode", "--store", store]
         args += ["--user", user] if user else []

@@ -192,3 +192,15 @@ def test_stats_and_adaptive_take_the_user(mem: Engram) -> None:
     assert (everyone.memories["preference"], everyone.decisions) == (2, 2)
     with pytest.raises(ValidationError):
         mem.learning.adaptive(CONTEXT, ["retry"], agent="bot", user=" padded")
+
+
+@pytest.mark.parametrize("name", ["\ud800", "nul\x00here"])
+def test_option_and_episode_names_must_be_valid_text(mem: Engram, name: str) -> None:
+    """Found by the REST fuzz: an option with a lone surrogate came back in the answer, which JSON cannot carry."""
+    with pytest.raises(ValidationError, match="option"):
+        mem.learning.suggest(CONTEXT, agent="bot", options=["retry", name])
+    with pytest.raises(ValidationError, match="option"):
+        mem.learning.choose(CONTEXT, ["retry", name], agent="bot")
+    with pytest.raises(ValidationError, match="episode"):
+        mem.learning.record(CONTEXT, "retry", "success", agent="bot", episode=name)
+    assert mem.count(agent="bot") == 0

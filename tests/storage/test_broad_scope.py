@@ -47,16 +47,22 @@ def _store(location: Path) -> tuple[Store, np.ndarray]:
 
 
 def _both(store: Store, monkeypatch: pytest.MonkeyPatch, run: object) -> tuple[list[Candidate], list[Candidate], bool]:
-    """``run`` under the broad plan and under the gathered-keys plan, and whether the first was broad."""
+    """``run`` under the broad plan, then the user-superset plan, and under the gathered-keys plan (the reference);
+    the first two must agree with the last (checked here); returns the broad answer, the reference, and whether
+    the first was broad."""
     search = store.search
-    monkeypatch.setattr(_sqlite_search, "_SELECTIVE_ROWS", 100)  # u1's 300 rows are a broad scope
+    monkeypatch.setattr(_sqlite_search, "_BROAD_SCOPE_ROWS", 100)  # u1's 300 of alice's 400 rows: a broad scope
     search._scope_rows.clear()  # type: ignore[attr-defined]
     broad = run()  # type: ignore[operator]
     was_broad = any(known for known, _ in search._scope_rows.values())  # type: ignore[attr-defined]
-    monkeypatch.setattr(_sqlite_search, "_SELECTIVE_ROWS", 1_000_000)
+    monkeypatch.setattr(_sqlite_search, "_BROAD_SCOPE_ROWS", 1_000_000)
     search._scope_rows.clear()  # type: ignore[attr-defined]
-    narrow = run()  # type: ignore[operator]
-    return broad, narrow, was_broad
+    superset = run()  # type: ignore[operator]
+    monkeypatch.setattr(_sqlite_search.SQLiteSearch, "_user_scope", staticmethod(lambda flt: False))
+    gathered = run()  # type: ignore[operator]
+    monkeypatch.undo()
+    _same(superset, gathered)
+    return broad, gathered, was_broad
 
 
 def _same(a: list[Candidate], b: list[Candidate]) -> None:
@@ -107,3 +113,14 @@ def test_a_broad_scope_gives_the_keyword_answer_of_the_gathered_keys(
             )
             assert was_broad
             _same(broad, narrow)
+
+
+def test_a_small_share_of_the_agents_rows_is_not_broad(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, _ = _store(tmp_path / "s")
+    with store, store.search._reading() as conn:  # type: ignore[attr-defined]
+        monkeypatch.setattr(_sqlite_search, "_BROAD_SCOPE_ROWS", 50)
+        search = store.search
+        assert search._broad_scope(conn, Filter(agent="alice", users=("u1",)))  # type: ignore[attr-defined]
+        # u2 holds 60 of alice's 400 rows: a head of alice's rows would seldom hold enough of them.
+        assert not search._broad_scope(conn, Filter(agent="alice", users=("u2",)))  # type: ignore[attr-defined]
+        assert not search._broad_scope(conn, Filter(agent="alice", users=("u1",), sessions=("s1",)))  # type: ignore[attr-defined]

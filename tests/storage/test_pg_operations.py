@@ -214,3 +214,83 @@ def test_engram_doctor_checks_a_postgres_store(postgres_server: PgServer, embedd
     damaged = runner.invoke(app, ["doctor", "--store", url], env=env)
     assert damaged.exit_code == 1
     assert "audit" in damaged.output
+
+
+def test_a_batch_checks_every_item_for_near_duplicates_on_the_pool(
+    postgres_server: PgServer, embedder: Embedder
+) -> None:
+    """The batch's near-duplicate lookups run side by side on the pool's connections; each item still merges
+    into its own stored twin (same agent and kind only), and twins inside the batch fold into one."""
+    url = postgres_server.new_database()
+    with Engram(url, embedder=embedder) as mem:
+        stored = mem.remember_many(
+            [
+                {"content": f"The {name} service moved to rack {n}.", "agent": agent}
+                for n, name in enumerate(("staging", "billing", "search", "payments", "auth"))
+                for agent in ("alice", "bob")
+            ]
+        )
+        items = [
+            {"content": f"the {name} service moved to rack {n}", "agent": "alice"}
+            for n, name in enumerate(("staging", "billing", "search", "payments", "auth"))
+        ]
+        items += [{"content": "The queue service moved to rack 9.", "agent": "alice"}] * 2
+        items += [{"content": "the staging service moved to rack 0", "agent": "carol"}]
+        written = mem.remember_many(items)
+    alice = {m.content: m.id for m in stored if m.agent == "alice"}
+    assert [m.id for m in written[:5]] == list(alice.values())
+    assert written[5].id == written[6].id
+    assert written[5].id not in {m.id for m in stored}
+    assert written[7].agent == "carol"
+    assert written[7].id not in {m.id for m in stored}
+
+
+def test_a_concurrent_insert_of_the_same_id_is_bad_input_and_leaves_the_block_usable(
+    postgres_server: PgServer, tmp_path: Path
+) -> None:
+    """The id check before the COPY cannot see another transaction's uncommitted row: the COPY then waits for it and
+    fails on the unique index, inside a savepoint, so the caller gets a ValidationError and its block goes on."""
+    from storage_helpers import StoreFactory, add, memory
+
+    from engramdb.config import load_settings
+    from engramdb.errors import ValidationError
+
+    factory = StoreFactory("postgres", postgres_server.new_database(), load_settings({}, home=tmp_path / "home"))
+    first, second = factory.open(), factory.open()
+    try:
+        clash = memory("written by the first writer")
+        inserted, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with first.atomic():
+                add(first, [clash])
+                inserted.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert inserted.wait(30)
+        outcome: list[BaseException | None] = []
+        other = memory("written by the second writer")
+
+        def race() -> None:
+            with second.atomic():
+                try:
+                    add(second, [memory("same id, other words", id=clash.id)], seed=1)
+                except ValidationError as exc:
+                    outcome.append(exc)
+                add(second, [other], seed=2)  # the block is still usable
+
+        racer = threading.Thread(target=race)
+        racer.start()
+        racer.join(1.0)
+        assert racer.is_alive()  # waiting on the first writer's uncommitted row
+        release.set()
+        holder.join(30)
+        racer.join(30)
+        assert len(outcome) == 1
+        assert "already exists" in str(outcome[0])
+        assert first.memories.get(clash.id) == clash
+        assert second.memories.get(other.id) == other
+    finally:
+        factory.close_all()

@@ -1655,6 +1655,11 @@ export interface components {
             options: string[];
             /** Seed */
             seed?: number | null;
+            /**
+             * User
+             * @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user.
+             */
+            user?: string | null;
         };
         /**
          * Chosen
@@ -1970,6 +1975,11 @@ export interface components {
             similarity?: number | null;
             /** Success */
             success: number;
+            /**
+             * User
+             * @description The user whose outcome it is (absent: the agent's own).
+             */
+            user?: string | null;
         } & {
             [key: string]: unknown;
         };
@@ -2313,6 +2323,11 @@ export interface components {
             tools?: string[];
             /** Used */
             used?: string[];
+            /**
+             * User
+             * @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user.
+             */
+            user?: string | null;
         };
         /**
          * Executions
@@ -2348,6 +2363,11 @@ export interface components {
             successful?: boolean | null;
             /** Task */
             task: string;
+            /**
+             * User
+             * @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user.
+             */
+            user?: string | null;
         };
         /**
          * Expiry
@@ -2482,10 +2502,23 @@ export interface components {
              * @description Act as this agent (default: the API key's agent; another agent needs an admin key).
              */
             agent?: string | null;
-            /** Memory Ids */
-            memory_ids: string[];
+            /**
+             * Context
+             * @description The task the feedback is about, when no ids are given.
+             */
+            context?: string | null;
+            /**
+             * Memory Ids
+             * @description The memories used (none: those answering `context`, else the best hit of the latest recall).
+             */
+            memory_ids?: string[] | null;
             /** Outcome */
             outcome: string | boolean | number;
+            /**
+             * User
+             * @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user.
+             */
+            user?: string | null;
         };
         /**
          * FindEpisodesArgs
@@ -3217,6 +3250,11 @@ export interface components {
              */
             used?: string[];
             /**
+             * User
+             * @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user.
+             */
+            user?: string | null;
+            /**
              * Visibility
              * @default private
              */
@@ -3311,6 +3349,11 @@ export interface components {
             decision_id: string;
             /** Outcome */
             outcome: string | boolean | number;
+            /**
+             * User
+             * @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user.
+             */
+            user?: string | null;
         };
         /**
          * RouteArgs
@@ -3452,6 +3495,13 @@ export interface components {
              * @default 10
              */
             limit?: number;
+            /**
+             * Metadata
+             * @description Only memories whose metadata holds each key with exactly this value: a JSON object such as {"language": "python"} (values: strings, numbers, true/false, null; several keys: all of them).
+             */
+            metadata?: ({
+                [key: string]: unknown;
+            } | string) | null;
             /**
              * Min Score
              * @description Leave out hits whose calibrated relevance is below this (default: the server's setting).
@@ -3800,6 +3850,11 @@ export interface components {
              * @description Only consider these actions.
              */
             options?: string[] | null;
+            /**
+             * User
+             * @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user.
+             */
+            user?: string | null;
         };
         /**
          * Suggestion
@@ -5452,6 +5507,10 @@ export interface operations {
                 agent?: string | null;
                 /** @description Only these kinds. */
                 kind?: string[] | null;
+                /** @description Only memories whose metadata holds each key with exactly this value: a JSON object such as {"language": "python"} (values: strings, numbers, true/false, null; several keys: all of them). */
+                metadata?: ({
+                    [key: string]: unknown;
+                } | string) | null;
                 /** @description A conversation thread or run: only its memories. */
                 session?: string | null;
                 /** @description A user of the agent: their memories and the agent's own (no user), never another user's. */
@@ -7744,6 +7803,8 @@ export interface operations {
                 /** @description Only since this time (ISO 8601). */
                 since?: string | null;
                 success_rate?: string | null;
+                /** @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user. */
+                user?: string | null;
             };
             header?: never;
             path?: never;
@@ -8202,6 +8263,8 @@ export interface operations {
                 category?: string | null;
                 /** @description Only since this time (ISO 8601). */
                 since?: string | null;
+                /** @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user. */
+                user?: string | null;
             };
             header?: never;
             path?: never;
@@ -8316,6 +8379,8 @@ export interface operations {
                 /** @description Act as this agent (default: the API key's agent; another agent needs an admin key). */
                 agent?: string | null;
                 episode?: string | null;
+                /** @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user. */
+                user?: string | null;
             };
             header?: never;
             path?: never;
@@ -8433,6 +8498,8 @@ export interface operations {
                 since?: string | null;
                 slow_seconds?: number;
                 success_target?: number;
+                /** @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user. */
+                user?: string | null;
             };
             header?: never;
             path?: never;
@@ -8661,6 +8728,8 @@ export interface operations {
                 /** @description Act as this agent (default: the API key's agent; another agent needs an admin key). */
                 agent?: string | null;
                 top?: number;
+                /** @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user. */
+                user?: string | null;
             };
             header?: never;
             path?: never;
@@ -8777,6 +8846,8 @@ export interface operations {
                 category?: string | null;
                 /** @description Only since this time (ISO 8601). */
                 since?: string | null;
+                /** @description Learning of one user: that user's outcomes and the agent's own (no user), never another user's; absent: the agent's outcomes of every user. */
+                user?: string | null;
             };
             header?: never;
             path?: never;
@@ -9006,6 +9077,8 @@ export interface operations {
                 kind?: string[] | null;
                 /** @description At most this many results. */
                 limit?: number;
+                /** @description Only memories whose metadata holds each key with exactly this value: a JSON object such as {"language": "python"} (values: strings, numbers, true/false, null; several keys: all of them). As JSON text. */
+                metadata?: string | null;
                 offset?: number;
                 /** @description A conversation thread or run: only its memories. */
                 session?: string | null;

@@ -38,6 +38,10 @@ URL_SCHEMES: Final = ("http://", "https://")
 API_PREFIX: Final = "/v1"
 #: Seconds to wait for a server's answer (a search embeds its query; a big batch embeds many).
 DEFAULT_TIMEOUT: Final = 60.0
+#: Seconds an idle connection is kept for reuse: well under uvicorn's 5 s keep-alive, so the client never sends a
+#: request on a connection the server is closing at that moment ("Server disconnected without sending a
+#: response": 16 of 2,000 calls in bench/load.py before, with httpx's default of 5 s, the same as the server's).
+KEEPALIVE_SECONDS: Final = 2.0
 
 _BY_NAME: Final[dict[str, type[EngramError]]] = {
     name: cls
@@ -106,7 +110,7 @@ def _answer(call: Call[T], response: httpx.Response) -> T:
 
 
 def _unreachable(base: str, exc: httpx.HTTPError) -> StorageError:
-    return StorageError(f"cannot reach the engram server at {base}: {exc or type(exc).__name__}")
+    return StorageError(f"cannot reach the engram server at {base}: {str(exc) or type(exc).__name__}")
 
 
 def _settings(url: str, api_key: str | None, timeout: float | None) -> tuple[str, dict[str, str], float]:
@@ -124,12 +128,16 @@ def _settings(url: str, api_key: str | None, timeout: float | None) -> tuple[str
     return url.rstrip("/"), headers, float(wait)
 
 
+def _limits() -> httpx.Limits:
+    return httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS)
+
+
 class Transport:
     """Sends calls to one server with a pooled sync httpx client (safe to share across threads)."""
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float | None = None) -> None:
         self.url, headers, wait = _settings(url, api_key, timeout)
-        self._client = httpx.Client(base_url=self.url + API_PREFIX, headers=headers, timeout=wait)
+        self._client = httpx.Client(base_url=self.url + API_PREFIX, headers=headers, timeout=wait, limits=_limits())
 
     def __call__(self, call: Call[T]) -> T:
         try:
@@ -147,7 +155,9 @@ class AsyncTransport:
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float | None = None) -> None:
         self.url, headers, wait = _settings(url, api_key, timeout)
-        self._client = httpx.AsyncClient(base_url=self.url + API_PREFIX, headers=headers, timeout=wait)
+        self._client = httpx.AsyncClient(
+            base_url=self.url + API_PREFIX, headers=headers, timeout=wait, limits=_limits()
+        )
 
     async def __call__(self, call: Call[T]) -> T:
         try:

@@ -21,9 +21,21 @@ import numpy.typing as npt
 from engramdb.errors import ValidationError
 from engramdb.knowledge import provenance as rules
 from engramdb.knowledge.dedupe import Duplicate
-from engramdb.models import NO_MERGE_KINDS, Change, Memory
+from engramdb.models import NO_MERGE_KINDS, AuditRecord, Change, Memory, RedactionPolicy
+from engramdb.privacy.scrub import redact_changes, redact_memory
 
-__all__ = ["FindDuplicate", "Incoming", "Patch", "Plan", "applied", "plan_import", "plan_merge", "refreshed"]
+__all__ = [
+    "FindDuplicate",
+    "Incoming",
+    "Patch",
+    "Plan",
+    "applied",
+    "audit_record",
+    "plan_import",
+    "plan_merge",
+    "redacted",
+    "refreshed",
+]
 
 Vector = npt.NDArray[np.float32]
 #: Finds the stored memory an incoming one nearly duplicates (same agent, kind, visibility), or None.
@@ -247,3 +259,46 @@ def plan_merge(
             plan.add.append(item)
     merger.finish()
     return plan
+
+
+def audit_record(action: str, memory_id: str, item: Incoming, at: datetime, detail: Mapping[str, Any]) -> AuditRecord:
+    """The audit entry of one imported or merged memory: where it came from, never its content."""
+    info = {
+        **detail,
+        "kind": item.memory.kind,
+        "redacted": list(item.memory.redacted),
+        "origin_agent": item.source.agent,
+        "origin_id": item.source.id,
+    }
+    return AuditRecord(action=action, agent=item.memory.agent, memory_id=memory_id, at=at, detail=info)
+
+
+def redacted(
+    plan: Plan, *, policy: RedactionPolicy, embed: Callable[[Sequence[str]], Vector], stored: Callable[[str], Memory]
+) -> Plan:
+    """``plan`` with every added memory and every patch redacted (vectors of changed text computed again).
+
+    The write pipeline applies this to every plan it writes, so no import or merge depends on its caller
+    having redacted; ``stored`` reads a patched memory (only when a patch holds something to redact).
+    """
+    if not policy.enabled:
+        return plan
+    add = [dataclasses.replace(i, memory=redact_memory(i.memory, policy=policy)) for i in plan.add]
+    stale = [k for k, (new, old) in enumerate(zip(add, plan.add, strict=True)) if new.memory is not old.memory]
+    if stale:
+        vectors = embed([add[k].memory.content for k in stale])
+        for row, k in enumerate(stale):
+            add[k] = dataclasses.replace(add[k], vector=vectors[row])
+    patches = []
+    for patch in plan.patches:
+        probe = redact_changes(patch.changes, policy=policy)
+        probe.pop("redacted", None)
+        if probe == dict(patch.changes):
+            patches.append(patch)
+            continue
+        changes = redact_changes(patch.changes, already=stored(patch.memory_id).redacted, policy=policy)
+        vector = patch.vector
+        if "content" in changes and changes["content"] != patch.changes["content"]:
+            vector = embed([changes["content"]])[0]
+        patches.append(dataclasses.replace(patch, changes=changes, vector=vector))
+    return dataclasses.replace(plan, add=add, patches=patches)

@@ -42,10 +42,10 @@ def options(values: Sequence[str] | None) -> list[str]:
 
 
 def label(value: object, what: str) -> str:
-    """A non-empty string, stripped."""
+    """A non-empty string of valid Unicode without NUL (it is stored and sent back as JSON), stripped."""
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{what} must be a non-empty string, not {value!r}")
-    return value.strip()
+    return check.text(value, what=what).strip()
 
 
 def optional_label(value: object, what: str) -> str | None:

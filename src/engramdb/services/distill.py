@@ -502,7 +502,7 @@ class Distiller(Service):
         """Every write of the run in one transaction, through the pipeline: new, updated, archived."""
         now = utcnow()
         out: list[DistillGroup] = []
-        with self._store.atomic():
+        with self._pipeline.transaction():
             created = self._pipeline.write(
                 [g.memory for g in groups if g.action == "create"], force=True, now=now, audit_action="distill"
             )

@@ -149,7 +149,7 @@ class EpisodeService(Service):
         """
         agent = self._owner(episode_id, agent)
         kind, value, role = ep.event_parts(kind, data, role)
-        with self._store.atomic():
+        with self._pipeline.transaction():
             memory = self._running(episode_id, agent)
             meta = dict(memory.metadata)
             events = list(meta.get("events") or [])
@@ -201,7 +201,7 @@ class EpisodeService(Service):
                 metadata={"episode_task": memory.content},
             ).id
         credited = self._credit(memory.id, word, agent=agent, discount=discount)
-        with self._store.atomic():
+        with self._pipeline.transaction():
             memory = self._running(episode_id, agent)  # again: events may have arrived meanwhile
             meta = dict(memory.metadata)
             meta.update(

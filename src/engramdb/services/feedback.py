@@ -16,7 +16,7 @@ from engramdb import _validate as check
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import _args
 from engramdb.learning.stats import OUTCOME_WORDS, success_weight
-from engramdb.models import AuditRecord, Memory
+from engramdb.models import Memory
 from engramdb.services.feedback_refs import referred_ids
 from engramdb.storage.base import Filter
 
@@ -79,37 +79,25 @@ class Feedback:
             ids = self._referred(agent, user, context, now)
         text, reward = self.rate(outcome)  # after the ids: rating may ask the LLM
         weight = success_weight(outcome if reward is None else reward)
-        out = []
-        # Read-modify-write: inside one write transaction, so concurrent writers (threads here,
-        # other processes through the store's write lock) never lose an update. The counters are
-        # not fields a caller may set (not the pipeline's update): the store role writes them.
-        with self._lock, self._store.atomic():
-            current = self._store.memories.get_many(ids, user_filter(agent, user))
-            for memory_id in ids:
-                m = current[memory_id]
-                changes = {
-                    "successes": m.successes + weight,
-                    "attempts": m.attempts + 1.0,
-                    # Running Beta mean: prior mass 2 at the initial confidence, one unit per outcome.
-                    "confidence": min(1.0, max(0.0, m.confidence + (weight - m.confidence) / (m.attempts + 3.0))),
-                }
-                out.append(
-                    self._store.memories.update(
-                        memory_id,
-                        changes,
-                        vector=None,
-                        model_id=self._embedder.model_id,
-                        actor=agent,
-                        at=now,
-                        action="feedback",
-                    )
-                )
-            # Every change is audited in its own transaction: the counters too.
-            self._pipeline.audit(
-                [
-                    AuditRecord(action="feedback", agent=agent, memory_id=memory_id, at=now, detail={"weight": weight})
-                    for memory_id in ids
-                ]
+
+        def moved(m: Memory) -> dict[str, float]:
+            return {
+                "successes": m.successes + weight,
+                "attempts": m.attempts + 1.0,
+                # Running Beta mean: prior mass 2 at the initial confidence, one unit per outcome.
+                "confidence": min(1.0, max(0.0, m.confidence + (weight - m.confidence) / (m.attempts + 3.0))),
+            }
+
+        # The counters are not fields a caller may set: the pipeline's adjust moves them, in one transaction.
+        with self._lock:
+            out = self._pipeline.adjust(
+                ids,
+                user_filter(agent, user),
+                changes=moved,
+                actor=agent,
+                at=now,
+                action="feedback",
+                detail={"weight": weight},
             )
         if text is not None and reward is not None and reward > _PREFERENCE_REWARD:
             # Imported here: the brain layer sits above learning (its router reads the learning engine).

@@ -145,7 +145,7 @@ class KnowledgeService(Service):
             "history": with_history,
             "signed": self._pipeline.settings.knowledge_key is not None,
         }
-        with self._store.atomic():
+        with self._pipeline.transaction():
             self._pipeline.audit([AuditRecord(action="export", agent=owner, memory_id=None, at=now, detail=detail)])
         return len(memories)
 

@@ -53,7 +53,7 @@ class SharingService(Service):
             memory_ids, from_agent=from_agent, to_agent=to_agent, tag=tag, pattern=pattern
         )
         now = utcnow()
-        with self._store.atomic():
+        with self._pipeline.transaction():
             if ids:
                 self._store.shares.share(ids, from_agent=owner, to_agent=recipient, at=now)
             self._pipeline.audit([_record("share", owner, i, now, to_agent=recipient) for i in ids])
@@ -79,7 +79,7 @@ class SharingService(Service):
             memory_ids, from_agent=from_agent, to_agent=to_agent, tag=tag, pattern=pattern
         )
         now = utcnow()
-        with self._store.atomic():
+        with self._pipeline.transaction():
             revoked = self._store.shares.unshare(ids, from_agent=owner, to_agent=recipient, at=now) if ids else 0
             self._pipeline.audit([_record("unshare", owner, i, now, to_agent=recipient) for i in ids])
         return revoked

@@ -70,6 +70,11 @@ class Dialect(Protocol):
         ...
 
     @property
+    def concurrent_reads(self) -> bool:
+        """Whether reads from several threads run at once (:attr:`~engramdb.storage.base.Store.concurrent_reads`)."""
+        ...
+
+    @property
     def vector_column(self) -> str:
         """The ``vectors`` column holding the embedding."""
         ...

@@ -56,6 +56,8 @@ def sql_store(dialect: Dialect) -> Store:
         _atomic=dialect.atomic,
         _close=dialect.close,
         _relax=dialect.relax_commit,
+        concurrent_reads=dialect.concurrent_reads,
+        _in_write=dialect.in_write,
     )
 
 

@@ -38,6 +38,11 @@ _KEYWORD_HEAD_FACTOR: Final = 4
 _SHARED_CACHE_AGENTS: Final = 256
 #: An agent with fewer rows than this has them gathered for the keyword ranking (see keyword_candidates).
 _SELECTIVE_ROWS: Final = 20_000
+#: A user scope admitting fewer of the agent's rows than this gathers their keys (cheap at this size).
+_BROAD_SCOPE_ROWS: Final = 2_000
+#: The vector head a scoped read filters is this many times ``limit`` (the graph re-ranks 3x that: a deep
+#: head costs a walk as wide). A user's superset nearly all passes; a broad scope's mostly does, else the keys.
+_SCOPE_HEAD_FACTOR: Final = 2
 #: Searches that reuse an agent's counted plan (see _few_rows), and how many agents' plans are kept.
 _RECOUNT: Final = 64
 _PLAN_CACHE_AGENTS: Final = 4096
@@ -116,9 +121,14 @@ class SQLiteSearch:
         with self._reading() as conn:
             budget = self.postings_budget
             # A user's or a thread's rows are few among the agent's: rank among them only (same scores).
-            # A broad scope (one user holding most of them) is filtered after the head, as an agent's read is.
+            # A broad scope (one user holding most of them) is filtered after the head, as an agent's read is;
+            # a user's rows are ranked as a superset read from the index alone (the filter applies to the head).
             narrow = (flt.users is not None or flt.sessions is not None) and not self._broad_scope(conn, flt)
-            only = self._scope_rids(conn, flt) if narrow else None
+            only: npt.NDArray[np.int64] | None
+            if narrow and self._user_scope(flt):
+                only = self._user_rids(conn, flt)
+            else:
+                only = self._scope_rids(conn, flt) if narrow else None
             # The same terms and BM25 ranking FTS5 would make (see engramdb.storage._kw_index), then the filter.
             if (
                 only is None
@@ -175,9 +185,10 @@ class SQLiteSearch:
         return SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params)
 
     def _broad_scope(self, conn: sqlite3.Connection, flt: Filter) -> bool:
-        """Whether a user-scoped read admits at least ``_SELECTIVE_ROWS`` of the agent's own rows (one user
-        holding most of them): then the head of the agent's rows is filtered instead of gathering the
-        scope's keys. Counted on the (agent, user) index, bounded, and reused like _few_rows."""
+        """Whether a user-scoped read admits a large share of the agent's rows (one user holding most of them):
+        at least ``_BROAD_SCOPE_ROWS`` and a quarter of the agent's own, so a head of ``4 x limit`` of the agent's
+        rows usually holds ``limit`` of the scope's. Then that head is filtered instead of gathering the scope's
+        keys (~3 us each). Counted on the (agent, user) index, bounded, and reused like _few_rows."""
         if flt.agent is None or flt.users is None or flt.sessions is not None:
             return False
         key = (flt.agent, flt.users)
@@ -185,20 +196,53 @@ class SQLiteSearch:
         if known is not None and known[1] > 0:
             self._scope_rows[key] = (known[0], known[1] - 1)
             return known[0]
-        total = 0
+        scope = 0
         for user in dict.fromkeys(flt.users):
             # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
             by_user = "user_id IS NULL" if user is None else "user_id = ?"
-            args = (flt.agent, *(() if user is None else (user,)), _SELECTIVE_ROWS - total)
+            args = (flt.agent, *(() if user is None else (user,)), _SELECTIVE_ROWS - scope)
             sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? AND {by_user} LIMIT ?)"
-            total += int(conn.execute(sql, args).fetchone()[0])
-            if total >= _SELECTIVE_ROWS:
+            scope += int(conn.execute(sql, args).fetchone()[0])
+            if scope >= _SELECTIVE_ROWS:
                 break
+        # Past _SELECTIVE_ROWS gathering the keys is dear whatever the agent's size (~3 us each): broad.
+        broad = scope >= _BROAD_SCOPE_ROWS
+        if broad and scope < _SELECTIVE_ROWS:
+            (own,) = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? LIMIT ?)", (flt.agent, 4 * scope + 1)
+            ).fetchone()
+            broad = int(own) <= 4 * scope
         if len(self._scope_rows) >= _PLAN_CACHE_AGENTS:
             self._scope_rows.clear()
-        broad = total >= _SELECTIVE_ROWS
         self._scope_rows[key] = (broad, _RECOUNT)
         return broad
+
+    @staticmethod
+    def _user_scope(flt: Filter) -> bool:
+        """Whether ``flt`` scopes an agent's read by user only (no thread): see _user_rids."""
+        return flt.agent is not None and flt.users is not None and flt.sessions is None
+
+    @staticmethod
+    def _user_rids(conn: sqlite3.Connection, flt: Filter) -> npt.NDArray[np.int64]:
+        """A superset of the keys a user-scoped read admits, from the (agent, user) index alone: the agent's rows
+        of the admitted users, and (``include_shared``) others' public and shared rows. The rest of the filter
+        (validity, kinds, dates) applies to the head after; unlike _scope_rids no row is looked up (a user's
+        2,000 rows among 100k: ~30 ms with a lookup each under load, ~1 ms from the index)."""
+        parts: list[str] = []
+        params: list[Any] = []
+        for user in dict.fromkeys(flt.users or ()):
+            # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
+            parts.append(
+                f"SELECT rid FROM memories WHERE agent = ? AND {'user_id IS NULL' if user is None else 'user_id = ?'}"
+            )
+            params += [flt.agent, *(() if user is None else (user,))]
+        if flt.include_shared:
+            parts += [
+                "SELECT rid FROM memories WHERE visibility = 'public' AND agent != ?",
+                "SELECT m.rid FROM shares s JOIN memories m ON m.id = s.memory_id WHERE s.to_agent IN (?, '*')",
+            ]
+            params += [flt.agent, flt.agent]
+        return np.unique(SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params))
 
     @staticmethod
     def _admitted(conn: sqlite3.Connection, ids: Sequence[str], f: FilterSQL) -> set[str]:
@@ -262,8 +306,16 @@ class SQLiteSearch:
             self._sync_index(conn)
             also = self._shared_rids(conn, flt.agent) if flt.agent is not None and flt.include_shared else None
             broad = flt.scoped and self._broad_scope(conn, flt)
-            # The cache knows agent, kind and visibility only: a scope's rows come from SQL.
-            only = self._scope_rids(conn, flt) if flt.scoped and not broad else self._restricted_rids(conn, flt)
+            # The cache knows agent, kind and visibility only: a scope's rows come from SQL. A user's are a
+            # superset read from the (agent, user) index alone, the head filtered after (as a broad scope's).
+            by_user = flt.scoped and not broad and self._user_scope(flt)
+            if broad or by_user:
+                only = self._restricted_rids(conn, flt)
+                if by_user:
+                    users = self._user_rids(conn, flt)
+                    only = users if only is None else np.intersect1d(users, only, assume_unique=True)
+            else:
+                only = self._scope_rids(conn, flt) if flt.scoped else self._restricted_rids(conn, flt)
             if flt.as_of is not None or flt.superseded:
                 past = self._past_candidates(conn, query, filter_sql(flt), limit=limit)
 
@@ -280,11 +332,12 @@ class SQLiteSearch:
                 only_rids=rids,
             )
 
-        if broad:
+        if broad or by_user:
             # A scope admitting most of the agent's rows: gathering their keys (~100k at 100k) costs more than
-            # the search. Search the agent's rows, keep the head's rows the whole filter admits; if `limit` of
-            # them pass they are the scope's best (the head is the best of a superset), else gather the keys.
-            head = limit * _KEYWORD_HEAD_FACTOR
+            # the search; a user's rows scattered among others' cost a row lookup each (~15 us under load) for
+            # the rest of the filter. Search a superset, keep the head's rows the whole filter admits; if `limit`
+            # of them pass they are the scope's best (the head is the best of a superset), else gather the keys.
+            head = limit * _SCOPE_HEAD_FACTOR
             wide = search(only, head)
             with self._reading() as conn:
                 admitted = self._admitted(conn, [memory_id for memory_id, _ in wide], filter_sql(flt))

@@ -392,6 +392,13 @@ class Store:
     _atomic: Callable[[], AbstractContextManager[None]] = field(repr=False)
     _close: Callable[[], None] = field(repr=False)
     _relax: Callable[[], None] = field(repr=False)
+    #: Reads from several threads run at once (a connection pool), not one after another under a lock.
+    concurrent_reads: bool = False
+    _in_write: Callable[[], bool] = field(repr=False, default=lambda: False)
+
+    def in_write(self) -> bool:
+        """Whether the calling thread holds an open write (:meth:`atomic`): its reads must stay on this thread."""
+        return self._in_write()
 
     def atomic(self) -> AbstractContextManager[None]:
         """A block in which every write of every role commits together or not at all (re-entrant).

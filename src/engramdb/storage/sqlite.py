@@ -113,6 +113,7 @@ class SQLiteBackend:
     """The SQLite :class:`~engramdb.storage._dialect.Dialect`: connection, transactions, vector cache, search."""
 
     for_update: Final = ""
+    concurrent_reads: Final = False
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "vec"
 

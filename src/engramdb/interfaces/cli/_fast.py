@@ -187,6 +187,16 @@ def run(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int | 
     except (_Failed, ValueError, KeyError) as exc:
         sys.stderr.write(f"error: {' '.join(str(exc).split()) or 'failed'}\n")
         return 1
-    sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        return 130
+    try:
+        sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``... --json | head``): stop quietly, as the full command line does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
     return 0

@@ -7,6 +7,7 @@ The other commands of the ``memory`` group live with their area: ``share``, ``un
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -288,7 +289,8 @@ def list_(
         emit_json([m.to_dict() for m in memories])
         return
     if not memories:
-        console().print(f"No memories for agent {escape(repr(agent))}.")
+        held = f" holding {escape(json.dumps(meta_filter))}" if meta_filter else ""
+        console().print(f"No memories for agent {escape(repr(agent))}{held}.")
         if hint:
             console().print(hint)
         return

@@ -81,6 +81,9 @@ LogFormatOption = Annotated[
 ]
 #: At shutdown (SIGTERM, Ctrl+C), how long requests in flight may take to finish before they are cut off.
 _GRACEFUL_SECONDS: Final = 30
+#: Seconds an idle client connection stays open (uvicorn's default, said here): the remote client gives its idle
+#: connections up sooner (``client._transport.KEEPALIVE_SECONDS``), so it never reuses one being closed.
+KEEP_ALIVE_SECONDS: Final = 5
 
 
 def _uvicorn_options(mem: Engram, log_format: LogFormat | None) -> dict[str, Any]:
@@ -91,6 +94,7 @@ def _uvicorn_options(mem: Engram, log_format: LogFormat | None) -> dict[str, Any
     return {
         "log_config": log_config("json" if chosen == "json" else "text"),
         "timeout_graceful_shutdown": _GRACEFUL_SECONDS,
+        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
     }
 
 
