@@ -17,6 +17,11 @@ in DIR if missing), then per LoCoMo question, interleaved: ``mem.search`` with t
 issue's "excluding the query embedding" means: bookkeeping included), and the searcher alone (no bookkeeping)
 under evidence fusion and under the min-max fusion it replaced.
 
+Conversations (LoCoMo, LongMemEval) are recorded as a user records them: each turn with its session and ``at=``
+its session's date, and each question asked ``as_of`` when it was asked (LoCoMo: the last session; LongMemEval:
+the question date; the row "engramdb, no as_of" asks without it, since some LongMemEval haystacks hold answer
+sessions dated after their question). ``--turns undated`` / ``one-thread`` record them as earlier rounds did.
+
 Measures: recall set top-1 / top-3 / MRR (one right memory per question) and how often a decoy of the question's
 own group ranks above the right memory; LoCoMo recall@5/10 of the evidence turns; LongMemEval_S turn recall@5/10
 and session recall@5.
