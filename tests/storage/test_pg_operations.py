@@ -105,11 +105,14 @@ def test_four_writer_processes_lose_nothing_and_keep_one_audit_chain(postgres_se
 
 
 def _connections(url: str) -> int:
-    """Sessions on ``url``'s database other than these checks' own (which name themselves)."""
+    """Client sessions on ``url``'s database other than these checks' own (which name themselves).
+
+    Only client backends: an autovacuum worker analysing the fresh tables is a session on the database too.
+    """
     with psycopg.connect(url, autocommit=True, application_name="pool-check") as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name IS DISTINCT FROM 'pool-check'"
+            "AND backend_type = 'client backend' AND application_name IS DISTINCT FROM 'pool-check'"
         ).fetchone()
     return int(row[0]) if row is not None else 0
 
