@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 import engramdb.storage._ann as ann
+from _report import pct
 from engramdb.embeddings import CachedEmbedder
 
 VARIANTS = ("old", "new", "shuffle", "fill", "exact")
@@ -220,10 +221,9 @@ def _untouched_hits(
 def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ms = [r["ms"] for r in rows]
     slow = [r for r in rows if r["ms"] > SLOW_MS]
-    ordered = sorted(ms)
     return {
         "p50_ms": statistics.median(ms),
-        "p95_ms": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
+        "p95_ms": pct(ms, 0.95),
         "mean_ms": statistics.fmean(ms),
         "vector_p50_ms": statistics.median(r.get("vector_ms", 0.0) for r in rows),
         "fallback_scans": sum(1 for r in rows if r.get("fallback")),

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from _report import pct
 from engramdb import Engram
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
@@ -156,7 +157,7 @@ def interleaved(
     out: dict[str, Any] = {
         k: {
             "p50_ms": round(statistics.median(v), 2),
-            "p95_ms": round(sorted(v)[min(len(v) - 1, round(0.95 * (len(v) - 1)))], 2),
+            "p95_ms": round(pct(v, 0.95), 2),
             "n": len(v),
         }
         for k, v in ms.items()

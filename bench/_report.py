@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["jsonable", "write_json"]
+__all__ = ["jsonable", "pct", "write_json"]
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0-1) of ``values``: the figure the bench tables call p95, p99."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def jsonable(value: Any) -> Any:

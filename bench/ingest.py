@@ -45,6 +45,7 @@ from typing import Any
 
 import _ingest_storage as storage
 from _data import iter_longmemeval, load_locomo
+from _report import pct
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
@@ -57,11 +58,6 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 def load1() -> float:
     return round(os.getloadavg()[0], 2)
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def latencies(samples_ms: Sequence[float]) -> dict[str, float]:

@@ -52,6 +52,7 @@ import pg_server  # noqa: E402
 import redis_server  # noqa: E402
 
 import server_helpers  # noqa: E402
+from _report import pct  # noqa: E402
 from engramdb import AsyncEngram, Engram, NotFound  # noqa: E402
 
 _MAIN = "from engramdb.interfaces.cli import main; main()"
@@ -187,9 +188,7 @@ async def _verify(agents: list[Agent], urls: list[str]) -> dict[str, int]:
 def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {"n": 0}
-    ordered = sorted(values)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return {"n": len(values), "p50": round(statistics.median(ordered), 1), "p99": round(p99, 1)}
+    return {"n": len(values), "p50": round(statistics.median(values), 1), "p99": round(pct(values, 0.99), 1)}
 
 
 def main() -> None:

@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 
 from _pg_bulk import MODEL_ID, BulkLoader, scalar
+from _report import pct
 from engramdb import Engram
 from engramdb.storage.postgres import open_postgres
-from scale_pg import KINDS, Vec, load1, load_turns, make_batch, pct, start_server, synth
+from scale_pg import KINDS, Vec, load1, load_turns, make_batch, start_server, synth
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

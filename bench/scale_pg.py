@@ -60,6 +60,7 @@ import numpy.typing as npt
 from _data import iter_longmemeval, load_locomo
 from _embedded_side import EmbeddedSide, interleaved
 from _pg_bulk import MODEL_ID, BulkLoader, scalar, table_rows
+from _report import pct
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
@@ -287,11 +288,6 @@ def check_bulk_rows(server: Server, texts: list[str], base: Vec, args: Any) -> d
 # -- measurement helpers ----------------------------------------------------------------------------
 def load1() -> float:
     return round(os.getloadavg()[0], 2)
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def latency(calls: Sequence[Callable[[], Any]]) -> dict[str, float]:

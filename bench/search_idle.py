@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from _report import write_json
+from _report import pct, write_json
 from engramdb import Engram
 
 QUESTIONS = (
@@ -62,11 +62,10 @@ def main() -> None:
                     start = time.perf_counter()
                     mem.search(q, agent=agent, limit=10)
                     times.append((time.perf_counter() - start) * 1000)
-            times.sort()
             results[agent] = {
                 "n": len(times),
                 "p50_ms": round(statistics.median(times), 2),
-                "p95_ms": round(times[int(len(times) * 0.95)], 2),
+                "p95_ms": round(pct(times, 0.95), 2),
             }
             print(f"{agent}: n {len(times)}, p50 {results[agent]['p50_ms']} ms, p95 {results[agent]['p95_ms']} ms")
     load = os.getloadavg()[0]
