@@ -115,7 +115,7 @@ class Recall:
         self._audit = audit
         self._searcher = HybridSearcher(store, embedder, weights=weights)
         self._accesses = AccessBatch(store, settings) if settings.access_flush_seconds > 0 else None
-        if not _warmed.is_set():
+        if settings.warm and not _warmed.is_set():
             threading.Thread(target=_warm_retrieval, name="engramdb-warm-retrieval", daemon=True).start()
 
     @property
