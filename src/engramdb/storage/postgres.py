@@ -68,7 +68,7 @@ from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_analyze import StatisticsKeeper
 from engramdb.storage._pg_copy import copy_rows
-from engramdb.storage._pg_nearest import distance_sql, nearest_many
+from engramdb.storage._pg_nearest import distance_sql, near_ef, nearest_many
 from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
 from engramdb.storage._pg_sql import (
     CurrentModel,
@@ -565,10 +565,13 @@ class PgSearch:
                 rows = self._vector_rows(conn, model, query, flt, limit) or []
         return [Candidate(memory_id, 1.0 - float(d)) for memory_id, d in rows]
 
-    def vector_candidates_many(self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int) -> list[list[Candidate]]:
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
         """See :meth:`CandidateSource.vector_candidates_many`: one statement (:mod:`._pg_nearest`)."""
+        ef = self._ef if near is None else near_ef
         return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
-                            use_index=self._use_index, ef_search=self._ef, iterative=self._iterative,
+                            use_index=self._use_index, ef_search=ef, iterative=self._iterative,
                             queries=queries, limit=limit)  # fmt: skip
 
     def _ef(self, model: CurrentModel, limit: int) -> str:
