@@ -24,10 +24,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector: TypeAlias = npt.NDArray[np.float32]
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb import _validate as check
 from engramdb._keys import KEY_TAG_PREFIX, key_of, key_tag
@@ -47,7 +52,6 @@ from engramdb.vectorqueue import VectorQueue
 
 __all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "DedupePlan", "WritePipeline", "key_of", "key_tag", "write_record"]
 
-Vector = npt.NDArray[np.float32]
 
 #: Fields a caller may change with ``update``.
 UPDATABLE: Final = frozenset({"content", "tags", "metadata", "kind", "confidence", "visibility"})

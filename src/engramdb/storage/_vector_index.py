@@ -31,10 +31,16 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Concatenate, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _F32: TypeAlias = npt.NDArray[np.float32]
+    _I64: TypeAlias = npt.NDArray[np.int64]
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.storage._ann import (
@@ -65,8 +71,6 @@ __all__ = [
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
 
 #: A filter admitting at most this many of the index's rows is scanned exactly (gathering that
 #: many mapped vectors costs about what a graph walk does; below it the graph gains nothing).
