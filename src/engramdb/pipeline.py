@@ -24,13 +24,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     import numpy as np
-    import numpy.typing as npt
 
-    Vector: TypeAlias = npt.NDArray[np.float32]
+    from engramdb.storage.base import Vectors as Vector
 else:
     from engramdb._lazy import numpy as np
 

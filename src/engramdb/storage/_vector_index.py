@@ -136,7 +136,8 @@ class VectorIndex:
         self._threshold = ann_threshold if ann_threshold is not None else 0
         self._codes_agent = Codes()
         self._codes_kind = Codes()
-        self._exact = ExactRows(self._codes_agent, self._codes_kind)
+        # Made at first use (its arrays import numpy): a store opened only to list memories never needs it.
+        self._exact_rows: ExactRows | None = None
         self._base: AnnBase | None = None
         self._build: _Build | None = None
         #: Bumped whenever the contents are replaced wholesale; a build of an older generation is not adopted.
@@ -148,6 +149,20 @@ class VectorIndex:
         if self._root is not None and (self._root / "CURRENT").exists():
             # Importing faiss takes 0.3-1.8 s: start it now, so the first search finds it loaded.
             threading.Thread(target=prewarm, name="engramdb-ann-import", daemon=True).start()
+
+    @property
+    def _exact(self) -> ExactRows:
+        rows = self._exact_rows
+        if rows is None:
+            with self._lock:
+                rows = self._exact_rows
+                if rows is None:
+                    rows = self._exact_rows = ExactRows(self._codes_agent, self._codes_kind)
+        return rows
+
+    @_exact.setter
+    def _exact(self, rows: ExactRows) -> None:
+        self._exact_rows = rows
 
     def __len__(self) -> int:
         base = self._base
@@ -169,7 +184,7 @@ class VectorIndex:
         self._base = None
         self._codes_agent.clear()
         self._codes_kind.clear()
-        self._exact = ExactRows(self._codes_agent, self._codes_kind)
+        self._exact_rows = None  # a fresh one at the next use
 
     @_locked
     def invalidate(self) -> None:
