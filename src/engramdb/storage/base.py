@@ -130,10 +130,15 @@ class Filter:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A memory id found by one retrieval channel, with that channel's raw score (higher is better)."""
+    """A memory id found by one retrieval channel, with that channel's raw score (higher is better).
+
+    A channel that reads the memory's row anyway may carry it (``memory``, as ``MemoryRepo.get_many`` under the
+    same filter would return it): the search then does not read it again (PostgreSQL: one round trip fewer).
+    """
 
     id: str
     score: float
+    memory: Memory | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
