@@ -177,7 +177,7 @@ class Engram:
         # Readers of the audit trail see the searches' batched entries (written first; see Recall.audited).
         self.store = store = recall.audited(store)
         ctx = self._services = ServiceContext(
-            store=store, embedder=embedder, settings=settings, pipeline=pipeline, recall=recall
+            store=store, embedder=embedder, settings=settings, pipeline=pipeline, recall=recall, audit=pipeline.audit
         )
         #: The configured LLM (``ENGRAM_LLM=openai:MODEL``), or None: every feature then stays deterministic.
         # A client made here from the settings is closed with the store; one passed in belongs to the caller.
@@ -189,8 +189,8 @@ class Engram:
         self.llm: LLM | None = llm if llm is not None else self._own_llm
         if self._own_llm is not None:
             self._closing.callback(self._own_llm.close)
-        self.audit = AuditService(store)
-        self.keys = ApiKeys(store)
+        self.audit = AuditService(ctx)
+        self.keys = ApiKeys(ctx)
         self.retention = RetentionService(ctx, location=self.location)
         self.sharing = SharingService(ctx)
         self.failures = FailureService(ctx)
@@ -203,7 +203,7 @@ class Engram:
         )
         self.episodes = EpisodeService(ctx, failures=self.failures)
         self.code = CodeService(ctx)
-        self.routing = RoutingService(store, self.learning, settings)
+        self.routing = RoutingService(ctx, learning=self.learning)
         # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one thread's window.
         self._shared_sessions: RedisSessions | None = None
         if settings.session_url:
@@ -220,8 +220,8 @@ class Engram:
         self._context = ContextBuilder(
             ctx, learning=self.learning, failures=self.failures, sessions=self._sessions.find
         )
-        self._reasoner = Reasoner(self.llm, self._context, pipeline=pipeline, store=store)
-        self._conversations = Conversations(store, pipeline=pipeline, llm=self.llm)
+        self._reasoner = Reasoner(ctx, llm=self.llm, context=self._context)
+        self._conversations = Conversations(ctx, llm=self.llm)
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -118,7 +118,7 @@ class Recall:
         # On a server store a search's read-audit entry waits with its access counts (a commit there is a round trip
         # and a wait for the server: ~7 ms of a 100k search, bench/RESULTS.md issue 26); SQLite appends it locally.
         self._audit_later = self._accesses is not None and store.concurrent_reads and settings.audit
-        if not _warmed.is_set():
+        if settings.warm and not _warmed.is_set():
             threading.Thread(target=_warm_retrieval, name="engramdb-warm-retrieval", daemon=True).start()
 
     @property

@@ -61,6 +61,7 @@ def _open_sqlite(location: str, settings: Settings) -> Store:
         busy_timeout=settings.busy_timeout,
         synchronous=settings.synchronous,
         ann_threshold=settings.ann_threshold or None,
+        warm=settings.warm,
     )
 
 

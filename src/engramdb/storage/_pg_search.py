@@ -22,6 +22,7 @@ from engramdb.models import Memory
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._pg_analyze import StatisticsKeeper
+from engramdb.storage._pg_nearest import distance_sql, nearest_many
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, TermStats, filter_sql, pg_statement, tsquery_sql
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
@@ -172,6 +173,21 @@ class PgSearch:
                 rows = self._vector_rows(conn, model, query, flt, limit) or []
         return [Candidate(memory_id, 1.0 - float(d), memory) for memory_id, d, memory in rows]
 
+    def vector_candidates_many(self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int) -> list[list[Candidate]]:
+        """See :meth:`CandidateSource.vector_candidates_many`: one statement (:mod:`._pg_nearest`)."""
+        return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
+                            use_index=self._use_index, ef_search=self._ef, iterative=self._iterative,
+                            queries=queries, limit=limit)  # fmt: skip
+
+    def _ef(self, model: CurrentModel, limit: int) -> str:
+        """``hnsw.ef_search`` for a search of ``limit`` rows.
+
+        Wider on larger graphs: at 1M memories under a 10% agent filter ef 400 gave recall@10 0.96, 700 0.993 and
+        1000 0.997 (30 questions, bench/scale_pg.py); at 100k 400 gave 0.985-0.993.
+        """
+        wider = int(self._ef_search * math.sqrt(max(1.0, model.estimate) / _EF_SCALE_ROWS))
+        return str(min(_MAX_EF_SEARCH, max(self._ef_search, wider, limit)))
+
     def _use_index(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> bool:
         """The HNSW index (True) or an exact scan of the rows the filter admits (False).
 
@@ -193,19 +209,8 @@ class PgSearch:
         self, conn: Raw, model: CurrentModel, query: npt.NDArray[np.float32], flt: Filter, limit: int
     ) -> list[tuple[str, float, Memory]] | None:
         """The nearest ``limit`` (id, distance, memory) under ``flt``; None when ``model`` is no longer the store's."""
-        if self._use_index(conn, model, flt, limit):
-            # The expression the model's partial HNSW index is built on. Rows come in the index's order and are tested
-            # one by one (the row-by-row visibility test). The relaxed iterative scan returns them roughly in order,
-            # so the outer query sorts its head.
-            distance: sql.Composable = sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(
-                dim=sql.Literal(model.dim)
-            )
-            f = filter_sql(flt)
-        else:
-            # Not the indexed expression: the planner scans the rows that pass the filter, which it can
-            # gather from the memories' indexes with the indexed visibility form.
-            distance = sql.SQL("v.embedding <=> %s::vector")
-            f = filter_sql(flt, indexed=True)
+        # The relaxed iterative scan of the HNSW path returns rows roughly in order: the outer query sorts its head.
+        distance, f = distance_sql(model, flt, index=self._use_index(conn, model, flt, limit))
         # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after h.d and h.model.
         statement = sql.SQL(
             "SELECT * FROM (SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
@@ -221,10 +226,7 @@ class PgSearch:
             dim=sql.Literal(model.dim),
             where=sql.SQL(pg_statement(f.where)),
         )
-        # Wider on larger graphs: at 1M memories under a 10% agent filter ef 400 gave recall@10 0.96, 700 0.993 and
-        # 1000 0.997 (30 questions, bench/scale_pg.py); at 100k 400 gave 0.985-0.993.
-        wider = int(self._ef_search * math.sqrt(max(1.0, model.estimate) / _EF_SCALE_ROWS))
-        ef = str(min(_MAX_EF_SEARCH, max(self._ef_search, wider, limit)))
+        ef = self._ef(model, limit)
         # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
         # session settings (no transaction: BEGIN and COMMIT would cost a round trip each); only this method
         # searches the HNSW index on the store's connections, and it sets both every time.
