@@ -546,6 +546,7 @@ class WritePipeline:
         found = self._store.search.vector_candidates_many(
             [(vector, _dedupe_filter(m)) for m, vector in zip(memories, vectors, strict=True)],
             limit=_DEDUPE_CANDIDATES,
+            near=self._settings.dedupe_threshold,
         )
         ids = list(dict.fromkeys(c.id for cands in found for c in cands))
         # Each candidate passed its memory's filter in the search; find_duplicate tests agent, kind and scope again.

@@ -22,7 +22,7 @@ from engramdb.models import Memory
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._pg_analyze import StatisticsKeeper
-from engramdb.storage._pg_nearest import distance_sql, nearest_many
+from engramdb.storage._pg_nearest import distance_sql, near_ef, nearest_many
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, TermStats, filter_sql, pg_statement, tsquery_sql
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
@@ -173,10 +173,13 @@ class PgSearch:
                 rows = self._vector_rows(conn, model, query, flt, limit) or []
         return [Candidate(memory_id, 1.0 - float(d), memory) for memory_id, d, memory in rows]
 
-    def vector_candidates_many(self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int) -> list[list[Candidate]]:
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
         """See :meth:`CandidateSource.vector_candidates_many`: one statement (:mod:`._pg_nearest`)."""
+        ef = self._ef if near is None else near_ef
         return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
-                            use_index=self._use_index, ef_search=self._ef, iterative=self._iterative,
+                            use_index=self._use_index, ef_search=ef, iterative=self._iterative,
                             queries=queries, limit=limit)  # fmt: skip
 
     def _ef(self, model: CurrentModel, limit: int) -> str:
