@@ -268,6 +268,13 @@ class CandidateSource(Protocol):
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Cosine-similarity candidates for a unit-norm query vector, best first."""
 
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
+        """:meth:`vector_candidates` of each (query vector, filter), in order: in one statement where the store can
+        (a batch write's near-duplicate lookups). With ``near``, only candidates scoring at least that are needed:
+        an approximate index may search less widely, and those below it may be missing."""
+
 
 @runtime_checkable
 class VectorRepo(Protocol):

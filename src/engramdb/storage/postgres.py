@@ -68,6 +68,7 @@ from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_analyze import StatisticsKeeper
 from engramdb.storage._pg_copy import copy_rows
+from engramdb.storage._pg_nearest import distance_sql, near_ef, nearest_many
 from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
 from engramdb.storage._pg_sql import (
     CurrentModel,
@@ -564,6 +565,24 @@ class PgSearch:
                 rows = self._vector_rows(conn, model, query, flt, limit) or []
         return [Candidate(memory_id, 1.0 - float(d)) for memory_id, d in rows]
 
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
+        """See :meth:`CandidateSource.vector_candidates_many`: one statement (:mod:`._pg_nearest`)."""
+        ef = self._ef if near is None else near_ef
+        return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
+                            use_index=self._use_index, ef_search=ef, iterative=self._iterative,
+                            queries=queries, limit=limit)  # fmt: skip
+
+    def _ef(self, model: CurrentModel, limit: int) -> str:
+        """``hnsw.ef_search`` for a search of ``limit`` rows.
+
+        Wider on larger graphs: at 1M memories under a 10% agent filter ef 400 gave recall@10 0.96, 700 0.993 and
+        1000 0.997 (30 questions, bench/scale_pg.py); at 100k 400 gave 0.985-0.993.
+        """
+        wider = int(self._ef_search * math.sqrt(max(1.0, model.estimate) / _EF_SCALE_ROWS))
+        return str(min(_MAX_EF_SEARCH, max(self._ef_search, wider, limit)))
+
     def _use_index(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> bool:
         """The HNSW index (True) or an exact scan of the rows the filter admits (False).
 
@@ -585,19 +604,8 @@ class PgSearch:
         self, conn: Raw, model: CurrentModel, query: npt.NDArray[np.float32], flt: Filter, limit: int
     ) -> list[tuple[str, float]] | None:
         """The nearest ``limit`` (id, distance) rows under ``flt``; None when ``model`` is no longer the store's."""
-        if self._use_index(conn, model, flt, limit):
-            # The expression the model's partial HNSW index is built on. Rows come in the index's order and are tested
-            # one by one (the row-by-row visibility test). The relaxed iterative scan returns them roughly in order,
-            # so the outer query sorts its head.
-            distance: sql.Composable = sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(
-                dim=sql.Literal(model.dim)
-            )
-            f = filter_sql(flt)
-        else:
-            # Not the indexed expression: the planner scans the rows that pass the filter, which it can
-            # gather from the memories' indexes with the indexed visibility form.
-            distance = sql.SQL("v.embedding <=> %s::vector")
-            f = filter_sql(flt, indexed=True)
+        # The relaxed iterative scan of the HNSW path returns rows roughly in order: the outer query sorts its head.
+        distance, f = distance_sql(model, flt, index=self._use_index(conn, model, flt, limit))
         statement = sql.SQL(
             "SELECT h.memory_id, h.d, h.model FROM (SELECT v.memory_id, {distance} AS d, "
             "(SELECT x.value FROM meta x WHERE x.key = %s) AS model FROM vectors v "
@@ -609,10 +617,7 @@ class PgSearch:
             dim=sql.Literal(model.dim),
             where=sql.SQL(pg_statement(f.where)),
         )
-        # Wider on larger graphs: at 1M memories under a 10% agent filter ef 400 gave recall@10 0.96, 700 0.993 and
-        # 1000 0.997 (30 questions, bench/scale_pg.py); at 100k 400 gave 0.985-0.993.
-        wider = int(self._ef_search * math.sqrt(max(1.0, model.estimate) / _EF_SCALE_ROWS))
-        ef = str(min(_MAX_EF_SEARCH, max(self._ef_search, wider, limit)))
+        ef = self._ef(model, limit)
         # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
         # session settings (no transaction: BEGIN and COMMIT would cost a round trip each); only this method
         # searches the HNSW index on the store's connections, and it sets both every time.
