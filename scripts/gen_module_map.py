@@ -75,7 +75,7 @@ def layer(module: str) -> int:
     """The index in :data:`LAYERS` of ``module``."""
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else ""
-    if module == "engramdb" or top in {"engram", "_areas", "aio", "client", "validate"}:
+    if module == "engramdb" or top in {"engram", "_areas", "aio", "client", "validate", "toolkit"}:
         return 6
     if top in {"interfaces", "integrations"}:
         return 7

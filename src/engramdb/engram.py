@@ -162,6 +162,8 @@ class Engram(Areas):
         )
         self._closing.callback(self._recall.close)
         pipeline, recall = self._pipeline, self._recall
+        # Readers of the audit trail see the searches' batched entries (written first; see Recall.audited).
+        self.store = store = recall.audited(store)
         self._services = ServiceContext(
             store=store, embedder=embedder, settings=settings, pipeline=pipeline, recall=recall, audit=pipeline.audit
         )

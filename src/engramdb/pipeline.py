@@ -1,19 +1,18 @@
 """The write pipeline: the one path every write takes (remember, batches, update, forget, import, merge).
 
-In order: validate, redact (secrets, and personal data if enabled, in content, tags and
-metadata), look for near-duplicates (unless forced, never for event kinds), embed, then
-write the rows, vectors, history and audit entries in one ``store.atomic()`` transaction.
+In order: validate, redact (secrets, and personal data if enabled, in content, tags and metadata), look for
+near-duplicates (unless forced, never for event kinds), embed, then write the rows, vectors, history and audit
+entries in one ``store.atomic()`` transaction.
 
-With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue`
-given), a memory that is not checked for near-duplicates is written without its vector and
-queued after the commit; the worker adds the vector later. A memory that is checked (dedupe on,
-not forced, a mergeable kind, no key), and every memory of its agent, kind and visibility in
-the same batch (its possible in-batch twins), is still embedded before the write: merging
-needs the vector, and a merge decided later could not return the merged memory to the caller.
-Writes inside a caller's open transaction embed too (the queue must only see committed rows),
-except a keyed write's own transaction (the key's lock): its vectors are queued once it commits.
-The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
-:mod:`~engramdb.knowledge.dedupe`, :mod:`~engramdb.knowledge.transfer`); this class applies them.
+With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue` given), a
+memory that is not checked for near-duplicates is written without its vector and queued after the commit; the worker
+adds the vector later. A memory that is checked (dedupe on, not forced, a mergeable kind, no key), and every memory
+of its agent, kind and visibility in the same batch (its possible in-batch twins), is still embedded before the
+write: merging needs the vector, and a merge decided later could not return the merged memory to the caller. Writes
+inside a caller's open transaction embed too (the queue must only see committed rows), except a keyed write's own
+transaction (the key's lock): its vectors are queued once it commits. The rules are pure modules
+(:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`, :mod:`~engramdb.knowledge.dedupe`,
+:mod:`~engramdb.knowledge.transfer`); this class applies them.
 """
 
 from __future__ import annotations
@@ -549,6 +548,7 @@ class WritePipeline:
         found = self._store.search.vector_candidates_many(
             [(vector, _dedupe_filter(m)) for m, vector in zip(memories, vectors, strict=True)],
             limit=_DEDUPE_CANDIDATES,
+            near=self._settings.dedupe_threshold,
         )
         ids = list(dict.fromkeys(c.id for cands in found for c in cands))
         # Each candidate passed its memory's filter in the search; find_duplicate tests agent, kind and scope again.

@@ -384,7 +384,9 @@ class _WaitingSearch:
         self._queue.settle(rebuild=False)
         return self._inner.vector_candidates(vector, flt, limit=limit)
 
-    def vector_candidates_many(self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int) -> list[list[Candidate]]:
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
         # Only the queued memories these filters could find (the pipeline queues its memories by (agent, kind); a
         # filter admitting other agents' memories waits for all):
         # a batch checked for near-duplicates does not wait for the vectors of the conversation turns before it.
@@ -395,7 +397,7 @@ class _WaitingSearch:
                 break
             groups.update((flt.agent, kind) for kind in flt.kinds)
         self._queue.settle(rebuild=False, groups=groups)
-        return self._inner.vector_candidates_many(queries, limit=limit)
+        return self._inner.vector_candidates_many(queries, limit=limit, near=near)
 
 
 class _WaitingVectors:

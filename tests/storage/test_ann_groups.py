@@ -100,6 +100,8 @@ def test_one_node_per_distinct_vector_and_every_copy_found(tmp_path: Path, monke
     base = w.index._base  # type: ignore[attr-defined]
     assert base.groups is not None
     assert base.groups.starts.size - 1 == 150  # the graph holds the distinct vectors only
+    rows = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/vectors.npy"))
+    assert np.load(rows, mmap_mode="r").shape == (150, DIM)  # and their float32 rows once each
     monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)  # every search below walks the graph
     for q in _queries():
         for agent in (None, "a"):
@@ -121,10 +123,14 @@ def test_forgetting_copies_leaves_the_others_found_and_scrubs_the_last(
     assert len({s for _, s in top}) == 1  # the eight copies of the nearest vector
     graph = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/hnsw_sq.faiss"))
     code_bytes = graph.read_bytes()
+    rows = graph.with_name("vectors.npy")
+    vector = w.vecs[top[0][0]].tobytes()
+    assert vector in rows.read_bytes()
     for memory_id, _ in top[:7]:  # the first is the group's representative: scored by the next live copy
         w.store.memories.delete(memory_id, actor="t", at=NOW)
         del w.vecs[memory_id]
     assert graph.read_bytes() == code_bytes  # the vector is still the last copy's: its code stays
+    assert vector in rows.read_bytes()  # and its float32 row
     survivor = top[7][0]
     assert w.search(q, 1) == [(survivor, top[7][1])]
     w.reopen()  # the overlay carries which copies died: the survivor is the representative again
@@ -134,6 +140,7 @@ def test_forgetting_copies_leaves_the_others_found_and_scrubs_the_last(
     del w.vecs[survivor]
     assert survivor not in {i for i, _ in w.search(q, 20)}
     assert graph.read_bytes() != code_bytes  # the last copy gone: its code is scrubbed
+    assert vector not in rows.read_bytes()  # and its float32 row
     w.store.close()
 
 
@@ -149,3 +156,29 @@ def test_a_store_of_distinct_vectors_keeps_a_node_per_row(tmp_path: Path) -> Non
     assert index._base.groups is None
     assert not list(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/groups.npy"))
     store.close()
+
+
+def test_a_rebuild_over_a_grouped_index_reads_each_row_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The rebuild's snapshot reads the old generation's rows through their groups (one float32 row per group).
+    monkeypatch.setattr(_vector_index, "_MIN_REBUILD", 50)
+    w = Repeated(tmp_path / "s")
+    old = read_meta(sidecar_dir(tmp_path / "s" / "engram.db"))
+    gone = sorted(w.vecs)[:200]
+    for memory_id in gone:
+        w.store.memories.delete(memory_id, actor="t", at=NOW)
+        del w.vecs[memory_id]
+    w.search(_queries()[0], 10)  # starts the rebuild
+    assert w.index.wait_for_index(timeout=120)
+    meta = read_meta(sidecar_dir(tmp_path / "s" / "engram.db"))
+    assert old is not None
+    assert meta is not None
+    assert meta.generation != old.generation
+    assert meta.rows == 1_000
+    distinct = len({v.tobytes() for v in w.vecs.values()})
+    assert w.index._base.groups.starts.size - 1 == distinct  # type: ignore[attr-defined]
+    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    for q in _queries():
+        found = w.search(q, 16)  # scores checked against each row's own vector inside
+        assert not {i for i, _ in found} & set(gone)
+        assert found[-1][1] == pytest.approx(w.kth(q, 16), abs=1e-5)
+    w.store.close()

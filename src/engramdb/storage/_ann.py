@@ -9,8 +9,8 @@ pages a search touches become resident::
     engram.db.ann/
         CURRENT          JSON: format, generation, the SyncState it reflects, rows, dim, code tables
         g-<uuid>/        hnsw_sq.faiss (IndexHNSWSQ, 8-bit codes, inner product), vectors.npy
-                         (float32 rows), ids.npy, sorted_ids.npy, order.npy, rids.npy, agents.npy,
-                         kinds.npy, public.npy
+                         (float32, one row per node), [groups.npy, members.npy, starts.npy],
+                         ids.npy, sorted_ids.npy, order.npy, rids.npy, agents.npy, kinds.npy, public.npy
 
 A generation is built in ``tmp-<uuid>/``, renamed to ``g-<uuid>/``, and only then named by
 ``CURRENT`` (written to a temporary file and renamed over), so a reader never sees half a
@@ -79,10 +79,11 @@ __all__ = [
 ANN_DEFAULT_THRESHOLD: Final = 20_000
 log = logging.getLogger(__name__)
 
-#: 3: a graph node per group of identical rows (_ann_groups.py); 2: a node per row, still read; 1: IndexHNSWFlat,
-#: rebuilt on open. Older code reads a format-3 sidecar as missing and rebuilds it.
-_FORMAT: Final = 3
-_READ_FORMATS: Final = (2, 3)
+#: 4: a graph node and a float32 row per group of identical rows (_ann_groups.py); 2: a node per row, still read
+#: (3, a node per group over a float32 row per row, was short-lived); 1: IndexHNSWFlat. Formats not read are
+#: rebuilt on open, as older code rebuilds a format-4 sidecar.
+_FORMAT: Final = 4
+_READ_FORMATS: Final = (2, 4)
 _GRAPH: Final = "hnsw_sq.faiss"
 _VECTORS: Final = "vectors.npy"
 _CURRENT: Final = "CURRENT"
@@ -232,10 +233,9 @@ def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> Ann
         del vectors
         faiss.write_index(index, str(tmp / _GRAPH))
         del index
-        with contextlib.suppress(OSError):
-            (tmp / "leaders.npy").unlink()
-        # The snapshot is already the float32 file the generation needs (same directory, same disk).
-        os.replace(snap.vectors, tmp / _VECTORS)
+        # The float32 file of the graph's nodes: the snapshot itself, or each group's row once (identical rows
+        # share one vector, as they share one node).
+        os.replace(snap.vectors if found is None else tmp / "leaders.npy", tmp / _VECTORS)
         order = np.argsort(snap.ids, kind="stable").astype(np.int64)
         arrays = {
             "ids": snap.ids,
@@ -428,7 +428,14 @@ class AnnBase:
         except RuntimeError as exc:  # faiss reports unreadable files as RuntimeError
             raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
         try:
-            self.vectors, self._fd, self._offset = _map_rows(directory / _VECTORS, meta.rows, meta.dim)
+            #: Rows by graph node when identical rows share one (None: a node per row).
+            self.groups: Groups | None = load_groups(directory, meta.rows, int(self._index.ntotal))
+        except (OSError, ValueError) as exc:
+            raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
+        nodes = meta.rows if self.groups is None else int(self._index.ntotal)
+        try:
+            #: The float32 vector of each graph node (of each row, or each group of identical rows).
+            self.vectors, self._fd, self._offset = _map_rows(directory / _VECTORS, nodes, meta.dim)
         except (OSError, ValueError) as exc:
             raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
         try:
@@ -442,12 +449,6 @@ class AnnBase:
         except (OSError, ValueError) as exc:
             raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
         n = meta.rows
-        try:
-            #: Rows by graph node when identical rows share one (None: a node per row).
-            self.groups: Groups | None = load_groups(directory, n, int(self._index.ntotal))
-        except (OSError, ValueError) as exc:
-            raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
-        nodes = n if self.groups is None else int(self._index.ntotal)
         if (
             self._index.ntotal != nodes
             or self._index.d != meta.dim
@@ -511,18 +512,19 @@ class AnnBase:
     def _scrub(self, row: int, node: int | None) -> None:
         """Overwrite a dead row's float32 vector and its 8-bit code with zeros: a forgotten memory leaves no vector.
 
-        Row ``i`` of ``vectors.npy`` is at ``offset + i * dim * 4``. faiss writes an ``IndexHNSWSQ``
-        as its graph followed by the quantiser and the codes, so row ``i``'s code is at
-        ``size - (nodes - i) * code_size`` (node ``i`` is row ``i``, or the group of identical rows ``i``;
-        ``node`` None leaves the code alone). The bytes at each place are checked against the mapped
-        row before anything is written, and a file of another layout is left alone (the next
-        rebuild drops the row). Dead rows are never returned, so the zeros are never read.
+        Node ``i`` (row ``i``, or the group of identical rows ``i``) has its float32 vector at
+        ``offset + i * dim * 4`` of ``vectors.npy``. faiss writes an ``IndexHNSWSQ`` as its graph followed
+        by the quantiser and the codes, so node ``i``'s code is at ``size - (nodes - i) * code_size``.
+        ``node`` None (other rows of the group live on, and the vector is theirs too) scrubs nothing. The
+        bytes at each place are checked against the mapped row before anything is written, and a file of
+        another layout is left alone (the next rebuild drops the row). Dead rows are never returned, so the
+        zeros are never read.
         """
-        width = self.meta.dim * 4
-        self._zero(self._vector_path, self._offset + row * width, self.vectors[row].tobytes(), row)
-        code = self._code_size
         if node is None:
             return
+        width = self.meta.dim * 4
+        self._zero(self._vector_path, self._offset + node * width, self.vectors[node].tobytes(), row)
+        code = self._code_size
         with contextlib.suppress(OSError):
             at = self._path.stat().st_size - (self._nodes - node) * code
             self._zero(self._path, at, self._codes[node * code : (node + 1) * code].tobytes(), row)
@@ -542,6 +544,8 @@ class AnnBase:
 
     def read_range(self, start: int, stop: int) -> _F32:
         """The float32 vectors of rows ``start`` to ``stop`` in one ``os.pread`` (a rebuild's sequential read)."""
+        if self.groups is not None:
+            return self._fetch_nodes(np.asarray(self.groups.groups[start:stop]))
         width = self.meta.dim * 4
         want = (stop - start) * width
         chunk = os.pread(self._fd, want, self._offset + start * width)
@@ -550,7 +554,24 @@ class AnnBase:
         return np.frombuffer(chunk, dtype=np.float32).reshape(stop - start, self.meta.dim)
 
     def fetch(self, rows: _I64) -> _F32:
-        """The float32 vectors of ``rows`` (in that order), read with ``os.pread``.
+        """The float32 vectors of ``rows`` (in that order)."""
+        return self._fetch_nodes(rows if self.groups is None else np.asarray(self.groups.groups[rows]))
+
+    def scores(self, query: _F32, rows: _I64 | None) -> _F32:
+        """Exact cosines of ``rows`` (every row when None), read through the map."""
+        if self.groups is None:
+            on: _F32 = np.einsum("ij,j->i", self.vectors if rows is None else self.vectors[rows], query)
+            return on
+        nodes = np.asarray(self.groups.groups if rows is None else self.groups.groups[rows])
+        if rows is None or nodes.size > self._nodes:
+            every: _F32 = np.einsum("ij,j->i", self.vectors, query)[nodes]
+            return every
+        unique, back = np.unique(nodes, return_inverse=True)
+        scored: _F32 = np.einsum("ij,j->i", self.vectors[unique], query)[back.reshape(-1)]
+        return scored
+
+    def _fetch_nodes(self, rows: _I64) -> _F32:
+        """The float32 vectors of graph nodes ``rows`` (in that order), read with ``os.pread``.
 
         Not through the map: pages read here stay in the page cache, outside this process's
         resident memory, which a re-ranked head of a few dozen rows per search would otherwise
@@ -593,8 +614,8 @@ class AnnBase:
             nodes = None if allowed is None else groups.allowed(allowed, self.alive)
             found = self._walk(query, k, nodes, passing if nodes is None else int(np.count_nonzero(nodes)))
             assert groups.rep is not None
-            scored = groups.rep[found]
-        exact: _F32 = np.einsum("ij,j->i", self.fetch(scored), query) if found.size else np.empty(0, np.float32)
+            scored = found
+        exact: _F32 = np.einsum("ij,j->i", self._fetch_nodes(scored), query) if found.size else np.empty(0, np.float32)
         order = np.argsort(-exact, kind="stable")
         if groups is None:
             return found[order], exact[order]

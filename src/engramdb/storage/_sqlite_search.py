@@ -300,8 +300,11 @@ class SQLiteSearch:
             return None
         return found[:limit]
 
-    def vector_candidates_many(self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int) -> list[list[Candidate]]:
-        """:meth:`vector_candidates` of each query in turn: in process, a statement costs no round trip."""
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
+        """:meth:`vector_candidates` of each query in turn (in process, a statement costs no round trip; ``near``
+        changes nothing: the search is as wide either way)."""
         return [self.vector_candidates(vector, flt, limit=limit) for vector, flt in queries]
 
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:

@@ -482,10 +482,10 @@ class VectorIndex:
         if mask is None:
             # Every row: scan the mapped matrix in place (gathering it first copies all of it, ~2x slower).
             rows = np.arange(base.n)
-            scores: _F32 = np.einsum("ij,j->i", base.vectors, query)
+            scores = base.scores(query, None)
         else:
             rows = np.flatnonzero(mask)
-            scores = np.einsum("ij,j->i", base.vectors[rows], query)
+            scores = base.scores(query, rows)
         k = min(limit, scores.size)
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
         top = top[np.argsort(-scores[top], kind="stable")]

@@ -144,10 +144,15 @@ class Filter:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A memory id found by one retrieval channel, with that channel's raw score (higher is better)."""
+    """A memory id found by one retrieval channel, with that channel's raw score (higher is better).
+
+    A channel that reads the memory's row anyway may carry it (``memory``, as ``MemoryRepo.get_many`` under the
+    same filter would return it): the search then does not read it again (PostgreSQL: one round trip fewer).
+    """
 
     id: str
     score: float
+    memory: Memory | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,9 +287,12 @@ class CandidateSource(Protocol):
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Cosine-similarity candidates for a unit-norm query vector, best first."""
 
-    def vector_candidates_many(self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int) -> list[list[Candidate]]:
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
         """:meth:`vector_candidates` of each (query vector, filter), in order: in one statement where the store can
-        (a batch write's near-duplicate lookups)."""
+        (a batch write's near-duplicate lookups). With ``near``, only candidates scoring at least that are needed:
+        an approximate index may search less widely, and those below it may be missing."""
 
 
 @runtime_checkable
