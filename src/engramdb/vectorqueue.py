@@ -39,12 +39,15 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import EmbeddingError, EngramError
 from engramdb.models import Memory
-from engramdb.storage.base import Candidate, Filter, Store, StoredVector, Vectors
+from engramdb.storage.base import Candidate, Filter, Store, StoredVector
+
+if TYPE_CHECKING:
+    from engramdb.storage.base import Vectors
 
 __all__ = ["VectorQueue", "waiting_store"]
 
