@@ -143,7 +143,12 @@ class Engram(Areas):
     def _wire(self, *, weights: RankingWeights | None, recommend: RecommendConfig | None, llm: LLM | None) -> None:
         """Create the write pipeline, the reads and the services over the open store."""
         if self.settings.vectors == "background":
-            self._vectors = VectorQueue(self._plain_store, self.embedder, batch_size=self.settings.vector_batch_size)
+            self._vectors = VectorQueue(
+                self._plain_store,
+                self.embedder,
+                batch_size=self.settings.vector_batch_size,
+                relax_commit=self.settings.synchronous == "NORMAL",
+            )
             self._closing.callback(self._vectors.drain, self.location)
         #: The store; with background vectors, a view whose vector reads wait for this instance's queue.
         self.store: Store = (
