@@ -522,7 +522,7 @@ def parse_config(text: str) -> RecommendConfig:
         elif k == "nochange":
             overrides["change"] = None
         else:
-            overrides[k] = None if v == "none" else float(v)
+            overrides[k] = None if v == "none" else tuple(map(float, v.split(":"))) if ":" in v else float(v)
     cfg = RecommendConfig(calibration=None, pooled_calibration=None, **overrides)
     if change:
         cfg = replace(cfg, change=ChangeRule(**change))

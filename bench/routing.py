@@ -143,7 +143,7 @@ def run_learned(tasks: list[tuple[str, str, float]], embedder: Any, seed: int) -
         tempfile.TemporaryDirectory() as tmp,
         Engram(Path(tmp) / "store", embedder=embedder, learning_seed=seed) as mem,
     ):
-        router = RoutingService(mem.store, mem.learning, mem.settings)
+        router = RoutingService(mem._services, learning=mem.learning)
         for t, text, u in tasks:
             start = time.perf_counter()
             choice = router.decide(text, task_type=t, models=specs, cost_weight=COST_WEIGHT)

@@ -144,25 +144,11 @@ PUBLIC_SURFACE = (
     "engramdb.config",
     "engramdb.validate",  # the input checks and limits, one wording
     "engramdb.storage.base",  # what Engram.store (a public attribute) is: the role protocols, Filter
+    "engramdb.toolkit",  # beside an Engram: a damaged store examined, the shipped packs, redaction, learning curves
+    "engramdb.embeddings",  # what Engram.embedder is and Engram(embedder=...) takes: the Embedder and its cache
 )
 #: Interface/integration modules that still reach past the public API, and why; keep it short.
-ALLOWED_PRIVATE: dict[str, dict[str, str]] = {
-    # Both look at a store without opening it through Engram, which would create or migrate it.
-    "engramdb.interfaces.cli.doctor": {
-        "engramdb.storage": "a damaged store is examined, not opened",
-        "engramdb.services.doctor": "the examination itself, before any Engram exists",
-    },
-    "engramdb.interfaces.cli.servers": {"engramdb.storage": "does the store exist yet (serve creates it)"},
-    "engramdb.interfaces.cli.packs": {"engramdb.services.packs": "the shipped packs, listed without a store"},
-    # Aggregates in SQL over mem.store (no row loaded): the read's visibility rule is recall's.
-    "engramdb.interfaces.web._browse": {"engramdb.recall": "read_filter for counts of a date range"},
-    "engramdb.integrations.langchain": {"engramdb.recall": "read_filter for the pattern totals"},
-    "engramdb.interfaces.web.app": {"engramdb.learning.analytics": "learning curves finer than the report's"},
-    "engramdb.integrations.chroma": {
-        "engramdb.embeddings": "the store embedder's cache, primed with the collection's checked vectors",
-        "engramdb.privacy.redact": "which sampled documents redaction leaves unchanged",
-    },
-}
+ALLOWED_PRIVATE: dict[str, dict[str, str]] = {}
 
 
 def _public(module: str, imported: str) -> bool:

@@ -178,6 +178,20 @@ def agent_or_default(value: object, settings: Settings) -> str:
     return agent_name(settings.agent if value is None else value)
 
 
+def exploration_and_seed(exploration: object, seed: object, settings: Settings) -> tuple[float, int]:
+    """A draw's ``exploration`` (within [0, 1]) and ``seed`` (an integer), each the instance's setting when None.
+
+    Shared by ``mem.learning.choose`` and ``mem.routing.decide``: both make seeded Thompson draws.
+    """
+    exp = settings.exploration if exploration is None else exploration
+    if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
+        raise ValidationError(f"exploration must be a number within [0, 1], not {exploration!r}")
+    chosen = settings.learning_seed if seed is None else seed
+    if isinstance(chosen, bool) or not isinstance(chosen, int):
+        raise ValidationError(f"seed must be an integer, not {seed!r}")
+    return float(exp), chosen
+
+
 def scope(value: object, *, what: str) -> str | None:
     """None (no such scope) or the :func:`name` of a user or a session (conversation thread, run)."""
     if value is None:

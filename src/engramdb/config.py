@@ -131,6 +131,11 @@ class Settings:
     #: A crash loses at most this many seconds of counts; close() and this instance's get/list write them
     #: first; other processes see them after the flush. Searches' read-audit entries are never delayed.
     access_flush_seconds: float = 1.0
+    #: Bring the search caches up on threads at open (a file store's keyword postings and vectors; the word
+    #: ranks and date tables of the first search), so a long-lived process's first searches are as fast as
+    #: later ones. Off for one-shot processes (each ``engram`` command but the servers): a command that only
+    #: lists would pay that CPU for nothing, and one that searches loads what it needs itself.
+    warm: bool = True
     #: How ``engram serve`` and ``engram mcp --transport http`` write their logs (stderr): "text", or "json"
     #: (one object a line, for log collectors; see engramdb.interfaces._logs).
     log_format: str = "text"
@@ -222,6 +227,7 @@ _TYPES: dict[str, Any] = {
     "vector_batch_size": int,
     "ann_threshold": int,
     "access_flush_seconds": float,
+    "warm": bool,
     "log_format": str,
     "otel_traces": bool,
     "pg_pool_size": int,

@@ -48,7 +48,7 @@ def builder(mem: Engram) -> ContextBuilder:
 
 
 def reasoner(mem: Engram, llm: Any, *, context: bool = True) -> Reasoner:
-    return Reasoner(llm, builder(mem) if context else None, pipeline=mem._pipeline, store=mem.store)
+    return Reasoner(mem._services, llm=llm, context=builder(mem) if context else None)
 
 
 PLAN = {

@@ -15,7 +15,7 @@ MODELS = ["gpt-4o", "llama3.1:8b"]
 
 
 def routing(mem: Engram) -> RoutingService:
-    return RoutingService(mem.store, mem.learning, mem.settings)
+    return RoutingService(mem._services, learning=mem.learning)
 
 
 def test_the_table_decides_without_evidence(mem: Engram) -> None:

@@ -14,11 +14,11 @@ from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.interfaces._access import Caller, allowed_host_names, host_name
-from engramdb.services.keys import META_KEY, AccessDenied, ApiKeys
+from engramdb.services.keys import META_KEY, AccessDenied
 
 
 def test_only_a_hash_is_stored(mem: Engram) -> None:
-    keys = ApiKeys(mem.store)
+    keys = mem.keys
     new = keys.create("alice", label="laptop")
     raw = mem.store.meta.get(META_KEY)
     assert raw is not None
@@ -36,7 +36,7 @@ def test_only_a_hash_is_stored(mem: Engram) -> None:
 
 
 def test_revoke_and_validation(mem: Engram) -> None:
-    keys = ApiKeys(mem.store)
+    keys = mem.keys
     a, b = keys.create("alice"), keys.create("bob", read_only=True)
     assert keys.configured()
     assert keys.revoke(a.key.id).revoked_at is not None
@@ -53,7 +53,7 @@ def test_revoke_and_validation(mem: Engram) -> None:
 
 
 def test_caller_policy(mem: Engram) -> None:
-    keys = ApiKeys(mem.store)
+    keys = mem.keys
     alice = Caller(keys.create("alice").key)
     assert alice.agent(None) == alice.agent("alice") == "alice"
     assert alice.scope(None) == "alice"

@@ -197,6 +197,44 @@ def test_collapse_folds_exactly_what_the_definition_calls_the_same(
     assert [(m.id, folded) for m, folded in got] == [(m.id, folded) for m, folded in expected]
 
 
+def _plain_collapse(ranked: list[Memory], limit: int) -> list[tuple[str, list[str]]]:
+    """The definition applied entry by entry against every kept one, nothing looked up or cached."""
+    expected: list[tuple[Memory, list[str]]] = []
+    for m in ranked:
+        home = next((entry for entry in expected if _plainly_same(m, entry[0])), None)
+        if home is not None:
+            home[1].append(m.id)
+        elif len(expected) == limit:
+            break
+        else:
+            expected.append((m, []))
+    return [(m.id, folded) for m, folded in expected]
+
+
+_REPEATED = ["retry the auth token", "Retry the auth token!", "retry the auth token now", "retry the auth token 42"]
+_REPEATED += ["the db pool is warm", "the db pool is not warm", "x" * 1200, "X" * 1200 + "."]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(_REPEATED), st.sampled_from(["a", "b"])), max_size=40),
+    st.integers(min_value=1, max_value=6),
+)
+def test_collapse_of_repeated_texts_is_the_definition_on_both_paths(rows: list[tuple[str, str]], limit: int) -> None:
+    # Texts repeating many times (the lookup path: same folded text) among near variants (the pairwise path),
+    # and texts too long for the key cache: the hits and their folded ids are the plain definition's.
+    ranked = [_memory(i, text, kind) for i, (text, kind) in enumerate(rows)]
+    for _ in range(2):  # the second time every short key comes from the cache
+        got = collapse(ranked, lambda m: m, limit=limit)
+        assert [(m.id, folded) for m, folded in got] == _plain_collapse(ranked, limit)
+
+
+def test_collapse_folds_thirteen_copies_into_the_first() -> None:
+    texts = ["the pool is warm", "port 5432 refused", "the pool is not warm"]
+    ranked = [_memory(i, texts[i % 3]) for i in range(39)]
+    kept = collapse(ranked, lambda m: m, limit=10)
+    assert [(m.id, len(folded)) for m, folded in kept] == [("m0", 12), ("m1", 12), ("m2", 12)]
+
+
 def test_collapse_tells_numbers_and_kinds_apart() -> None:
     ranked = [
         _memory(0, "Retry OK"),

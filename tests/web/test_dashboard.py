@@ -407,12 +407,11 @@ def test_api_keys_in_the_rest_app(tmp_path: Path, embedder: Embedder, browser: B
     """With keys, a page needs one (Bearer, X-API-Key, or HTTP Basic as a browser sends it) and shows its agent."""
     from engramdb.interfaces.rest import create_app
     from engramdb.interfaces.web import api_key_authorizer, dashboard_router
-    from engramdb.services.keys import ApiKeys
 
     with Engram(tmp_path / "store", embedder=embedder) as mem:
         mem.remember("alice's own note about the release train", agent="alice")
         mem.remember("bob's secret plan", agent="bob")
-        keys = ApiKeys(mem.store)
+        keys = mem.keys
         alice = keys.create("alice").token
         admin = keys.create("ops", admin=True).token
         app = create_app(mem, keys=keys)

@@ -57,6 +57,8 @@ from typing import Final
 
 import numpy as np
 
+from engramdb.learning.forgetting import best_horizon
+from engramdb.learning.matching import option_agreement
 from engramdb.learning.records import normalise_context
 from engramdb.learning.stats import (
     ChangePoints,
@@ -244,6 +246,16 @@ class RecommendConfig:
     #: streams 11 pooled recommendations stated 0.66 were right 8 times, bench/RESULTS.md).
     pooled_min_confidence: float = 0.6
     pooled_calibration: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] | None = CALIBRATION_POOLED
+    #: Relevance of an outcome is multiplied by the Jaccard overlap of its decision's choice set (action and
+    #: alternatives) with the asked options, to this power (None: off; :mod:`engramdb.learning.matching`).
+    option_exponent: float | None = None
+    #: While the change rule holds an action's older record contradicted (a change detected nearby), :func:`choose`
+    #: draws at least this wide (None: the caller's exploration throughout): the runner-up is tried sooner.
+    explore_after_change: float | None = None
+    #: Candidate horizons, one picked per question by how well it predicted the neighbourhood's outcomes (None: always
+    #: ``horizon``; :mod:`engramdb.learning.forgetting`), and the horizon of that score.
+    learned_horizons: tuple[float, ...] | None = None
+    learned_score_horizon: float = 50.0
     #: Most-similar decision records considered per question.
     candidates: int = 500
     #: Monte Carlo draws for the confidence.
@@ -268,6 +280,18 @@ class RecommendConfig:
             raise ValueError("pool_floor must be within [0, similarity_floor] (or None)")
         if self.recent_horizon is not None and not self.recent_horizon >= 1.0:
             raise ValueError("recent_horizon must be at least 1 (or None)")
+        if self.option_exponent is not None and not (
+            self.option_exponent >= 0.0 and math.isfinite(self.option_exponent)
+        ):
+            raise ValueError("option_exponent must be a non-negative number (or None)")
+        if self.explore_after_change is not None and not 0.0 <= self.explore_after_change <= 1.0:
+            raise ValueError("explore_after_change must be within [0, 1] (or None)")
+        if self.learned_horizons is not None and (
+            not self.learned_horizons or any(not h >= 1.0 for h in self.learned_horizons)
+        ):
+            raise ValueError("learned_horizons must be horizons of at least 1 (or None)")
+        if not self.learned_score_horizon >= 1.0:
+            raise ValueError("learned_score_horizon must be at least 1")
         if self.candidates < 1 or self.draws < 1:
             raise ValueError("candidates and draws must be positive")
 
@@ -307,9 +331,17 @@ def _normalised(text: str) -> str:
     return normalise_context(text)
 
 
-def evidence(context: str, neighbours: Iterable[Neighbour], *, config: RecommendConfig) -> list[Evidence]:
-    """Relevance-weighted evidence: an identical context (ignoring case and spacing) weighs 1."""
+def evidence(
+    context: str,
+    neighbours: Iterable[Neighbour],
+    *,
+    config: RecommendConfig,
+    options: Sequence[str] | None = None,
+) -> list[Evidence]:
+    """Relevance-weighted evidence: an identical context (ignoring case and spacing) weighs 1; with
+    ``config.option_exponent``, a decision made among other choices than ``options`` weighs less."""
     key = _normalised(context)
+    asked = None if options is None or config.option_exponent is None else frozenset(options)
     out = []
     for n in neighbours:
         same = _normalised(n.record.context) == key
@@ -318,6 +350,10 @@ def evidence(context: str, neighbours: Iterable[Neighbour], *, config: Recommend
             if same
             else similarity_weight(n.cosine, floor=config.similarity_floor, exponent=config.similarity_exponent)
         )
+        if asked is not None and config.option_exponent is not None and relevance > 0.0:
+            relevance *= option_agreement(
+                n.record.action, n.record.alternatives, asked, exponent=config.option_exponent
+            )
         if relevance > 0.0:
             out.append(Evidence(action=n.record.action, success=n.record.success, relevance=relevance, at=n.record.at))
     return out
@@ -332,7 +368,7 @@ def option_posteriors(
     options: Sequence[str] | None = None,
 ) -> list[Posterior]:
     """The posterior of every option; without ``options``, of every action seen nearby (and its alternatives)."""
-    ev = evidence(context, neighbours, config=config)
+    ev = evidence(context, neighbours, config=config, options=options)
     relevant = {e.action for e in ev}
     if options is None:
         # Alternatives that were available in relevant situations are options too, even if never tried.
@@ -343,12 +379,23 @@ def option_posteriors(
         universe: list[str] = [*dict.fromkeys(e.action for e in ev), *seen]
     else:
         universe = list(options)
+    horizon = config.horizon
+    if config.learned_horizons is not None and ev:
+        horizon = best_horizon(
+            [e.action for e in ev],
+            [e.success for e in ev],
+            [e.relevance for e in ev],
+            [e.at.timestamp() for e in ev],
+            candidates=config.learned_horizons,
+            prior=config.prior,
+            score_horizon=config.learned_score_horizon,
+        )
     post = posteriors(
         ev,
         now=now,
         prior=config.prior,
         half_life_days=config.half_life_days,
-        horizon=config.horizon,
+        horizon=horizon,
         actions=universe,
         change=config.change,
     )
@@ -429,7 +476,11 @@ def _leads(
     if config.recent_horizon is None or config.recent_horizon == config.horizon:
         return lead, lead
     recent = option_posteriors(
-        context, neighbours, now=now, config=replace(config, horizon=config.recent_horizon), options=options
+        context,
+        neighbours,
+        now=now,
+        config=replace(config, horizon=config.recent_horizon, learned_horizons=None),
+        options=options,
     )
     return lead, _lead(recent, top, config.prior, rng=rng, draws=config.draws)
 
@@ -567,4 +618,9 @@ def choose(
     rng = rng_for(seed, "choose", normalise_context(context), tuple(options), _fingerprint(neighbours))
     if not math.isfinite(exploration):
         raise ValueError("exploration must be a finite number")
+    if config.explore_after_change is not None and config.change is not None:
+        kept = option_posteriors(context, neighbours, now=now, config=replace(config, change=None), options=options)
+        # The change rule cut some older record: draw wider until the new order is known.
+        if sum(p.attempts for p in kept) - sum(p.attempts for p in post) > _SLACK:
+            exploration = max(exploration, config.explore_after_change)
     return post[thompson_choice(post, rng=rng, exploration=exploration)].action

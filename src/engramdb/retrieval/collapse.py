@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final, TypeVar
 
 from engramdb.models import Memory
@@ -52,8 +53,21 @@ class _Key:
 
     @classmethod
     def of(cls, kind: str, text: str) -> _Key:
-        folded, words = signature(text)
-        return cls(kind, folded, words, _numbers(words), words & _NEGATIONS)
+        return _cached_key(kind, text) if len(text) <= _CACHED_CHARS else _key(kind, text)
+
+
+#: Texts up to this long have their keys cached (4,096 of them: a few MB at most, whatever memories hold).
+_CACHED_CHARS: Final = 1000
+
+
+def _key(kind: str, text: str) -> _Key:
+    folded, words = signature(text)
+    return _Key(kind, folded, words, _numbers(words), words & _NEGATIONS)
+
+
+# A store's texts repeat (retries, re-told facts: ~13 copies each in bench/tenants.py's corpus) and so do the
+# heads of successive searches; the key depends on (kind, text) alone, so each is folded once while cached.
+_cached_key = lru_cache(maxsize=4096)(_key)
 
 
 def _same(a: _Key, b: _Key) -> bool:
@@ -76,20 +90,25 @@ def collapse(ranked: Sequence[T], memory_of: Callable[[T], Memory], *, limit: in
     """The first ``limit`` distinct entries of ``ranked`` (best first), each with the ids folded into it.
 
     Quadratic in ``limit`` at most (each kept entry is compared with the kept ones); the scan stops once
-    ``limit`` distinct entries are found, so an entry below them is never read.
+    ``limit`` distinct entries are found, so an entry below them is never read. An entry whose folded text
+    equals a kept one's goes to that one by a lookup: the kept entries above it were each compared with
+    that entry when it was kept (none was the same), and the same kind and folded text compare alike.
     """
     kept: list[tuple[T, list[str]]] = []
     keys: list[_Key] = []
+    exact: dict[tuple[str, str], int] = {}
     for entry in ranked:
         m = memory_of(entry)
         key = _Key.of(m.kind, m.content)
-        for i, other in enumerate(keys):
-            if _same(key, other):
-                kept[i][1].append(m.id)
-                break
-        else:
-            if len(kept) == limit:
-                break
-            kept.append((entry, []))
-            keys.append(key)
+        at = exact.get((key.kind, key.folded))
+        if at is None:
+            at = next((i for i, other in enumerate(keys) if _same(key, other)), None)
+        if at is not None:
+            kept[at][1].append(m.id)
+            continue
+        if len(kept) == limit:
+            break
+        exact[key.kind, key.folded] = len(kept)
+        kept.append((entry, []))
+        keys.append(key)
     return kept

@@ -6,13 +6,17 @@ import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.query import QueryCache
-from engramdb.models import Hit
+from engramdb.models import Hit, Memory
 from engramdb.retrieval.collapse import collapse
 from engramdb.retrieval.context import (
     ASSISTANT_WEIGHT,
@@ -126,7 +130,7 @@ class HybridSearcher:
         if self.weights.fusion == "evidence":
             # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).
             ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in keyword]))
-            memories = self._store.memories.get_many(ids, flt)
+            memories = self._read(ids, flt, vec, keyword)
             texts = {i: m.content for i, m in memories.items()}
             w = self.weights
             fused = fuse_evidence(
@@ -144,7 +148,7 @@ class HybridSearcher:
             fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
             # Boosts can reorder only within reach of the top, so fetch a bounded slice.
             head = fused[: max(_HEAD, limit)]
-            memories = self._store.memories.get_many([f.id for f in head], flt)
+            memories = self._read([f.id for f in head], flt, vec, keyword)
         linked = self.neighbour_weight > 0 and any(FOLLOWS_KEY in m.metadata for m in memories.values())
         spoken = (self.assistant_weight < 1 or self.other_speaker_weight < 1) and any(
             ROLE_KEY in m.metadata for m in memories.values()
@@ -156,7 +160,7 @@ class HybridSearcher:
             reach = fused[: max(_SPREAD, limit)]
             unread = [f.id for f in reach if f.id not in memories]
             if unread:
-                memories.update(self._store.memories.get_many(unread, flt))
+                memories.update(self._read(unread, flt, vec, keyword))
             if window is not None:
                 when = {m.id: m.occurred_at for m in memories.values()}
                 # "what did I do last Saturday?": no other words to go by, so the time decides.
@@ -192,6 +196,18 @@ class HybridSearcher:
             rel = relevance(cosines[f.id], coverage(terms, m.content, weights=weights))
             hits.append(Hit(shown, score, f.keyword_score, f.vector_score, rel, tuple(folded)))
         return hits
+
+    def _read(self, ids: Sequence[str], flt: Filter, *found: Sequence[Candidate]) -> dict[str, Memory]:
+        """The memories of ``ids`` visible under ``flt``, in that order: those the channels carried, the rest read."""
+        carried = {c.id: c.memory for channel in found for c in channel if c.memory is not None}
+        unread = [i for i in ids if i not in carried]
+        fetched = self._store.memories.get_many(unread, flt) if unread else {}
+        out: dict[str, Memory] = {}
+        for memory_id in ids:
+            memory = carried.get(memory_id) or fetched.get(memory_id)
+            if memory is not None:
+                out[memory_id] = memory
+        return out
 
     def _cosines(self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused]) -> dict[str, float]:
         """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none)."""

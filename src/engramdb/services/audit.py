@@ -15,7 +15,7 @@ from engramdb import auditchain as chain
 from engramdb.auditcoverage import coverage
 from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.models import AuditEvent, Change, Verification
-from engramdb.storage.base import Store
+from engramdb.services._base import Service
 
 __all__ = ["AUDIT_ACTIONS", "AuditService", "check_action"]
 
@@ -47,11 +47,8 @@ def check_action(action: object) -> str:
     return text
 
 
-class AuditService:
+class AuditService(Service):
     """Who did what to which memory, and when; and whether anyone tampered with that record."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
 
     def log(
         self,

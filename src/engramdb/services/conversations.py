@@ -25,18 +25,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb import _validate as check
-from engramdb._util import utcnow
 from engramdb.brain import _add_llm
 from engramdb.brain.extract import Fact, extract_facts
 from engramdb.errors import LLMError
 from engramdb.models import AddResult, ChatMessage, FactAction, FactChange, Kind, Memory
 from engramdb.retrieval.context import ROLE_KEY
+from engramdb.services._base import Service
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb.brain.llm import LLM
-    from engramdb.pipeline import WritePipeline
-    from engramdb.storage.base import Store
+    from engramdb.services._base import ServiceContext
 
 __all__ = ["FACT_TAG", "Conversations"]
 
@@ -79,12 +78,11 @@ class _Scope:
         return {"source": "add"} if self.session is None else {"source": "add", "session": self.session}
 
 
-class Conversations:
+class Conversations(Service):
     """``add``: turns in as conversation memories, facts out through the write pipeline."""
 
-    def __init__(self, store: Store, *, pipeline: WritePipeline, llm: LLM | None) -> None:
-        self._store = store
-        self._pipeline = pipeline
+    def __init__(self, ctx: ServiceContext, *, llm: LLM | None) -> None:
+        super().__init__(ctx)
         self._llm = llm
 
     def add(
@@ -166,7 +164,7 @@ class Conversations:
         """Write the planned facts in one batch (the unchanged ones are reported, not written). A fact belongs
         to the call's user, not to its session: what a person states holds beyond the thread it was said in."""
         todo = [p for p in planned if p.action != "none"]
-        started = utcnow()
+        started = self._clock()
         items = [
             {"content": p.content, "agent": scope.agent, "user": scope.user, "kind": p.kind, "key": p.key,
              "metadata": p.metadata, "tags": [FACT_TAG], "at": p.at}

@@ -30,7 +30,6 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb import _validate as check
-from engramdb._util import utcnow
 from engramdb.errors import ValidationError
 from engramdb.learning.failures import occurrence_from_memory
 from engramdb.learning.records import parse_decision
@@ -447,7 +446,7 @@ class Distiller(Service):
         tags = [DISTILLED_TAG, *sorted(t for t in shared_tags if _keeps_tag(t))]
         visibility = "public" if all(m.visibility == "public" for m in members) else "private"
         previous = _match(ids, kind, existing, claimed)
-        now = utcnow()
+        now = self._clock()
         if previous is None:
             item = {
                 "content": content,
@@ -500,7 +499,7 @@ class Distiller(Service):
         self, agent: str, groups: Sequence[DistillGroup], archive: Sequence[Memory]
     ) -> tuple[list[DistillGroup], int]:
         """Every write of the run in one transaction, through the pipeline: new, updated, archived."""
-        now = utcnow()
+        now = self._clock()
         out: list[DistillGroup] = []
         with self._pipeline.transaction():
             created = self._pipeline.write(

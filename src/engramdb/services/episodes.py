@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb import _validate as check
-from engramdb._util import parse_ts, utcnow
+from engramdb._util import parse_ts
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import episodes as ep
 from engramdb.learning.records import EPISODE_TAG, PENDING, credited_weights, is_pending, resolved_metadata
@@ -108,7 +108,7 @@ class EpisodeService(Service):
             if not isinstance(context, Mapping):
                 raise ValidationError(f"context must be a JSON object (a mapping), not {type(context).__name__}")
             meta = dict(check.metadata({**meta, "context": dict(context)}))
-        meta.update({"outcome": ep.RUNNING, "events": [], "dropped_events": 0, "started_at": utcnow().isoformat()})
+        meta.update({"outcome": ep.RUNNING, "events": [], "dropped_events": 0, "started_at": self._clock().isoformat()})
         memory = self._pipeline.remember(
             task, agent=agent, kind="episode", tags=[*user_tags, ep.OUTCOME_TAG + ep.RUNNING], metadata=meta
         )
@@ -157,7 +157,7 @@ class EpisodeService(Service):
                 meta["dropped_events"] = int(meta.get("dropped_events") or 0) + 1
             else:
                 started = parse_ts(str(meta.get("started_at"))) or memory.created_at
-                at = round(max(0.0, (utcnow() - started).total_seconds()), 6)
+                at = round(max(0.0, (self._clock() - started).total_seconds()), 6)
                 events.append({"kind": kind, "data": value, "at": at, "role": role})
                 meta["events"] = events
             self._pipeline.update(memory.id, {"metadata": meta}, actor=agent, action="episode-event", current=memory)
@@ -190,7 +190,7 @@ class EpisodeService(Service):
         error = None if error is None else check.content(error, what="error")
         memory = self._running(episode_id, agent)
         started = parse_ts(str(memory.metadata.get("started_at"))) or memory.created_at
-        duration = round(max(0.0, (utcnow() - started).total_seconds()), 6)
+        duration = round(max(0.0, (self._clock() - started).total_seconds()), 6)
         # Searches (the failure's pattern lookup) cannot run inside a transaction: these come first.
         failure_id = None
         if record_failures and word == "failure":

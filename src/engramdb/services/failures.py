@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from engramdb import _validate as check
-from engramdb._util import utcnow
 from engramdb._validate import PAGE_SIZE
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import _args
@@ -241,7 +240,7 @@ class FailureService(Service):
                 first[c.pattern_id] = c.created_at
         if not first:
             return patterns
-        now = utcnow()
+        now = self._clock()
         out = []
         for g, p in zip(groups, patterns, strict=True):
             since = next((first[k] for k in dict.fromkeys(o.key for o in g) if k in first), None)

@@ -20,15 +20,13 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Final
 
 from engramdb import _validate as check
-from engramdb._util import parse_ts, utcnow
+from engramdb._util import parse_ts
 from engramdb.errors import AccessDenied, NotFound, StorageError, ValidationError
 from engramdb.models.auth import ApiKey, NewApiKey
-from engramdb.storage.base import Store
+from engramdb.services._base import Service
 
 __all__ = ["META_KEY", "TOKEN_PREFIX", "AccessDenied", "ApiKeys"]
 
@@ -46,12 +44,8 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class ApiKeys:
-    """Create, list, revoke and check the API keys of one store."""
-
-    def __init__(self, store: Store, *, clock: Callable[[], datetime] = utcnow) -> None:
-        self._store = store
-        self._clock = clock
+class ApiKeys(Service):
+    """Create, list, revoke and check the API keys of one store (``mem.keys``)."""
 
     # -- records ------------------------------------------------------------------------------------------
     def _load(self) -> list[dict[str, Any]]:

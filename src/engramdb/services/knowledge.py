@@ -16,15 +16,14 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from engramdb import _validate as check
-from engramdb._util import new_id, utcnow
+from engramdb._util import new_id
 from engramdb.errors import NotFound, ValidationError
 from engramdb.knowledge import files as knowledge
 from engramdb.knowledge import provenance as rules
 from engramdb.knowledge import transfer
-from engramdb.knowledge.transfer import Vector
 from engramdb.models import AuditRecord, Change, Kind, Memory, PackReport
 from engramdb.recall import scope_filter
 from engramdb.services._base import Service, ServiceContext
@@ -32,6 +31,9 @@ from engramdb.services.distill import Distiller
 from engramdb.services.failures import FailureService
 from engramdb.services.packs import ServiceTarget, seed_pack
 from engramdb.storage.base import Filter
+
+if TYPE_CHECKING:
+    from engramdb.knowledge.transfer import Vector
 
 __all__ = ["KnowledgeService", "Target"]
 
@@ -123,7 +125,7 @@ class KnowledgeService(Service):
                     for change in self._store.memories.history(m.id):
                         yield knowledge.encode_change(change)
 
-        now = utcnow()
+        now = self._clock()
         with _opened_for_writing(path) as out:
             knowledge.write_bundle(
                 out,
@@ -146,7 +148,7 @@ class KnowledgeService(Service):
             "signed": self._pipeline.settings.knowledge_key is not None,
         }
         with self._pipeline.transaction():
-            self._pipeline.audit([AuditRecord(action="export", agent=owner, memory_id=None, at=now, detail=detail)])
+            self._audit([AuditRecord(action="export", agent=owner, memory_id=None, at=now, detail=detail)])
         return len(memories)
 
     def _stored_vectors(self, memory_ids: builtins.list[str]) -> dict[str, Vector]:
@@ -210,7 +212,7 @@ class KnowledgeService(Service):
                     f"{source}: the file holds memories of agent(s) {names}: import them as one agent with "
                     "agent=NAME (CLI --agent), or keep their agents with keep_agents=True; nothing was imported"
                 )
-        now = utcnow()
+        now = self._clock()
         existing = self._recall.get_many([e.memory.id for e in bundle.entries])
         for entry in bundle.entries:
             # Checked again by the plan; caught here before anything is embedded.
@@ -308,7 +310,7 @@ class KnowledgeService(Service):
         known: set[tuple[str, str]] = set()
         for m in self._recall.all(Filter(agent=taker, include_shared=False)):
             known |= rules.origins(m)
-        now = utcnow()
+        now = self._clock()
         vectors = self._stored_vectors([m.id for m in given])
         missing = [m for m in given if m.id not in vectors]
         if missing:

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb import _validate as check
-from engramdb._util import utcnow
 from engramdb._validate import PAGE_SIZE
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning import _args, recommend, records
@@ -329,7 +328,7 @@ class LearningService(Service):
         praise alone never. Empty or invalid text raises ValidationError and changes nothing.
         """
         agent, user = self._who(agent, user)
-        return self._feedback.give(memory_ids, outcome, agent=agent, user=user, context=context, now=utcnow())
+        return self._feedback.give(memory_ids, outcome, agent=agent, user=user, context=context, now=self._clock())
 
     def _who(self, agent: object, user: object) -> tuple[str, str | None]:
         """The validated agent (default: the ``agent`` setting) and user (None: the agent's records of every user)."""
@@ -387,7 +386,7 @@ class LearningService(Service):
         s = recommend.suggest(
             context,
             neighbours,
-            now=utcnow(),
+            now=self._clock(),
             config=self.recommend,
             seed=self._settings.learning_seed,
             options=opts,
@@ -418,22 +417,17 @@ class LearningService(Service):
         context = check.content(context, what="context")
         agent, user = self._who(agent, user)
         opts = _args.options(options)
-        exp = self._settings.exploration if exploration is None else exploration
-        if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
-            raise ValidationError(f"exploration must be a number within [0, 1], not {exploration!r}")
-        chosen_seed = self._settings.learning_seed if seed is None else seed
-        if isinstance(chosen_seed, bool) or not isinstance(chosen_seed, int):
-            raise ValidationError(f"seed must be an integer, not {seed!r}")
+        exp, chosen_seed = check.exploration_and_seed(exploration, seed, self._settings)
         if len(opts) == 1:
             return opts[0]
         return recommend.choose(
             context,
             opts,
             self._neighbours(context, agent, user),
-            now=utcnow(),
+            now=self._clock(),
             config=self.recommend,
             seed=chosen_seed,
-            exploration=float(exp),
+            exploration=exp,
         )
 
     # -- analytics -----------------------------------------------------------------------------------------
@@ -528,7 +522,7 @@ class LearningService(Service):
         report = build_report(
             self.outcomes(agent=agent, since=since, user=user),
             agent=agent,
-            now=utcnow(),
+            now=self._clock(),
             since=since,
             failure_patterns=failures,
             success_target=float(success_target),

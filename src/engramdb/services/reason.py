@@ -24,11 +24,11 @@ from engramdb.brain.llm import HOW_TO_CONFIGURE, LLM, LLMError, LLMNotConfigured
 from engramdb.errors import NotFound, ValidationError
 from engramdb.learning.records import MAX_ACTION_CHARS, PENDING, decision_metadata, resolved_metadata
 from engramdb.models import REASONING_MODES, Memory, Reasoning, ReasoningMode
+from engramdb.services._base import Service
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.pipeline import WritePipeline
-    from engramdb.storage.base import Store
+    from engramdb.services._base import ServiceContext
 
 __all__ = ["ContextSource", "Reasoner", "RenderedContext"]
 
@@ -68,28 +68,26 @@ class ContextSource(Protocol):
         ...
 
 
-class Reasoner:
+class Reasoner(Service):
     """Plan, think or decide with an LLM over the agent's memory; record decisions for outcome learning.
 
     ``llm`` None means none is configured (:meth:`reason` then says how to configure
     one). ``context`` builds the memory context; None reasons over the goal alone.
-    ``pipeline`` writes the pending decision (so redaction and the audit trail apply);
-    ``store`` reads it back in :meth:`resolve`.
+    The context's pipeline writes the pending decision (so redaction and the audit trail apply);
+    its store reads it back in :meth:`resolve`.
     """
 
     def __init__(
         self,
+        ctx: ServiceContext,
+        *,
         llm: LLM | None,
         context: ContextSource | None,
-        *,
-        pipeline: WritePipeline,
-        store: Store,
         token_budget: int = 1500,
     ) -> None:
+        super().__init__(ctx)
         self._llm = llm
         self._context = context
-        self._pipeline = pipeline
-        self._store = store
         self.token_budget = token_budget
 
     @property

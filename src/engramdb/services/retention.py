@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from engramdb import _validate as check
-from engramdb._util import parse_ts, utcnow
+from engramdb._util import parse_ts
 from engramdb.errors import NotFound, ValidationError
 from engramdb.models import CleanupReport, Expiry, Memory, RetentionPolicy
 from engramdb.privacy.retention import evaluate, load_policy
@@ -76,7 +76,7 @@ class RetentionService(Service):
         policy = self.policy if policy is None else policy
         if agent is not None:
             agent = check.agent_name(agent)
-        now = utcnow() if now is None else now
+        now = self._clock() if now is None else now
         if policy.empty:
             return CleanupReport(dry_run=dry_run, policy_empty=True)
         expired = evaluate(self._owned_memories(agent, users, sessions), policy, now=now)
@@ -102,7 +102,7 @@ class RetentionService(Service):
         hours = self._settings.retention_interval_hours
         if hours <= 0:
             return None
-        now = utcnow()
+        now = self._clock()
         try:
             when = parse_ts(self._store.meta.get(_LAST_RUN))
         except ValueError:

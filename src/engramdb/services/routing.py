@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from engramdb import _validate as check
-from engramdb._util import utcnow
 from engramdb.brain.routing_table import (
     ROUTING_TABLE,
     TASK_TYPE_ALIASES,
@@ -59,12 +58,11 @@ from engramdb.learning.recommend import rng_for
 from engramdb.learning.records import normalise_context, parse_decision
 from engramdb.learning.stats import ChangeRule, Evidence, credible_intervals, posteriors
 from engramdb.models import Memory, ModelSpec, ModelStats, ModelTier, RouteChoice
+from engramdb.services._base import Service, ServiceContext
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
-    from engramdb.config import Settings
     from engramdb.services.learning import LearningService
-    from engramdb.storage.base import Store
 
 __all__ = [
     "ROUTING_TABLE",
@@ -128,15 +126,12 @@ class _Observed:
     latencies: list[float]
 
 
-class RoutingService:
+class RoutingService(Service):
     """Pick an LLM for a task by learned success, cost and latency; record how it went."""
 
-    def __init__(
-        self, store: Store, learning: LearningService, settings: Settings, *, config: RoutingConfig | None = None
-    ) -> None:
-        self._store = store
+    def __init__(self, ctx: ServiceContext, *, learning: LearningService, config: RoutingConfig | None = None) -> None:
+        super().__init__(ctx)
         self._learning = learning
-        self._settings = settings
         #: The router's tunables; replace to tune this instance.
         self.config: RoutingConfig = config if config is not None else RoutingConfig()
 
@@ -186,18 +181,13 @@ class RoutingService:
         cw = _weight(self.config.cost_weight if cost_weight is None else cost_weight, "cost_weight")
         default_lw = max(self.config.latency_weight, self.config.fast_latency_weight if fast else 0.0)
         lw = _weight(default_lw if latency_weight is None else latency_weight, "latency_weight")
-        exp = self._settings.exploration if exploration is None else exploration
-        if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
-            raise ValidationError(f"exploration must be a number within [0, 1], not {exploration!r}")
-        chosen_seed = self._settings.learning_seed if seed is None else seed
-        if isinstance(chosen_seed, bool) or not isinstance(chosen_seed, int):
-            raise ValidationError(f"seed must be an integer, not {seed!r}")
+        exp, chosen_seed = check.exploration_and_seed(exploration, seed, self._settings)
 
         names = [s.name for s in specs]
         records = self._records(agent, ttype) if ttype is not None else []
         observed = _observe(records, names, self.config.cost_window)
         borrowed = self._borrowed(task, agent, names)
-        now = utcnow()
+        now = self._clock()
         cfg = self.config
         post = posteriors(
             [e for o in observed.values() for e in o.evidence],

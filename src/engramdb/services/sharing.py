@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from engramdb import _validate as check
-from engramdb._util import utcnow
 from engramdb.errors import NotFound
 from engramdb.learning import failures
 from engramdb.models import AuditRecord, Share
@@ -52,11 +51,11 @@ class SharingService(Service):
         owner, recipient, ids = self._selected(
             memory_ids, from_agent=from_agent, to_agent=to_agent, tag=tag, pattern=pattern
         )
-        now = utcnow()
+        now = self._clock()
         with self._pipeline.transaction():
             if ids:
                 self._store.shares.share(ids, from_agent=owner, to_agent=recipient, at=now)
-            self._pipeline.audit([_record("share", owner, i, now, to_agent=recipient) for i in ids])
+            self._audit([_record("share", owner, i, now, to_agent=recipient) for i in ids])
         return len(ids)
 
     def unshare(
@@ -78,10 +77,10 @@ class SharingService(Service):
         owner, recipient, ids = self._selected(
             memory_ids, from_agent=from_agent, to_agent=to_agent, tag=tag, pattern=pattern
         )
-        now = utcnow()
+        now = self._clock()
         with self._pipeline.transaction():
             revoked = self._store.shares.unshare(ids, from_agent=owner, to_agent=recipient, at=now) if ids else 0
-            self._pipeline.audit([_record("unshare", owner, i, now, to_agent=recipient) for i in ids])
+            self._audit([_record("unshare", owner, i, now, to_agent=recipient) for i in ids])
         return revoked
 
     def list(self, *, from_agent: str | None = None, to_agent: str | None = None) -> builtins.list[Share]:

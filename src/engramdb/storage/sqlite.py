@@ -25,10 +25,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from engramdb.storage.base import Vectors
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, ValidationError
 from engramdb.models import Memory
@@ -52,7 +57,7 @@ from engramdb.storage._vector_index import (
     put_op,
     remove_op,
 )
-from engramdb.storage.base import Filter, Store, Vectors
+from engramdb.storage.base import Filter, Store
 
 __all__ = ["DB_FILENAME", "SYNCHRONOUS", "SQLiteBackend", "open_sqlite"]
 
@@ -75,6 +80,7 @@ def open_sqlite(
     busy_timeout: float = 30.0,
     synchronous: str = "NORMAL",
     ann_threshold: int | None = ANN_DEFAULT_THRESHOLD,
+    warm: bool = True,
 ) -> Store:
     """The SQLite store at directory ``location`` (created if missing) or ``":memory:"``.
 
@@ -85,14 +91,17 @@ def open_sqlite(
     ``synchronous`` is the durability level (see :data:`SYNCHRONOUS`): ``"NORMAL"`` (default)
     never corrupts the store, but an operating-system crash or power loss may roll back the
     last commits; ``"FULL"`` syncs the log at every commit, so a commit that returned survives
-    those too (each write costs an fsync).
+    those too (each write costs an fsync). ``warm`` brings a file store's search caches up on a thread
+    at once (else the first search does).
 
     Raises :class:`~engramdb.errors.NotAStoreError` for a path that holds something else,
     :class:`~engramdb.errors.CorruptStoreError` for a damaged, emptied or vanished database file and
     :class:`~engramdb.errors.SchemaVersionError` for a store written by a newer engramdb.
     """
     return sql_store(
-        SQLiteBackend(location, busy_timeout=busy_timeout, synchronous=synchronous, ann_threshold=ann_threshold)
+        SQLiteBackend(
+            location, busy_timeout=busy_timeout, synchronous=synchronous, ann_threshold=ann_threshold, warm=warm
+        )
     )
 
 
@@ -124,6 +133,7 @@ class SQLiteBackend:
         busy_timeout: float = 30.0,
         synchronous: str = "NORMAL",
         ann_threshold: int | None = ANN_DEFAULT_THRESHOLD,
+        warm: bool = True,
     ) -> None:
         level = synchronous.upper() if isinstance(synchronous, str) else ""
         if level not in SYNCHRONOUS:
@@ -144,7 +154,7 @@ class SQLiteBackend:
             # Only a file store persists an ANN index; it lives beside the database file.
             self._index = VectorIndex(sidecar_dir(self.path), ann_threshold=ann_threshold)
             self.search = SQLiteSearch(self._reading, self._index)
-        if self.path is not None:
+        if self.path is not None and warm:
             # A file store may be large: its caches come up now, not in the first searches (issue 27).
             threading.Thread(target=self.search.warm, name="engramdb-warm", daemon=True).start()
 

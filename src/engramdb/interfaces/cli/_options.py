@@ -252,6 +252,7 @@ def open_engram(
     client: no store and no model in this process; ``options`` are then the server's business),
     unless ``local`` (the servers themselves: ``engram serve`` must not serve a client of itself).
     A command that needs the store in this process (``remote_ok=False``) refuses ``$ENGRAM_URL`` in one line.
+    Only the servers (``local``) warm the search caches at open (the ``warm`` setting).
     """
     location = store_location(ctx, store)
     url = os.environ.get("ENGRAM_URL") or None
@@ -272,6 +273,10 @@ def open_engram(
         from engramdb.config import load_settings
 
         location = str(load_settings().home)
+    if not local:
+        # One command, then the process ends: warming the search caches on threads at open would only
+        # compete with it for the CPU (the servers keep the setting; they answer many searches).
+        options.setdefault("warm", False)
     with Engram(location, create=create, **options) as mem:
         yield mem
         # A failure of the background vector writer during the command is this command's error (one line,

@@ -1,0 +1,34 @@
+"""How much a recorded decision speaks to the decision asked about, beyond the words. Pure: values in, values out.
+
+Text similarity alone mixes situations that are described alike: on bench/learning_drift.py's streams most wrong
+settled recommendations were an action borrowed from another situation whose descriptions share words (an
+authentication failure told to ``retry-with-backoff`` because rate limiting, where that action is best, is also
+about "requests" to a service). A decision is recorded with the alternatives it was chosen among, and a question
+may come with its options: two decisions made among different choices are likely different decisions.
+:func:`option_agreement` turns that into a multiplier of an outcome's relevance (``RecommendConfig.option_exponent``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+__all__ = ["option_agreement"]
+
+
+def option_agreement(
+    action: str, alternatives: Iterable[str], options: Collection[str] | None, *, exponent: float
+) -> float:
+    """The Jaccard overlap of a record's choice set (its action and alternatives) with the asked ``options``, raised
+    to ``exponent``: 1 for the same choice set, smaller the less they share, 0 for none in common.
+
+    Neutral (1) when either side is unknown: a record made without alternatives, or a question without options,
+    says nothing about which decision it was. In (0, 1] otherwise whenever the record's action is among the options.
+    """
+    if options is None or not options:
+        return 1.0
+    mine = {action, *alternatives}
+    if len(mine) < 2:
+        return 1.0
+    asked = set(options)
+    union = len(mine | asked)
+    return float((len(mine & asked) / union) ** exponent)

@@ -1,0 +1,54 @@
+"""The ``warm`` setting: a file store brings its search caches up on threads at open, unless told not to."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from engramdb import Engram
+from engramdb.embeddings.base import Embedder
+
+_WARMERS = {"engramdb-warm", "engramdb-warm-retrieval"}
+
+
+def _threads_started_by(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the threads started from now on (recorded, then started as usual)."""
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def recording(self: threading.Thread) -> None:
+        started.append(self.name)
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", recording)
+    return started
+
+
+def test_a_store_opened_without_warming_starts_no_warming_thread_and_still_searches(
+    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Engram(tmp_path / "s", embedder=embedder) as mem:
+        mem.remember("The staging deploy needs the VPN", agent="ops")
+    started = _threads_started_by(monkeypatch)
+    with Engram(tmp_path / "s", embedder=embedder, warm=False) as mem:
+        hits = mem.search("staging deploy VPN", agent="ops")  # the first search loads what it needs itself
+    assert [h.memory.content for h in hits] == ["The staging deploy needs the VPN"]
+    assert not _WARMERS & set(started)
+
+
+def test_a_file_store_warms_by_default(tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Engram(tmp_path / "s", embedder=embedder) as mem:
+        mem.remember("The staging deploy needs the VPN", agent="ops")
+    started = _threads_started_by(monkeypatch)
+    with Engram(tmp_path / "s", embedder=embedder):
+        pass
+    assert "engramdb-warm" in started
+
+
+def test_the_warm_setting_is_read_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engramdb.config import load_settings
+
+    monkeypatch.setenv("ENGRAM_WARM", "off")
+    assert load_settings().warm is False
