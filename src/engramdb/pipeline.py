@@ -1,19 +1,18 @@
 """The write pipeline: the one path every write takes (remember, batches, update, forget, import, merge).
 
-In order: validate, redact (secrets, and personal data if enabled, in content, tags and
-metadata), look for near-duplicates (unless forced, never for event kinds), embed, then
-write the rows, vectors, history and audit entries in one ``store.atomic()`` transaction.
+In order: validate, redact (secrets, and personal data if enabled, in content, tags and metadata), look for
+near-duplicates (unless forced, never for event kinds), embed, then write the rows, vectors, history and audit
+entries in one ``store.atomic()`` transaction.
 
-With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue`
-given), a memory that is not checked for near-duplicates is written without its vector and
-queued after the commit; the worker adds the vector later. A memory that is checked (dedupe on,
-not forced, a mergeable kind, no key), and every memory of its agent, kind and visibility in
-the same batch (its possible in-batch twins), is still embedded before the write: merging
-needs the vector, and a merge decided later could not return the merged memory to the caller.
-Writes inside a caller's open transaction embed too (the queue must only see committed rows),
-except a keyed write's own transaction (the key's lock): its vectors are queued once it commits.
-The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
-:mod:`~engramdb.knowledge.dedupe`, :mod:`~engramdb.knowledge.transfer`); this class applies them.
+With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue` given), a
+memory that is not checked for near-duplicates is written without its vector and queued after the commit; the worker
+adds the vector later. A memory that is checked (dedupe on, not forced, a mergeable kind, no key), and every memory
+of its agent, kind and visibility in the same batch (its possible in-batch twins), is still embedded before the
+write: merging needs the vector, and a merge decided later could not return the merged memory to the caller. Writes
+inside a caller's open transaction embed too (the queue must only see committed rows), except a keyed write's own
+transaction (the key's lock): its vectors are queued once it commits. The rules are pure modules
+(:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`, :mod:`~engramdb.knowledge.dedupe`,
+:mod:`~engramdb.knowledge.transfer`); this class applies them.
 """
 
 from __future__ import annotations
@@ -24,10 +23,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+
+    from engramdb.storage.base import Vectors as Vector
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb import _validate as check
 from engramdb._keys import KEY_TAG_PREFIX, key_of, key_tag
@@ -46,7 +49,6 @@ from engramdb.vectorqueue import VectorQueue
 
 __all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "DedupePlan", "WritePipeline", "key_of", "key_tag", "write_record"]
 
-Vector = npt.NDArray[np.float32]
 
 #: Fields a caller may change with ``update``.
 UPDATABLE: Final = frozenset({"content", "tags", "metadata", "kind", "confidence", "visibility"})

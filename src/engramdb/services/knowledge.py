@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from engramdb import _validate as check
 from engramdb._util import new_id
@@ -24,7 +24,6 @@ from engramdb.errors import NotFound, ValidationError
 from engramdb.knowledge import files as knowledge
 from engramdb.knowledge import provenance as rules
 from engramdb.knowledge import transfer
-from engramdb.knowledge.transfer import Vector
 from engramdb.models import AuditRecord, Change, Kind, Memory, PackReport
 from engramdb.recall import scope_filter
 from engramdb.services._base import Service, ServiceContext
@@ -32,6 +31,9 @@ from engramdb.services.distill import Distiller
 from engramdb.services.failures import FailureService
 from engramdb.services.packs import ServiceTarget, seed_pack
 from engramdb.storage.base import Filter
+
+if TYPE_CHECKING:
+    from engramdb.knowledge.transfer import Vector
 
 __all__ = ["KnowledgeService", "Target"]
 
