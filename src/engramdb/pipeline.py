@@ -537,12 +537,12 @@ class WritePipeline:
         """``memory`` with secrets replaced in its content, tags and metadata (the same object if none)."""
         return redact_memory(memory, policy=self.redaction)
 
-    def stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
+    def _stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
         """The stored memories of the same agent and kind nearest to ``vector`` (dedupe lookup), with cosines."""
         return self._stored_candidates_many([memory], vector.reshape(1, -1))[0]
 
     def _stored_candidates_many(self, memories: Sequence[Memory], vectors: Vector) -> list[list[tuple[Memory, float]]]:
-        """:meth:`stored_candidates` of each memory: one vector statement and one fetch for them all."""
+        """:meth:`_stored_candidates` of each memory: one vector statement and one fetch for them all."""
         if not memories:
             return []
         found = self._store.search.vector_candidates_many(
@@ -570,7 +570,7 @@ class WritePipeline:
                 agent=memory.agent,
                 kind=memory.kind,
                 visibility=memory.visibility,
-                candidates=self.stored_candidates(memory, vector),
+                candidates=self._stored_candidates(memory, vector),
                 threshold=threshold,
                 user=memory.user,
                 session=memory.session,
