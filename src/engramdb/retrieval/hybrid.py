@@ -31,6 +31,7 @@ from engramdb.retrieval.context import (
 )
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
 from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_evidence, rank
+from engramdb.retrieval.sessions import SESSION_BEST_ONLY, SESSION_SHARE, SESSION_WEIGHT, session_key, weigh_by_session
 from engramdb.retrieval.text import query_terms
 from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
@@ -74,6 +75,10 @@ class HybridSearcher:
         self.other_speaker_weight = OTHER_SPEAKER_WEIGHT
         #: See :func:`engramdb.retrieval.timeref.weigh_by_time`; 0 ignores time named in a question.
         self.time_weight = time_weight
+        #: See :func:`engramdb.retrieval.sessions.weigh_by_session`; 0 turns session evidence off.
+        self.session_weight = SESSION_WEIGHT
+        self.session_share = SESSION_SHARE
+        self.session_best_only = SESSION_BEST_ONLY
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
         self.time_words = True
         #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
@@ -127,7 +132,17 @@ class HybridSearcher:
             ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in keyword]))
             memories = self._read(ids, flt, vec, keyword)
             texts = {i: m.content for i, m in memories.items()}
-            fused = fuse_evidence(keyword, vec, texts, terms, coverage_weight=self.weights.coverage)
+            w = self.weights
+            fused = fuse_evidence(
+                keyword,
+                vec,
+                texts,
+                terms,
+                coverage_weight=w.coverage,
+                sure_lead=w.sure_lead,
+                sure_weak=w.sure_weak,
+                sure_coverage=w.sure_coverage,
+            )
             head = fused[: max(_HEAD, limit)]
         else:
             fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
@@ -138,7 +153,8 @@ class HybridSearcher:
         spoken = (self.assistant_weight < 1 or self.other_speaker_weight < 1) and any(
             ROLE_KEY in m.metadata for m in memories.values()
         )
-        if linked or spoken or window is not None:
+        grouped = self.session_weight > 0 and any(session_key(m) is not None for m in memories.values())
+        if linked or spoken or grouped or window is not None:
             # Conversation turns: a turn below the head may rise with its neighbour or past an assistant's
             # reply, or one of the day the question names, so read them all.
             reach = fused[: max(_SPREAD, limit)]
@@ -158,6 +174,15 @@ class HybridSearcher:
                 links = follows_links((m.id, m.metadata) for m in memories.values())
                 lengths = {m.id: len(m.content) for m in memories.values()}
                 reach = spread_to_neighbours(reach, links, lengths, weight=self.neighbour_weight)
+            if grouped:
+                sessions = {m.id: session_key(m) for m in memories.values()}
+                reach = weigh_by_session(
+                    reach,
+                    sessions,
+                    weight=self.session_weight,
+                    share=self.session_share,
+                    best_only=self.session_best_only,
+                )
             head = reach[: max(_HEAD, limit)]
         ordered = rank(head, memories, now=now, weights=self.weights)
         ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
