@@ -1,19 +1,18 @@
 """The write pipeline: the one path every write takes (remember, batches, update, forget, import, merge).
 
-In order: validate, redact (secrets, and personal data if enabled, in content, tags and
-metadata), look for near-duplicates (unless forced, never for event kinds), embed, then
-write the rows, vectors, history and audit entries in one ``store.atomic()`` transaction.
+In order: validate, redact (secrets, and personal data if enabled, in content, tags and metadata), look for
+near-duplicates (unless forced, never for event kinds), embed, then write the rows, vectors, history and audit
+entries in one ``store.atomic()`` transaction.
 
-With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue`
-given), a memory that is not checked for near-duplicates is written without its vector and
-queued after the commit; the worker adds the vector later. A memory that is checked (dedupe on,
-not forced, a mergeable kind, no key), and every memory of its agent, kind and visibility in
-the same batch (its possible in-batch twins), is still embedded before the write: merging
-needs the vector, and a merge decided later could not return the merged memory to the caller.
-Writes inside a caller's open transaction embed too (the queue must only see committed rows),
-except a keyed write's own transaction (the key's lock): its vectors are queued once it commits.
-The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
-:mod:`~engramdb.knowledge.dedupe`, :mod:`~engramdb.knowledge.transfer`); this class applies them.
+With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue` given), a
+memory that is not checked for near-duplicates is written without its vector and queued after the commit; the worker
+adds the vector later. A memory that is checked (dedupe on, not forced, a mergeable kind, no key), and every memory
+of its agent, kind and visibility in the same batch (its possible in-batch twins), is still embedded before the
+write: merging needs the vector, and a merge decided later could not return the merged memory to the caller. Writes
+inside a caller's open transaction embed too (the queue must only see committed rows), except a keyed write's own
+transaction (the key's lock): its vectors are queued once it commits. The rules are pure modules
+(:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`, :mod:`~engramdb.knowledge.dedupe`,
+:mod:`~engramdb.knowledge.transfer`); this class applies them.
 """
 
 from __future__ import annotations
@@ -24,10 +23,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+
+    from engramdb.storage.base import Vectors as Vector
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb import _validate as check
 from engramdb._keys import KEY_TAG_PREFIX, key_of, key_tag
@@ -36,17 +39,16 @@ from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.facts import KeyedWrites
-from engramdb.knowledge import transfer
-from engramdb.knowledge.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
+from engramdb.knowledge.dedupe import batch_neighbours, find_duplicate, merge_changes
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
 from engramdb.storage.base import Filter, Store
+from engramdb.transfers import TransferWrites
 from engramdb.vectorqueue import VectorQueue
 
 __all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "DedupePlan", "WritePipeline", "key_of", "key_tag", "write_record"]
 
-Vector = npt.NDArray[np.float32]
 
 #: Fields a caller may change with ``update``.
 UPDATABLE: Final = frozenset({"content", "tags", "metadata", "kind", "confidence", "visibility"})
@@ -133,6 +135,17 @@ class WritePipeline:
         self._vectors = vectors
         self._local = threading.local()  # .keyed: this thread is inside a keyed write's transaction
         self._keyed = KeyedWrites(store, self)
+        #: Imports and merges: planned (redacted, embedded, deduplicated) and written here, never by the caller.
+        self.transfers = TransferWrites(
+            store,
+            settings,
+            policy=lambda: self.redaction,
+            embed=self.embed,
+            candidates=self._stored_candidates,
+            stored=self._stored,
+            audit=self.audit,
+            model_id=lambda: self._embedder.model_id,
+        )
 
     @property
     def settings(self) -> Settings:
@@ -284,7 +297,7 @@ class WritePipeline:
         memories = [self.redact(m) for m in memories]
         later = self._deferred(memories, force=force)
         now_rows = [row for row in range(len(memories)) if row not in later]
-        if self._vectors is not None and now_rows and self.dedupes and not force:
+        if self._vectors is not None and now_rows and self._settings.dedupe and not force:
             # The duplicate check reads stored vectors (and waits for the queue there): wait before embedding,
             # so this embed does not compete with the worker's. Only for the memories it could find: those of the
             # checked rows' agents and kinds (not the conversation turns queued before, which no check reads).
@@ -455,38 +468,6 @@ class WritePipeline:
                 )
             done += len(page)
 
-    def apply_transfer(
-        self, plan: transfer.Plan, *, actor: str, at: datetime, added_action: str, detail: Mapping[str, Any]
-    ) -> None:
-        """Every write of an import or merge plan (adds, history, patches) and its audit entries, in one transaction.
-
-        The plan is not trusted to be redacted: what redaction still changes is redacted here, and embedded anew.
-        """
-        plan = transfer.redacted(plan, policy=self.redaction, embed=self.embed, stored=self._stored)
-        model_id = self._embedder.model_id
-        with self._store.atomic():
-            by_agent: dict[str, list[transfer.Incoming]] = {}
-            for item in plan.add:
-                by_agent.setdefault(item.memory.agent, []).append(item)
-            for agent, items in by_agent.items():
-                vectors = np.stack([i.vector for i in items]).astype(np.float32)
-                self._store.memories.add([i.memory for i in items], vectors, model_id=model_id, actor=agent)
-            self._store.memories.import_history(plan.history)
-            for patch in plan.patches:
-                vector = None if patch.vector is None else np.asarray([patch.vector], dtype=np.float32)
-                self._store.memories.update(
-                    patch.memory_id,
-                    patch.changes,
-                    vector=vector,
-                    model_id=model_id,
-                    actor=actor,
-                    at=at,
-                    action=patch.action,
-                )
-            records = [transfer.audit_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
-            records += [transfer.audit_record(action, target, i, at, detail) for target, i, action in plan.folded]
-            self.audit(records)
-
     def adjust(
         self,
         memory_ids: Sequence[str],
@@ -535,45 +516,23 @@ class WritePipeline:
         """``memory`` with secrets replaced in its content, tags and metadata (the same object if none)."""
         return redact_memory(memory, policy=self.redaction)
 
-    def stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
+    def _stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
         """The stored memories of the same agent and kind nearest to ``vector`` (dedupe lookup), with cosines."""
         return self._stored_candidates_many([memory], vector.reshape(1, -1))[0]
 
     def _stored_candidates_many(self, memories: Sequence[Memory], vectors: Vector) -> list[list[tuple[Memory, float]]]:
-        """:meth:`stored_candidates` of each memory: one vector statement and one fetch for them all."""
+        """:meth:`_stored_candidates` of each memory: one vector statement and one fetch for them all."""
         if not memories:
             return []
         found = self._store.search.vector_candidates_many(
             [(vector, _dedupe_filter(m)) for m, vector in zip(memories, vectors, strict=True)],
             limit=_DEDUPE_CANDIDATES,
+            near=self._settings.dedupe_threshold,
         )
         ids = list(dict.fromkeys(c.id for cands in found for c in cands))
         # Each candidate passed its memory's filter in the search; find_duplicate tests agent, kind and scope again.
         stored = self._store.memories.get_many(ids, None) if ids else {}
         return [[(stored[c.id], c.score) for c in cands if c.id in stored] for cands in found]
-
-    @property
-    def dedupes(self) -> bool:
-        """Whether writes merge near-duplicates (the ``dedupe`` setting)."""
-        return self._settings.dedupe
-
-    def duplicate_finder(self) -> transfer.FindDuplicate:
-        """The write path's near-duplicate rule, against the memories stored so far."""
-        threshold = self._settings.dedupe_threshold
-
-        def find(memory: Memory, vector: Vector) -> Duplicate | None:
-            return find_duplicate(
-                memory.content,
-                agent=memory.agent,
-                kind=memory.kind,
-                visibility=memory.visibility,
-                candidates=self.stored_candidates(memory, vector),
-                threshold=threshold,
-                user=memory.user,
-                session=memory.session,
-            )
-
-        return find
 
     def _stored(self, memory_id: str) -> Memory:
         memory = self._store.memories.get(check.memory_id(memory_id))

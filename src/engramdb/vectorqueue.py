@@ -39,12 +39,15 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import EmbeddingError, EngramError
 from engramdb.models import Memory
-from engramdb.storage.base import Candidate, Filter, Store, StoredVector, Vectors
+from engramdb.storage.base import Candidate, Filter, Store, StoredVector
+
+if TYPE_CHECKING:
+    from engramdb.storage.base import Vectors
 
 __all__ = ["VectorQueue", "waiting_store"]
 
@@ -79,8 +82,17 @@ class _Item:
 class VectorQueue:
     """A bounded queue of committed memories awaiting their vector, and the daemon thread that embeds them."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, batch_size: int, capacity: int | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        *,
+        batch_size: int,
+        capacity: int | None = None,
+        relax_commit: bool = False,
+    ) -> None:
         self._store = store
+        self._relax = relax_commit
         self._embedder = embedder
         self._batch = max(1, batch_size)
         self._capacity = capacity if capacity is not None else max(_MIN_CAPACITY, _BATCHES_QUEUED * self._batch)
@@ -324,9 +336,10 @@ class VectorQueue:
         try:
             vectors = self._embedder.embed([i.text for i in distinct])
             with self._store.atomic():
-                # A vector lost to a server crash is only late: its memory is stale, queued again at the next
-                # open. Not waiting for the disk spares the writers' commits a WAL flush of the HNSW inserts.
-                self._store.relax_commit()
+                if self._relax:
+                    # synchronous=NORMAL: a vector lost to a server crash is only late (its memory is stale, queued
+                    # again at the next open); not waiting for the WAL flush of its HNSW inserts spares the writers'.
+                    self._store.relax_commit()
                 current = self._store.memories.get_many(list(dict.fromkeys(i.memory_id for i in distinct)))
                 # Forgotten meanwhile: skipped (never resurrected). Changed meanwhile: the newer text is
                 # queued too, and only the vector of the text the memory holds now is written.
@@ -381,7 +394,9 @@ class _WaitingSearch:
         self._queue.settle(rebuild=False)
         return self._inner.vector_candidates(vector, flt, limit=limit)
 
-    def vector_candidates_many(self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int) -> list[list[Candidate]]:
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
         # Only the queued memories these filters could find (the pipeline queues its memories by (agent, kind); a
         # filter admitting other agents' memories waits for all):
         # a batch checked for near-duplicates does not wait for the vectors of the conversation turns before it.
@@ -392,7 +407,7 @@ class _WaitingSearch:
                 break
             groups.update((flt.agent, kind) for kind in flt.kinds)
         self._queue.settle(rebuild=False, groups=groups)
-        return self._inner.vector_candidates_many(queries, limit=limit)
+        return self._inner.vector_candidates_many(queries, limit=limit, near=near)
 
 
 class _WaitingVectors:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -86,3 +87,21 @@ def test_a_store_without_vectors_finds_nothing(postgres_server: PgServer) -> Non
     with open_postgres(postgres_server.new_database()) as empty:
         flt = Filter(agent="big", include_shared=False)
         assert empty.search.vector_candidates_many([(unit_vectors(1)[0], flt)] * 2, limit=5) == [[], []]
+
+
+def test_lookups_of_near_neighbours_find_every_near_duplicate(store: Store) -> None:
+    # Stored vectors slightly moved: each has exactly one neighbour at cosine >= 0.95 under its owner's filter.
+    stored = unit_vectors(600, seed=3)
+    rows = [0, 3, 450, 455, 590, 597]
+    owners = {0: "big", 3: "big", 450: "mid", 455: "mid", 590: "few", 597: "few"}
+    moved = stored[rows] + 0.02 * unit_vectors(len(rows), seed=8)
+    moved /= np.linalg.norm(moved, axis=1, keepdims=True)
+    queries = [
+        (vector, Filter(agent=owners[r], kinds=(KINDS[r % 3],), include_shared=False, users=(USERS[r % 3],)))
+        for vector, r in zip(moved, rows, strict=True)
+    ]
+    found = store.search.vector_candidates_many(queries, limit=5, near=0.95)
+    wide = store.search.vector_candidates_many(queries, limit=5)
+    for near, alone in zip(found, wide, strict=True):
+        assert [c.id for c in near if c.score >= 0.95] == [c.id for c in alone if c.score >= 0.95]
+        assert len([c for c in near if c.score >= 0.95]) == 1

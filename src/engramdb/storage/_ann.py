@@ -43,10 +43,18 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _F32: TypeAlias = npt.NDArray[np.float32]
+    _I64: TypeAlias = npt.NDArray[np.int64]
+    _I32: TypeAlias = npt.NDArray[np.int32]
+    _Bool: TypeAlias = npt.NDArray[np.bool_]
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError
 from engramdb.storage._ann_fill import fill_sparse
@@ -97,11 +105,6 @@ _TRAIN_ROWS: Final = 100_000
 _ADD_CHUNK: Final = 2_048
 #: Leftovers of builds this old (a crashed process's snapshot or half-built generation) are deleted.
 _STALE_SECONDS: Final = 6 * 3600
-
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
-_I32 = npt.NDArray[np.int32]
-_Bool = npt.NDArray[np.bool_]
 
 
 def ann_available() -> bool:

@@ -17,16 +17,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _F32: TypeAlias = npt.NDArray[np.float32]
+    _I64: TypeAlias = npt.NDArray[np.int64]
+    _Bool: TypeAlias = npt.NDArray[np.bool_]
+else:
+    from engramdb._lazy import numpy as np
 
 __all__ = ["Groups", "find_groups", "load_groups", "save_groups"]
 
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
-_Bool = npt.NDArray[np.bool_]
 #: Rows hashed or compared per step (bounded memory on a mapped matrix of any size).
 _CHUNK: Final = 8_192
 _FILES: Final = ("groups", "members", "starts")

@@ -11,7 +11,7 @@ index or an exact scan of the filter's rows, the same ``hnsw.ef_search``), so th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -23,11 +23,22 @@ from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, filter_sql, pg_statement
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
-__all__ = ["distance_sql", "nearest_many"]
+__all__ = ["NEAR_EF_SEARCH", "distance_sql", "near_ef", "nearest_many"]
+
+#: ``hnsw.ef_search`` of lookups that need only near neighbours (a near-duplicate check: cosine >= 0.95). Measured at
+#: 1M memories (bench/RESULTS.md, issue 26 writes): 40 queries with one stored near-duplicate each under an agent and
+#: kind filter found 40 of 40 at ef 100, 200 and 800, 39 at ef 40 and 64; 6-9 ms a lookup at 100-200 against 51 at
+#: 800 (what a search of the store uses at a million, for the recall of its whole top 10).
+NEAR_EF_SEARCH: Final = 200
 
 Query = tuple[npt.NDArray[np.float32], Filter]
 #: Whether a search of this filter uses the HNSW index (PgSearch._use_index, bound to its connection and limit).
 UseIndex = Callable[[Any, CurrentModel, Filter, int], bool]
+
+
+def near_ef(model: CurrentModel, limit: int) -> str:
+    """``hnsw.ef_search`` of a lookup of near neighbours only (see :data:`NEAR_EF_SEARCH`)."""
+    return str(max(NEAR_EF_SEARCH, limit))
 
 
 def distance_sql(model: CurrentModel, flt: Filter, *, index: bool) -> tuple[sql.Composable, FilterSQL]:
