@@ -170,3 +170,51 @@ def test_interfaces_and_integrations_use_only_the_public_api():
     }
     reaching = {m: v for m, v in outside.items() if v}
     assert reaching == {m: sorted(v) for m, v in ALLOWED_PRIVATE.items()}
+
+
+#: Who may write memory rows (``store.memories.add/update/delete/import_history``): the write pipeline, its keyed
+#: writes (facts.py), its imports and merges (transfers.py) and the storage itself.
+ROW_WRITERS = ("engramdb.storage", "engramdb.pipeline", "engramdb.facts", "engramdb.transfers")
+#: Who may open a raw ``store.atomic()``: those, plus the read bookkeeping (access counts, the read audit) and the
+#: vector queue's own transaction. Services use ``pipeline.transaction()``.
+TRANSACTION_OPENERS = (*ROW_WRITERS, "engramdb.recall", "engramdb._access", "engramdb.vectorqueue")
+_ROW_WRITES = {"add", "update", "delete", "import_history"}
+
+
+def _calls(module: str) -> list[tuple[str, str, int]]:
+    """(receiver's attribute, method, line) of every ``x.y.method(...)`` call in ``module`` (a plain name: "")."""
+    tree = ast.parse(gen_module_map.path_of(module).read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            # ``store.memories.update`` is a row write; a local dict named ``memories`` is not.
+            name = owner.attr if isinstance(owner, ast.Attribute) else ""
+            out.append((name, node.func.attr, node.lineno))
+    return out
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_only_the_pipeline_and_storage_write_memory_rows():
+    found = [
+        f"{m}:{line} {owner}.{method}()"
+        for m in _modules()
+        if not _within(m, ROW_WRITERS)
+        for owner, method, line in _calls(m)
+        if owner == "memories" and method in _ROW_WRITES
+    ]
+    assert found == []
+
+
+def test_services_open_no_raw_store_transaction():
+    found = [
+        f"{m}:{line}"
+        for m in _modules()
+        if not _within(m, TRANSACTION_OPENERS)
+        for _, method, line in _calls(m)
+        if method == "atomic"
+    ]
+    assert found == []

@@ -17,7 +17,7 @@ from storage_helpers import MODEL, NOW, memory, unit_vectors
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.storage.base import Candidate, Filter, Store
-from engramdb.storage.postgres import open_postgres
+from engramdb.storage.postgres import PgSearch, open_postgres
 
 AGENTS = ("agent-0", "agent-1", "agent-2")
 WORDS = ("alpha beta", "beta gamma", "gamma delta", "delta alpha")
@@ -64,7 +64,10 @@ def _same_as_get_many(store: Store, found: list[Candidate], flt: Filter) -> None
 
 def test_the_index_store_takes_the_hnsw_path(stores: tuple[Store, Store]) -> None:
     search = stores[0].search
+    budget = PgSearch(search._backend, exact_search_below=0, keyword_rank_rows=20)  # type: ignore[attr-defined]
     with search._backend.reading() as raw:  # type: ignore[attr-defined]
+        # "note" is in every row: over a budget of 20 ranked rows (the keyword channel's second statement).
+        assert budget._terms.selecting(raw, ["note"])[1]
         model = search._models.current(raw, fresh=True)  # type: ignore[attr-defined]
         assert model is not None
         assert search._use_index(raw, model, Filter(agent="agent-0"), 5)  # type: ignore[attr-defined]
@@ -79,6 +82,12 @@ def test_carried_rows_are_what_get_many_returns(stores: tuple[Store, Store], flt
         # Depth 5: a reader owning a third of the rows stays on the HNSW path (20 would scan its rows exactly).
         _same_as_get_many(store, store.search.vector_candidates(query, flt, limit=5), flt)
         _same_as_get_many(store, store.search.keyword_candidates(words, flt, limit=20), flt)
+    # Over the ranking budget (the newest matches of common words ranked): the rows come with them too.
+    budget = PgSearch(stores[0].search._backend, exact_search_below=0, keyword_rank_rows=20)  # type: ignore[attr-defined]
+    found = budget.keyword_candidates(words, flt, limit=10)
+    _same_as_get_many(stores[0], found, flt)
+    if words == ["note"] and flt.agent is None:
+        assert found  # every row has the word: the newest 20 of them are ranked
 
 
 def test_a_search_reads_no_memory_after_its_channels(

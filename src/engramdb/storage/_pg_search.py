@@ -132,16 +132,27 @@ class PgSearch:
                     *f.params,
                     limit,
                 )
-                rows = conn.execute(pg_statement(statement), params).fetchall()
-                return [Candidate(row[0], float(row[1]), shared_row_to_memory(row[2:])) for row in rows]
-            statement = (
-                f"WITH hits AS (SELECT m.id, m.rid, m.tsv FROM memories m WHERE m.tsv @@ {select[0]} "
-                f"AND {f.where} ORDER BY m.rid DESC LIMIT ?) "
-                f"SELECT h.id, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h ORDER BY rank DESC, h.rid LIMIT ?"
-            )
-            params = (*select[1], *f.params, self._rank_rows, *term_params, limit)
+            else:
+                # The newest matches ranked, then the rows of the top ``limit`` read (not of every ranked match).
+                statement = (
+                    f"WITH hits AS (SELECT m.id, m.rid, m.tsv FROM memories m WHERE m.tsv @@ {select[0]} "
+                    f"AND {f.where} ORDER BY m.rid DESC LIMIT ?), "
+                    f"top AS (SELECT h.id, h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
+                    "ORDER BY rank DESC, h.rid LIMIT ?) "
+                    f"SELECT t.id, t.rank, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM top t "
+                    "JOIN memories m ON m.id = t.id ORDER BY t.rank DESC, t.rid"
+                )
+                params = (
+                    *select[1],
+                    *f.params,
+                    self._rank_rows,
+                    *term_params,
+                    limit,
+                    *f.shared_by_params,
+                    *f.shared_at_params,
+                )
             rows = conn.execute(pg_statement(statement), params).fetchall()
-        return [Candidate(memory_id, float(rank)) for memory_id, rank in rows]
+        return [Candidate(row[0], float(row[1]), shared_row_to_memory(row[2:])) for row in rows]
 
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Cosine candidates among the current model's vectors, best first (score = 1 - cosine distance)."""
