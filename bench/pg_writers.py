@@ -111,11 +111,40 @@ def _writer(url: str, wid: int, args: Any, texts: list[str], base: Vec, start: A
         raise
 
 
+def _phases(mem: Engram) -> dict[str, list[float]]:
+    """Time the two channels of ``mem``'s searches (ms per call, appended to the returned lists)."""
+    import functools
+    import threading
+
+    phases: dict[str, list[float]] = {"keyword_channel": [], "vector_channel": []}
+    lock = threading.Lock()
+    search = mem._recall._searcher._store.search
+    for name, label in (("keyword_candidates", "keyword_channel"), ("vector_candidates", "vector_channel")):
+        inner = getattr(search, name)
+
+        def call(*a: Any, _inner: Any = inner, _label: str = label, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return _inner(*a, **k)
+            finally:
+                with lock:
+                    phases[_label].append((time.perf_counter() - t) * 1000)
+
+        setattr(search, name, functools.wraps(inner)(call))
+    return phases
+
+
 def _searches(mem: Engram, queries: list[str], agents: int, seconds: float) -> dict[str, Any]:
-    """``Engram.search`` over the questions, round and round, for ``seconds``: p50/p95 ms."""
+    """``Engram.search`` over the questions, round and round, for ``seconds``: p50/p95 ms, and each channel's p50."""
+    phases = getattr(mem, "_bench_phases", None)
+    if phases is None:
+        phases = _phases(mem)
+        mem._bench_phases = phases  # type: ignore[attr-defined]
     ms: list[float] = []
     for q in queries[:3]:
         mem.search(q, agent="agent-0", limit=10)
+    for times in phases.values():
+        times.clear()
     before = load1()
     end = time.monotonic() + seconds
     i = 0
@@ -129,6 +158,7 @@ def _searches(mem: Engram, queries: list[str], agents: int, seconds: float) -> d
         "p50_ms": round(statistics.median(ms), 2),
         "p95_ms": round(pct(ms, 0.95), 2),
         "n": len(ms),
+        **{f"{label}_p50_ms": round(statistics.median(t), 2) for label, t in phases.items() if t},
         "load1_before": before,
         "load1_after": load1(),
     }
@@ -197,10 +227,10 @@ def run(args: Any) -> dict[str, Any]:
     server = start_server(None, Path(args.resume) if args.resume else None)
     out: dict[str, Any] = {"args": vars(args), "at": datetime.now(UTC).isoformat(timespec="seconds")}
     try:
-        url = server.url("writers")
+        url = server.url(args.database)
         if not args.resume:
             with psycopg.connect(server.url(), autocommit=True) as conn:
-                conn.execute("CREATE DATABASE writers")
+                conn.execute(f"CREATE DATABASE {args.database}")
             out["base_load"] = _load_base(url, texts, base, args)
             print(f"base load: {out['base_load']}", flush=True)
         with psycopg.connect(url, autocommit=True) as conn:
@@ -277,7 +307,7 @@ def run(args: Any) -> dict[str, Any]:
         print(f"lock waits: {locks}", flush=True)
         print(f"search during writes: {during} ({out['during_over_idle_p50']}x idle p50)", flush=True)
     finally:
-        server.stop(keep=args.keep)
+        server.stop(keep=args.keep or bool(args.resume))  # a resumed directory is the caller's to delete
     return out
 
 
@@ -299,6 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--blend", type=float, default=0.3)
     parser.add_argument("--noise", type=float, default=0.35)
     parser.add_argument("--resume", help="a kept server directory (--keep) to measure again, without a new load")
+    parser.add_argument("--database", default="writers", help="database name (scale_pg's kept servers: 'scale')")
     parser.add_argument("--keep", action="store_true", help="keep the server's data directory")
     parser.add_argument("--out", default=str(RESULTS_DIR / "pg_writers.json"))
     args = parser.parse_args(argv)

@@ -30,6 +30,7 @@ and session recall@5.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import random
 import statistics
@@ -135,12 +136,16 @@ class Corpus:
         *,
         other_speaker: float = 1.0,
         asked: datetime | None = None,
+        attrs: dict[str, Any] | None = None,
     ) -> list[str]:
         """The engine's searcher with other ranking weights, on the same store (no bookkeeping); ``asked`` as
-        ``as_of``."""
+        ``as_of``; ``attrs``: searcher attributes set on it (``session_weight``, ...)."""
         if name not in self._searchers:
             self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
             self._searchers[name].other_speaker_weight = other_speaker
+            for attr, value in (attrs or {}).items():
+                if attr not in RankingWeights.__dataclass_fields__:
+                    setattr(self._searchers[name], attr, value)
         flt = Filter(agent=AGENT, as_of=asked)
         hits = self._searchers[name].search(query, flt, limit=limit, now=datetime.now(UTC), touch=False)
         return [self.doc_of[h.memory.id] for h in hits]
@@ -160,6 +165,16 @@ class Corpus:
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()
+
+#: Extra engramdb rows: (row name, searcher attributes), e.g. session evidence weights (``--variant``).
+VARIANTS: list[tuple[str, dict[str, Any]]] = []
+
+
+def variant_weights(attrs: dict[str, Any]) -> RankingWeights:
+    """A variant's ranking weights: the defaults with those of ``attrs`` that name a ``RankingWeights`` field."""
+    fields = set(RankingWeights.__dataclass_fields__)
+    return dataclasses.replace(RankingWeights(), **{k: v for k, v in attrs.items() if k in fields})
+
 
 #: How conversation turns are recorded: "dated" (session and ``at=``), "undated" (session only), "one-thread".
 TURNS = "dated"
@@ -262,6 +277,9 @@ class Scores:
 
     def summary(self) -> dict[str, dict[str, float]]:
         out = {s: {m: round(100 * statistics.fmean(v), 1) for m, v in ms.items()} for s, ms in self.values.items()}
+        for system, ms in self.values.items():
+            # Questions scored: LongMemEval's cached set grows as haystacks get embedded.
+            out[system]["n"] = float(len(next(iter(ms.values()))))
         for system, row in out.items():
             if self.ms.get(system):
                 row["p50 ms"] = round(statistics.median(self.ms[system]), 2)
@@ -280,7 +298,14 @@ UNDATED = "engramdb, no as_of"
 
 
 def systems(
-    corpus: Corpus, query: str, qvec: np.ndarray, depth: int, scores: Scores, asked: datetime | None = None
+    corpus: Corpus,
+    query: str,
+    qvec: np.ndarray,
+    depth: int,
+    scores: Scores,
+    asked: datetime | None = None,
+    *,
+    variants_as_of: bool = True,
 ) -> dict[str, list[str]]:
     """Each system's ranking of one question, ``depth`` deep, each call timed (the query's vector is given,
     or cached for engramdb: no system's time includes embedding the query). ``asked``: when the question is
@@ -294,6 +319,10 @@ def systems(
     for w in SPEAKER:
         calls[f"engramdb, other speaker x{w}"] = lambda w=w: corpus.engine(  # type: ignore[misc]
             f"speaker {w}", RankingWeights(), query, depth, other_speaker=w, asked=asked
+        )
+    for label, attrs in VARIANTS:
+        calls[f"engramdb, {label}"] = lambda label=label, attrs=attrs: corpus.engine(  # type: ignore[misc]
+            label, variant_weights(attrs), query, depth, asked=asked if variants_as_of else None, attrs=attrs
         )
     if asked is not None:
         calls[UNDATED] = lambda: corpus.ours(query, depth)
@@ -380,7 +409,8 @@ def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: i
         try:
             qvec = embedder.embed([item.text])[0]
             asked = event_time(item.question_date) if TURNS == "dated" else None
-            rankings = systems(corpus, item.text, qvec, 50, scores, asked)
+            # Variants compare with the row without ``as_of`` (some answer sessions postdate their question).
+            rankings = systems(corpus, item.text, qvec, 50, scores, asked, variants_as_of=False)
             if study:
                 rankings.update(_study(corpus, item.text, qvec))
             for system, ranking in rankings.items():
@@ -504,6 +534,14 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     flt = Filter(agent=scale.AGENT)
     evidence = HybridSearcher(mem.store, emb, weights=RankingWeights())
     minmax = HybridSearcher(mem.store, emb, weights=RankingWeights(fusion="minmax"))
+    # ``--variant`` rows: the searcher alone with those attributes, interleaved with the others.
+    variants = {}
+    for label, attrs in VARIANTS:
+        variants[label] = HybridSearcher(mem.store, emb, weights=variant_weights(attrs))
+        for attr, value in attrs.items():
+            if attr not in RankingWeights.__dataclass_fields__:
+                setattr(variants[label], attr, value)
+    timed: dict[str, list[float]] = {label: [] for label in variants}
     now = datetime.now(UTC)
     for q in questions[:10]:
         mem.search(q, agent=scale.AGENT, limit=10)
@@ -523,6 +561,10 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
         cpu.append((time.process_time() - c0) * 1000)
         ev.append(_ms(lambda q=q, v=v: evidence.search(q, flt, limit=10, now=now, touch=False, vector=v)))
         mm.append(_ms(lambda q=q, v=v: minmax.search(q, flt, limit=10, now=now, touch=False, vector=v)))
+        for label, searcher in variants.items():
+            c0 = time.process_time()
+            searcher.search(q, flt, limit=10, now=now, touch=False, vector=v)
+            timed[label].append((time.process_time() - c0) * 1000)
     out = {
         "memories": mem.count(agent=scale.AGENT),
         "search_without_query_embedding": _latency(whole),
@@ -531,6 +573,7 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
         "search_without_query_embedding_cpu": _latency(cpu),
         "searcher_evidence_fusion": _latency(ev),
         "searcher_minmax_fusion": _latency(mm),
+        **{f"searcher_cpu {label}": _latency(t) for label, t in timed.items()},
         "load_before": load_before,
         "load_after": _load(),
         "cpus": os.cpu_count(),
@@ -538,6 +581,8 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     }
     evidence.close()
     minmax.close()
+    for searcher in variants.values():
+        searcher.close()
     mem.close()
     return out
 
@@ -557,6 +602,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-study", action="store_true", help="systems only, no fusion study")
     parser.add_argument("--speaker", default="", help="comma-separated other-speaker weights (extra rows)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="an extra engramdb row: searcher attributes as NAME=VALUE,... (e.g. session_weight=0.3)",
+    )
     parser.add_argument("--turns", default="dated", choices=("dated", "undated", "one-thread"), help="see _turn")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
@@ -572,6 +623,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     TURNS = args.turns
     global SPEAKER  # noqa: PLW0603 - as LANCE
     SPEAKER = tuple(float(b) for b in args.speaker.split(",") if b.strip())
+    for spec in args.variant:
+        attrs = {k.strip(): float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k.strip()}
+        VARIANTS.append((spec, attrs))
     cache = Path(args.embed_cache).expanduser()
     cache.parent.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(make_embedder(load_settings()), size=200_000, path=cache)

@@ -30,8 +30,9 @@ LAYERS: list[tuple[str, str]] = [
 ]
 _FOUNDATION = {
     "errors", "_util", "config", "_validate", "auditchain", "auditcoverage", "_retry", "_keys", "_progress", "packs",
+    "_lazy",
 }  # fmt: skip
-_PATHS = {"pipeline", "vectorqueue", "recall", "_access", "facts", "shortterm", "sessions_redis"}
+_PATHS = {"pipeline", "transfers", "vectorqueue", "recall", "_access", "facts", "shortterm", "sessions_redis"}
 _RULES = {"learning", "privacy", "knowledge", "brain"}
 
 
@@ -74,7 +75,7 @@ def layer(module: str) -> int:
     """The index in :data:`LAYERS` of ``module``."""
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else ""
-    if module == "engramdb" or top in {"engram", "aio", "client", "validate"}:
+    if module == "engramdb" or top in {"engram", "_areas", "aio", "client", "validate", "toolkit"}:
         return 6
     if top in {"interfaces", "integrations"}:
         return 7

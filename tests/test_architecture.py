@@ -144,25 +144,11 @@ PUBLIC_SURFACE = (
     "engramdb.config",
     "engramdb.validate",  # the input checks and limits, one wording
     "engramdb.storage.base",  # what Engram.store (a public attribute) is: the role protocols, Filter
+    "engramdb.toolkit",  # beside an Engram: a damaged store examined, the shipped packs, redaction, learning curves
+    "engramdb.embeddings",  # what Engram.embedder is and Engram(embedder=...) takes: the Embedder and its cache
 )
 #: Interface/integration modules that still reach past the public API, and why; keep it short.
-ALLOWED_PRIVATE: dict[str, dict[str, str]] = {
-    # Both look at a store without opening it through Engram, which would create or migrate it.
-    "engramdb.interfaces.cli.doctor": {
-        "engramdb.storage": "a damaged store is examined, not opened",
-        "engramdb.services.doctor": "the examination itself, before any Engram exists",
-    },
-    "engramdb.interfaces.cli.servers": {"engramdb.storage": "does the store exist yet (serve creates it)"},
-    "engramdb.interfaces.cli.packs": {"engramdb.services.packs": "the shipped packs, listed without a store"},
-    # Aggregates in SQL over mem.store (no row loaded): the read's visibility rule is recall's.
-    "engramdb.interfaces.web._browse": {"engramdb.recall": "read_filter for counts of a date range"},
-    "engramdb.integrations.langchain": {"engramdb.recall": "read_filter for the pattern totals"},
-    "engramdb.interfaces.web.app": {"engramdb.learning.analytics": "learning curves finer than the report's"},
-    "engramdb.integrations.chroma": {
-        "engramdb.embeddings": "the store embedder's cache, primed with the collection's checked vectors",
-        "engramdb.privacy.redact": "which sampled documents redaction leaves unchanged",
-    },
-}
+ALLOWED_PRIVATE: dict[str, dict[str, str]] = {}
 
 
 def _public(module: str, imported: str) -> bool:
@@ -184,3 +170,51 @@ def test_interfaces_and_integrations_use_only_the_public_api():
     }
     reaching = {m: v for m, v in outside.items() if v}
     assert reaching == {m: sorted(v) for m, v in ALLOWED_PRIVATE.items()}
+
+
+#: Who may write memory rows (``store.memories.add/update/delete/import_history``): the write pipeline, its keyed
+#: writes (facts.py), its imports and merges (transfers.py) and the storage itself.
+ROW_WRITERS = ("engramdb.storage", "engramdb.pipeline", "engramdb.facts", "engramdb.transfers")
+#: Who may open a raw ``store.atomic()``: those, plus the read bookkeeping (access counts, the read audit) and the
+#: vector queue's own transaction. Services use ``pipeline.transaction()``.
+TRANSACTION_OPENERS = (*ROW_WRITERS, "engramdb.recall", "engramdb._access", "engramdb.vectorqueue")
+_ROW_WRITES = {"add", "update", "delete", "import_history"}
+
+
+def _calls(module: str) -> list[tuple[str, str, int]]:
+    """(receiver's attribute, method, line) of every ``x.y.method(...)`` call in ``module`` (a plain name: "")."""
+    tree = ast.parse(gen_module_map.path_of(module).read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            # ``store.memories.update`` is a row write; a local dict named ``memories`` is not.
+            name = owner.attr if isinstance(owner, ast.Attribute) else ""
+            out.append((name, node.func.attr, node.lineno))
+    return out
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_only_the_pipeline_and_storage_write_memory_rows():
+    found = [
+        f"{m}:{line} {owner}.{method}()"
+        for m in _modules()
+        if not _within(m, ROW_WRITERS)
+        for owner, method, line in _calls(m)
+        if owner == "memories" and method in _ROW_WRITES
+    ]
+    assert found == []
+
+
+def test_services_open_no_raw_store_transaction():
+    found = [
+        f"{m}:{line}"
+        for m in _modules()
+        if not _within(m, TRANSACTION_OPENERS)
+        for _, method, line in _calls(m)
+        if method == "atomic"
+    ]
+    assert found == []

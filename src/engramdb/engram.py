@@ -14,6 +14,7 @@ import builtins
 import inspect
 import logging
 import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import datetime
@@ -21,14 +22,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from engramdb import _validate as check
+from engramdb._areas import Areas
 from engramdb._progress import Progress, terminal_progress
-from engramdb.brain.llm import LLM, llm_from_settings
-from engramdb.brain.sentiment import reward_from_text
+from engramdb._validate import DEFAULT_TOKEN_BUDGET
 from engramdb.config import Settings, load_settings
 from engramdb.embeddings import count_tokens, make_embedder
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import ConfigError, ModelMismatchError, ValidationError
-from engramdb.learning.recommend import RecommendConfig
 from engramdb.models import (
     AddResult,
     Change,
@@ -44,37 +44,24 @@ from engramdb.models import (
 )
 from engramdb.pipeline import UPDATABLE, WritePipeline
 from engramdb.recall import Recall, scope_filter
-from engramdb.retrieval.ranking import RankingWeights
-from engramdb.services.audit import AuditService
-from engramdb.services.code import CodeService
-from engramdb.services.context import DEFAULT_TOKEN_BUDGET, ContextBuilder
-from engramdb.services.conversations import Conversations
-from engramdb.services.distill import Distiller
-from engramdb.services.doctor import Doctor
-from engramdb.services.episodes import EpisodeService
-from engramdb.services.failures import FailureService
-from engramdb.services.keys import ApiKeys
-from engramdb.services.knowledge import KnowledgeService
-from engramdb.services.learning import LearningService
-from engramdb.services.reason import Reasoner
-from engramdb.services.retention import RetentionService
-from engramdb.services.routing import RoutingService
-from engramdb.services.sharing import SharingService
-from engramdb.shortterm import SessionContext, SessionRegistry
-
-if TYPE_CHECKING:
-    from engramdb.sessions_redis import RedisSessions
 from engramdb.services._base import ServiceContext
+from engramdb.shortterm import SessionContext, SessionRegistry
 from engramdb.storage import MODEL_META_KEY, open_store, require_store
 from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue, waiting_store
+
+if TYPE_CHECKING:
+    from engramdb.brain.llm import LLM
+    from engramdb.learning.recommend import RecommendConfig
+    from engramdb.retrieval.ranking import RankingWeights
+    from engramdb.sessions_redis import RedisSessions
 
 __all__ = ["Engram"]
 
 log = logging.getLogger("engramdb")
 
 
-class Engram:
+class Engram(Areas):
     """A memory store for agents: remember, search, update, forget, and learn from outcomes.
 
     ``Engram()`` opens the embedded store at ``$ENGRAM_HOME`` (else ``~/.engram``); ``Engram("dir")`` one at that
@@ -147,7 +134,8 @@ class Engram:
         try:
             self._wire(weights=weights, recommend=recommend, llm=llm)
             self._check_model(progress)
-            self.retention.run_scheduled()
+            if self.settings.retention_interval_hours > 0:  # else there is no schedule: the area stays unbuilt
+                self.retention.run_scheduled()
         except BaseException:
             self.close()
             raise
@@ -155,7 +143,12 @@ class Engram:
     def _wire(self, *, weights: RankingWeights | None, recommend: RecommendConfig | None, llm: LLM | None) -> None:
         """Create the write pipeline, the reads and the services over the open store."""
         if self.settings.vectors == "background":
-            self._vectors = VectorQueue(self._plain_store, self.embedder, batch_size=self.settings.vector_batch_size)
+            self._vectors = VectorQueue(
+                self._plain_store,
+                self.embedder,
+                batch_size=self.settings.vector_batch_size,
+                relax_commit=self.settings.synchronous == "NORMAL",
+            )
             self._closing.callback(self._vectors.drain, self.location)
         #: The store; with background vectors, a view whose vector reads wait for this instance's queue.
         self.store: Store = (
@@ -174,34 +167,26 @@ class Engram:
         )
         self._closing.callback(self._recall.close)
         pipeline, recall = self._pipeline, self._recall
-        ctx = self._services = ServiceContext(
+        # Readers of the audit trail see the searches' batched entries (written first; see Recall.audited).
+        self.store = store = recall.audited(store)
+        self._services = ServiceContext(
             store=store, embedder=embedder, settings=settings, pipeline=pipeline, recall=recall, audit=pipeline.audit
         )
         #: The configured LLM (``ENGRAM_LLM=openai:MODEL``), or None: every feature then stays deterministic.
         # A client made here from the settings is closed with the store; one passed in belongs to the caller.
-        self._own_llm = (
-            llm_from_settings(settings.llm, base_url=settings.llm_base_url, key_env=settings.llm_key_env)
-            if llm is None
-            else None
-        )
+        self._own_llm: LLM | None = None
+        if llm is None and settings.llm:
+            from engramdb.brain.llm import llm_from_settings
+
+            self._own_llm = llm_from_settings(
+                settings.llm, base_url=settings.llm_base_url, key_env=settings.llm_key_env
+            )
         self.llm: LLM | None = llm if llm is not None else self._own_llm
         if self._own_llm is not None:
             self._closing.callback(self._own_llm.close)
-        self.audit = AuditService(ctx)
-        self.keys = ApiKeys(ctx)
-        self.retention = RetentionService(ctx, location=self.location)
-        self.sharing = SharingService(ctx)
-        self.failures = FailureService(ctx)
-        self.knowledge = KnowledgeService(ctx, distiller=Distiller(ctx, llm=self.llm), failures=self.failures)
-        self.learning = LearningService(
-            ctx,
-            failures=self.failures,
-            recommend=recommend,
-            rate_text=lambda text: reward_from_text(text, llm=self.llm),
-        )
-        self.episodes = EpisodeService(ctx, failures=self.failures)
-        self.code = CodeService(ctx)
-        self.routing = RoutingService(ctx, learning=self.learning)
+        # The areas (mem.learning, mem.failures, ...) are built at their first use (engramdb._areas).
+        self._recommend = recommend
+        self._build_lock = threading.RLock()
         # Shared short-term windows (ENGRAM_SESSIONS=redis://...): several processes see one thread's window.
         self._shared_sessions: RedisSessions | None = None
         if settings.session_url:
@@ -215,11 +200,6 @@ class Engram:
             promoter=self._pipeline.remember,
             shared=None if shared is None else lambda a, u, s: shared.window(a, user=u, session=s),
         )
-        self._context = ContextBuilder(
-            ctx, learning=self.learning, failures=self.failures, sessions=self._sessions.find
-        )
-        self._reasoner = Reasoner(ctx, llm=self.llm, context=self._context)
-        self._conversations = Conversations(ctx, llm=self.llm)
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -619,6 +599,8 @@ class Engram:
     def doctor(self, *, quick: bool = False) -> HealthReport:
         """Check the store: file integrity, keyword index, vectors, the audit chain, and that every change
         has its audit entry. ``quick`` runs SQLite's quick check instead of the full integrity check."""
+        from engramdb.services.doctor import Doctor
+
         return Doctor(self.store, self.embedder, self.settings, quick=quick).run()
 
 

@@ -1,19 +1,18 @@
 """The write pipeline: the one path every write takes (remember, batches, update, forget, import, merge).
 
-In order: validate, redact (secrets, and personal data if enabled, in content, tags and
-metadata), look for near-duplicates (unless forced, never for event kinds), embed, then
-write the rows, vectors, history and audit entries in one ``store.atomic()`` transaction.
+In order: validate, redact (secrets, and personal data if enabled, in content, tags and metadata), look for
+near-duplicates (unless forced, never for event kinds), embed, then write the rows, vectors, history and audit
+entries in one ``store.atomic()`` transaction.
 
-With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue`
-given), a memory that is not checked for near-duplicates is written without its vector and
-queued after the commit; the worker adds the vector later. A memory that is checked (dedupe on,
-not forced, a mergeable kind, no key), and every memory of its agent, kind and visibility in
-the same batch (its possible in-batch twins), is still embedded before the write: merging
-needs the vector, and a merge decided later could not return the merged memory to the caller.
-Writes inside a caller's open transaction embed too (the queue must only see committed rows),
-except a keyed write's own transaction (the key's lock): its vectors are queued once it commits.
-The rules are pure modules (:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`,
-:mod:`~engramdb.knowledge.dedupe`, :mod:`~engramdb.knowledge.transfer`); this class applies them.
+With background vectors (setting ``vectors = "background"``, a :class:`~engramdb.vectorqueue.VectorQueue` given), a
+memory that is not checked for near-duplicates is written without its vector and queued after the commit; the worker
+adds the vector later. A memory that is checked (dedupe on, not forced, a mergeable kind, no key), and every memory
+of its agent, kind and visibility in the same batch (its possible in-batch twins), is still embedded before the
+write: merging needs the vector, and a merge decided later could not return the merged memory to the caller. Writes
+inside a caller's open transaction embed too (the queue must only see committed rows), except a keyed write's own
+transaction (the key's lock): its vectors are queued once it commits. The rules are pure modules
+(:mod:`~engramdb._validate`, :mod:`~engramdb.privacy.redact`, :mod:`~engramdb.knowledge.dedupe`,
+:mod:`~engramdb.knowledge.transfer`); this class applies them.
 """
 
 from __future__ import annotations
@@ -24,10 +23,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+
+    from engramdb.storage.base import Vectors as Vector
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb import _validate as check
 from engramdb._keys import KEY_TAG_PREFIX, key_of, key_tag
@@ -36,18 +39,16 @@ from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.facts import KeyedWrites
-from engramdb.knowledge import transfer
-from engramdb.knowledge.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
+from engramdb.knowledge.dedupe import batch_neighbours, find_duplicate, merge_changes
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
-from engramdb.storage._reads import each_read
 from engramdb.storage.base import Filter, Store
+from engramdb.transfers import TransferWrites
 from engramdb.vectorqueue import VectorQueue
 
 __all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "DedupePlan", "WritePipeline", "key_of", "key_tag", "write_record"]
 
-Vector = npt.NDArray[np.float32]
 
 #: Fields a caller may change with ``update``.
 UPDATABLE: Final = frozenset({"content", "tags", "metadata", "kind", "confidence", "visibility"})
@@ -79,6 +80,25 @@ _CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
     "session": lambda v: check.scope(v, what="session"),
     "occurred_at": lambda v: check.event_time(v, what="occurred_at"),
 }
+
+
+def _group(memory: Memory) -> tuple[str, str]:
+    """The near-duplicate checks that may find ``memory`` (its agent's of its kind): the vector queue's group."""
+    return (memory.agent, memory.kind)
+
+
+def _dedupe_filter(memory: Memory) -> Filter:
+    """The stored memories a new ``memory`` may be a near-duplicate of: its agent's own of its kind."""
+    # A memory of no user and no thread looks among all of the agent's (a cheaper search); whether a
+    # candidate's scope matches is find_duplicate's test, so nothing is ever merged across users.
+    scoped = memory.user is not None or memory.session is not None
+    users, sessions = ((memory.user,), (memory.session,)) if scoped else (None, None)
+    return Filter(agent=memory.agent, kinds=(memory.kind,), include_shared=False, users=users, sessions=sessions)
+
+
+def _checked(memory: Memory) -> bool:
+    """Whether a write (with dedupe on) looks for ``memory``'s near-duplicates: not an event, not a keyed fact."""
+    return memory.kind not in NO_MERGE_KINDS and key_of(memory) is None
 
 
 @dataclass(slots=True)
@@ -115,6 +135,17 @@ class WritePipeline:
         self._vectors = vectors
         self._local = threading.local()  # .keyed: this thread is inside a keyed write's transaction
         self._keyed = KeyedWrites(store, self)
+        #: Imports and merges: planned (redacted, embedded, deduplicated) and written here, never by the caller.
+        self.transfers = TransferWrites(
+            store,
+            settings,
+            policy=lambda: self.redaction,
+            embed=self.embed,
+            candidates=self._stored_candidates,
+            stored=self._stored,
+            audit=self.audit,
+            model_id=lambda: self._embedder.model_id,
+        )
 
     @property
     def settings(self) -> Settings:
@@ -266,10 +297,11 @@ class WritePipeline:
         memories = [self.redact(m) for m in memories]
         later = self._deferred(memories, force=force)
         now_rows = [row for row in range(len(memories)) if row not in later]
-        if self._vectors is not None and now_rows and self.dedupes and not force:
+        if self._vectors is not None and now_rows and self._settings.dedupe and not force:
             # The duplicate check reads stored vectors (and waits for the queue there): wait before embedding,
-            # so this embed does not compete with the worker's.
-            self._vectors.settle(rebuild=False)
+            # so this embed does not compete with the worker's. Only for the memories it could find: those of the
+            # checked rows' agents and kinds (not the conversation turns queued before, which no check reads).
+            self._vectors.settle(rebuild=False, groups={_group(m) for m in memories if _checked(m)})
         vectors = self._vectors_now(memories, now_rows)
         plan = self._plan_dedupe(memories, vectors, force=force)
         model_id = self._embedder.model_id
@@ -294,7 +326,8 @@ class WritePipeline:
                 ]
             )
         if self._vectors is not None and later:
-            self._vectors.put([(m.id, m.content) for m, row in zip(plan.new, plan.rows, strict=True) if row in later])
+            queued = [m for m, row in zip(plan.new, plan.rows, strict=True) if row in later]
+            self._vectors.put([(m.id, m.content) for m in queued], groups=[_group(m) for m in queued])
         final = {m.id: m for m in plan.new} | merged
         return [final[target] for target in plan.targets]
 
@@ -312,11 +345,7 @@ class WritePipeline:
         if not self._background():
             return set()
         enabled = self._settings.dedupe and not force
-        checked = {
-            (m.agent, m.kind, m.visibility)
-            for m in memories
-            if enabled and m.kind not in NO_MERGE_KINDS and key_of(m) is None
-        }
+        checked = {(m.agent, m.kind, m.visibility) for m in memories if enabled and _checked(m)}
         return {row for row, m in enumerate(memories) if (m.agent, m.kind, m.visibility) not in checked}
 
     def _vectors_now(self, memories: Sequence[Memory], rows: Sequence[int]) -> Vector:
@@ -382,8 +411,10 @@ class WritePipeline:
             )
             detail = {"fields": sorted(set(clean) - {"redacted"}), "redacted": list(clean.get("redacted", ()))}
             self.audit([AuditRecord(action=action, agent=actor, memory_id=memory_id, at=at, detail=detail)])
+        if self._vectors is not None and "kind" in clean:
+            self._vectors.ungroup()  # its vector may be queued under its old kind: every check waits for it
         if later and self._vectors is not None:
-            self._vectors.put([(updated.id, updated.content)])
+            self._vectors.put([(updated.id, updated.content)], groups=[_group(updated)])
         return updated
 
     def forget(
@@ -437,38 +468,6 @@ class WritePipeline:
                 )
             done += len(page)
 
-    def apply_transfer(
-        self, plan: transfer.Plan, *, actor: str, at: datetime, added_action: str, detail: Mapping[str, Any]
-    ) -> None:
-        """Every write of an import or merge plan (adds, history, patches) and its audit entries, in one transaction.
-
-        The plan is not trusted to be redacted: what redaction still changes is redacted here, and embedded anew.
-        """
-        plan = transfer.redacted(plan, policy=self.redaction, embed=self.embed, stored=self._stored)
-        model_id = self._embedder.model_id
-        with self._store.atomic():
-            by_agent: dict[str, list[transfer.Incoming]] = {}
-            for item in plan.add:
-                by_agent.setdefault(item.memory.agent, []).append(item)
-            for agent, items in by_agent.items():
-                vectors = np.stack([i.vector for i in items]).astype(np.float32)
-                self._store.memories.add([i.memory for i in items], vectors, model_id=model_id, actor=agent)
-            self._store.memories.import_history(plan.history)
-            for patch in plan.patches:
-                vector = None if patch.vector is None else np.asarray([patch.vector], dtype=np.float32)
-                self._store.memories.update(
-                    patch.memory_id,
-                    patch.changes,
-                    vector=vector,
-                    model_id=model_id,
-                    actor=actor,
-                    at=at,
-                    action=patch.action,
-                )
-            records = [transfer.audit_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
-            records += [transfer.audit_record(action, target, i, at, detail) for target, i, action in plan.folded]
-            self.audit(records)
-
     def adjust(
         self,
         memory_ids: Sequence[str],
@@ -517,46 +516,23 @@ class WritePipeline:
         """``memory`` with secrets replaced in its content, tags and metadata (the same object if none)."""
         return redact_memory(memory, policy=self.redaction)
 
-    def stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
+    def _stored_candidates(self, memory: Memory, vector: Vector) -> list[tuple[Memory, float]]:
         """The stored memories of the same agent and kind nearest to ``vector`` (dedupe lookup), with cosines."""
-        # A memory of no user and no thread looks among all of the agent's (a cheaper search); whether a
-        # candidate's scope matches is find_duplicate's test, so nothing is ever merged across users.
-        scoped = memory.user is not None or memory.session is not None
-        flt = Filter(
-            agent=memory.agent,
-            kinds=(memory.kind,),
-            include_shared=False,
-            users=(memory.user,) if scoped else None,
-            sessions=(memory.session,) if scoped else None,
-        )
-        found = self._store.search.vector_candidates(vector, flt, limit=_DEDUPE_CANDIDATES)
-        if not found:
+        return self._stored_candidates_many([memory], vector.reshape(1, -1))[0]
+
+    def _stored_candidates_many(self, memories: Sequence[Memory], vectors: Vector) -> list[list[tuple[Memory, float]]]:
+        """:meth:`_stored_candidates` of each memory: one vector statement and one fetch for them all."""
+        if not memories:
             return []
-        stored = self._store.memories.get_many([c.id for c in found], flt)
-        return [(stored[c.id], c.score) for c in found if c.id in stored]
-
-    @property
-    def dedupes(self) -> bool:
-        """Whether writes merge near-duplicates (the ``dedupe`` setting)."""
-        return self._settings.dedupe
-
-    def duplicate_finder(self) -> transfer.FindDuplicate:
-        """The write path's near-duplicate rule, against the memories stored so far."""
-        threshold = self._settings.dedupe_threshold
-
-        def find(memory: Memory, vector: Vector) -> Duplicate | None:
-            return find_duplicate(
-                memory.content,
-                agent=memory.agent,
-                kind=memory.kind,
-                visibility=memory.visibility,
-                candidates=self.stored_candidates(memory, vector),
-                threshold=threshold,
-                user=memory.user,
-                session=memory.session,
-            )
-
-        return find
+        found = self._store.search.vector_candidates_many(
+            [(vector, _dedupe_filter(m)) for m, vector in zip(memories, vectors, strict=True)],
+            limit=_DEDUPE_CANDIDATES,
+            near=self._settings.dedupe_threshold,
+        )
+        ids = list(dict.fromkeys(c.id for cands in found for c in cands))
+        # Each candidate passed its memory's filter in the search; find_duplicate tests agent, kind and scope again.
+        stored = self._store.memories.get_many(ids, None) if ids else {}
+        return [[(stored[c.id], c.score) for c in cands if c.id in stored] for cands in found]
 
     def _stored(self, memory_id: str) -> Memory:
         memory = self._store.memories.get(check.memory_id(memory_id))
@@ -575,15 +551,10 @@ class WritePipeline:
         threshold = self._settings.dedupe_threshold
         batch: dict[str, int] = {}  # position in plan.new of each new memory, by id
         neighbours = batch_neighbours(memories, vectors, threshold=threshold) if enabled else []
-        checked = [r for r, m in enumerate(memories) if enabled and m.kind not in NO_MERGE_KINDS and key_of(m) is None]
-        # The stored candidates do not depend on the batch's own decisions: looked up first, side by side.
-        stored = dict(
-            zip(
-                checked,
-                each_read(self._store, lambda r: self.stored_candidates(memories[r], vectors[r]), checked),
-                strict=True,
-            )
-        )
+        checked = [r for r, m in enumerate(memories) if enabled and _checked(m)]
+        # The stored candidates do not depend on the batch's own decisions: looked up first, all at once.
+        stored = dict(zip(checked, self._stored_candidates_many([memories[r] for r in checked], vectors[checked]),
+                          strict=True))  # fmt: skip
         for row, memory in enumerate(memories):
             duplicate = None
             if row in stored:

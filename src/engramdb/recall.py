@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from engramdb import _validate as check
-from engramdb._access import AccessBatch
+from engramdb._access import AccessBatch, FlushedAudit
 from engramdb._keys import key_of, key_tag
 from engramdb._util import utcnow
 from engramdb.config import Settings
@@ -115,6 +115,9 @@ class Recall:
         self._audit = audit
         self._searcher = HybridSearcher(store, embedder, weights=weights)
         self._accesses = AccessBatch(store, settings) if settings.access_flush_seconds > 0 else None
+        # On a server store a search's read-audit entry waits with its access counts (a commit there is a round trip
+        # and a wait for the server: ~7 ms of a 100k search, bench/RESULTS.md issue 26); SQLite appends it locally.
+        self._audit_later = self._accesses is not None and store.concurrent_reads and settings.audit
         if settings.warm and not _warmed.is_set():
             threading.Thread(target=_warm_retrieval, name="engramdb-warm-retrieval", daemon=True).start()
 
@@ -131,8 +134,15 @@ class Recall:
         finally:
             self._searcher.close()
 
+    def audited(self, store: Store) -> Store:
+        """``store`` whose audit reads first write this instance's batched search entries (itself if none are)."""
+        if not self._audit_later:
+            return store
+        assert self._accesses is not None
+        return dataclasses.replace(store, audit=FlushedAudit(store.audit, self._accesses, store.in_write))
+
     def flush(self) -> None:
-        """Write the searches' access counts still waiting in this instance (see ``access_flush_seconds``)."""
+        """Write the searches' access counts (and batched audit entries) still waiting in this instance."""
         if self._accesses is not None:
             self._accesses.flush()
 
@@ -220,10 +230,15 @@ class Recall:
         """A search's access counts and audit entry, in one write transaction (one commit instead of two).
 
         With ``access_flush_seconds`` the counts wait in memory for the batch writer and the transaction
-        holds the audit entry alone. If that transaction fails (a full disk), each is retried on its own, as
-        each may then wait in memory for the next write: a read never fails for its bookkeeping.
+        holds the audit entry alone; on a server store the entry waits with them (nothing is written here). If that
+        transaction fails (a full disk), each is retried on its own, as each may then wait in memory for the next
+        write: a read never fails for its bookkeeping.
         """
         touch = bool(ids)
+        if self._audit_later:
+            assert self._accesses is not None
+            self._accesses.add(ids, now, audit=self._record("search", agent=agent, ids=ids, kinds=kinds))
+            return
         if touch and self._accesses is not None:
             self._accesses.add(ids, now)
             touch = False
@@ -388,10 +403,14 @@ class Recall:
 
     def _read(self, action: str, *, agent: str | None, ids: Sequence[str], **detail: Any) -> None:
         """One audit entry per read call (not per result): the ids read, capped, and their count."""
-        if not self._settings.audit:
-            return
+        if self._settings.audit:
+            self._audit([self._record(action, agent=agent, ids=ids, **detail)])
+
+    @staticmethod
+    def _record(action: str, *, agent: str | None, ids: Sequence[str], **detail: Any) -> AuditRecord:
+        """The audit entry of one read call."""
         info: dict[str, Any] = {k: v for k, v in detail.items() if v is not None}
         info["count"] = len(ids)
         info["ids"] = list(ids[: check.AUDIT_IDS])
         memory_id = ids[0] if len(ids) == 1 else None
-        self._audit([AuditRecord(action=action, agent=agent, memory_id=memory_id, at=utcnow(), detail=info)])
+        return AuditRecord(action=action, agent=agent, memory_id=memory_id, at=utcnow(), detail=info)

@@ -37,14 +37,17 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import EmbeddingError, EngramError
 from engramdb.models import Memory
-from engramdb.storage.base import Candidate, Filter, Store, StoredVector, Vectors
+from engramdb.storage.base import Candidate, Filter, Store, StoredVector
+
+if TYPE_CHECKING:
+    from engramdb.storage.base import Vectors
 
 __all__ = ["VectorQueue", "waiting_store"]
 
@@ -57,6 +60,8 @@ logging.getLogger("engramdb").addHandler(logging.NullHandler())
 _BATCHES_QUEUED: Final = 16
 #: Smallest queue capacity, in memories.
 _MIN_CAPACITY: Final = 1024
+#: Groups remembered for settle(groups=...) before the finished ones are forgotten.
+_MAX_GROUPS: Final = 4096
 #: How often a waiting thread checks that the worker is still alive, seconds.
 _POLL: Final = 0.5
 #: At interpreter exit, how long the queued memories of an instance never closed may still take, seconds.
@@ -70,13 +75,24 @@ class _Item:
     seq: int
     memory_id: str
     text: str
+    #: What near-duplicate checks may find it as ((agent, kind) of the memory), or None: unknown, any may.
+    group: Hashable | None = None
 
 
 class VectorQueue:
     """A bounded queue of committed memories awaiting their vector, and the daemon thread that embeds them."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, batch_size: int, capacity: int | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        *,
+        batch_size: int,
+        capacity: int | None = None,
+        relax_commit: bool = False,
+    ) -> None:
         self._store = store
+        self._relax = relax_commit
         self._embedder = embedder
         self._batch = max(1, batch_size)
         self._capacity = capacity if capacity is not None else max(_MIN_CAPACITY, _BATCHES_QUEUED * self._batch)
@@ -84,6 +100,9 @@ class VectorQueue:
         self._items: deque[_Item] = deque()
         self._queued_ids: dict[str, int] = {}
         self._enqueued = 0  # seq of the last item put
+        # Seq of the last item put of each group, and of the last of no known group (settle(groups=...)).
+        self._last_of: dict[Hashable, int] = {}
+        self._last_unknown = 0
         self._done = 0  # seq up to which every item is finished (written, skipped or failed)
         self._rebuild: Iterator[list[tuple[str, str]]] | None = None
         self._stopping = False
@@ -96,17 +115,23 @@ class VectorQueue:
         _LIVE.add(self)
 
     # -- producers ----------------------------------------------------------------------------------------
-    def put(self, items: Sequence[tuple[str, str]]) -> None:
+    def put(self, items: Sequence[tuple[str, str]], *, groups: Sequence[Hashable] | None = None) -> None:
         """Queue committed memories ``(id, text)``; blocks while the queue is full (never drops).
 
+        ``groups`` (one per item): which near-duplicate checks could find each memory, so that
+        :meth:`settle` for other groups need not wait for it; without them, every check waits.
         Inside a ``store.atomic()`` block of this thread the items are held and queued when
         the outermost block commits (dropped if it rolls back): the worker reads the store
         through its own connection and must not look for rows that are not committed yet.
         """
+        tagged = [(*item, group) for item, group in zip(items, groups or [None] * len(items), strict=True)]
+        self._put(tagged)
+
+    def _put(self, tagged: Sequence[tuple[str, str, Hashable | None]]) -> None:
         if self.in_transaction():
-            self._local.held.extend(items)
+            self._local.held.extend(tagged)
             return
-        pending = list(items)
+        pending = list(tagged)
         while pending:
             with self._cond:
                 while len(self._items) >= self._capacity and self._thread.is_alive() and not self._stopping:
@@ -117,12 +142,21 @@ class VectorQueue:
                                 len(pending))  # fmt: skip
                     return
                 room = max(1, self._capacity - len(self._items))
-                for memory_id, text in pending[:room]:
+                for memory_id, text, group in pending[:room]:
                     self._enqueued += 1
-                    self._items.append(_Item(self._enqueued, memory_id, text))
+                    self._items.append(_Item(self._enqueued, memory_id, text, group))
+                    if group is None:
+                        self._last_unknown = self._enqueued
+                    else:
+                        self._last_of[group] = self._enqueued
                     self._queued_ids[memory_id] = self._queued_ids.get(memory_id, 0) + 1
                 pending = pending[room:]
                 self._cond.notify_all()
+
+    def ungroup(self) -> None:
+        """Make every memory queued so far one that any :meth:`settle` waits for (a queued memory's group changed)."""
+        with self._cond:
+            self._last_unknown = self._enqueued
 
     def rebuild(self) -> None:
         """Queue, in the background, every memory of the store without a vector of the current model."""
@@ -132,12 +166,19 @@ class VectorQueue:
                 self._cond.notify_all()
 
     # -- waiting ------------------------------------------------------------------------------------------
-    def wait(self, timeout: float | None = None, *, rebuild: bool = True) -> bool:
-        """Wait until every memory queued before this call is finished (and the open-time rebuild, if
-        ``rebuild``); True when done, False on timeout. Never raises; see :meth:`flush`."""
+    def wait(
+        self, timeout: float | None = None, *, rebuild: bool = True, groups: Collection[Hashable] | None = None
+    ) -> bool:
+        """Wait until every memory queued before this call is finished (only those of ``groups`` and of no known
+        group, if given), and the open-time rebuild, if ``rebuild``; True when done, False on timeout. Never
+        raises; see :meth:`flush`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            target = self._enqueued
+            target = (
+                self._enqueued
+                if groups is None
+                else max([self._last_unknown, *(self._last_of.get(g, 0) for g in groups)])
+            )
             while self._done < target or (rebuild and self._rebuild is not None):
                 if not self._thread.is_alive():
                     return False
@@ -155,7 +196,7 @@ class VectorQueue:
         """
         with self._cond:
             retry, self._retry = self._retry, []
-        self.put([(i.memory_id, i.text) for i in retry])
+        self._put([(i.memory_id, i.text, i.group) for i in retry])
         done = self.wait(timeout)
         with self._cond:
             error, self._error = self._error, None
@@ -200,14 +241,14 @@ class VectorQueue:
             if depth == 0:
                 held, self._local.held = self._local.held, []
                 if committed:
-                    self.put(held)
+                    self._put(held)
 
-    def settle(self, *, rebuild: bool, report: bool = True) -> None:
-        """:meth:`wait` for a read of vector state, unless this thread holds a write transaction (the worker
-        could not commit then: waiting would deadlock on SQLite and is pointless on PostgreSQL); then, with
-        ``report``, raise what the worker failed with (:meth:`raise_failure`)."""
+    def settle(self, *, rebuild: bool, report: bool = True, groups: Collection[Hashable] | None = None) -> None:
+        """:meth:`wait` for a read of vector state (of ``groups`` only, if given), unless this thread holds a write
+        transaction (the worker could not commit then: waiting would deadlock on SQLite and is pointless on
+        PostgreSQL); then, with ``report``, raise what the worker failed with (:meth:`raise_failure`)."""
         if not self.in_transaction() and threading.current_thread() is not self._thread:
-            self.wait(rebuild=rebuild)
+            self.wait(rebuild=rebuild, groups=groups)
             if report:
                 self.raise_failure()
 
@@ -263,6 +304,8 @@ class VectorQueue:
                         if left > 0:
                             self._queued_ids[item.memory_id] = left
                     self._done = batch[-1].seq
+                    if len(self._last_of) > _MAX_GROUPS:
+                        self._last_of = {g: seq for g, seq in self._last_of.items() if seq > self._done}
                     self._cond.notify_all()
             else:
                 self._rebuild_step()
@@ -293,6 +336,10 @@ class VectorQueue:
         try:
             vectors = self._embedder.embed([i.text for i in distinct])
             with self._store.atomic():
+                if self._relax:
+                    # synchronous=NORMAL: a vector lost to a server crash is only late (its memory is stale, queued
+                    # again at the next open); not waiting for the WAL flush of its HNSW inserts spares the writers'.
+                    self._store.relax_commit()
                 current = self._store.memories.get_many(list(dict.fromkeys(i.memory_id for i in distinct)))
                 # Forgotten meanwhile: skipped (never resurrected). Changed meanwhile: the newer text is
                 # queued too, and only the vector of the text the memory holds now is written.
@@ -346,6 +393,21 @@ class _WaitingSearch:
         # Live writes only: a long open-time rebuild must not stall every search.
         self._queue.settle(rebuild=False)
         return self._inner.vector_candidates(vector, flt, limit=limit)
+
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
+        # Only the queued memories these filters could find (the pipeline queues its memories by (agent, kind); a
+        # filter admitting other agents' memories waits for all):
+        # a batch checked for near-duplicates does not wait for the vectors of the conversation turns before it.
+        groups: set[Hashable] | None = set()
+        for _, flt in queries:
+            if groups is None or flt.agent is None or not flt.kinds or flt.include_shared:
+                groups = None
+                break
+            groups.update((flt.agent, kind) for kind in flt.kinds)
+        self._queue.settle(rebuild=False, groups=groups)
+        return self._inner.vector_candidates_many(queries, limit=limit, near=near)
 
 
 class _WaitingVectors:

@@ -85,3 +85,46 @@ def test_a_command_loads_its_own_module_only(tmp_path: str, embedder: Embedder) 
     # Listing reads the store; it never loads the embedding model's runtime.
     assert "onnxruntime" not in modules
     assert "engramdb.storage" in modules  # the listing did go to the store (the guard is not vacuous)
+
+
+#: What a command that needs no model must never load: the model's runtime and numpy (vectors are not read),
+#: the date parser (no question is asked) and the areas of the library it does not call.
+NO_MODEL_NEEDS = ("numpy", "onnxruntime", "tokenizers", "dateparser", "engramdb.learning", "engramdb.brain")
+
+
+def _areas(modules: set[str]) -> set[str]:
+    """The service modules (``engramdb.services.<area>``) among ``modules``, their shared base left out."""
+    prefix = "engramdb.services."
+    return {m.removeprefix(prefix) for m in modules if m.startswith(prefix) and m != prefix + "_base"}
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> tuple[str, str]:
+    store = str(tmp_path_factory.mktemp("reads") / "store")
+    with Engram(store, embedder=embedder) as mem:
+        memory = mem.remember("Deploys happen on Tuesdays", agent="alice")
+        mem.update(memory.id, tags=["deploy"])
+        mem.keys.create(agent="alice")
+    return store, memory.id
+
+
+@pytest.mark.parametrize(
+    ("command", "area"),
+    [
+        (["memory", "list", "--agent", "alice"], None),
+        (["memory", "list", "--agent", "alice", "--json"], None),
+        (["memory", "show", "ID"], None),
+        (["memory", "history", "ID", "--json"], None),
+        (["audit", "log", "--limit", "5"], "audit"),
+        (["keys", "list"], "keys"),
+    ],
+)
+def test_a_command_that_needs_no_model_loads_neither_it_nor_numpy_nor_other_areas(
+    seeded: tuple[str, str], command: list[str], area: str | None
+) -> None:
+    store, memory_id = seeded
+    modules = loaded_by(*[memory_id if arg == "ID" else arg for arg in command], "--store", store)
+    assert "engramdb.storage.sqlite" in modules  # it did read the store (the guard is not vacuous)
+    assert {m for m in modules if m.split(".")[0] in NO_MODEL_NEEDS or m.startswith(NO_MODEL_NEEDS)} == set()
+    # Each area's service is built when first used: only the one the command calls is imported.
+    assert _areas(modules) == ({area} if area else set())

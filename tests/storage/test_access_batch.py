@@ -55,8 +55,16 @@ def _count(location: str, tmp_path: Path, memory_id: str) -> int:
         return int(found.access_count)
 
 
+def _searches(location: str, tmp_path: Path) -> int:
+    """Search audit entries another process sees."""
+    with _other(location, tmp_path) as store:
+        return len(store.audit.events(action="search", limit=None))  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_counts_wait_for_the_flush_and_audit_entries_do_not(backend: str, tmp_path: Path, embedder: Embedder):
+def test_counts_wait_for_the_flush_and_audit_entries_as_the_backend_says(
+    backend: str, tmp_path: Path, embedder: Embedder
+):
     location = _location(backend, tmp_path)
     mem = Engram(location, embedder=embedder, access_flush_seconds=3600)
     try:
@@ -64,8 +72,11 @@ def test_counts_wait_for_the_flush_and_audit_entries_do_not(backend: str, tmp_pa
         mem.search(QUESTION, agent="alice", limit=1)
         # Not yet written: another process sees the counts only after the flush ...
         assert _count(location, tmp_path, top) == 0
-        # ... but every search's read-audit entry is written before the search returns.
+        # ... and, on PostgreSQL, the searches' audit entries too (SQLite writes each before the search returns).
+        assert _searches(location, tmp_path) == (0 if backend == "postgres" else 2)
+        # The instance's own audit reads write them first.
         assert len(mem.store.audit.events(action="search", limit=None)) == 2
+        assert _searches(location, tmp_path) == 2
         mem.flush()
         assert _count(location, tmp_path, top) == 2
         mem.search(QUESTION, agent="alice", limit=1)
@@ -77,6 +88,38 @@ def test_counts_wait_for_the_flush_and_audit_entries_do_not(backend: str, tmp_pa
         mem.close()
     # close() writes what is pending.
     assert _count(location, tmp_path, top) == 4
+    assert _searches(location, tmp_path) == 4
+
+
+def test_batched_search_entries_land_in_order_and_the_chain_verifies(tmp_path: Path, embedder: Embedder):
+    location = _location("postgres", tmp_path)
+    questions = [f"{QUESTION} {i}" for i in range(FLUSH_CHUNK + 5)]
+    with Engram(location, embedder=embedder, access_flush_seconds=3600) as mem:
+        _seed(mem)
+        for i, question in enumerate(questions):
+            mem.search(question, agent="alice" if i % 2 else "bob", limit=2)
+            if i == 3:
+                # A write between searches: its entry is appended at once, the searches' ones after it.
+                mem.remember("The deploy freeze starts on Friday", agent="bob")
+        # A full chunk was written by the background thread already; the rest waits for close().
+        deadline = time.monotonic() + 60  # a bound for a loaded machine, not a timing assertion
+        while _searches(location, tmp_path) < FLUSH_CHUNK:
+            assert time.monotonic() < deadline, "the full chunk was never written"
+            time.sleep(0.05)
+    with Engram(location, embedder=embedder) as again:
+        found = again.store.audit.events(action="search", limit=None)
+        # _seed's search, then every one of these, in the order they ran.
+        assert [e.agent for e in found] == ["alice"] + ["alice" if i % 2 else "bob" for i in range(len(questions))]
+        assert [e.at for e in found] == sorted(e.at for e in found)
+        assert again.audit.verify()
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("engram")), "--store", location, "audit", "verify"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_background_flush_lands_within_the_delay(tmp_path: Path, embedder: Embedder):

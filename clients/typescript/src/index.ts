@@ -100,6 +100,10 @@ export interface EngramClientOptions {
 }
 
 type Scope = { agent?: string | null; user?: string | null; session?: string | null };
+/** The JSON body, the query and the answer of the operation at path `P` with method `M`, as the schema types them. */
+type BodyFor<P extends keyof paths, M extends Method> = BodyOf<Operation<P, M>>;
+type QueryFor<P extends keyof paths, M extends Method> = QueryOf<Operation<P, M>>;
+type AnswerFor<P extends keyof paths, M extends Method> = Answer<Operation<P, M>>;
 
 export class EngramClient {
   readonly baseUrl: string;
@@ -212,6 +216,21 @@ export class EngramClient {
     return this.call("post", "/v1/context", { body: { task, ...options } });
   }
 
+  /** How many memories the agent can see (of a kind, for a user or thread, with metadata as given). */
+  async count(query: QueryFor<"/v1/count", "get"> = {}): Promise<number> {
+    return (await this.call("get", "/v1/count", { query })).count;
+  }
+
+  /** The current value of a keyed memory (`remember(..., { key })`), or its value at `as_of`. */
+  recallKey(key: string, query: Omit<QueryFor<"/v1/keyed", "get">, "key"> = {}): Promise<Memory> {
+    return this.call("get", "/v1/keyed", { query: { key, ...query } });
+  }
+
+  /** Forget every memory of an agent (`confirm` repeats its name); returns how many. */
+  async clear(agent: string, options: Omit<BodyFor<"/v1/memories", "delete">, "agent" | "confirm"> = {}): Promise<number> {
+    return (await this.call("delete", "/v1/memories", { body: { agent, confirm: agent, ...options } })).forgotten;
+  }
+
   // -- learning and failures -----------------------------------------------------------------------------
 
   /** Record how an action turned out in a context; returns the decision memory. */
@@ -232,6 +251,98 @@ export class EngramClient {
   /** Fixes that worked for this error (or errors like it) before, best first. */
   async solutions(error: string, options: Omit<Schemas["SolutionsArgs"], "error"> = {}): Promise<SolutionStats[]> {
     return (await this.call("post", "/v1/solutions", { body: { error, ...options } })).solutions;
+  }
+
+  /** One of `options` for a context: the best so far, or now and then one worth trying (explore/exploit). */
+  async choose(context: string, options: string[], rest: Omit<BodyFor<"/v1/choose", "post">, "context" | "options"> = {}): Promise<string> {
+    return (await this.call("post", "/v1/choose", { body: { context, options, ...rest } })).chosen;
+  }
+
+  /** Feedback on memories that were used (an outcome, or text that becomes a reward). */
+  feedback(memoryIds: string[], outcome: BodyFor<"/v1/learning/feedback", "post">["outcome"], options: Omit<BodyFor<"/v1/learning/feedback", "post">, "memory_ids" | "outcome"> = {}): Promise<AnswerFor<"/v1/learning/feedback", "post">> {
+    return this.call("post", "/v1/learning/feedback", { body: { memory_ids: memoryIds, outcome, ...options } });
+  }
+
+  /** Decisions still waiting for their outcome. */
+  async pending(query: QueryFor<"/v1/learning/pending", "get"> = {}): Promise<Memory[]> {
+    return (await this.call("get", "/v1/learning/pending", { query })).memories;
+  }
+
+  /** Attach the outcome to a pending decision. */
+  resolve(decisionId: string, outcome: BodyFor<"/v1/learning/resolve", "post">["outcome"], options: Omit<BodyFor<"/v1/learning/resolve", "post">, "decision_id" | "outcome"> = {}): Promise<AnswerFor<"/v1/learning/resolve", "post">> {
+    return this.call("post", "/v1/learning/resolve", { body: { decision_id: decisionId, outcome, ...options } });
+  }
+
+  /** The agent's failure patterns (recurring ones only with `recurring: true`), with their fixes and prevention. */
+  async failurePatterns(query: QueryFor<"/v1/failure-patterns", "get"> = {}): Promise<FailurePattern[]> {
+    return (await this.call("get", "/v1/failure-patterns", { query })).patterns;
+  }
+
+  /** Before acting: warnings from failures that followed similar actions. */
+  async preflight(action: string, options: Omit<BodyFor<"/v1/preflight", "post">, "action"> = {}): Promise<Schemas["FailureWarning"][]> {
+    return (await this.call("post", "/v1/preflight", { body: { action, ...options } })).warnings;
+  }
+
+  // -- sharing, knowledge, audit, sessions, episodes, routing --------------------------------------------
+
+  /** Share memories (by id, tag or pattern) from one agent with another (or every agent); returns how many. */
+  async share(body: BodyFor<"/v1/shares", "post">): Promise<number> {
+    return (await this.call("post", "/v1/shares", { body })).shared;
+  }
+
+  /** Take shares back; returns how many. */
+  async unshare(body: BodyFor<"/v1/shares", "delete">): Promise<number> {
+    return (await this.call("delete", "/v1/shares", { body })).unshared;
+  }
+
+  /** The agent's memories as a knowledge file (JSONL text) and how many it holds. */
+  exportKnowledge(query: QueryFor<"/v1/knowledge/export", "get"> = {}): Promise<AnswerFor<"/v1/knowledge/export", "get">> {
+    return this.call("get", "/v1/knowledge/export", { query });
+  }
+
+  /** Import a knowledge file's content (all or nothing). */
+  importKnowledge(content: string, options: Omit<BodyFor<"/v1/knowledge/import", "post">, "content"> = {}): Promise<AnswerFor<"/v1/knowledge/import", "post">> {
+    return this.call("post", "/v1/knowledge/import", { body: { content, ...options } });
+  }
+
+  /** The audit trail's entries, newest first. */
+  async auditLog(query: QueryFor<"/v1/audit", "get"> = {}): Promise<Schemas["AuditEvent"][]> {
+    return (await this.call("get", "/v1/audit", { query })).events;
+  }
+
+  /** Check the audit trail's hash chain (`ok` is false if an entry was edited, removed or is missing). */
+  verifyAudit(): Promise<AnswerFor<"/v1/audit/verify", "get">> {
+    return this.call("get", "/v1/audit/verify");
+  }
+
+  /** The short-term window of the agent's thread (with a user, in a session). */
+  session(query: QueryFor<"/v1/session", "get"> = {}): Promise<AnswerFor<"/v1/session", "get">> {
+    return this.call("get", "/v1/session", { query });
+  }
+
+  /** Add a message to the short-term window of the agent's thread. */
+  sessionAdd(content: string, options: Omit<BodyFor<"/v1/session/messages", "post">, "content"> = {}): Promise<AnswerFor<"/v1/session/messages", "post">> {
+    return this.call("post", "/v1/session/messages", { body: { content, ...options } });
+  }
+
+  /** Start following a multi-step task; events go to the returned episode until `endEpisode`. */
+  startEpisode(task: string, options: Omit<BodyFor<"/v1/episodes/start", "post">, "task"> = {}): Promise<AnswerFor<"/v1/episodes/start", "post">> {
+    return this.call("post", "/v1/episodes/start", { body: { task, ...options } });
+  }
+
+  /** One event of a running episode. */
+  episodeEvent(body: BodyFor<"/v1/episodes/event", "post">): Promise<AnswerFor<"/v1/episodes/event", "post">> {
+    return this.call("post", "/v1/episodes/event", { body });
+  }
+
+  /** End a running episode as a success or a failure; returns the stored episode. */
+  endEpisode(body: BodyFor<"/v1/episodes/end", "post">): Promise<AnswerFor<"/v1/episodes/end", "post">> {
+    return this.call("post", "/v1/episodes/end", { body });
+  }
+
+  /** Which model a task should go to, and why (rules first, then what outcomes showed). */
+  route(task: string, models: BodyFor<"/v1/route", "post">["models"], options: Omit<BodyFor<"/v1/route", "post">, "task" | "models"> = {}): Promise<AnswerFor<"/v1/route", "post">> {
+    return this.call("post", "/v1/route", { body: { task, models, ...options } });
   }
 
   // -- the server ----------------------------------------------------------------------------------------

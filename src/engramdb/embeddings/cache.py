@@ -17,10 +17,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.embeddings._common import check_texts
 from engramdb.embeddings.base import Embedder

@@ -25,8 +25,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.embeddings._common import check_texts, normalise, one_line
 from engramdb.errors import ConfigError, EmbeddingError, ModelIntegrityError, ValidationError

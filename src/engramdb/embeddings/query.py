@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.cache import CacheInfo

@@ -55,7 +55,7 @@ from engramdb.integrations._chroma_shapes import (
     pattern_item,
     shape_of,
 )
-from engramdb.privacy.redact import redact_text
+from engramdb.toolkit import redacted
 
 if TYPE_CHECKING:
     import os
@@ -321,7 +321,7 @@ def _checked_cosine(mem: Engram, plan: _Plan, tolerance: float) -> float | None:
     # Only documents redaction leaves as they are: the others are embedded redacted anyway, and a secret
     # must not reach the embedder (it may be a remote API) before redaction, not even for this check.
     texts, stored = plan.sample(
-        REUSE_SAMPLE, keep=lambda text: not policy.enabled or redact_text(text, policy=policy).text == text
+        REUSE_SAMPLE, keep=lambda text: not policy.enabled or redacted(text, policy=policy) == text
     )
     if not texts:
         return None

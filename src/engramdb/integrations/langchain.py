@@ -42,7 +42,7 @@ from engramdb import validate as check
 from engramdb.errors import ConfigError, EngramError
 from engramdb.integrations._patterns import PATTERN_KIND, PATTERN_TAG
 from engramdb.models import Kind
-from engramdb.recall import read_filter
+from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb import Engram
@@ -351,7 +351,8 @@ class _Tools:
     @_guarded("get_pattern_stats")
     def get_pattern_stats(self) -> str:
         """Totals over every pattern the agent can see, aggregated in the store (no pattern is loaded)."""
-        flt = read_filter(self._agent, PATTERN_KIND, [PATTERN_TAG])
+        # The agent's scope (its own, shared with it, public), as every read of it: the Filter's agent rule.
+        flt = Filter(agent=check.agent_name(self._agent), kinds=(PATTERN_KIND,), tags=(PATTERN_TAG,))
         memories = self._mem.store.memories
         total = memories.count(flt)
         if not total:

@@ -443,7 +443,8 @@ def create_http_app(
     allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> ASGIApp:
-    """An ASGI app serving ``mem`` over MCP's streamable HTTP transport at :data:`MCP_PATH`.
+    """An ASGI app serving ``mem`` over MCP's streamable HTTP transport at :data:`MCP_PATH`, with ``GET /health``
+    and ``GET /metrics`` beside it (:mod:`engramdb.interfaces._mcp_http`).
 
     Authenticated like :func:`engramdb.interfaces.rest.create_app` (same arguments):
     while the store has API keys, every request needs one and every call acts as its
@@ -457,7 +458,16 @@ def create_http_app(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=max_body_bytes,
     )
+    # /health (no key) and /metrics (a key) beside /mcp; the rest extra's modules, which HTTP needs for uvicorn.
+    from engramdb.interfaces._mcp_http import Operations
+    from engramdb.interfaces._metrics import MetricsMiddleware
+
+    operations = Operations(mem, routes=(MCP_PATH,))
     authenticated = _Authenticate(
-        _CheckBody(inner), keys=keys if keys is not None else keys_of(mem), allow_unauthenticated=allow_unauthenticated
+        operations.metrics(_CheckBody(inner)),
+        keys=keys if keys is not None else keys_of(mem),
+        allow_unauthenticated=allow_unauthenticated,
     )
-    return Guard(authenticated, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
+    guarded = Guard(operations.health(authenticated), allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
+    # Outermost: refused requests are counted too.
+    return MetricsMiddleware(guarded, metrics=operations.registry, route=operations.route)

@@ -13,10 +13,15 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector: TypeAlias = npt.NDArray[np.float32]
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import ValidationError
 from engramdb.knowledge import provenance as rules
@@ -37,9 +42,8 @@ __all__ = [
     "refreshed",
 ]
 
-Vector = npt.NDArray[np.float32]
 #: Finds the stored memory an incoming one nearly duplicates (same agent, kind, visibility), or None.
-FindDuplicate = Callable[[Memory, Vector], Duplicate | None]
+FindDuplicate: TypeAlias = "Callable[[Memory, Vector], Duplicate | None]"
 
 # Fields a newer copy of the same memory brings along; the counters are joined separately.
 _STATE = ("content", "kind", "tags", "metadata", "confidence", "visibility", "redacted")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, ClassVar, Final
+
+from engramdb.models._encode import Encoded
 
 __all__ = ["GENESIS", "AuditEvent", "AuditRecord", "Verification"]
 
@@ -50,7 +52,7 @@ class AuditEvent:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Verification:
+class Verification(Encoded):
     """The outcome of checking the chain: ``ok``, how many entries were checked, and where it broke."""
 
     ok: bool
@@ -67,14 +69,4 @@ class Verification:
         """``"SEQ:HASH"`` of the last entry: keep it outside the store and pass it back as ``expect``."""
         return f"{self.head_seq}:{self.head_hash}"
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "ok": self.ok,
-            "checked": self.checked,
-            "head_seq": self.head_seq,
-            "head_hash": self.head_hash,
-            "head": self.head,
-            "bad_seq": self.bad_seq,
-            "reason": self.reason,
-        }
+    _keys: ClassVar[tuple[str, ...]] = ("ok", "checked", "head_seq", "head_hash", "head", "bad_seq", "reason")

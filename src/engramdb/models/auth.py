@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
+
+from engramdb.models._encode import Encoded
 
 __all__ = ["ApiKey", "NewApiKey"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApiKey:
+class ApiKey(Encoded):
     """An API key as stored: whose it is and what it may do; the secret itself is never kept (only its hash)."""
 
     id: str
@@ -29,18 +31,16 @@ class ApiKey:
         """Whether the key still works (it was not revoked)."""
         return self.revoked_at is None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (no secret, no hash)."""
-        return {
-            "id": self.id,
-            "agent": self.agent,
-            "read_only": self.read_only,
-            "admin": self.admin,
-            "created_at": self.created_at.isoformat(),
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
-            "label": self.label,
-            "active": self.active,
-        }
+    _keys: ClassVar[tuple[str, ...]] = (
+        "id",
+        "agent",
+        "read_only",
+        "admin",
+        "created_at",
+        "revoked_at",
+        "label",
+        "active",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

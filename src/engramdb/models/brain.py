@@ -9,9 +9,10 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from engramdb.errors import ValidationError
+from engramdb.models._encode import Encoded
 from engramdb.models.learning import OptionStats
 from engramdb.models.memory import Memory
 
@@ -52,17 +53,13 @@ def _upper_bound_tokens(text: str) -> int:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ContextItem:
+class ContextItem(Encoded):
     """One line of a context section; ``memory_id`` names the memory it comes from, if any."""
 
     text: str
     memory_id: str | None = None
     #: How relevant it is to the task (similarity or search score), when known.
     score: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"text": self.text, "memory_id": self.memory_id, "score": self.score}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +78,7 @@ class ContextSection:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Approach:
+class Approach(Encoded):
     """The recommended way to do the task, from the outcomes of similar past tasks."""
 
     #: The action to take; None when the evidence is too thin to recommend one.
@@ -96,18 +93,6 @@ class Approach:
     #: The other options considered, best first.
     alternatives: tuple[OptionStats, ...] = ()
     reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "recommended": self.recommended,
-            "success_rate": self.success_rate,
-            "confidence": self.confidence,
-            "attempts": self.attempts,
-            "tentative": self.tentative,
-            "alternatives": [a.to_dict() for a in self.alternatives],
-            "reason": self.reason,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -317,7 +302,7 @@ REASONING_MODES: tuple[ReasoningMode, ...] = ("plan", "think", "decide")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reasoning:
+class Reasoning(Encoded):
     """What ``mem.reason`` concluded: the steps, the decision and why, and the id of the recorded decision.
 
     ``decision_id`` is the pending ``decision`` memory; attach how it turned out with
@@ -335,19 +320,6 @@ class Reasoning:
     options: tuple[str, ...] = ()
     #: The LLM that reasoned (``provider:model``).
     model: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "goal": self.goal,
-            "mode": self.mode,
-            "steps": list(self.steps),
-            "decision": self.decision,
-            "rationale": self.rationale,
-            "decision_id": self.decision_id,
-            "options": list(self.options),
-            "model": self.model,
-        }
 
 
 # -- routing -----------------------------------------------------------------------------------------------
@@ -390,7 +362,7 @@ class ModelSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ModelStats:
+class ModelStats(Encoded):
     """What the router believes about one model for one task: success, cost, latency, and the utility it ranks by."""
 
     model: str
@@ -409,24 +381,9 @@ class ModelStats:
     #: expected_success - cost_weight * cost / max cost - latency_weight * latency / max latency.
     utility: float
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "model": self.model,
-            "tier": self.tier,
-            "expected_success": self.expected_success,
-            "low": self.low,
-            "high": self.high,
-            "prior_success": self.prior_success,
-            "evidence": self.evidence,
-            "expected_cost": self.expected_cost,
-            "expected_latency_ms": self.expected_latency_ms,
-            "utility": self.utility,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RouteChoice:
+class RouteChoice(Encoded):
     """The model ``mem.routing.route`` picked for a task, why, and how every candidate compares (best first).
 
     ``str(choice)`` is the model's name.
@@ -464,21 +421,19 @@ class RouteChoice:
                 return c
         raise KeyError(name)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "model": self.model,
-            "task": self.task,
-            "task_type": self.task_type,
-            "reason": self.reason,
-            "fallback": self.fallback,
-            "decided_by": self.decided_by,
-            "explored": self.explored,
-            "complexity": self.complexity,
-            "context_length": self.context_length,
-            "require_fast": self.require_fast,
-            "require_cheap": self.require_cheap,
-            "cost_weight": self.cost_weight,
-            "latency_weight": self.latency_weight,
-            "candidates": [c.to_dict() for c in self.candidates],
-        }
+    _keys: ClassVar[tuple[str, ...]] = (
+        "model",
+        "task",
+        "task_type",
+        "reason",
+        "fallback",
+        "decided_by",
+        "explored",
+        "complexity",
+        "context_length",
+        "require_fast",
+        "require_cheap",
+        "cost_weight",
+        "latency_weight",
+        "candidates",
+    )

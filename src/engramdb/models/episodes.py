@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from engramdb.models._encode import Encoded
+
 __all__ = ["EpisodeAnalysis", "EpisodeEvent", "EpisodeFactor", "EpisodeRecord"]
 
 
@@ -74,7 +76,7 @@ class EpisodeRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeFactor:
+class EpisodeFactor(Encoded):
     """An event kind that comes with failure more often than the episodes without it."""
 
     kind: str
@@ -86,17 +88,6 @@ class EpisodeFactor:
     baseline: float
     #: One-sided Fisher exact test: how likely so many failures with the event are by chance alone.
     p_value: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "kind": self.kind,
-            "failures": self.failures,
-            "successes": self.successes,
-            "failure_rate": self.failure_rate,
-            "baseline": self.baseline,
-            "p_value": self.p_value,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import ClassVar
+
+from engramdb.models._encode import Encoded
 
 __all__ = [
     "CheckResult",
@@ -22,7 +24,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PreventionEffect:
+class PreventionEffect(Encoded):
     """What a pattern's prevention checks did (seed 001's metric: failures prevented after identification).
 
     ``since`` is when the first check for the pattern was saved. ``expected_after`` is how many
@@ -39,21 +41,9 @@ class PreventionEffect:
     expected_after: float
     prevented: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "since": self.since.isoformat(),
-            "before": self.before,
-            "after": self.after,
-            "days_before": self.days_before,
-            "days_after": self.days_after,
-            "expected_after": self.expected_after,
-            "prevented": self.prevented,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SolutionStats:
+class SolutionStats(Encoded):
     """A fix for a failure pattern and how often it worked."""
 
     solution: str
@@ -61,18 +51,9 @@ class SolutionStats:
     attempts: float
     success_rate: float
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "solution": self.solution,
-            "successes": self.successes,
-            "attempts": self.attempts,
-            "success_rate": self.success_rate,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FailurePattern:
+class FailurePattern(Encoded):
     """A recurring kind of failure: its signature, how often it happened, and what fixed it."""
 
     id: str
@@ -90,25 +71,23 @@ class FailurePattern:
     #: Occurrences before and after its first saved prevention check (None: no check saved).
     effect: PreventionEffect | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (timestamps as ISO 8601 strings)."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "signature": self.signature,
-            "example": self.example,
-            "occurrences": self.occurrences,
-            "first_seen": self.first_seen.isoformat(),
-            "last_seen": self.last_seen.isoformat(),
-            "solutions": [s.to_dict() for s in self.solutions],
-            "prevention": list(self.prevention),
-            "occurs_in": list(self.occurs_in),
-            "effect": self.effect.to_dict() if self.effect is not None else None,
-        }
+    _keys: ClassVar[tuple[str, ...]] = (
+        "id",
+        "name",
+        "signature",
+        "example",
+        "occurrences",
+        "first_seen",
+        "last_seen",
+        "solutions",
+        "prevention",
+        "occurs_in",
+        "effect",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FailureWarning:
+class FailureWarning(Encoded):
     """A known failure pattern that a planned action resembles (see ``mem.failures.preflight``)."""
 
     pattern: FailurePattern
@@ -117,13 +96,9 @@ class FailureWarning:
     #: One line for the agent: what happened before and what to check first.
     message: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"pattern": self.pattern.to_dict(), "similarity": self.similarity, "message": self.message}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PatternPlan:
+class PatternPlan(Encoded):
     """How to apply a known failure pattern, or a stored memory, to a task (see ``mem.failures.plan``)."""
 
     task: str
@@ -141,22 +116,9 @@ class PatternPlan:
     #: For a code pattern: the code to adapt.
     code: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "task": self.task,
-            "pattern_id": self.pattern_id,
-            "kind": self.kind,
-            "title": self.title,
-            "relevance": self.relevance,
-            "steps": list(self.steps),
-            "fixes": [s.to_dict() for s in self.fixes],
-            "code": self.code,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PreventionCheck:
+class PreventionCheck(Encoded):
     """A saved prevention check: a described condition to verify before a workflow stage, and optionally
     shell-free predicates that ``mem.failures.run_checks``
     evaluates (files that must exist, environment variables that must be set, commands that must be on
@@ -182,26 +144,24 @@ class PreventionCheck:
         """True when the check has a predicate to evaluate (else it is a reminder to check by hand)."""
         return bool(self.files or self.env or self.commands or self.modules)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "id": self.id,
-            "agent": self.agent,
-            "description": self.description,
-            "stage": self.stage,
-            "pattern_id": self.pattern_id,
-            "pattern_name": self.pattern_name,
-            "files": list(self.files),
-            "env": list(self.env),
-            "commands": list(self.commands),
-            "modules": list(self.modules),
-            "automatic": self.automatic,
-            "created_at": self.created_at.isoformat(),
-        }
+    _keys: ClassVar[tuple[str, ...]] = (
+        "id",
+        "agent",
+        "description",
+        "stage",
+        "pattern_id",
+        "pattern_name",
+        "files",
+        "env",
+        "commands",
+        "modules",
+        "automatic",
+        "created_at",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CheckResult:
+class CheckResult(Encoded):
     """The outcome of running one prevention check."""
 
     check: PreventionCheck
@@ -214,7 +174,3 @@ class CheckResult:
     def passed(self) -> bool:
         """True unless the check failed (a manual check does not fail)."""
         return self.status != "failed"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"check": self.check.to_dict(), "status": self.status, "problems": list(self.problems)}

@@ -3,28 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from engramdb.models._encode import Encoded
 from engramdb.models.memory import Change
 
 __all__ = ["AuditCoverage", "HealthCheck", "HealthReport"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HealthCheck:
+class HealthCheck(Encoded):
     """One check of the store: its name, whether it passed, and a one-line detail (what is wrong, or what was seen)."""
 
     name: str
     ok: bool
     detail: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HealthReport:
+class HealthReport(Encoded):
     """Every check run on a store; ``ok`` when all of them passed."""
 
     location: str
@@ -40,9 +37,7 @@ class HealthReport:
         """The checks that did not pass."""
         return tuple(c for c in self.checks if not c.ok)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"location": self.location, "ok": self.ok, "checks": [c.to_dict() for c in self.checks]}
+    _keys: ClassVar[tuple[str, ...]] = ("location", "ok", "checks")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,8 +9,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
+from engramdb.models._encode import Encoded
 from engramdb.models.failures import FailurePattern
 from engramdb.models.memory import Memory, Outcome
 
@@ -44,7 +45,7 @@ def outcome_label(weight: float) -> Outcome:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OptionStats:
+class OptionStats(Encoded):
     """Outcome statistics of one action in a context (evidence may be similarity-weighted)."""
 
     action: str
@@ -54,32 +55,17 @@ class OptionStats:
     low: float
     high: float
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "action": self.action,
-            "successes": self.successes,
-            "attempts": self.attempts,
-            "success_rate": self.success_rate,
-            "low": self.low,
-            "high": self.high,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Factor:
+class Factor(Encoded):
     """A success factor or tool and in how many successful runs of the recommended approach it appeared."""
 
     name: str
     count: int
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"name": self.name, "count": self.count}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Suggestion:
+class Suggestion(Encoded):
     """What to do in a context: the recommended action (None if evidence is thin) and why."""
 
     context: str
@@ -100,20 +86,18 @@ class Suggestion:
     success_factors: list[Factor] = field(default_factory=list)
     tools: list[Factor] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "context": self.context,
-            "recommended": self.recommended,
-            "confidence": self.confidence,
-            "tentative": self.tentative,
-            "evidence": self.evidence,
-            "raw_confidence": self.raw_confidence,
-            "options": [o.to_dict() for o in self.options],
-            "reason": self.reason,
-            "success_factors": [f.to_dict() for f in self.success_factors],
-            "tools": [t.to_dict() for t in self.tools],
-        }
+    _keys: ClassVar[tuple[str, ...]] = (
+        "context",
+        "recommended",
+        "confidence",
+        "tentative",
+        "evidence",
+        "raw_confidence",
+        "options",
+        "reason",
+        "success_factors",
+        "tools",
+    )
 
 
 # -- outcome records ---------------------------------------------------------------------------------------
@@ -212,7 +196,7 @@ class ExecutionMatch:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TrendTest:
+class TrendTest(Encoded):
     """The result of a test for a trend in success over time."""
 
     #: "improving", "declining", "stable", or "insufficient data".
@@ -226,18 +210,6 @@ class TrendTest:
     early_rate: float | None
     late_rate: float | None
     method: str = "Cochran-Armitage trend test (two-sided, rank time scores)"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "direction": self.direction,
-            "z": self.z,
-            "p_value": self.p_value,
-            "n": self.n,
-            "early_rate": self.early_rate,
-            "late_rate": self.late_rate,
-            "method": self.method,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,7 +253,7 @@ class CategoryTrend:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TimelinePoint:
+class TimelinePoint(Encoded):
     """Success in one calendar bucket (only buckets with outcomes appear)."""
 
     start: datetime
@@ -293,21 +265,9 @@ class TimelinePoint:
     low: float
     high: float
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "start": self.start.isoformat(),
-            "end": self.end.isoformat(),
-            "n": self.n,
-            "successes": self.successes,
-            "success_rate": self.success_rate,
-            "low": self.low,
-            "high": self.high,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApproachStats:
+class ApproachStats(Encoded):
     """A recurring situation and an approach (action) taken in it, with how often it worked."""
 
     #: The category, or None when the situation is identified by its (normalised) context.
@@ -322,20 +282,6 @@ class ApproachStats:
     low: float
     high: float
     last_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "category": self.category,
-            "context": self.context,
-            "action": self.action,
-            "successes": self.successes,
-            "attempts": self.attempts,
-            "success_rate": self.success_rate,
-            "low": self.low,
-            "high": self.high,
-            "last_at": self.last_at.isoformat(),
-        }
 
 
 # -- statistics in one call --------------------------------------------------------------------------------
@@ -405,7 +351,7 @@ class LearningStats:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LearningReport:
+class LearningReport(Encoded):
     """An agent's outcomes summarised: overall, per category (with trends), per action, over time."""
 
     agent: str
@@ -438,31 +384,6 @@ class LearningReport:
     def with_chart(self, path: str | None) -> LearningReport:
         """A copy that refers to the chart at ``path``."""
         return replace(self, chart=path)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "agent": self.agent,
-            "generated_at": self.generated_at.isoformat(),
-            "since": self.since.isoformat() if self.since else None,
-            "decisions": self.decisions,
-            "successes": self.successes,
-            "success_rate": self.success_rate,
-            "low": self.low,
-            "high": self.high,
-            "average_duration": self.average_duration,
-            "categories": [c.to_dict() for c in self.categories],
-            "actions": [o.to_dict() for o in self.actions],
-            "bucket": self.bucket,
-            "timeline": [p.to_dict() for p in self.timeline],
-            "category_timelines": {k: [p.to_dict() for p in v] for k, v in self.category_timelines.items()},
-            "failure_patterns": [p.to_dict() for p in self.failure_patterns],
-            "insights": list(self.insights),
-            "recommendations": list(self.recommendations),
-            "success_target": self.success_target,
-            "slow_seconds": self.slow_seconds,
-            "chart": self.chart,
-        }
 
     def to_json(self) -> str:
         """The report as indented JSON."""

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, get_args
 
+from engramdb.models._encode import Encoded
+
 __all__ = [
     "KINDS",
     "NO_MERGE_KINDS",
@@ -208,19 +210,10 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Share:
+class Share(Encoded):
     """Consent given by an owner: ``to_agent`` (``"*"``: every agent) may read memory ``memory_id``."""
 
     memory_id: str
     from_agent: str
     to_agent: str
     shared_at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "memory_id": self.memory_id,
-            "from_agent": self.from_agent,
-            "to_agent": self.to_agent,
-            "shared_at": self.shared_at.isoformat(),
-        }

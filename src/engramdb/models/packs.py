@@ -8,13 +8,15 @@ A pack (``python``, ``git``, ``http``, ``sql``, ``docker``, ``ci``) is loaded wi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+from engramdb.models._encode import Encoded
 
 __all__ = ["Pack", "PackError", "PackPractice", "PackReport"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PackPractice:
+class PackPractice(Encoded):
     """A best practice: stored as a ``knowledge`` memory."""
 
     #: Stable within its pack (``virtualenv-per-project``): how a newer version finds it again.
@@ -26,10 +28,6 @@ class PackPractice:
     def content(self) -> str:
         """The text stored for it."""
         return f"{self.title}: {self.text}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"id": self.id, "title": self.title, "text": self.text, "tags": list(self.tags)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,7 +64,7 @@ class PackError:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Pack:
+class Pack(Encoded):
     """A versioned knowledge pack."""
 
     name: str
@@ -87,21 +85,11 @@ class Pack:
         """The tag every memory of the pack carries: ``pack:python``."""
         return f"pack:{self.name}"
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the whole pack)."""
-        return {
-            "name": self.name,
-            "version": self.version,
-            "title": self.title,
-            "description": self.description,
-            "source": self.source,
-            "practices": [p.to_dict() for p in self.practices],
-            "errors": [e.to_dict() for e in self.errors],
-        }
+    _keys: ClassVar[tuple[str, ...]] = ("name", "version", "title", "description", "source", "practices", "errors")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PackReport:
+class PackReport(Encoded):
     """What seeding a pack into a store did."""
 
     pack: str
@@ -118,16 +106,3 @@ class PackReport:
     def changed(self) -> bool:
         """Whether anything was written."""
         return bool(self.added or self.updated or self.removed)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "pack": self.pack,
-            "version": self.version,
-            "agent": self.agent,
-            "previous_version": self.previous_version,
-            "added": self.added,
-            "updated": self.updated,
-            "removed": self.removed,
-            "unchanged": self.unchanged,
-        }

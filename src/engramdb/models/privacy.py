@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from engramdb.errors import ConfigError
+from engramdb.models._encode import Encoded
 
 __all__ = ["DEFAULT_RULE", "CleanupReport", "Expiry", "RedactionPolicy", "RetentionPolicy", "RetentionRule"]
 
@@ -16,7 +17,7 @@ DEFAULT_RULE: Final = "default"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RedactionPolicy:
+class RedactionPolicy(Encoded):
     """What to redact: secrets (on by default) and personal data (off by default)."""
 
     secrets: bool = True
@@ -28,10 +29,6 @@ class RedactionPolicy:
     def enabled(self) -> bool:
         """True when anything at all is redacted."""
         return self.secrets or self.pii
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"secrets": self.secrets, "pii": self.pii, "phone_region": self.phone_region}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +97,7 @@ class RetentionPolicy:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Expiry:
+class Expiry(Encoded):
     """A memory the policy removes, and why (``max_age``, ``max_count`` or ``decay``)."""
 
     memory_id: str
@@ -109,19 +106,9 @@ class Expiry:
     reason: str
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "memory_id": self.memory_id,
-            "agent": self.agent,
-            "kind": self.kind,
-            "reason": self.reason,
-            "detail": self.detail,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CleanupReport:
+class CleanupReport(Encoded):
     """What one application of the retention policy expired, and whether it forgot them (not on a dry run)."""
 
     dry_run: bool
@@ -135,11 +122,4 @@ class CleanupReport:
         """The memories actually forgotten (none on a dry run)."""
         return () if self.dry_run else self.expired
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "dry_run": self.dry_run,
-            "policy_empty": self.policy_empty,
-            "expired": [e.to_dict() for e in self.expired],
-            "forgotten": [e.to_dict() for e in self.forgotten],
-        }
+    _keys: ClassVar[tuple[str, ...]] = ("dry_run", "policy_empty", "expired", "forgotten")

@@ -6,13 +6,17 @@ import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.query import QueryCache
-from engramdb.models import Hit
+from engramdb.models import Hit, Memory
 from engramdb.retrieval.collapse import collapse
 from engramdb.retrieval.context import (
     ASSISTANT_WEIGHT,
@@ -27,6 +31,7 @@ from engramdb.retrieval.context import (
 )
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
 from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_evidence, rank
+from engramdb.retrieval.sessions import SESSION_BEST_ONLY, SESSION_SHARE, SESSION_WEIGHT, session_key, weigh_by_session
 from engramdb.retrieval.text import query_terms
 from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
@@ -70,6 +75,10 @@ class HybridSearcher:
         self.other_speaker_weight = OTHER_SPEAKER_WEIGHT
         #: See :func:`engramdb.retrieval.timeref.weigh_by_time`; 0 ignores time named in a question.
         self.time_weight = time_weight
+        #: See :func:`engramdb.retrieval.sessions.weigh_by_session`; 0 turns session evidence off.
+        self.session_weight = SESSION_WEIGHT
+        self.session_share = SESSION_SHARE
+        self.session_best_only = SESSION_BEST_ONLY
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
         self.time_words = True
         #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
@@ -121,26 +130,37 @@ class HybridSearcher:
         if self.weights.fusion == "evidence":
             # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).
             ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in keyword]))
-            memories = self._store.memories.get_many(ids, flt)
+            memories = self._read(ids, flt, vec, keyword)
             texts = {i: m.content for i, m in memories.items()}
-            fused = fuse_evidence(keyword, vec, texts, terms, coverage_weight=self.weights.coverage)
+            w = self.weights
+            fused = fuse_evidence(
+                keyword,
+                vec,
+                texts,
+                terms,
+                coverage_weight=w.coverage,
+                sure_lead=w.sure_lead,
+                sure_weak=w.sure_weak,
+                sure_coverage=w.sure_coverage,
+            )
             head = fused[: max(_HEAD, limit)]
         else:
             fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
             # Boosts can reorder only within reach of the top, so fetch a bounded slice.
             head = fused[: max(_HEAD, limit)]
-            memories = self._store.memories.get_many([f.id for f in head], flt)
+            memories = self._read([f.id for f in head], flt, vec, keyword)
         linked = self.neighbour_weight > 0 and any(FOLLOWS_KEY in m.metadata for m in memories.values())
         spoken = (self.assistant_weight < 1 or self.other_speaker_weight < 1) and any(
             ROLE_KEY in m.metadata for m in memories.values()
         )
-        if linked or spoken or window is not None:
+        grouped = self.session_weight > 0 and any(session_key(m) is not None for m in memories.values())
+        if linked or spoken or grouped or window is not None:
             # Conversation turns: a turn below the head may rise with its neighbour or past an assistant's
             # reply, or one of the day the question names, so read them all.
             reach = fused[: max(_SPREAD, limit)]
             unread = [f.id for f in reach if f.id not in memories]
             if unread:
-                memories.update(self._store.memories.get_many(unread, flt))
+                memories.update(self._read(unread, flt, vec, keyword))
             if window is not None:
                 when = {m.id: m.occurred_at for m in memories.values()}
                 # "what did I do last Saturday?": no other words to go by, so the time decides.
@@ -154,6 +174,15 @@ class HybridSearcher:
                 links = follows_links((m.id, m.metadata) for m in memories.values())
                 lengths = {m.id: len(m.content) for m in memories.values()}
                 reach = spread_to_neighbours(reach, links, lengths, weight=self.neighbour_weight)
+            if grouped:
+                sessions = {m.id: session_key(m) for m in memories.values()}
+                reach = weigh_by_session(
+                    reach,
+                    sessions,
+                    weight=self.session_weight,
+                    share=self.session_share,
+                    best_only=self.session_best_only,
+                )
             head = reach[: max(_HEAD, limit)]
         ordered = rank(head, memories, now=now, weights=self.weights)
         ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
@@ -167,6 +196,18 @@ class HybridSearcher:
             rel = relevance(cosines[f.id], coverage(terms, m.content, weights=weights))
             hits.append(Hit(shown, score, f.keyword_score, f.vector_score, rel, tuple(folded)))
         return hits
+
+    def _read(self, ids: Sequence[str], flt: Filter, *found: Sequence[Candidate]) -> dict[str, Memory]:
+        """The memories of ``ids`` visible under ``flt``, in that order: those the channels carried, the rest read."""
+        carried = {c.id: c.memory for channel in found for c in channel if c.memory is not None}
+        unread = [i for i in ids if i not in carried]
+        fetched = self._store.memories.get_many(unread, flt) if unread else {}
+        out: dict[str, Memory] = {}
+        for memory_id in ids:
+            memory = carried.get(memory_id) or fetched.get(memory_id)
+            if memory is not None:
+                out[memory_id] = memory
+        return out
 
     def _cosines(self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused]) -> dict[str, float]:
         """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none)."""

@@ -34,6 +34,12 @@ class RankingWeights:
     fusion: Literal["evidence", "minmax"] = "evidence"
     #: Evidence fusion: what a candidate holding all of the query's words gains, in cosine units.
     coverage: float = 0.6
+    #: Evidence fusion, a sure model against weak words: when the vector channel's best candidate leads its
+    #: runner-up by ``sure_lead`` cosine or more (0: never) and no candidate holds ``sure_weak`` or more of
+    #: the query's words, coverage counts ``sure_coverage`` x ``coverage`` (:func:`fuse_evidence`).
+    sure_lead: float = 0.05
+    sure_weak: float = 0.3
+    sure_coverage: float = 0.5
     #: Min-max fusion: weight of the keyword channel; the vector channel gets ``1 - keyword``.
     keyword: float = 0.5
     recency: float = 0.05
@@ -102,6 +108,9 @@ def fuse_evidence(
     terms: Sequence[str],
     *,
     coverage_weight: float = 0.6,
+    sure_lead: float = 0.0,
+    sure_weak: float = 0.5,
+    sure_coverage: float = 0.5,
 ) -> list[Fused]:
     """Evidence fusion: ``cosine + coverage_weight * coverage`` for every candidate of either channel.
 
@@ -110,14 +119,26 @@ def fuse_evidence(
     candidates. A candidate the vector channel did not return gets the lowest cosine it returned: its own is
     no higher (and fetching it measured worse on LoCoMo, bench/RESULTS.md). A negative cosine counts as 0,
     so the evidence is never negative. Ties are broken by id.
+
+    A sure model against weak words: when ``vector``'s best candidate (the list is best first) leads the next
+    by ``sure_lead`` or more (0: never) and no candidate holds ``sure_weak`` or more of the query's words,
+    coverage counts ``sure_coverage`` x ``coverage_weight``. A clear vector winner is then usually the memory
+    meant, while a word or two the question shares with other memories is as often a decoy's; a candidate
+    holding most of the question's words (a name and a rare word) still counts in full (bench/RESULTS.md,
+    issue 21 third round).
     """
     if not 0.0 <= coverage_weight <= 10.0:
         raise ValueError("coverage_weight must be within [0, 10]")
+    if not (0.0 <= sure_lead <= 2.0 and 0.0 <= sure_coverage <= 1.0 and 0.0 <= sure_weak <= 1.0):
+        raise ValueError("sure_lead must be within [0, 2], sure_coverage and sure_weak within [0, 1]")
     vec_raw = {c.id: c.score for c in vector}
     kw_raw = {c.id: c.score for c in keyword}
     floor = min(vec_raw.values(), default=0.0)
     ids = list(dict.fromkeys([*vec_raw, *kw_raw]))
     cover = pool_coverage(terms, {i: texts[i] for i in ids if i in texts})
+    lead = vector[0].score - vector[1].score if len(vector) > 1 else 0.0
+    if sure_lead > 0 and lead >= sure_lead and max(cover.values(), default=0.0) < sure_weak:
+        coverage_weight *= sure_coverage
     evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) for i in ids}
     # Scaled to [0, 1] within the search, as min-max fusion's were: the order is the evidence's, and the
     # conversation context and boosts after it (tuned on that scale) see the same contrast.

@@ -8,7 +8,7 @@ is needed) and compares hashes in constant time.
 Keys live in the store itself (one JSON value under the meta key ``api_keys``), so
 every ``engram serve`` in front of one PostgreSQL database sees the same keys, and a
 revocation takes effect everywhere at the next request. Each change is a
-read-modify-write inside ``store.atomic()``.
+read-modify-write inside one write transaction (``pipeline.transaction()``).
 
 A token reads ``engram_<id>_<secret>``: the id (public, shown by ``engram keys list``)
 finds the record, the hash of the whole token proves it.
@@ -102,7 +102,7 @@ class ApiKeys(Service):
             "label": label,
             "sha256": _digest(token),
         }
-        with self._store.atomic():
+        with self._pipeline.transaction():
             records = self._load()
             records.append(record)
             self._save(records)
@@ -118,7 +118,7 @@ class ApiKeys(Service):
         if not isinstance(key_id, str) or not key_id.strip():
             raise ValidationError("a key id must be a non-empty string")
         wanted = key_id.strip()
-        with self._store.atomic():
+        with self._pipeline.transaction():
             records = self._load()
             for record in records:
                 if record.get("id") == wanted:

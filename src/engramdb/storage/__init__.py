@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from engramdb.config import LIBRARY_PG_POOL_SIZE, Settings
 from engramdb.errors import NotFound, StorageError
@@ -28,8 +29,10 @@ from engramdb.storage.base import (
     ShareRepo,
     Store,
     VectorRepo,
-    Vectors,
 )
+
+if TYPE_CHECKING:
+    from engramdb.storage.base import Vectors
 
 __all__ = [
     "MODEL_META_KEY",
@@ -48,6 +51,17 @@ __all__ = [
     "register_backend",
     "require_store",
 ]
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        # ``Vectors`` needs numpy: made when asked for (see engramdb.storage.base), not when the package is imported.
+        if name == "Vectors":
+            from engramdb.storage import base
+
+            return base.Vectors
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Opens the store at a location with the given settings.
 Opener = Callable[[str, Settings], Store]

@@ -9,8 +9,8 @@ pages a search touches become resident::
     engram.db.ann/
         CURRENT          JSON: format, generation, the SyncState it reflects, rows, dim, code tables
         g-<uuid>/        hnsw_sq.faiss (IndexHNSWSQ, 8-bit codes, inner product), vectors.npy
-                         (float32 rows), ids.npy, sorted_ids.npy, order.npy, rids.npy, agents.npy,
-                         kinds.npy, public.npy
+                         (float32, one row per node), [groups.npy, members.npy, starts.npy],
+                         ids.npy, sorted_ids.npy, order.npy, rids.npy, agents.npy, kinds.npy, public.npy
 
 A generation is built in ``tmp-<uuid>/``, renamed to ``g-<uuid>/``, and only then named by
 ``CURRENT`` (written to a temporary file and renamed over), so a reader never sees half a
@@ -43,13 +43,22 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _F32: TypeAlias = npt.NDArray[np.float32]
+    _I64: TypeAlias = npt.NDArray[np.int64]
+    _I32: TypeAlias = npt.NDArray[np.int32]
+    _Bool: TypeAlias = npt.NDArray[np.bool_]
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError
 from engramdb.storage._ann_fill import fill_sparse
+from engramdb.storage._ann_groups import Groups, find_groups, load_groups, save_groups
 from engramdb.storage._ann_links import link_islands
 
 __all__ = [
@@ -70,8 +79,11 @@ __all__ = [
 ANN_DEFAULT_THRESHOLD: Final = 20_000
 log = logging.getLogger(__name__)
 
-#: 2: an 8-bit graph plus the float32 rows in their own file (1: IndexHNSWFlat, rebuilt on open).
-_FORMAT: Final = 2
+#: 4: a graph node and a float32 row per group of identical rows (_ann_groups.py); 2: a node per row, still read
+#: (3, a node per group over a float32 row per row, was short-lived); 1: IndexHNSWFlat. Formats not read are
+#: rebuilt on open, as older code rebuilds a format-4 sidecar.
+_FORMAT: Final = 4
+_READ_FORMATS: Final = (2, 4)
 _GRAPH: Final = "hnsw_sq.faiss"
 _VECTORS: Final = "vectors.npy"
 _CURRENT: Final = "CURRENT"
@@ -93,11 +105,6 @@ _TRAIN_ROWS: Final = 100_000
 _ADD_CHUNK: Final = 2_048
 #: Leftovers of builds this old (a crashed process's snapshot or half-built generation) are deleted.
 _STALE_SECONDS: Final = 6 * 3600
-
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
-_I32 = npt.NDArray[np.int32]
-_Bool = npt.NDArray[np.bool_]
 
 
 def ann_available() -> bool:
@@ -146,7 +153,7 @@ def read_meta(root: Path) -> AnnMeta | None:
     """The sidecar's ``CURRENT``, or None when missing, unreadable or of another format."""
     try:
         raw = json.loads((root / _CURRENT).read_text(encoding="utf-8"))
-        if raw.get("format") != _FORMAT:
+        if raw.get("format") not in _READ_FORMATS:
             return None
         return AnnMeta(
             generation=str(raw["generation"]),
@@ -192,6 +199,11 @@ def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> Ann
     tmp.mkdir(parents=True, exist_ok=True)
     try:
         vectors = np.load(snap.vectors, mmap_mode="r")
+        found = find_groups(vectors)
+        if found is not None:
+            # One node per group of identical rows: the graph is built over each group's first row.
+            save_groups(tmp, found[0])
+            vectors = _gather(vectors, found[1], tmp / "leaders.npy")
         index = faiss.IndexHNSWSQ(snap.meta.dim, faiss.ScalarQuantizer.QT_8bit, _HNSW_M, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = _EF_CONSTRUCTION
         n = vectors.shape[0]
@@ -221,8 +233,9 @@ def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> Ann
         del vectors
         faiss.write_index(index, str(tmp / _GRAPH))
         del index
-        # The snapshot is already the float32 file the generation needs (same directory, same disk).
-        os.replace(snap.vectors, tmp / _VECTORS)
+        # The float32 file of the graph's nodes: the snapshot itself, or each group's row once (identical rows
+        # share one vector, as they share one node).
+        os.replace(snap.vectors if found is None else tmp / "leaders.npy", tmp / _VECTORS)
         order = np.argsort(snap.ids, kind="stable").astype(np.int64)
         arrays = {
             "ids": snap.ids,
@@ -247,6 +260,17 @@ def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> Ann
         shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(OSError):
             snap.vectors.unlink()
+
+
+def _gather(vectors: _F32, rows: _I64, path: Path) -> _F32:
+    """``vectors[rows]`` written to ``path`` chunk by chunk and mapped (never all of it in memory)."""
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows.size, vectors.shape[1]))
+    for start in range(0, rows.size, _ADD_CHUNK):
+        out[start : start + _ADD_CHUNK] = vectors[rows[start : start + _ADD_CHUNK]]
+    out.flush()
+    del out
+    gathered: _F32 = np.load(path, mmap_mode="r")
+    return gathered
 
 
 def _insertion_chunks(n: int) -> list[_I64]:
@@ -404,7 +428,14 @@ class AnnBase:
         except RuntimeError as exc:  # faiss reports unreadable files as RuntimeError
             raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
         try:
-            self.vectors, self._fd, self._offset = _map_rows(directory / _VECTORS, meta.rows, meta.dim)
+            #: Rows by graph node when identical rows share one (None: a node per row).
+            self.groups: Groups | None = load_groups(directory, meta.rows, int(self._index.ntotal))
+        except (OSError, ValueError) as exc:
+            raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
+        nodes = meta.rows if self.groups is None else int(self._index.ntotal)
+        try:
+            #: The float32 vector of each graph node (of each row, or each group of identical rows).
+            self.vectors, self._fd, self._offset = _map_rows(directory / _VECTORS, nodes, meta.dim)
         except (OSError, ValueError) as exc:
             raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
         try:
@@ -419,7 +450,7 @@ class AnnBase:
             raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
         n = meta.rows
         if (
-            self._index.ntotal != n
+            self._index.ntotal != nodes
             or self._index.d != meta.dim
             or any(len(a) != n for a in (self.ids, self._sorted_ids, self._order, self.rids, self.agents))
             or len(self.kinds) != n
@@ -429,7 +460,8 @@ class AnnBase:
         storage = faiss.downcast_index(self._index.storage)
         self._code_size = int(storage.code_size)
         #: The graph's codes (a view of the mapped file), to check the scrub's offset against.
-        self._codes: npt.NDArray[np.uint8] = faiss.rev_swig_ptr(storage.codes.data(), n * self._code_size)
+        self._codes: npt.NDArray[np.uint8] = faiss.rev_swig_ptr(storage.codes.data(), nodes * self._code_size)
+        self._nodes = nodes
         self._path = directory / _GRAPH
         self._vector_path = directory / _VECTORS
         self.meta = meta
@@ -446,6 +478,8 @@ class AnnBase:
             self.alive, self.agents, self.kinds, self.public = over.alive, over.agents, over.kinds, over.public
             self.dead = n - int(np.count_nonzero(self.alive))
             self.delta = over.delta
+        if self.groups is not None:
+            self.groups.refresh(self.alive)
 
     def row_of(self, memory_id: str) -> int | None:
         """The live row of ``memory_id``, or None."""
@@ -461,7 +495,9 @@ class AnnBase:
         if self.alive[row]:
             self.alive[row] = False
             self.dead += 1
-            self._scrub(row)
+            # A row sharing its node with live rows keeps the node's code: that vector is still theirs.
+            node = row if self.groups is None else int(self.groups.groups[row])
+            self._scrub(row, node if self.groups is None or self.groups.kill(row, self.alive) else None)
 
     def close(self) -> None:
         """Release the vector file's descriptor (the maps go when the arrays are dropped)."""
@@ -473,21 +509,25 @@ class AnnBase:
     def __del__(self) -> None:
         self.close()
 
-    def _scrub(self, row: int) -> None:
+    def _scrub(self, row: int, node: int | None) -> None:
         """Overwrite a dead row's float32 vector and its 8-bit code with zeros: a forgotten memory leaves no vector.
 
-        Row ``i`` of ``vectors.npy`` is at ``offset + i * dim * 4``. faiss writes an ``IndexHNSWSQ``
-        as its graph followed by the quantiser and the codes, so row ``i``'s code is at
-        ``size - (n - i) * code_size``. The bytes at each place are checked against the mapped
-        row before anything is written, and a file of another layout is left alone (the next
-        rebuild drops the row). Dead rows are never returned, so the zeros are never read.
+        Node ``i`` (row ``i``, or the group of identical rows ``i``) has its float32 vector at
+        ``offset + i * dim * 4`` of ``vectors.npy``. faiss writes an ``IndexHNSWSQ`` as its graph followed
+        by the quantiser and the codes, so node ``i``'s code is at ``size - (nodes - i) * code_size``.
+        ``node`` None (other rows of the group live on, and the vector is theirs too) scrubs nothing. The
+        bytes at each place are checked against the mapped row before anything is written, and a file of
+        another layout is left alone (the next rebuild drops the row). Dead rows are never returned, so the
+        zeros are never read.
         """
+        if node is None:
+            return
         width = self.meta.dim * 4
-        self._zero(self._vector_path, self._offset + row * width, self.vectors[row].tobytes(), row)
+        self._zero(self._vector_path, self._offset + node * width, self.vectors[node].tobytes(), row)
         code = self._code_size
         with contextlib.suppress(OSError):
-            at = self._path.stat().st_size - (self.n - row) * code
-            self._zero(self._path, at, self._codes[row * code : (row + 1) * code].tobytes(), row)
+            at = self._path.stat().st_size - (self._nodes - node) * code
+            self._zero(self._path, at, self._codes[node * code : (node + 1) * code].tobytes(), row)
 
     @staticmethod
     def _zero(path: Path, offset: int, expected: bytes, row: int) -> None:
@@ -504,6 +544,8 @@ class AnnBase:
 
     def read_range(self, start: int, stop: int) -> _F32:
         """The float32 vectors of rows ``start`` to ``stop`` in one ``os.pread`` (a rebuild's sequential read)."""
+        if self.groups is not None:
+            return self._fetch_nodes(np.asarray(self.groups.groups[start:stop]))
         width = self.meta.dim * 4
         want = (stop - start) * width
         chunk = os.pread(self._fd, want, self._offset + start * width)
@@ -512,7 +554,24 @@ class AnnBase:
         return np.frombuffer(chunk, dtype=np.float32).reshape(stop - start, self.meta.dim)
 
     def fetch(self, rows: _I64) -> _F32:
-        """The float32 vectors of ``rows`` (in that order), read with ``os.pread``.
+        """The float32 vectors of ``rows`` (in that order)."""
+        return self._fetch_nodes(rows if self.groups is None else np.asarray(self.groups.groups[rows]))
+
+    def scores(self, query: _F32, rows: _I64 | None) -> _F32:
+        """Exact cosines of ``rows`` (every row when None), read through the map."""
+        if self.groups is None:
+            on: _F32 = np.einsum("ij,j->i", self.vectors if rows is None else self.vectors[rows], query)
+            return on
+        nodes = np.asarray(self.groups.groups if rows is None else self.groups.groups[rows])
+        if rows is None or nodes.size > self._nodes:
+            every: _F32 = np.einsum("ij,j->i", self.vectors, query)[nodes]
+            return every
+        unique, back = np.unique(nodes, return_inverse=True)
+        scored: _F32 = np.einsum("ij,j->i", self.vectors[unique], query)[back.reshape(-1)]
+        return scored
+
+    def _fetch_nodes(self, rows: _I64) -> _F32:
+        """The float32 vectors of graph nodes ``rows`` (in that order), read with ``os.pread``.
 
         Not through the map: pages read here stay in the page cache, outside this process's
         resident memory, which a re-ranked head of a few dozen rows per search would otherwise
@@ -543,19 +602,36 @@ class AnnBase:
         float32 vectors, so the scores are true cosines (ask for a head deeper than needed:
         the codes' order near the cut-off is the least sure). ``passing`` is how many rows
         ``allowed`` admits: the search breadth grows as the filter narrows, because the
-        graph walk visits rows it then discards.
+        graph walk visits rows it then discards. With groups of identical rows the walk is
+        over groups, each scored by one live row of it, and each found group gives every
+        row of it ``allowed`` admits.
         """
+        groups = self.groups
+        if groups is None:
+            found = self._walk(query, k, allowed, passing)
+            scored = found
+        else:
+            nodes = None if allowed is None else groups.allowed(allowed, self.alive)
+            found = self._walk(query, k, nodes, passing if nodes is None else int(np.count_nonzero(nodes)))
+            assert groups.rep is not None
+            scored = found
+        exact: _F32 = np.einsum("ij,j->i", self._fetch_nodes(scored), query) if found.size else np.empty(0, np.float32)
+        order = np.argsort(-exact, kind="stable")
+        if groups is None:
+            return found[order], exact[order]
+        return groups.expand(found[order], exact[order], allowed, self.alive, k)
+
+    def _walk(self, query: _F32, k: int, allowed: _Bool | None, passing: int) -> _I64:
+        """The graph's ``k`` best nodes among ``allowed`` (``passing`` of them), by 8-bit codes, unordered."""
         faiss = _faiss()
         ef = max(_EF_SEARCH, k)
         selector = None
         if allowed is not None:
-            share = max(passing, 1) / self.n
+            share = max(passing, 1) / self._nodes
             ef = min(_EF_MAX, max(ef, int(ef / share**0.5)))
             bits = np.packbits(allowed, bitorder="little")
-            selector = faiss.IDSelectorBitmap(self.n, faiss.swig_ptr(bits))
+            selector = faiss.IDSelectorBitmap(self._nodes, faiss.swig_ptr(bits))
         params = faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
         _approx, found = self._index.search(query.reshape(1, -1), k, params=params)
-        rows = found[0][found[0] >= 0].astype(np.int64)
-        exact: _F32 = np.einsum("ij,j->i", self.fetch(rows), query) if rows.size else np.empty(0, np.float32)
-        order = np.argsort(-exact, kind="stable")
-        return rows[order], exact[order]
+        nodes: _I64 = found[0][found[0] >= 0].astype(np.int64)
+        return nodes

@@ -12,18 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _F32: TypeAlias = npt.NDArray[np.float32]
+    _I64: TypeAlias = npt.NDArray[np.int64]
+    _I32: TypeAlias = npt.NDArray[np.int32]
+    _Bool: TypeAlias = npt.NDArray[np.bool_]
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError
 
 __all__ = ["Codes", "Columns", "ExactRows", "IndexRow", "RowFilter", "dot"]
 
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
-_I32 = npt.NDArray[np.int32]
-_Bool = npt.NDArray[np.bool_]
 
 #: (memory id, memory rid, agent, kind, visibility, float32 vector bytes): one vector with its filter data.
 IndexRow = tuple[str, int, str, str, str, bytes]

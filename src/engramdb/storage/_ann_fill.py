@@ -17,15 +17,19 @@ p50 unchanged, for 4-6 s of build per 50k rows.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _F32: TypeAlias = npt.NDArray[np.float32]
+    _I64: TypeAlias = npt.NDArray[np.int64]
+else:
+    from engramdb._lazy import numpy as np
 
 __all__ = ["fill_sparse"]
 
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
 
 #: Sparse nodes looked up per graph search call (faiss spreads one call over the cores).
 _BATCH: Final = 4_096

@@ -18,17 +18,21 @@ random order and filled (:mod:`._ann_fill`), ~7,100 groups.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _F32: TypeAlias = npt.NDArray[np.float32]
+    _I64: TypeAlias = npt.NDArray[np.int64]
+    _Bool: TypeAlias = npt.NDArray[np.bool_]
+    _I32: TypeAlias = npt.NDArray[np.int32]
+else:
+    from engramdb._lazy import numpy as np
 
 __all__ = ["link_islands"]
 
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
-_Bool = npt.NDArray[np.bool_]
-_I32 = npt.NDArray[np.int32]
 
 #: Island nodes looked up in one batch (a graph search each, then an exact scan for the few it misses).
 _BATCH: Final = 4_096

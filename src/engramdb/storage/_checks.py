@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import NotFound, ValidationError
 from engramdb.models import KINDS, VISIBILITIES, Memory

@@ -19,15 +19,20 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from engramdb.storage.base import Vectors
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.models import Memory
 from engramdb.storage._filters import FilterSQL
 
 if TYPE_CHECKING:
     from engramdb.storage._deferred import Deferred
-from engramdb.storage.base import CandidateSource, Filter, Vectors
+from engramdb.storage.base import CandidateSource, Filter
 
 __all__ = ["Conn", "Dialect", "Result"]
 

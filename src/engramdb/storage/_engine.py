@@ -10,9 +10,14 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
+    from engramdb.storage.base import Vectors
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import StorageError
 from engramdb.models import AuditEvent, Share
@@ -33,7 +38,7 @@ from engramdb.storage._dialect import Conn, Dialect
 from engramdb.storage._filters import audit_query, equal_conditions
 from engramdb.storage._memories import INSERT_HISTORY, SQLMemories, write_vectors
 from engramdb.storage._planning import ShareChange, keyset_batches, on_share, on_unshare
-from engramdb.storage.base import Store, StoredVector, Vectors
+from engramdb.storage.base import Store, StoredVector
 
 __all__ = ["SQLAudit", "SQLChecks", "SQLMeta", "SQLShares", "SQLVectors", "sql_store"]
 

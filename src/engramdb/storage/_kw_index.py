@@ -37,10 +37,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.storage._keyword_budget import bounded_terms
 from engramdb.storage._kw_persist import load_postings, postings_path, remove_postings, save_postings
@@ -191,9 +194,10 @@ class KeywordIndex:
         self._build_conn: sqlite3.Connection | None = None
         self._closed = False
         self._retry_at = 0.0
-        # Per row key, reused by every query: score sums (zeroed after use) and positions (see _distinct).
-        self._scratch = np.zeros(0, dtype=np.float64)
-        self._positions = np.zeros(0, dtype=np.int64)
+        # Per row key, reused by every query: score sums (zeroed after use) and positions (see _distinct);
+        # made by the first query (numpy is imported at first use: opening a store needs none).
+        self._scratch: npt.NDArray[np.float64] | None = None
+        self._positions: npt.NDArray[np.int64] | None = None
         # Per term, its rows and BM25 parts, valid while the index and FTS5's totals stay as they were.
         self._term_scores: dict[str, tuple[npt.NDArray[Any], npt.NDArray[np.float64]]] = {}
         self._terms_key: tuple[int, int, int, int] | None = None
@@ -372,9 +376,9 @@ class KeywordIndex:
         rows, tokens = postings.rows, postings.tokens  # equal to FTS5's own (checked in _current)
         if rows <= 0:
             return Ranked([], [], 0)
-        if self._scratch.size < postings.doc_len.size:
-            self._scratch = np.zeros(postings.doc_len.size, dtype=np.float64)
         acc = self._scratch
+        if acc is None or acc.size < postings.doc_len.size:
+            acc = self._scratch = np.zeros(postings.doc_len.size, dtype=np.float64)
         key = (id(postings), postings.seq, rows, tokens)
         if key != self._terms_key:
             self._terms_key, self._term_scores, self._cached = key, {}, 0
@@ -427,11 +431,13 @@ class KeywordIndex:
 
     def _distinct(self, rids: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """``rids`` without repeats, in O(n): each row key's last position wins, keep the positions that won."""
-        if self._positions.size < self._scratch.size:
-            self._positions = np.zeros(self._scratch.size, dtype=np.int64)
+        size = 0 if self._scratch is None else self._scratch.size
+        positions = self._positions
+        if positions is None or positions.size < size:
+            positions = self._positions = np.zeros(size, dtype=np.int64)
         where = np.arange(rids.size)
-        self._positions[rids] = where
-        distinct: npt.NDArray[Any] = rids[self._positions[rids] == where]
+        positions[rids] = where
+        distinct: npt.NDArray[Any] = rids[positions[rids] == where]
         return distinct
 
     def frequencies(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[int] | None:

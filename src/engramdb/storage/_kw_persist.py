@@ -24,15 +24,19 @@ import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _I32: TypeAlias = npt.NDArray[np.int32]
+else:
+    from engramdb._lazy import numpy as np
 
 __all__ = ["SavedPostings", "load_postings", "postings_path", "remove_postings", "save_postings"]
 
 _FORMAT: Final = 1
-_I32 = npt.NDArray[np.int32]
 
 
 @dataclass(frozen=True, slots=True)

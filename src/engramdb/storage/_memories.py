@@ -11,10 +11,15 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from engramdb.storage.base import Vectors
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import StorageError, ValidationError
 from engramdb.models import Change, Memory
@@ -42,7 +47,7 @@ from engramdb.storage._codecs import (
 )
 from engramdb.storage._dialect import Conn, Dialect
 from engramdb.storage._planning import plan_update
-from engramdb.storage.base import MODEL_META_KEY, Filter, ListOrder, UsageTotals, Vectors
+from engramdb.storage.base import MODEL_META_KEY, Filter, ListOrder, UsageTotals
 
 __all__ = ["INSERT_HISTORY", "SQLMemories", "fetch_locked", "write_vectors"]
 

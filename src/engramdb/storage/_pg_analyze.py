@@ -51,7 +51,9 @@ def stale_tables(rows: list[tuple[Any, ...]]) -> list[str]:
         moved = int(changed or 0)
         if moved < _MIN_CHANGED:
             continue
-        if not analysed or float(reltuples or -1) < 0 or moved > 0.2 * max(known, float(live or 0)):
+        # reltuples is -1 (never counted) or None; 0.0 is a count (an empty table when last analysed).
+        unknown = reltuples is None or float(reltuples) < 0
+        if not analysed or unknown or moved > 0.2 * max(known, float(live or 0)):
             stale.append(str(name))
     return [t for t in _TABLES if t in stale]
 

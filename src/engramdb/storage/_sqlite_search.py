@@ -17,10 +17,15 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from engramdb.storage.base import Vectors
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import EngramError
 from engramdb.storage._checks import as_unit_rows
@@ -29,7 +34,7 @@ from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequen
 from engramdb.storage._kw_index import KeywordIndex, Ranked
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._vector_index import SyncState, VectorIndex
-from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
+from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter
 
 __all__ = ["SQLiteSearch", "sync_state"]
 
@@ -294,6 +299,13 @@ class SQLiteSearch:
         if len(found) < limit and ranked.matched > len(ranked.rids):
             return None
         return found[:limit]
+
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
+        """:meth:`vector_candidates` of each query in turn (in process, a statement costs no round trip; ``near``
+        changes nothing: the search is as wide either way)."""
+        return [self.vector_candidates(vector, flt, limit=limit) for vector, flt in queries]
 
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Exact cosine candidates among the current model's vectors, best first."""

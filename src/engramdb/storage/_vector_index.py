@@ -31,10 +31,16 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Concatenate, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    _F32: TypeAlias = npt.NDArray[np.float32]
+    _I64: TypeAlias = npt.NDArray[np.int64]
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.storage._ann import (
@@ -65,8 +71,6 @@ __all__ = [
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-_F32 = npt.NDArray[np.float32]
-_I64 = npt.NDArray[np.int64]
 
 #: A filter admitting at most this many of the index's rows is scanned exactly (gathering that
 #: many mapped vectors costs about what a graph walk does; below it the graph gains nothing).
@@ -132,7 +136,8 @@ class VectorIndex:
         self._threshold = ann_threshold if ann_threshold is not None else 0
         self._codes_agent = Codes()
         self._codes_kind = Codes()
-        self._exact = ExactRows(self._codes_agent, self._codes_kind)
+        # Made at first use (its arrays import numpy): a store opened only to list memories never needs it.
+        self._exact_rows: ExactRows | None = None
         self._base: AnnBase | None = None
         self._build: _Build | None = None
         #: Bumped whenever the contents are replaced wholesale; a build of an older generation is not adopted.
@@ -144,6 +149,20 @@ class VectorIndex:
         if self._root is not None and (self._root / "CURRENT").exists():
             # Importing faiss takes 0.3-1.8 s: start it now, so the first search finds it loaded.
             threading.Thread(target=prewarm, name="engramdb-ann-import", daemon=True).start()
+
+    @property
+    def _exact(self) -> ExactRows:
+        rows = self._exact_rows
+        if rows is None:
+            with self._lock:
+                rows = self._exact_rows
+                if rows is None:
+                    rows = self._exact_rows = ExactRows(self._codes_agent, self._codes_kind)
+        return rows
+
+    @_exact.setter
+    def _exact(self, rows: ExactRows) -> None:
+        self._exact_rows = rows
 
     def __len__(self) -> int:
         base = self._base
@@ -165,7 +184,7 @@ class VectorIndex:
         self._base = None
         self._codes_agent.clear()
         self._codes_kind.clear()
-        self._exact = ExactRows(self._codes_agent, self._codes_kind)
+        self._exact_rows = None  # a fresh one at the next use
 
     @_locked
     def invalidate(self) -> None:
@@ -463,10 +482,10 @@ class VectorIndex:
         if mask is None:
             # Every row: scan the mapped matrix in place (gathering it first copies all of it, ~2x slower).
             rows = np.arange(base.n)
-            scores: _F32 = np.einsum("ij,j->i", base.vectors, query)
+            scores = base.scores(query, None)
         else:
             rows = np.flatnonzero(mask)
-            scores = np.einsum("ij,j->i", base.vectors[rows], query)
+            scores = base.scores(query, rows)
         k = min(limit, scores.size)
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
         top = top[np.argsort(-scores[top], kind="stable")]

@@ -30,10 +30,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final, Literal, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, Self, TypeAlias, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vectors: TypeAlias = npt.NDArray[np.float32]
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import ValidationError
 from engramdb.models import AuditEvent, Change, Memory, Share
@@ -57,7 +62,16 @@ __all__ = [
     "Vectors",
 ]
 
-Vectors = npt.NDArray[np.float32]
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        # The numpy array type of vectors, made when asked for: importing this module needs no numpy.
+        if name == "Vectors":
+            import numpy.typing
+
+            return numpy.typing.NDArray[np.float32]
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Meta key naming the embedding model of the store: only vectors from that model are searched.
 #: ``memories.add``/``vectors.set`` set it when it is unset; changing it is how a re-embed switches models.
@@ -130,10 +144,15 @@ class Filter:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A memory id found by one retrieval channel, with that channel's raw score (higher is better)."""
+    """A memory id found by one retrieval channel, with that channel's raw score (higher is better).
+
+    A channel that reads the memory's row anyway may carry it (``memory``, as ``MemoryRepo.get_many`` under the
+    same filter would return it): the search then does not read it again (PostgreSQL: one round trip fewer).
+    """
 
     id: str
     score: float
+    memory: Memory | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,6 +286,13 @@ class CandidateSource(Protocol):
 
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Cosine-similarity candidates for a unit-norm query vector, best first."""
+
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
+        """:meth:`vector_candidates` of each (query vector, filter), in order: in one statement where the store can
+        (a batch write's near-duplicate lookups). With ``near``, only candidates scoring at least that are needed:
+        an approximate index may search less widely, and those below it may be missing."""
 
 
 @runtime_checkable

@@ -25,10 +25,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from engramdb.storage.base import Vectors
+else:
+    from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, ValidationError
 from engramdb.models import Memory
@@ -52,7 +57,7 @@ from engramdb.storage._vector_index import (
     put_op,
     remove_op,
 )
-from engramdb.storage.base import Filter, Store, Vectors
+from engramdb.storage.base import Filter, Store
 
 __all__ = ["DB_FILENAME", "SYNCHRONOUS", "SQLiteBackend", "open_sqlite"]
 

@@ -30,15 +30,11 @@ def doctor(
     trail's hash chain verifies, and that every change has its audit entry.
     """
     # Here, so `engram --help` does not load the library.
-    from engramdb.config import load_settings
-    from engramdb.services.doctor import examine
-    from engramdb.storage import require_store
+    from engramdb.toolkit import examine
 
-    location = store_location(ctx, store)
-    # A mistyped path is an error, not a new store reported healthy.
-    require_store(location if location is not None else str(load_settings().home))
     # Opened by location, not through Engram: the facade's start-up reads would stop at the damage.
-    result = examine(location, quick=quick)
+    # A mistyped path is an error (NotFound), not a new store reported healthy.
+    result = examine(store_location(ctx, store), quick=quick)
     if as_json:
         emit_json(result.to_dict())
     else:

@@ -46,7 +46,7 @@ def seed(
     (source engramdb-pack:NAME@VERSION). Loading a pack again adds nothing; loading a
     newer version of it updates what changed.
     """
-    from engramdb.services.packs import available_packs, load_pack, seed_pack
+    from engramdb.toolkit import available_packs, load_pack
 
     if list_packs:
         packs = [load_pack(name) for name in available_packs()]
@@ -77,7 +77,7 @@ def seed(
     names = available_packs() if "all" in pack else list(dict.fromkeys(pack))
     chosen = [load_pack(name) for name in names]  # unknown names fail here, before the store is opened
     with open_engram(ctx, store, create=True) as mem:
-        reports = [seed_pack(mem, p, agent=agent) for p in chosen]
+        reports = [mem.knowledge.seed(p.name, agent=agent) for p in chosen]
     if as_json:
         emit_json([r.to_dict() for r in reports])
         return

@@ -136,15 +136,10 @@ class Transport(StrEnum):
 def _is_new(ctx: typer.Context, store: str | None) -> bool:
     """Whether the selected store does not exist yet (a server creates it: a normal first run)."""
     from engramdb.config import load_settings
-    from engramdb.errors import NotFound
-    from engramdb.storage import require_store
+    from engramdb.toolkit import store_exists
 
     location = store_location(ctx, store)
-    try:
-        require_store(location if location is not None else str(load_settings().home))
-    except NotFound:
-        return True
-    return False
+    return not store_exists(location if location is not None else str(load_settings().home))
 
 
 def _announce(mem: Engram, *, new: bool, what: str) -> None:

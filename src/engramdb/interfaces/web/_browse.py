@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
+from engramdb import validate as check
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
-from engramdb.recall import read_filter
+from engramdb.storage.base import Filter
 
 from ._params import BrowseQuery
 
@@ -60,7 +61,12 @@ def browse(mem: Engram, q: BrowseQuery) -> MemoryPage:
     if q.query is not None:
         return _search(mem, q)
     tags = list(q.tags) or None
-    flt = read_filter(q.agent, q.kind, tags)
+    # The agent's scope (its own, shared with it, public), as mem.list reads it: the Filter's agent rule.
+    flt = Filter(
+        agent=check.agent_name(q.agent),
+        kinds=None if q.kind is None else (check.kind(q.kind),),
+        tags=check.tags(tags) or None,
+    )
     repo = mem.store.memories
     # The listing is newest first, so the date range is one contiguous run of it: it starts after
     # the memories created later than `until`, and the store counts both in SQL (indexed on created_at).

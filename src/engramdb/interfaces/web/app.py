@@ -35,9 +35,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "the dashboard needs FastAPI, uvicorn and Jinja2: pip install 'engramdb[rest]'", name=exc.name
     ) from exc
 
+from engramdb import toolkit
 from engramdb import validate as check
 from engramdb.errors import EngramError, NotFound, StorageError, ValidationError
-from engramdb.learning.analytics import GENERAL, choose_bucket, timeline
 from engramdb.models import KINDS, CategoryTrend, Memory
 
 from ._browse import browse
@@ -218,16 +218,12 @@ def dashboard_router(
         def build(params: Params, mem: Engram, agent: str) -> dict[str, Any]:
             trends: list[CategoryTrend] = mem.learning.trends(agent=agent)
             records = mem.learning.outcomes(agent=agent)
-            curves = []
-            for trend in trends:
-                mine = [r for r in records if (r.category or GENERAL) == trend.category]
-                # Finer buckets than the report's (4 outcomes a point on average, not 8): the chart
-                # draws each point's confidence band, so a noisy point shows as one.
-                bucket = choose_bucket(trend.first_at, trend.last_at, n=len(mine), min_per_point=_PER_POINT)
-                _, points = timeline(mine, bucket=bucket)
-                curves.append(
-                    {"trend": trend, "points": points, "bucket": bucket, "chart": curve(points, bucket=bucket)}
-                )
+            # Finer buckets than the report's (4 outcomes a point on average, not 8): the chart
+            # draws each point's confidence band, so a noisy point shows as one.
+            curves = [
+                {"trend": trend, "points": points, "bucket": bucket, "chart": curve(points, bucket=bucket)}
+                for trend, bucket, points in toolkit.learning_curves(records, trends, min_per_point=_PER_POINT)
+            ]
             return {"curves": curves, "outcomes": len(records)}
 
         return page(request, "learning.html", build)

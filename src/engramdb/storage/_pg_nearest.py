@@ -1,0 +1,130 @@
+"""Many vector searches of a PostgreSQL store in one statement: a batch write's near-duplicate lookups.
+
+A batch of ``remember_many`` checks each mergeable memory for near-duplicates among the stored
+ones of its agent and kind: one filtered vector search each. As separate statements they cost a
+round trip and a wait for a core each (bench/pg_writers.py at 100k: 38 ms of wall time for 3.5-10 ms
+of execution per lookup, 25 per mixed batch of 50). Here they are the branches of one ``UNION ALL``,
+each planned as :meth:`~engramdb.storage.postgres.PgSearch.vector_candidates` plans a search (the HNSW
+index or an exact scan of the filter's rows, the same ``hnsw.ef_search``), so the answers are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+from psycopg import sql
+
+from engramdb.errors import StorageError, ValidationError
+from engramdb.storage._checks import as_unit_rows
+from engramdb.storage._filters import FilterSQL
+from engramdb.storage._pg_sql import CurrentModel, ModelCache, filter_sql, pg_statement
+from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
+
+__all__ = ["NEAR_EF_SEARCH", "distance_sql", "near_ef", "nearest_many"]
+
+#: ``hnsw.ef_search`` of lookups that need only near neighbours (a near-duplicate check: cosine >= 0.95). Measured at
+#: 1M memories (bench/RESULTS.md, issue 26 writes): 40 queries with one stored near-duplicate each under an agent and
+#: kind filter found 40 of 40 at ef 100, 200 and 800, 39 at ef 40 and 64; 6-9 ms a lookup at 100-200 against 51 at
+#: 800 (what a search of the store uses at a million, for the recall of its whole top 10).
+NEAR_EF_SEARCH: Final = 200
+
+Query = tuple[npt.NDArray[np.float32], Filter]
+#: Whether a search of this filter uses the HNSW index (PgSearch._use_index, bound to its connection and limit).
+UseIndex = Callable[[Any, CurrentModel, Filter, int], bool]
+
+
+def near_ef(model: CurrentModel, limit: int) -> str:
+    """``hnsw.ef_search`` of a lookup of near neighbours only (see :data:`NEAR_EF_SEARCH`)."""
+    return str(max(NEAR_EF_SEARCH, limit))
+
+
+def distance_sql(model: CurrentModel, flt: Filter, *, index: bool) -> tuple[sql.Composable, FilterSQL]:
+    """The distance expression of a vector search and its filter's WHERE clause, for the HNSW path or not."""
+    if index:
+        # The expression the model's partial HNSW index is built on. Rows come in the index's order and are tested
+        # one by one (the row-by-row visibility test).
+        distance = sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(dim=sql.Literal(model.dim))
+        return distance, filter_sql(flt)
+    # Not the indexed expression: the planner scans the rows that pass the filter, which it can gather from the
+    # memories' indexes with the indexed visibility form.
+    return sql.SQL("v.embedding <=> %s::vector"), filter_sql(flt, indexed=True)
+
+
+def nearest_many(
+    backend: Any,
+    models: ModelCache,
+    *,
+    check_statistics: Callable[[Any], None],
+    use_index: UseIndex,
+    ef_search: Callable[[CurrentModel, int], str],
+    iterative: str,
+    queries: Sequence[tuple[Vectors, Filter]],
+    limit: int,
+) -> list[list[Candidate]]:
+    """For each (unit vector, filter) of ``queries``, its ``limit`` nearest candidates, best first, in order."""
+    unit = [(as_unit_rows(vector, rows=1)[0], flt) for vector, flt in queries]
+    if limit <= 0 or not unit:
+        return [[] for _ in unit]
+    if backend.in_write():
+        # The HNSW settings are the connection's: kept out of a caller's open transaction.
+        raise StorageError("searches cannot run inside an atomic() block")
+    with backend.reading() as conn:
+        check_statistics(conn)
+        for fresh in (False, True):
+            model = models.current(conn, fresh=fresh)
+            if model is None:
+                return [[] for _ in unit]
+            wrong = next((q.shape[0] for q, _ in unit if q.shape != (model.dim,)), None)
+            if wrong is not None:
+                if not fresh:
+                    continue  # the cached model may be stale: once more with the store's own
+                raise ValidationError(f"query vector has dimension {wrong}, the store's vectors have {model.dim}")
+            rows = _rows(conn, model, unit, limit, use_index=use_index, ef=ef_search(model, limit), iterative=iterative)
+            if rows is not None:
+                return rows
+            # The model changed since it was cached (the statement reads it): once more with the new one.
+    return [[] for _ in unit]
+
+
+def _rows(
+    conn: Any, model: CurrentModel, unit: Sequence[Query], limit: int, *, use_index: UseIndex, ef: str, iterative: str
+) -> list[list[Candidate]] | None:
+    branches: list[sql.Composable] = []
+    params: list[Any] = []
+    for pos, (query, flt) in enumerate(unit):
+        distance, f = distance_sql(model, flt, index=use_index(conn, model, flt, limit))
+        branches.append(
+            sql.SQL(
+                "(SELECT {pos} AS q, v.memory_id, {distance} AS d FROM vectors v JOIN memories m ON m.id = v.memory_id "
+                "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
+            ).format(
+                pos=sql.Literal(pos),
+                distance=distance,
+                model=sql.Literal(model.model_id),
+                dim=sql.Literal(model.dim),
+                where=sql.SQL(pg_statement(f.where)),
+            )
+        )
+        params += [query, *f.params, limit]
+    # The store's current model travels with the answer (one row even when no branch finds any): a model
+    # changed since it was cached makes the caller ask again.
+    statement = sql.SQL(
+        "SELECT NULL, NULL, NULL, (SELECT x.value FROM meta x WHERE x.key = %s) UNION ALL SELECT h.q, h.memory_id, "
+        "h.d, NULL FROM ({branches}) h ORDER BY 1 NULLS FIRST, 3"
+    ).format(branches=sql.SQL(" UNION ALL ").join(branches))
+    with conn.pipeline():
+        conn.execute(
+            "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
+            (ef, iterative),
+        )
+        cur = conn.execute(statement, (MODEL_META_KEY, *params))
+    found = cur.fetchall()
+    if not found or found[0][3] != model.model_id:
+        return None
+    out: list[list[Candidate]] = [[] for _ in unit]
+    for pos, memory_id, d, _ in found[1:]:
+        out[int(pos)].append(Candidate(str(memory_id), 1.0 - float(d)))
+    return out

@@ -1,0 +1,259 @@
+"""The PostgreSQL store's two retrieval channels (:class:`PgSearch`): ``tsvector`` keywords and pgvector's HNSW.
+
+See :mod:`engramdb.storage.postgres` for how each works. Both return their candidates' rows with them
+(``Candidate.memory``, the columns ``get_many`` reads under the same filter): hybrid search then reads no memory
+again, one round trip and ~4 ms fewer at 100k (bench/RESULTS.md, issue 26).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+from psycopg import sql
+
+from engramdb.errors import StorageError, ValidationError
+from engramdb.models import Memory
+from engramdb.storage._checks import as_unit_rows
+from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
+from engramdb.storage._pg_analyze import StatisticsKeeper
+from engramdb.storage._pg_nearest import distance_sql, near_ef, nearest_many
+from engramdb.storage._pg_sql import CurrentModel, ModelCache, TermStats, filter_sql, pg_statement, tsquery_sql
+from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
+
+__all__ = ["ITERATIVE_SCAN", "KEYWORD_RANK_ROWS", "MIN_EF_SEARCH", "PgSearch"]
+
+Raw = psycopg.Connection[tuple[Any, ...]]
+
+
+class _Backend(Protocol):
+    """What the channels need of :class:`~engramdb.storage.postgres.PostgresBackend` (named here, not imported:
+    the backend builds its channels)."""
+
+    def reading(self, *, snapshot: bool = False) -> AbstractContextManager[Raw]: ...
+
+    def in_write(self) -> bool: ...
+
+
+#: About how many matching rows a keyword search ranks at most, once the planner has statistics (keyword_candidates).
+KEYWORD_RANK_ROWS: Final = 5_000
+#: The HNSW search breadth (``hnsw.ef_search``) at least; a deeper search raises it to its ``limit``. Measured
+#: (bench/scale_pg.py, 100k memories, 10% agent filter, depth 50, 100 questions): 100 gives recall@10 0.955, 200
+#: 0.969, 300 0.980, 400 0.985, within the latency noise of each other (the filter's overscan costs more).
+MIN_EF_SEARCH: Final = 400
+#: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
+#: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
+_INDEXED_READER_ROWS: Final = 20_000
+#: An exact scan reads a row for about this fraction of what the HNSW index spends on an entry (see _use_index).
+_EXACT_COST_RATIO: Final = 4
+#: pgvector 0.8's iterative index scan (``hnsw.iterative_scan``): with a filter, the scan goes on past ``ef_search``
+#: until ``limit`` rows pass. "relaxed_order" returns them roughly in distance order (the statement re-sorts them).
+ITERATIVE_SCAN: Final = "relaxed_order"
+#: Past this many vectors, ``hnsw.ef_search`` grows with the square root of the store (800 at a million).
+_EF_SCALE_ROWS: Final = 250_000
+#: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
+_MAX_EF_SEARCH: Final = 1000
+
+
+class PgSearch:
+    """:class:`~engramdb.storage.base.CandidateSource` of a PostgreSQL store: ``tsvector`` and pgvector."""
+
+    def __init__(
+        self,
+        backend: _Backend,
+        *,
+        exact_search_below: int,
+        keyword_rank_rows: int = KEYWORD_RANK_ROWS,
+        ef_search: int = MIN_EF_SEARCH,
+        iterative: str = ITERATIVE_SCAN,
+    ) -> None:
+        self._backend = backend
+        self._exact_below = exact_search_below
+        self._ef_search = ef_search
+        self._iterative = iterative
+        self._models = ModelCache(MODEL_META_KEY)
+        self._rank_rows = keyword_rank_rows
+        self._terms = TermStats(budget_rows=keyword_rank_rows)
+        #: Runs ANALYZE when a bulk load left the planner's statistics behind (see :mod:`._pg_analyze`).
+        self.statistics = StatisticsKeeper(backend.reading, self._analysed)
+
+    def _analysed(self) -> None:
+        self._terms.invalidate()
+        self._models.invalidate()
+
+    def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
+        """Full-text candidates matching any of ``terms``, best ``ts_rank_cd`` first (higher is better).
+
+        Ranking reads every selected row, so its cost grows with the matches of the query's
+        commonest terms. With the ``tsv`` column's statistics, terms select rows rarest first
+        while their estimated matches stay within :data:`KEYWORD_RANK_ROWS` together; the other
+        terms only add to the rank of what these select (a term in that many rows says little
+        about relevance). When even the rarest term is over that budget, its newest
+        :data:`KEYWORD_RANK_ROWS` matches are ranked. Without statistics (small stores, before
+        the first ANALYZE) every match is ranked.
+        """
+        query = tsquery_sql(terms)
+        if query is None or limit <= 0:
+            return []
+        expr, term_params = query
+        with self._backend.reading() as conn:
+            self.statistics.check(conn)
+            chosen, over_budget = self._terms.selecting(conn, term_params)
+            # Matches come from the keyword index. With the index keyed by agent (schema step 4), the reader's own
+            # matches come from one scan of it, others' public and shared ones from their indexes: only the reader's
+            # matches are read. Without it, a reader with few memories has its visible rows gathered from indexes
+            # and intersected with the matches; the bitmap of a reader with many costs more than testing the matches
+            # one by one (at 1M, an agent's 100k rows: 52 ms, and the keyword p50 went 65 -> 106 ms; at 100k, 10k
+            # rows: 16 -> 14 ms; bench/scale_pg.py).
+            few = flt.agent is not None and (
+                self._terms.agent_words(conn) or self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
+            )
+            f = filter_sql(flt, indexed=few)
+            select = tsquery_sql(chosen) if chosen != term_params else query
+            assert select is not None
+            if not over_budget:
+                # Expressions inline (not a CTE): the planner folds them to constants and uses the GIN index. The
+                # rows come with the candidates (projected for the LIMIT's rows only).
+                statement = (
+                    f"SELECT m.id, ts_rank_cd(m.tsv, {expr}) AS rank, {f.shared_by}, {f.shared_at}, "
+                    f"{MEMORY_COLUMNS} FROM memories m "
+                    f"WHERE m.tsv @@ {select[0]} AND {f.where} ORDER BY rank DESC, m.rid LIMIT ?"
+                )
+                params: tuple[Any, ...] = (
+                    *term_params,
+                    *f.shared_by_params,
+                    *f.shared_at_params,
+                    *select[1],
+                    *f.params,
+                    limit,
+                )
+            else:
+                # The newest matches ranked, then the rows of the top ``limit`` read (not of every ranked match).
+                statement = (
+                    f"WITH hits AS (SELECT m.id, m.rid, m.tsv FROM memories m WHERE m.tsv @@ {select[0]} "
+                    f"AND {f.where} ORDER BY m.rid DESC LIMIT ?), "
+                    f"top AS (SELECT h.id, h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
+                    "ORDER BY rank DESC, h.rid LIMIT ?) "
+                    f"SELECT t.id, t.rank, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM top t "
+                    "JOIN memories m ON m.id = t.id ORDER BY t.rank DESC, t.rid"
+                )
+                params = (
+                    *select[1],
+                    *f.params,
+                    self._rank_rows,
+                    *term_params,
+                    limit,
+                    *f.shared_by_params,
+                    *f.shared_at_params,
+                )
+            rows = conn.execute(pg_statement(statement), params).fetchall()
+        return [Candidate(row[0], float(row[1]), shared_row_to_memory(row[2:])) for row in rows]
+
+    def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
+        """Cosine candidates among the current model's vectors, best first (score = 1 - cosine distance)."""
+        query = as_unit_rows(vector, rows=1)[0]
+        if limit <= 0:
+            return []
+        if self._backend.in_write():
+            # The HNSW settings below are the connection's: kept out of a caller's open transaction.
+            raise StorageError("searches cannot run inside an atomic() block")
+        with self._backend.reading() as conn:
+            self.statistics.check(conn)
+            model = self._models.current(conn)
+            if model is None:
+                return []
+            if query.shape != (model.dim,):
+                model = self._models.current(conn, fresh=True)
+                if model is None:
+                    return []
+                if query.shape != (model.dim,):
+                    raise ValidationError(
+                        f"query vector has dimension {query.shape[0]}, the store's vectors have {model.dim}"
+                    )
+            rows = self._vector_rows(conn, model, query, flt, limit)
+            if rows is None:
+                # The model changed since it was cached (the statement checks it): once more with the new one.
+                model = self._models.current(conn, fresh=True)
+                if model is None or query.shape != (model.dim,):
+                    return []
+                rows = self._vector_rows(conn, model, query, flt, limit) or []
+        return [Candidate(memory_id, 1.0 - float(d), memory) for memory_id, d, memory in rows]
+
+    def vector_candidates_many(
+        self, queries: Sequence[tuple[Vectors, Filter]], *, limit: int, near: float | None = None
+    ) -> list[list[Candidate]]:
+        """See :meth:`CandidateSource.vector_candidates_many`: one statement (:mod:`._pg_nearest`)."""
+        ef = self._ef if near is None else near_ef
+        return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
+                            use_index=self._use_index, ef_search=ef, iterative=self._iterative,
+                            queries=queries, limit=limit)  # fmt: skip
+
+    def _ef(self, model: CurrentModel, limit: int) -> str:
+        """``hnsw.ef_search`` for a search of ``limit`` rows.
+
+        Wider on larger graphs: at 1M memories under a 10% agent filter ef 400 gave recall@10 0.96, 700 0.993 and
+        1000 0.997 (30 questions, bench/scale_pg.py); at 100k 400 gave 0.985-0.993.
+        """
+        wider = int(self._ef_search * math.sqrt(max(1.0, model.estimate) / _EF_SCALE_ROWS))
+        return str(min(_MAX_EF_SEARCH, max(self._ef_search, wider, limit)))
+
+    def _use_index(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> bool:
+        """The HNSW index (True) or an exact scan of the rows the filter admits (False).
+
+        The planner's row estimate (reltuples) is -1 until the table is first analysed: exact until then, and below
+        ``exact_search_below`` vectors. Above it, a reader owning a small share of the store is scanned exactly too:
+        the index reads about ``limit`` x (store rows / reader's rows) entries to find ``limit`` of the reader's
+        (and gives up at pgvector's ``hnsw.max_scan_tuples``, 20,000: an agent with 0.1% of a million rows got an
+        incomplete top 50), while the exact scan reads the reader's rows, each about a quarter of an index entry's
+        cost (bench/scale_pg.py at 100k: 10k rows exactly ~4x the time of ~500 index entries).
+        """
+        if not 0 <= self._exact_below <= model.estimate:
+            return False
+        if flt.agent is None:
+            return True
+        own = self._terms.agent_rows(conn, flt.agent)
+        return own <= 0 or own * own > _EXACT_COST_RATIO * limit * model.estimate
+
+    def _vector_rows(
+        self, conn: Raw, model: CurrentModel, query: npt.NDArray[np.float32], flt: Filter, limit: int
+    ) -> list[tuple[str, float, Memory]] | None:
+        """The nearest ``limit`` (id, distance, memory) under ``flt``; None when ``model`` is no longer the store's."""
+        # The relaxed iterative scan of the HNSW path returns rows roughly in order: the outer query sorts its head.
+        distance, f = distance_sql(model, flt, index=self._use_index(conn, model, flt, limit))
+        # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after h.d and h.model.
+        statement = sql.SQL(
+            "SELECT * FROM (SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
+            "{shared_by}, {shared_at}, {columns} FROM vectors v "
+            "JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s) h ORDER BY h.d"
+        ).format(
+            distance=distance,
+            shared_by=sql.SQL(pg_statement(f.shared_by)),
+            shared_at=sql.SQL(pg_statement(f.shared_at)),
+            columns=sql.SQL(MEMORY_COLUMNS),
+            model=sql.Literal(model.model_id),
+            dim=sql.Literal(model.dim),
+            where=sql.SQL(pg_statement(f.where)),
+        )
+        ef = self._ef(model, limit)
+        # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
+        # session settings (no transaction: BEGIN and COMMIT would cost a round trip each); only this method
+        # searches the HNSW index on the store's connections, and it sets both every time.
+        with conn.pipeline():
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
+                (ef, self._iterative),
+            )
+            params = (query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params, *f.params, limit)
+            cur = conn.execute(statement, params)
+        rows = cur.fetchall()
+        if rows and rows[0][1] != model.model_id:
+            return None
+        if not rows and self._models.current(conn, fresh=True) != model:
+            return None
+        return [(str(row[4]), float(row[0]), shared_row_to_memory(row[2:])) for row in rows]

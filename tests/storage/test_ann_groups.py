@@ -1,0 +1,184 @@
+"""Identical rows share one node of the HNSW graph (engramdb.storage._ann_groups), and every one of them is found.
+
+Real SQLite files, the graph built, persisted and adopted through the store's own path; the truth is a numpy
+scan of the same vectors. Texts that repeat (each ~13 times in bench/tenants.py's corpus) embed to the same
+vector: a search must hand out every copy the filter admits, with its exact score, and forgetting some copies
+must leave the others found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from storage_helpers import DIM, MODEL, NOW, memory, unit_vectors
+
+from engramdb.storage import _vector_index
+from engramdb.storage._ann import ann_available, read_meta, sidecar_dir
+from engramdb.storage._ann_groups import find_groups
+from engramdb.storage._vector_index import VectorIndex
+from engramdb.storage.base import Filter, Store
+from engramdb.storage.sqlite import open_sqlite
+
+pytestmark = pytest.mark.skipif(not ann_available(), reason="faiss is not installed")
+
+F32 = npt.NDArray[np.float32]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=6), min_size=1, max_size=40), st.booleans())
+def test_groups_are_exactly_the_byte_equal_rows(picks: list[int], signed_zero: bool) -> None:
+    table = unit_vectors(7, dim=4, seed=3)
+    if signed_zero:
+        table[5] = 0.0
+        table[6] = -0.0  # equal as numbers, not as bytes: two groups
+    rows = np.ascontiguousarray(table[picks], dtype=np.float32)
+    found = find_groups(rows)
+    distinct = {rows[i].tobytes() for i in range(len(picks))}
+    if len(distinct) == len(picks):
+        assert found is None
+        return
+    assert found is not None
+    groups, leaders = found
+    assert leaders.size == len(distinct)
+    for i in range(len(picks)):
+        for j in range(len(picks)):
+            assert (groups[i] == groups[j]) == (rows[i].tobytes() == rows[j].tobytes())
+        assert leaders[groups[i]] == min(j for j in range(len(picks)) if rows[j].tobytes() == rows[i].tobytes())
+
+
+class Repeated:
+    """A store whose 1,200 rows are 150 distinct vectors 8 times each, over 3 agents; and the numpy truth."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        base = unit_vectors(150, dim=DIM, seed=11)
+        self.vecs: dict[str, F32] = {}
+        self.agent: dict[str, str] = {}
+        mems = [memory(f"turn {i % 150}", agent="abc"[i % 3]) for i in range(1_200)]
+        vectors = np.ascontiguousarray(base[[i % 150 for i in range(1_200)]], dtype=np.float32)
+        self.store = open_sqlite(path, ann_threshold=500)
+        self.store.memories.add(mems, vectors, model_id=MODEL, actor="t")
+        for m, v in zip(mems, vectors, strict=True):
+            self.vecs[m.id], self.agent[m.id] = v, m.agent
+        self.search(base[0], 10)
+        index = self.store.search._index  # type: ignore[attr-defined]
+        assert isinstance(index, VectorIndex)
+        assert index.wait_for_index(timeout=120)
+        self.search(base[0], 10)
+        assert index.uses_ann
+        self.index = index
+
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = open_sqlite(self.path, ann_threshold=500)
+
+    def search(self, q: F32, limit: int, agent: str | None = None) -> list[tuple[str, float]]:
+        found = self.store.search.vector_candidates(q, Filter(agent=agent, include_shared=False), limit=limit)
+        for c in found:  # every copy carries its own exact cosine
+            assert c.score == pytest.approx(float(self.vecs[c.id] @ q), abs=1e-5)
+        return [(c.id, c.score) for c in found]
+
+    def kth(self, q: F32, limit: int, agent: str | None = None) -> float:
+        sims = sorted((float(v @ q) for i, v in self.vecs.items() if agent is None or self.agent[i] == agent))
+        return sims[-limit]
+
+
+def _queries() -> F32:
+    return unit_vectors(12, dim=DIM, seed=99)
+
+
+def test_one_node_per_distinct_vector_and_every_copy_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    w = Repeated(tmp_path / "s")
+    meta = read_meta(sidecar_dir(tmp_path / "s" / "engram.db"))
+    assert meta is not None
+    assert meta.rows == 1_200
+    base = w.index._base  # type: ignore[attr-defined]
+    assert base.groups is not None
+    assert base.groups.starts.size - 1 == 150  # the graph holds the distinct vectors only
+    rows = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/vectors.npy"))
+    assert np.load(rows, mmap_mode="r").shape == (150, DIM)  # and their float32 rows once each
+    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)  # every search below walks the graph
+    for q in _queries():
+        for agent in (None, "a"):
+            found = w.search(q, 24, agent)
+            assert len(found) == 24
+            assert len({i for i, _ in found}) == 24
+            assert all(agent is None or w.agent[i] == agent for i, _ in found)
+            # Ties among copies are equal scores: the 24th found is the exact 24th.
+            assert found[-1][1] == pytest.approx(w.kth(q, 24, agent), abs=1e-5)
+
+
+def test_forgetting_copies_leaves_the_others_found_and_scrubs_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = Repeated(tmp_path / "s")
+    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    q = _queries()[0]
+    top = w.search(q, 8)
+    assert len({s for _, s in top}) == 1  # the eight copies of the nearest vector
+    graph = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/hnsw_sq.faiss"))
+    code_bytes = graph.read_bytes()
+    rows = graph.with_name("vectors.npy")
+    vector = w.vecs[top[0][0]].tobytes()
+    assert vector in rows.read_bytes()
+    for memory_id, _ in top[:7]:  # the first is the group's representative: scored by the next live copy
+        w.store.memories.delete(memory_id, actor="t", at=NOW)
+        del w.vecs[memory_id]
+    assert graph.read_bytes() == code_bytes  # the vector is still the last copy's: its code stays
+    assert vector in rows.read_bytes()  # and its float32 row
+    survivor = top[7][0]
+    assert w.search(q, 1) == [(survivor, top[7][1])]
+    w.reopen()  # the overlay carries which copies died: the survivor is the representative again
+    assert w.search(q, 1) == [(survivor, top[7][1])]
+    assert w.search(q, 9)[1][1] < top[7][1]
+    w.store.memories.delete(survivor, actor="t", at=NOW)
+    del w.vecs[survivor]
+    assert survivor not in {i for i, _ in w.search(q, 20)}
+    assert graph.read_bytes() != code_bytes  # the last copy gone: its code is scrubbed
+    assert vector not in rows.read_bytes()  # and its float32 row
+    w.store.close()
+
+
+def test_a_store_of_distinct_vectors_keeps_a_node_per_row(tmp_path: Path) -> None:
+    store: Store = open_sqlite(tmp_path / "s", ann_threshold=500)
+    vectors = unit_vectors(800, dim=DIM, seed=5)
+    store.memories.add([memory(f"m {i}") for i in range(800)], vectors, model_id=MODEL, actor="t")
+    store.search.vector_candidates(vectors[0], Filter(agent=None), limit=5)
+    index = store.search._index  # type: ignore[attr-defined]
+    assert index.wait_for_index(timeout=120)
+    store.search.vector_candidates(vectors[0], Filter(agent=None), limit=5)
+    assert index.uses_ann
+    assert index._base.groups is None
+    assert not list(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/groups.npy"))
+    store.close()
+
+
+def test_a_rebuild_over_a_grouped_index_reads_each_row_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The rebuild's snapshot reads the old generation's rows through their groups (one float32 row per group).
+    monkeypatch.setattr(_vector_index, "_MIN_REBUILD", 50)
+    w = Repeated(tmp_path / "s")
+    old = read_meta(sidecar_dir(tmp_path / "s" / "engram.db"))
+    gone = sorted(w.vecs)[:200]
+    for memory_id in gone:
+        w.store.memories.delete(memory_id, actor="t", at=NOW)
+        del w.vecs[memory_id]
+    w.search(_queries()[0], 10)  # starts the rebuild
+    assert w.index.wait_for_index(timeout=120)
+    meta = read_meta(sidecar_dir(tmp_path / "s" / "engram.db"))
+    assert old is not None
+    assert meta is not None
+    assert meta.generation != old.generation
+    assert meta.rows == 1_000
+    distinct = len({v.tobytes() for v in w.vecs.values()})
+    assert w.index._base.groups.starts.size - 1 == distinct  # type: ignore[attr-defined]
+    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    for q in _queries():
+        found = w.search(q, 16)  # scores checked against each row's own vector inside
+        assert not {i for i, _ in found} & set(gone)
+        assert found[-1][1] == pytest.approx(w.kth(q, 16), abs=1e-5)
+    w.store.close()
