@@ -32,7 +32,7 @@ _FOUNDATION = {
     "errors", "_util", "config", "_validate", "auditchain", "auditcoverage", "_retry", "_keys", "_progress", "packs",
     "_lazy",
 }  # fmt: skip
-_PATHS = {"pipeline", "vectorqueue", "recall", "_access", "facts", "shortterm", "sessions_redis"}
+_PATHS = {"pipeline", "transfers", "vectorqueue", "recall", "_access", "facts", "shortterm", "sessions_redis"}
 _RULES = {"learning", "privacy", "knowledge", "brain"}
 
 

@@ -173,8 +173,8 @@ def test_interfaces_and_integrations_use_only_the_public_api():
 
 
 #: Who may write memory rows (``store.memories.add/update/delete/import_history``): the write pipeline, its keyed
-#: writes (facts.py) and the storage itself.
-ROW_WRITERS = ("engramdb.storage", "engramdb.pipeline", "engramdb.facts")
+#: writes (facts.py), its imports and merges (transfers.py) and the storage itself.
+ROW_WRITERS = ("engramdb.storage", "engramdb.pipeline", "engramdb.facts", "engramdb.transfers")
 #: Who may open a raw ``store.atomic()``: those, plus the read bookkeeping (access counts, the read audit) and the
 #: vector queue's own transaction. Services use ``pipeline.transaction()``.
 TRANSACTION_OPENERS = (*ROW_WRITERS, "engramdb.recall", "engramdb._access", "engramdb.vectorqueue")

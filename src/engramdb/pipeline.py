@@ -39,12 +39,12 @@ from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.facts import KeyedWrites
-from engramdb.knowledge import transfer
-from engramdb.knowledge.dedupe import Duplicate, batch_neighbours, find_duplicate, merge_changes
+from engramdb.knowledge.dedupe import batch_neighbours, find_duplicate, merge_changes
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
 from engramdb.storage.base import Filter, Store
+from engramdb.transfers import TransferWrites
 from engramdb.vectorqueue import VectorQueue
 
 __all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "DedupePlan", "WritePipeline", "key_of", "key_tag", "write_record"]
@@ -135,6 +135,17 @@ class WritePipeline:
         self._vectors = vectors
         self._local = threading.local()  # .keyed: this thread is inside a keyed write's transaction
         self._keyed = KeyedWrites(store, self)
+        #: Imports and merges: planned (redacted, embedded, deduplicated) and written here, never by the caller.
+        self.transfers = TransferWrites(
+            store,
+            settings,
+            policy=lambda: self.redaction,
+            embed=self.embed,
+            candidates=self._stored_candidates,
+            stored=self._stored,
+            audit=self.audit,
+            model_id=lambda: self._embedder.model_id,
+        )
 
     @property
     def settings(self) -> Settings:
@@ -286,7 +297,7 @@ class WritePipeline:
         memories = [self.redact(m) for m in memories]
         later = self._deferred(memories, force=force)
         now_rows = [row for row in range(len(memories)) if row not in later]
-        if self._vectors is not None and now_rows and self.dedupes and not force:
+        if self._vectors is not None and now_rows and self._settings.dedupe and not force:
             # The duplicate check reads stored vectors (and waits for the queue there): wait before embedding,
             # so this embed does not compete with the worker's. Only for the memories it could find: those of the
             # checked rows' agents and kinds (not the conversation turns queued before, which no check reads).
@@ -457,38 +468,6 @@ class WritePipeline:
                 )
             done += len(page)
 
-    def apply_transfer(
-        self, plan: transfer.Plan, *, actor: str, at: datetime, added_action: str, detail: Mapping[str, Any]
-    ) -> None:
-        """Every write of an import or merge plan (adds, history, patches) and its audit entries, in one transaction.
-
-        The plan is not trusted to be redacted: what redaction still changes is redacted here, and embedded anew.
-        """
-        plan = transfer.redacted(plan, policy=self.redaction, embed=self.embed, stored=self._stored)
-        model_id = self._embedder.model_id
-        with self._store.atomic():
-            by_agent: dict[str, list[transfer.Incoming]] = {}
-            for item in plan.add:
-                by_agent.setdefault(item.memory.agent, []).append(item)
-            for agent, items in by_agent.items():
-                vectors = np.stack([i.vector for i in items]).astype(np.float32)
-                self._store.memories.add([i.memory for i in items], vectors, model_id=model_id, actor=agent)
-            self._store.memories.import_history(plan.history)
-            for patch in plan.patches:
-                vector = None if patch.vector is None else np.asarray([patch.vector], dtype=np.float32)
-                self._store.memories.update(
-                    patch.memory_id,
-                    patch.changes,
-                    vector=vector,
-                    model_id=model_id,
-                    actor=actor,
-                    at=at,
-                    action=patch.action,
-                )
-            records = [transfer.audit_record(added_action, i.memory.id, i, at, detail) for i in plan.add]
-            records += [transfer.audit_record(action, target, i, at, detail) for target, i, action in plan.folded]
-            self.audit(records)
-
     def adjust(
         self,
         memory_ids: Sequence[str],
@@ -554,29 +533,6 @@ class WritePipeline:
         # Each candidate passed its memory's filter in the search; find_duplicate tests agent, kind and scope again.
         stored = self._store.memories.get_many(ids, None) if ids else {}
         return [[(stored[c.id], c.score) for c in cands if c.id in stored] for cands in found]
-
-    @property
-    def dedupes(self) -> bool:
-        """Whether writes merge near-duplicates (the ``dedupe`` setting)."""
-        return self._settings.dedupe
-
-    def duplicate_finder(self) -> transfer.FindDuplicate:
-        """The write path's near-duplicate rule, against the memories stored so far."""
-        threshold = self._settings.dedupe_threshold
-
-        def find(memory: Memory, vector: Vector) -> Duplicate | None:
-            return find_duplicate(
-                memory.content,
-                agent=memory.agent,
-                kind=memory.kind,
-                visibility=memory.visibility,
-                candidates=self._stored_candidates(memory, vector),
-                threshold=threshold,
-                user=memory.user,
-                session=memory.session,
-            )
-
-        return find
 
     def _stored(self, memory_id: str) -> Memory:
         memory = self._store.memories.get(check.memory_id(memory_id))

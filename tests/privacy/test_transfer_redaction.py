@@ -38,7 +38,7 @@ def incoming(mem: Engram, content: str, **fields: object) -> transfer.Incoming:
 
 def test_an_added_memory_is_redacted_and_embedded_from_its_redacted_text(mem: Engram):
     item = incoming(mem, f"the deploy key is {KEY} for staging", metadata={"note": f"key {KEY}"})
-    mem._pipeline.apply_transfer(transfer.Plan(add=[item]), actor="alice", at=T0, added_action="import", detail={})
+    mem._pipeline.transfers.apply(transfer.Plan(add=[item]), actor="alice", at=T0, added_action="import", detail={})
     stored = mem.get(item.memory.id, agent="alice")
     assert KEY not in stored.content
     assert KEY not in str(stored.metadata)
@@ -49,7 +49,7 @@ def test_an_added_memory_is_redacted_and_embedded_from_its_redacted_text(mem: En
 
 def test_a_clean_plan_is_stored_as_given(mem: Engram):
     item = incoming(mem, "retry with backoff fixes 429s")
-    mem._pipeline.apply_transfer(transfer.Plan(add=[item]), actor="alice", at=T0, added_action="import", detail={})
+    mem._pipeline.transfers.apply(transfer.Plan(add=[item]), actor="alice", at=T0, added_action="import", detail={})
     stored = mem.get(item.memory.id, agent="alice")
     assert stored.content == item.memory.content
     assert stored.redacted == ()
@@ -58,7 +58,9 @@ def test_a_clean_plan_is_stored_as_given(mem: Engram):
 def test_a_patch_is_redacted_before_it_is_applied(mem: Engram):
     target = mem.remember("the staging deploy uses a shared key", agent="alice")
     patch = transfer.Patch(memory_id=target.id, changes={"metadata": {"merged": f"with {KEY}"}, "tags": ["deploy"]})
-    mem._pipeline.apply_transfer(transfer.Plan(patches=[patch]), actor="alice", at=T0, added_action="import", detail={})
+    mem._pipeline.transfers.apply(
+        transfer.Plan(patches=[patch]), actor="alice", at=T0, added_action="import", detail={}
+    )
     stored = mem.get(target.id, agent="alice")
     assert KEY not in str(stored.metadata)
     assert "aws_access_key" in stored.redacted

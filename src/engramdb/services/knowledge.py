@@ -1,9 +1,10 @@
 """Knowledge as a service: files (``export_file``, ``import_file``), ``merge`` between agents,
 ``distill`` (groups of similar memories into one) and ``seed`` (the shipped knowledge packs).
 
-The file format and its validation are :mod:`engramdb.knowledge.files`; what an import or
-merge adds and merges is planned by :mod:`engramdb.knowledge.transfer`; the plan is written
-by the write pipeline (redaction, near-duplicate rule, audit) in one transaction.
+The file format and its validation are :mod:`engramdb.knowledge.files`; this service says what
+arrives (owner, trust, provenance, trusted vectors); the write pipeline (``pipeline.transfers``,
+:mod:`engramdb.transfers`) redacts, embeds, applies the near-duplicate rule, plans
+(:mod:`engramdb.knowledge.transfer`) and writes it with its audit entries in one transaction.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from engramdb._util import new_id
 from engramdb.errors import NotFound, ValidationError
 from engramdb.knowledge import files as knowledge
 from engramdb.knowledge import provenance as rules
-from engramdb.knowledge import transfer
 from engramdb.models import AuditRecord, Change, Kind, Memory, PackReport
 from engramdb.recall import scope_filter
 from engramdb.services._base import Service, ServiceContext
@@ -31,6 +31,7 @@ from engramdb.services.distill import Distiller
 from engramdb.services.failures import FailureService
 from engramdb.services.packs import ServiceTarget, seed_pack
 from engramdb.storage.base import Filter
+from engramdb.transfers import Arrival
 
 if TYPE_CHECKING:
     from engramdb.knowledge.transfer import Vector
@@ -233,19 +234,14 @@ class KnowledgeService(Service):
                 history.setdefault(change.memory_id, []).append(dataclasses.replace(change, at=min(change.at, now)))
         actor = owner or "import"
         try:
-            plan = transfer.plan_import(
-                incoming,
-                existing=existing,
-                find_duplicate=self._pipeline.duplicate_finder() if self._pipeline.dedupes else None,
-                history=history,
-                actor=actor,
-                at=now,
+            plan = self._pipeline.transfers.plan_import(
+                incoming, existing=existing, history=history, actor=actor, at=now
             )
         except ValidationError as exc:
             raise ValidationError(f"{source}: {exc}; nothing was imported") from None
         if not dry_run:
             detail = {"file": source, "signed": signed}
-            self._pipeline.apply_transfer(plan, actor=actor, at=now, added_action="import", detail=detail)
+            self._pipeline.transfers.apply(plan, actor=actor, at=now, added_action="import", detail=detail)
         return plan.written
 
     def _incoming(
@@ -256,32 +252,21 @@ class KnowledgeService(Service):
         signed: bool,
         now: datetime,
         provenance: dict[str, Any],
-    ) -> builtins.list[transfer.Incoming]:
-        """The file's memories as they will be stored (owner, trust, provenance, redaction), each with a vector."""
+    ) -> builtins.list[Arrival]:
+        """The file's memories as they will be stored (owner, trust, provenance), each with the file's vector when
+        it is signed, of this model and of the same text; the pipeline redacts and embeds the rest."""
         header = bundle.header
         usable = signed and header.model == self._embedder.model_id and header.dim == self._embedder.dim
-        stored = []
+        out = []
         for entry in bundle.entries:
             memory = _neutralised(entry.memory, signed=signed, now=now)
             # The provenance replaces one from an earlier import and does not count against the caller's limit.
             metadata = check.stored_metadata({**memory.metadata, _PROVENANCE: provenance})
             memory = dataclasses.replace(memory, agent=owner or memory.agent, metadata=metadata)
-            stored.append(self._pipeline.redact(memory))
-        vectors: builtins.list[Vector | None] = [
-            e.vector if usable and m.content == e.memory.content else None
-            for e, m in zip(bundle.entries, stored, strict=True)
-        ]
-        missing = [i for i, v in enumerate(vectors) if v is None]
-        if missing:
-            made = self._pipeline.embed([stored[i].content for i in missing])
-            for row, i in enumerate(missing):
-                vectors[i] = made[row]
-        out = []
-        for entry, memory, vector in zip(bundle.entries, stored, vectors, strict=True):
-            assert vector is not None  # every gap was embedded above
+            vector = entry.vector if usable and memory.content == entry.memory.content else None
             # Provenance names the memory as its origin knew it: its own agent (and id).
             origin = dataclasses.replace(memory, agent=entry.memory.agent)
-            out.append(transfer.Incoming(memory=memory, vector=vector, source=origin))
+            out.append(Arrival(memory=memory, vector=vector, source=origin))
         return out
 
     # -- merge --------------------------------------------------------------------------------------------
@@ -312,21 +297,13 @@ class KnowledgeService(Service):
             known |= rules.origins(m)
         now = self._clock()
         vectors = self._stored_vectors([m.id for m in given])
-        missing = [m for m in given if m.id not in vectors]
-        if missing:
-            made = self._pipeline.embed([m.content for m in missing])
-            vectors.update({m.id: made[row] for row, m in enumerate(missing)})
-        incoming = [
-            transfer.Incoming(
-                memory=self._pipeline.redact(rules.copied(m, to_agent=taker, new_id=new_id(), at=now)),
-                vector=vectors[m.id],
-                source=m,
-            )
+        arrivals = [
+            Arrival(memory=rules.copied(m, to_agent=taker, new_id=new_id(), at=now), vector=vectors.get(m.id), source=m)
             for m in given
         ]
-        find = self._pipeline.duplicate_finder()
-        plan = transfer.plan_merge(incoming, known_origins=known, find_duplicate=find, at=now)
-        self._pipeline.apply_transfer(plan, actor=taker, at=now, added_action="merge", detail={"from_agent": giver})
+        transfers = self._pipeline.transfers
+        plan = transfers.plan_merge(arrivals, known_origins=known, at=now)
+        transfers.apply(plan, actor=taker, at=now, added_action="merge", detail={"from_agent": giver})
         return plan.written
 
 
