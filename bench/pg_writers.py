@@ -179,6 +179,13 @@ def _lock_waits(url: str, stop: Any, out: dict[str, Any]) -> None:
                 "|| ' <- ' || left(regexp_replace(coalesce(a.query, '?'), '\\s+', ' ', 'g'), 60), count(*) "
                 "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted GROUP BY 1"
             ).fetchall()
+            # And what the active sessions are doing: on a core or ready for one (no wait event), or waiting for an
+            # I/O, a buffer or WAL flush (what slows searches that no lock explains).
+            rows += conn.execute(
+                "SELECT 'active: ' || coalesce(wait_event_type || ':' || wait_event, 'on cpu') || ' <- ' "
+                "|| left(regexp_replace(query, '\\s+', ' ', 'g'), 40), count(*) FROM pg_stat_activity "
+                "WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend' GROUP BY 1"
+            ).fetchall()
             samples += 1
             for what, count in rows:
                 waits[str(what)] = waits.get(str(what), 0) + int(count)

@@ -122,9 +122,16 @@ class SQLVectors:
                 ).fetchall()
 
         with self._d.read() as conn:
-            row = conn.execute("SELECT max(rid) FROM memories").fetchone()
-        top = int(row[0]) if row is not None and row[0] is not None else 0
-        yield from keyset_batches(batch, fetch, top=top)
+            # One snapshot: a memory has at most one vector row, so as many of the model's vectors as memories
+            # means none is stale. Every process opening the store asks; the scan below reads every memory and its
+            # vector row (at 1M, 4 writer processes' scans were the server's largest load, bench/RESULTS.md).
+            row = conn.execute(
+                "SELECT max(rid), count(*), (SELECT count(*) FROM vectors WHERE model_id = ?) FROM memories",
+                (model_id,),
+            ).fetchone()
+        if row is None or row[0] is None or int(row[1]) == int(row[2]):
+            return
+        yield from keyset_batches(batch, fetch, top=int(row[0]))
 
     def set(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
         """See :meth:`VectorRepo.set`."""
