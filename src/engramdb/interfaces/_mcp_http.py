@@ -4,7 +4,8 @@
   else 503, with the body of REST's ``/health`` (:class:`~engramdb.interfaces._serving.ServerState`).
 * ``/metrics`` is Prometheus' text (:class:`~engramdb.interfaces._metrics.Metrics`: requests and latency by route,
   the vector queue, the store's size) and, like REST's, needs a key while the store has keys: it sits inside the
-  authentication, :class:`Counted` outside it (refused requests are counted too).
+  authentication, REST's :class:`~engramdb.interfaces._metrics.MetricsMiddleware` outside it (refused requests are
+  counted too), naming each request by its path (:meth:`Operations.route`).
 
 Both need the ``rest`` extra (prometheus-client, and FastAPI for the shared readiness code), which serving MCP over
 HTTP needs anyway for uvicorn; ``engram mcp`` over stdio imports none of this.
@@ -12,12 +13,11 @@ HTTP needs anyway for uvicorn; ``engram mcp`` over stdio imports none of this.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Final
 
 import anyio.to_thread
 
-from engramdb.interfaces._http import StatusOf, send_json
+from engramdb.interfaces._http import send_json
 from engramdb.interfaces._metrics import CONTENT_TYPE, UNMATCHED, Metrics
 from engramdb.interfaces._serving import ServerState
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from engramdb import Engram
     from engramdb.interfaces._http import ASGIApp, Receive, Scope, Send
 
-__all__ = ["HEALTH_PATH", "METRICS_PATH", "Counted", "Operations"]
+__all__ = ["HEALTH_PATH", "METRICS_PATH", "Operations"]
 
 HEALTH_PATH: Final = "/health"
 METRICS_PATH: Final = "/metrics"
@@ -74,23 +74,3 @@ class Operations:
             await send({"type": "http.response.body", "body": body, "more_body": False})
 
         return served
-
-
-class Counted:
-    """ASGI middleware: every HTTP request timed and counted by route and status in ``operations``' metrics."""
-
-    def __init__(self, app: ASGIApp, *, operations: Operations) -> None:
-        self._app = app
-        self._operations = operations
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        sending = StatusOf(send)
-        try:
-            await self._app(scope, receive, sending)
-        finally:
-            method, route = str(scope.get("method", "GET")), self._operations.route(scope)
-            self._operations.registry.observe(method, route, sending.status, time.perf_counter() - start)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -98,11 +98,13 @@ def _route_of(scope: Scope) -> str:
 
 
 class MetricsMiddleware:
-    """ASGI middleware (outermost): times every HTTP request and counts it by the route that answered it."""
+    """ASGI middleware (outermost): times every HTTP request and counts it by the route that answered it
+    (``route``: how a request's route is named; by default the API route template that answered)."""
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, route: Callable[[Scope], str] | None = None) -> None:
         self._app = app
         self._metrics = metrics
+        self._route = route or _route_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -114,4 +116,4 @@ class MetricsMiddleware:
             await self._app(scope, receive, sending)
         finally:
             method = str(scope.get("method", "GET"))
-            self._metrics.observe(method, _route_of(scope), sending.status, time.perf_counter() - start)
+            self._metrics.observe(method, self._route(scope), sending.status, time.perf_counter() - start)

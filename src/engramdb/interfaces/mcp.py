@@ -459,7 +459,8 @@ def create_http_app(
         max_request_body_size=max_body_bytes,
     )
     # /health (no key) and /metrics (a key) beside /mcp; the rest extra's modules, which HTTP needs for uvicorn.
-    from engramdb.interfaces._mcp_http import Counted, Operations
+    from engramdb.interfaces._mcp_http import Operations
+    from engramdb.interfaces._metrics import MetricsMiddleware
 
     operations = Operations(mem, routes=(MCP_PATH,))
     authenticated = _Authenticate(
@@ -468,4 +469,5 @@ def create_http_app(
         allow_unauthenticated=allow_unauthenticated,
     )
     guarded = Guard(operations.health(authenticated), allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
-    return Counted(guarded, operations=operations)  # outermost: refused requests are counted too
+    # Outermost: refused requests are counted too.
+    return MetricsMiddleware(guarded, metrics=operations.registry, route=operations.route)
