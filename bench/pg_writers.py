@@ -172,10 +172,12 @@ def _lock_waits(url: str, stop: Any, out: dict[str, Any]) -> None:
     waits: dict[str, int] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         while not stop.is_set():
+            # What waits, and the statement waiting (its first words): which statements the writers queue behind.
             rows = conn.execute(
                 "SELECT CASE WHEN l.locktype = 'advisory' THEN 'advisory ' || l.classid || ':' || l.objid "
-                "ELSE l.locktype || coalesce(' ' || l.relation::regclass::text, '') END, count(*) "
-                "FROM pg_locks l WHERE NOT l.granted GROUP BY 1"
+                "ELSE l.locktype || coalesce(' ' || l.relation::regclass::text, '') END "
+                "|| ' <- ' || left(regexp_replace(coalesce(a.query, '?'), '\\s+', ' ', 'g'), 60), count(*) "
+                "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted GROUP BY 1"
             ).fetchall()
             samples += 1
             for what, count in rows:

@@ -277,6 +277,9 @@ class Scores:
 
     def summary(self) -> dict[str, dict[str, float]]:
         out = {s: {m: round(100 * statistics.fmean(v), 1) for m, v in ms.items()} for s, ms in self.values.items()}
+        for system, ms in self.values.items():
+            # Questions scored: LongMemEval's cached set grows as haystacks get embedded.
+            out[system]["n"] = float(len(next(iter(ms.values()))))
         for system, row in out.items():
             if self.ms.get(system):
                 row["p50 ms"] = round(statistics.median(self.ms[system]), 2)

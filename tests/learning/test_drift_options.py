@@ -1,4 +1,4 @@
-"""Issue 25, item 11: the two options measured on bench/learning_drift.py's streams (bench/RESULTS.md), checked here
+"""Issue 25, item 11: the options measured on bench/learning_drift.py's streams (bench/RESULTS.md), checked here
 for what they promise whatever the streams: choice-set agreement (`RecommendConfig.option_exponent`) and wider draws
 while a change is detected (`RecommendConfig.explore_after_change`)."""
 
@@ -7,11 +7,14 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engramdb import Engram
+from engramdb.embeddings.base import Embedder
 from engramdb.learning._prior import Prior
 from engramdb.learning.forgetting import best_horizon
 from engramdb.learning.matching import option_agreement
@@ -70,14 +73,14 @@ def test_a_decision_among_other_choices_counts_less_and_off_changes_nothing() ->
     bare = _record(3, "request denied", "retry", 1.0)
     nbs = [Neighbour(r, 0.8) for r in (ours, theirs, bare)]
     asked = ["retry", "refresh", "restart", "escalate"]
-    plain = evidence("credentials stale", nbs, config=RecommendConfig(), options=asked)
+    plain = evidence("credentials stale", nbs, config=RecommendConfig(option_exponent=None), options=asked)
     weighted = evidence("credentials stale", nbs, config=RecommendConfig(option_exponent=1.0), options=asked)
     assert weighted[0].relevance == pytest.approx(plain[0].relevance)
     assert weighted[1].relevance == pytest.approx(plain[1].relevance / 7)  # 1 shared of 7
     assert weighted[2].relevance == pytest.approx(plain[2].relevance)  # no alternatives recorded: no information
     # Without options the question says nothing about its choice set.
     unasked = evidence("credentials stale", nbs, config=RecommendConfig(option_exponent=1.0))
-    assert unasked == evidence("credentials stale", nbs, config=RecommendConfig())
+    assert unasked == evidence("credentials stale", nbs, config=RecommendConfig(option_exponent=None))
 
 
 def test_bad_settings_are_refused() -> None:
@@ -144,8 +147,9 @@ OUTCOMES = st.lists(
 def test_the_learned_horizon_is_always_one_of_the_candidates(
     rows: list[tuple[str, float, float, int]], candidates: list[float]
 ) -> None:
-    acts, xs, ws, ts = ([r[k] for r in rows] for k in range(4))
-    h = best_horizon(acts, xs, ws, [float(t) for t in ts], candidates=candidates, prior=Prior(), score_horizon=50.0)
+    acts = [r[0] for r in rows]
+    xs, ws, ts = [r[1] for r in rows], [r[2] for r in rows], [float(r[3]) for r in rows]
+    h = best_horizon(acts, xs, ws, ts, candidates=candidates, prior=Prior(), score_horizon=50.0)
     assert h in candidates
     if not rows or len(candidates) == 1:
         assert h == candidates[0]
@@ -180,3 +184,23 @@ def test_bad_horizons_are_refused() -> None:
         RecommendConfig(learned_horizons=())
     with pytest.raises(ValueError, match="candidates"):
         best_horizon(["a"], [1.0], [1.0], [0.0], candidates=(), prior=Prior(), score_horizon=50.0)
+
+
+def test_a_store_weighs_a_decision_made_among_other_choices_less(tmp_path: Path, embedder: Embedder) -> None:
+    with Engram(tmp_path / "store", embedder=embedder) as mem:
+        for _ in range(3):
+            mem.learning.record(
+                "the payments API rejects our expired token", "refresh", "success", alternatives=["retry"]
+            )
+            mem.learning.record(
+                "the payments API rate limits our calls", "retry", "success", alternatives=["batch", "queue"]
+            )
+        asked = ["refresh", "retry"]
+        question = "the payments API keeps refusing the stale token"
+        shipped = {o.action: o.attempts for o in mem.learning.suggest(question, options=asked).options}
+        mem.learning.recommend = replace(mem.learning.recommend, option_exponent=None)
+        plain = {o.action: o.attempts for o in mem.learning.suggest(question, options=asked).options}
+    # The same choices keep full relevance (a little more weight even: the other decision's outcomes, counting less,
+    # discount older ones less).
+    assert shipped["refresh"] >= plain["refresh"]
+    assert 0.0 < shipped["retry"] < plain["retry"] / 3  # one shared of four: a quarter

@@ -218,3 +218,11 @@ def test_counts_that_cannot_be_written_wait_for_the_next_flush(
         assert mem.search(QUESTION, agent="alice", limit=1)[0].memory.access_count == 2  # still counted as pending
         mem.flush()
         assert _count(location, tmp_path, top) == 2  # each written once
+
+
+def test_feedback_without_ids_finds_the_search_whose_entry_still_waits(tmp_path: Path, embedder: Embedder):
+    # Feedback without ids is about the agent's last search, found in the audit trail: a batched entry counts.
+    with Engram(_location("postgres", tmp_path), embedder=embedder, access_flush_seconds=3600) as mem:
+        top = _seed(mem)
+        assert [m.id for m in mem.learning.feedback(outcome="success", agent="alice")] == [top]
+        assert mem.get(top).attempts == 1

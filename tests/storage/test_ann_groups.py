@@ -182,3 +182,30 @@ def test_a_rebuild_over_a_grouped_index_reads_each_row_back(tmp_path: Path, monk
         assert not {i for i, _ in found} & set(gone)
         assert found[-1][1] == pytest.approx(w.kth(q, 16), abs=1e-5)
     w.store.close()
+
+
+def test_a_tenants_cached_mask_follows_visibility_and_forgetting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The graph path keeps each filter's mask over the index's rows; a change to a row's visibility or a forget
+    # must show in the very next search of the same tenant, never a mask made before it.
+    w = Repeated(tmp_path / "s")
+    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    q = _queries()[1]
+    flt = Filter(agent="b", include_shared=True)
+    before = {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
+    assert before
+    assert all(w.agent[i] == "b" for i in before)
+    assert {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)} == before  # from the cache
+    best_a = next(i for i, _ in w.search(q, 50, "a"))
+    w.store.memories.update(best_a, {"visibility": "public"}, vector=None, model_id=MODEL, actor="t", at=NOW)
+    shared = {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
+    assert best_a in shared
+    w.store.memories.delete(best_a, actor="t", at=NOW)
+    del w.vecs[best_a]
+    assert best_a not in {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
+    gone = sorted(before)[0]
+    w.store.memories.delete(gone, actor="t", at=NOW)
+    del w.vecs[gone]
+    assert gone not in {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
+    w.store.close()

@@ -34,6 +34,10 @@ recency-discounted Beta posteriors per action (:mod:`engramdb.learning.stats`) a
   record, a quarter-width draw also recovered faster after a change than a half-width one (0.5 until issue 12's
   seventh session; bench/RESULTS.md).
 
+An outcome's relevance is its context's similarity to the question, times the overlap of its decision's choice set
+(action and alternatives) with the options asked about (``RecommendConfig.option_exponent``, neutral when either is
+unknown): two decisions made among different choices are likely different decisions, however alike their words.
+
 The defaults of :class:`RecommendConfig` (similarity floor 0.3 and exponent 0.4 for MiniLM cosines,
 a horizon of 25 similar outcomes, the change rule of :class:`~engramdb.learning.stats.ChangeRule`)
 are the ones ``bench/learning.py`` measures; with
@@ -247,8 +251,12 @@ class RecommendConfig:
     pooled_min_confidence: float = 0.6
     pooled_calibration: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] | None = CALIBRATION_POOLED
     #: Relevance of an outcome is multiplied by the Jaccard overlap of its decision's choice set (action and
-    #: alternatives) with the asked options, to this power (None: off; :mod:`engramdb.learning.matching`).
-    option_exponent: float | None = None
+    #: alternatives) with the asked options, to this power (None: off; :mod:`engramdb.learning.matching`). Neutral
+    #: for records without alternatives and questions without options. 1 since issue 25 (item 11): on the drift
+    #: streams most wrong settled recommendations were another situation's best action borrowed through shared
+    #: words; held-out right-and-given 84.7 -> 85.7% at the same precision, 77.4 -> 82.1% at 95% precision, and
+    #: bench/learning.py --quick's multi-step success 78.5 -> 85.0 (bench/RESULTS.md). 2 cut too much evidence.
+    option_exponent: float | None = 1.0
     #: While the change rule holds an action's older record contradicted (a change detected nearby), :func:`choose`
     #: draws at least this wide (None: the caller's exploration throughout): the runner-up is tried sooner.
     explore_after_change: float | None = None

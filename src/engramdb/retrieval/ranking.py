@@ -37,8 +37,8 @@ class RankingWeights:
     #: Evidence fusion, a sure model against weak words: when the vector channel's best candidate leads its
     #: runner-up by ``sure_lead`` cosine or more (0: never) and no candidate holds ``sure_weak`` or more of
     #: the query's words, coverage counts ``sure_coverage`` x ``coverage`` (:func:`fuse_evidence`).
-    sure_lead: float = 0.0
-    sure_weak: float = 0.5
+    sure_lead: float = 0.05
+    sure_weak: float = 0.3
     sure_coverage: float = 0.5
     #: Min-max fusion: weight of the keyword channel; the vector channel gets ``1 - keyword``.
     keyword: float = 0.5
