@@ -26,9 +26,9 @@ from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 __all__ = ["NEAR_EF_SEARCH", "distance_sql", "near_ef", "nearest_many"]
 
 #: ``hnsw.ef_search`` of lookups that need only near neighbours (a near-duplicate check: cosine >= 0.95). Measured at
-#: 1M memories (bench/RESULTS.md, issue 26 writes): 40 queries with one stored near-duplicate each under an agent and
-#: kind filter found 40 of 40 at ef 100, 200 and 800, 39 at ef 40 and 64; 6-9 ms a lookup at 100-200 against 51 at
-#: 800 (what a search of the store uses at a million, for the recall of its whole top 10).
+#: 1M memories (bench/pg_near_ef.py): 100 stored vectors moved a little, one near-duplicate each under an agent and
+#: kind filter: 99 of 100 found at 40, 100, 200 and at a search's breadth (800) alike; warm, 8 ms a lookup at 200
+#: against 21 at 800 (what a search uses at a million, for the recall of its whole top 10).
 NEAR_EF_SEARCH: Final = 200
 
 Query = tuple[npt.NDArray[np.float32], Filter]
