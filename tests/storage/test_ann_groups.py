@@ -8,6 +8,7 @@ must leave the others found.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -209,3 +210,32 @@ def test_a_tenants_cached_mask_follows_visibility_and_forgetting(
     del w.vecs[gone]
     assert gone not in {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
     w.store.close()
+
+
+@pytest.mark.parametrize(("written", "adopted"), [(2, True), (3, False)])
+def test_a_format_2_sidecar_is_still_read_and_a_format_3_one_rebuilt(
+    tmp_path: Path, written: int, adopted: bool
+) -> None:
+    # Format 2 (a node and a float32 row per row) is the layout a store of distinct vectors still writes, so it
+    # is read as it is; format 3 (a node per group over a float32 row per row) lived one commit and is rebuilt.
+    store: Store = open_sqlite(tmp_path / "s", ann_threshold=500)
+    vectors = unit_vectors(800, dim=DIM, seed=6)
+    store.memories.add([memory(f"m {i}") for i in range(800)], vectors, model_id=MODEL, actor="t")
+    store.search.vector_candidates(vectors[0], Filter(agent=None), limit=5)
+    assert store.search._index.wait_for_index(timeout=120)  # type: ignore[attr-defined]
+    store.close()
+    root = sidecar_dir(tmp_path / "s" / "engram.db")
+    current = json.loads((root / "CURRENT").read_text())
+    (root / "CURRENT").write_text(json.dumps({**current, "format": written}))
+    store = open_sqlite(tmp_path / "s", ann_threshold=500)
+    found = store.search.vector_candidates(vectors[3], Filter(agent=None), limit=5)
+    assert found[0].score == pytest.approx(1.0, abs=1e-5)
+    index = store.search._index  # type: ignore[attr-defined]
+    assert index.uses_ann is adopted  # read at once, or the exact scan answers while it is rebuilt
+    assert index.wait_for_index(timeout=120)
+    store.search.vector_candidates(vectors[3], Filter(agent=None), limit=5)
+    assert index.uses_ann
+    meta = read_meta(root)
+    assert meta is not None
+    assert (meta.generation == current["generation"]) is adopted
+    store.close()
