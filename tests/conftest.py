@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent / "storage"))
 
@@ -21,6 +22,11 @@ from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
+
+# Property tests assert behaviour, never timings (speed is bench/'s job): Hypothesis's per-example deadline only
+# made them flaky on a loaded machine.
+settings.register_profile("engramdb", deadline=None)
+settings.load_profile("engramdb")
 
 #: The backends ``backend_mem`` runs on.
 BACKEND_NAMES = ("sqlite", "postgres")

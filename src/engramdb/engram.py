@@ -155,20 +155,21 @@ class Engram(Areas):
             self._plain_store if self._vectors is None else waiting_store(self._plain_store, self._vectors)
         )
         store, embedder, settings = self.store, self.embedder, self.settings
-        self._pipeline = WritePipeline(store, embedder, settings, vectors=self._vectors)
         queue = self._vectors
-        self._recall = Recall(
+        self._recall = recall = Recall(
             store,
             embedder,
             settings,
             weights=weights,
-            audit=self._pipeline.audit,
+            # Late-bound: the pipeline is made below, on the audited store.
+            audit=lambda records: self._pipeline.audit(records),  # noqa: PLW0108
             settle=None if queue is None else lambda: queue.settle(rebuild=False),
         )
-        self._closing.callback(self._recall.close)
-        pipeline, recall = self._pipeline, self._recall
-        # Readers of the audit trail see the searches' batched entries (written first; see Recall.audited).
+        self._closing.callback(recall.close)
+        # Readers of the audit trail see the searches' batched entries (written first; see Recall.audited), and
+        # writers append through the same store as everyone else.
         self.store = store = recall.audited(store)
+        self._pipeline = pipeline = WritePipeline(store, embedder, settings, vectors=self._vectors)
         self._services = ServiceContext(
             store=store, embedder=embedder, settings=settings, pipeline=pipeline, recall=recall, audit=pipeline.audit
         )

@@ -51,19 +51,30 @@ def methods(mem: Engram) -> Iterator[tuple[str, Callable[..., Any]]]:
 
 def method_names() -> list[str]:
     """The names :func:`methods` yields, from the classes (no store needed)."""
-    from engramdb import engram
+    from engramdb.services import (
+        audit,
+        code,
+        episodes,
+        failures,
+        keys,
+        knowledge,
+        learning,
+        retention,
+        routing,
+        sharing,
+    )
 
     classes = {
-        "learning": engram.LearningService,
-        "failures": engram.FailureService,
-        "episodes": engram.EpisodeService,
-        "code": engram.CodeService,
-        "sharing": engram.SharingService,
-        "knowledge": engram.KnowledgeService,
-        "audit": engram.AuditService,
-        "retention": engram.RetentionService,
-        "routing": engram.RoutingService,
-        "keys": engram.ApiKeys,
+        "learning": learning.LearningService,
+        "failures": failures.FailureService,
+        "episodes": episodes.EpisodeService,
+        "code": code.CodeService,
+        "sharing": sharing.SharingService,
+        "knowledge": knowledge.KnowledgeService,
+        "audit": audit.AuditService,
+        "retention": retention.RetentionService,
+        "routing": routing.RoutingService,
+        "keys": keys.ApiKeys,
     }
     names = [
         n

@@ -204,3 +204,26 @@ def test_a_store_weighs_a_decision_made_among_other_choices_less(tmp_path: Path,
     # discount older ones less).
     assert shipped["refresh"] >= plain["refresh"]
     assert 0.0 < shipped["retry"] < plain["retry"] / 3  # one shared of four: a quarter
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(st.tuples(ACTIONS, st.floats(0.31, 1.0), st.booleans()), min_size=1, max_size=12),
+    menu=st.frozensets(ACTIONS, min_size=2),
+    asked=st.frozensets(ACTIONS, min_size=1),
+)
+def test_one_menu_for_every_decision_changes_nothing(
+    rows: list[tuple[str, float, bool]], menu: frozenset[str], asked: frozenset[str]
+) -> None:
+    # Agents that record the same (even wider) menu with every decision: the choice sets tell nothing apart, so the
+    # evidence is what it is without the option, whatever options are asked about.
+    nbs = [
+        Neighbour(_record(i, f"context {i}", action, float(ok), tuple(menu | {action})), cos)
+        for i, (action, cos, ok) in enumerate(rows)
+    ]
+    on = evidence("the question", nbs, config=RecommendConfig(option_exponent=1.0), options=sorted(asked))
+    off = evidence("the question", nbs, config=RecommendConfig(option_exponent=None), options=sorted(asked))
+    if all(menu | {a} == menu for a, _, _ in rows):
+        assert [e.relevance for e in on] == pytest.approx([e.relevance for e in off])
+    assert len(on) <= len(off)
+    assert sum(e.relevance for e in on) <= sum(e.relevance for e in off) + 1e-9

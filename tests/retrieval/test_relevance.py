@@ -158,6 +158,20 @@ def _plainly_same(a: Memory, b: Memory) -> bool:
     )
 
 
+def _plain_collapse(ranked: list[Memory], limit: int) -> list[tuple[str, list[str]]]:
+    """The definition applied entry by entry against every kept one, nothing looked up or cached."""
+    expected: list[tuple[Memory, list[str]]] = []
+    for m in ranked:
+        home = next((entry for entry in expected if _plainly_same(m, entry[0])), None)
+        if home is not None:
+            home[1].append(m.id)
+        elif len(expected) == limit:
+            break
+        else:
+            expected.append((m, []))
+    return [(m.id, folded) for m, folded in expected]
+
+
 _WORDS = ["retry", "the", "auth", "token", "expired", "refresh", "fixed", "it", "cache", "warm", "pool", "db"]
 _WORDS += ["not", "never", "5432", "5433", "42", "Retry"]
 
@@ -184,31 +198,8 @@ def test_collapse_folds_exactly_what_the_definition_calls_the_same(
         words = [w for i, w in enumerate(base) if i != drop] + ([extra] if extra else [])
         rows.append((" ".join(words), kind))
     ranked = [_memory(i, text, kind) for i, (text, kind) in enumerate(rows)]
-    expected: list[tuple[Memory, list[str]]] = []
-    for m in ranked:
-        home = next((entry for entry in expected if _plainly_same(m, entry[0])), None)
-        if home is not None:
-            home[1].append(m.id)
-        elif len(expected) == limit:
-            break
-        else:
-            expected.append((m, []))
     got = collapse(ranked, lambda m: m, limit=limit)
-    assert [(m.id, folded) for m, folded in got] == [(m.id, folded) for m, folded in expected]
-
-
-def _plain_collapse(ranked: list[Memory], limit: int) -> list[tuple[str, list[str]]]:
-    """The definition applied entry by entry against every kept one, nothing looked up or cached."""
-    expected: list[tuple[Memory, list[str]]] = []
-    for m in ranked:
-        home = next((entry for entry in expected if _plainly_same(m, entry[0])), None)
-        if home is not None:
-            home[1].append(m.id)
-        elif len(expected) == limit:
-            break
-        else:
-            expected.append((m, []))
-    return [(m.id, folded) for m, folded in expected]
+    assert [(m.id, folded) for m, folded in got] == _plain_collapse(ranked, limit)
 
 
 _REPEATED = ["retry the auth token", "Retry the auth token!", "retry the auth token now", "retry the auth token 42"]

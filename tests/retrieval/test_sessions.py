@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from engramdb import Engram
+from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import Fused
 from engramdb.retrieval.sessions import session_evidence, session_key, weigh_by_session
+from engramdb.storage.base import Filter
 
 IDS = "abcdefgh"
 relevances = st.floats(min_value=0, max_value=1, allow_nan=False)
@@ -78,3 +82,53 @@ def test_session_key_reads_the_scope_then_metadata(mem: Engram) -> None:
     flagged = mem.remember("a flag is no session", agent="a", kind="conversation", metadata={"session": True})
     plain = mem.remember("a note", agent="a")
     assert [session_key(m) for m in (scoped, tagged, flagged, plain)] == ["t1", "7", None, None]
+
+
+def _searcher(mem: Engram, weight: float) -> HybridSearcher:
+    searcher = HybridSearcher(mem.store, mem.embedder)
+    searcher.session_weight = weight
+    return searcher
+
+
+TRIP = [
+    "I: We are planning the trip to Lisbon in May.",
+    "You: Lisbon in May is lovely, book the hotel early.",
+    "I: The hotel near the river was fully booked for the trip.",
+]
+OTHER = ["I: My sister's wedding is in June.", "You: A June wedding, congratulations!", "I: The trip budget is tight."]
+
+
+def test_in_a_real_search_session_evidence_lifts_the_matching_sessions_best_turn(mem: Engram) -> None:
+    mem.remember_many(
+        [{"content": t, "agent": "a", "kind": "conversation", "metadata": {"session": "trip"}} for t in TRIP]
+        + [{"content": t, "agent": "a", "kind": "conversation", "metadata": {"session": "other"}} for t in OTHER]
+    )
+    now = datetime.now(UTC)
+    plain, grouped = _searcher(mem, 0.0), _searcher(mem, 1.0)
+    try:
+        # One turn of the other session matches "trip" best; the trip session holds three turns on it.
+        query = "trip"
+        before = plain.search(query, Filter(agent="a"), limit=6, now=now, touch=False)
+        after = grouped.search(query, Filter(agent="a"), limit=6, now=now, touch=False)
+    finally:
+        plain.close()
+        grouped.close()
+    assert {h.memory.id for h in after} == {h.memory.id for h in before}
+    trip_first = next(h for h in before if h.memory.metadata["session"] == "trip")
+    assert before[0].memory.metadata["session"] == "other"
+    assert after[0].memory.id == trip_first.memory.id
+
+
+def test_in_a_real_search_notes_without_sessions_rank_as_without_the_step(mem: Engram) -> None:
+    for text in [*TRIP, *OTHER]:
+        mem.remember(text.split(": ", 1)[1], agent="a")
+    now = datetime.now(UTC)
+    plain, grouped = _searcher(mem, 0.0), _searcher(mem, 1.0)
+    try:
+        for query in ("trip to Lisbon", "wedding in June", "hotel"):
+            a = plain.search(query, Filter(agent="a"), limit=5, now=now, touch=False)
+            b = grouped.search(query, Filter(agent="a"), limit=5, now=now, touch=False)
+            assert [(h.memory.id, h.score) for h in a] == [(h.memory.id, h.score) for h in b]
+    finally:
+        plain.close()
+        grouped.close()

@@ -86,7 +86,8 @@ def test_feedback_without_ids_and_no_recent_recall_changes_nothing(
         mem.learning.feedback(outcome="great", agent="b")
     mem.search("release notes", agent="b")
     later = utcnow() + timedelta(hours=2)
-    monkeypatch.setattr("engramdb.services.learning.utcnow", lambda: later)
+    # Two hours on, for this service (services read the time from their context's clock).
+    monkeypatch.setattr(mem.learning, "_clock", lambda: later)
     with pytest.raises(NotFound, match="pass memory ids or the task"):
         mem.learning.feedback(outcome="great", agent="b")
     with pytest.raises(NotFound, match="no memory about 'paint the fence'"):

@@ -8,6 +8,7 @@ must leave the others found.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -182,3 +183,59 @@ def test_a_rebuild_over_a_grouped_index_reads_each_row_back(tmp_path: Path, monk
         assert not {i for i, _ in found} & set(gone)
         assert found[-1][1] == pytest.approx(w.kth(q, 16), abs=1e-5)
     w.store.close()
+
+
+def test_a_tenants_cached_mask_follows_visibility_and_forgetting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The graph path keeps each filter's mask over the index's rows; a change to a row's visibility or a forget
+    # must show in the very next search of the same tenant, never a mask made before it.
+    w = Repeated(tmp_path / "s")
+    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    q = _queries()[1]
+    flt = Filter(agent="b", include_shared=True)
+    before = {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
+    assert before
+    assert all(w.agent[i] == "b" for i in before)
+    assert {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)} == before  # from the cache
+    best_a = next(i for i, _ in w.search(q, 50, "a"))
+    w.store.memories.update(best_a, {"visibility": "public"}, vector=None, model_id=MODEL, actor="t", at=NOW)
+    shared = {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
+    assert best_a in shared
+    w.store.memories.delete(best_a, actor="t", at=NOW)
+    del w.vecs[best_a]
+    assert best_a not in {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
+    gone = sorted(before)[0]
+    w.store.memories.delete(gone, actor="t", at=NOW)
+    del w.vecs[gone]
+    assert gone not in {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}
+    w.store.close()
+
+
+@pytest.mark.parametrize(("written", "adopted"), [(2, True), (3, False)])
+def test_a_format_2_sidecar_is_still_read_and_a_format_3_one_rebuilt(
+    tmp_path: Path, written: int, adopted: bool
+) -> None:
+    # Format 2 (a node and a float32 row per row) is the layout a store of distinct vectors still writes, so it
+    # is read as it is; format 3 (a node per group over a float32 row per row) lived one commit and is rebuilt.
+    store: Store = open_sqlite(tmp_path / "s", ann_threshold=500)
+    vectors = unit_vectors(800, dim=DIM, seed=6)
+    store.memories.add([memory(f"m {i}") for i in range(800)], vectors, model_id=MODEL, actor="t")
+    store.search.vector_candidates(vectors[0], Filter(agent=None), limit=5)
+    assert store.search._index.wait_for_index(timeout=120)  # type: ignore[attr-defined]
+    store.close()
+    root = sidecar_dir(tmp_path / "s" / "engram.db")
+    current = json.loads((root / "CURRENT").read_text())
+    (root / "CURRENT").write_text(json.dumps({**current, "format": written}))
+    store = open_sqlite(tmp_path / "s", ann_threshold=500)
+    found = store.search.vector_candidates(vectors[3], Filter(agent=None), limit=5)
+    assert found[0].score == pytest.approx(1.0, abs=1e-5)
+    index = store.search._index  # type: ignore[attr-defined]
+    assert index.uses_ann is adopted  # read at once, or the exact scan answers while it is rebuilt
+    assert index.wait_for_index(timeout=120)
+    store.search.vector_candidates(vectors[3], Filter(agent=None), limit=5)
+    assert index.uses_ann
+    meta = read_meta(root)
+    assert meta is not None
+    assert (meta.generation == current["generation"]) is adopted
+    store.close()

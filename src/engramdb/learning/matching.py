@@ -5,14 +5,15 @@ settled recommendations were an action borrowed from another situation whose des
 authentication failure told to ``retry-with-backoff`` because rate limiting, where that action is best, is also
 about "requests" to a service). A decision is recorded with the alternatives it was chosen among, and a question
 may come with its options: two decisions made among different choices are likely different decisions.
-:func:`option_agreement` turns that into a multiplier of an outcome's relevance (``RecommendConfig.option_exponent``).
+:func:`option_agreement` turns that into a multiplier of an outcome's relevance (``RecommendConfig.option_exponent``),
+relative to the best-matching record nearby (:func:`relative_agreements`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
-__all__ = ["option_agreement"]
+__all__ = ["option_agreement", "relative_agreements"]
 
 
 def option_agreement(
@@ -32,3 +33,17 @@ def option_agreement(
     asked = set(options)
     union = len(mine | asked)
     return float((len(mine & asked) / union) ** exponent)
+
+
+def relative_agreements(
+    choices: Sequence[tuple[str, Iterable[str]]], options: Collection[str] | None, *, exponent: float
+) -> list[float]:
+    """:func:`option_agreement` of each ``(action, alternatives)``, divided by the best among those that carry a
+    choice set: only a difference between records counts. Where every record was chosen from the same menu, even
+    one wider than the question's options (agents that pass one generic list), all keep their full relevance."""
+    raw = [option_agreement(action, alts, options, exponent=exponent) for action, alts in choices]
+    informative = [a for (action, alts), a in zip(choices, raw, strict=True) if len({action, *alts}) >= 2]
+    top = max(informative, default=0.0)
+    if top <= 0.0:  # no record shares a choice with the question: nothing tells them apart
+        return [1.0] * len(raw)
+    return [min(1.0, a / top) for a in raw]

@@ -62,7 +62,7 @@ from typing import Final
 import numpy as np
 
 from engramdb.learning.forgetting import best_horizon
-from engramdb.learning.matching import option_agreement
+from engramdb.learning.matching import relative_agreements
 from engramdb.learning.records import normalise_context
 from engramdb.learning.stats import (
     ChangePoints,
@@ -350,7 +350,7 @@ def evidence(
     ``config.option_exponent``, a decision made among other choices than ``options`` weighs less."""
     key = _normalised(context)
     asked = None if options is None or config.option_exponent is None else frozenset(options)
-    out = []
+    weighed: list[tuple[DecisionRecord, float]] = []
     for n in neighbours:
         same = _normalised(n.record.context) == key
         relevance = (
@@ -358,12 +358,17 @@ def evidence(
             if same
             else similarity_weight(n.cosine, floor=config.similarity_floor, exponent=config.similarity_exponent)
         )
-        if asked is not None and config.option_exponent is not None and relevance > 0.0:
-            relevance *= option_agreement(
-                n.record.action, n.record.alternatives, asked, exponent=config.option_exponent
-            )
         if relevance > 0.0:
-            out.append(Evidence(action=n.record.action, success=n.record.success, relevance=relevance, at=n.record.at))
+            weighed.append((n.record, relevance))
+    if asked is not None and config.option_exponent is not None:
+        factors = relative_agreements(
+            [(r.action, r.alternatives) for r, _ in weighed], asked, exponent=config.option_exponent
+        )
+        weighed = [(r, w * f) for (r, w), f in zip(weighed, factors, strict=True)]
+    out = []
+    for r, w in weighed:
+        if w > 0.0:
+            out.append(Evidence(action=r.action, success=r.success, relevance=w, at=r.at))
     return out
 
 

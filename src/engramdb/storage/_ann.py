@@ -57,6 +57,7 @@ else:
     from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError
+from engramdb.storage._ann_exact import MaskCache
 from engramdb.storage._ann_fill import fill_sparse
 from engramdb.storage._ann_groups import Groups, find_groups, load_groups, save_groups
 from engramdb.storage._ann_links import link_islands
@@ -468,6 +469,10 @@ class AnnBase:
         self.n = n
         self.alive: _Bool = np.ones(n, dtype=np.bool_)
         self.dead = 0
+        #: Moves whenever a row's liveness or filter data changes (masks made before are stale).
+        self.version = 0
+        #: Filter masks over these rows, by version (see MaskCache).
+        self.masks = MaskCache()
         #: Rows newer than the build, from the overlay (the caller moves them into its delta).
         self.delta: dict[str, npt.NDArray[Any]] | None = None
         if meta.overlay is not None:
@@ -495,6 +500,7 @@ class AnnBase:
         if self.alive[row]:
             self.alive[row] = False
             self.dead += 1
+            self.version += 1
             # A row sharing its node with live rows keeps the node's code: that vector is still theirs.
             node = row if self.groups is None else int(self.groups.groups[row])
             self._scrub(row, node if self.groups is None or self.groups.kill(row, self.alive) else None)

@@ -10,7 +10,7 @@ calls it under its lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -27,7 +27,7 @@ else:
 
 from engramdb.errors import CorruptStoreError
 
-__all__ = ["Codes", "Columns", "ExactRows", "IndexRow", "RowFilter", "dot"]
+__all__ = ["Codes", "Columns", "ExactRows", "IndexRow", "MaskCache", "RowFilter", "dot"]
 
 
 #: (memory id, memory rid, agent, kind, visibility, float32 vector bytes): one vector with its filter data.
@@ -119,6 +119,37 @@ class RowFilter:
             rid_mask = _member(rids[:n], self.only_rids)
             mask = rid_mask if mask is None else mask & rid_mask
         return mask
+
+
+class MaskCache:
+    """The last few filters' masks over an index's rows, for filters by agent, visibility and liveness alone.
+
+    One agent asking again and again builds the same mask over every row of the index each time (~1.3 ms of
+    CPU at 1M rows). Each index holds its own cache, keyed by the index's ``version`` (which moves whenever a
+    row's visibility or liveness changes), so a stale mask is never used.
+    """
+
+    _SIZE = 8
+
+    def __init__(self) -> None:
+        self._masks: dict[tuple[int, str | None, bool], tuple[_Bool | None, int]] = {}
+
+    def get(
+        self, key: tuple[int, str | None, bool], make: Callable[[], tuple[_Bool | None, int]]
+    ) -> tuple[_Bool | None, int]:
+        """The mask and passing count under ``key`` (made by ``make`` when absent). Callers must not change it."""
+        found = self._masks.pop(key, None)
+        if found is None:
+            found = make()
+            while len(self._masks) >= self._SIZE:
+                del self._masks[next(iter(self._masks))]
+        self._masks[key] = found  # most recent last
+        return found
+
+    @staticmethod
+    def cacheable(flt: RowFilter) -> bool:
+        """Whether ``flt`` is decided by agent, visibility and liveness alone."""
+        return flt.kinds is None and flt.only_rids is None and (flt.also_rids is None or not flt.also_rids.size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ from engramdb.storage._ann import (
     snapshot_path,
     write_overlay,
 )
-from engramdb.storage._ann_exact import Codes, ExactRows, IndexRow, RowFilter
+from engramdb.storage._ann_exact import Codes, ExactRows, IndexRow, MaskCache, RowFilter
 
 __all__ = [
     "ANN_DEFAULT_THRESHOLD",
@@ -382,6 +382,7 @@ class VectorIndex:
             if row is not None:
                 base.kinds[row] = self._codes_kind.code(kind)
                 base.public[row] = visibility == "public"
+                base.version += 1
         self._note([memory_id])
         self._dirty = self._dirty or self._base is not None
 
@@ -447,18 +448,23 @@ class VectorIndex:
 
     def _search_ann(self, base: AnnBase, query: _F32, limit: int, flt: RowFilter) -> list[tuple[str, float]]:
         """The index's best rows merged with the delta's (exact) best rows."""
-        mask = flt.mask(
-            base.n,
-            rids=base.rids,
-            agents=base.agents,
-            kinds=base.kinds,
-            public=base.public,
-            agent_codes=self._codes_agent,
-            kind_codes=self._codes_kind,
-        )
-        if base.dead:
-            mask = base.alive.copy() if mask is None else mask & base.alive
-        passing = base.n if mask is None else int(np.count_nonzero(mask))
+
+        def make() -> tuple[npt.NDArray[np.bool_] | None, int]:
+            mask = flt.mask(
+                base.n,
+                rids=base.rids,
+                agents=base.agents,
+                kinds=base.kinds,
+                public=base.public,
+                agent_codes=self._codes_agent,
+                kind_codes=self._codes_kind,
+            )
+            if base.dead:
+                mask = base.alive.copy() if mask is None else mask & base.alive
+            return mask, base.n if mask is None else int(np.count_nonzero(mask))
+
+        key = (base.version, flt.agent, flt.include_public)
+        mask, passing = base.masks.get(key, make) if MaskCache.cacheable(flt) else make()
         rows: _I64
         scores: _F32
         if passing == 0:
