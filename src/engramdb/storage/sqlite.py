@@ -44,6 +44,7 @@ from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
+from engramdb.storage._readahead import READAHEAD_BUDGET, read_ahead, read_ahead_open, sidecar_files
 from engramdb.storage._sqlite_files import check_present, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
@@ -156,10 +157,18 @@ class SQLiteBackend:
             self.search = SQLiteSearch(self._reading, self._index)
         if self.path is not None and warm:
             # A file store may be large: its caches come up now, not in the first searches (issue 27).
-            threading.Thread(target=self.search.warm, name="engramdb-warm", daemon=True).start()
+            threading.Thread(target=self._warm, name="engramdb-warm", daemon=True).start()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
+
+    def _warm(self) -> None:
+        # The pages first: the caches below then load from memory, not from the disk (issue 27).
+        if self.path is not None:
+            asked = read_ahead(sidecar_files(sidecar_dir(self.path)))
+            wal = self.path.with_name(self.path.name + "-wal")
+            read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
+        self.search.warm()
 
     # -- lifecycle --------------------------------------------------------------------------
     def _connect(self, busy_timeout: float) -> sqlite3.Connection:
