@@ -12,7 +12,10 @@ same tenant as their metadata filter (limit 10). Recall@10 of every vector searc
 among the tenant's rows, by score (a hit counts when its cosine reaches the exact 10th's: the texts repeat, and
 identical texts have identical vectors, so ties among copies count as found). ``search_cpu`` is the process's CPU
 time over the search (every thread of it: the keyword channel runs on a worker), a measure the machine's load
-does not inflate as it does wall time. The first 5 searches after opening each store are timed apart (``first5``).
+does not inflate as it does wall time. The first 5 searches after opening each store are timed apart (``first5``:
+from the moment the store's query embeddings are cached, ~0.2 s after ``Engram(...)`` returns, before the next store
+opens); ``--evict`` first drops the stores' files from the page cache (``posix_fadvise(DONTNEED)``, these files only),
+as after a reboot or when other programs pushed them out.
 Prints tables, writes JSON.
 
     python bench/tenants.py --memories 10000,100000 --scopes agent,user --others chroma,lance
@@ -101,6 +104,17 @@ def _p(values: list[float]) -> dict[str, float]:
 def _recall(scores: list[float], exact_kth: float) -> float:
     """Share of the top ``_K`` whose cosine reaches the exact ``_K``-th (ties by score count as found)."""
     return sum(1 for s in scores[:_K] if s >= exact_kth - 1e-4) / _K
+
+
+def evict(directory: Path) -> None:
+    """Drop ``directory``'s files from the page cache (clean pages only: written ones stay until flushed)."""
+    for path in directory.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
 
 def _ask(mem: Engram, scope: str, tenant: str, query: str) -> None:
@@ -225,6 +239,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=150)
     parser.add_argument("--others", default="", help="chroma, lance or chroma,lance: side by side")
     parser.add_argument("--label", default="now")
+    parser.add_argument("--evict", action="store_true", help="drop the stores' pages from the page cache first")
     args = parser.parse_args()
     spreads = [(s, int(n)) for s in args.scopes.split(",") for n in args.tenants.split(",")]
     others = [o for o in args.others.split(",") if o]
@@ -232,6 +247,9 @@ def main() -> None:
     for memories in (int(m) for m in args.memories.split(",")):
         texts, vecs, model_id = corpus(memories)
         build(memories, spreads, texts, vecs, model_id)
+        if args.evict:
+            for spread in spreads:
+                evict(_dir(memories, *spread))
         load = os.getloadavg()[0]
         res = measure(memories, spreads, args.questions, others, vecs, texts)
         span = f"{load:.1f}-{os.getloadavg()[0]:.1f}"
