@@ -1,7 +1,7 @@
 """The facade's areas (``mem.learning``, ``mem.failures``, ...), each built when first read.
 
-Building every service at open imported every area's modules, their rules and regular expressions and numpy:
-~60-100 ms of CPU that ``engram memory list`` paid for nothing. :class:`Areas`, the base of
+Building every service at open imported every area's modules, their rules and regular expressions and numpy,
+which ``engram memory list`` paid for nothing. :class:`Areas`, the base of
 :class:`~engramdb.Engram`, makes each service from the instance's one ServiceContext at its first use (with the
 services it needs), so a process pays only for the areas it calls; the services and their collaborators are
 those the facade made at open before (``docs/architecture.md``).

@@ -1,6 +1,6 @@
 """numpy, imported at its first use rather than when the modules that use it are imported.
 
-Importing numpy costs ~80-100 ms of CPU, a fifth of an ``engram memory list`` that never touches a vector. The
+Importing numpy is a large share of an ``engram memory list`` that never touches a vector. The
 modules on every store's way (storage, embeddings, the write pipeline) therefore bind ``np`` to :data:`numpy`, a
 stand-in that imports the real module at its first attribute lookup and then holds its names, so later lookups
 cost what any module attribute costs. Type checkers see the real numpy: each user writes

@@ -1,8 +1,7 @@
 """Ask the kernel to read a store's files into the page cache (at open, on the warm-up thread).
 
 A store opened after its pages left the page cache (another program, a reboot) otherwise pays a
-disk read for each page its first searches touch: the first searches after opening a 100k store
-were 1.5-2.2x the warm ones with its pages evicted (bench/RESULTS.md, issue 27).
+disk read for each page its first searches touch (bench/RESULTS.md, issue 27, first searches).
 ``posix_fadvise(WILLNEED)`` starts the reads and returns: nothing is mapped, copied or locked, the
 kernel may drop the pages again under memory pressure, and the files are never written.
 
