@@ -254,8 +254,7 @@ class RecommendConfig:
     #: alternatives) with the asked options, to this power (None: off; :mod:`engramdb.learning.matching`). Neutral
     #: for records without alternatives and questions without options. 1 since issue 25 (item 11): on the drift
     #: streams most wrong settled recommendations were another situation's best action borrowed through shared
-    #: words; held-out right-and-given 84.7 -> 85.7% at the same precision, 77.4 -> 82.1% at 95% precision, and
-    #: bench/learning.py --quick's multi-step success 78.5 -> 85.0 (bench/RESULTS.md). 2 cut too much evidence.
+    #: words (bench/RESULTS.md, issue 25, item 11, second round: 2 cut too much evidence).
     option_exponent: float | None = 1.0
     #: While the change rule holds an action's older record contradicted (a change detected nearby), :func:`choose`
     #: draws at least this wide (None: the caller's exploration throughout): the runner-up is tried sooner.
