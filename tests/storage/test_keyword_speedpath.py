@@ -80,17 +80,34 @@ def _assert_same(plain: list[Candidate], fast: list[Candidate]) -> None:
     np.testing.assert_allclose([c.score for c in fast], [c.score for c in plain], rtol=1e-12)
 
 
-@pytest.mark.parametrize("few_rows", [20_000, 1], ids=["tenant-plan", "global-head"])
+@pytest.mark.parametrize(("few_rows", "share"), [(20_000, 0.1), (1, 0.0)], ids=["tenant-plan", "global-head"])
 @pytest.mark.parametrize("flt", [Filter(agent=None), Filter(agent="alice"), Filter(agent="bob", tags=("trip",))])
 def test_the_index_ranks_exactly_as_fts5(
-    tmp_path: Path, flt: Filter, few_rows: int, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, flt: Filter, few_rows: int, share: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Both keyword plans: among the agent's own rows (it owns few) and the global head then the filter.
     monkeypatch.setattr(_sqlite_search, "_SELECTIVE_ROWS", few_rows)
+    monkeypatch.setattr(_sqlite_search, "_SELECTIVE_SHARE", share)
     with _store(tmp_path / "s") as store:
         for terms in _QUERIES:
             _assert_same(*_both(store, terms, flt))
         assert store.search.keyword_index.ready()
+
+
+def test_a_minority_tenant_is_ranked_among_its_own_rows_at_any_store_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neither agent owns "few" rows by count; bob (a fifth of the store) is few by share, alice (the rest) is not.
+    monkeypatch.setattr(_sqlite_search, "_SELECTIVE_ROWS", 50)
+    monkeypatch.setattr(_sqlite_search, "_SELECTIVE_SHARE", 0.25)
+    with _store(tmp_path / "s") as store:
+        search = store.search
+        assert isinstance(search, _sqlite_search.SQLiteSearch)
+        with search._reading() as conn:
+            assert search._few_rows(conn, "bob")
+            assert not search._few_rows(conn, "alice")
+        for terms in _QUERIES:
+            _assert_same(*_both(store, terms, Filter(agent="bob")))
 
 
 def test_the_index_follows_this_process_writes_without_a_rebuild(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from engramdb.errors import EngramError
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
-from engramdb.storage._kw_index import KeywordIndex, Ranked
+from engramdb.storage._kw_index import KeywordIndex, Ranked, fts_totals
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._vector_index import SyncState, VectorIndex
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter
@@ -41,8 +41,11 @@ __all__ = ["SQLiteSearch", "sync_state"]
 #: Keyword search ranks this many times ``limit`` matches before it applies the filter (see keyword_candidates).
 _KEYWORD_HEAD_FACTOR: Final = 4
 _SHARED_CACHE_AGENTS: Final = 256
-#: An agent with fewer rows than this has them gathered for the keyword ranking (see keyword_candidates).
+#: An agent with fewer rows than this, or than this share of the store's, has them gathered for the keyword
+#: ranking (see keyword_candidates): a global head of a few times ``limit`` would rarely hold ``limit`` of a
+#: minority tenant's rows, and FTS5 would then rank every match with the filter, at any store size.
 _SELECTIVE_ROWS: Final = 20_000
+_SELECTIVE_SHARE: Final = 0.1
 #: A user scope admitting fewer of the agent's rows than this gathers their keys (cheap at this size).
 _BROAD_SCOPE_ROWS: Final = 2_000
 #: The vector head a scoped read filters is this many times ``limit`` (the graph re-ranks 3x that: a deep
@@ -268,12 +271,13 @@ class SQLiteSearch:
         if known is not None and known[1] > 0:
             self._agent_rows[agent] = (known[0], known[1] - 1)
             return known[0]
+        bound = max(_SELECTIVE_ROWS, int(fts_totals(conn)[0] * _SELECTIVE_SHARE))
         (count,) = conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? LIMIT ?)", (agent, _SELECTIVE_ROWS)
+            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? LIMIT ?)", (agent, bound)
         ).fetchone()
         if len(self._agent_rows) >= _PLAN_CACHE_AGENTS:
             self._agent_rows.clear()
-        few = int(count) < _SELECTIVE_ROWS
+        few = int(count) < bound
         self._agent_rows[agent] = (few, _RECOUNT)
         return few
 
