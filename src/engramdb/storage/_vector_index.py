@@ -31,16 +31,14 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Concatenate, Final, ParamSpec, TypeVar
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _F32: TypeAlias = npt.NDArray[np.float32]
-    _I64: TypeAlias = npt.NDArray[np.int64]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import I64 as _I64
+    from engramdb.storage._arrays import npt
 
 from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.storage._ann import (
