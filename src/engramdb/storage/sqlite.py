@@ -393,6 +393,9 @@ class SQLiteBackend:
     def relax_commit(self) -> None:
         """See :meth:`Dialect.relax_commit`: nothing, the connection's ``synchronous`` setting decides."""
 
+    def background_turn(self) -> None:
+        """See :meth:`Dialect.background_turn`: nothing, the store's write lock serialises writes already."""
+
     def in_write(self) -> bool:
         """See :meth:`Dialect.in_write` (under the store's lock, only the writing thread gets here)."""
         with self._lock:
