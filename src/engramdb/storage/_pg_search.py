@@ -22,7 +22,7 @@ from engramdb.models import Memory
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._pg_analyze import StatisticsKeeper
-from engramdb.storage._pg_nearest import distance_sql, near_ef, nearest_many
+from engramdb.storage._pg_nearest import VectorPlan, near_ef, nearest_many, vector_branches
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, TermStats, filter_sql, pg_statement, tsquery_sql
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
@@ -49,7 +49,7 @@ MIN_EF_SEARCH: Final = 400
 #: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
 #: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
 _INDEXED_READER_ROWS: Final = 20_000
-#: An exact scan reads a row for about this fraction of what the HNSW index spends on an entry (see _use_index).
+#: An exact scan reads a row for about this fraction of what the HNSW index spends on an entry (see _plan).
 _EXACT_COST_RATIO: Final = 4
 #: pgvector 0.8's iterative index scan (``hnsw.iterative_scan``): with a filter, the scan goes on past ``ef_search``
 #: until ``limit`` rows pass. "relaxed_order" returns them roughly in distance order (the statement re-sorts them).
@@ -190,7 +190,7 @@ class PgSearch:
         """See :meth:`CandidateSource.vector_candidates_many`: one statement (:mod:`._pg_nearest`)."""
         ef = self._ef if near is None else near_ef
         return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
-                            use_index=self._use_index, ef_search=ef, iterative=self._iterative,
+                            plan_of=self._plan, ef_search=ef, iterative=self._iterative,
                             queries=queries, limit=limit)  # fmt: skip
 
     def _ef(self, model: CurrentModel, limit: int) -> str:
@@ -202,43 +202,57 @@ class PgSearch:
         wider = int(self._ef_search * math.sqrt(max(1.0, model.estimate) / _EF_SCALE_ROWS))
         return str(min(_MAX_EF_SEARCH, max(self._ef_search, wider, limit)))
 
-    def _use_index(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> bool:
-        """The HNSW index (True) or an exact scan of the rows the filter admits (False).
+    def _plan(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> VectorPlan:
+        """The HNSW graphs or an exact scan, for the reader's own vectors and for the others it may see.
 
         The planner's row estimate (reltuples) is -1 until the table is first analysed: exact until then, and below
-        ``exact_search_below`` vectors. Above it, a reader owning a small share of the store is scanned exactly too:
-        the index reads about ``limit`` x (store rows / reader's rows) entries to find ``limit`` of the reader's
-        (and gives up at pgvector's ``hnsw.max_scan_tuples``, 20,000: an agent with 0.1% of a million rows got an
+        ``exact_search_below`` vectors. Above it, rows a search would find few of are scanned exactly: finding
+        ``limit`` of a reader's rows in a graph reads about ``limit`` x (graph rows / reader's rows) entries (and
+        gives up at pgvector's ``hnsw.max_scan_tuples``, 20,000: an agent with 0.1% of a million rows got an
         incomplete top 50), while the exact scan reads the reader's rows, each about a quarter of an index entry's
-        cost (bench/scale_pg.py at 100k: 10k rows exactly ~4x the time of ~500 index entries).
+        cost (bench/scale_pg.py at 100k: 10k rows exactly ~4x the time of ~500 index entries). The reader's own
+        rows are in its partition's graph (``vectors`` is partitioned by agent); other agents' public and shared
+        rows are in every partition's.
         """
         if not 0 <= self._exact_below <= model.estimate:
-            return False
+            return VectorPlan(own=False, others=False)
         if flt.agent is None:
-            return True
+            return VectorPlan(own=True, others=True)
         own = self._terms.agent_rows(conn, flt.agent)
-        return own <= 0 or own * own > _EXACT_COST_RATIO * limit * model.estimate
+        seen = self._terms.open_rows(conn) if flt.include_shared else 0.0
+        return VectorPlan(
+            own=own <= 0 or own * own > _EXACT_COST_RATIO * limit * model.partition_rows,
+            others=seen * seen > _EXACT_COST_RATIO * limit * model.estimate,
+        )
 
     def _vector_rows(
         self, conn: Raw, model: CurrentModel, query: npt.NDArray[np.float32], flt: Filter, limit: int
     ) -> list[tuple[str, float, Memory]] | None:
         """The nearest ``limit`` (id, distance, memory) under ``flt``; None when ``model`` is no longer the store's."""
-        # The relaxed iterative scan of the HNSW path returns rows roughly in order: the outer query sorts its head.
-        distance, f = distance_sql(model, flt, index=self._use_index(conn, model, flt, limit))
-        # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after h.d and h.model.
-        statement = sql.SQL(
-            "SELECT * FROM (SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
-            "{shared_by}, {shared_at}, {columns} FROM vectors v "
-            "JOIN memories m ON m.id = v.memory_id "
-            "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s) h ORDER BY h.d"
-        ).format(
-            distance=distance,
-            shared_by=sql.SQL(pg_statement(f.shared_by)),
-            shared_at=sql.SQL(pg_statement(f.shared_at)),
-            columns=sql.SQL(MEMORY_COLUMNS),
-            model=sql.Literal(model.model_id),
-            dim=sql.Literal(model.dim),
-            where=sql.SQL(pg_statement(f.where)),
+        f = filter_sql(flt)
+        parts: list[sql.Composable] = []
+        params: list[Any] = []
+        for branch in vector_branches(model, flt, self._plan(conn, model, flt, limit)):
+            # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after d and model.
+            # The relaxed iterative scan of the HNSW path returns rows roughly in order: each part sorts its head.
+            parts.append(
+                sql.SQL(
+                    "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
+                    "{shared_by}, {shared_at}, {columns} FROM vectors v JOIN memories m ON m.id = v.memory_id "
+                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
+                ).format(
+                    distance=branch.distance,
+                    shared_by=sql.SQL(pg_statement(f.shared_by)),
+                    shared_at=sql.SQL(pg_statement(f.shared_at)),
+                    columns=sql.SQL(MEMORY_COLUMNS),
+                    model=sql.Literal(model.model_id),
+                    dim=sql.Literal(model.dim),
+                    where=sql.SQL(pg_statement(branch.where)),
+                )
+            )
+            params += [query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params, *branch.params, limit]
+        statement = sql.SQL("SELECT * FROM ({parts}) h ORDER BY h.d LIMIT %s").format(
+            parts=sql.SQL(" UNION ALL ").join(parts)
         )
         ef = self._ef(model, limit)
         # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
@@ -249,8 +263,7 @@ class PgSearch:
                 "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
                 (ef, self._iterative),
             )
-            params = (query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params, *f.params, limit)
-            cur = conn.execute(statement, params)
+            cur = conn.execute(statement, (*params, limit))
         rows = cur.fetchall()
         if rows and rows[0][1] != model.model_id:
             return None

@@ -161,6 +161,8 @@ class PostgresBackend:
     concurrent_reads: Final = True
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "embedding"
+    #: Schema step 5: ``vectors`` is partitioned by agent (each agent's search reads one HNSW graph).
+    vectors_by_agent: Final = True
 
     def __init__(
         self,
