@@ -106,7 +106,8 @@ def test_a_bulk_load_is_analysed_by_the_next_searches(postgres_server: PgServer)
             ).fetchone()
             parts = conn.execute(
                 "SELECT bool_and(s.last_analyze IS NOT NULL), sum(greatest(c.reltuples, 0)) "
-                f"FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid::regclass::text IN ({leaves})"
+                "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
+                f"WHERE s.relid::regclass::text IN ({leaves})"
             ).fetchone()
         assert memories == (True,)
         assert parts is not None

@@ -72,7 +72,8 @@ def test_hnsw_index_path_returns_the_true_neighbours(postgres_server: PgServer) 
                     "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = %s::regclass", (name,)
                 )
             }
-        assert parts and any(part in plan for part in parts)  # the per-model partial index is what such a query uses
+        assert parts
+        assert any(part in plan for part in parts)  # the per-model partial index is what such a query uses
         for q in range(5):
             query = unit_vectors(1, seed=100 + q)[0]
             for kinds in (None, ("failure",)):

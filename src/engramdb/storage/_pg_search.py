@@ -42,10 +42,11 @@ class _Backend(Protocol):
 
 #: About how many matching rows a keyword search ranks at most, once the planner has statistics (keyword_candidates).
 KEYWORD_RANK_ROWS: Final = 5_000
-#: The HNSW search breadth (``hnsw.ef_search``) at least; a deeper search raises it to its ``limit``. Measured
-#: (bench/scale_pg.py, 100k memories, 10% agent filter, depth 50, 100 questions): 100 gives recall@10 0.955, 200
-#: 0.969, 300 0.980, 400 0.985, within the latency noise of each other (the filter's overscan costs more).
-MIN_EF_SEARCH: Final = 400
+#: The HNSW search breadth (``hnsw.ef_search``) at least, on a graph of :data:`_EF_SCALE_ROWS` vectors; a deeper
+#: search raises it to its ``limit``. Measured on the partitioned store (bench/scale_pg.py, 100k memories over 10
+#: agents, an agent's graph of 20k vectors, depth 50, 40 questions): ef 64 gave recall@10 0.983 (agent + kind 0.973),
+#: 100 0.995 (0.988), 150 1.0 (0.995), with 1,385 buffers read at 100 against 3,273 at 400.
+MIN_EF_SEARCH: Final = 100
 #: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
 #: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
 _INDEXED_READER_ROWS: Final = 20_000
@@ -54,8 +55,8 @@ _EXACT_COST_RATIO: Final = 4
 #: pgvector 0.8's iterative index scan (``hnsw.iterative_scan``): with a filter, the scan goes on past ``ef_search``
 #: until ``limit`` rows pass. "relaxed_order" returns them roughly in distance order (the statement re-sorts them).
 ITERATIVE_SCAN: Final = "relaxed_order"
-#: Past this many vectors, ``hnsw.ef_search`` grows with the square root of the store (800 at a million).
-_EF_SCALE_ROWS: Final = 250_000
+#: Past this many vectors in the graph searched, ``hnsw.ef_search`` grows with the square root of its size.
+_EF_SCALE_ROWS: Final = 20_000
 #: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
 _MAX_EF_SEARCH: Final = 1000
 
@@ -193,13 +194,14 @@ class PgSearch:
                             plan_of=self._plan, ef_search=ef, iterative=self._iterative,
                             queries=queries, limit=limit)  # fmt: skip
 
-    def _ef(self, model: CurrentModel, limit: int) -> str:
-        """``hnsw.ef_search`` for a search of ``limit`` rows.
+    def _ef(self, model: CurrentModel, limit: int, *, graph_rows: float | None = None) -> str:
+        """``hnsw.ef_search`` for a search of ``limit`` rows in a graph of ``graph_rows`` vectors (a partition's).
 
-        Wider on larger graphs: at 1M memories under a 10% agent filter ef 400 gave recall@10 0.96, 700 0.993 and
-        1000 0.997 (30 questions, bench/scale_pg.py); at 100k 400 gave 0.985-0.993.
+        Wider on larger graphs: on one graph of every agent's vectors at 1M memories (before the partitions), a 10%
+        agent filter needed ef 700 for recall@10 0.993 (ef 400: 0.96; 30 questions, bench/scale_pg.py).
         """
-        wider = int(self._ef_search * math.sqrt(max(1.0, model.estimate) / _EF_SCALE_ROWS))
+        rows = model.partition_rows if graph_rows is None else graph_rows
+        wider = int(self._ef_search * math.sqrt(max(1.0, rows) / _EF_SCALE_ROWS))
         return str(min(_MAX_EF_SEARCH, max(self._ef_search, wider, limit)))
 
     def _plan(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> VectorPlan:
@@ -232,6 +234,9 @@ class PgSearch:
         f = filter_sql(flt)
         parts: list[sql.Composable] = []
         params: list[Any] = []
+        # The reader's partition holds its own rows and maybe another agent's: its graph is at least that large.
+        own = self._terms.agent_rows(conn, flt.agent) if flt.agent is not None else 0.0
+        ef = self._ef(model, limit, graph_rows=max(model.partition_rows, own))
         for branch in vector_branches(model, flt, self._plan(conn, model, flt, limit)):
             # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after d and model.
             # The relaxed iterative scan of the HNSW path returns rows roughly in order: each part sorts its head.
@@ -254,7 +259,6 @@ class PgSearch:
         statement = sql.SQL("SELECT * FROM ({parts}) h ORDER BY h.d LIMIT %s").format(
             parts=sql.SQL(" UNION ALL ").join(parts)
         )
-        ef = self._ef(model, limit)
         # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
         # session settings (no transaction: BEGIN and COMMIT would cost a round trip each); only this method
         # searches the HNSW index on the store's connections, and it sets both every time.
