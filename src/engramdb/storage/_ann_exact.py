@@ -124,10 +124,13 @@ class MaskCache:
 
     One agent asking again and again builds the same mask over every row of the index each time (~1.3 ms of
     CPU at 1M rows). Each index holds its own cache, keyed by the index's ``version`` (which moves whenever a
-    row's visibility or liveness changes), so a stale mask is never used.
+    row's visibility or liveness changes), so a stale mask is never used. Bounded by bytes, not by count:
+    fifty agents taking turns (a server's load) found none of theirs among the last 8 and built a mask each
+    search (bench/RESULTS.md, issue 27, fourth round); 64 MB keeps 64 masks at 1M rows, 640 at 100k.
     """
 
-    _SIZE = 8
+    _MIN = 8
+    _BYTES = 64 << 20
 
     def __init__(self) -> None:
         self._masks: dict[tuple[int, str | None, bool], tuple[_Bool | None, int]] = {}
@@ -139,7 +142,8 @@ class MaskCache:
         found = self._masks.pop(key, None)
         if found is None:
             found = make()
-            while len(self._masks) >= self._SIZE:
+            size = max(found[0].nbytes if found[0] is not None else 0, 1)
+            while len(self._masks) >= max(self._MIN, self._BYTES // size):
                 del self._masks[next(iter(self._masks))]
         self._masks[key] = found  # most recent last
         return found
