@@ -113,6 +113,10 @@ class Dialect(Protocol):
         """:meth:`~engramdb.storage.base.Store.relax_commit`: the open write's commit need not wait for the disk."""
         ...
 
+    def background_turn(self) -> None:
+        """:meth:`~engramdb.storage.base.Store.background_turn`: wait for the store's other background writes."""
+        ...
+
     @property
     def deferred(self) -> Deferred:
         """Read bookkeeping waiting for the next write transaction, which writes it first (full disk)."""

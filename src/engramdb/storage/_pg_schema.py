@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCK_AUDIT",
+    "LOCK_BACKGROUND",
     "LOCK_META_CLASS",
     "LOCK_MIGRATE",
     "LOCK_VECTOR_INDEX",
@@ -50,6 +51,8 @@ __all__ = [
 LOCK_MIGRATE: Final = 0x656E677200000001
 LOCK_AUDIT: Final = 0x656E677200000002
 LOCK_VECTOR_INDEX: Final = 0x656E677200000003
+#: Held by the background vector writes (``PostgresBackend.background_turn``): one at a time per store.
+LOCK_BACKGROUND: Final = 0x656E677200000004
 #: The first half of the two-integer advisory locks on meta keys (``lock_meta``; a key space apart from the above).
 LOCK_META_CLASS: Final = 0x656E6772
 

@@ -66,7 +66,7 @@ from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_copy import copy_rows
-from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
+from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_BACKGROUND, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
 from engramdb.storage._pg_search import KEYWORD_RANK_ROWS, PgSearch
 from engramdb.storage._pg_sql import (
     filter_sql,
@@ -319,6 +319,21 @@ class PostgresBackend:
             raise StorageError("relax_commit() needs an open atomic() block")
         try:
             conn.execute("SET LOCAL synchronous_commit = off")
+        except psycopg.Error as exc:
+            raise self._translate(exc) from exc
+
+    def background_turn(self) -> None:
+        """See :meth:`Dialect.background_turn`: an advisory lock held until the commit.
+
+        Each process's vector worker inserts into the HNSW graph; 4 of them at once kept 2.7 sessions on the
+        cores of a 2-core server and searches ran at 3x their idle latency (bench/RESULTS.md, issue 26). One
+        at a time, a waiting worker's queue grows meanwhile and its next batch takes more at once.
+        """
+        conn: Raw | None = getattr(self._local, "conn", None)
+        if conn is None:
+            raise StorageError("background_turn() needs an open atomic() block")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_BACKGROUND,))
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
 
