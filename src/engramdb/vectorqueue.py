@@ -340,6 +340,7 @@ class VectorQueue:
                     # synchronous=NORMAL: a vector lost to a server crash is only late (its memory is stale, queued
                     # again at the next open); not waiting for the WAL flush of its HNSW inserts spares the writers'.
                     self._store.relax_commit()
+                self._store.background_turn()
                 current = self._store.memories.get_many(list(dict.fromkeys(i.memory_id for i in distinct)))
                 # Forgotten meanwhile: skipped (never resurrected). Changed meanwhile: the newer text is
                 # queued too, and only the vector of the text the memory holds now is written.

@@ -30,8 +30,9 @@ __all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_evidence", "rank"]
 class RankingWeights:
     """How much each signal may move a memory. Each boost term lies in [-w, +w]."""
 
-    #: ``"evidence"``: :func:`fuse_evidence`; ``"minmax"``: :func:`fuse` (the rule before issue 21).
-    fusion: Literal["evidence", "minmax"] = "evidence"
+    #: ``"evidence"``: :func:`fuse_evidence`; ``"minmax"``: :func:`fuse` (the rule before issue 21); ``"learned"``:
+    #: :func:`engramdb.retrieval.learned.fuse_learned` (weights fitted by bench/fit_ranker.py).
+    fusion: Literal["evidence", "minmax", "learned"] = "evidence"
     #: Evidence fusion: what a candidate holding all of the query's words gains, in cosine units.
     coverage: float = 0.6
     #: Evidence fusion, a sure model against weak words: when the vector channel's best candidate leads its
