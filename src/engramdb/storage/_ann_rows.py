@@ -110,7 +110,10 @@ class SQLiteVectors:
             with self._lock:
                 conn = self._connection()
                 if ids.size > _STREAM_IDS:
-                    cursor = conn.execute("SELECT memory_id, seq FROM vectors WHERE model_id = ?", (model_id,))
+                    # From the memory_id index alone (no model test: that would read every vector's page). A memory
+                    # has one vector row; the index holds it under its current model unless it changed since,
+                    # which the caller's epoch check or the build's changed rows catch.
+                    cursor = conn.execute("SELECT memory_id, seq FROM vectors")
                     while batch := cursor.fetchmany(_CHUNK):
                         self._place(batch, ordered, order, seqs)
                     return seqs

@@ -548,7 +548,10 @@ class VectorIndex:
             taken = self._snapshot(build)
             if taken is None:
                 return
-            snap = self._fill(*taken)
+            assert self._source is not None
+            snap = fill_snapshot(self._source, *taken, build.cancel)
+            if snap is None:
+                return
             meta = build_generation(self._root, snap, build.cancel)
             if meta is not None:
                 self._adopt(build, meta)
@@ -579,10 +582,6 @@ class VectorIndex:
                 kinds=self._codes_kind.names(),
             )
             return take_snapshot(snapshot_path(self._root), meta, self._base, self._exact.columns())
-
-    def _fill(self, snap: Snapshot, base_seqs: _I64) -> Snapshot:
-        assert self._source is not None
-        return fill_snapshot(self._source, snap, base_seqs)
 
     def _adopt(self, build: _Build, meta: AnnMeta) -> None:
         """Switch to the new index; rows changed since its snapshot go to the new delta."""

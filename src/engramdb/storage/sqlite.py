@@ -126,6 +126,7 @@ class SQLiteBackend:
     concurrent_reads: Final = False
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "vec"
+    vectors_by_agent: Final = False
 
     def __init__(
         self,
