@@ -30,7 +30,7 @@ from engramdb.interfaces.cli._options import (
     parse_since,
 )
 from engramdb.interfaces.cli._refs import task_text
-from engramdb.interfaces.cli._render import console, emit_json, pattern_facts, pct, shorten
+from engramdb.interfaces.cli._render import console, count_text, emit_json, pattern_facts, pct, shorten
 
 if TYPE_CHECKING:
     from engramdb.models import CategoryTrend, FailurePattern, LearningStats, OptionStats
@@ -266,7 +266,8 @@ def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: 
         working = [s for s in p.solutions if s.successes > 0]
         if working:
             best = working[0]
-            out.print(f"  • Best fix: {escape(best.solution)} ({best.successes:g}/{best.attempts:g} worked)")
+            tally = f"{count_text(best.successes)}/{count_text(best.attempts)}"
+            out.print(f"  • Best fix: {escape(best.solution)} ({tally} worked)")
         if p.prevention:
             out.print(f"  • Prevention check: {escape(p.prevention[0])}")
 
