@@ -46,7 +46,7 @@ from _systems import recall_at_k, session_recall_at_k
 from engramdb.config import load_settings
 from engramdb.embeddings import CachedEmbedder, make_embedder
 from engramdb.retrieval.learned import FEATURES, LEARNED, LearnedScorer, candidate_features
-from engramdb.retrieval.ranking import RankingWeights, fuse_evidence
+from engramdb.retrieval.ranking import RankingWeights, fuse_by
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 
@@ -88,17 +88,7 @@ def _question(corpus: rb.Corpus, dataset: str, key: str, text: str, qvec: np.nda
     ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in kw]))
     texts = {m.id: m.content for m in corpus.mem.store.memories.get_many(ids, flt).values()}
     feats = candidate_features(kw, vec, texts, terms)
-    w = RankingWeights()
-    rule = fuse_evidence(
-        kw,
-        vec,
-        texts,
-        terms,
-        coverage_weight=w.coverage,
-        sure_lead=w.sure_lead,
-        sure_weak=w.sure_weak,
-        sure_coverage=w.sure_coverage,
-    )
+    rule = fuse_by(RankingWeights(), kw, vec, texts, terms)
     order = list(feats)
     doc = corpus.doc_of
     return (
@@ -383,6 +373,67 @@ def engine_rows(embedder: CachedEmbedder, scorer: LearnedScorer, parts: Sequence
     return out
 
 
+# -- speed --------------------------------------------------------------------------------------------------
+
+
+def speed(store: Path, agent: str, queries: int) -> dict[str, Any]:
+    """Evidence against learned fusion on an existing store (e.g. the 100k one of ``bench/scale_pg.py``'s embedded
+    side): two searchers, interleaved question by question, the query vector given (embedding excluded), no
+    bookkeeping; wall and CPU (every thread of the process) per search. Then ``mem.search`` (bookkeeping included)
+    with the store's default fusion, for scale."""
+    import os
+
+    from _retrieval_speed import _latency, _load
+    from engramdb import Engram
+    from engramdb.retrieval.hybrid import HybridSearcher
+    from scale import _unwrapped
+
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    with Engram(store, create=False) as mem:
+        vectors = mem.embedder.embed(questions)
+        inner = _unwrapped(mem.store.search)
+        inner.keyword_index.wait()
+        inner._index.wait_for_index()
+        searchers = {
+            "evidence": HybridSearcher(mem.store, mem.embedder, weights=RankingWeights()),
+            "learned": HybridSearcher(mem.store, mem.embedder, weights=RankingWeights(fusion="learned")),
+        }
+        flt = Filter(agent=agent)
+        now = datetime.now(UTC)
+        wall: dict[str, list[float]] = {k: [] for k in searchers}
+        cpu: dict[str, list[float]] = {k: [] for k in searchers}
+        for q, v in zip(questions[:20], vectors, strict=False):
+            for s in searchers.values():
+                s.search(q, flt, limit=10, now=now, touch=False, vector=v)
+        load_before = _load()
+        for n, (q, v) in enumerate(zip(questions, vectors, strict=True)):
+            # Alternating which goes first: the second search of a question finds its rows in the caches.
+            for name in sorted(searchers, reverse=n % 2 == 1):
+                s = searchers[name]
+                c0, t0 = time.process_time(), time.perf_counter()
+                s.search(q, flt, limit=10, now=now, touch=False, vector=v)
+                wall[name].append((time.perf_counter() - t0) * 1000)
+                cpu[name].append((time.process_time() - c0) * 1000)
+        whole = []
+        for q in questions:
+            c0 = time.process_time()
+            mem.search(q, agent=agent, limit=10)
+            whole.append((time.process_time() - c0) * 1000)
+        for s in searchers.values():
+            s.close()
+        return {
+            "store": str(store),
+            "memories": mem.count(agent=agent),
+            "uses_ann": bool(getattr(inner._index, "uses_ann", False)),
+            **{f"searcher {k} wall": _latency(v) for k, v in wall.items()},
+            **{f"searcher {k} cpu": _latency(v) for k, v in cpu.items()},
+            "mem.search cpu (default fusion)": _latency(whole),
+            "load_before": load_before,
+            "load_after": _load(),
+            "cpus": os.cpu_count(),
+        }
+
+
 # -- main ---------------------------------------------------------------------------------------------------
 
 
@@ -399,9 +450,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engine", action="store_true", help="also run the whole search path on the held parts")
     parser.add_argument("--confirm", action="store_true", help="with --engine: the recall confirmation split too")
     parser.add_argument("--shipped", action="store_true", help="judge the shipped LEARNED weights, do not fit")
+    parser.add_argument("--speed", type=Path, default=None, help="an existing store: evidence vs learned fusion cost")
+    parser.add_argument("--speed-agent", default="agent-3")
+    parser.add_argument("--speed-queries", type=int, default=150)
     parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.speed is not None:
+        timing = speed(args.speed, args.speed_agent, args.speed_queries)
+        print(timing)
+        if args.out is not None:
+            write_json(args.out, {"date": datetime.now(UTC).isoformat(timespec="seconds"), "speed": timing})
+        return 0
     embedder = CachedEmbedder(make_embedder(load_settings()), size=200_000, path=Path(args.embed_cache).expanduser())
     if args.dump or not args.cache.exists():
         started = time.perf_counter()

@@ -31,7 +31,7 @@ from engramdb.retrieval.context import (
 )
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
 from engramdb.retrieval.learned import LEARNED, fuse_learned
-from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_evidence, rank
+from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_by, rank
 from engramdb.retrieval.sessions import SESSION_BEST_ONLY, SESSION_SHARE, SESSION_WEIGHT, session_key, weigh_by_session
 from engramdb.retrieval.text import query_terms
 from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
@@ -139,16 +139,7 @@ class HybridSearcher:
             if w.fusion == "learned":
                 fused = fuse_learned(keyword, vec, texts, terms, scorer=self.scorer)
             else:
-                fused = fuse_evidence(
-                    keyword,
-                    vec,
-                    texts,
-                    terms,
-                    coverage_weight=w.coverage,
-                    sure_lead=w.sure_lead,
-                    sure_weak=w.sure_weak,
-                    sure_coverage=w.sure_coverage,
-                )
+                fused = fuse_by(w, keyword, vec, texts, terms)
             head = fused[: max(_HEAD, limit)]
         else:
             fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
