@@ -114,6 +114,10 @@ class Settings:
     #: Minimum calibrated relevance (0..1, ``Hit.relevance``) of a search hit; 0 turns the cutoff off.
     #: ``search(..., min_score=...)`` overrides it per call.
     min_score: float = 0.0
+    #: How a search fuses its keyword and vector candidates: "evidence" (cosine plus the share of the query's
+    #: words a memory holds, the default), "learned" (a linear scorer fitted on three benchmark sets,
+    #: engramdb.retrieval.learned) or "minmax" (the rule before issue 21). ``Engram(weights=...)`` overrides it.
+    fusion: str = "evidence"
     #: When a memory's vector is computed: "background" (``remember`` returns once the memory is committed
     #: and keyword-searchable; a worker thread adds the vector, see engramdb.vectorqueue) or "sync" (the
     #: write embeds before it returns). Near-duplicate checked writes embed before returning in both.
@@ -223,6 +227,7 @@ _TYPES: dict[str, Any] = {
     "llm_key_env": str,
     "knowledge_key": str | None,
     "min_score": float,
+    "fusion": str,
     "vectors": str,
     "vector_batch_size": int,
     "ann_threshold": int,
@@ -284,6 +289,8 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("knowledge_key must be at least 16 characters (use a long random secret)")
     if not 0.0 <= settings.min_score <= 1.0:
         raise ConfigError("min_score must be within [0, 1]")
+    if settings.fusion not in ("evidence", "learned", "minmax"):
+        raise ConfigError(f"fusion must be 'evidence', 'learned' or 'minmax', not {settings.fusion!r}")
     if settings.vector_batch_size < 1:
         raise ConfigError("vector_batch_size must be at least 1")
     if settings.ann_threshold < 0:

@@ -85,6 +85,11 @@ class Dialect(Protocol):
         ...
 
     @property
+    def vectors_by_agent(self) -> bool:
+        """Whether ``vectors`` rows carry their memory's ``agent`` (the table is partitioned by it)."""
+        ...
+
+    @property
     def search(self) -> CandidateSource:
         """Candidate retrieval (keyword and vector channels)."""
         ...
