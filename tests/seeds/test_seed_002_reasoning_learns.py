@@ -99,3 +99,22 @@ def test_resolve_with_pending_again_is_refused(mem: Engram) -> None:
     with pytest.raises(ValidationError, match="needs the outcome"):
         mem.learning.resolve(m.id, "pending", agent="alice")
     assert mem.get(m.id).metadata["outcome"] == "pending"
+
+
+def test_cli_takes_a_unique_id_prefix_as_git_does(tmp_path: Path, embedder: Embedder, cli: Cli) -> None:
+    """``update_decision_outcome(decision_id, ...)`` typed by hand: the first digits of the id the CLI printed do
+    for resolve, show, history and feedback; another agent's memory is not found by its prefix, and fewer than
+    six digits are no prefix."""
+    with Engram(cli.store, embedder=embedder, llm=OneAnswerLLM("retry-with-backoff")) as mem:
+        decision_id = _reason(mem)
+        mem.remember_many([{"content": f"note {i}", "agent": "alice"} for i in range(20)])
+    short = decision_id[:8]
+    resolved = cli.json("learning", "resolve", short, "--outcome", "success", "--agent", "alice")
+    assert resolved["id"] == decision_id
+    assert resolved["metadata"]["outcome"] == "success"
+    assert cli.json("memory", "show", decision_id[:6], "--agent", "alice")["id"] == decision_id
+    assert [c["action"] for c in cli.json("memory", "history", short, "--agent", "alice")] == ["create", "resolve"]
+    (fed,) = cli.json("learning", "feedback", short, "--outcome", "success", "--agent", "alice")
+    assert fed["id"] == decision_id
+    assert cli.run("memory", "show", short, "--agent", "bob").exit_code == 1
+    assert cli.run("memory", "show", decision_id[:5], "--agent", "alice").exit_code == 1
