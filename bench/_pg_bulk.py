@@ -76,10 +76,12 @@ class BulkLoader:
             with cur.copy("COPY history (memory_id, action, at, actor, before, after) FROM STDIN") as cp:
                 for m in memories:
                     cp.write_row(created_history(m, actor="bench"))
-            with cur.copy("COPY vectors (memory_id, model_id, dim, embedding) FROM STDIN WITH (FORMAT BINARY)") as cp:
-                cp.set_types(["text", "text", "int4", "vector"])
+            # The store's vectors carry their memory's agent (schema step 5: partitioned by it).
+            copy_vectors = "COPY vectors (memory_id, agent, model_id, dim, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            with cur.copy(copy_vectors) as cp:
+                cp.set_types(["text", "text", "text", "int4", "vector"])
                 for m, v in zip(memories, unit, strict=True):
-                    cp.write_row((m.id, MODEL_ID, int(v.shape[0]), v))
+                    cp.write_row((m.id, m.agent, MODEL_ID, int(v.shape[0]), v))
 
     def rebuild_indexes(self, *, skip: str | None = None) -> dict[str, float]:
         """Recreate the dropped indexes (``skip``: the HNSW one, built and timed by the caller); seconds each."""

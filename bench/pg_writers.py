@@ -82,7 +82,7 @@ def _writer(url: str, wid: int, args: Any, texts: list[str], base: Vec, start: A
     n = len(texts)
     ids: list[str] = []
     calls: list[float] = []
-    i = 50_000_000 * (wid + 1)
+    i = 50_000_000 * (wid + 1) + args.offset
     start.wait()
     began = time.perf_counter()
     try:
@@ -224,7 +224,8 @@ def _load_base(url: str, texts: list[str], base: Vec, args: Any) -> dict[str, An
 def run(args: Any) -> dict[str, Any]:
     import psycopg
 
-    texts, base, questions = load_turns(args.lme_questions)
+    cache = Path(args.embedding_cache) if args.embedding_cache else None
+    texts, base, questions = load_turns(args.lme_questions, cache)
     queries = questions[: args.queries]
     print(f"{len(texts)} turns, {len(queries)} queries; embedding the queries with the real model", flush=True)
     from engramdb.config import load_settings
@@ -233,7 +234,7 @@ def run(args: Any) -> dict[str, Any]:
     model = make_embedder(load_settings(embedder="local"))
     qvecs = dict(zip(queries, model.embed(queries), strict=True))
     reader = TurnEmbedder(texts, base, qvecs)
-    server = start_server(None, Path(args.resume) if args.resume else None)
+    server = start_server(Path(args.tmp_root) if args.tmp_root else None, Path(args.resume) if args.resume else None)
     out: dict[str, Any] = {"args": vars(args), "at": datetime.now(UTC).isoformat(timespec="seconds")}
     try:
         url = server.url(args.database)
@@ -286,6 +287,13 @@ def run(args: Any) -> dict[str, Any]:
             with_vector = int(scalar(conn, "SELECT count(*) FROM vectors WHERE memory_id = ANY(%s)", (list(set(ids)),)))
             rows_after = int(scalar(conn, "SELECT count(*) FROM memories"))
             audit_after = int(scalar(conn, "SELECT count(*) FROM audit"))
+        # Idle again once the writers' queues drained: the machine's load drifts over a run (shared cores), so
+        # the ratio is given against both idle measurements.
+        searcher = Engram(url, embedder=reader, access_flush_seconds=1.0, vectors="sync")
+        try:
+            out["idle_search_after"] = _searches(searcher, queries, args.agents, args.search_seconds)
+        finally:
+            searcher.close()
         mem = Engram(url, embedder=reader, vectors="sync")
         try:
             verified = mem.audit.verify()
@@ -312,9 +320,14 @@ def run(args: Any) -> dict[str, Any]:
         out["search_during_writes"] = during
         out["lock_waits"] = locks
         out["during_over_idle_p50"] = round(during["p50_ms"] / out["idle_search"]["p50_ms"], 2)
+        out["during_over_idle_after_p50"] = round(during["p50_ms"] / out["idle_search_after"]["p50_ms"], 2)
         print(f"writers: {out['writers']}", flush=True)
         print(f"lock waits: {locks}", flush=True)
-        print(f"search during writes: {during} ({out['during_over_idle_p50']}x idle p50)", flush=True)
+        print(
+            f"search during writes: {during} ({out['during_over_idle_p50']}x idle p50, "
+            f"{out['during_over_idle_after_p50']}x idle after)",
+            flush=True,
+        )
     finally:
         server.stop(keep=args.keep or bool(args.resume))  # a resumed directory is the caller's to delete
     return out
@@ -333,6 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="'mixed' (half conversation turns, half knowledge, which is checked for near-duplicates) or one kind",
     )
     parser.add_argument("--agents", type=int, default=10)
+    parser.add_argument(
+        "--offset", type=int, default=0, help="where the writers' items start (another offset: none repeat a run's)"
+    )
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--lme-questions", type=int, default=60)
     parser.add_argument("--blend", type=float, default=0.3)
@@ -340,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resume", help="a kept server directory (--keep) to measure again, without a new load")
     parser.add_argument("--database", default="writers", help="database name (scale_pg's kept servers: 'scale')")
     parser.add_argument("--keep", action="store_true", help="keep the server's data directory")
+    parser.add_argument("--embedding-cache", help="a pinned copy of the turn vector cache (scale_pg's option)")
+    parser.add_argument("--tmp-root", help="where a new server's data directory goes (default: the system temp)")
     parser.add_argument("--out", default=str(RESULTS_DIR / "pg_writers.json"))
     args = parser.parse_args(argv)
     result = run(args)

@@ -18,6 +18,10 @@ opens); ``--evict`` first drops the stores' files from the page cache (``posix_f
 as after a reboot or when other programs pushed them out.
 Prints tables, writes JSON.
 
+``--corpus distinct`` builds the stores from texts that never repeat (LoCoMo turns and every LongMemEval_S dev turn
+cut at 300 characters, de-duplicated: 170k texts), so every vector is distinct and none shares a graph node or
+its disk: the stores are ``distinct-N-T``, the vectors ``vectors-distinct-N.npy``.
+
     python bench/tenants.py --memories 10000,100000 --scopes agent,user --others chroma,lance
 """
 
@@ -27,6 +31,7 @@ import argparse
 import os
 import statistics
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from _data import load_locomo
+from _data import iter_longmemeval, load_locomo
 from _report import write_json
 from _retrieval_speed import _scale_texts
 from _tenants_others import Chroma, Lance, column, disk_bytes, owner
@@ -51,14 +56,31 @@ _K = 10
 Spread = tuple[str, int]
 
 
+PREFIX = ""  # "distinct-" with --corpus distinct
+
+
 def _dir(memories: int, scope: str, n: int) -> Path:
-    return CACHE / (f"{memories}-{n}" if scope == "agent" else f"{memories}-u{n}")
+    return CACHE / (f"{PREFIX}{memories}-{n}" if scope == "agent" else f"{PREFIX}{memories}-u{n}")
+
+
+def _distinct_texts(memories: int) -> list[str]:
+    """``memories`` texts none of which repeats: LoCoMo turns and LongMemEval_S turns in 300-character pieces."""
+    pool = dict.fromkeys(d.content for c in load_locomo() for d in c.docs)
+    for item in iter_longmemeval():
+        for doc in item.docs:
+            for piece in textwrap.wrap(doc.content, 300):
+                pool.setdefault(piece)
+    texts = list(pool)
+    if len(texts) < memories:
+        raise SystemExit(f"only {len(texts)} distinct texts for {memories} memories")
+    picks = np.random.default_rng(7).permutation(len(texts))[:memories]
+    return [texts[i] for i in picks]
 
 
 def corpus(memories: int) -> tuple[list[str], npt.NDArray[np.float32], str]:
     """The texts, their unit vectors (``static``) and the model id; the vectors cached beside the stores."""
-    texts = _scale_texts(memories, np.random.default_rng(7))
-    cached = CACHE / f"vectors-{memories}.npy"
+    texts = _distinct_texts(memories) if PREFIX else _scale_texts(memories, np.random.default_rng(7))
+    cached = CACHE / f"vectors-{PREFIX}{memories}.npy"
     with Engram(CACHE / "embedder", embedder="static", vectors="sync") as mem:
         model_id = mem.embedder.model_id
         if cached.exists():
@@ -144,7 +166,7 @@ def measure(
     for name in others:
         cls = {"chroma": Chroma, "lance": Lance}[name]
         t0 = time.perf_counter()
-        systems.append(cls(CACHE / f"{name}-{memories}", texts, vecs, spreads))
+        systems.append(cls(CACHE / f"{name}-{PREFIX}{memories}", texts, vecs, spreads))
         out[f"{name}/open_or_build_s"] = time.perf_counter() - t0
     times: dict[str, list[float]] = {}
     recalls: dict[str, list[float]] = {}
@@ -167,10 +189,13 @@ def measure(
                 c0, t0 = time.process_time(), time.perf_counter()
                 _ask(mem, scope, tenant, q)
                 t1, c1 = time.perf_counter(), time.process_time()
+                v0 = time.thread_time()
                 found = search.vector_candidates(v, flt, limit=50)
-                t2 = time.perf_counter()
+                t2, v1 = time.perf_counter(), time.thread_time()
                 search.keyword_candidates(terms, flt, limit=50)
-                t3 = time.perf_counter()
+                t3, v2 = time.perf_counter(), time.thread_time()
+                times.setdefault(f"{key}/vector_cpu", []).append(1000 * (v1 - v0))
+                times.setdefault(f"{key}/keyword_cpu", []).append(1000 * (v2 - v1))
                 times.setdefault(f"{key}/search", []).append(1000 * (t1 - t0))
                 times.setdefault(f"{key}/search_cpu", []).append(1000 * (c1 - c0))
                 times.setdefault(f"{key}/vector", []).append(1000 * (t2 - t1))
@@ -202,16 +227,16 @@ def measure(
             "sidecar_vectors": vec_files,
         }
     for name in others:
-        out[f"{name}/disk"] = disk_bytes(CACHE / f"{name}-{memories}")
+        out[f"{name}/disk"] = disk_bytes(CACHE / f"{name}-{PREFIX}{memories}")
     return out
 
 
 def report(memories: int, spreads: list[Spread], others: list[str], res: dict[str, Any], load: str) -> None:
     print(f"\n{memories} memories, load {load}")
     head = "| tenants | search p50 / p95 | search CPU p50 | first 5 p50 (x warm) | vector p50 / p95, R@10 |"
-    head += " keyword p50 / p95 |"
+    head += " keyword p50 / p95 | vector / keyword CPU p50 |"
     print(head + "".join(f" {o} vector p50 / p95, R@10 |" for o in others))
-    print("|---" * (6 + len(others)) + "|")
+    print("|---" * (7 + len(others)) + "|")
     for scope, n in spreads:
         key = f"{scope}{n}"
         s, c, f, v, k = (res[f"{key}/{part}"] for part in ("search", "search_cpu", "first5", "vector", "keyword"))
@@ -219,7 +244,8 @@ def report(memories: int, spreads: list[Spread], others: list[str], res: dict[st
             f"| {n} {scope}s | {s['p50']:.2f} / {s['p95']:.2f} | {c['p50']:.2f} | "
             f"{f['p50']:.1f} ({f['p50'] / s['p50']:.1f}x) | "
             f"{v['p50']:.2f} / {v['p95']:.2f}, {res[f'{key}/engramdb/recall@10']:.3f} | "
-            f"{k['p50']:.2f} / {k['p95']:.2f} |"
+            f"{k['p50']:.2f} / {k['p95']:.2f} | "
+            f"{res[f'{key}/vector_cpu']['p50']:.2f} / {res[f'{key}/keyword_cpu']['p50']:.2f} |"
         )
         for o in others:
             t = res[f"{key}/{o}"]
@@ -240,7 +266,10 @@ def main() -> None:
     parser.add_argument("--others", default="", help="chroma, lance or chroma,lance: side by side")
     parser.add_argument("--label", default="now")
     parser.add_argument("--evict", action="store_true", help="drop the stores' pages from the page cache first")
+    parser.add_argument("--corpus", choices=("repeated", "distinct"), default="repeated")
     args = parser.parse_args()
+    global PREFIX  # noqa: PLW0603 - one corpus per run, named in every cached path
+    PREFIX = "distinct-" if args.corpus == "distinct" else ""
     spreads = [(s, int(n)) for s in args.scopes.split(",") for n in args.tenants.split(",")]
     others = [o for o in args.others.split(",") if o]
     results: dict[str, Any] = {}

@@ -28,6 +28,7 @@ from engramdb.errors import ConfigError
 
 __all__ = [
     "LIBRARY_PG_POOL_SIZE",
+    "LLM_PROVIDERS",
     "SERVER_PG_POOL_SIZE",
     "Settings",
     "default_home",
@@ -42,6 +43,8 @@ LIBRARY_PG_POOL_SIZE: Final = 4
 #: more connections than the database has cores to run them add queueing in the database, not throughput;
 #: 10 leaves room for ~8 server processes under PostgreSQL's default ``max_connections = 100``.
 SERVER_PG_POOL_SIZE: Final = 10
+#: Providers an ``llm`` setting may name (``ollama:llama3.1:8b``); engramdb.brain.llm knows each one's default URL.
+LLM_PROVIDERS: Final = ("openai", "ollama", "lmstudio", "vllm", "llamacpp")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +117,10 @@ class Settings:
     #: Minimum calibrated relevance (0..1, ``Hit.relevance``) of a search hit; 0 turns the cutoff off.
     #: ``search(..., min_score=...)`` overrides it per call.
     min_score: float = 0.0
+    #: How a search fuses its keyword and vector candidates: "evidence" (cosine plus the share of the query's
+    #: words a memory holds, the default), "learned" (a linear scorer fitted on three benchmark sets,
+    #: engramdb.retrieval.learned) or "minmax" (the rule before issue 21). ``Engram(weights=...)`` overrides it.
+    fusion: str = "evidence"
     #: When a memory's vector is computed: "background" (``remember`` returns once the memory is committed
     #: and keyword-searchable; a worker thread adds the vector, see engramdb.vectorqueue) or "sync" (the
     #: write embeds before it returns). Near-duplicate checked writes embed before returning in both.
@@ -223,6 +230,7 @@ _TYPES: dict[str, Any] = {
     "llm_key_env": str,
     "knowledge_key": str | None,
     "min_score": float,
+    "fusion": str,
     "vectors": str,
     "vector_batch_size": int,
     "ann_threshold": int,
@@ -274,8 +282,12 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError(f"agent must be a non-empty agent name (not '*'), not {settings.agent!r}")
     if settings.synchronous.upper() not in ("NORMAL", "FULL"):
         raise ConfigError(f"synchronous must be 'NORMAL' or 'FULL', not {settings.synchronous!r}")
-    if settings.llm is not None and (not settings.llm.startswith("openai:") or not settings.llm[7:].strip()):
-        raise ConfigError(f"unknown llm {settings.llm!r}: use 'openai:<model>' (any OpenAI-compatible server)")
+    provider, _, model = (settings.llm or "").partition(":")
+    if settings.llm is not None and (provider.strip().lower() not in LLM_PROVIDERS or not model.strip()):
+        raise ConfigError(
+            f"unknown llm {settings.llm!r}: use PROVIDER:MODEL, PROVIDER one of {', '.join(LLM_PROVIDERS)} "
+            "(all OpenAI-compatible servers; e.g. openai:gpt-4o-mini, ollama:llama3.1:8b)"
+        )
     if not settings.llm_key_env or not settings.llm_key_env.replace("_", "").isalnum():
         raise ConfigError(f"llm_key_env must name an environment variable, not {settings.llm_key_env!r}")
     if settings.session_url is not None and "://" not in settings.session_url:
@@ -284,6 +296,8 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError("knowledge_key must be at least 16 characters (use a long random secret)")
     if not 0.0 <= settings.min_score <= 1.0:
         raise ConfigError("min_score must be within [0, 1]")
+    if settings.fusion not in ("evidence", "learned", "minmax"):
+        raise ConfigError(f"fusion must be 'evidence', 'learned' or 'minmax', not {settings.fusion!r}")
     if settings.vector_batch_size < 1:
         raise ConfigError("vector_batch_size must be at least 1")
     if settings.ann_threshold < 0:

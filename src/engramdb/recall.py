@@ -113,6 +113,8 @@ class Recall:
         self._settle = settle
         self._settings = settings
         self._audit = audit
+        if weights is None:
+            weights = RankingWeights(fusion=settings.fusion)  # type: ignore[arg-type]  # checked by config
         self._searcher = HybridSearcher(store, embedder, weights=weights)
         self._accesses = AccessBatch(store, settings) if settings.access_flush_seconds > 0 else None
         # On a server store a search's read-audit entry waits with its access counts (a commit there is a round trip

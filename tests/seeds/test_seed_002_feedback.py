@@ -45,6 +45,17 @@ def test_praise_is_no_preference_and_context_stays_clean(mem: Engram) -> None:
     assert "short bullet points" in related
 
 
+def test_the_readme_example_of_a_stated_preference_is_kept(mem: Engram) -> None:
+    """README: "great, I like short bullet points" is kept as a preference; the milder bare "I like ..." rates
+    under seed 002's 0.5 without an LLM and is a reward only (the README said it was kept)."""
+    notes = mem.remember("release notes: list user-facing changes first", agent="b")
+    mem.learning.feedback([notes.id], "I like short bullet points", agent="b")
+    assert mem.count(agent="b", kind="preference") == 0
+    mem.learning.feedback([notes.id], "great, I like short bullet points", agent="b")
+    (pref,) = mem.list(agent="b", kind="preference")
+    assert pref.content.endswith("great, I like short bullet points")
+
+
 def _release_store(mem: Engram) -> tuple[str, str]:
     notes = mem.remember("release notes: list user-facing changes first", agent="b").id
     other = mem.remember("rotate the database credentials every 90 days", agent="b").id

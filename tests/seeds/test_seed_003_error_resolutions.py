@@ -7,7 +7,10 @@ gets the knowledge base's generic "ModuleNotFoundError resolution" instead.
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from seed_cli import Cli
 
 from engramdb import Engram
 from engramdb.learning.signatures import decisive_template, error_signature
@@ -43,6 +46,30 @@ def test_another_module_gets_the_generic_fix_not_another_modules_fix(swarm: Engr
         assert not any(wrong in s for s in found), (wrong, found)
 
 
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "No module named 'numpy'",  # the issue's words, and str(e) of the ModuleNotFoundError
+        str(ModuleNotFoundError("No module named 'numpy'")),
+        "ImportError: No module named numpy",  # Python 2's wording of the same failure
+    ],
+)
+def test_the_bare_message_gets_the_generic_fix_too(swarm: Engram, asked: str) -> None:
+    """Without its exception class the message is the same failure: the generic fix, never Pillow's or PyYAML's."""
+    found = [s.solution for s in swarm.failures.solutions(asked, agent="swarm")]
+    assert found
+    assert found[0].startswith("Install the distribution that provides the module")
+    for wrong in ("fastapi", "beautifulsoup4", "scikit-learn", "PyYAML", "opencv", "Pillow"):
+        assert not any(wrong in s for s in found), (wrong, found)
+
+
+def test_the_bare_message_of_a_module_with_its_own_fix_gets_that_fix(swarm: Engram) -> None:
+    """ "No module named 'yaml'" (no class) is the pack's yaml entry, counted in full, before the generic fix."""
+    (best, *_) = swarm.failures.solutions("No module named 'yaml'", agent="swarm")
+    assert "PyYAML" in best.solution
+    assert (best.successes, best.attempts) == (1, 1)
+
+
 def test_a_specific_fix_wins_over_the_generic_one(swarm: Engram) -> None:
     """The pack's specific entry for yaml (PyYAML) is returned for yaml, not the generic fix."""
     (best, *_) = swarm.failures.solutions("ModuleNotFoundError: No module named 'yaml'", agent="swarm")
@@ -56,6 +83,7 @@ def test_no_module_names_are_different_patterns(swarm: Engram) -> None:
     assert "ModuleNotFoundError: No module named 'numpy'" in sigs
     assert "ModuleNotFoundError: No module named 'fastapi'" in sigs
     assert decisive_template("No module named 'numpy'") == ("No module named <value>", ("numpy",))
+    assert decisive_template("ModuleNotFoundError: No module named 'numpy'") == ("No module named <value>", ("numpy",))
 
 
 @pytest.mark.parametrize(
@@ -92,3 +120,19 @@ def test_two_null_pointer_exceptions_are_one_group(mem: Engram) -> None:
     (pattern,) = mem.failures.patterns(agent="jvm")
     assert pattern.occurrences == 2
     assert pattern.signature == "java.lang.NullPointerException"
+
+
+def test_cli_shows_weighted_fix_counts_readably(cli: Cli) -> None:
+    """``recall_error_solutions(error_message="Cannot import fastapi")`` on the command line: the fix of the similar
+    failure counts in part, shown to two decimals at most (it printed "0.491187"); --json keeps the exact value."""
+    cli.ok(
+        "failures", "record", "-e", "ModuleNotFoundError: No module named 'fastapi'", "-c", "Starting FastAPI server",
+        "--fix", "pip install fastapi uvicorn", "--agent", "swarm",
+    )  # fmt: skip
+    (fix,) = cli.json("failures", "solutions", "Cannot import fastapi", "--agent", "swarm")
+    assert fix["solution"] == "pip install fastapi uvicorn"
+    assert 0 < fix["attempts"] < 1  # a similar failure's fix: evidence in part
+    shown = cli.ok("failures", "solutions", "Cannot import fastapi", "--agent", "swarm")
+    assert "pip install fastapi uvicorn" in shown
+    assert f"{fix['attempts']:.2f}".rstrip("0").rstrip(".") in shown
+    assert not re.search(r"\d\.\d{3,}", shown), shown

@@ -40,6 +40,15 @@ def test_knowledge_base_seeds_the_design_patterns(mem: Engram) -> None:
     assert "Observer" in hit.memory.content
 
 
+def test_the_seed_command_help_names_every_shipped_pack(cli: Cli) -> None:
+    """A new user finds the design-pattern pack from ``engram knowledge seed --help`` (it listed six of seven)."""
+    from engramdb.toolkit import available_packs
+
+    shown = " ".join(cli.ok("knowledge", "seed", "--help").split())
+    for name in available_packs():
+        assert name in shown, name
+
+
 def test_store_code_pattern_with_name_context_and_success_metrics(mem: Engram) -> None:
     """``store_code_pattern(pattern_name="JWT Authentication", code=auth_code, language="python",
     context="REST API authentication", success_metrics={"success_rate": 1.0})`` then

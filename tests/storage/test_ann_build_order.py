@@ -34,6 +34,20 @@ def _store_order(seed: int) -> npt.NDArray[np.float32]:
     return with_copies(originals, COPIES, rng, rounds=True)
 
 
+class _Rows:
+    """The float32 rows by seq (seq i is row i), as the store's vectors table serves them to the index."""
+
+    def __init__(self, vectors: npt.NDArray[np.float32]) -> None:
+        self._vectors = vectors
+
+    def vectors(self, seqs: npt.NDArray[np.int64], dim: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+        assert dim == self._vectors.shape[1]
+        return self._vectors[seqs], np.ones(seqs.size, dtype=np.bool_)
+
+    def seqs_of(self, model_id: str | None, ids: npt.NDArray[np.bytes_]) -> npt.NDArray[np.int64]:
+        return np.array([int(bytes(i)[1:]) for i in ids], dtype=np.int64)
+
+
 def _build(root: Path, vectors: npt.NDArray[np.float32]) -> AnnBase:
     n = len(vectors)
     path = root / "snapshot.npy"
@@ -48,10 +62,11 @@ def _build(root: Path, vectors: npt.NDArray[np.float32]) -> AnnBase:
         np.zeros(n, dtype=np.int32),
         np.zeros(n, dtype=np.int32),
         np.zeros(n, dtype=np.bool_),
+        np.arange(n, dtype=np.int64),
     )
     built = build_generation(root, snap, threading.Event())
     assert built is not None
-    return AnnBase(root, built)
+    return AnnBase(root, built, _Rows(vectors))
 
 
 def _misses(base: AnnBase, vectors: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]) -> int:

@@ -9,6 +9,7 @@ must leave the others found.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -101,8 +102,9 @@ def test_one_node_per_distinct_vector_and_every_copy_found(tmp_path: Path, monke
     base = w.index._base  # type: ignore[attr-defined]
     assert base.groups is not None
     assert base.groups.starts.size - 1 == 150  # the graph holds the distinct vectors only
-    rows = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/vectors.npy"))
-    assert np.load(rows, mmap_mode="r").shape == (150, DIM)  # and their float32 rows once each
+    generation = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*"))
+    assert not (generation / "vectors.npy").exists()  # no float32 copy: each row's vector seq instead
+    assert np.load(generation / "seqs.npy").shape == (1_200,)
     monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)  # every search below walks the graph
     for q in _queries():
         for agent in (None, "a"):
@@ -124,14 +126,10 @@ def test_forgetting_copies_leaves_the_others_found_and_scrubs_the_last(
     assert len({s for _, s in top}) == 1  # the eight copies of the nearest vector
     graph = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*/hnsw_sq.faiss"))
     code_bytes = graph.read_bytes()
-    rows = graph.with_name("vectors.npy")
-    vector = w.vecs[top[0][0]].tobytes()
-    assert vector in rows.read_bytes()
     for memory_id, _ in top[:7]:  # the first is the group's representative: scored by the next live copy
         w.store.memories.delete(memory_id, actor="t", at=NOW)
         del w.vecs[memory_id]
     assert graph.read_bytes() == code_bytes  # the vector is still the last copy's: its code stays
-    assert vector in rows.read_bytes()  # and its float32 row
     survivor = top[7][0]
     assert w.search(q, 1) == [(survivor, top[7][1])]
     w.reopen()  # the overlay carries which copies died: the survivor is the representative again
@@ -141,7 +139,6 @@ def test_forgetting_copies_leaves_the_others_found_and_scrubs_the_last(
     del w.vecs[survivor]
     assert survivor not in {i for i, _ in w.search(q, 20)}
     assert graph.read_bytes() != code_bytes  # the last copy gone: its code is scrubbed
-    assert vector not in rows.read_bytes()  # and its float32 row
     w.store.close()
 
 
@@ -212,12 +209,93 @@ def test_a_tenants_cached_mask_follows_visibility_and_forgetting(
     w.store.close()
 
 
-@pytest.mark.parametrize(("written", "adopted"), [(2, True), (3, False)])
-def test_a_format_2_sidecar_is_still_read_and_a_format_3_one_rebuilt(
-    tmp_path: Path, written: int, adopted: bool
+def _as_format(root: Path, written: int) -> dict[str, object]:
+    """Turn the store's format-5 sidecar into one an older version wrote: a float32 file of each graph node's
+    vector (``vectors.npy``) and no seqs. Returns the format-5 ``CURRENT`` it had."""
+    current: dict[str, object] = json.loads((root / "CURRENT").read_text())
+    generation = root / str(current["generation"])
+    seqs = np.load(generation / "seqs.npy")
+    groups = generation / "groups.npy"
+    with sqlite3.connect(root.parent / "engram.db") as conn:
+        by_seq = {
+            seq: np.frombuffer(blob, dtype=np.float32) for seq, blob in conn.execute("SELECT seq, vec FROM vectors")
+        }
+    rows = [by_seq[int(s)] for s in seqs]
+    if groups.exists():  # one float32 row per group (format 4), in node order
+        starts = np.load(generation / "starts.npy")
+        members = np.load(generation / "members.npy")
+        rows = [rows[int(members[int(starts[g])])] for g in range(starts.size - 1)]
+    np.save(generation / "vectors.npy", np.asarray(rows, dtype=np.float32))
+    (generation / "seqs.npy").unlink()
+    (root / "CURRENT").write_text(json.dumps({**current, "format": written}))
+    return current
+
+
+@pytest.mark.parametrize(("written", "grouped"), [(2, False), (4, True), (4, False)])
+def test_an_older_sidecar_is_migrated_in_place_to_one_copy_of_each_vector(
+    tmp_path: Path, written: int, grouped: bool
 ) -> None:
-    # Format 2 (a node and a float32 row per row) is the layout a store of distinct vectors still writes, so it
-    # is read as it is; format 3 (a node per group over a float32 row per row) lived one commit and is rebuilt.
+    # Formats 2 and 4 kept a float32 copy of every vector beside the graph. Opened now, the graph is kept (no
+    # rebuild), each row's seq is looked up, and the copy deleted: searches give every row with its exact score.
+    if grouped:
+        w = Repeated(tmp_path / "s")
+        store, vecs = w.store, w.vecs
+    else:
+        store = open_sqlite(tmp_path / "s", ann_threshold=500)
+        vectors = unit_vectors(800, dim=DIM, seed=6)
+        mems = [memory(f"m {i}") for i in range(800)]
+        store.memories.add(mems, vectors, model_id=MODEL, actor="t")
+        vecs = {m.id: v for m, v in zip(mems, vectors, strict=True)}
+        store.search.vector_candidates(vectors[0], Filter(agent=None), limit=5)
+        assert store.search._index.wait_for_index(timeout=120)  # type: ignore[attr-defined]
+    store.close()
+    root = sidecar_dir(tmp_path / "s" / "engram.db")
+    current = _as_format(root, written)
+    generation = root / str(current["generation"])
+    assert (generation / "vectors.npy").exists()
+    store = open_sqlite(tmp_path / "s", ann_threshold=500)
+    index = store.search._index  # type: ignore[attr-defined]
+    q = next(iter(vecs.values()))
+    found = store.search.vector_candidates(q, Filter(agent=None), limit=20)
+    assert index.uses_ann  # adopted at once: no rebuild
+    assert found[0].score == pytest.approx(1.0, abs=1e-5)
+    for c in found:
+        assert c.score == pytest.approx(float(vecs[c.id] @ q), abs=1e-5)
+    truth = sorted((float(v @ q) for v in vecs.values()), reverse=True)
+    assert [c.score for c in found] == pytest.approx(truth[:20], abs=1e-5)
+    meta = read_meta(root)
+    assert meta is not None
+    assert meta.generation == current["generation"]
+    assert json.loads((root / "CURRENT").read_text())["format"] == 5
+    assert not (generation / "vectors.npy").exists()
+    ids = np.load(generation / "ids.npy")
+    with sqlite3.connect(tmp_path / "s" / "engram.db") as conn:
+        want = dict(conn.execute("SELECT memory_id, seq FROM vectors").fetchall())
+    assert np.load(generation / "seqs.npy").tolist() == [want[bytes(i).decode()] for i in ids]
+    store.close()
+
+
+def test_a_migration_cut_short_after_its_current_deletes_the_float32_copy_at_open(tmp_path: Path) -> None:
+    store: Store = open_sqlite(tmp_path / "s", ann_threshold=500)
+    vectors = unit_vectors(800, dim=DIM, seed=7)
+    store.memories.add([memory(f"m {i}") for i in range(800)], vectors, model_id=MODEL, actor="t")
+    store.search.vector_candidates(vectors[0], Filter(agent=None), limit=5)
+    assert store.search._index.wait_for_index(timeout=120)  # type: ignore[attr-defined]
+    store.close()
+    root = sidecar_dir(tmp_path / "s" / "engram.db")
+    generation = root / str(json.loads((root / "CURRENT").read_text())["generation"])
+    np.save(generation / "vectors.npy", vectors)  # the old copy, left by a crash before its deletion
+    store = open_sqlite(tmp_path / "s", ann_threshold=500)
+    found = store.search.vector_candidates(vectors[3], Filter(agent=None), limit=5)
+    assert found[0].score == pytest.approx(1.0, abs=1e-5)
+    assert store.search._index.uses_ann  # type: ignore[attr-defined]
+    assert not (generation / "vectors.npy").exists()
+    store.close()
+
+
+@pytest.mark.parametrize("written", [3, 1])
+def test_a_format_3_or_1_sidecar_is_rebuilt(tmp_path: Path, written: int) -> None:
+    # Format 3 (a node per group over a float32 row per row) lived one commit, format 1 was IndexHNSWFlat: rebuilt.
     store: Store = open_sqlite(tmp_path / "s", ann_threshold=500)
     vectors = unit_vectors(800, dim=DIM, seed=6)
     store.memories.add([memory(f"m {i}") for i in range(800)], vectors, model_id=MODEL, actor="t")
@@ -231,11 +309,11 @@ def test_a_format_2_sidecar_is_still_read_and_a_format_3_one_rebuilt(
     found = store.search.vector_candidates(vectors[3], Filter(agent=None), limit=5)
     assert found[0].score == pytest.approx(1.0, abs=1e-5)
     index = store.search._index  # type: ignore[attr-defined]
-    assert index.uses_ann is adopted  # read at once, or the exact scan answers while it is rebuilt
+    assert not index.uses_ann  # the exact scan answers while it is rebuilt
     assert index.wait_for_index(timeout=120)
     store.search.vector_candidates(vectors[3], Filter(agent=None), limit=5)
     assert index.uses_ann
     meta = read_meta(root)
     assert meta is not None
-    assert (meta.generation == current["generation"]) is adopted
+    assert meta.generation != current["generation"]
     store.close()

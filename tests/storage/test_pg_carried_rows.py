@@ -70,8 +70,8 @@ def test_the_index_store_takes_the_hnsw_path(stores: tuple[Store, Store]) -> Non
         assert budget._terms.selecting(raw, ["note"])[1]
         model = search._models.current(raw, fresh=True)  # type: ignore[attr-defined]
         assert model is not None
-        assert search._use_index(raw, model, Filter(agent="agent-0"), 5)  # type: ignore[attr-defined]
-        assert not stores[1].search._use_index(raw, model, Filter(agent="agent-0"), 5)  # type: ignore[attr-defined]
+        assert search._plan(raw, model, Filter(agent="agent-0"), 5).own  # type: ignore[attr-defined]
+        assert not stores[1].search._plan(raw, model, Filter(agent="agent-0"), 5).own  # type: ignore[attr-defined]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

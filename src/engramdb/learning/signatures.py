@@ -312,9 +312,15 @@ def decisive_template(message: str) -> tuple[str, tuple[str, ...]]:
     "No module named 'numpy'" and "No module named 'fastapi'" have different signatures (the name
     decides the fix) but one template, ``No module named <value>``: a fix recorded for one is not a
     fix for the other, unless it is generic. A message without a decisive value has its signature
-    as template and no values.
+    as template and no values. The exception class a message starts with is left out of the template:
+    ``str(e)`` of a ModuleNotFoundError is the bare "No module named 'numpy'", and a Python 2
+    "ImportError: No module named numpy" is the same failure with the same fixes.
     """
     values: list[str] = []
+    line = headline(message)
+    typed = _TYPE.match(line)
+    if typed is not None and line[typed.end() :].strip():
+        line = line[typed.end() :].strip()
 
     def swap(match: re.Match[str]) -> str:
         found = _decisive_value(match)
@@ -323,7 +329,7 @@ def decisive_template(message: str) -> tuple[str, tuple[str, ...]]:
         values.append(found[0])
         return found[1].replace("<value>", _keep_value("<value>"))
 
-    text = _DECISIVE.sub(swap, _protect_type(headline(message)))
+    text = _DECISIVE.sub(swap, _protect_type(line))
     return _cut(_masked(text)), tuple(values)
 
 

@@ -24,7 +24,17 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
-__all__ = ["CALIBRATION", "Calibration", "coverage", "pool_coverage", "relevance", "stem", "term_weight"]
+__all__ = [
+    "CALIBRATION",
+    "Calibration",
+    "PoolTerms",
+    "coverage",
+    "pool_coverage",
+    "pool_terms",
+    "relevance",
+    "stem",
+    "term_weight",
+]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Suffixes stripped before comparing words ("failing" and "fails" meet at "fail"), longest first.
@@ -104,6 +114,27 @@ def _at_word_start(s: str) -> re.Pattern[str]:
 _SHORT_STEM: Final = 3
 
 
+@dataclass(frozen=True, slots=True)
+class PoolTerms:
+    """Which of a query's stems each candidate holds, and each stem's BM25 IDF among the candidates."""
+
+    stems: tuple[str, ...]
+    idf: tuple[float, ...]
+    present: dict[str, set[str]]
+
+
+def pool_terms(terms: Sequence[str], texts: Mapping[str, str]) -> PoolTerms:
+    """The query's distinct stems, their IDF over ``texts`` and each text's stems (:func:`pool_coverage`'s parts)."""
+    stems = tuple(dict.fromkeys(s for s in (stem(t) for t in terms) if s))
+    finder = _Finder(stems)
+    present = {i: finder.present(text) for i, text in texts.items()}
+    n = len(texts)
+    idf = tuple(
+        math.log((n - df + 0.5) / (df + 0.5) + 1.0) for df in (sum(s in p for p in present.values()) for s in stems)
+    )
+    return PoolTerms(stems, idf, present)
+
+
 def pool_coverage(terms: Sequence[str], texts: Mapping[str, str]) -> dict[str, float]:
     """Each text's share of ``terms``, every term weighted by its BM25 IDF *among these texts*.
 
@@ -113,16 +144,13 @@ def pool_coverage(terms: Sequence[str], texts: Mapping[str, str]) -> dict[str, f
     """
     if not terms or not texts:
         return dict.fromkeys(texts, 0.0)
-    stems = list(dict.fromkeys(stem(t) for t in terms))
-    finder = _Finder(stems)
-    present = {i: finder.present(text) for i, text in texts.items()}
-    n = len(texts)
-    weights = []
-    for s in stems:
-        df = sum(s in p for p in present.values())
-        weights.append(math.log((n - df + 0.5) / (df + 0.5) + 1.0))
-    total = sum(weights)
-    return {i: sum(w for s, w in zip(stems, weights, strict=True) if s in p) / total for i, p in present.items()}
+    pool = pool_terms(terms, texts)
+    total = sum(pool.idf)
+    if total <= 0:
+        return dict.fromkeys(texts, 0.0)
+    return {
+        i: sum(w for s, w in zip(pool.stems, pool.idf, strict=True) if s in p) / total for i, p in pool.present.items()
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,7 +31,8 @@ from engramdb.retrieval.context import (
 )
 from engramdb.retrieval.diversity import SESSION_FREE, SESSION_REPEAT, diversify_sessions
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
-from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_evidence, rank
+from engramdb.retrieval.learned import LEARNED, fuse_learned
+from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_by, rank
 from engramdb.retrieval.sessions import (
     SESSION_BEST_ONLY,
     SESSION_GATED,
@@ -101,6 +102,8 @@ class HybridSearcher:
         self.time_words = True
         #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
         self.time_additive = True
+        #: The weights of learned fusion (``RankingWeights(fusion="learned")``); bench/fit_ranker.py fits others.
+        self.scorer = LEARNED
         # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-keyword")
         #: Run the keyword channel on the worker thread, overlapped with the query embedding and the vector
@@ -147,22 +150,16 @@ class HybridSearcher:
             keyword = pending.result() if pending is not None else []
         if terms and pending is None:
             keyword = self._store.search.keyword_candidates(terms, flt, limit=keyword_depth)
-        if self.weights.fusion == "evidence":
+        if self.weights.fusion != "minmax":
             # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).
             ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in keyword]))
             memories = self._read(ids, flt, vec, keyword)
             texts = {i: m.content for i, m in memories.items()}
             w = self.weights
-            fused = fuse_evidence(
-                keyword,
-                vec,
-                texts,
-                terms,
-                coverage_weight=w.coverage,
-                sure_lead=w.sure_lead,
-                sure_weak=w.sure_weak,
-                sure_coverage=w.sure_coverage,
-            )
+            if w.fusion == "learned":
+                fused = fuse_learned(keyword, vec, texts, terms, scorer=self.scorer)
+            else:
+                fused = fuse_by(w, keyword, vec, texts, terms)
             head = fused[: max(_HEAD, limit)]
         else:
             fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)

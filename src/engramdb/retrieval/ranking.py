@@ -23,15 +23,16 @@ from engramdb.models import Memory
 from engramdb.retrieval.evidence import pool_coverage
 from engramdb.storage.base import Candidate
 
-__all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_evidence", "rank"]
+__all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_by", "fuse_evidence", "rank", "scaled"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankingWeights:
     """How much each signal may move a memory. Each boost term lies in [-w, +w]."""
 
-    #: ``"evidence"``: :func:`fuse_evidence`; ``"minmax"``: :func:`fuse` (the rule before issue 21).
-    fusion: Literal["evidence", "minmax"] = "evidence"
+    #: ``"evidence"``: :func:`fuse_evidence`; ``"minmax"``: :func:`fuse` (the rule before issue 21); ``"learned"``:
+    #: :func:`engramdb.retrieval.learned.fuse_learned` (weights fitted by bench/fit_ranker.py).
+    fusion: Literal["evidence", "minmax", "learned"] = "evidence"
     #: Evidence fusion: what a candidate holding all of the query's words gains, in cosine units.
     coverage: float = 0.6
     #: Evidence fusion, a sure model against weak words: when the vector channel's best candidate leads its
@@ -140,8 +141,15 @@ def fuse_evidence(
     if sure_lead > 0 and lead >= sure_lead and max(cover.values(), default=0.0) < sure_weak:
         coverage_weight *= sure_coverage
     evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) for i in ids}
-    # Scaled to [0, 1] within the search, as min-max fusion's were: the order is the evidence's, and the
-    # conversation context and boosts after it (tuned on that scale) see the same contrast.
+    return scaled(evidence, keyword, vector)
+
+
+def scaled(evidence: Mapping[str, float], keyword: Sequence[Candidate], vector: Sequence[Candidate]) -> list[Fused]:
+    """Each candidate's evidence scaled to [0, 1] within the search, as min-max fusion's were, best first (ties by id):
+    the order is the evidence's, and the conversation context and boosts after it (tuned on that scale) see the
+    same contrast."""
+    kw_raw = {c.id: c.score for c in keyword}
+    vec_raw = {c.id: c.score for c in vector}
     hi, lo = max(evidence.values(), default=1.0), min(evidence.values(), default=0.0)
     span = hi - lo
     out = [
@@ -149,6 +157,26 @@ def fuse_evidence(
     ]
     out.sort(key=lambda f: (-f.relevance, f.id))
     return out
+
+
+def fuse_by(
+    weights: RankingWeights,
+    keyword: Sequence[Candidate],
+    vector: Sequence[Candidate],
+    texts: Mapping[str, str],
+    terms: Sequence[str],
+) -> list[Fused]:
+    """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields."""
+    return fuse_evidence(
+        keyword,
+        vector,
+        texts,
+        terms,
+        coverage_weight=weights.coverage,
+        sure_lead=weights.sure_lead,
+        sure_weak=weights.sure_weak,
+        sure_coverage=weights.sure_coverage,
+    )
 
 
 def boost(memory: Memory, *, now: datetime, weights: RankingWeights) -> float:

@@ -194,7 +194,9 @@ class FailureService(Service):
                     w = max(w, 0.5)
                 if values:
                     their_template, theirs = decisive_template(o.message)
-                    if their_template == template and theirs != values:
+                    if their_template == template and theirs == values:
+                        w = 1.0  # the same failure, only worded with or without its exception class
+                    elif their_template == template:
                         # Another module's fix is no fix for this one; a generic fix is the answer.
                         w = 1.0 if m.metadata.get(GENERIC_FIX_KEY) is True else 0.0
                 if w > 0.0:

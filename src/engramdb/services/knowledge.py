@@ -71,7 +71,8 @@ class KnowledgeService(Service):
         )
 
     def seed(self, pack: str, *, agent: str | None = None) -> PackReport:
-        """Load the shipped knowledge pack ``pack`` (python, git, http, sql, docker, ci) as ``agent``'s memories.
+        """Load the shipped knowledge pack ``pack`` (python, git, http, sql, docker, ci, patterns) as ``agent``'s
+        memories.
 
         Idempotent and versioned: loading the same version again writes nothing.
         """

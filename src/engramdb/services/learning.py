@@ -323,9 +323,10 @@ class LearningService(Service):
         (:mod:`engramdb.services.feedback_refs`), of those ``user`` may see.
 
         ``outcome`` may also be feedback in words ("great, exactly what I wanted"): rated as a reward in [-1, 1]
-        (the lexicon, or the configured LLM); feedback above 0.5 that names something ("I like short bullet
-        points") is also kept as a ``preference`` of ``agent`` (of ``user`` when given; tag ``feedback``),
-        praise alone never. Empty or invalid text raises ValidationError and changes nothing.
+        (the lexicon, or the configured LLM); feedback above 0.5 that names something ("great, I like short
+        bullet points"; the lexicon rates a bare "I like short bullet points" 0.36) is also kept as a
+        ``preference`` of ``agent`` (of ``user`` when given; tag ``feedback``), praise alone never. Empty or
+        invalid text raises ValidationError and changes nothing.
         """
         agent, user = self._who(agent, user)
         return self._feedback.give(memory_ids, outcome, agent=agent, user=user, context=context, now=self._clock())

@@ -1,31 +1,30 @@
 """A persisted HNSW index (faiss) over a store's vectors, kept in a sidecar directory beside the database.
 
 Past a size threshold the vector cache (:mod:`engramdb.storage._vector_index`) answers from an
-HNSW graph instead of scanning every vector. The graph, the float32 vectors and the per-row filter
-data (memory id, rid, agent, kind, public flag) are written once into a *generation* directory and
-then memory-mapped, so opening a large store reads a few kilobytes, not every vector, and only the
-pages a search touches become resident::
+HNSW graph instead of scanning every vector. The graph (over 8-bit codes) and the per-row data (memory
+id, rid, agent, kind, public flag, and the ``seq`` of the vector row it was built from) are written once
+into a *generation* directory and then memory-mapped, so opening a large store reads a few kilobytes, not
+every vector, and only the pages a search touches become resident::
 
     engram.db.ann/
         CURRENT          JSON: format, generation, the SyncState it reflects, rows, dim, code tables
-        g-<uuid>/        hnsw_sq.faiss (IndexHNSWSQ, 8-bit codes, inner product), vectors.npy
-                         (float32, one row per node), [groups.npy, members.npy, starts.npy],
-                         ids.npy, sorted_ids.npy, order.npy, rids.npy, agents.npy, kinds.npy, public.npy
+        g-<uuid>/        hnsw_sq.faiss (IndexHNSWSQ, 8-bit codes, inner product),
+                         [groups.npy, members.npy, starts.npy], ids.npy, sorted_ids.npy, order.npy,
+                         rids.npy, seqs.npy, agents.npy, kinds.npy, public.npy
 
 A generation is built in ``tmp-<uuid>/``, renamed to ``g-<uuid>/``, and only then named by
 ``CURRENT`` (written to a temporary file and renamed over), so a reader never sees half a
 generation. SQLite stays the only truth: the sidecar is checked against the store's
 :class:`~engramdb.storage._vector_index.SyncState` on open, and deleting it loses nothing.
 
-The graph walks over 8-bit codes (a quarter of the float32 bytes: at 1M rows ~0.4 GB of codes
-against 1.5 GB of vectors, so the pages a walk touches stay few), and only its head is
-re-ranked exactly: those rows' float32 vectors are read with ``os.pread`` (through the page
-cache, never mapped, so they add nothing to the process's resident memory) and the scores
-returned are true cosines. The float32 file also serves the exact scan of a selective filter
-(mapped with ``MADV_RANDOM``: no read-ahead around the rows read).
+The graph walks over 8-bit codes (a quarter of the float32 bytes), and only its head is re-ranked
+exactly, on the float32 vectors of SQLite's own ``vectors`` table read by seq
+(:mod:`engramdb.storage._ann_rows`): the scores returned are true cosines, and each vector is on disk
+once. A selective filter's rows are ranked on their codes and the head re-ranked the same way.
 
-Format 1 (``IndexHNSWFlat`` with the vectors inside the graph file) is no longer read: its
-``CURRENT`` reads as missing, so the store loads from SQLite and builds a format-2 generation.
+Formats 2 and 4 (which kept a second float32 copy, ``vectors.npy``, beside the graph) are migrated in
+place at open (:func:`migrate_generation`: each row's seq looked up, then ``CURRENT`` rewritten, then the
+copy deleted); format 1 and 3 read as missing, so the store loads from SQLite and builds anew.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ import contextlib
 import importlib.util
 import json
 import logging
-import mmap
 import os
 import shutil
 import threading
@@ -43,24 +41,23 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _F32: TypeAlias = npt.NDArray[np.float32]
-    _I64: TypeAlias = npt.NDArray[np.int64]
-    _I32: TypeAlias = npt.NDArray[np.int32]
-    _Bool: TypeAlias = npt.NDArray[np.bool_]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import I32 as _I32
+    from engramdb.storage._arrays import I64 as _I64
+    from engramdb.storage._arrays import Bool as _Bool
+    from engramdb.storage._arrays import npt
 
 from engramdb.errors import CorruptStoreError
 from engramdb.storage._ann_exact import MaskCache
 from engramdb.storage._ann_fill import fill_sparse
 from engramdb.storage._ann_groups import Groups, find_groups, load_groups, save_groups
 from engramdb.storage._ann_links import link_islands
+from engramdb.storage._ann_rows import VectorSource
 
 __all__ = [
     "ANN_DEFAULT_THRESHOLD",
@@ -70,6 +67,7 @@ __all__ = [
     "Snapshot",
     "ann_available",
     "build_generation",
+    "migrate_generation",
     "prewarm",
     "read_meta",
     "sidecar_dir",
@@ -80,11 +78,12 @@ __all__ = [
 ANN_DEFAULT_THRESHOLD: Final = 20_000
 log = logging.getLogger(__name__)
 
-#: 4: a graph node and a float32 row per group of identical rows (_ann_groups.py); 2: a node per row, still read
-#: (3, a node per group over a float32 row per row, was short-lived); 1: IndexHNSWFlat. Formats not read are
-#: rebuilt on open, as older code rebuilds a format-4 sidecar.
-_FORMAT: Final = 4
-_READ_FORMATS: Final = (2, 4)
+#: 5: no float32 file, each row's vector seq instead (re-scored from SQLite). 4: a graph node and a float32 row
+#: per group of identical rows (_ann_groups.py); 2: a node and a float32 row per row; both migrated to 5 at open
+#: (MIGRATE_FORMATS). 3 (short-lived) and 1 (IndexHNSWFlat) are rebuilt, as older code rebuilds a format-5 one.
+_FORMAT: Final = 5
+_READ_FORMATS: Final = (5,)
+MIGRATE_FORMATS: Final = (2, 4)
 _GRAPH: Final = "hnsw_sq.faiss"
 _VECTORS: Final = "vectors.npy"
 _CURRENT: Final = "CURRENT"
@@ -150,11 +149,11 @@ class AnnMeta:
     overlay: str | None = None
 
 
-def read_meta(root: Path) -> AnnMeta | None:
-    """The sidecar's ``CURRENT``, or None when missing, unreadable or of another format."""
+def read_meta(root: Path, *, formats: tuple[int, ...] = _READ_FORMATS) -> AnnMeta | None:
+    """The sidecar's ``CURRENT``, or None when missing, unreadable or of a format not in ``formats``."""
     try:
         raw = json.loads((root / _CURRENT).read_text(encoding="utf-8"))
-        if raw.get("format") not in _READ_FORMATS:
+        if raw.get("format") not in formats:
             return None
         return AnnMeta(
             generation=str(raw["generation"]),
@@ -176,7 +175,8 @@ class Snapshot:
     """The rows a build indexes, captured under the vector cache's lock.
 
     ``vectors`` is a file (``.npy``, float32, one row per memory) so the build reads it while
-    the cache goes on changing; the other arrays are in row order.
+    the cache goes on changing; the other arrays are in row order. ``seqs``: each row's vector
+    seq in the store's ``vectors`` table (-1: not known, the row's memory changed since).
     """
 
     meta: AnnMeta
@@ -186,6 +186,7 @@ class Snapshot:
     agents: _I32
     kinds: _I32
     public: _Bool
+    seqs: _I64
 
 
 def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> AnnMeta | None:
@@ -234,15 +235,16 @@ def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> Ann
         del vectors
         faiss.write_index(index, str(tmp / _GRAPH))
         del index
-        # The float32 file of the graph's nodes: the snapshot itself, or each group's row once (identical rows
-        # share one vector, as they share one node).
-        os.replace(snap.vectors if found is None else tmp / "leaders.npy", tmp / _VECTORS)
+        # No float32 file: the head is re-scored on SQLite's rows, found by each row's seq.
+        with contextlib.suppress(OSError):
+            (tmp / "leaders.npy").unlink()
         order = np.argsort(snap.ids, kind="stable").astype(np.int64)
         arrays = {
             "ids": snap.ids,
             "sorted_ids": snap.ids[order],
             "order": order,
             "rids": snap.rids,
+            "seqs": snap.seqs,
             "agents": snap.agents,
             "kinds": snap.kinds,
             "public": snap.public,
@@ -261,6 +263,30 @@ def build_generation(root: Path, snap: Snapshot, cancel: threading.Event) -> Ann
         shutil.rmtree(tmp, ignore_errors=True)
         with contextlib.suppress(OSError):
             snap.vectors.unlink()
+
+
+def migrate_generation(root: Path, meta: AnnMeta, seqs: _I64) -> AnnMeta:
+    """Bring a format-2 or -4 generation to format 5: ``seqs.npy`` written, ``CURRENT`` renamed over, then
+    the float32 copy deleted. Each step leaves a sidecar that reads right: a crash before ``CURRENT`` leaves
+    the old format (migrated again at the next open), one after it only an orphan file, deleted then."""
+    directory = root / meta.generation
+    if len(seqs) != meta.rows:
+        raise CorruptStoreError(f"vector index {directory}: {len(seqs)} seqs for {meta.rows} rows")
+    tmp = directory / f"seqs.npy.tmp-{uuid.uuid4().hex}"
+    with open(tmp, "wb") as fh:
+        np.save(fh, np.asarray(seqs, dtype=np.int64), allow_pickle=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, directory / "seqs.npy")
+    _write_current(root, meta)
+    drop_float32_copy(directory)
+    return meta
+
+
+def drop_float32_copy(directory: Path) -> None:
+    """Delete an older format's float32 file (and overlays' copies of it) left beside a format-5 generation."""
+    with contextlib.suppress(OSError):
+        (directory / _VECTORS).unlink()
 
 
 def _gather(vectors: _F32, rows: _I64, path: Path) -> _F32:
@@ -323,7 +349,9 @@ def _remove_other_generations(root: Path, *, keep: str, prefix: str = "g-") -> N
 
 #: Row arrays of an overlay: the index rows' state, then the delta's rows.
 _OVERLAY_ARRAYS: Final = ("alive", "agents", "kinds", "public")
-_DELTA_ARRAYS: Final = ("ids", "rids", "agents", "kinds", "public", "vectors")
+#: The delta's vectors are not written: they are SQLite's, read back by memory id at open (older overlays
+#: carry ``delta_vectors.npy``, still read).
+_DELTA_ARRAYS: Final = ("ids", "rids", "agents", "kinds", "public")
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +391,8 @@ def write_overlay(root: Path, meta: AnnMeta, overlay: Overlay) -> None:
 def _read_overlay(directory: Path, n: int) -> Overlay:
     parts = {key: np.load(directory / f"{key}.npy") for key in _OVERLAY_ARRAYS}
     delta = {key: np.load(directory / f"delta_{key}.npy") for key in _DELTA_ARRAYS}
+    if (directory / "delta_vectors.npy").exists():
+        delta["vectors"] = np.load(directory / "delta_vectors.npy")
     if any(len(a) != n for a in parts.values()) or len({len(a) for a in delta.values()}) != 1:
         raise CorruptStoreError(f"vector index overlay {directory} does not match its generation")
     return Overlay(
@@ -380,47 +410,17 @@ def snapshot_path(root: Path) -> Path:
     return root / f"snapshot-{uuid.uuid4().hex}.npy"
 
 
-def _map_rows(path: Path, n: int, dim: int) -> tuple[_F32, int, int]:
-    """Map a float32 ``.npy`` of ``n`` x ``dim`` read-only, without read-ahead.
-
-    Returns the array, the file's descriptor (kept open for ``os.pread``) and the data's offset.
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        with open(path, "rb", buffering=0) as fh:
-            version = np.lib.format.read_magic(fh)
-            read_header = (
-                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            )
-            shape, fortran, dtype = read_header(fh)
-            offset = fh.tell()
-        if shape != (n, dim) or fortran or dtype != np.dtype(np.float32):
-            raise CorruptStoreError(f"vector file {path} holds {shape} {dtype}, expected ({n}, {dim}) float32")
-        if n == 0:
-            return np.empty((0, dim), dtype=np.float32), fd, offset
-        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        # A random row per read: the kernel's default read-ahead would map (and count as resident)
-        # up to 128 KB around each one.
-        mapped.madvise(mmap.MADV_RANDOM)
-        rows: _F32 = np.frombuffer(mapped, dtype=np.float32, count=n * dim, offset=offset).reshape(n, dim)
-        return rows, fd, offset
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 class AnnBase:
-    """One memory-mapped generation: the 8-bit graph, the float32 vectors and the filter data of its rows.
+    """One memory-mapped generation: the 8-bit graph and the data of its rows.
 
     Rows are never added: rows replaced or forgotten since the build are marked dead
     (``alive``), and the vector cache keeps newer rows in a small exact delta beside it.
-    Filter data that may change (agent, kind, public) is copied into memory; ids and
-    rids are memory-mapped.
+    Filter data that may change (agent, kind, public) is copied into memory; ids, rids
+    and seqs are memory-mapped. Float32 vectors are read from ``source`` by seq.
     """
 
-    def __init__(self, root: Path, meta: AnnMeta) -> None:
+    def __init__(self, root: Path, meta: AnnMeta, source: VectorSource) -> None:
         faiss = _faiss()
-        self._fd = -1  # set first: __del__ closes it
         directory = root / meta.generation
         try:
             # IO_FLAG_MMAP_IFC maps the graph and the codes, so opening reads nothing; plain IO_FLAG_MMAP
@@ -431,40 +431,35 @@ class AnnBase:
         try:
             #: Rows by graph node when identical rows share one (None: a node per row).
             self.groups: Groups | None = load_groups(directory, meta.rows, int(self._index.ntotal))
-        except (OSError, ValueError) as exc:
-            raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
-        nodes = meta.rows if self.groups is None else int(self._index.ntotal)
-        try:
-            #: The float32 vector of each graph node (of each row, or each group of identical rows).
-            self.vectors, self._fd, self._offset = _map_rows(directory / _VECTORS, nodes, meta.dim)
-        except (OSError, ValueError) as exc:
-            raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
-        try:
             self.ids: npt.NDArray[np.bytes_] = np.load(directory / "ids.npy", mmap_mode="r")
             self._sorted_ids: npt.NDArray[np.bytes_] = np.load(directory / "sorted_ids.npy", mmap_mode="r")
             self._order: _I64 = np.load(directory / "order.npy", mmap_mode="r")
             self.rids: _I64 = np.load(directory / "rids.npy", mmap_mode="r")
+            #: Each row's seq in the store's ``vectors`` table: where its float32 vector is read.
+            self.seqs: _I64 = np.load(directory / "seqs.npy", mmap_mode="r")
             self.agents: _I32 = np.array(np.load(directory / "agents.npy"), dtype=np.int32)
             self.kinds: _I32 = np.array(np.load(directory / "kinds.npy"), dtype=np.int32)
             self.public: _Bool = np.array(np.load(directory / "public.npy"), dtype=np.bool_)
         except (OSError, ValueError) as exc:
             raise CorruptStoreError(f"unreadable vector index {directory}: {exc}") from exc
         n = meta.rows
-        if (
-            self._index.ntotal != nodes
-            or self._index.d != meta.dim
-            or any(len(a) != n for a in (self.ids, self._sorted_ids, self._order, self.rids, self.agents))
-            or len(self.kinds) != n
-            or len(self.public) != n
-        ):
+        nodes = n if self.groups is None else int(self._index.ntotal)
+        arrays = (self.ids, self._sorted_ids, self._order, self.rids, self.seqs, self.agents, self.kinds, self.public)
+        if self._index.ntotal != nodes or self._index.d != meta.dim or any(len(a) != n for a in arrays):
             raise CorruptStoreError(f"vector index {directory} does not match its description")
         storage = faiss.downcast_index(self._index.storage)
         self._code_size = int(storage.code_size)
-        #: The graph's codes (a view of the mapped file), to check the scrub's offset against.
+        trained = faiss.vector_to_array(storage.sq.trained).astype(np.float32)
+        if self._code_size != meta.dim or trained.size != 2 * meta.dim:
+            raise CorruptStoreError(f"vector index {directory} is not an 8-bit index of {meta.dim} dimensions")
+        #: QT_8bit decodes code c of dimension j as vmin[j] + (c + 0.5) / 255 * vdiff[j]: a code's cosine with a
+        #: query is a constant plus codes @ (query * vdiff / 255), and only the order matters to a ranking.
+        self._step: _F32 = trained[meta.dim :] / 255.0
+        #: The graph's codes (a view of the mapped file), by node.
         self._codes: npt.NDArray[np.uint8] = faiss.rev_swig_ptr(storage.codes.data(), nodes * self._code_size)
+        self._source = source
         self._nodes = nodes
         self._path = directory / _GRAPH
-        self._vector_path = directory / _VECTORS
         self.meta = meta
         self.n = n
         self.alive: _Bool = np.ones(n, dtype=np.bool_)
@@ -496,102 +491,63 @@ class AnnBase:
         return row if self.alive[row] else None
 
     def kill(self, row: int) -> None:
-        """Mark a row dead (its memory was replaced, moved to the delta, or forgotten) and scrub its vector."""
+        """Mark a row dead (its memory was replaced, moved to the delta, or forgotten) and scrub its code."""
         if self.alive[row]:
             self.alive[row] = False
             self.dead += 1
             self.version += 1
             # A row sharing its node with live rows keeps the node's code: that vector is still theirs.
             node = row if self.groups is None else int(self.groups.groups[row])
-            self._scrub(row, node if self.groups is None or self.groups.kill(row, self.alive) else None)
+            if self.groups is None or self.groups.kill(row, self.alive):
+                self._scrub(row, node)
 
     def close(self) -> None:
-        """Release the vector file's descriptor (the maps go when the arrays are dropped)."""
-        fd, self._fd = self._fd, -1
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """Nothing held open (the maps go when the arrays are dropped; the source is its owner's)."""
 
-    def __del__(self) -> None:
-        self.close()
+    def _scrub(self, row: int, node: int) -> None:
+        """Overwrite a dead node's 8-bit code with zeros: a forgotten memory leaves no trace of its vector.
 
-    def _scrub(self, row: int, node: int | None) -> None:
-        """Overwrite a dead row's float32 vector and its 8-bit code with zeros: a forgotten memory leaves no vector.
-
-        Node ``i`` (row ``i``, or the group of identical rows ``i``) has its float32 vector at
-        ``offset + i * dim * 4`` of ``vectors.npy``. faiss writes an ``IndexHNSWSQ`` as its graph followed
-        by the quantiser and the codes, so node ``i``'s code is at ``size - (nodes - i) * code_size``.
-        ``node`` None (other rows of the group live on, and the vector is theirs too) scrubs nothing. The
-        bytes at each place are checked against the mapped row before anything is written, and a file of
-        another layout is left alone (the next rebuild drops the row). Dead rows are never returned, so the
-        zeros are never read.
+        faiss writes an ``IndexHNSWSQ`` as its graph followed by the quantiser and the codes, so node
+        ``i``'s code is at ``size - (nodes - i) * code_size``. The bytes there are checked against the
+        mapped code before anything is written, and a file of another layout is left alone (the next
+        rebuild drops the row). Dead rows are never returned, so the zeros are never read. The float32
+        vector is SQLite's, deleted there (``secure_delete``).
         """
-        if node is None:
-            return
-        width = self.meta.dim * 4
-        self._zero(self._vector_path, self._offset + node * width, self.vectors[node].tobytes(), row)
         code = self._code_size
-        with contextlib.suppress(OSError):
-            at = self._path.stat().st_size - (self._nodes - node) * code
-            self._zero(self._path, at, self._codes[node * code : (node + 1) * code].tobytes(), row)
-
-    @staticmethod
-    def _zero(path: Path, offset: int, expected: bytes, row: int) -> None:
         try:
-            with path.open("r+b") as f:
-                f.seek(max(offset, 0))
-                if offset < 0 or f.read(len(expected)) != expected:
-                    log.warning("vector index %s has an unexpected layout: row %d not scrubbed", path, row)
+            at = self._path.stat().st_size - (self._nodes - node) * code
+            expected = self._codes[node * code : (node + 1) * code].tobytes()
+            with self._path.open("r+b") as f:
+                f.seek(max(at, 0))
+                if at < 0 or f.read(len(expected)) != expected:
+                    log.warning("vector index %s has an unexpected layout: row %d not scrubbed", self._path, row)
                     return
-                f.seek(offset)
+                f.seek(at)
                 f.write(bytes(len(expected)))
         except OSError as exc:
-            log.warning("cannot scrub row %d of vector index %s: %s", row, path, exc)
+            log.warning("cannot scrub row %d of vector index %s: %s", row, self._path, exc)
 
-    def read_range(self, start: int, stop: int) -> _F32:
-        """The float32 vectors of rows ``start`` to ``stop`` in one ``os.pread`` (a rebuild's sequential read)."""
-        if self.groups is not None:
-            return self._fetch_nodes(np.asarray(self.groups.groups[start:stop]))
-        width = self.meta.dim * 4
-        want = (stop - start) * width
-        chunk = os.pread(self._fd, want, self._offset + start * width)
-        if len(chunk) != want:
-            raise CorruptStoreError(f"vector file {self._vector_path} is shorter than its description")
-        return np.frombuffer(chunk, dtype=np.float32).reshape(stop - start, self.meta.dim)
+    def fetch(self, rows: _I64) -> tuple[_F32, _Bool]:
+        """The float32 vectors of ``rows`` (in that order) from the store, and which were found."""
+        return self._source.vectors(np.asarray(self.seqs[rows], dtype=np.int64), self.meta.dim)
 
-    def fetch(self, rows: _I64) -> _F32:
-        """The float32 vectors of ``rows`` (in that order)."""
-        return self._fetch_nodes(rows if self.groups is None else np.asarray(self.groups.groups[rows]))
-
-    def scores(self, query: _F32, rows: _I64 | None) -> _F32:
-        """Exact cosines of ``rows`` (every row when None), read through the map."""
+    def _exact_nodes(self, query: _F32, nodes: _I64) -> tuple[_I64, _F32]:
+        """The nodes whose vector is still in the store, with their exact cosines (unordered)."""
         if self.groups is None:
-            on: _F32 = np.einsum("ij,j->i", self.vectors if rows is None else self.vectors[rows], query)
-            return on
-        nodes = np.asarray(self.groups.groups if rows is None else self.groups.groups[rows])
-        if rows is None or nodes.size > self._nodes:
-            every: _F32 = np.einsum("ij,j->i", self.vectors, query)[nodes]
-            return every
-        unique, back = np.unique(nodes, return_inverse=True)
-        scored: _F32 = np.einsum("ij,j->i", self.vectors[unique], query)[back.reshape(-1)]
-        return scored
+            rows = nodes
+        else:
+            assert self.groups.rep is not None
+            rows = self.groups.rep[nodes]
+            nodes, rows = nodes[rows >= 0], rows[rows >= 0]
+        vectors, found = self.fetch(rows)
+        exact: _F32 = np.einsum("ij,j->i", vectors[found], query)
+        return nodes[found], exact
 
-    def _fetch_nodes(self, rows: _I64) -> _F32:
-        """The float32 vectors of graph nodes ``rows`` (in that order), read with ``os.pread``.
-
-        Not through the map: pages read here stay in the page cache, outside this process's
-        resident memory, which a re-ranked head of a few dozen rows per search would otherwise
-        grow by 4 KB each.
-        """
-        width = self.meta.dim * 4
-        out = np.empty((rows.size, self.meta.dim), dtype=np.float32)
-        view = out.data.cast("B")
-        for i, row in enumerate(rows.tolist()):
-            chunk = os.pread(self._fd, width, self._offset + row * width)
-            if len(chunk) != width:
-                raise CorruptStoreError(f"vector file {self._vector_path} is shorter than its description")
-            view[i * width : (i + 1) * width] = chunk
-        return out
+    def _approx(self, query: _F32, nodes: _I64) -> _F32:
+        """``nodes``' cosines with ``query`` on their 8-bit codes, up to a constant (for ranking only)."""
+        codes = self._codes.reshape(self._nodes, self._code_size)[nodes]
+        approx: _F32 = codes.astype(np.float32) @ (query * self._step)
+        return approx
 
     def live_rows(self) -> Iterator[int]:
         """Row numbers still alive."""
@@ -601,7 +557,29 @@ class AnnBase:
         """The memory id of a row."""
         return bytes(self.ids[row]).decode()
 
-    def search(self, query: _F32, k: int, allowed: _Bool | None, passing: int) -> tuple[_I64, _F32]:
+    def scan(self, query: _F32, rows: _I64, limit: int, head: int) -> tuple[_I64, _F32]:
+        """The best ``limit`` of ``rows`` (best first, exact cosines): all ranked on their codes, then the
+        best ``head`` of them re-ranked on their float32 vectors, as a graph walk's head is."""
+        if not rows.size:
+            return rows, np.empty(0, dtype=np.float32)
+        nodes = rows if self.groups is None else np.unique(np.asarray(self.groups.groups)[rows])
+        if nodes.size > head:
+            nodes = nodes[np.argpartition(-self._approx(query, nodes), head - 1)[:head]]
+        nodes, exact = self._exact_nodes(query, nodes)
+        if self.groups is None:
+            kept, scores = nodes, exact
+        else:  # every row of ``rows`` in a kept node, with its node's score
+            order = np.argsort(nodes)
+            of_row = np.asarray(self.groups.groups)[rows]
+            at = np.minimum(np.searchsorted(nodes[order], of_row), max(nodes.size - 1, 0))
+            hit = nodes[order][at] == of_row if nodes.size else np.zeros(rows.size, dtype=np.bool_)
+            kept, scores = rows[hit], exact[order][at][hit]
+        best = np.argsort(-scores, kind="stable")[:limit]
+        return kept[best].astype(np.int64), scores[best]
+
+    def search(
+        self, query: _F32, k: int, allowed: _Bool | None, passing: int, *, key: tuple[object, ...] | None = None
+    ) -> tuple[_I64, _F32]:
         """Up to ``k`` (row, cosine) pairs from the graph, best first, among ``allowed`` rows.
 
         The graph ranks on 8-bit codes; its ``k`` rows are then re-scored exactly on their
@@ -610,18 +588,23 @@ class AnnBase:
         ``allowed`` admits: the search breadth grows as the filter narrows, because the
         graph walk visits rows it then discards. With groups of identical rows the walk is
         over groups, each scored by one live row of it, and each found group gives every
-        row of it ``allowed`` admits.
+        row of it ``allowed`` admits. ``key``: the cache key of ``allowed`` in :attr:`masks` (its nodes' mask is
+        kept there too: at 1M rows making it is a pass over every row, ~1 ms).
         """
         groups = self.groups
         if groups is None:
             found = self._walk(query, k, allowed, passing)
-            scored = found
+        elif allowed is None:
+            found = self._walk(query, k, None, passing)
         else:
-            nodes = None if allowed is None else groups.allowed(allowed, self.alive)
-            found = self._walk(query, k, nodes, passing if nodes is None else int(np.count_nonzero(nodes)))
-            assert groups.rep is not None
-            scored = found
-        exact: _F32 = np.einsum("ij,j->i", self._fetch_nodes(scored), query) if found.size else np.empty(0, np.float32)
+
+            def make() -> tuple[_Bool | None, int]:
+                nodes = groups.allowed(allowed, self.alive)
+                return nodes, int(np.count_nonzero(nodes))
+
+            nodes, count = make() if key is None else self.masks.get(("nodes", *key), make)
+            found = self._walk(query, k, nodes, count)
+        found, exact = self._exact_nodes(query, found)
         order = np.argsort(-exact, kind="stable")
         if groups is None:
             return found[order], exact[order]

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _F32: TypeAlias = npt.NDArray[np.float32]
-    _I64: TypeAlias = npt.NDArray[np.int64]
-    _I32: TypeAlias = npt.NDArray[np.int32]
-    _Bool: TypeAlias = npt.NDArray[np.bool_]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import I32 as _I32
+    from engramdb.storage._arrays import I64 as _I64
+    from engramdb.storage._arrays import Bool as _Bool
+    from engramdb.storage._arrays import npt
 
 from engramdb.errors import CorruptStoreError
 
@@ -126,22 +124,24 @@ class MaskCache:
 
     One agent asking again and again builds the same mask over every row of the index each time (~1.3 ms of
     CPU at 1M rows). Each index holds its own cache, keyed by the index's ``version`` (which moves whenever a
-    row's visibility or liveness changes), so a stale mask is never used.
+    row's visibility or liveness changes), so a stale mask is never used. Bounded by bytes, not by count:
+    fifty agents taking turns (a server's load) found none of theirs among the last 8 and built a mask each
+    search (bench/RESULTS.md, issue 27, fourth round); 64 MB keeps 64 masks at 1M rows, 640 at 100k.
     """
 
-    _SIZE = 8
+    _MIN = 8
+    _BYTES = 64 << 20
 
     def __init__(self) -> None:
-        self._masks: dict[tuple[int, str | None, bool], tuple[_Bool | None, int]] = {}
+        self._masks: dict[tuple[object, ...], tuple[_Bool | None, int]] = {}
 
-    def get(
-        self, key: tuple[int, str | None, bool], make: Callable[[], tuple[_Bool | None, int]]
-    ) -> tuple[_Bool | None, int]:
+    def get(self, key: tuple[object, ...], make: Callable[[], tuple[_Bool | None, int]]) -> tuple[_Bool | None, int]:
         """The mask and passing count under ``key`` (made by ``make`` when absent). Callers must not change it."""
         found = self._masks.pop(key, None)
         if found is None:
             found = make()
-            while len(self._masks) >= self._SIZE:
+            size = max(found[0].nbytes if found[0] is not None else 0, 1)
+            while len(self._masks) >= max(self._MIN, self._BYTES // size):
                 del self._masks[next(iter(self._masks))]
         self._masks[key] = found  # most recent last
         return found

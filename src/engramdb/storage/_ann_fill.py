@@ -17,16 +17,14 @@ p50 unchanged, for 4-6 s of build per 50k rows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _F32: TypeAlias = npt.NDArray[np.float32]
-    _I64: TypeAlias = npt.NDArray[np.int64]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import I64 as _I64
+    from engramdb.storage._arrays import npt
 
 __all__ = ["fill_sparse"]
 

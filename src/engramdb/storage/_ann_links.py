@@ -18,18 +18,15 @@ random order and filled (:mod:`._ann_fill`), ~7,100 groups.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _F32: TypeAlias = npt.NDArray[np.float32]
-    _I64: TypeAlias = npt.NDArray[np.int64]
-    _Bool: TypeAlias = npt.NDArray[np.bool_]
-    _I32: TypeAlias = npt.NDArray[np.int32]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import I32 as _I32
+    from engramdb.storage._arrays import I64 as _I64
+    from engramdb.storage._arrays import Bool as _Bool
 
 __all__ = ["link_islands"]
 

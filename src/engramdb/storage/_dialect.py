@@ -85,6 +85,11 @@ class Dialect(Protocol):
         ...
 
     @property
+    def vectors_by_agent(self) -> bool:
+        """Whether ``vectors`` rows carry their memory's ``agent`` (the table is partitioned by it)."""
+        ...
+
+    @property
     def search(self) -> CandidateSource:
         """Candidate retrieval (keyword and vector channels)."""
         ...
@@ -106,6 +111,10 @@ class Dialect(Protocol):
 
     def relax_commit(self) -> None:
         """:meth:`~engramdb.storage.base.Store.relax_commit`: the open write's commit need not wait for the disk."""
+        ...
+
+    def background_turn(self) -> None:
+        """:meth:`~engramdb.storage.base.Store.background_turn`: wait for the store's other background writes."""
         ...
 
     @property

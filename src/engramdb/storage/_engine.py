@@ -63,6 +63,7 @@ def sql_store(dialect: Dialect) -> Store:
         _relax=dialect.relax_commit,
         concurrent_reads=dialect.concurrent_reads,
         _in_write=dialect.in_write,
+        _background=dialect.background_turn,
     )
 
 

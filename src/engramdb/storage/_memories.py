@@ -115,12 +115,20 @@ def write_vectors(
         # seq: another process's vector cache then sees it as new (an append) after dropping the rows that
         # are gone (engramdb.storage._vector_index.VectorIndex.reconcile), instead of rebuilding its index.
         conn.execute(f"DELETE FROM vectors WHERE {these}", (ids_param,))
-    d.insert_rows(
-        conn,
-        "vectors",
-        ("memory_id", "model_id", "dim", d.vector_column),
-        [(memory_id, model_id, dim, d.encode_vector(unit[n])) for n, memory_id in enumerate(ids)],
-    )
+    if d.vectors_by_agent:
+        d.insert_rows(
+            conn,
+            "vectors",
+            ("memory_id", "agent", "model_id", "dim", d.vector_column),
+            [(m.id, m.agent, model_id, dim, d.encode_vector(unit[n])) for n, m in enumerate(memories)],
+        )
+    else:
+        d.insert_rows(
+            conn,
+            "vectors",
+            ("memory_id", "model_id", "dim", d.vector_column),
+            [(memory_id, model_id, dim, d.encode_vector(unit[n])) for n, memory_id in enumerate(ids)],
+        )
     d.vectors_written(memories, unit, model_id=model_id)
 
 

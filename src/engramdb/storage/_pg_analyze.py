@@ -35,11 +35,18 @@ _RETRY_AFTER_S: Final = 600.0
 #: Changed rows since the last ANALYZE that make a table stale: a fifth of it, and at least this many.
 _MIN_CHANGED: Final = 1000
 _TABLES: Final = ("memories", "vectors")
+# Summed over a table's partitions (``vectors`` is partitioned by agent since schema step 5; a plain table is its own
+# only leaf). A partition never counted has reltuples -1: the table is unknown only when none was ever counted.
 _COUNTERS_SQL: Final = (
-    "SELECT c.relname::text, c.reltuples, s.n_live_tup, s.n_mod_since_analyze, "
-    "s.last_analyze IS NOT NULL OR s.last_autoanalyze IS NOT NULL "
-    "FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid "
-    "WHERE c.oid = ANY (ARRAY[to_regclass('memories'), to_regclass('vectors')]::oid[])"
+    "SELECT t.name, CASE WHEN bool_and(c.reltuples < 0) THEN -1 ELSE sum(greatest(c.reltuples, 0)) END, "
+    "sum(s.n_live_tup), sum(s.n_mod_since_analyze), "
+    "bool_and(s.last_analyze IS NOT NULL OR s.last_autoanalyze IS NOT NULL) "
+    "FROM unnest(ARRAY['memories', 'vectors']) AS t(name) "
+    "CROSS JOIN LATERAL (SELECT p.relid FROM pg_partition_tree(to_regclass(t.name)) p WHERE p.isleaf "
+    "UNION ALL SELECT to_regclass(t.name) WHERE NOT EXISTS "
+    "(SELECT 1 FROM pg_inherits i WHERE i.inhparent = to_regclass(t.name))) p "
+    "JOIN pg_class c ON c.oid = p.relid JOIN pg_stat_user_tables s ON s.relid = c.oid "
+    "GROUP BY t.name"
 )
 
 

@@ -11,6 +11,7 @@ index or an exact scan of the filter's rows, the same ``hnsw.ef_search``), so th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -19,21 +20,49 @@ from psycopg import sql
 
 from engramdb.errors import StorageError, ValidationError
 from engramdb.storage._checks import as_unit_rows
-from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, filter_sql, pg_statement
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
-__all__ = ["NEAR_EF_SEARCH", "distance_sql", "near_ef", "nearest_many"]
+__all__ = ["NEAR_EF_SEARCH", "VectorBranch", "VectorPlan", "near_ef", "nearest_many", "vector_branches"]
 
-#: ``hnsw.ef_search`` of lookups that need only near neighbours (a near-duplicate check: cosine >= 0.95). Measured at
-#: 1M memories (bench/pg_near_ef.py): 100 stored vectors moved a little, one near-duplicate each under an agent and
-#: kind filter: 99 of 100 found at 40, 100, 200 and at a search's breadth (800) alike; warm, 8 ms a lookup at 200
-#: against 21 at 800 (what a search uses at a million, for the recall of its whole top 10).
-NEAR_EF_SEARCH: Final = 200
+#: ``hnsw.ef_search`` of lookups that need only near neighbours (a near-duplicate check: cosine >= 0.95). Measured
+#: (bench/pg_near_ef.py, stored ``knowledge`` vectors moved a little, their near-duplicates under an agent and kind
+#: filter): at 1M, 99 of 100 found at 40, 100, 200 and a search's breadth (800) alike; at 100k, 100 of 100 (noise
+#: 0.01) and 91 of 91 (noise 0.016, cosines down to 0.95) at 40, 100 and 200 alike, a lookup 7-10 ms at 40 against
+#: 10-17 at 200. The filter still fills the top 5 (iterative scan).
+NEAR_EF_SEARCH: Final = 40
 
 Query = tuple[npt.NDArray[np.float32], Filter]
-#: Whether a search of this filter uses the HNSW index (PgSearch._use_index, bound to its connection and limit).
-UseIndex = Callable[[Any, CurrentModel, Filter, int], bool]
+#: How a search of this filter reads the vectors (PgSearch._plan, bound to its connection and limit).
+PlanOf = Callable[[Any, CurrentModel, Filter, int], "VectorPlan"]
+
+# Rows another agent owns that the reader may see: public ones and ones shared with it or everyone. Row by row for the
+# HNSW path (rows come in the index's order); as an array of shares for the exact path, so the planner can gather
+# them from the memories' indexes (see _pg_sql._VISIBLE_INDEXED).
+_OPEN_ROW_BY_ROW: Final = (
+    "(m.visibility = 'public' OR EXISTS (SELECT 1 FROM shares s WHERE s.memory_id = m.id AND s.to_agent IN (?, '*')))"
+)
+_OPEN_INDEXED: Final = (
+    "(m.visibility = 'public' OR m.id = ANY (ARRAY(SELECT s.memory_id FROM shares s WHERE s.to_agent IN (?, '*'))))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorPlan:
+    """Whether a search reads the HNSW graphs (True) or scans exactly: for the reader's own vectors (``own``, its
+    partition's graph) and for the other agents' public and shared ones (``others``, every partition's graph)."""
+
+    own: bool
+    others: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VectorBranch:
+    """One part of a vector search: its distance expression and WHERE clause over ``vectors v`` and ``memories m``."""
+
+    distance: sql.Composable
+    where: str
+    params: tuple[Any, ...]
 
 
 def near_ef(model: CurrentModel, limit: int) -> str:
@@ -41,16 +70,43 @@ def near_ef(model: CurrentModel, limit: int) -> str:
     return str(max(NEAR_EF_SEARCH, limit))
 
 
-def distance_sql(model: CurrentModel, flt: Filter, *, index: bool) -> tuple[sql.Composable, FilterSQL]:
-    """The distance expression of a vector search and its filter's WHERE clause, for the HNSW path or not."""
+def _distance(model: CurrentModel, *, index: bool) -> sql.Composable:
     if index:
-        # The expression the model's partial HNSW index is built on. Rows come in the index's order and are tested
-        # one by one (the row-by-row visibility test).
-        distance = sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(dim=sql.Literal(model.dim))
-        return distance, filter_sql(flt)
-    # Not the indexed expression: the planner scans the rows that pass the filter, which it can gather from the
-    # memories' indexes with the indexed visibility form.
-    return sql.SQL("v.embedding <=> %s::vector"), filter_sql(flt, indexed=True)
+        # The expression the model's partial HNSW index is built on: rows come in the index's order.
+        return sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(dim=sql.Literal(model.dim))
+    # Not the indexed expression: the planner scans the rows that pass the filter, gathered from indexes.
+    return sql.SQL("v.embedding <=> %s::vector")
+
+
+def vector_branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[VectorBranch]:
+    """The parts of a vector search under ``flt``; its answer is the nearest rows of their union.
+
+    ``vectors`` is partitioned by agent: a reader's own rows are searched apart (``v.agent = reader`` prunes to one
+    partition and its HNSW graph), and other agents' rows it may see (public, shared) in a second part. The two
+    are disjoint and together are what the visibility rule admits. Without a reader, one part over every partition.
+    """
+    if flt.agent is None:
+        f = filter_sql(flt, indexed=not plan.own)
+        return [VectorBranch(_distance(model, index=plan.own), f.where, f.params)]
+    rest = filter_sql(replace(flt, agent=None))
+    reader = flt.agent
+    branches = [
+        VectorBranch(
+            _distance(model, index=plan.own),
+            f"v.agent = ? AND m.agent = ? AND {rest.where}",
+            (reader, reader, *rest.params),
+        )
+    ]
+    if flt.include_shared:
+        visible = _OPEN_ROW_BY_ROW if plan.others else _OPEN_INDEXED
+        branches.append(
+            VectorBranch(
+                _distance(model, index=plan.others),
+                f"v.agent <> ? AND m.agent <> ? AND {visible} AND {rest.where}",
+                (reader, reader, reader, *rest.params),
+            )
+        )
+    return branches
 
 
 def nearest_many(
@@ -58,7 +114,7 @@ def nearest_many(
     models: ModelCache,
     *,
     check_statistics: Callable[[Any], None],
-    use_index: UseIndex,
+    plan_of: PlanOf,
     ef_search: Callable[[CurrentModel, int], str],
     iterative: str,
     queries: Sequence[tuple[Vectors, Filter]],
@@ -82,7 +138,7 @@ def nearest_many(
                 if not fresh:
                     continue  # the cached model may be stale: once more with the store's own
                 raise ValidationError(f"query vector has dimension {wrong}, the store's vectors have {model.dim}")
-            rows = _rows(conn, model, unit, limit, use_index=use_index, ef=ef_search(model, limit), iterative=iterative)
+            rows = _rows(conn, model, unit, limit, plan_of=plan_of, ef=ef_search(model, limit), iterative=iterative)
             if rows is not None:
                 return rows
             # The model changed since it was cached (the statement reads it): once more with the new one.
@@ -90,25 +146,26 @@ def nearest_many(
 
 
 def _rows(
-    conn: Any, model: CurrentModel, unit: Sequence[Query], limit: int, *, use_index: UseIndex, ef: str, iterative: str
+    conn: Any, model: CurrentModel, unit: Sequence[Query], limit: int, *, plan_of: PlanOf, ef: str, iterative: str
 ) -> list[list[Candidate]] | None:
     branches: list[sql.Composable] = []
     params: list[Any] = []
     for pos, (query, flt) in enumerate(unit):
-        distance, f = distance_sql(model, flt, index=use_index(conn, model, flt, limit))
-        branches.append(
-            sql.SQL(
-                "(SELECT {pos} AS q, v.memory_id, {distance} AS d FROM vectors v JOIN memories m ON m.id = v.memory_id "
-                "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
-            ).format(
-                pos=sql.Literal(pos),
-                distance=distance,
-                model=sql.Literal(model.model_id),
-                dim=sql.Literal(model.dim),
-                where=sql.SQL(pg_statement(f.where)),
+        for branch in vector_branches(model, flt, plan_of(conn, model, flt, limit)):
+            branches.append(
+                sql.SQL(
+                    "(SELECT {pos} AS q, v.memory_id, {distance} AS d FROM vectors v "
+                    "JOIN memories m ON m.id = v.memory_id "
+                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
+                ).format(
+                    pos=sql.Literal(pos),
+                    distance=branch.distance,
+                    model=sql.Literal(model.model_id),
+                    dim=sql.Literal(model.dim),
+                    where=sql.SQL(pg_statement(branch.where)),
+                )
             )
-        )
-        params += [query, *f.params, limit]
+            params += [query, *branch.params, limit]
     # The store's current model travels with the answer (one row even when no branch finds any): a model
     # changed since it was cached makes the caller ask again.
     statement = sql.SQL(
@@ -126,5 +183,7 @@ def _rows(
         return None
     out: list[list[Candidate]] = [[] for _ in unit]
     for pos, memory_id, d, _ in found[1:]:
-        out[int(pos)].append(Candidate(str(memory_id), 1.0 - float(d)))
+        # Sorted by query, then distance: a query's parts together give its nearest ``limit``.
+        if len(out[int(pos)]) < limit:
+            out[int(pos)].append(Candidate(str(memory_id), 1.0 - float(d)))
     return out

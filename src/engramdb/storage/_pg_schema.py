@@ -15,6 +15,7 @@ same code on both backends. What differs:
 * vectors: a dimensionless ``vector`` column; an HNSW index needs a fixed dimension, so one
   partial expression index per (model, dimension) is created when that pair is first
   written (see ``PostgresBackend._ensure_vector_index``) and recorded in ``vector_indexes``;
+  the table is hash-partitioned by the memory's agent (step 5), so each partition has its own graph;
 * no epoch triggers: searches run in the database, so there is no cache to keep in step.
 
 To change the schema, append a step to :data:`MIGRATIONS` (never edit a released one).
@@ -35,11 +36,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOCK_AUDIT",
+    "LOCK_BACKGROUND",
     "LOCK_META_CLASS",
     "LOCK_MIGRATE",
     "LOCK_VECTOR_INDEX",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "VECTOR_PARTITIONS",
     "PgMigration",
     "migrate",
 ]
@@ -48,6 +51,8 @@ __all__ = [
 LOCK_MIGRATE: Final = 0x656E677200000001
 LOCK_AUDIT: Final = 0x656E677200000002
 LOCK_VECTOR_INDEX: Final = 0x656E677200000003
+#: Held by the background vector writes (``PostgresBackend.background_turn``): one at a time per store.
+LOCK_BACKGROUND: Final = 0x656E677200000004
 #: The first half of the two-integer advisory locks on meta keys (``lock_meta``; a key space apart from the above).
 LOCK_META_CLASS: Final = 0x656E6772
 
@@ -194,12 +199,58 @@ END
 $$;
 """
 
+#: How many hash partitions of ``vectors`` (by agent) schema step 5 makes.
+VECTOR_PARTITIONS: Final = 16
+
+# Vectors partitioned by their memory's agent (hash), each partition with its own HNSW graph: an agent's search prunes
+# to its partition's graph instead of reading ~10 index entries for each of its own in a graph of every agent's
+# vectors (bench/RESULTS.md, issue 26). ``agent`` copies the memory's (which never changes). The HNSW indexes of
+# ``vector_indexes`` are built again on the partitioned table (one per partition), then the statistics taken: searches
+# choose between the index and an exact scan by the row estimate.
+_V5_VECTORS_BY_AGENT = f"""
+CREATE TABLE vectors_by_agent (
+    memory_id text NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    agent     text NOT NULL,
+    model_id  text NOT NULL,
+    dim       integer NOT NULL CHECK (dim > 0),
+    embedding vector NOT NULL,
+    PRIMARY KEY (memory_id, agent)
+) PARTITION BY HASH (agent);
+DO $$
+BEGIN
+    FOR i IN 0..{VECTOR_PARTITIONS - 1} LOOP
+        EXECUTE format('CREATE TABLE vectors_p%s PARTITION OF vectors_by_agent '
+                       'FOR VALUES WITH (MODULUS {VECTOR_PARTITIONS}, REMAINDER %s)', i, i);
+    END LOOP;
+END
+$$;
+INSERT INTO vectors_by_agent (memory_id, agent, model_id, dim, embedding)
+    SELECT v.memory_id, m.agent, v.model_id, v.dim, v.embedding FROM vectors v JOIN memories m ON m.id = v.memory_id;
+DROP TABLE vectors;
+ALTER TABLE vectors_by_agent RENAME TO vectors;
+ALTER TABLE vectors RENAME CONSTRAINT vectors_by_agent_pkey TO vectors_pkey;
+CREATE INDEX vectors_model ON vectors (model_id, dim);
+CREATE INDEX vectors_agent ON vectors (agent, model_id, dim);
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT model_id, dim, index_name FROM vector_indexes LOOP
+        EXECUTE format('CREATE INDEX %I ON vectors USING hnsw ((embedding::vector(%s)) vector_cosine_ops) '
+                       'WHERE model_id = %L AND dim = %s', r.index_name, r.dim, r.model_id, r.dim);
+    END LOOP;
+END
+$$;
+ANALYZE vectors;
+"""
+
 #: Every schema step, in order. Append only.
 MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
     PgMigration(version=2, description="hash-chained audit trail", script=_V2_AUDIT),
     PgMigration(version=3, description="user and session scopes, event time, validity", script=_V3_SCOPES),
     PgMigration(version=4, description="keyword index keyed by agent (btree_gin)", script=_V4_AGENT_WORDS),
+    PgMigration(version=5, description="vectors partitioned by agent, an HNSW graph each", script=_V5_VECTORS_BY_AGENT),
 )
 
 #: The schema version this code writes and understands.

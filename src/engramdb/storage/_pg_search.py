@@ -22,7 +22,7 @@ from engramdb.models import Memory
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._pg_analyze import StatisticsKeeper
-from engramdb.storage._pg_nearest import distance_sql, near_ef, nearest_many
+from engramdb.storage._pg_nearest import VectorPlan, near_ef, nearest_many, vector_branches
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, TermStats, filter_sql, pg_statement, tsquery_sql
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
@@ -42,20 +42,21 @@ class _Backend(Protocol):
 
 #: About how many matching rows a keyword search ranks at most, once the planner has statistics (keyword_candidates).
 KEYWORD_RANK_ROWS: Final = 5_000
-#: The HNSW search breadth (``hnsw.ef_search``) at least; a deeper search raises it to its ``limit``. Measured
-#: (bench/scale_pg.py, 100k memories, 10% agent filter, depth 50, 100 questions): 100 gives recall@10 0.955, 200
-#: 0.969, 300 0.980, 400 0.985, within the latency noise of each other (the filter's overscan costs more).
-MIN_EF_SEARCH: Final = 400
+#: The HNSW search breadth (``hnsw.ef_search``) at least, on a graph of :data:`_EF_SCALE_ROWS` vectors; a deeper
+#: search raises it to its ``limit``. Measured on the partitioned store (bench/scale_pg.py, 100k memories over 10
+#: agents, an agent's graph of 20k vectors, depth 50, 40 questions): ef 64 gave recall@10 0.983 (agent + kind 0.973),
+#: 100 0.995 (0.988), 150 1.0 (0.995), with 1,385 buffers read at 100 against 3,273 at 400.
+MIN_EF_SEARCH: Final = 100
 #: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
 #: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
 _INDEXED_READER_ROWS: Final = 20_000
-#: An exact scan reads a row for about this fraction of what the HNSW index spends on an entry (see _use_index).
+#: An exact scan reads a row for about this fraction of what the HNSW index spends on an entry (see _plan).
 _EXACT_COST_RATIO: Final = 4
 #: pgvector 0.8's iterative index scan (``hnsw.iterative_scan``): with a filter, the scan goes on past ``ef_search``
 #: until ``limit`` rows pass. "relaxed_order" returns them roughly in distance order (the statement re-sorts them).
 ITERATIVE_SCAN: Final = "relaxed_order"
-#: Past this many vectors, ``hnsw.ef_search`` grows with the square root of the store (800 at a million).
-_EF_SCALE_ROWS: Final = 250_000
+#: Past this many vectors in the graph searched, ``hnsw.ef_search`` grows with the square root of its size.
+_EF_SCALE_ROWS: Final = 20_000
 #: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
 _MAX_EF_SEARCH: Final = 1000
 
@@ -190,57 +191,74 @@ class PgSearch:
         """See :meth:`CandidateSource.vector_candidates_many`: one statement (:mod:`._pg_nearest`)."""
         ef = self._ef if near is None else near_ef
         return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
-                            use_index=self._use_index, ef_search=ef, iterative=self._iterative,
+                            plan_of=self._plan, ef_search=ef, iterative=self._iterative,
                             queries=queries, limit=limit)  # fmt: skip
 
-    def _ef(self, model: CurrentModel, limit: int) -> str:
-        """``hnsw.ef_search`` for a search of ``limit`` rows.
+    def _ef(self, model: CurrentModel, limit: int, *, graph_rows: float | None = None) -> str:
+        """``hnsw.ef_search`` for a search of ``limit`` rows in a graph of ``graph_rows`` vectors (a partition's).
 
-        Wider on larger graphs: at 1M memories under a 10% agent filter ef 400 gave recall@10 0.96, 700 0.993 and
-        1000 0.997 (30 questions, bench/scale_pg.py); at 100k 400 gave 0.985-0.993.
+        Wider on larger graphs: on one graph of every agent's vectors at 1M memories (before the partitions), a 10%
+        agent filter needed ef 700 for recall@10 0.993 (ef 400: 0.96; 30 questions, bench/scale_pg.py).
         """
-        wider = int(self._ef_search * math.sqrt(max(1.0, model.estimate) / _EF_SCALE_ROWS))
+        rows = model.partition_rows if graph_rows is None else graph_rows
+        wider = int(self._ef_search * math.sqrt(max(1.0, rows) / _EF_SCALE_ROWS))
         return str(min(_MAX_EF_SEARCH, max(self._ef_search, wider, limit)))
 
-    def _use_index(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> bool:
-        """The HNSW index (True) or an exact scan of the rows the filter admits (False).
+    def _plan(self, conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> VectorPlan:
+        """The HNSW graphs or an exact scan, for the reader's own vectors and for the others it may see.
 
         The planner's row estimate (reltuples) is -1 until the table is first analysed: exact until then, and below
-        ``exact_search_below`` vectors. Above it, a reader owning a small share of the store is scanned exactly too:
-        the index reads about ``limit`` x (store rows / reader's rows) entries to find ``limit`` of the reader's
-        (and gives up at pgvector's ``hnsw.max_scan_tuples``, 20,000: an agent with 0.1% of a million rows got an
+        ``exact_search_below`` vectors. Above it, rows a search would find few of are scanned exactly: finding
+        ``limit`` of a reader's rows in a graph reads about ``limit`` x (graph rows / reader's rows) entries (and
+        gives up at pgvector's ``hnsw.max_scan_tuples``, 20,000: an agent with 0.1% of a million rows got an
         incomplete top 50), while the exact scan reads the reader's rows, each about a quarter of an index entry's
-        cost (bench/scale_pg.py at 100k: 10k rows exactly ~4x the time of ~500 index entries).
+        cost (bench/scale_pg.py at 100k: 10k rows exactly ~4x the time of ~500 index entries). The reader's own
+        rows are in its partition's graph (``vectors`` is partitioned by agent); other agents' public and shared
+        rows are in every partition's.
         """
         if not 0 <= self._exact_below <= model.estimate:
-            return False
+            return VectorPlan(own=False, others=False)
         if flt.agent is None:
-            return True
+            return VectorPlan(own=True, others=True)
         own = self._terms.agent_rows(conn, flt.agent)
-        return own <= 0 or own * own > _EXACT_COST_RATIO * limit * model.estimate
+        seen = self._terms.open_rows(conn) if flt.include_shared else 0.0
+        return VectorPlan(
+            own=own <= 0 or own * own > _EXACT_COST_RATIO * limit * model.partition_rows,
+            others=seen * seen > _EXACT_COST_RATIO * limit * model.estimate,
+        )
 
     def _vector_rows(
         self, conn: Raw, model: CurrentModel, query: npt.NDArray[np.float32], flt: Filter, limit: int
     ) -> list[tuple[str, float, Memory]] | None:
         """The nearest ``limit`` (id, distance, memory) under ``flt``; None when ``model`` is no longer the store's."""
-        # The relaxed iterative scan of the HNSW path returns rows roughly in order: the outer query sorts its head.
-        distance, f = distance_sql(model, flt, index=self._use_index(conn, model, flt, limit))
-        # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after h.d and h.model.
-        statement = sql.SQL(
-            "SELECT * FROM (SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
-            "{shared_by}, {shared_at}, {columns} FROM vectors v "
-            "JOIN memories m ON m.id = v.memory_id "
-            "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s) h ORDER BY h.d"
-        ).format(
-            distance=distance,
-            shared_by=sql.SQL(pg_statement(f.shared_by)),
-            shared_at=sql.SQL(pg_statement(f.shared_at)),
-            columns=sql.SQL(MEMORY_COLUMNS),
-            model=sql.Literal(model.model_id),
-            dim=sql.Literal(model.dim),
-            where=sql.SQL(pg_statement(f.where)),
+        f = filter_sql(flt)
+        parts: list[sql.Composable] = []
+        params: list[Any] = []
+        # The reader's partition holds its own rows and maybe another agent's: its graph is at least that large.
+        own = self._terms.agent_rows(conn, flt.agent) if flt.agent is not None else 0.0
+        ef = self._ef(model, limit, graph_rows=max(model.partition_rows, own))
+        for branch in vector_branches(model, flt, self._plan(conn, model, flt, limit)):
+            # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after d and model.
+            # The relaxed iterative scan of the HNSW path returns rows roughly in order: each part sorts its head.
+            parts.append(
+                sql.SQL(
+                    "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
+                    "{shared_by}, {shared_at}, {columns} FROM vectors v JOIN memories m ON m.id = v.memory_id "
+                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
+                ).format(
+                    distance=branch.distance,
+                    shared_by=sql.SQL(pg_statement(f.shared_by)),
+                    shared_at=sql.SQL(pg_statement(f.shared_at)),
+                    columns=sql.SQL(MEMORY_COLUMNS),
+                    model=sql.Literal(model.model_id),
+                    dim=sql.Literal(model.dim),
+                    where=sql.SQL(pg_statement(branch.where)),
+                )
+            )
+            params += [query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params, *branch.params, limit]
+        statement = sql.SQL("SELECT * FROM ({parts}) h ORDER BY h.d LIMIT %s").format(
+            parts=sql.SQL(" UNION ALL ").join(parts)
         )
-        ef = self._ef(model, limit)
         # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
         # session settings (no transaction: BEGIN and COMMIT would cost a round trip each); only this method
         # searches the HNSW index on the store's connections, and it sets both every time.
@@ -249,8 +267,7 @@ class PgSearch:
                 "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
                 (ef, self._iterative),
             )
-            params = (query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params, *f.params, limit)
-            cur = conn.execute(statement, params)
+            cur = conn.execute(statement, (*params, limit))
         rows = cur.fetchall()
         if rows and rows[0][1] != model.model_id:
             return None

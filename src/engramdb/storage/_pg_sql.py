@@ -101,7 +101,11 @@ _LEXEME_CACHE: Final = 4096
 # with three extra numbers (min, max, nulls).
 _STATS_SQL: Final = (
     "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples, "
-    "a.most_common_vals::text::text[], a.most_common_freqs, to_regclass('memories_agent_tsv') IS NOT NULL "
+    "a.most_common_vals::text::text[], a.most_common_freqs, to_regclass('memories_agent_tsv') IS NOT NULL, "
+    "(SELECT p.most_common_freqs[array_position(p.most_common_vals::text::text[], 'public')] FROM pg_stats p "
+    "WHERE p.schemaname = c.relnamespace::regnamespace::text AND p.tablename = 'memories' "
+    "AND p.attname = 'visibility'), "
+    "(SELECT greatest(s.reltuples, 0) FROM pg_class s WHERE s.oid = to_regclass('shares')) "
     "FROM pg_class c "
     "LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text "
     "AND s.tablename = 'memories' AND s.attname = 'tsv' "
@@ -128,6 +132,7 @@ class TermStats:
         self._agents: dict[str, float] = {}
         self._other_agent = 0.0
         self._agent_words = False
+        self._open_rows = 0.0
         self._lexemes: dict[str, tuple[str, ...]] = {}
 
     def selecting(self, conn: Raw, terms: Sequence[str]) -> tuple[tuple[str, ...], bool]:
@@ -163,6 +168,13 @@ class TermStats:
         with self._lock:
             return self._agents.get(agent, self._other_agent)
 
+    def open_rows(self, conn: Raw) -> float:
+        """About how many memories an agent may see that another agent owns: the public ones and the shares (an
+        upper bound; 0 without statistics)."""
+        self._estimates(conn)
+        with self._lock:
+            return self._open_rows
+
     def invalidate(self) -> None:
         """Read the statistics again at the next search (they were just refreshed by ANALYZE)."""
         with self._lock:
@@ -185,6 +197,7 @@ class TermStats:
         agents: dict[str, float] = {}
         other_agent = 0.0
         agent_words = bool(row[5]) if row is not None else False
+        open_rows = 0.0
         if row is not None and row[2] is not None:
             total = max(0.0, float(row[2]))
             if row[0] is not None and row[1] is not None:
@@ -195,7 +208,9 @@ class TermStats:
             if row[3] is not None and row[4] is not None:
                 agents = {str(a): float(f) * total for a, f in zip(row[3], row[4], strict=False)}
             other_agent = min(agents.values(), default=total)
+            open_rows = float(row[6] or 0) * total + float(row[7] or 0)
         with self._lock:
+            self._open_rows = open_rows
             self._rows, self._unlisted, self._expires = estimates, unlisted, now + _STATS_TTL_S
             self._agents, self._other_agent, self._agent_words = agents, other_agent, agent_words
         return estimates
@@ -220,19 +235,30 @@ class TermStats:
 
 @dataclass(frozen=True, slots=True)
 class CurrentModel:
-    """The store's current embedding model, its vectors' dimension, and the planner's estimate of the vector rows."""
+    """The store's current embedding model, its vectors' dimension, the planner's estimate of the vector rows, and
+    how many partitions (by agent) hold them."""
 
     model_id: str
     dim: int
     estimate: float
+    partitions: int = 1
+
+    @property
+    def partition_rows(self) -> float:
+        """About how many vectors one partition holds (what an agent's search reads its graph among)."""
+        return self.estimate / max(1, self.partitions)
 
 
 #: How long the current model and the row estimate are reused. A search checks the model in its own statement, so
 #: a change is seen at once; the estimate only picks the exact scan or the index, and ANALYZE moves it rarely.
 _MODEL_TTL_S: Final = 30.0
+# The estimate sums the partitions' (-1 while none was ever counted: a partition holding no agent yet is never
+# analysed by autovacuum).
 _MODEL_SQL: Final = (
     "SELECT m.value, (SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
-    "(SELECT reltuples FROM pg_class WHERE oid = to_regclass('vectors')) FROM meta m WHERE m.key = %s"
+    "(SELECT CASE WHEN bool_and(c.reltuples < 0) THEN -1 ELSE sum(greatest(c.reltuples, 0)) END "
+    "FROM pg_partition_tree(to_regclass('vectors')) p JOIN pg_class c ON c.oid = p.relid WHERE p.isleaf), "
+    "(SELECT count(*) FROM pg_partition_tree(to_regclass('vectors')) p WHERE p.isleaf) FROM meta m WHERE m.key = %s"
 )
 
 
@@ -260,7 +286,7 @@ class ModelCache:
         if row is None or row[1] is None:
             # Not cached: the first vectors are found by the next search.
             return None
-        model = CurrentModel(str(row[0]), int(row[1]), float(row[2] if row[2] is not None else -1))
+        model = CurrentModel(str(row[0]), int(row[1]), float(row[2] if row[2] is not None else -1), int(row[3] or 1))
         with self._lock:
             self._model, self._expires = model, now + _MODEL_TTL_S
         return model

@@ -33,6 +33,7 @@ from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
 from engramdb.storage._kw_index import KeywordIndex, Ranked, fts_totals
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
+from engramdb.storage._tenant_rows import TenantRows
 from engramdb.storage._vector_index import SyncState, VectorIndex
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter
 
@@ -83,6 +84,8 @@ class SQLiteSearch:
         # Per (agent, users): whether the scope admits many rows (see _broad_scope), and searches left before a recount.
         self._scope_rows: dict[tuple[str, tuple[str | None, ...]], tuple[bool, int]] = {}
         self._frequencies = DocFrequencies()
+        #: Each agent's readable keys for the keyword plan, reused while no row can have joined them.
+        self._tenant_rows = TenantRows()
         #: Documents one keyword query may rank (see engramdb.storage._keyword_budget); None: no bound.
         self.postings_budget: int | None = KEYWORD_POSTINGS_BUDGET
         #: BM25 over cached postings, exactly as FTS5 ranks (see engramdb.storage._kw_index).
@@ -95,6 +98,7 @@ class SQLiteSearch:
         self._agent_rows.clear()
         self._scope_rows.clear()
         self._frequencies.clear()
+        self._tenant_rows.clear()
         self.keyword_index.clear()
 
     def warm(self) -> None:
@@ -147,7 +151,10 @@ class SQLiteSearch:
                 # One tenant among many: the global head would hold few of its rows, and FTS5 would then
                 # rank every match with the filter (~50-90 ms at 100k over 50 or 1,000 agents). Rank among
                 # the rows it may read instead (the same scores; the filter then applies to that head).
-                only = self._tenant_rids(conn, flt.agent, shared=flt.include_shared)
+                agent, shared = flt.agent, flt.include_shared
+                only = self._tenant_rows.get(
+                    conn, agent, shared=shared, gather=lambda: self._tenant_rids(conn, agent, shared=shared)
+                )
             ranked = self.keyword_index.rank(conn, terms, head=head, budget=budget, only=only)
             if ranked is not None:
                 found = self._filtered_head(conn, ranked, f, limit=limit)

@@ -31,32 +31,35 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Concatenate, Final, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Concatenate, Final, ParamSpec, TypeVar
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _F32: TypeAlias = npt.NDArray[np.float32]
-    _I64: TypeAlias = npt.NDArray[np.int64]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import I64 as _I64
+    from engramdb.storage._arrays import npt
 
 from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.storage._ann import (
     ANN_DEFAULT_THRESHOLD,
+    MIGRATE_FORMATS,
     AnnBase,
     AnnMeta,
     Overlay,
     Snapshot,
     ann_available,
     build_generation,
+    drop_float32_copy,
+    migrate_generation,
     prewarm,
     read_meta,
     snapshot_path,
     write_overlay,
 )
 from engramdb.storage._ann_exact import Codes, ExactRows, IndexRow, MaskCache, RowFilter
+from engramdb.storage._ann_rows import SQLiteVectors
+from engramdb.storage._ann_snapshot import fill_snapshot, overlay_rows, take_snapshot
 
 __all__ = [
     "ANN_DEFAULT_THRESHOLD",
@@ -80,11 +83,16 @@ _EXACT_ROWS: Final = 8_192
 #: factor 2 0.997 / 0.987, 5.4 ms; 3 0.998 / 0.990, 6.0 ms; 4 0.999 / 0.994, 10.1 ms (the flat graph: 0.997 / 0.987).
 _HEAD_FACTOR: Final = 3
 _HEAD_MIN: Final = 64
+
+
+def _head(limit: int) -> int:
+    """The rows re-ranked on float32 vectors for a search of ``limit``."""
+    return max(_HEAD_FACTOR * limit, _HEAD_MIN)
+
+
 #: Rebuild the index once the delta or the dead rows pass this share of it (and _MIN_REBUILD rows).
 _REBUILD_SHARE: Final = 0.05
 _MIN_REBUILD: Final = 10_000
-#: Vector snapshot rows copied per step (bounded temporary memory while writing a snapshot).
-_COPY_CHUNK: Final = 65_536
 
 
 def _locked(method: Callable[Concatenate[VectorIndex, _P], _R]) -> Callable[Concatenate[VectorIndex, _P], _R]:
@@ -126,13 +134,23 @@ class VectorIndex:
     """The vector cache of one store (see the module docstring).
 
     ``sidecar``: the directory of the persisted HNSW index (None: exact scan only, e.g. an
-    in-memory store); ``ann_threshold``: vectors above which the index is used (None: never).
+    in-memory store); ``database``: the SQLite file whose ``vectors`` rows the index re-scores on
+    (required with a sidecar); ``ann_threshold``: vectors above which the index is used (None: never).
     """
 
-    def __init__(self, sidecar: Path | None = None, *, ann_threshold: int | None = ANN_DEFAULT_THRESHOLD) -> None:
+    def __init__(
+        self,
+        sidecar: Path | None = None,
+        *,
+        database: Path | None = None,
+        ann_threshold: int | None = ANN_DEFAULT_THRESHOLD,
+    ) -> None:
         self._lock = threading.RLock()
         self.state: SyncState | None = None
-        self._root = sidecar if sidecar is not None and ann_threshold is not None and ann_available() else None
+        usable = sidecar is not None and database is not None and ann_threshold is not None and ann_available()
+        self._root = sidecar if usable else None
+        #: The float32 vectors of the index's rows: SQLite's own (the sidecar keeps no copy).
+        self._source = SQLiteVectors(database) if usable and database is not None else None
         self._threshold = ann_threshold if ann_threshold is not None else 0
         self._codes_agent = Codes()
         self._codes_kind = Codes()
@@ -201,6 +219,8 @@ class VectorIndex:
         if build is not None:
             build.cancel.set()
             build.thread.join()
+        if self._source is not None:
+            self._source.close()
 
     def _persist(self) -> None:
         """Write the index's changes since its build as an overlay, so the next open adopts the sidecar.
@@ -243,9 +263,12 @@ class VectorIndex:
         Only when nothing is loaded. The caller then loads the rows appended since
         (``self.state`` tells which) or, if nothing was adopted, everything.
         """
-        if self.state is not None or self._root is None:
+        if self.state is not None or self._root is None or self._source is None:
             return
-        meta = read_meta(self._root)
+        root, source = self._root, self._source
+        meta = read_meta(root)
+        legacy = read_meta(root, formats=MIGRATE_FORMATS) if meta is None else None
+        meta = meta or legacy
         if (
             meta is None
             or meta.model_id != state.model_id
@@ -255,7 +278,14 @@ class VectorIndex:
         ):
             return
         try:
-            base = AnnBase(self._root, meta)
+            if legacy is not None:
+                # A sidecar with its own float32 copy: keep the graph, look up each row's seq, drop the copy.
+                ids = np.load(root / meta.generation / "ids.npy", mmap_mode="r")
+                migrate_generation(root, meta, source.seqs_of(meta.model_id, np.asarray(ids)))
+            else:
+                drop_float32_copy(root / meta.generation)  # a migration cut short after its CURRENT
+            base = AnnBase(root, meta, source)
+            delta = overlay_rows(base, meta, source)
         except (CorruptStoreError, OSError, ValueError):
             return  # damaged or half-deleted: the caller loads from SQLite and the index is rebuilt
         self._reset()
@@ -263,19 +293,7 @@ class VectorIndex:
         self._codes_kind.extend(meta.kinds)
         self._exact.clear(dim=meta.dim)
         self._base = base
-        if base.delta is not None and len(base.delta["ids"]):
-            d = base.delta
-            self._exact.append(
-                (
-                    bytes(d["ids"][i]).decode(),
-                    int(d["rids"][i]),
-                    self._codes_agent.name(int(d["agents"][i])),
-                    self._codes_kind.name(int(d["kinds"][i])),
-                    "public" if d["public"][i] else "private",
-                    np.asarray(d["vectors"][i], dtype=np.float32).tobytes(),
-                )
-                for i in range(len(d["ids"]))
-            )
+        self._exact.append(delta)
         base.delta = None
         self.state = SyncState(meta.model_id, meta.epoch, meta.max_seq)
 
@@ -405,13 +423,16 @@ class VectorIndex:
         i = base.row_of(memory_id)
         if i is None:
             return None
+        vector, found = base.fetch(np.array([i], dtype=np.int64))
+        if not found[0]:
+            return None  # forgotten or re-embedded since: the store's next change tells the index
         return (
             memory_id,
             int(base.rids[i]),
             self._codes_agent.name(int(base.agents[i])),
             self._codes_kind.name(int(base.kinds[i])),
             "public" if base.public[i] else "private",
-            base.fetch(np.array([i], dtype=np.int64)).tobytes(),
+            vector.tobytes(),
         )
 
     # -- search ----------------------------------------------------------------------------------
@@ -463,8 +484,9 @@ class VectorIndex:
                 mask = base.alive.copy() if mask is None else mask & base.alive
             return mask, base.n if mask is None else int(np.count_nonzero(mask))
 
+        cacheable = MaskCache.cacheable(flt)
         key = (base.version, flt.agent, flt.include_public)
-        mask, passing = base.masks.get(key, make) if MaskCache.cacheable(flt) else make()
+        mask, passing = base.masks.get(key, make) if cacheable else make()
         rows: _I64
         scores: _F32
         if passing == 0:
@@ -473,8 +495,8 @@ class VectorIndex:
             rows, scores = self._scan(base, query, mask, limit)
         else:
             # Re-rank a deeper head than asked exactly: the 8-bit codes' order near the cut-off is the least sure.
-            fetch = max(_HEAD_FACTOR * limit, _HEAD_MIN)
-            rows, scores = base.search(query, fetch, None if passing == base.n else mask, passing)
+            allowed = None if passing == base.n else mask
+            rows, scores = base.search(query, _head(limit), allowed, passing, key=key if cacheable else None)
             if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
                 rows, scores = self._scan(base, query, mask, limit)
         merged = [(base.id_of(int(r)), float(s)) for r, s in zip(rows[:limit], scores[:limit], strict=True)]
@@ -484,18 +506,10 @@ class VectorIndex:
 
     @staticmethod
     def _scan(base: AnnBase, query: _F32, mask: npt.NDArray[np.bool_] | None, limit: int) -> tuple[_I64, _F32]:
-        """Exact top ``limit`` of the index's rows passing ``mask``."""
-        if mask is None:
-            # Every row: scan the mapped matrix in place (gathering it first copies all of it, ~2x slower).
-            rows = np.arange(base.n)
-            scores = base.scores(query, None)
-        else:
-            rows = np.flatnonzero(mask)
-            scores = base.scores(query, rows)
-        k = min(limit, scores.size)
-        top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return rows[top].astype(np.int64), scores[top]
+        """Top ``limit`` of the index's rows passing ``mask``: every one ranked on its 8-bit code, the head of
+        them on its float32 vector (exact cosines, as a walk's head)."""
+        rows = np.arange(base.n) if mask is None else np.flatnonzero(mask)
+        return base.scan(query, rows.astype(np.int64), limit, _head(limit))
 
     # -- background builds -----------------------------------------------------------------------
     def _needs_build(self) -> bool:
@@ -533,7 +547,11 @@ class VectorIndex:
         if build is None or self._root is None:
             return
         try:
-            snap = self._snapshot(build)
+            taken = self._snapshot(build)
+            if taken is None:
+                return
+            assert self._source is not None
+            snap = fill_snapshot(self._source, *taken, build.cancel)
             if snap is None:
                 return
             meta = build_generation(self._root, snap, build.cancel)
@@ -548,67 +566,30 @@ class VectorIndex:
                 if self._build is build:
                     self._build = None
 
-    def _snapshot(self, build: _Build) -> Snapshot | None:
-        """Capture every current row for the build (under the lock: writes wait a moment)."""
+    def _snapshot(self, build: _Build) -> tuple[Snapshot, _I64] | None:
+        """Capture every current row for the build (under the lock: writes wait a moment); see take_snapshot."""
         assert self._root is not None
         with self._lock:
             state = self.state
             if state is None or build.generation != self._generation:
                 return None
-            base = self._base
-            delta = self._exact.columns()
-            live = np.flatnonzero(base.alive) if base is not None else np.empty(0, dtype=np.int64)
-            total = live.size + delta.rids.size
-            path = snapshot_path(self._root)
-            out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(total, self.dim))
-            if base is not None:
-                # Read the file in blocks (one pread each, not the map: it is advised MADV_RANDOM, so
-                # faulting 1.5 GB in page by page would be slow) and keep each block's live rows.
-                done = 0
-                for start in range(0, base.n, _COPY_CHUNK):
-                    stop = min(start + _COPY_CHUNK, base.n)
-                    keep = base.alive[start:stop]
-                    count = int(np.count_nonzero(keep))
-                    if count:
-                        out[done : done + count] = base.read_range(start, stop)[keep]
-                        done += count
-            out[live.size :] = delta.matrix
-            out.flush()
-            del out
             meta = AnnMeta(
                 generation="",
                 model_id=state.model_id,
                 epoch=state.epoch,
                 max_seq=state.max_seq,
-                rows=total,
+                rows=0,
                 dim=self.dim,
                 agents=self._codes_agent.names(),
                 kinds=self._codes_kind.names(),
             )
-            if base is None:
-                return Snapshot(
-                    meta,
-                    path,
-                    delta.ids,
-                    delta.rids.copy(),
-                    delta.agents.copy(),
-                    delta.kinds.copy(),
-                    delta.public.copy(),
-                )
-            return Snapshot(
-                meta,
-                path,
-                np.concatenate([base.ids[live], delta.ids]),  # promotes to the longer id width
-                np.concatenate([base.rids[live], delta.rids]),
-                np.concatenate([base.agents[live], delta.agents]),
-                np.concatenate([base.kinds[live], delta.kinds]),
-                np.concatenate([base.public[live], delta.public]),
-            )
+            return take_snapshot(snapshot_path(self._root), meta, self._base, self._exact.columns())
 
     def _adopt(self, build: _Build, meta: AnnMeta) -> None:
         """Switch to the new index; rows changed since its snapshot go to the new delta."""
         assert self._root is not None
-        fresh = AnnBase(self._root, meta)
+        assert self._source is not None
+        fresh = AnnBase(self._root, meta, self._source)
         with self._lock:
             if build.generation != self._generation or self.state is None:
                 return  # reloaded meanwhile: the sidecar still serves the next open

@@ -421,6 +421,7 @@ class Store:
     #: Reads from several threads run at once (a connection pool), not one after another under a lock.
     concurrent_reads: bool = False
     _in_write: Callable[[], bool] = field(repr=False, default=lambda: False)
+    _background: Callable[[], None] = field(repr=False, default=lambda: None)
 
     def in_write(self) -> bool:
         """Whether the calling thread holds an open write (:meth:`atomic`): its reads must stay on this thread."""
@@ -441,6 +442,13 @@ class Store:
         commits, never a part of one. SQLite's ``synchronous`` setting already decides its commits (no-op).
         """
         self._relax()
+
+    def background_turn(self) -> None:
+        """Inside :meth:`atomic`: the block is background work (the vector queue's), taking its turn with the
+        store's other background blocks (PostgreSQL: one at a time per store, across processes, until the commit:
+        concurrent HNSW inserts took the server's cores from searches and slowed one another). SQLite: no-op,
+        its writes are serialised already."""
+        self._background()
 
     def close(self) -> None:
         """Release connections (idempotent); further calls raise StorageError."""

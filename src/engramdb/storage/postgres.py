@@ -21,14 +21,15 @@ other threads keep their own connections.
   selected row, so on a large store the planner's statistics decide which terms select rows:
   the rarest ones, up to about ``KEYWORD_RANK_ROWS`` matches together; commoner terms only add
   to the rank (see :meth:`PgSearch.keyword_candidates`).
-* vectors: pgvector ``<=>`` cosine distance, score ``1 - distance``. With fewer than
-  ``exact_search_below`` vectors in the table (the planner's estimate), the search is an
-  exact scan; above it, it uses the HNSW index of the model (``hnsw.ef_search`` 400, 800 at a
-  million, at least ``k``; pgvector's relaxed iterative scan, so hard filters still fill the top ``k``)
-  at a recall@10 of about 0.99 instead of 1 (measured at 100k and 1M under a 10% agent filter), except for a reader
-  owning a small share of the store, scanned exactly (see :meth:`PgSearch._use_index`). One round
-  trip: the HNSW settings are pipelined with the search, and the current model is cached and checked
-  by the search statement itself.
+* vectors: pgvector ``<=>`` cosine distance, score ``1 - distance``. The table is hash-partitioned by agent
+  (schema step 5), each partition with its own HNSW graph per model: an agent's search reads its partition's graph
+  (``v.agent = reader`` prunes to it) and, apart, the other agents' public and shared rows, exactly when they are
+  few (see ``_pg_nearest.vector_branches``). With fewer than ``exact_search_below`` vectors in the table (the
+  planner's estimate), the search is an exact scan; above it, the HNSW graphs (``hnsw.ef_search`` 100 on a graph of
+  20k vectors, growing with the square root of its size, at least ``k``; pgvector's relaxed iterative scan, so hard
+  filters still fill the top ``k``) at a recall@10 of about 0.99 instead of 1, except for a reader owning a small
+  share of its partition, scanned exactly (see :meth:`PgSearch._plan`). One round trip: the HNSW settings are
+  pipelined with the search, and the current model is cached and checked by the search statement itself.
 * statistics: searches run ANALYZE in the background when a bulk load left them behind (``_pg_analyze``).
 * visibility: statements that gather rows through indexes (keyword matches, the exact vector scan, counts)
   spell the agent filter so the planner can answer it from indexes too (see ``_pg_sql.filter_sql``); the
@@ -65,7 +66,7 @@ from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_copy import copy_rows
-from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
+from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_BACKGROUND, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
 from engramdb.storage._pg_search import KEYWORD_RANK_ROWS, PgSearch
 from engramdb.storage._pg_sql import (
     filter_sql,
@@ -161,6 +162,8 @@ class PostgresBackend:
     concurrent_reads: Final = True
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "embedding"
+    #: Schema step 5: ``vectors`` is partitioned by agent (each agent's search reads one HNSW graph).
+    vectors_by_agent: Final = True
 
     def __init__(
         self,
@@ -316,6 +319,21 @@ class PostgresBackend:
             raise StorageError("relax_commit() needs an open atomic() block")
         try:
             conn.execute("SET LOCAL synchronous_commit = off")
+        except psycopg.Error as exc:
+            raise self._translate(exc) from exc
+
+    def background_turn(self) -> None:
+        """See :meth:`Dialect.background_turn`: an advisory lock held until the commit.
+
+        Each process's vector worker inserts into the HNSW graph; 4 of them at once kept 2.7 sessions on the
+        cores of a 2-core server and searches ran at 3x their idle latency (bench/RESULTS.md, issue 26). One
+        at a time, a waiting worker's queue grows meanwhile and its next batch takes more at once.
+        """
+        conn: Raw | None = getattr(self._local, "conn", None)
+        if conn is None:
+            raise StorageError("background_turn() needs an open atomic() block")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_BACKGROUND,))
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
 

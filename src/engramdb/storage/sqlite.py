@@ -126,6 +126,7 @@ class SQLiteBackend:
     concurrent_reads: Final = False
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "vec"
+    vectors_by_agent: Final = False
 
     def __init__(
         self,
@@ -153,7 +154,7 @@ class SQLiteBackend:
         self._conn: sqlite3.Connection | None = self._connect(busy_timeout)
         if self.path is not None and ann_threshold:
             # Only a file store persists an ANN index; it lives beside the database file.
-            self._index = VectorIndex(sidecar_dir(self.path), ann_threshold=ann_threshold)
+            self._index = VectorIndex(sidecar_dir(self.path), database=self.path, ann_threshold=ann_threshold)
             self.search = SQLiteSearch(self._reading, self._index)
         if self.path is not None and warm:
             # A file store may be large: its caches come up now, not in the first searches (issue 27).
@@ -392,6 +393,9 @@ class SQLiteBackend:
 
     def relax_commit(self) -> None:
         """See :meth:`Dialect.relax_commit`: nothing, the connection's ``synchronous`` setting decides."""
+
+    def background_turn(self) -> None:
+        """See :meth:`Dialect.background_turn`: nothing, the store's write lock serialises writes already."""
 
     def in_write(self) -> bool:
         """See :meth:`Dialect.in_write` (under the store's lock, only the writing thread gets here)."""

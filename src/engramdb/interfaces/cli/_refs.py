@@ -17,13 +17,31 @@ if TYPE_CHECKING:
     from engramdb import Engram
     from engramdb.models import Memory
 
-__all__ = ["MIN_PREFIX", "find_memory", "task_text"]
+__all__ = ["MIN_PREFIX", "find_memory", "full_id", "task_text"]
 
 #: Shortest id prefix accepted (git's default abbreviation is 7; ids here are 32 hex digits).
 MIN_PREFIX: Final = 6
 _HEX: Final = re.compile(r"[0-9a-f]+")
+#: Hex digits of a whole memory id.
+_ID_DIGITS: Final = 32
 #: Metadata keys under which a task id is kept (``--meta task=auth-123``).
 _TASK_KEYS: Final = ("task", "task_id", "ticket")
+
+
+def full_id(mem: Engram, ref: str, *, agent: str | None) -> str:
+    """``ref`` completed to the memory id it is a unique prefix of (at least :data:`MIN_PREFIX` hex digits), among
+    the memories ``agent`` can see; anything else as given, for the API to accept or refuse.
+
+    Ids are long: the CLI prints them whole, and a user types the first few, as with git. An ambiguous
+    prefix is a ValidationError naming how many memories share it.
+    """
+    key = ref.strip().lower()
+    if len(key) >= _ID_DIGITS or len(key) < MIN_PREFIX or not _HEX.fullmatch(key):
+        return ref
+    found = [m.id for m in mem.list(agent=agent, limit=MAX_LIMIT) if m.id.startswith(key)]
+    if len(found) > 1:
+        raise ValidationError(f"id prefix {ref!r} is ambiguous: {len(found)} memories start with it; give more of it")
+    return found[0] if found else ref
 
 
 def find_memory(mem: Engram, ref: str, *, agent: str) -> Memory | None:
@@ -31,17 +49,11 @@ def find_memory(mem: Engram, ref: str, *, agent: str) -> Memory | None:
 
     An ambiguous prefix is a ValidationError naming how many memories share it.
     """
-    key = ref.strip().lower()
+    memory_id = full_id(mem, ref, agent=agent)
     try:
-        return mem.get(key, agent=agent)
+        return mem.get(memory_id.strip().lower(), agent=agent)
     except (NotFound, ValidationError):
-        pass
-    if len(key) < MIN_PREFIX or not _HEX.fullmatch(key):
         return None
-    found = [m for m in mem.list(agent=agent, limit=MAX_LIMIT) if m.id.startswith(key)]
-    if len(found) > 1:
-        raise ValidationError(f"id prefix {ref!r} is ambiguous: {len(found)} memories start with it; give more of it")
-    return found[0] if found else None
 
 
 def task_text(mem: Engram, ref: str, *, agent: str) -> tuple[str, str | None]:

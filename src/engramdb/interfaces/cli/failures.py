@@ -24,7 +24,15 @@ from engramdb.interfaces.cli._options import (
     open_engram,
     parse_since,
 )
-from engramdb.interfaces.cli._render import console, emit_json, format_when, listing_table, pattern_facts, shorten
+from engramdb.interfaces.cli._render import (
+    console,
+    count_text,
+    emit_json,
+    format_when,
+    listing_table,
+    pattern_facts,
+    shorten,
+)
 
 if TYPE_CHECKING:
     from engramdb.models import FailurePattern, Memory, PatternPlan
@@ -50,9 +58,9 @@ def _patterns_table(found: list[FailurePattern], *, title: str) -> Table:
     table.add_column("best fix", ratio=1, min_width=8)
     table.add_column("last seen", overflow="fold")
     for p in found:
-        working = [s for s in p.solutions if s.successes > 0]
+        best = next((s for s in p.solutions if s.successes > 0), None)
         fix = (
-            f"{shorten(working[0].solution, 60)} ({working[0].successes:g}/{working[0].attempts:g})" if working else "-"
+            f"{shorten(best.solution, 60)} ({count_text(best.successes)}/{count_text(best.attempts)})" if best else "-"
         )
         table.add_row(
             p.id,
@@ -111,7 +119,7 @@ def _print_plan(plan: PatternPlan) -> None:
         table.add_column("tried", justify="right")
         table.add_column("rate", justify="right", style="green")
         for s in plan.fixes:
-            table.add_row(escape(s.solution), f"{s.successes:g}", f"{s.attempts:g}", f"{s.success_rate:.0%}")
+            table.add_row(escape(s.solution), count_text(s.successes), count_text(s.attempts), f"{s.success_rate:.0%}")
         out.print(table)
     if plan.code:
         out.print(escape(plan.code), highlight=False)
@@ -322,7 +330,7 @@ def solutions(
     table.add_column("tried", justify="right")
     table.add_column("rate", justify="right", style="green")
     for s in found:
-        table.add_row(escape(s.solution), f"{s.successes:g}", f"{s.attempts:g}", f"{s.success_rate:.0%}")
+        table.add_row(escape(s.solution), count_text(s.successes), count_text(s.attempts), f"{s.success_rate:.0%}")
     console().print(table)
 
 
@@ -356,7 +364,7 @@ def show_pattern(
         table.add_column("worked", justify="right")
         table.add_column("tried", justify="right")
         for s in found.solutions:
-            table.add_row(escape(s.solution), f"{s.successes:g}", f"{s.attempts:g}")
+            table.add_row(escape(s.solution), count_text(s.successes), count_text(s.attempts))
         out.print(table)
     for check in found.prevention:
         out.print(f"  - {escape(check)}")

@@ -29,8 +29,8 @@ from engramdb.interfaces.cli._options import (
     parse_outcome,
     parse_since,
 )
-from engramdb.interfaces.cli._refs import task_text
-from engramdb.interfaces.cli._render import console, emit_json, pattern_facts, pct, shorten
+from engramdb.interfaces.cli._refs import full_id, task_text
+from engramdb.interfaces.cli._render import console, count_text, emit_json, pattern_facts, pct, shorten
 
 if TYPE_CHECKING:
     from engramdb.models import CategoryTrend, FailurePattern, LearningStats, OptionStats
@@ -266,7 +266,8 @@ def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: 
         working = [s for s in p.solutions if s.successes > 0]
         if working:
             best = working[0]
-            out.print(f"  • Best fix: {escape(best.solution)} ({best.successes:g}/{best.attempts:g} worked)")
+            tally = f"{count_text(best.successes)}/{count_text(best.attempts)}"
+            out.print(f"  • Best fix: {escape(best.solution)} ({tally} worked)")
         if p.prevention:
             out.print(f"  • Prevention check: {escape(p.prevention[0])}")
 
@@ -404,7 +405,8 @@ def feedback(
     """Tell memories used for a task how it went: their success rate and confidence follow."""
     parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
-        updated = mem.learning.feedback(memory_ids or None, parsed, agent=agent, context=context, user=user)
+        ids = [full_id(mem, i, agent=agent) for i in memory_ids] if memory_ids else None
+        updated = mem.learning.feedback(ids, parsed, agent=agent, context=context, user=user)
     if as_json:
         emit_json([m.to_dict() for m in updated])
         return
@@ -485,7 +487,8 @@ def report(
 def resolve(
     ctx: typer.Context,
     decision_id: Annotated[
-        str, typer.Argument(metavar="ID", help="The id of a decision recorded with --outcome pending.")
+        str,
+        typer.Argument(metavar="ID", help="The id (or a unique prefix) of a decision recorded with --outcome pending."),
     ],
     *,
     outcome: Annotated[
@@ -502,7 +505,7 @@ def resolve(
     """Attach the outcome to a decision recorded earlier with --outcome pending."""
     parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
-        memory = mem.learning.resolve(decision_id, parsed, agent=agent, user=user)
+        memory = mem.learning.resolve(full_id(mem, decision_id, agent=agent), parsed, agent=agent, user=user)
     if as_json:
         emit_json(memory.to_dict())
         return

@@ -38,6 +38,7 @@ from engramdb.interfaces.cli._options import (
     parse_meta,
     parse_outcome,
 )
+from engramdb.interfaces.cli._refs import full_id
 from engramdb.interfaces.cli._render import (
     console,
     emit_json,
@@ -55,7 +56,10 @@ __all__ = ["forget", "history", "list_", "record", "retrieve", "search", "show",
 
 OUTCOME_PANEL = "Outcome record (instead of CONTENT)"
 
-IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The memory's full id.", show_default=False)]
+IdArgument = Annotated[
+    str,
+    typer.Argument(metavar="ID", help="The memory's id, or a unique prefix of it (6+ digits).", show_default=False),
+]
 TagOption = Annotated[
     list[str] | None,
     typer.Option("--tag", metavar="TAG", help="A tag (repeatable).", show_default=False),
@@ -486,7 +490,7 @@ def show(
 ) -> None:
     """Show one memory in full."""
     with open_engram(ctx, store) as mem:
-        memory = mem.get(memory_id, agent=agent, user=user, session=session)
+        memory = mem.get(full_id(mem, memory_id, agent=agent), agent=agent, user=user, session=session)
     if as_json:
         emit_json(memory.to_dict())
     else:
@@ -539,6 +543,7 @@ def update(
             "nothing to update: give --content, --tag, --clear-tags, --meta, --confidence, --type or --visibility"
         )
     with open_engram(ctx, store) as mem:
+        memory_id = full_id(mem, memory_id, agent=agent)
         if metadata:
             current = mem.get(memory_id, agent=agent)
             changes["metadata"] = {**current.metadata, **metadata}
@@ -562,6 +567,7 @@ def forget(
 ) -> None:
     """Forget a memory: its content is erased and its history scrubbed (a tombstone stays)."""
     with open_engram(ctx, store) as mem:
+        memory_id = full_id(mem, memory_id, agent=agent)
         memory = mem.get(memory_id, agent=agent, user=user, session=session)
         if not (yes or as_json):
             if not sys.stdin.isatty():
@@ -588,6 +594,7 @@ def history(
 ) -> None:
     """Show how a memory changed over time, oldest first."""
     with open_engram(ctx, store) as mem:
+        memory_id = full_id(mem, memory_id, agent=agent)
         if user is not None or session is not None:
             mem.get(memory_id, agent=agent, user=user, session=session)  # in their scope, else not found
         changes = mem.history(memory_id, agent=agent)

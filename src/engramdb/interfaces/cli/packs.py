@@ -40,9 +40,9 @@ def seed(
 ) -> None:
     """Load curated knowledge packs: best practices and common errors with their fixes.
 
-    Packs: python, git, http, sql, docker, ci. Best practices become knowledge memories,
-    common errors failure memories with their fix (so `engram learning failures` and
-    suggestions find them). Each memory is tagged pack:NAME and keeps its provenance
+    Packs: python, git, http, sql, docker, ci, patterns (design patterns). Best practices
+    become knowledge memories, common errors failure memories with their fix (so `engram
+    learning failures` and suggestions find them). Each memory is tagged pack:NAME and keeps its provenance
     (source engramdb-pack:NAME@VERSION). Loading a pack again adds nothing; loading a
     newer version of it updates what changed.
     """

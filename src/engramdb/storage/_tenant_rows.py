@@ -1,0 +1,82 @@
+"""Each agent's readable rows for the keyword channel's plan, gathered once and reused while none can have joined.
+
+An agent owning a minority of a store's rows has its keyword search ranked among them (see
+``SQLiteSearch.keyword_candidates``). Gathering those keys from the agent's index costs about 0.4 us a row:
+7 ms per search for an agent of 20,000 rows among a million (bench/RESULTS.md, issue 27, fourth round),
+twice the ranking itself. The set is a superset the ranked head is filtered after, so a stale set only
+costs when it *misses* rows; rows join an agent's readable set only through
+
+* a new memory (``max(rid)`` grows: ``rid`` is AUTOINCREMENT, never reused),
+* a memory moved to the agent or made public (the ``vec_epoch`` trigger on agent, kind and visibility),
+* a share (``share_epoch``),
+
+so the set is reused for as long as those three read the same. Rows that left it (forgotten, moved away)
+fail the filter applied to the head, as they would in a freshly gathered set.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["TenantRows"]
+
+#: Keys kept over all agents (8 bytes each: 16 MB), least recently used dropped first.
+_MAX_KEYS: Final = 2_000_000
+
+_COUNTERS_SQL: Final = (
+    "SELECT (SELECT max(rid) FROM memories), (SELECT value FROM meta WHERE key = 'vec_epoch'), "
+    "(SELECT value FROM meta WHERE key = 'share_epoch')"
+)
+
+_Token = tuple[object, ...]
+
+
+class TenantRows:
+    """Gathered key sets by (agent, shared), valid while the store's token reads the same (see the module)."""
+
+    def __init__(self, *, max_keys: int = _MAX_KEYS) -> None:
+        self._sets: dict[tuple[str, bool], tuple[_Token, npt.NDArray[np.int64]]] = {}
+        self._keys = 0
+        self._max_keys = max_keys
+
+    def clear(self) -> None:
+        """Forget every set (the store closed)."""
+        self._sets.clear()
+        self._keys = 0
+
+    def get(
+        self,
+        conn: sqlite3.Connection,
+        agent: str,
+        *,
+        shared: bool,
+        gather: Callable[[], npt.NDArray[np.int64]],
+    ) -> npt.NDArray[np.int64]:
+        """``agent``'s readable keys: the cached set while still valid, else ``gather()`` (then kept)."""
+        token: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())
+        key = (agent, shared)
+        found = self._sets.pop(key, None)
+        if found is not None:
+            self._keys -= found[1].size
+            if found[0] == token:
+                self._remember(key, token, found[1])
+                return found[1]
+        rids = gather()
+        rids.flags.writeable = False  # shared between searches: nobody may change it
+        self._remember(key, token, rids)
+        return rids
+
+    def _remember(self, key: tuple[str, bool], token: _Token, rids: npt.NDArray[np.int64]) -> None:
+        if rids.size > self._max_keys:
+            return
+        while self._sets and self._keys + rids.size > self._max_keys:
+            oldest = next(iter(self._sets))
+            self._keys -= self._sets.pop(oldest)[1].size
+        self._sets[key] = (token, rids)  # most recently used last
+        self._keys += rids.size
