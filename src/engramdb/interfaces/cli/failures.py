@@ -260,12 +260,18 @@ def record_failure(
         str, typer.Option("--context", "-c", metavar="TEXT", help="What the agent was doing.", show_default=False)
     ] = "",
     fix: Annotated[
-        str | None, typer.Option("--fix", metavar="TEXT", help="The fix that worked.", show_default=False)
+        str | None,
+        # --solution: the Python API's name (failures.record(solution=...)), which users type too.
+        typer.Option("--fix", "--solution", metavar="TEXT", help="The fix that worked.", show_default=False),
     ] = None,
     failed_fixes: Annotated[
         list[str] | None,
         typer.Option(
-            "--failed-fix", metavar="TEXT", help="A fix tried that did not work (repeatable).", show_default=False
+            "--failed-fix",
+            "--failed-solution",
+            metavar="TEXT",
+            help="A fix tried that did not work (repeatable).",
+            show_default=False,
         ),
     ] = None,
     agent: AgentOption = "default",
