@@ -137,17 +137,22 @@ class Corpus:
         other_speaker: float = 1.0,
         asked: datetime | None = None,
         attrs: dict[str, Any] | None = None,
+        filter_as_of: bool = True,
     ) -> list[str]:
         """The engine's searcher with other ranking weights, on the same store (no bookkeeping); ``asked`` as
-        ``as_of``; ``attrs``: searcher attributes set on it (``session_weight``, ...)."""
+        ``as_of`` (with ``filter_as_of``); ``attrs``: searcher attributes set on it (``session_weight``, ...),
+        and ``ask_now``: the question asked at ``asked`` (its time words count from then) without the
+        ``as_of`` filter, which drops the sessions some LongMemEval haystacks date after their question."""
         if name not in self._searchers:
             self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
             self._searchers[name].other_speaker_weight = other_speaker
             for attr, value in (attrs or {}).items():
-                if attr not in RankingWeights.__dataclass_fields__:
-                    setattr(self._searchers[name], attr, value)
-        flt = Filter(agent=AGENT, as_of=asked)
-        hits = self._searchers[name].search(query, flt, limit=limit, now=datetime.now(UTC), touch=False)
+                if attr not in RankingWeights.__dataclass_fields__ and attr != "ask_now":
+                    setattr(self._searchers[name], attr, int(value) if attr in INT_ATTRS else value)
+        ask_now = bool((attrs or {}).get("ask_now")) and asked is not None
+        flt = Filter(agent=AGENT, as_of=asked if filter_as_of and not ask_now else None)
+        now = asked if ask_now and asked is not None else datetime.now(UTC)
+        hits = self._searchers[name].search(query, flt, limit=limit, now=now, touch=False)
         return [self.doc_of[h.memory.id] for h in hits]
 
     def channels(self, query: str, qvec: np.ndarray, depth: int = DEPTH) -> tuple[Ranked, Ranked]:
@@ -162,6 +167,9 @@ class Corpus:
         rows = self.matrix[[self.row[i] for i in ids]] if ids else np.zeros((0, self.matrix.shape[1]))
         return dict(zip(ids, (rows @ np.asarray(qvec, dtype=np.float32)).tolist(), strict=True))
 
+
+#: Searcher attributes that are counts (``--variant`` reads every value as a float).
+INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth"})
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()
@@ -181,6 +189,24 @@ TURNS = "dated"
 
 #: Also index every corpus in LanceDB (``--lance``; the ``bench`` extra).
 LANCE = False
+
+#: Per-question rows for reading misses one by one (``--per-question FILE``): dataset, question, its type,
+#: and each system's ranks of the gold turns.
+PER_QUESTION: list[dict[str, Any]] = []
+
+
+def _note(dataset: str, qid: str, qtype: str, text: str, rankings: dict[str, list[str]], gold: Sequence[str]) -> None:
+    PER_QUESTION.append(
+        {
+            "dataset": dataset,
+            "id": qid,
+            "type": qtype,
+            "question": text,
+            "gold": list(gold),
+            "ranks": {s: [r.index(g) + 1 if g in r else None for g in gold] for s, r in rankings.items()},
+            "top": {s: r[:15] for s, r in rankings.items() if not s.startswith("study")},
+        }
+    )
 
 
 def make_corpus(docs: Sequence[tuple[str, str, str, dict[str, Any]]], embedder: CachedEmbedder) -> Corpus:
@@ -322,7 +348,7 @@ def systems(
         )
     for label, attrs in VARIANTS:
         calls[f"engramdb, {label}"] = lambda label=label, attrs=attrs: corpus.engine(  # type: ignore[misc]
-            label, variant_weights(attrs), query, depth, asked=asked if variants_as_of else None, attrs=attrs
+            label, variant_weights(attrs), query, depth, asked=asked, attrs=attrs, filter_as_of=variants_as_of
         )
     if asked is not None:
         calls[UNDATED] = lambda: corpus.ours(query, depth)
@@ -356,6 +382,7 @@ def evaluate_recall(rs: RecallSet, split: str, embedder: CachedEmbedder, scores:
             rankings = systems(corpus, q.text, qvec, 10, scores)
             if study:
                 rankings.update(_study(corpus, q.text, qvec))
+            _note("recall", q.gold, "", q.text, rankings, [q.gold])
             for system, ranking in rankings.items():
                 r = rank_of(ranking, q.gold)
                 scores.add(system, "top1", float(r == 1))
@@ -390,6 +417,7 @@ def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, conve
                 rankings = systems(corpus, q.text, qvec, 10, scores, asked)
                 if study:
                     rankings.update(_study(corpus, q.text, qvec))
+                _note("locomo", conv.sample_id, LOCOMO_CATEGORIES[q.category], q.text, rankings, q.evidence)
                 for system, ranking in rankings.items():
                     for k in (5, 10):
                         scores.add(system, f"R@{k}", recall_at_k(ranking, q.evidence, k))
@@ -413,6 +441,11 @@ def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: i
             rankings = systems(corpus, item.text, qvec, 50, scores, asked, variants_as_of=False)
             if study:
                 rankings.update(_study(corpus, item.text, qvec))
+            _note("longmemeval", item.question_id, item.question_type, item.text, rankings, item.answer_turns)
+            PER_QUESTION[-1]["sessions"] = {
+                s: [session_of[d] for d in r] for s, r in rankings.items() if not s.startswith("study")
+            }
+            PER_QUESTION[-1]["answer_sessions"] = list(item.answer_sessions)
             for system, ranking in rankings.items():
                 for k in (5, 10):
                     scores.add(system, f"turn R@{k}", recall_at_k(ranking, item.answer_turns, k))
@@ -539,8 +572,8 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     for label, attrs in VARIANTS:
         variants[label] = HybridSearcher(mem.store, emb, weights=variant_weights(attrs))
         for attr, value in attrs.items():
-            if attr not in RankingWeights.__dataclass_fields__:
-                setattr(variants[label], attr, value)
+            if attr not in RankingWeights.__dataclass_fields__ and attr != "ask_now":
+                setattr(variants[label], attr, int(value) if attr in INT_ATTRS else value)
     timed: dict[str, list[float]] = {label: [] for label in variants}
     now = datetime.now(UTC)
     for q in questions[:10]:
@@ -587,6 +620,14 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     return out
 
 
+def _value(text: str) -> float | str:
+    """A ``--variant`` value: a number, else a word (``fusion=learned``)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text.strip()
+
+
 # -- main -------------------------------------------------------------------------------------------------
 
 
@@ -606,7 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--variant",
         action="append",
         default=[],
-        help="an extra engramdb row: searcher attributes as NAME=VALUE,... (e.g. session_weight=0.3)",
+        help="an extra engramdb row: searcher attributes as NAME=VALUE,... (e.g. session_weight=0.3, fusion=learned)",
     )
     parser.add_argument("--turns", default="dated", choices=("dated", "undated", "one-thread"), help="see _turn")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
@@ -616,6 +657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--speed-size", type=int, default=100_000)
     parser.add_argument("--speed-queries", type=int, default=300)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--per-question", type=Path, default=None, help="write each question's gold ranks here")
     args = parser.parse_args(argv)
     global LANCE  # noqa: PLW0603 - a run-wide switch, set once before any corpus is built
     LANCE = args.lance
@@ -624,7 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     global SPEAKER  # noqa: PLW0603 - as LANCE
     SPEAKER = tuple(float(b) for b in args.speaker.split(",") if b.strip())
     for spec in args.variant:
-        attrs = {k.strip(): float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k.strip()}
+        attrs = {k.strip(): _value(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k.strip()}
         VARIANTS.append((spec, attrs))
     cache = Path(args.embed_cache).expanduser()
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -657,6 +699,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{system[:58]:58s} " + " ".join(f"{row.get(m, math.nan):12.1f}" for m in measures))
     if args.out is not None:
         write_json(args.out, results)
+    if args.per_question is not None:
+        write_json(args.per_question, {"questions": PER_QUESTION})
     return 0
 
 
