@@ -639,6 +639,14 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     return out
 
 
+def _value(text: str) -> float | str:
+    """A ``--variant`` value: a number, else a word (``fusion=learned``)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text.strip()
+
+
 # -- main -------------------------------------------------------------------------------------------------
 
 
@@ -658,7 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--variant",
         action="append",
         default=[],
-        help="an extra engramdb row: searcher attributes as NAME=VALUE,... (e.g. session_weight=0.3)",
+        help="an extra engramdb row: searcher attributes as NAME=VALUE,... (e.g. session_weight=0.3, fusion=learned)",
     )
     parser.add_argument("--turns", default="dated", choices=("dated", "undated", "one-thread"), help="see _turn")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
@@ -680,7 +688,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     global SPEAKER  # noqa: PLW0603 - as LANCE
     SPEAKER = tuple(float(b) for b in args.speaker.split(",") if b.strip())
     for spec in args.variant:
-        attrs = {k.strip(): float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k.strip()}
+        attrs = {k.strip(): _value(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k.strip()}
         VARIANTS.append((spec, attrs))
     cache = Path(args.embed_cache).expanduser()
     cache.parent.mkdir(parents=True, exist_ok=True)
