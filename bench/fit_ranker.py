@@ -304,13 +304,14 @@ def print_tables(title: str, result: dict[str, Any]) -> None:
 # -- the engine on the held parts ---------------------------------------------------------------------------
 
 
-def engine_rows(embedder: CachedEmbedder, scorer: LearnedScorer, parts: Sequence[str]) -> dict[str, Any]:
+def engine_rows(embedder: CachedEmbedder, scorers: dict[str, LearnedScorer], parts: Sequence[str]) -> dict[str, Any]:
     """The whole search path on the held units: today's rule and learned fusion as searcher variants of one store
     (no bookkeeping), vector only and BM25, via ``bench/recall.py``'s systems."""
     rb.VARIANTS.clear()
-    rb.VARIANTS.extend([("rule", {}), ("learned", {"fusion": "learned", "scorer": scorer})])
+    rb.VARIANTS.append(("rule", {}))
+    rb.VARIANTS.extend((name, {"fusion": "learned", "scorer": scorer}) for name, scorer in scorers.items())
     out: dict[str, Any] = {}
-    keep = ("engramdb, rule", "engramdb, learned", "vector only", "bm25")
+    keep = ("engramdb, rule", *(f"engramdb, {name}" for name in scorers), "vector only", "bm25")
     rs = load_recall_set()
     for part in parts:
         scores = rb.Scores()
@@ -446,6 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--head", type=int, default=20, help="pair only with wrong candidates this high (0: all)")
     parser.add_argument("--rounds", type=int, default=2, help="LambdaRank refits after the first fit")
     parser.add_argument("--loss", default="listwise", choices=("listwise", "pairwise"))
+    parser.add_argument("--pairwise-too", action="store_true", help="with --engine: also the pairwise fit's rows")
     parser.add_argument("--features", default="", help="comma-separated subset of FEATURES (default: all)")
     parser.add_argument("--engine", action="store_true", help="also run the whole search path on the held parts")
     parser.add_argument("--confirm", action="store_true", help="with --engine: the recall confirmation split too")
@@ -507,12 +509,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "loss": args.loss,
         "weights": dict(zip(FEATURES, weights, strict=True)),
     }
+    other = None
+    if args.pairwise_too and not args.shipped:
+        # The RankNet / LambdaRank fit of the same features, beside the listwise one.
+        other = fit(train, columns, args.l2, head=args.head, rounds=args.rounds, prior=prior)
+        full_other = [0.0] * len(FEATURES)
+        for c, v in zip(columns, other, strict=True):
+            full_other[c] = float(v)
+        top = max(abs(v) for v in full_other) or 1.0
+        results["weights pairwise"] = {n: round(v / top, 4) for n, v in zip(FEATURES, full_other, strict=True)}
+        systems["learned, pairwise"] = lambda q: learned_order(q, other, columns)
     for part in ("train", "held"):
         results[f"fused {part}"] = evaluate(questions, systems, part)
         print_tables(f"fused candidates, {part}", results[f"fused {part}"])
     if args.engine:
-        scorer = LearnedScorer(weights=weights, source="bench/fit_ranker.py")
-        results["engine"] = engine_rows(embedder, scorer, ["held", "confirm"] if args.confirm else ["held"])
+        scorers = {"learned": LearnedScorer(weights=weights, source="bench/fit_ranker.py")}
+        if other is not None:
+            scorers["learned, pairwise"] = LearnedScorer(weights=tuple(results["weights pairwise"].values()))
+        results["engine"] = engine_rows(embedder, scorers, ["held", "confirm"] if args.confirm else ["held"])
         for name, rows in results["engine"].items():
             print(f"\n== engine, {name}")
             for system, row in rows.items():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings.base import Embedder
-from engramdb.errors import ConfigError
+from engramdb.errors import ConfigError, ValidationError
 from engramdb.retrieval.learned import FEATURES, LEARNED, LearnedScorer, candidate_features, fuse_learned
 from engramdb.retrieval.ranking import RankingWeights, fuse_by
 from engramdb.storage.base import Candidate
@@ -125,6 +125,11 @@ def test_a_scorer_needs_one_finite_weight_per_feature(weights: tuple[float, ...]
 def test_the_shipped_weights_fit_the_features() -> None:
     assert len(LEARNED.weights) == len(FEATURES)
     assert LEARNED.source
+
+
+def test_ranking_weights_refuse_an_unknown_fusion() -> None:
+    with pytest.raises(ValidationError, match="fusion"):
+        RankingWeights(fusion="neural")  # type: ignore[arg-type]
 
 
 def test_the_fusion_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:

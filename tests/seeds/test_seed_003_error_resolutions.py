@@ -136,3 +136,17 @@ def test_cli_shows_weighted_fix_counts_readably(cli: Cli) -> None:
     assert "pip install fastapi uvicorn" in shown
     assert f"{fix['attempts']:.2f}".rstrip("0").rstrip(".") in shown
     assert not re.search(r"\d\.\d{3,}", shown), shown
+
+
+def test_cli_record_takes_the_python_names_of_the_fixes(cli: Cli) -> None:
+    """``failures.record(error, solution=..., failed_solutions=...)`` typed as options: --solution and
+    --failed-solution work as --fix and --failed-fix (they were "no such option")."""
+    cli.ok(
+        "failures", "record", "-e", "ModuleNotFoundError: No module named 'fastapi'",
+        "--solution", "pip install fastapi uvicorn", "--failed-solution", "pip install fast-api", "--agent", "swarm",
+    )  # fmt: skip
+    found = cli.json("failures", "solutions", "ModuleNotFoundError: No module named 'fastapi'", "--agent", "swarm")
+    assert [(f["solution"], f["successes"], f["attempts"]) for f in found] == [
+        ("pip install fastapi uvicorn", 1, 1),
+        ("pip install fast-api", 0, 1),
+    ]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from engramdb.retrieval.evidence import pool_terms, stem, term_weight
-from engramdb.retrieval.ranking import Fused, scaled
+from engramdb.retrieval.ranking import Fused, RankingWeights, scaled
 from engramdb.storage.base import Candidate
 
 __all__ = ["FEATURES", "LEARNED", "LearnedScorer", "candidate_features", "fuse_learned"]
@@ -57,9 +57,9 @@ FEATURES: Final = (
     "coverage_x_best",
 )
 
-#: Evidence fusion's "sure model" gate (``RankingWeights.sure_lead`` and ``sure_weak``' defaults).
-_SURE_LEAD: Final = 0.05
-_SURE_WEAK: Final = 0.3
+#: Evidence fusion's "sure model" gate, at its defaults: the weights were fitted with it.
+_SURE_LEAD: Final = RankingWeights().sure_lead
+_SURE_WEAK: Final = RankingWeights().sure_weak
 #: Ranks past this count as "not returned" (the channels' depth; deeper ranks are clipped to it).
 _DEPTH: Final = 50
 

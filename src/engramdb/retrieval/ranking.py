@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from engramdb.errors import ValidationError
 from engramdb.models import Memory
 from engramdb.retrieval.evidence import pool_coverage
 from engramdb.storage.base import Candidate
@@ -48,6 +49,10 @@ class RankingWeights:
     confidence: float = 0.05
     access: float = 0.02
     success: float = 0.10
+
+    def __post_init__(self) -> None:
+        if self.fusion not in ("evidence", "minmax", "learned"):
+            raise ValidationError(f"fusion must be 'evidence', 'learned' or 'minmax', not {self.fusion!r}")
 
 
 @dataclass(frozen=True, slots=True)
