@@ -30,6 +30,7 @@ __all__ = [
     "WIDE",
     "console",
     "count_memories",
+    "count_text",
     "emit_json",
     "format_when",
     "history_table",
@@ -133,6 +134,11 @@ def format_when(ts: datetime | None) -> str:
 def count_memories(n: int) -> str:
     """``1 memory``, ``3 memories``."""
     return f"{n} memor{'y' if n == 1 else 'ies'}"
+
+
+def count_text(x: float) -> str:
+    """A count that may be weighted: ``3``, ``0.49`` (evidence from similar contexts counts in part)."""
+    return f"{x:g}" if float(x).is_integer() else f"{x:.2f}".rstrip("0").rstrip(".") or "0"
 
 
 def pct(x: float | None) -> str:
