@@ -125,7 +125,17 @@ class Corpus:
 
     def ours(self, query: str, limit: int, as_of: datetime | None = None) -> list[str]:
         hits = self.mem.search(query, agent=AGENT, limit=limit, as_of=as_of)
-        return [self.doc_of[h.memory.id] for h in hits]
+        return self._docs(hits)
+
+    def _docs(self, hits: Sequence[Any]) -> list[str]:
+        """The docs of ``hits``, best first; with ``--count-folded`` each hit's folded near-identical memories
+        (``Hit.duplicates``, what the hit stands for) right after it."""
+        out = []
+        for h in hits:
+            out.append(self.doc_of[h.memory.id])
+            if COUNT_FOLDED:
+                out.extend(self.doc_of[d] for d in h.duplicates)
+        return out
 
     def engine(
         self,
@@ -147,13 +157,14 @@ class Corpus:
             self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
             self._searchers[name].other_speaker_weight = other_speaker
             for attr, value in (attrs or {}).items():
-                if attr not in RankingWeights.__dataclass_fields__ and attr != "ask_now":
+                if attr not in RankingWeights.__dataclass_fields__ and attr not in BENCH_ATTRS:
                     setattr(self._searchers[name], attr, int(value) if attr in INT_ATTRS else value)
         ask_now = bool((attrs or {}).get("ask_now")) and asked is not None
         flt = Filter(agent=AGENT, as_of=asked if filter_as_of and not ask_now else None)
         now = asked if ask_now and asked is not None else datetime.now(UTC)
-        hits = self._searchers[name].search(query, flt, limit=limit, now=now, touch=False)
-        return [self.doc_of[h.memory.id] for h in hits]
+        fold = bool((attrs or {}).get("fold", 1))
+        hits = self._searchers[name].search(query, flt, limit=limit, now=now, touch=False, fold=fold)
+        return self._docs(hits)
 
     def channels(self, query: str, qvec: np.ndarray, depth: int = DEPTH) -> tuple[Ranked, Ranked]:
         flt = Filter(agent=AGENT)
@@ -167,6 +178,10 @@ class Corpus:
         rows = self.matrix[[self.row[i] for i in ids]] if ids else np.zeros((0, self.matrix.shape[1]))
         return dict(zip(ids, (rows @ np.asarray(qvec, dtype=np.float32)).tolist(), strict=True))
 
+
+#: ``--variant`` names that are no searcher attribute: ``ask_now`` (see ``Corpus.engine``) and ``fold=0`` (near-
+#: identical turns not folded into one hit).
+BENCH_ATTRS = frozenset({"ask_now", "fold"})
 
 #: Searcher attributes that are counts (``--variant`` reads every value as a float).
 INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth"})
@@ -186,6 +201,10 @@ def variant_weights(attrs: dict[str, Any]) -> RankingWeights:
 
 #: How conversation turns are recorded: "dated" (session and ``at=``), "undated" (session only), "one-thread".
 TURNS = "dated"
+
+#: A hit's folded near-identical memories count at its place (``--count-folded``): a turn told twice in a
+#: session comes as one hit standing for both, and either may be the one a data set names as evidence.
+COUNT_FOLDED = False
 
 #: Also index every corpus in LanceDB (``--lance``; the ``bench`` extra).
 LANCE = False
@@ -572,7 +591,7 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     for label, attrs in VARIANTS:
         variants[label] = HybridSearcher(mem.store, emb, weights=variant_weights(attrs))
         for attr, value in attrs.items():
-            if attr not in RankingWeights.__dataclass_fields__ and attr != "ask_now":
+            if attr not in RankingWeights.__dataclass_fields__ and attr not in BENCH_ATTRS:
                 setattr(variants[label], attr, int(value) if attr in INT_ATTRS else value)
     timed: dict[str, list[float]] = {label: [] for label in variants}
     now = datetime.now(UTC)
@@ -651,6 +670,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--turns", default="dated", choices=("dated", "undated", "one-thread"), help="see _turn")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
+    parser.add_argument("--count-folded", action="store_true", help="a hit's folded memories count at its place")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
     parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
     parser.add_argument("--speed", type=Path, default=None, help="100k store directory (built if missing)")
@@ -661,6 +681,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global LANCE  # noqa: PLW0603 - a run-wide switch, set once before any corpus is built
     LANCE = args.lance
+    global COUNT_FOLDED  # noqa: PLW0603 - as LANCE
+    COUNT_FOLDED = args.count_folded
     global TURNS  # noqa: PLW0603 - as LANCE
     TURNS = args.turns
     global SPEAKER  # noqa: PLW0603 - as LANCE

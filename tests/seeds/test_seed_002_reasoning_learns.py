@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from seed_cli import Cli
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import ValidationError
+from engramdb.interfaces.cli._refs import MIN_PREFIX, full_id
 
 
 class OneAnswerLLM:
@@ -147,3 +150,24 @@ def test_cli_reasons_with_a_local_ollama_as_seed_002_does(cli: Cli, monkeypatch:
     refused = cli.run("learning", "pending", "--agent", "alice", env={"ENGRAM_LLM": "openai:gpt-4o-mini"})
     assert refused.exit_code == 1
     assert "OPENAI_API_KEY" in refused.output
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_an_id_reference_is_completed_only_to_a_memory_it_starts(mem: Engram, data: st.DataObject) -> None:
+    """Any text typed as an id: left as it is, or completed to the one visible memory whose id it begins (6+ hex
+    digits, any case, spaces around); never another agent's; a bad one is left for the API to refuse in one line."""
+    if mem.count(agent="alice") == 0:
+        mem.remember_many([{"content": f"note {i}", "agent": "alice"} for i in range(30)])
+        mem.remember("bob's note", agent="bob")
+    mine = {m.id for m in mem.list(agent="alice", limit=100)}
+    (bobs,) = [m.id for m in mem.list(agent="bob")]
+    prefix = st.tuples(st.sampled_from([*sorted(mine), bobs]), st.integers(1, 33), st.booleans()).map(
+        lambda t: f" {t[0][: t[1]].upper() if t[2] else t[0][: t[1]]} "
+    )
+    ref = data.draw(st.one_of(st.text(max_size=40), st.text(alphabet="0123456789abcdef", max_size=40), prefix))
+    got = full_id(mem, ref, agent="alice")  # 31 random ids: no two share 6 digits (odds ~1e-5)
+    key = ref.strip().lower()
+    assert got == ref or (got in mine and got.startswith(key) and len(key) >= MIN_PREFIX)
+    if MIN_PREFIX <= len(key) < 32 and sum(i.startswith(key) for i in mine) == 1:
+        assert got in mine  # a unique prefix of one of alice's ids is always completed

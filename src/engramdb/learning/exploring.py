@@ -3,10 +3,12 @@
 The ``exploration`` setting narrows every draw (0.25 by default: bench/RESULTS.md, issue 12's seventh session), which
 loses little while the options' records are long. Right after the world changes it is what keeps a learner on a
 stale favourite: the change rule cuts the older records, the new best option fails once by bad luck (it succeeds
-85% of the time, not always), and a narrow draw from one failure never beats the favourite's mediocre but longer new
+85% of the time, not always), and a narrow draw from one failure rarely beats the favourite's mediocre but longer new
 record again (bench/RESULTS.md, issue 25, item 11, third round: trajectories after a change). An option whose record
 is *thin* (a few weighted outcomes, after a cut or because it was never tried) draws wider, up to plain Thompson
-sampling with no outcomes at all; a well-evidenced option keeps the narrow draw.
+sampling with no outcomes at all; a well-evidenced option keeps the narrow draw. An option
+(``RecommendConfig.thin_evidence``), off by default: the thin options are mostly the bad ones, tried again as their
+records fade, and that cost more success than the faster finds recovered.
 """
 
 from __future__ import annotations

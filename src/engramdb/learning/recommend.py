@@ -173,11 +173,14 @@ class RecommendConfig:
     #: draws at least this wide (None: the caller's exploration throughout): the runner-up is tried sooner.
     explore_after_change: float | None = None
     #: An option with fewer weighted outcomes than this draws wider in :func:`choose`, up to plain Thompson sampling
-    #: with none (None: the caller's exploration for all; :mod:`engramdb.learning.exploring`).
+    #: with none (None: the caller's exploration for all; :mod:`engramdb.learning.exploring`). Off by default: on the
+    #: drift streams it made recommendations right more often and cost 2-5 points of success (bench/RESULTS.md,
+    #: issue 25, item 11, third round).
     thin_evidence: float | None = None
     #: In :func:`suggest`, an outcome's relevance is also multiplied by a soft contrast of its cosine with the mean of
     #: the question's five best (``exp(contrast * (cosine - mean))``, capped at 1; None: off;
-    #: :func:`engramdb.learning.matching.contrast_factors`). :func:`choose` ignores it.
+    #: :func:`engramdb.learning.matching.contrast_factors`). :func:`choose` ignores it. Off: measured worse (unseen
+    #: descriptions sit well below their best training match; bench/RESULTS.md, issue 25, item 11, third round).
     contrast: float | None = None
     #: Candidate horizons, one picked per question by how well it predicted the neighbourhood's outcomes (None: always
     #: ``horizon``; :mod:`engramdb.learning.forgetting`), and the horizon of that score.

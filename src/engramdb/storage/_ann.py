@@ -546,7 +546,8 @@ class AnnBase:
     def _approx(self, query: _F32, nodes: _I64) -> _F32:
         """``nodes``' cosines with ``query`` on their 8-bit codes, up to a constant (for ranking only)."""
         codes = self._codes.reshape(self._nodes, self._code_size)[nodes]
-        approx: _F32 = codes.astype(np.float32) @ (query * self._step)
+        # einsum, not matmul: BLAS's threads cost 25 ms wall for 2,000 rows on busy cores, einsum 0.18 ms.
+        approx: _F32 = np.einsum("ij,j->i", codes, query * self._step)
         return approx
 
     def live_rows(self) -> Iterator[int]:

@@ -12,15 +12,12 @@ import contextlib
 import dataclasses
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _I64: TypeAlias = npt.NDArray[np.int64]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import I64 as _I64
 
 from engramdb.errors import CorruptStoreError
 from engramdb.storage._ann import AnnBase, AnnMeta, Snapshot

@@ -1,4 +1,4 @@
-"""Names the seeds' commands use for things: a memory by id or a unique id prefix, a task by its id.
+"""Names the seeds' commands use for things: a memory by id or a unique id prefix, a task by its id, an agent.
 
 Seed 001 writes ``engram learning suggest --task auth-123`` and ``apply-pattern
 migration-rollback-strategy``: references, not descriptions. These helpers turn them into the
@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
+from rich.markup import escape
+
 from engramdb.errors import NotFound, ValidationError
 from engramdb.validate import MAX_LIMIT
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from engramdb import Engram
     from engramdb.models import Memory
 
-__all__ = ["MIN_PREFIX", "find_memory", "full_id", "task_text"]
+__all__ = ["MIN_PREFIX", "agent_hint", "find_memory", "full_id", "task_text"]
 
 #: Shortest id prefix accepted (git's default abbreviation is 7; ids here are 32 hex digits).
 MIN_PREFIX: Final = 6
@@ -73,3 +75,14 @@ def task_text(mem: Engram, ref: str, *, agent: str) -> tuple[str, str | None]:
         if any(str(m.metadata.get(k, "")) == text for k in _TASK_KEYS) or text in m.tags:
             return m.content, f"task {text!r}: memory {m.id} ({m.kind})"
     return ref, f"{text!r} names no memory, task id or tag of this agent: read as a description"
+
+
+def agent_hint(mem: Engram, agent: str, *, empty: bool) -> str | None:
+    """Why an answer is ``empty`` when the agent itself has nothing: every command acts as ``--agent`` (default
+    'default'), and seed 001 writes most of its commands without one. None when there is nothing to explain."""
+    if not empty or mem.count(agent=agent) > 0:
+        return None
+    return (
+        f"[dim]Agent {escape(repr(agent))} has none in this store; memories belong to the agent that recorded "
+        "them: pass --agent NAME or set ENGRAM_AGENT.[/dim]"
+    )

@@ -24,6 +24,7 @@ from engramdb.interfaces.cli._options import (
     open_engram,
     parse_since,
 )
+from engramdb.interfaces.cli._refs import agent_hint
 from engramdb.interfaces.cli._render import (
     console,
     count_text,
@@ -73,12 +74,16 @@ def _patterns_table(found: list[FailurePattern], *, title: str) -> Table:
     return table
 
 
-def _show_failures(found: list[FailurePattern], *, agent: str, title: str, as_json: bool) -> None:
+def _show_failures(
+    found: list[FailurePattern], *, agent: str, title: str, as_json: bool, hint: str | None = None
+) -> None:
     if as_json:
         emit_json([p.to_dict() for p in found])
         return
     if not found:
         console().print(f"No failure patterns for agent {escape(repr(agent))}.")
+        if hint:
+            console().print(hint)
         return
     console().print(_patterns_table(found, title=title))
 
@@ -100,8 +105,9 @@ def failures(
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
         found = mem.failures.patterns(agent=agent, recurring=recurring, since=start)[:limit]
+        hint = agent_hint(mem, agent, empty=not found and not as_json)
     window = f" since {format_when(start)}" if start else ""
-    _show_failures(found, agent=agent, title=f"Failure patterns of {agent}{window}", as_json=as_json)
+    _show_failures(found, agent=agent, title=f"Failure patterns of {agent}{window}", as_json=as_json, hint=hint)
 
 
 def _print_plan(plan: PatternPlan) -> None:
@@ -217,7 +223,8 @@ def memory_patterns(
     with open_engram(ctx, store) as mem:
         if chosen == "failure":
             found = mem.failures.patterns(agent=agent, recurring=recurring)[:limit]
-            _show_failures(found, agent=agent, title=f"Failure patterns of {agent}", as_json=as_json)
+            hint = agent_hint(mem, agent, empty=not found and not as_json)
+            _show_failures(found, agent=agent, title=f"Failure patterns of {agent}", as_json=as_json, hint=hint)
             return
         memories = mem.list(agent=agent, kind="code_pattern", limit=limit)
     _show_code_patterns(memories, agent=agent, as_json=as_json)
@@ -324,11 +331,14 @@ def solutions(
     assert error is not None
     with open_engram(ctx, store) as mem:
         found = mem.failures.solutions(error, agent=agent, limit=limit)
+        hint = agent_hint(mem, agent, empty=not found and not as_json)
     if as_json:
         emit_json([s.to_dict() for s in found])
         return
     if not found:
         console().print(f"No known fixes for {escape(repr(shorten(error, 80)))} (agent {escape(repr(agent))}).")
+        if hint:
+            console().print(hint)
         return
     table = Table(title="Fixes, best first", title_justify="left")
     table.add_column("fix", ratio=1)

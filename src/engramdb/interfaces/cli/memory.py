@@ -38,7 +38,7 @@ from engramdb.interfaces.cli._options import (
     parse_meta,
     parse_outcome,
 )
-from engramdb.interfaces.cli._refs import full_id
+from engramdb.interfaces.cli._refs import agent_hint, full_id
 from engramdb.interfaces.cli._render import (
     console,
     emit_json,
@@ -50,7 +50,7 @@ from engramdb.interfaces.cli._render import (
 )
 
 if TYPE_CHECKING:
-    from engramdb import Engram
+    pass
 
 __all__ = ["forget", "history", "list_", "record", "retrieve", "search", "show", "update"]
 
@@ -288,7 +288,7 @@ def list_(
             as_of=as_of,
             metadata=meta_filter,
         )
-        hint = None if memories or as_json else _empty_agent_hint(mem, agent)
+        hint = agent_hint(mem, agent, empty=not memories and not as_json)
     if as_json:
         emit_json([m.to_dict() for m in memories])
         return
@@ -300,16 +300,6 @@ def list_(
         return
     out = console()
     out.print(memories_table(memories, agent=agent, width=out.width))
-
-
-def _empty_agent_hint(mem: Engram, agent: str) -> str | None:
-    """Why an answer is empty when the agent itself has nothing: commands default to agent 'default'."""
-    if mem.count(agent=agent) > 0:
-        return None
-    return (
-        f"[dim]Agent {escape(repr(agent))} has none in this store; memories belong to the agent that recorded "
-        "them: pass --agent NAME or set ENGRAM_AGENT.[/dim]"
-    )
 
 
 MinScoreOption = Annotated[
@@ -364,7 +354,7 @@ def _search(
             as_of=as_of,
             metadata=meta_filter,
         )
-        hint = None if hits or as_json else _empty_agent_hint(mem, agent)
+        hint = agent_hint(mem, agent, empty=not hits and not as_json)
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
