@@ -46,7 +46,7 @@ from _systems import recall_at_k, session_recall_at_k
 from engramdb.config import load_settings
 from engramdb.embeddings import CachedEmbedder, make_embedder
 from engramdb.retrieval.learned import FEATURES, LEARNED, LearnedScorer, candidate_features
-from engramdb.retrieval.ranking import RankingWeights, fuse_evidence
+from engramdb.retrieval.ranking import RankingWeights, fuse_by
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 
@@ -88,17 +88,7 @@ def _question(corpus: rb.Corpus, dataset: str, key: str, text: str, qvec: np.nda
     ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in kw]))
     texts = {m.id: m.content for m in corpus.mem.store.memories.get_many(ids, flt).values()}
     feats = candidate_features(kw, vec, texts, terms)
-    w = RankingWeights()
-    rule = fuse_evidence(
-        kw,
-        vec,
-        texts,
-        terms,
-        coverage_weight=w.coverage,
-        sure_lead=w.sure_lead,
-        sure_weak=w.sure_weak,
-        sure_coverage=w.sure_coverage,
-    )
+    rule = fuse_by(RankingWeights(), kw, vec, texts, terms)
     order = list(feats)
     doc = corpus.doc_of
     return (
@@ -314,13 +304,14 @@ def print_tables(title: str, result: dict[str, Any]) -> None:
 # -- the engine on the held parts ---------------------------------------------------------------------------
 
 
-def engine_rows(embedder: CachedEmbedder, scorer: LearnedScorer, parts: Sequence[str]) -> dict[str, Any]:
+def engine_rows(embedder: CachedEmbedder, scorers: dict[str, LearnedScorer], parts: Sequence[str]) -> dict[str, Any]:
     """The whole search path on the held units: today's rule and learned fusion as searcher variants of one store
     (no bookkeeping), vector only and BM25, via ``bench/recall.py``'s systems."""
     rb.VARIANTS.clear()
-    rb.VARIANTS.extend([("rule", {}), ("learned", {"fusion": "learned", "scorer": scorer})])
+    rb.VARIANTS.append(("rule", {}))
+    rb.VARIANTS.extend((name, {"fusion": "learned", "scorer": scorer}) for name, scorer in scorers.items())
     out: dict[str, Any] = {}
-    keep = ("engramdb, rule", "engramdb, learned", "vector only", "bm25")
+    keep = ("engramdb, rule", *(f"engramdb, {name}" for name in scorers), "vector only", "bm25")
     rs = load_recall_set()
     for part in parts:
         scores = rb.Scores()
@@ -383,6 +374,67 @@ def engine_rows(embedder: CachedEmbedder, scorer: LearnedScorer, parts: Sequence
     return out
 
 
+# -- speed --------------------------------------------------------------------------------------------------
+
+
+def speed(store: Path, agent: str, queries: int) -> dict[str, Any]:
+    """Evidence against learned fusion on an existing store (e.g. the 100k one of ``bench/scale_pg.py``'s embedded
+    side): two searchers, interleaved question by question, the query vector given (embedding excluded), no
+    bookkeeping; wall and CPU (every thread of the process) per search. Then ``mem.search`` (bookkeeping included)
+    with the store's default fusion, for scale."""
+    import os
+
+    from _retrieval_speed import _latency, _load
+    from engramdb import Engram
+    from engramdb.retrieval.hybrid import HybridSearcher
+    from scale import _unwrapped
+
+    questions = [q.text for c in load_locomo() for q in c.questions][:queries]
+    with Engram(store, create=False) as mem:
+        vectors = mem.embedder.embed(questions)
+        inner = _unwrapped(mem.store.search)
+        inner.keyword_index.wait()
+        inner._index.wait_for_index()
+        searchers = {
+            "evidence": HybridSearcher(mem.store, mem.embedder, weights=RankingWeights()),
+            "learned": HybridSearcher(mem.store, mem.embedder, weights=RankingWeights(fusion="learned")),
+        }
+        flt = Filter(agent=agent)
+        now = datetime.now(UTC)
+        wall: dict[str, list[float]] = {k: [] for k in searchers}
+        cpu: dict[str, list[float]] = {k: [] for k in searchers}
+        for q, v in zip(questions[:20], vectors, strict=False):
+            for s in searchers.values():
+                s.search(q, flt, limit=10, now=now, touch=False, vector=v)
+        load_before = _load()
+        for n, (q, v) in enumerate(zip(questions, vectors, strict=True)):
+            # Alternating which goes first: the second search of a question finds its rows in the caches.
+            for name in sorted(searchers, reverse=n % 2 == 1):
+                s = searchers[name]
+                c0, t0 = time.process_time(), time.perf_counter()
+                s.search(q, flt, limit=10, now=now, touch=False, vector=v)
+                wall[name].append((time.perf_counter() - t0) * 1000)
+                cpu[name].append((time.process_time() - c0) * 1000)
+        whole = []
+        for q in questions:
+            c0 = time.process_time()
+            mem.search(q, agent=agent, limit=10)
+            whole.append((time.process_time() - c0) * 1000)
+        for s in searchers.values():
+            s.close()
+        return {
+            "store": str(store),
+            "memories": mem.count(agent=agent),
+            "uses_ann": bool(getattr(inner._index, "uses_ann", False)),
+            **{f"searcher {k} wall": _latency(v) for k, v in wall.items()},
+            **{f"searcher {k} cpu": _latency(v) for k, v in cpu.items()},
+            "mem.search cpu (default fusion)": _latency(whole),
+            "load_before": load_before,
+            "load_after": _load(),
+            "cpus": os.cpu_count(),
+        }
+
+
 # -- main ---------------------------------------------------------------------------------------------------
 
 
@@ -395,13 +447,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--head", type=int, default=20, help="pair only with wrong candidates this high (0: all)")
     parser.add_argument("--rounds", type=int, default=2, help="LambdaRank refits after the first fit")
     parser.add_argument("--loss", default="listwise", choices=("listwise", "pairwise"))
+    parser.add_argument("--pairwise-too", action="store_true", help="with --engine: also the pairwise fit's rows")
     parser.add_argument("--features", default="", help="comma-separated subset of FEATURES (default: all)")
     parser.add_argument("--engine", action="store_true", help="also run the whole search path on the held parts")
     parser.add_argument("--confirm", action="store_true", help="with --engine: the recall confirmation split too")
     parser.add_argument("--shipped", action="store_true", help="judge the shipped LEARNED weights, do not fit")
+    parser.add_argument("--speed", type=Path, default=None, help="an existing store: evidence vs learned fusion cost")
+    parser.add_argument("--speed-agent", default="agent-3")
+    parser.add_argument("--speed-queries", type=int, default=150)
     parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.speed is not None:
+        timing = speed(args.speed, args.speed_agent, args.speed_queries)
+        print(timing)
+        if args.out is not None:
+            write_json(args.out, {"date": datetime.now(UTC).isoformat(timespec="seconds"), "speed": timing})
+        return 0
     embedder = CachedEmbedder(make_embedder(load_settings()), size=200_000, path=Path(args.embed_cache).expanduser())
     if args.dump or not args.cache.exists():
         started = time.perf_counter()
@@ -447,12 +509,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "loss": args.loss,
         "weights": dict(zip(FEATURES, weights, strict=True)),
     }
+    other = None
+    if args.pairwise_too and not args.shipped:
+        # The RankNet / LambdaRank fit of the same features, beside the listwise one.
+        other = fit(train, columns, args.l2, head=args.head, rounds=args.rounds, prior=prior)
+        full_other = [0.0] * len(FEATURES)
+        for c, v in zip(columns, other, strict=True):
+            full_other[c] = float(v)
+        top = max(abs(v) for v in full_other) or 1.0
+        results["weights pairwise"] = {n: round(v / top, 4) for n, v in zip(FEATURES, full_other, strict=True)}
+        systems["learned, pairwise"] = lambda q: learned_order(q, other, columns)
     for part in ("train", "held"):
         results[f"fused {part}"] = evaluate(questions, systems, part)
         print_tables(f"fused candidates, {part}", results[f"fused {part}"])
     if args.engine:
-        scorer = LearnedScorer(weights=weights, source="bench/fit_ranker.py")
-        results["engine"] = engine_rows(embedder, scorer, ["held", "confirm"] if args.confirm else ["held"])
+        scorers = {"learned": LearnedScorer(weights=weights, source="bench/fit_ranker.py")}
+        if other is not None:
+            scorers["learned, pairwise"] = LearnedScorer(weights=tuple(results["weights pairwise"].values()))
+        results["engine"] = engine_rows(embedder, scorers, ["held", "confirm"] if args.confirm else ["held"])
         for name, rows in results["engine"].items():
             print(f"\n== engine, {name}")
             for system, row in rows.items():

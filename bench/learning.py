@@ -83,6 +83,7 @@ from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
+from engramdb.learning.stats import ChangeRule
 
 AGENT = "bench"
 
@@ -573,7 +574,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return calibrate_main(args)
     if args.quick:
         args.seeds, args.steps, args.failures, args.episodes = 1, 800, 150, 200
-    overrides = {k: float(v) for k, v in (kv.split("=") for kv in args.config.split(",") if kv)}
+    overrides: dict[str, Any] = {k: float(v) for k, v in (kv.split("=") for kv in args.config.split(",") if kv)}
+    if rule := {k[7:]: overrides.pop(k) for k in list(overrides) if k.startswith("change_")}:
+        overrides["change"] = ChangeRule(**rule)  # change_cusum=1.5: the change rule's fields
 
     embedder = make_embedder(load_settings({}))
     load_start = os.getloadavg()[0]
@@ -641,7 +644,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
         "steps": args.steps,
         "failure_occurrences": args.failures,
-        "config_overrides": overrides,
+        "config_overrides": {k: v if isinstance(v, float) else repr(v) for k, v in overrides.items()},
         "decisions": {name: _mean_of(rows) for name, rows in decisions.items()},
         "failures": {name: _mean_of(rows) for name, rows in failures.items()},
         "multistep": {name: _mean_of(rows) for name, rows in multi.items()},

@@ -28,6 +28,9 @@ bench/_learning_rec.py's overrides (``change_z=1.5``, ``recent_horizon=3``, ...)
     python bench/learning_drift.py --held-out --seeds 3                    # the confirmation split
     python bench/learning_drift.py --seeds 3 --config option_exponent=1,learned_horizons=25:10:60
     python bench/learning_drift.py --held-out --seeds 3 --config option_exponent=1 --given-at 0.685
+    python bench/learning_drift.py --seeds 8 --config thin_evidence=1.5     # third round's options:
+    python bench/learning_drift.py --seeds 8 --config change_cusum=1.5      # Page-Hinkley change test
+    python bench/learning_drift.py --seeds 8 --config contrast=2            # soft contrast in suggest
 
 Each summary's ``given_at_95`` is the lowest stated confidence from which the settled recommendations are right 95%
 of the time, with right and given / precision there (abstaining to reach the precision target): read it on dev and

@@ -82,7 +82,7 @@ def _writer(url: str, wid: int, args: Any, texts: list[str], base: Vec, start: A
     n = len(texts)
     ids: list[str] = []
     calls: list[float] = []
-    i = 50_000_000 * (wid + 1)
+    i = 50_000_000 * (wid + 1) + args.offset
     start.wait()
     began = time.perf_counter()
     try:
@@ -346,6 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="'mixed' (half conversation turns, half knowledge, which is checked for near-duplicates) or one kind",
     )
     parser.add_argument("--agents", type=int, default=10)
+    parser.add_argument(
+        "--offset", type=int, default=0, help="where the writers' items start (another offset: none repeat a run's)"
+    )
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--lme-questions", type=int, default=60)
     parser.add_argument("--blend", type=float, default=0.3)

@@ -125,7 +125,17 @@ class Corpus:
 
     def ours(self, query: str, limit: int, as_of: datetime | None = None) -> list[str]:
         hits = self.mem.search(query, agent=AGENT, limit=limit, as_of=as_of)
-        return [self.doc_of[h.memory.id] for h in hits]
+        return self._docs(hits)
+
+    def _docs(self, hits: Sequence[Any]) -> list[str]:
+        """The docs of ``hits``, best first; with ``--count-folded`` each hit's folded near-identical memories
+        (``Hit.duplicates``, what the hit stands for) right after it."""
+        out = []
+        for h in hits:
+            out.append(self.doc_of[h.memory.id])
+            if COUNT_FOLDED:
+                out.extend(self.doc_of[d] for d in h.duplicates)
+        return out
 
     def engine(
         self,
@@ -137,18 +147,24 @@ class Corpus:
         other_speaker: float = 1.0,
         asked: datetime | None = None,
         attrs: dict[str, Any] | None = None,
+        filter_as_of: bool = True,
     ) -> list[str]:
         """The engine's searcher with other ranking weights, on the same store (no bookkeeping); ``asked`` as
-        ``as_of``; ``attrs``: searcher attributes set on it (``session_weight``, ...)."""
+        ``as_of`` (with ``filter_as_of``); ``attrs``: searcher attributes set on it (``session_weight``, ...),
+        and ``ask_now``: the question asked at ``asked`` (its time words count from then) without the
+        ``as_of`` filter, which drops the sessions some LongMemEval haystacks date after their question."""
         if name not in self._searchers:
             self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
             self._searchers[name].other_speaker_weight = other_speaker
             for attr, value in (attrs or {}).items():
-                if attr not in RankingWeights.__dataclass_fields__:
-                    setattr(self._searchers[name], attr, value)
-        flt = Filter(agent=AGENT, as_of=asked)
-        hits = self._searchers[name].search(query, flt, limit=limit, now=datetime.now(UTC), touch=False)
-        return [self.doc_of[h.memory.id] for h in hits]
+                if attr not in RankingWeights.__dataclass_fields__ and attr not in BENCH_ATTRS:
+                    setattr(self._searchers[name], attr, int(value) if attr in INT_ATTRS else value)
+        ask_now = bool((attrs or {}).get("ask_now")) and asked is not None
+        flt = Filter(agent=AGENT, as_of=asked if filter_as_of and not ask_now else None)
+        now = asked if ask_now and asked is not None else datetime.now(UTC)
+        fold = bool((attrs or {}).get("fold", 1))
+        hits = self._searchers[name].search(query, flt, limit=limit, now=now, touch=False, fold=fold)
+        return self._docs(hits)
 
     def channels(self, query: str, qvec: np.ndarray, depth: int = DEPTH) -> tuple[Ranked, Ranked]:
         flt = Filter(agent=AGENT)
@@ -162,6 +178,13 @@ class Corpus:
         rows = self.matrix[[self.row[i] for i in ids]] if ids else np.zeros((0, self.matrix.shape[1]))
         return dict(zip(ids, (rows @ np.asarray(qvec, dtype=np.float32)).tolist(), strict=True))
 
+
+#: ``--variant`` names that are no searcher attribute: ``ask_now`` (see ``Corpus.engine``) and ``fold=0`` (near-
+#: identical turns not folded into one hit).
+BENCH_ATTRS = frozenset({"ask_now", "fold"})
+
+#: Searcher attributes that are counts (``--variant`` reads every value as a float).
+INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth"})
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()
@@ -179,8 +202,30 @@ def variant_weights(attrs: dict[str, Any]) -> RankingWeights:
 #: How conversation turns are recorded: "dated" (session and ``at=``), "undated" (session only), "one-thread".
 TURNS = "dated"
 
+#: A hit's folded near-identical memories count at its place (``--count-folded``): a turn told twice in a
+#: session comes as one hit standing for both, and either may be the one a data set names as evidence.
+COUNT_FOLDED = False
+
 #: Also index every corpus in LanceDB (``--lance``; the ``bench`` extra).
 LANCE = False
+
+#: Per-question rows for reading misses one by one (``--per-question FILE``): dataset, question, its type,
+#: and each system's ranks of the gold turns.
+PER_QUESTION: list[dict[str, Any]] = []
+
+
+def _note(dataset: str, qid: str, qtype: str, text: str, rankings: dict[str, list[str]], gold: Sequence[str]) -> None:
+    PER_QUESTION.append(
+        {
+            "dataset": dataset,
+            "id": qid,
+            "type": qtype,
+            "question": text,
+            "gold": list(gold),
+            "ranks": {s: [r.index(g) + 1 if g in r else None for g in gold] for s, r in rankings.items()},
+            "top": {s: r[:15] for s, r in rankings.items() if not s.startswith("study")},
+        }
+    )
 
 
 def make_corpus(docs: Sequence[tuple[str, str, str, dict[str, Any]]], embedder: CachedEmbedder) -> Corpus:
@@ -322,7 +367,7 @@ def systems(
         )
     for label, attrs in VARIANTS:
         calls[f"engramdb, {label}"] = lambda label=label, attrs=attrs: corpus.engine(  # type: ignore[misc]
-            label, variant_weights(attrs), query, depth, asked=asked if variants_as_of else None, attrs=attrs
+            label, variant_weights(attrs), query, depth, asked=asked, attrs=attrs, filter_as_of=variants_as_of
         )
     if asked is not None:
         calls[UNDATED] = lambda: corpus.ours(query, depth)
@@ -356,6 +401,7 @@ def evaluate_recall(rs: RecallSet, split: str, embedder: CachedEmbedder, scores:
             rankings = systems(corpus, q.text, qvec, 10, scores)
             if study:
                 rankings.update(_study(corpus, q.text, qvec))
+            _note("recall", q.gold, "", q.text, rankings, [q.gold])
             for system, ranking in rankings.items():
                 r = rank_of(ranking, q.gold)
                 scores.add(system, "top1", float(r == 1))
@@ -390,6 +436,7 @@ def evaluate_locomo(embedder: CachedEmbedder, scores: Scores, study: bool, conve
                 rankings = systems(corpus, q.text, qvec, 10, scores, asked)
                 if study:
                     rankings.update(_study(corpus, q.text, qvec))
+                _note("locomo", conv.sample_id, LOCOMO_CATEGORIES[q.category], q.text, rankings, q.evidence)
                 for system, ranking in rankings.items():
                     for k in (5, 10):
                         scores.add(system, f"R@{k}", recall_at_k(ranking, q.evidence, k))
@@ -413,6 +460,11 @@ def evaluate_lme(embedder: CachedEmbedder, scores: Scores, study: bool, limit: i
             rankings = systems(corpus, item.text, qvec, 50, scores, asked, variants_as_of=False)
             if study:
                 rankings.update(_study(corpus, item.text, qvec))
+            _note("longmemeval", item.question_id, item.question_type, item.text, rankings, item.answer_turns)
+            PER_QUESTION[-1]["sessions"] = {
+                s: [session_of[d] for d in r] for s, r in rankings.items() if not s.startswith("study")
+            }
+            PER_QUESTION[-1]["answer_sessions"] = list(item.answer_sessions)
             for system, ranking in rankings.items():
                 for k in (5, 10):
                     scores.add(system, f"turn R@{k}", recall_at_k(ranking, item.answer_turns, k))
@@ -539,8 +591,8 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     for label, attrs in VARIANTS:
         variants[label] = HybridSearcher(mem.store, emb, weights=variant_weights(attrs))
         for attr, value in attrs.items():
-            if attr not in RankingWeights.__dataclass_fields__:
-                setattr(variants[label], attr, value)
+            if attr not in RankingWeights.__dataclass_fields__ and attr not in BENCH_ATTRS:
+                setattr(variants[label], attr, int(value) if attr in INT_ATTRS else value)
     timed: dict[str, list[float]] = {label: [] for label in variants}
     now = datetime.now(UTC)
     for q in questions[:10]:
@@ -587,6 +639,14 @@ def run_speed(directory: Path, size: int, queries: int) -> dict[str, Any]:
     return out
 
 
+def _value(text: str) -> float | str:
+    """A ``--variant`` value: a number, else a word (``fusion=learned``)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text.strip()
+
+
 # -- main -------------------------------------------------------------------------------------------------
 
 
@@ -606,25 +666,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--variant",
         action="append",
         default=[],
-        help="an extra engramdb row: searcher attributes as NAME=VALUE,... (e.g. session_weight=0.3)",
+        help="an extra engramdb row: searcher attributes as NAME=VALUE,... (e.g. session_weight=0.3, fusion=learned)",
     )
     parser.add_argument("--turns", default="dated", choices=("dated", "undated", "one-thread"), help="see _turn")
     parser.add_argument("--lance", action="store_true", help="add LanceDB hybrid search (the bench extra)")
+    parser.add_argument("--count-folded", action="store_true", help="a hit's folded memories count at its place")
     parser.add_argument("--calibrate", action="store_true", help="fit and report the relevance calibration")
     parser.add_argument("--embed-cache", default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"))
     parser.add_argument("--speed", type=Path, default=None, help="100k store directory (built if missing)")
     parser.add_argument("--speed-size", type=int, default=100_000)
     parser.add_argument("--speed-queries", type=int, default=300)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--per-question", type=Path, default=None, help="write each question's gold ranks here")
     args = parser.parse_args(argv)
     global LANCE  # noqa: PLW0603 - a run-wide switch, set once before any corpus is built
     LANCE = args.lance
+    global COUNT_FOLDED  # noqa: PLW0603 - as LANCE
+    COUNT_FOLDED = args.count_folded
     global TURNS  # noqa: PLW0603 - as LANCE
     TURNS = args.turns
     global SPEAKER  # noqa: PLW0603 - as LANCE
     SPEAKER = tuple(float(b) for b in args.speaker.split(",") if b.strip())
     for spec in args.variant:
-        attrs = {k.strip(): float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k.strip()}
+        attrs = {k.strip(): _value(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k.strip()}
         VARIANTS.append((spec, attrs))
     cache = Path(args.embed_cache).expanduser()
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -657,6 +721,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{system[:58]:58s} " + " ".join(f"{row.get(m, math.nan):12.1f}" for m in measures))
     if args.out is not None:
         write_json(args.out, results)
+    if args.per_question is not None:
+        write_json(args.per_question, {"questions": PER_QUESTION})
     return 0
 
 

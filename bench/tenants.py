@@ -189,10 +189,13 @@ def measure(
                 c0, t0 = time.process_time(), time.perf_counter()
                 _ask(mem, scope, tenant, q)
                 t1, c1 = time.perf_counter(), time.process_time()
+                v0 = time.thread_time()
                 found = search.vector_candidates(v, flt, limit=50)
-                t2 = time.perf_counter()
+                t2, v1 = time.perf_counter(), time.thread_time()
                 search.keyword_candidates(terms, flt, limit=50)
-                t3 = time.perf_counter()
+                t3, v2 = time.perf_counter(), time.thread_time()
+                times.setdefault(f"{key}/vector_cpu", []).append(1000 * (v1 - v0))
+                times.setdefault(f"{key}/keyword_cpu", []).append(1000 * (v2 - v1))
                 times.setdefault(f"{key}/search", []).append(1000 * (t1 - t0))
                 times.setdefault(f"{key}/search_cpu", []).append(1000 * (c1 - c0))
                 times.setdefault(f"{key}/vector", []).append(1000 * (t2 - t1))
@@ -231,9 +234,9 @@ def measure(
 def report(memories: int, spreads: list[Spread], others: list[str], res: dict[str, Any], load: str) -> None:
     print(f"\n{memories} memories, load {load}")
     head = "| tenants | search p50 / p95 | search CPU p50 | first 5 p50 (x warm) | vector p50 / p95, R@10 |"
-    head += " keyword p50 / p95 |"
+    head += " keyword p50 / p95 | vector / keyword CPU p50 |"
     print(head + "".join(f" {o} vector p50 / p95, R@10 |" for o in others))
-    print("|---" * (6 + len(others)) + "|")
+    print("|---" * (7 + len(others)) + "|")
     for scope, n in spreads:
         key = f"{scope}{n}"
         s, c, f, v, k = (res[f"{key}/{part}"] for part in ("search", "search_cpu", "first5", "vector", "keyword"))
@@ -241,7 +244,8 @@ def report(memories: int, spreads: list[Spread], others: list[str], res: dict[st
             f"| {n} {scope}s | {s['p50']:.2f} / {s['p95']:.2f} | {c['p50']:.2f} | "
             f"{f['p50']:.1f} ({f['p50'] / s['p50']:.1f}x) | "
             f"{v['p50']:.2f} / {v['p95']:.2f}, {res[f'{key}/engramdb/recall@10']:.3f} | "
-            f"{k['p50']:.2f} / {k['p95']:.2f} |"
+            f"{k['p50']:.2f} / {k['p95']:.2f} | "
+            f"{res[f'{key}/vector_cpu']['p50']:.2f} / {res[f'{key}/keyword_cpu']['p50']:.2f} |"
         )
         for o in others:
             t = res[f"{key}/{o}"]

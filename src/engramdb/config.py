@@ -28,6 +28,7 @@ from engramdb.errors import ConfigError
 
 __all__ = [
     "LIBRARY_PG_POOL_SIZE",
+    "LLM_PROVIDERS",
     "SERVER_PG_POOL_SIZE",
     "Settings",
     "default_home",
@@ -42,6 +43,8 @@ LIBRARY_PG_POOL_SIZE: Final = 4
 #: more connections than the database has cores to run them add queueing in the database, not throughput;
 #: 10 leaves room for ~8 server processes under PostgreSQL's default ``max_connections = 100``.
 SERVER_PG_POOL_SIZE: Final = 10
+#: Providers an ``llm`` setting may name (``ollama:llama3.1:8b``); engramdb.brain.llm knows each one's default URL.
+LLM_PROVIDERS: Final = ("openai", "ollama", "lmstudio", "vllm", "llamacpp")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -279,8 +282,12 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError(f"agent must be a non-empty agent name (not '*'), not {settings.agent!r}")
     if settings.synchronous.upper() not in ("NORMAL", "FULL"):
         raise ConfigError(f"synchronous must be 'NORMAL' or 'FULL', not {settings.synchronous!r}")
-    if settings.llm is not None and (not settings.llm.startswith("openai:") or not settings.llm[7:].strip()):
-        raise ConfigError(f"unknown llm {settings.llm!r}: use 'openai:<model>' (any OpenAI-compatible server)")
+    provider, _, model = (settings.llm or "").partition(":")
+    if settings.llm is not None and (provider.strip().lower() not in LLM_PROVIDERS or not model.strip()):
+        raise ConfigError(
+            f"unknown llm {settings.llm!r}: use PROVIDER:MODEL, PROVIDER one of {', '.join(LLM_PROVIDERS)} "
+            "(all OpenAI-compatible servers; e.g. openai:gpt-4o-mini, ollama:llama3.1:8b)"
+        )
     if not settings.llm_key_env or not settings.llm_key_env.replace("_", "").isalnum():
         raise ConfigError(f"llm_key_env must name an environment variable, not {settings.llm_key_env!r}")
     if settings.session_url is not None and "://" not in settings.session_url:

@@ -363,7 +363,8 @@ class Engram(Areas):
         for each item, the memory as stored (the merged one for a duplicate). An item
         without ``agent`` is the ``agent`` setting's; an item with ``key`` supersedes
         that key's current memory (see :meth:`remember`). Items may carry ``user``, ``session``
-        and ``at`` as :meth:`remember` takes them.
+        and ``at`` as :meth:`remember` takes them, and ``successes``/``attempts``: outcome counts a migration
+        brings along (non-negative, successes at most attempts; a merged duplicate adds them to its own).
         """
         return self._pipeline.remember_many(items, force=force)
 

@@ -57,6 +57,7 @@ _DEDUPE_CANDIDATES: Final = 5
 #: Fields of a new memory given as a mapping (``remember_many``).
 _ITEM_FIELDS: Final = frozenset(
     {"content", "agent", "kind", "tags", "metadata", "visibility", "confidence", "key", "user", "session", "at"}
+    | {"successes", "attempts"}  # outcome counters a migration brings along (a Chroma pattern's usage_count)
 )
 
 
@@ -177,6 +178,10 @@ class WritePipeline:
                 raise ValidationError(f"tags has too many entries with the key's tag (the limit is {check.MAX_TAGS})")
             metadata = check.metadata({**metadata, "key": key})
         at = check.event_time(item.get("at"))
+        successes = _count(item.get("successes", 0.0), what="successes")
+        attempts = _count(item.get("attempts", 0.0), what="attempts")
+        if successes > attempts:
+            raise ValidationError(f"successes ({successes:g}) exceed attempts ({attempts:g})")
         return Memory(
             id=new_id(),
             user=check.scope(item.get("user"), what="user"),
@@ -191,6 +196,8 @@ class WritePipeline:
             updated_at=now,
             confidence=0.5 if conf is None else check.confidence(conf),
             visibility=check.visibility(item.get("visibility", "private")),
+            successes=successes,
+            attempts=attempts,
         )
 
     def remember(

@@ -286,18 +286,20 @@ class VectorQueue:
     # -- the worker ---------------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
+            behind = False
             with self._cond:
                 while not self._items and self._rebuild is None and not self._stopping:
                     self._cond.wait()
                 if self._items:
                     batch = [self._items.popleft() for _ in range(min(self._batch, len(self._items)))]
+                    behind = len(self._items) >= self._capacity // 2
                     self._cond.notify_all()  # room for blocked writers
                 elif self._stopping:
                     return
                 else:
                     batch = []
             if batch:
-                self._process(batch)
+                self._process(batch, take_turn=not behind)
                 with self._cond:
                     for item in batch:
                         left = self._queued_ids.pop(item.memory_id, 1) - 1
@@ -329,8 +331,13 @@ class VectorQueue:
             self._rebuild = None
             self._cond.notify_all()
 
-    def _process(self, batch: Sequence[_Item]) -> None:
-        """Embed ``batch`` and write the vectors of the memories that still hold the embedded text."""
+    def _process(self, batch: Sequence[_Item], *, take_turn: bool = True) -> None:
+        """Embed ``batch`` and write the vectors of the memories that still hold the embedded text.
+
+        ``take_turn``: wait for the store's other background writes (:meth:`Store.background_turn`). A worker half
+        a queue behind writes at once instead: taking turns protects searches while one inserter keeps up, and
+        past that the writers would soon block on a full queue.
+        """
         distinct = list({(i.memory_id, i.text): i for i in batch}.values())
         model_id = self._embedder.model_id
         try:
@@ -340,7 +347,8 @@ class VectorQueue:
                     # synchronous=NORMAL: a vector lost to a server crash is only late (its memory is stale, queued
                     # again at the next open); not waiting for the WAL flush of its HNSW inserts spares the writers'.
                     self._store.relax_commit()
-                self._store.background_turn()
+                if take_turn:
+                    self._store.background_turn()
                 current = self._store.memories.get_many(list(dict.fromkeys(i.memory_id for i in distinct)))
                 # Forgotten meanwhile: skipped (never resurrected). Changed meanwhile: the newer text is
                 # queued too, and only the vector of the text the memory holds now is written.

@@ -323,10 +323,15 @@ def test_the_issue_questions_find_the_memory_meant_in_the_top_two(
     assert right in order[:2]
 
 
+#: Relevance comes from cosine and words, not from how a search fuses its channels: the same rules hold under each.
+FUSIONS = pytest.mark.parametrize("fusion", ["evidence", "learned"])
+
+
+@FUSIONS
 def test_seed_004_reuses_a_saved_pattern_above_0_7_and_refuses_unrelated_tasks(
-    tmp_path: Path, embedder: Embedder
+    tmp_path: Path, embedder: Embedder, fusion: str
 ) -> None:
-    with Engram(tmp_path / "store", embedder=embedder) as mem:
+    with Engram(tmp_path / "store", embedder=embedder, fusion=fusion) as mem:
         for task in ("Login to Facebook", "Post on timeline", "Search flights to Rome", "Export the sales report"):
             mem.remember(task, agent="surfer", kind="success")
         for rewording in ("Sign into FB", "Go to FB"):
@@ -382,8 +387,11 @@ def test_different_facts_with_the_same_words_but_a_negation_stay_apart(tmp_path:
     assert all(h.stands_for == 1 for h in hits)
 
 
-def test_min_score_filters_on_relevance_and_a_call_overrides_the_setting(tmp_path: Path, embedder: Embedder) -> None:
-    with Engram(tmp_path / "store", embedder=embedder, min_score=0.3) as mem:
+@FUSIONS
+def test_min_score_filters_on_relevance_and_a_call_overrides_the_setting(
+    tmp_path: Path, embedder: Embedder, fusion: str
+) -> None:
+    with Engram(tmp_path / "store", embedder=embedder, min_score=0.3, fusion=fusion) as mem:
         meant = mem.remember("Adding a Redis cache in front of the product catalog cut p95 latency", agent="a")
         unrelated = mem.remember("Happy birthday Anna, cake in the kitchen at three", agent="a")
         everything = mem.search("what made the catalog fast", agent="a", min_score=0.0)

@@ -87,6 +87,8 @@ def test_session_key_reads_the_scope_then_metadata(mem: Engram) -> None:
 def _searcher(mem: Engram, weight: float) -> HybridSearcher:
     searcher = HybridSearcher(mem.store, mem.embedder)
     searcher.session_weight = weight
+    # Every question, not only those gathering facts across sessions ("trip" does not).
+    searcher.session_gated = False
     return searcher
 
 

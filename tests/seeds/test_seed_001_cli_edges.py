@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from seed_cli import Cli
 
 from engramdb import Engram
@@ -30,6 +31,32 @@ def test_a_command_without_agent_says_which_agent_it_used(cli: Cli) -> None:
     assert "Agent 'default'" in out
     assert "ENGRAM_AGENT" in out
     assert FIX in cli.ok("learning", "suggest", "--context", "api-auth-timeout", env={"ENGRAM_AGENT": "alice"})
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("memory", "patterns", "--type", "failure"),
+        ("learning", "failures", "--recent", "7d"),
+        ("learning", "patterns", "--type", "failure", "--recurring"),
+        ("learning", "patterns", "--success-rate", ">80%"),
+        ("learning", "stats"),
+        ("learning", "pending"),
+        ("failures", "solutions", "npm ERR! network timeout"),
+        ("prevention", "list"),
+    ],
+)
+def test_every_empty_answer_of_a_seed_command_without_agent_says_why(cli: Cli, command: tuple[str, ...]) -> None:
+    """The seed's commands written without --agent (``engram memory patterns --type failure``, ``engram learning
+    failures --recent 7d``, ...) after alice recorded: each says agent 'default' has nothing and how to name
+    alice, not only "No failure patterns" (only list, search and suggest did)."""
+    _record(cli, "alice", "api-auth-timeout", FIX, "success")
+    for _ in range(2):
+        cli.ok("failures", "record", "-e", "npm ERR! network timeout at: https://registry.npmjs.org", "-a", "alice")
+    out = cli.ok(*command)
+    assert "Agent 'default' has none in this store" in out, out
+    assert "--agent NAME" in out
+    assert "Agent 'default'" not in cli.ok(*command, env={"ENGRAM_AGENT": "alice"})
 
 
 def test_knowledge_import_as_the_seed_writes_it(tmp_path: Path, cli: Cli) -> None:

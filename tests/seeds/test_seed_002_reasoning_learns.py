@@ -7,16 +7,20 @@ listed by ``learning.pending()``, resolved by ``learning.resolve`` / ``engram le
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from seed_cli import Cli
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import ValidationError
+from engramdb.interfaces.cli._refs import MIN_PREFIX, full_id
 
 
 class OneAnswerLLM:
@@ -99,3 +103,71 @@ def test_resolve_with_pending_again_is_refused(mem: Engram) -> None:
     with pytest.raises(ValidationError, match="needs the outcome"):
         mem.learning.resolve(m.id, "pending", agent="alice")
     assert mem.get(m.id).metadata["outcome"] == "pending"
+
+
+def test_cli_takes_a_unique_id_prefix_as_git_does(tmp_path: Path, embedder: Embedder, cli: Cli) -> None:
+    """``update_decision_outcome(decision_id, ...)`` typed by hand: the first digits of the id the CLI printed do
+    for resolve, show, history and feedback; another agent's memory is not found by its prefix, and fewer than
+    six digits are no prefix."""
+    with Engram(cli.store, embedder=embedder, llm=OneAnswerLLM("retry-with-backoff")) as mem:
+        decision_id = _reason(mem)
+        mem.remember_many([{"content": f"note {i}", "agent": "alice"} for i in range(20)])
+    short = decision_id[:8]
+    resolved = cli.json("learning", "resolve", short, "--outcome", "success", "--agent", "alice")
+    assert resolved["id"] == decision_id
+    assert resolved["metadata"]["outcome"] == "success"
+    assert cli.json("memory", "show", decision_id[:6], "--agent", "alice")["id"] == decision_id
+    assert [c["action"] for c in cli.json("memory", "history", short, "--agent", "alice")] == ["create", "resolve"]
+    (fed,) = cli.json("learning", "feedback", short, "--outcome", "success", "--agent", "alice")
+    assert fed["id"] == decision_id
+    assert cli.run("memory", "show", short, "--agent", "bob").exit_code == 1
+    assert cli.run("memory", "show", decision_id[:5], "--agent", "alice").exit_code == 1
+
+
+def test_cli_reasons_with_a_local_ollama_as_seed_002_does(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 002 reasons with Ollama's llama3.1:8b and no API key: ``ENGRAM_LLM=ollama:llama3.1:8b`` (what the
+    error message suggested, and config refused: "use 'openai:<model>'"), no OPENAI_API_KEY; the decision then
+    waits in ``engram learning pending``. OpenAI's own API still needs its key."""
+    from llm_server import FakeServer, Reply
+
+    server = FakeServer()
+    try:
+        answer = {"steps": ["compare the options"], "decision": "retry-with-backoff", "rationale": "fewer failures"}
+        server.script = [Reply(json.dumps(answer))]
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        env = {"ENGRAM_LLM": "ollama:llama3.1:8b", "ENGRAM_LLM_BASE_URL": server.url}
+        reasoned = cli.json(
+            "reason", "--goal", "auth-failure on the payments API", "--mode", "decide",
+            "--option", "retry-with-backoff", "--option", "fail-fast", "--agent", "alice", env=env,
+        )  # fmt: skip
+        assert reasoned["decision"] == "retry-with-backoff"
+        assert server.requests[0]["model"] == "llama3.1:8b"
+        assert not any(k.lower() == "authorization" for k in server.headers[0])
+        (pending,) = cli.json("learning", "pending", "--agent", "alice", env=env)
+        assert pending["id"] == reasoned["decision_id"]
+    finally:
+        server.stop()
+    refused = cli.run("learning", "pending", "--agent", "alice", env={"ENGRAM_LLM": "openai:gpt-4o-mini"})
+    assert refused.exit_code == 1
+    assert "OPENAI_API_KEY" in refused.output
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_an_id_reference_is_completed_only_to_a_memory_it_starts(mem: Engram, data: st.DataObject) -> None:
+    """Any text typed as an id: left as it is, or completed to the one visible memory whose id it begins (6+ hex
+    digits, any case, spaces around); never another agent's; a bad one is left for the API to refuse in one line."""
+    if mem.count(agent="alice") == 0:
+        mem.remember_many([{"content": f"note {i}", "agent": "alice"} for i in range(30)])
+        mem.remember("bob's note", agent="bob")
+    mine = {m.id for m in mem.list(agent="alice", limit=100)}
+    (bobs,) = [m.id for m in mem.list(agent="bob")]
+    prefix = st.tuples(st.sampled_from([*sorted(mine), bobs]), st.integers(1, 33), st.booleans()).map(
+        lambda t: f" {t[0][: t[1]].upper() if t[2] else t[0][: t[1]]} "
+    )
+    ref = data.draw(st.one_of(st.text(max_size=40), st.text(alphabet="0123456789abcdef", max_size=40), prefix))
+    got = full_id(mem, ref, agent="alice")  # 31 random ids: no two share 6 digits (odds ~1e-5)
+    key = ref.strip().lower()
+    assert got == ref or (got in mine and got.startswith(key) and len(key) >= MIN_PREFIX)
+    if MIN_PREFIX <= len(key) < 32 and sum(i.startswith(key) for i in mine) == 1:
+        assert got in mine  # a unique prefix of one of alice's ids is always completed

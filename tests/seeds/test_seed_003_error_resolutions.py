@@ -7,7 +7,10 @@ gets the knowledge base's generic "ModuleNotFoundError resolution" instead.
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from seed_cli import Cli
 
 from engramdb import Engram
 from engramdb.learning.signatures import decisive_template, error_signature
@@ -117,3 +120,33 @@ def test_two_null_pointer_exceptions_are_one_group(mem: Engram) -> None:
     (pattern,) = mem.failures.patterns(agent="jvm")
     assert pattern.occurrences == 2
     assert pattern.signature == "java.lang.NullPointerException"
+
+
+def test_cli_shows_weighted_fix_counts_readably(cli: Cli) -> None:
+    """``recall_error_solutions(error_message="Cannot import fastapi")`` on the command line: the fix of the similar
+    failure counts in part, shown to two decimals at most (it printed "0.491187"); --json keeps the exact value."""
+    cli.ok(
+        "failures", "record", "-e", "ModuleNotFoundError: No module named 'fastapi'", "-c", "Starting FastAPI server",
+        "--fix", "pip install fastapi uvicorn", "--agent", "swarm",
+    )  # fmt: skip
+    (fix,) = cli.json("failures", "solutions", "Cannot import fastapi", "--agent", "swarm")
+    assert fix["solution"] == "pip install fastapi uvicorn"
+    assert 0 < fix["attempts"] < 1  # a similar failure's fix: evidence in part
+    shown = cli.ok("failures", "solutions", "Cannot import fastapi", "--agent", "swarm")
+    assert "pip install fastapi uvicorn" in shown
+    assert f"{fix['attempts']:.2f}".rstrip("0").rstrip(".") in shown
+    assert not re.search(r"\d\.\d{3,}", shown), shown
+
+
+def test_cli_record_takes_the_python_names_of_the_fixes(cli: Cli) -> None:
+    """``failures.record(error, solution=..., failed_solutions=...)`` typed as options: --solution and
+    --failed-solution work as --fix and --failed-fix (they were "no such option")."""
+    cli.ok(
+        "failures", "record", "-e", "ModuleNotFoundError: No module named 'fastapi'",
+        "--solution", "pip install fastapi uvicorn", "--failed-solution", "pip install fast-api", "--agent", "swarm",
+    )  # fmt: skip
+    found = cli.json("failures", "solutions", "ModuleNotFoundError: No module named 'fastapi'", "--agent", "swarm")
+    assert [(f["solution"], f["successes"], f["attempts"]) for f in found] == [
+        ("pip install fastapi uvicorn", 1, 1),
+        ("pip install fast-api", 0, 1),
+    ]

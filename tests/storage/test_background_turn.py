@@ -18,6 +18,7 @@ from engramdb.embeddings.base import Embedder
 from engramdb.errors import StorageError
 from engramdb.storage import open_store
 from engramdb.storage._pg_schema import LOCK_BACKGROUND
+from engramdb.vectorqueue import VectorQueue
 
 #: Seconds a test waits at most for another thread to reach a point.
 LIMIT = 30.0
@@ -154,3 +155,42 @@ def test_several_instances_writing_at_once_lose_no_vector(embedder: Embedder) ->
     finally:
         for mem in mems:
             mem.close()
+
+
+def test_a_worker_half_a_queue_behind_writes_without_waiting_for_its_turn(embedder: Embedder) -> None:
+    """Taking turns must not let a queue fill (its writers would block): with half its capacity still queued behind
+    a batch, the worker writes that batch at once; once it has caught up, it waits for its turn again."""
+    location = SERVER.get().new_database()
+    holder = open_store(location, settings=load_settings({}))
+    store = open_store(location, settings=load_settings({}))
+    release = threading.Event()
+    holding = threading.Event()
+    queue = VectorQueue(store, embedder, batch_size=2, capacity=8)
+    try:
+        ms = [memory(f"queued note {i}") for i in range(9)]
+        store.memories.add(ms, embedder.embed([m.content for m in ms]), model_id=embedder.model_id, actor="t",
+                           unvectored=frozenset(range(1, 9)))  # fmt: skip
+
+        def hold() -> None:
+            with holder.atomic():
+                holder.background_turn()
+                holding.set()
+                release.wait(LIMIT)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        holding.wait(LIMIT)
+        queue.put([(m.id, m.content) for m in ms[1:]])
+        # Batches of 2 from 8 queued: 6 and 4 left behind them (>= half of 8), written at once; 2 left behind the
+        # third: it waits for the turn the other store holds.
+        _until(lambda: _turn_waiters(location) == 1, "the worker to wait for its turn")
+        assert store.vectors.count_stale(embedder.model_id) == 4
+        release.set()
+        thread.join(LIMIT)
+        assert queue.flush(LIMIT) is True
+        assert store.vectors.count_stale(embedder.model_id) == 0
+    finally:
+        release.set()
+        queue.close(LIMIT)
+        holder.close()
+        store.close()

@@ -61,7 +61,8 @@ PROVIDERS: Final[Mapping[str, str]] = {
 HOW_TO_CONFIGURE: Final = (
     "configure one with ENGRAM_LLM=openai:MODEL (e.g. openai:gpt-4o-mini, or ollama:llama3.1:8b for a local "
     "Ollama), ENGRAM_LLM_BASE_URL for another OpenAI-compatible server (vLLM, LM Studio, llama.cpp), and "
-    "ENGRAM_LLM_KEY_ENV=NAME of the environment variable holding the API key (e.g. OPENAI_API_KEY); "
+    "ENGRAM_LLM_KEY_ENV=NAME of the environment variable holding the API key (OPENAI_API_KEY by default; "
+    "local servers need none); "
     "or pass Engram(llm=...)"
 )
 
@@ -328,8 +329,9 @@ def llm_from_settings(
     ``spec`` is ``PROVIDER:MODEL`` with PROVIDER one of :data:`PROVIDERS` (``openai:gpt-4o-mini``,
     ``ollama:llama3.1:8b``: everything after the first colon is the model). ``base_url``
     overrides the provider's default. The key is ``api_key`` if given, else the value of the
-    environment variable named ``key_env`` (read from ``env``, default ``os.environ``); a
-    named variable that is unset is an error, so a typo does not silently send no key.
+    environment variable named ``key_env`` (read from ``env``, default ``os.environ``); for
+    ``openai`` a named variable that is unset is an error, so a typo does not silently send
+    no key; the local providers send none then.
     """
     if spec is None or not str(spec).strip():
         return None
@@ -343,8 +345,10 @@ def llm_from_settings(
     key = api_key
     if key is None and key_env:
         environ = os.environ if env is None else env
-        key = environ.get(key_env)
-        if not key:
+        key = environ.get(key_env) or None
+        # A local server (Ollama, LM Studio, vLLM, llama.cpp) takes no key: seed 002 runs on Ollama, and
+        # demanding OPENAI_API_KEY there refused every command. OpenAI's own API always needs one.
+        if key is None and provider == "openai":
             raise LLMNotConfigured(
                 f"the LLM key variable {key_env!r} (ENGRAM_LLM_KEY_ENV) is not set in the environment"
             )

@@ -5,7 +5,7 @@ A collection is recognised by its name, else by the metadata keys its records ca
 - **patterns** (seed 004's ``task_patterns``: the document is the task, metadata ``task``, ``actions``,
   ``success_rate``, ``usage_count``, ``context``): a ``success`` memory tagged ``pattern``, what the
   ``save_pattern`` tool writes, so ``recall_patterns`` and ``get_pattern_stats`` find it; its confidence is the
-  success rate.
+  success rate, and its uses (``usage_count``) its attempts, ``success_rate`` of them successes.
 - **failures** (seed 003's ``errors``, "error resolutions": ``error_message``, ``context``, ``resolution``,
   ``success``): one failure occurrence through ``mem.failures.record``, the resolution as the fix that worked
   (or, with ``success`` false, as a fix that did not), so ``mem.failures.solutions`` finds it. A record whose
@@ -104,7 +104,25 @@ def pattern_item(document: str, meta: Mapping[str, Any]) -> dict[str, Any]:
     rate = _rate(meta.get("success_rate"))
     if rate is not None:
         item["confidence"] = rate
+    uses = _uses(meta.get("usage_count"))
+    if uses:
+        # The seed's update_pattern_usage counted uses beside an averaged rate; as outcome counts they keep
+        # get_pattern_stats' total usage and most used pattern, as feedback after the import would.
+        item["attempts"] = float(uses)
+        item["successes"] = uses * (0.5 if rate is None else rate)
     return item
+
+
+def _uses(value: Any) -> int:
+    """A usage count Chroma kept (a whole number, maybe as a float or text); 0 when there is none."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return 0
+    return int(value)
 
 
 def code_pattern_item(document: str, meta: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from engramdb.learning._prior import Prior
 
-__all__ = ["ChangePoints", "ChangeRule", "change_discounts", "changepoint_weights"]
+__all__ = ["ChangePoints", "ChangeRule", "change_discounts", "changepoint_weights", "cusum_split"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,10 +54,19 @@ class ChangeRule:
     #: a detected change stays detected for longer after the stale favourite stops being chosen, while records still
     #: fade (unlike ``undiscounted``, whose ever-longer records raise false alarms). Ignored with ``undiscounted``.
     horizon: float | None = None
+    #: Instead of the two-sample test: a Page-Hinkley (CUSUM) test per action, in time order, of each outcome against
+    #: the action's running Beta(1, 1) mean since the last detected change (at least ``window`` weighted outcomes),
+    #: two-sided, for a shift of ``shift``; it fires when the weighted log-likelihood ratio exceeds ``cusum``, and the
+    #: change is placed where that sum last stood at zero (None: the two-sample test). Measured, not adopted
+    #: (bench/RESULTS.md, issue 25, item 11, third round).
+    cusum: float | None = None
+    shift: float = 0.3
 
     def __post_init__(self) -> None:
         if not self.window > 0 or not self.z > 0 or not 0.0 <= self.keep <= 1.0 or self.scope not in ("action", "all"):
             raise ValueError("change rule: window and z must be positive, keep within [0, 1], scope action or all")
+        if (self.cusum is not None and not (self.cusum > 0 and math.isfinite(self.cusum))) or not 0 < self.shift < 1:
+            raise ValueError("change rule: cusum must be a positive number (or None), shift within (0, 1)")
         if self.horizon is not None and not self.horizon >= 1.0:
             raise ValueError("change rule: horizon must be at least 1 (or None)")
 
@@ -82,9 +91,13 @@ def change_discounts(
         by_action.setdefault(actions[i], []).append(i)
     cutoffs: list[float] = []
     for idx in by_action.values():
-        if rule.scan:
+        if rule.scan or rule.cusum is not None:
             w_a, s_a = [weights[i] for i in idx], [successes[i] for i in idx]
-            split = _most_significant_split(w_a, s_a, window=rule.window, z=rule.z, effective_n=rule.effective_n)
+            split = (
+                _most_significant_split(w_a, s_a, window=rule.window, z=rule.z, effective_n=rule.effective_n)
+                if rule.cusum is None
+                else cusum_split(w_a, s_a, window=rule.window, threshold=rule.cusum, shift=rule.shift)
+            )
             if split is not None:
                 for i in idx[split:]:
                     out[i] = rule.keep
@@ -115,6 +128,42 @@ def change_discounts(
             if times[i] < cut:
                 out[i] = min(out[i], rule.keep)
     return out
+
+
+def cusum_split(
+    weights: Sequence[float], successes: Sequence[float], *, window: float, threshold: float, shift: float
+) -> int | None:
+    """For one action's evidence, newest first: the number of newest items since the last change a two-sided
+    Page-Hinkley (CUSUM) test detects (see ``ChangeRule.cusum``), or None. Pure and stateless: the same record
+    always gives the same split."""
+    n = len(weights)
+    start = 0  # oldest-first position where the current segment begins
+    succ = att = 0.0
+    sums = [0.0, 0.0]  # a drop, a rise
+    zero_at = [0, 0]  # oldest-first position after which each sum last stood at zero
+    for j in range(n):
+        w = min(1.0, max(0.0, weights[n - 1 - j]))
+        x = min(1.0, max(0.0, successes[n - 1 - j]))
+        if att >= window and w > 0.0:
+            p0 = (1.0 + succ) / (2.0 + att)
+            for k, p1 in enumerate((max(0.01, p0 - shift), min(0.99, p0 + shift))):
+                step = w * (x * math.log(p1 / p0) + (1.0 - x) * math.log((1.0 - p1) / (1.0 - p0)))
+                sums[k] = max(0.0, sums[k] + step)
+                if sums[k] == 0.0:
+                    zero_at[k] = j + 1
+            fired = [k for k in (0, 1) if sums[k] > threshold]
+            if fired:
+                start = max(start, min(zero_at[k] for k in fired))
+                succ = sum(
+                    min(1.0, max(0.0, weights[n - 1 - i])) * min(1.0, max(0.0, successes[n - 1 - i]))
+                    for i in range(start, j + 1)
+                )
+                att = sum(min(1.0, max(0.0, weights[n - 1 - i])) for i in range(start, j + 1))
+                sums, zero_at = [0.0, 0.0], [j + 1, j + 1]
+                continue
+        succ += w * x
+        att += w
+    return n - start if start > 0 else None
 
 
 def _most_significant_split(

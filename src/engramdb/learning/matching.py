@@ -11,9 +11,10 @@ relative to the best-matching record nearby (:func:`relative_agreements`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Sequence
 
-__all__ = ["option_agreement", "relative_agreements"]
+__all__ = ["contrast_factors", "option_agreement", "relative_agreements"]
 
 
 def option_agreement(
@@ -47,3 +48,17 @@ def relative_agreements(
     if top <= 0.0:  # no record shares a choice with the question: nothing tells them apart
         return [1.0] * len(raw)
     return [min(1.0, a / top) for a in raw]
+
+
+def contrast_factors(cosines: Sequence[float], *, sharpness: float, top: int = 5) -> list[float]:
+    """A soft contrast of each neighbour's cosine with the question's best matches: ``exp(sharpness * (cosine -
+    m))`` capped at 1, where ``m`` is the mean of the ``top`` highest cosines. The closest records keep their
+    relevance and one that matches much worse than the question's best matches fades smoothly (unlike a hard
+    margin below ``m``, which cut a situation's own rewordings: bench/RESULTS.md, issue 25, item 11)."""
+    if not sharpness >= 0.0 or not math.isfinite(sharpness) or top < 1:
+        raise ValueError("sharpness must be a non-negative number and top at least 1")
+    if not cosines:
+        return []
+    best = sorted(cosines, reverse=True)[:top]
+    m = min(best[0], sum(best) / len(best))  # min: the float mean of equal values can exceed them
+    return [min(1.0, math.exp(sharpness * (c - m))) for c in cosines]

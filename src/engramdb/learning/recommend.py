@@ -61,8 +61,10 @@ from typing import Final
 
 import numpy as np
 
+from engramdb.learning._calibration import CALIBRATION, CALIBRATION_POOLED
+from engramdb.learning.exploring import draw_widths
 from engramdb.learning.forgetting import best_horizon
-from engramdb.learning.matching import relative_agreements
+from engramdb.learning.matching import contrast_factors, relative_agreements
 from engramdb.learning.records import normalise_context
 from engramdb.learning.stats import (
     ChangePoints,
@@ -92,95 +94,6 @@ __all__ = [
     "rng_for",
     "suggest",
 ]
-
-
-#: Calibration of the confidence: (evidence band, knots). A band applies when the top option's weighted
-#: outcomes are at least its lower bound; its knots map the raw confidence (the top option's lead: the posterior
-#: probability that it beats the best other option, on its record or in the recent view, whichever is smaller;
-#: Monte Carlo) to how often a top option with that raw value was the right action, fitted by
-#: ``python bench/learning.py --calibrate --seeds 12`` on the *dev* streams only (seeds 100-111, 1,600 steps each;
-#: 13,824 questions on held-out descriptions asked every 50 steps, right after the world changed included; isotonic
-#: fit on equal-count bins, Beta(1, 1)-smoothed, made monotone) and scored there on the *test* streams (seeds 0-11).
-#: Raw values beyond the knots take the nearest knot's value.
-CALIBRATION: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
-    (
-        0.0,
-        (
-            (0.0, 0.0),
-            (0.493, 0.286),
-            (0.504, 0.308),
-            (0.538, 0.366),
-            (0.585, 0.444),
-            (0.641, 0.5),
-        ),
-    ),
-    (
-        0.5,
-        (
-            (0.0, 0.0),
-            (0.512, 0.494),
-            (0.56, 0.5),
-            (0.596, 0.511),
-            (0.616, 0.583),
-            (0.639, 0.585),
-            (0.689, 0.75),
-        ),
-    ),
-    (
-        1.0,
-        (
-            (0.0, 0.0),
-            (0.465, 0.385),
-            (0.525, 0.417),
-            (0.574, 0.591),
-            (0.641, 0.74),
-            (0.715, 0.787),
-        ),
-    ),
-    (
-        3.0,
-        (
-            (0.0, 0.0),
-            (0.407, 0.485),
-            (0.501, 0.62),
-            (0.544, 0.762),
-            (0.579, 0.832),
-            (0.611, 0.893),
-            (0.644, 0.943),
-            (0.67, 0.967),
-            (0.696, 0.98),
-            (0.726, 0.996),
-            (0.772, 0.998),
-        ),
-    ),
-    (
-        10.0,
-        (
-            (0.0, 0.0),
-            (0.433, 0.583),
-            (0.536, 0.837),
-            (0.589, 0.949),
-            (0.626, 0.964),
-            (0.655, 0.984),
-            (0.681, 0.984),
-            (0.706, 0.995),
-            (0.73, 0.995),
-            (0.754, 0.995),
-            (0.788, 0.998),
-        ),
-    ),
-)
-
-
-#: Calibration of a confidence from the wider neighbourhood (``RecommendConfig.pool_floor``), in the format of
-#: :data:`CALIBRATION`: fitted by ``python bench/learning.py --calibrate`` on the dev streams' questions that the
-#: wider neighbourhood answered (the close one holding under ``min_evidence``: mostly the first 50 steps of a
-#: stream, where a wide neighbourhood mixes situations), one band, the same isotonic fit. Since the close view's
-#: exponent (0.4) counts rewordings for more, the wider one answers rarely and is rarely sure (155 dev questions
-#: with enough pooled evidence, 5 of them at a calibrated 0.5 or more), so the table rises only to two in three.
-CALIBRATION_POOLED: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
-    (0.0, ((0.0, 0.0), (0.394, 0.136), (0.502, 0.207), (0.553, 0.318), (0.601, 0.667))),
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,6 +172,16 @@ class RecommendConfig:
     #: While the change rule holds an action's older record contradicted (a change detected nearby), :func:`choose`
     #: draws at least this wide (None: the caller's exploration throughout): the runner-up is tried sooner.
     explore_after_change: float | None = None
+    #: An option with fewer weighted outcomes than this draws wider in :func:`choose`, up to plain Thompson sampling
+    #: with none (None: the caller's exploration for all; :mod:`engramdb.learning.exploring`). Off by default: on the
+    #: drift streams it made recommendations right more often and cost 2-5 points of success (bench/RESULTS.md,
+    #: issue 25, item 11, third round).
+    thin_evidence: float | None = None
+    #: In :func:`suggest`, an outcome's relevance is also multiplied by a soft contrast of its cosine with the mean of
+    #: the question's five best (``exp(contrast * (cosine - mean))``, capped at 1; None: off;
+    #: :func:`engramdb.learning.matching.contrast_factors`). :func:`choose` ignores it. Off: measured worse (unseen
+    #: descriptions sit well below their best training match; bench/RESULTS.md, issue 25, item 11, third round).
+    contrast: float | None = None
     #: Candidate horizons, one picked per question by how well it predicted the neighbourhood's outcomes (None: always
     #: ``horizon``; :mod:`engramdb.learning.forgetting`), and the horizon of that score.
     learned_horizons: tuple[float, ...] | None = None
@@ -293,6 +216,10 @@ class RecommendConfig:
             raise ValueError("option_exponent must be a non-negative number (or None)")
         if self.explore_after_change is not None and not 0.0 <= self.explore_after_change <= 1.0:
             raise ValueError("explore_after_change must be within [0, 1] (or None)")
+        if self.thin_evidence is not None and not (self.thin_evidence > 0.0 and math.isfinite(self.thin_evidence)):
+            raise ValueError("thin_evidence must be a positive number (or None)")
+        if self.contrast is not None and not (self.contrast >= 0.0 and math.isfinite(self.contrast)):
+            raise ValueError("contrast must be a non-negative number (or None)")
         if self.learned_horizons is not None and (
             not self.learned_horizons or any(not h >= 1.0 for h in self.learned_horizons)
         ):
@@ -350,6 +277,7 @@ def evidence(
     key = _normalised(context)
     asked = None if options is None or config.option_exponent is None else frozenset(options)
     weighed: list[tuple[DecisionRecord, float]] = []
+    kept_cos: list[float] = []
     for n in neighbours:
         same = _normalised(n.record.context) == key
         relevance = (
@@ -359,6 +287,10 @@ def evidence(
         )
         if relevance > 0.0:
             weighed.append((n.record, relevance))
+            kept_cos.append(1.0 if same else n.cosine)
+    if config.contrast is not None and weighed:
+        sharp = contrast_factors(kept_cos, sharpness=config.contrast)
+        weighed = [(r, w * f) for (r, w), f in zip(weighed, sharp, strict=True)]
     if asked is not None and config.option_exponent is not None:
         factors = relative_agreements(
             [(r.action, r.alternatives) for r, _ in weighed], asked, exponent=config.option_exponent
@@ -626,6 +558,7 @@ def choose(
     # The close neighbourhood only: choosing learns fast enough from it, and the draws stay those of the same
     # evidence however wide the caller's search was (the wider one serves suggest's thin questions).
     neighbours = [n for n in neighbours if n.cosine > config.similarity_floor]
+    config = replace(config, contrast=None)
     post = option_posteriors(context, neighbours, now=now, config=config, options=options)
     rng = rng_for(seed, "choose", normalise_context(context), tuple(options), _fingerprint(neighbours))
     if not math.isfinite(exploration):
@@ -635,4 +568,5 @@ def choose(
         # The change rule cut some older record: draw wider until the new order is known.
         if sum(p.attempts for p in kept) - sum(p.attempts for p in post) > _SLACK:
             exploration = max(exploration, config.explore_after_change)
-    return post[thompson_choice(post, rng=rng, exploration=exploration)].action
+    widths = draw_widths([p.attempts for p in post], exploration=exploration, thin=config.thin_evidence)
+    return post[thompson_choice(post, rng=rng, exploration=widths)].action

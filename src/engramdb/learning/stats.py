@@ -319,7 +319,9 @@ def _params(options: Sequence[Posterior]) -> tuple[npt.NDArray[np.float64], npt.
     )
 
 
-def thompson_choice(options: Sequence[Posterior], *, rng: np.random.Generator, exploration: float = 1.0) -> int:
+def thompson_choice(
+    options: Sequence[Posterior], *, rng: np.random.Generator, exploration: float | Sequence[float] = 1.0
+) -> int:
     """The index of the option a Thompson sample picks.
 
     Each option draws ``theta ~ Beta(alpha, beta)`` and the value it competes with
@@ -330,12 +332,15 @@ def thompson_choice(options: Sequence[Posterior], *, rng: np.random.Generator, e
     """
     if not options:
         raise ValueError("no options to choose from")
-    if not 0.0 <= exploration <= 1.0 or not math.isfinite(exploration):
+    widths = np.asarray(exploration, dtype=np.float64)
+    if widths.ndim > 1 or (widths.ndim == 1 and len(widths) != len(options)):
+        raise ValueError("exploration must be one number or one per option")
+    if not bool(np.all((widths >= 0.0) & (widths <= 1.0))):
         raise ValueError("exploration must be within [0, 1]")
     a, b = _params(options)
     theta = rng.beta(a, b)
     mean = a / (a + b)
-    value = mean + exploration * (theta - mean)
+    value = mean + widths * (theta - mean)
     # lexsort: last key is primary. Highest value first; exact ties go to the higher raw draw.
     return int(np.lexsort((-theta, -value))[0])
 

@@ -125,13 +125,12 @@ class PoolTerms:
 
 def pool_terms(terms: Sequence[str], texts: Mapping[str, str]) -> PoolTerms:
     """The query's distinct stems, their IDF over ``texts`` and each text's stems (:func:`pool_coverage`'s parts)."""
-    stems = tuple(dict.fromkeys(s for s in (stem(t) for t in terms) if s))
+    stems = tuple(dict.fromkeys(map(stem, terms)))
     finder = _Finder(stems)
     present = {i: finder.present(text) for i, text in texts.items()}
     n = len(texts)
-    idf = tuple(
-        math.log((n - df + 0.5) / (df + 0.5) + 1.0) for df in (sum(s in p for p in present.values()) for s in stems)
-    )
+    sets = list(present.values())
+    idf = tuple(math.log((n - df + 0.5) / (df + 0.5) + 1.0) for df in (sum(s in p for p in sets) for s in stems))
     return PoolTerms(stems, idf, present)
 
 
@@ -145,12 +144,11 @@ def pool_coverage(terms: Sequence[str], texts: Mapping[str, str]) -> dict[str, f
     if not terms or not texts:
         return dict.fromkeys(texts, 0.0)
     pool = pool_terms(terms, texts)
+    weighted = list(zip(pool.stems, pool.idf, strict=True))
     total = sum(pool.idf)
     if total <= 0:
         return dict.fromkeys(texts, 0.0)
-    return {
-        i: sum(w for s, w in zip(pool.stems, pool.idf, strict=True) if s in p) / total for i, p in pool.present.items()
-    }
+    return {i: sum(w for s, w in weighted if s in p) / total for i, p in pool.present.items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,10 +29,19 @@ from engramdb.retrieval.context import (
     weigh_named_speakers,
     weigh_speakers,
 )
+from engramdb.retrieval.diversity import SESSION_FREE, SESSION_REPEAT, diversify_sessions
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
 from engramdb.retrieval.learned import LEARNED, fuse_learned
-from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_evidence, rank
-from engramdb.retrieval.sessions import SESSION_BEST_ONLY, SESSION_SHARE, SESSION_WEIGHT, session_key, weigh_by_session
+from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_by, rank
+from engramdb.retrieval.sessions import (
+    SESSION_BEST_ONLY,
+    SESSION_GATED,
+    SESSION_SHARE,
+    SESSION_WEIGHT,
+    asks_across_sessions,
+    session_key,
+    weigh_by_session,
+)
 from engramdb.retrieval.text import query_terms
 from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
@@ -80,6 +89,15 @@ class HybridSearcher:
         self.session_weight = SESSION_WEIGHT
         self.session_share = SESSION_SHARE
         self.session_best_only = SESSION_BEST_ONLY
+        #: See :func:`engramdb.retrieval.diversity.diversify_sessions`; 1 turns session diversity off.
+        self.session_repeat = SESSION_REPEAT
+        self.session_free = SESSION_FREE
+        #: Session evidence and diversity only for questions that gather facts across conversations
+        #: (:func:`engramdb.retrieval.sessions.asks_across_sessions`), or for every question (False).
+        self.session_gated = SESSION_GATED
+        #: Candidates fetched from the vector and the keyword channel (each at least ``limit``).
+        self.depth = _DEPTH
+        self.keyword_depth = _DEPTH
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
         self.time_words = True
         #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
@@ -115,13 +133,15 @@ class HybridSearcher:
         one hit (:mod:`engramdb.retrieval.collapse`); services that count memories (episode statistics)
         pass False.
         """
-        depth = max(_DEPTH, limit)
+        depth, keyword_depth = max(self.depth, limit), max(self.keyword_depth, limit)
         # "last Saturday": counted from the moment the question is asked (``as_of``), else from now.
         window = find_time(query, reference=flt.as_of or now) if self.time_weight > 0 else None
         terms = query_terms(query if window is None or self.time_words else window.rest)
         overlap = bool(terms) and self.overlap_keyword
         pending: Future[list[Candidate]] | None = (
-            self._pool.submit(self._store.search.keyword_candidates, terms, flt, limit=depth) if overlap else None
+            self._pool.submit(self._store.search.keyword_candidates, terms, flt, limit=keyword_depth)
+            if overlap
+            else None
         )
         try:
             qvec = self._queries.embed_query(query) if vector is None else vector
@@ -129,7 +149,7 @@ class HybridSearcher:
         finally:
             keyword = pending.result() if pending is not None else []
         if terms and pending is None:
-            keyword = self._store.search.keyword_candidates(terms, flt, limit=depth)
+            keyword = self._store.search.keyword_candidates(terms, flt, limit=keyword_depth)
         if self.weights.fusion != "minmax":
             # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).
             ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in keyword]))
@@ -139,16 +159,7 @@ class HybridSearcher:
             if w.fusion == "learned":
                 fused = fuse_learned(keyword, vec, texts, terms, scorer=self.scorer)
             else:
-                fused = fuse_evidence(
-                    keyword,
-                    vec,
-                    texts,
-                    terms,
-                    coverage_weight=w.coverage,
-                    sure_lead=w.sure_lead,
-                    sure_weak=w.sure_weak,
-                    sure_coverage=w.sure_coverage,
-                )
+                fused = fuse_by(w, keyword, vec, texts, terms)
             head = fused[: max(_HEAD, limit)]
         else:
             fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
@@ -159,7 +170,12 @@ class HybridSearcher:
         spoken = (self.assistant_weight < 1 or self.other_speaker_weight < 1) and any(
             ROLE_KEY in m.metadata for m in memories.values()
         )
-        grouped = self.session_weight > 0 and any(session_key(m) is not None for m in memories.values())
+        across = not self.session_gated or asks_across_sessions(query)
+        grouped = (
+            across
+            and (self.session_weight > 0 or self.session_repeat < 1)
+            and any(session_key(m) is not None for m in memories.values())
+        )
         if linked or spoken or grouped or window is not None:
             # Conversation turns: a turn below the head may rise with its neighbour or past an assistant's
             # reply, or one of the day the question names, so read them all.
@@ -189,6 +205,7 @@ class HybridSearcher:
                     share=self.session_share,
                     best_only=self.session_best_only,
                 )
+                reach = diversify_sessions(reach, sessions, repeat=self.session_repeat, free=self.session_free)
             head = reach[: max(_HEAD, limit)]
         ordered = rank(head, memories, now=now, weights=self.weights)
         ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]

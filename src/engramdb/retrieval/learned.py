@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from engramdb.retrieval.evidence import pool_terms, stem, term_weight
-from engramdb.retrieval.ranking import Fused
+from engramdb.retrieval.ranking import Fused, RankingWeights, scaled
 from engramdb.storage.base import Candidate
 
 __all__ = ["FEATURES", "LEARNED", "LearnedScorer", "candidate_features", "fuse_learned"]
@@ -57,9 +57,9 @@ FEATURES: Final = (
     "coverage_x_best",
 )
 
-#: Evidence fusion's "sure model" gate (``RankingWeights.sure_lead`` and ``sure_weak``' defaults).
-_SURE_LEAD: Final = 0.05
-_SURE_WEAK: Final = 0.3
+#: Evidence fusion's "sure model" gate, at its defaults: the weights were fitted with it.
+_SURE_LEAD: Final = RankingWeights().sure_lead
+_SURE_WEAK: Final = RankingWeights().sure_weak
 #: Ranks past this count as "not returned" (the channels' depth; deeper ranks are clipped to it).
 _DEPTH: Final = 50
 
@@ -80,7 +80,7 @@ class LearnedScorer:
             raise ValueError("learned scorer weights must be finite numbers")
 
     def score(self, features: Sequence[float]) -> float:
-        return math.fsum(w * x for w, x in zip(self.weights, features, strict=True))
+        return sum(w * x for w, x in zip(self.weights, features, strict=True))
 
 
 #: Fitted by ``python bench/fit_ranker.py`` (its defaults: softmax loss over each question's candidates, pulled
@@ -159,11 +159,4 @@ def fuse_learned(
     """Every candidate of either channel, its score scaled to [0, 1] within the search (as evidence fusion's, so the
     conversation steps and boosts after it see the same contrast), best first, ties broken by id."""
     feats = candidate_features(keyword, vector, texts, terms)
-    raw = {i: scorer.score(f) for i, f in feats.items()}
-    hi, lo = max(raw.values(), default=1.0), min(raw.values(), default=0.0)
-    span = hi - lo
-    kw_raw = {c.id: c.score for c in keyword}
-    vec_raw = {c.id: c.score for c in vector}
-    out = [Fused(i, (s - lo) / span if span > 1e-12 else 1.0, kw_raw.get(i), vec_raw.get(i)) for i, s in raw.items()]
-    out.sort(key=lambda f: (-f.relevance, f.id))
-    return out
+    return scaled({i: scorer.score(f) for i, f in feats.items()}, keyword, vector)

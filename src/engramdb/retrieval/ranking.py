@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from engramdb.errors import ValidationError
 from engramdb.models import Memory
 from engramdb.retrieval.evidence import pool_coverage
 from engramdb.storage.base import Candidate
 
-__all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_evidence", "rank"]
+__all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_by", "fuse_evidence", "rank", "scaled"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +49,10 @@ class RankingWeights:
     confidence: float = 0.05
     access: float = 0.02
     success: float = 0.10
+
+    def __post_init__(self) -> None:
+        if self.fusion not in ("evidence", "minmax", "learned"):
+            raise ValidationError(f"fusion must be 'evidence', 'learned' or 'minmax', not {self.fusion!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +146,15 @@ def fuse_evidence(
     if sure_lead > 0 and lead >= sure_lead and max(cover.values(), default=0.0) < sure_weak:
         coverage_weight *= sure_coverage
     evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) for i in ids}
-    # Scaled to [0, 1] within the search, as min-max fusion's were: the order is the evidence's, and the
-    # conversation context and boosts after it (tuned on that scale) see the same contrast.
+    return scaled(evidence, keyword, vector)
+
+
+def scaled(evidence: Mapping[str, float], keyword: Sequence[Candidate], vector: Sequence[Candidate]) -> list[Fused]:
+    """Each candidate's evidence scaled to [0, 1] within the search, as min-max fusion's were, best first (ties by id):
+    the order is the evidence's, and the conversation context and boosts after it (tuned on that scale) see the
+    same contrast."""
+    kw_raw = {c.id: c.score for c in keyword}
+    vec_raw = {c.id: c.score for c in vector}
     hi, lo = max(evidence.values(), default=1.0), min(evidence.values(), default=0.0)
     span = hi - lo
     out = [
@@ -150,6 +162,26 @@ def fuse_evidence(
     ]
     out.sort(key=lambda f: (-f.relevance, f.id))
     return out
+
+
+def fuse_by(
+    weights: RankingWeights,
+    keyword: Sequence[Candidate],
+    vector: Sequence[Candidate],
+    texts: Mapping[str, str],
+    terms: Sequence[str],
+) -> list[Fused]:
+    """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields."""
+    return fuse_evidence(
+        keyword,
+        vector,
+        texts,
+        terms,
+        coverage_weight=weights.coverage,
+        sure_lead=weights.sure_lead,
+        sure_weak=weights.sure_weak,
+        sure_coverage=weights.sure_coverage,
+    )
 
 
 def boost(memory: Memory, *, now: datetime, weights: RankingWeights) -> float:

@@ -10,6 +10,7 @@ without one is a session of its own, so a store of notes ranks exactly as withou
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Final
@@ -19,8 +20,10 @@ from engramdb.retrieval.ranking import Fused
 
 __all__ = [
     "SESSION_BEST_ONLY",
+    "SESSION_GATED",
     "SESSION_SHARE",
     "SESSION_WEIGHT",
+    "asks_across_sessions",
     "session_evidence",
     "session_key",
     "weigh_by_session",
@@ -33,6 +36,21 @@ SESSION_WEIGHT: Final = 0.0
 SESSION_SHARE: Final = 0.3
 #: Only each session's best candidate gains its session's evidence (True), or all of its candidates.
 SESSION_BEST_ONLY: Final = True
+#: Session evidence and diversity only for questions that gather facts across conversations (True).
+SESSION_GATED: Final = True
+
+# A question that counts, sums or lists what was told over time ("how many ... in total", "all the ...",
+# "different ..."): its answer is one fact from each of several conversations.
+_ACROSS: Final = re.compile(
+    r"\bhow (?:many|much)\b|\b(?:in )?total\b|\ball (?:the|of)\b|\bdifferent\b|\beach\b|\bevery\b"
+    r"|\bso far\b|\bcombined\b|\baltogether\b",
+    re.IGNORECASE,
+)
+
+
+def asks_across_sessions(query: str) -> bool:
+    """Whether ``query`` gathers facts told across conversations: it counts, sums or lists them."""
+    return _ACROSS.search(query) is not None
 
 
 def session_key(memory: Memory) -> str | None:

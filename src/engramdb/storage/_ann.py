@@ -546,7 +546,8 @@ class AnnBase:
     def _approx(self, query: _F32, nodes: _I64) -> _F32:
         """``nodes``' cosines with ``query`` on their 8-bit codes, up to a constant (for ranking only)."""
         codes = self._codes.reshape(self._nodes, self._code_size)[nodes]
-        approx: _F32 = codes.astype(np.float32) @ (query * self._step)
+        # einsum, not matmul: BLAS's threads cost 25 ms wall for 2,000 rows on busy cores, einsum 0.18 ms.
+        approx: _F32 = np.einsum("ij,j->i", codes, query * self._step)
         return approx
 
     def live_rows(self) -> Iterator[int]:
@@ -577,7 +578,9 @@ class AnnBase:
         best = np.argsort(-scores, kind="stable")[:limit]
         return kept[best].astype(np.int64), scores[best]
 
-    def search(self, query: _F32, k: int, allowed: _Bool | None, passing: int) -> tuple[_I64, _F32]:
+    def search(
+        self, query: _F32, k: int, allowed: _Bool | None, passing: int, *, key: tuple[object, ...] | None = None
+    ) -> tuple[_I64, _F32]:
         """Up to ``k`` (row, cosine) pairs from the graph, best first, among ``allowed`` rows.
 
         The graph ranks on 8-bit codes; its ``k`` rows are then re-scored exactly on their
@@ -586,14 +589,22 @@ class AnnBase:
         ``allowed`` admits: the search breadth grows as the filter narrows, because the
         graph walk visits rows it then discards. With groups of identical rows the walk is
         over groups, each scored by one live row of it, and each found group gives every
-        row of it ``allowed`` admits.
+        row of it ``allowed`` admits. ``key``: the cache key of ``allowed`` in :attr:`masks` (its nodes' mask is
+        kept there too: at 1M rows making it is a pass over every row, ~1 ms).
         """
         groups = self.groups
         if groups is None:
             found = self._walk(query, k, allowed, passing)
+        elif allowed is None:
+            found = self._walk(query, k, None, passing)
         else:
-            nodes = None if allowed is None else groups.allowed(allowed, self.alive)
-            found = self._walk(query, k, nodes, passing if nodes is None else int(np.count_nonzero(nodes)))
+
+            def make() -> tuple[_Bool | None, int]:
+                nodes = groups.allowed(allowed, self.alive)
+                return nodes, int(np.count_nonzero(nodes))
+
+            nodes, count = make() if key is None else self.masks.get(("nodes", *key), make)
+            found = self._walk(query, k, nodes, count)
         found, exact = self._exact_nodes(query, found)
         order = np.argsort(-exact, kind="stable")
         if groups is None:

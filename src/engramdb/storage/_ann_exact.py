@@ -133,11 +133,9 @@ class MaskCache:
     _BYTES = 64 << 20
 
     def __init__(self) -> None:
-        self._masks: dict[tuple[int, str | None, bool], tuple[_Bool | None, int]] = {}
+        self._masks: dict[tuple[object, ...], tuple[_Bool | None, int]] = {}
 
-    def get(
-        self, key: tuple[int, str | None, bool], make: Callable[[], tuple[_Bool | None, int]]
-    ) -> tuple[_Bool | None, int]:
+    def get(self, key: tuple[object, ...], make: Callable[[], tuple[_Bool | None, int]]) -> tuple[_Bool | None, int]:
         """The mask and passing count under ``key`` (made by ``make`` when absent). Callers must not change it."""
         found = self._masks.pop(key, None)
         if found is None:

@@ -2,9 +2,9 @@
 
 The sidecar (:mod:`engramdb.storage._ann`) keeps the graph over 8-bit codes and, per row, the ``seq`` of the
 vector it was built from; the one float32 copy of each vector is SQLite's row. A search re-scores its head
-(64-150 rows) by ``seq``, the table's integer key: ~0.25 ms for 64 rows and ~0.5 ms for 150 at 100k, against
-~0.4 / ~1.0 ms by memory id and 0.16 / 0.35 ms from the former float32 file (bench/RESULTS.md, issue 27,
-fourth round). A row whose seq is gone (forgotten, re-embedded since) is reported missing, never guessed.
+(64-150 rows) by ``seq``, the table's integer key (about half the time of a read by memory id; 0.26 ms of CPU
+for 150 rows at 100k, bench/RESULTS.md, issue 27, fourth round). A row whose seq is gone (forgotten,
+re-embedded since) is reported missing, never guessed.
 
 Reads go through a connection of their own, under a lock of their own: the store's connection may be
 serving the keyword channel of the same search meanwhile, and in WAL mode readers do not wait for writers.
@@ -16,17 +16,15 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Final, Protocol
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _F32: TypeAlias = npt.NDArray[np.float32]
-    _I64: TypeAlias = npt.NDArray[np.int64]
-    _Bool: TypeAlias = npt.NDArray[np.bool_]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import I64 as _I64
+    from engramdb.storage._arrays import Bool as _Bool
+    from engramdb.storage._arrays import npt
 
 from engramdb.errors import StorageError
 
@@ -42,11 +40,11 @@ class VectorSource(Protocol):
     """Where the index reads the float32 vectors of its rows (the store's table; an array in tests)."""
 
     def vectors(self, seqs: _I64, dim: int) -> tuple[_F32, _Bool]:
-        """The vectors of ``seqs`` in that order, and which were found (rows not found are zeros)."""
+        """The vectors of ``seqs`` (distinct) in that order, and which were found (rows not found are zeros)."""
         ...
 
     def seqs_of(self, model_id: str | None, ids: npt.NDArray[np.bytes_]) -> _I64:
-        """The vector seq of each memory id under ``model_id`` (-1 where it has none)."""
+        """The vector seq of each memory id (distinct) under ``model_id`` (-1 where it has none)."""
         ...
 
 
@@ -57,11 +55,13 @@ class SQLiteVectors:
         self._database = database
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._utf8 = False
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             conn = sqlite3.connect(str(self._database), timeout=30.0, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA query_only = ON")
+            self._utf8 = str(conn.execute("PRAGMA encoding").fetchone()[0]).upper() == "UTF-8"
             self._conn = conn
         return self._conn
 
@@ -79,26 +79,45 @@ class SQLiteVectors:
             return out, found
         order = np.argsort(seqs, kind="stable")
         ordered = seqs[order]
-        width = 4 * dim
         try:
             with self._lock:
                 conn = self._connection()
                 for start in range(0, seqs.size, _CHUNK):
                     part = ordered[start : start + _CHUNK]
-                    rows = conn.execute(
-                        "SELECT seq, vec FROM vectors WHERE seq IN (SELECT value FROM json_each(?))",
-                        (json.dumps(part[part >= 0].tolist()),),
-                    ).fetchall()
-                    rows = [(seq, blob) for seq, blob in rows if len(blob) == width]
-                    if not rows:
-                        continue
-                    got = np.fromiter((seq for seq, _ in rows), dtype=np.int64, count=len(rows))
-                    at = order[start + np.searchsorted(part, got)]
-                    out[at] = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(-1, dim)
-                    found[at] = True
+                    got, matrix = self._read(conn, json.dumps(part[part >= 0].tolist()), dim)
+                    if got.size:
+                        at = order[start + np.searchsorted(part, got)]
+                        out[at] = matrix
+                        found[at] = True
         except sqlite3.Error as exc:
             raise StorageError(f"{self._database}: cannot read vectors ({exc})") from exc
         return out, found
+
+    def _read(self, conn: sqlite3.Connection, keys: str, dim: int) -> tuple[_I64, _F32]:
+        """The rows of the seqs in ``keys`` (a JSON array) whose vector has ``dim`` dimensions: seqs, vectors.
+
+        One row of two aggregates where the database's text is UTF-8 (its bytes pass through unchanged): a
+        Python object per row costs about 2.5x the CPU (0.64 against 0.26 ms for 150 rows at 100k). Both
+        aggregates read the same rows in the same order, so the i-th seq goes with the i-th vector.
+        """
+        width = 4 * dim
+        if self._utf8:
+            keys_text, blob = conn.execute(
+                "SELECT group_concat(seq), CAST(group_concat(vec, '') AS BLOB) FROM vectors "
+                "WHERE seq IN (SELECT value FROM json_each(?)) AND length(vec) = ?",
+                (keys, width),
+            ).fetchone()
+            if keys_text is None:
+                return np.empty(0, dtype=np.int64), np.empty((0, dim), dtype=np.float32)
+            got = np.array(keys_text.split(","), dtype=np.int64)
+            if len(blob) == got.size * width:
+                return got, np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
+        rows = conn.execute(
+            "SELECT seq, vec FROM vectors WHERE seq IN (SELECT value FROM json_each(?)) AND length(vec) = ?",
+            (keys, width),
+        ).fetchall()
+        got = np.fromiter((seq for seq, _ in rows), dtype=np.int64, count=len(rows))
+        return got, np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(-1, dim)
 
     def seqs_of(self, model_id: str | None, ids: npt.NDArray[np.bytes_]) -> _I64:
         seqs = np.full(ids.size, -1, dtype=np.int64)
@@ -110,7 +129,10 @@ class SQLiteVectors:
             with self._lock:
                 conn = self._connection()
                 if ids.size > _STREAM_IDS:
-                    cursor = conn.execute("SELECT memory_id, seq FROM vectors WHERE model_id = ?", (model_id,))
+                    # From the memory_id index alone (no model test: that would read every vector's page). A memory
+                    # has one vector row; the index holds it under its current model unless it changed since,
+                    # which the caller's epoch check or the build's changed rows catch.
+                    cursor = conn.execute("SELECT memory_id, seq FROM vectors")
                     while batch := cursor.fetchmany(_CHUNK):
                         self._place(batch, ordered, order, seqs)
                     return seqs

@@ -8,17 +8,16 @@ by seq afterwards, without the lock (:func:`fill_snapshot`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _I64: TypeAlias = npt.NDArray[np.int64]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import I64 as _I64
 
 from engramdb.errors import CorruptStoreError
 from engramdb.storage._ann import AnnBase, AnnMeta, Snapshot
@@ -65,15 +64,20 @@ def take_snapshot(path: Path, meta: AnnMeta, base: AnnBase | None, delta: Column
     return snap, base_seqs
 
 
-def fill_snapshot(source: VectorSource, snap: Snapshot, base_seqs: _I64) -> Snapshot:
+def fill_snapshot(source: VectorSource, snap: Snapshot, base_seqs: _I64, cancel: threading.Event) -> Snapshot | None:
     """Write the index's live rows into the snapshot file from ``source`` and look up the delta's seqs.
 
     Safe without the index's lock: a seq's row never changes (a new vector is a new seq), and a memory
     forgotten or re-embedded meanwhile is among the build's changed rows, dropped when it is adopted
-    (its row here is zeros, or its seq -1).
+    (its row here is zeros, or its seq -1). None when ``cancel`` is set (the store is closing).
     """
     out = np.load(snap.vectors, mmap_mode="r+")
     for start in range(0, base_seqs.size, _COPY_CHUNK):
+        if cancel.is_set():
+            del out
+            with contextlib.suppress(OSError):
+                snap.vectors.unlink()
+            return None
         vectors, _found = source.vectors(base_seqs[start : start + _COPY_CHUNK], snap.meta.dim)
         out[start : start + vectors.shape[0]] = vectors
     out.flush()

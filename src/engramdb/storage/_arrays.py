@@ -1,8 +1,9 @@
-"""numpy for the vector cache's modules: the lazily imported module and the array types they annotate with.
+"""numpy for the storage modules that hold arrays: the lazily imported module and the array types they annotate with.
 
-The vector cache's modules share one ``np`` (the stand-in of :mod:`engramdb._lazy` at run time, so opening a store
-still imports no numpy) and one name per array type. The types exist for type checkers only; every user imports them
-under ``TYPE_CHECKING`` and annotates with ``from __future__ import annotations``.
+The vector cache's modules and the keyword cache's saved postings share one ``np`` (the stand-in of
+:mod:`engramdb._lazy` at run time, so opening a store still imports no numpy) and one name per array type. The
+types exist for type checkers only; every user imports them under ``TYPE_CHECKING`` and annotates with
+``from __future__ import annotations``.
 """
 
 from __future__ import annotations

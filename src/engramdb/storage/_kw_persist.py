@@ -24,15 +24,13 @@ import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final
+
+from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    _I32: TypeAlias = npt.NDArray[np.int32]
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import I32 as _I32
+    from engramdb.storage._arrays import npt
 
 __all__ = ["SavedPostings", "load_postings", "postings_path", "remove_postings", "save_postings"]
 

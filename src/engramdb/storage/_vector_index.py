@@ -484,8 +484,9 @@ class VectorIndex:
                 mask = base.alive.copy() if mask is None else mask & base.alive
             return mask, base.n if mask is None else int(np.count_nonzero(mask))
 
+        cacheable = MaskCache.cacheable(flt)
         key = (base.version, flt.agent, flt.include_public)
-        mask, passing = base.masks.get(key, make) if MaskCache.cacheable(flt) else make()
+        mask, passing = base.masks.get(key, make) if cacheable else make()
         rows: _I64
         scores: _F32
         if passing == 0:
@@ -494,7 +495,8 @@ class VectorIndex:
             rows, scores = self._scan(base, query, mask, limit)
         else:
             # Re-rank a deeper head than asked exactly: the 8-bit codes' order near the cut-off is the least sure.
-            rows, scores = base.search(query, _head(limit), None if passing == base.n else mask, passing)
+            allowed = None if passing == base.n else mask
+            rows, scores = base.search(query, _head(limit), allowed, passing, key=key if cacheable else None)
             if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
                 rows, scores = self._scan(base, query, mask, limit)
         merged = [(base.id_of(int(r)), float(s)) for r, s in zip(rows[:limit], scores[:limit], strict=True)]
@@ -548,7 +550,10 @@ class VectorIndex:
             taken = self._snapshot(build)
             if taken is None:
                 return
-            snap = self._fill(*taken)
+            assert self._source is not None
+            snap = fill_snapshot(self._source, *taken, build.cancel)
+            if snap is None:
+                return
             meta = build_generation(self._root, snap, build.cancel)
             if meta is not None:
                 self._adopt(build, meta)
@@ -579,10 +584,6 @@ class VectorIndex:
                 kinds=self._codes_kind.names(),
             )
             return take_snapshot(snapshot_path(self._root), meta, self._base, self._exact.columns())
-
-    def _fill(self, snap: Snapshot, base_seqs: _I64) -> Snapshot:
-        assert self._source is not None
-        return fill_snapshot(self._source, snap, base_seqs)
 
     def _adopt(self, build: _Build, meta: AnnMeta) -> None:
         """Switch to the new index; rows changed since its snapshot go to the new delta."""

@@ -30,6 +30,7 @@ __all__ = [
     "WIDE",
     "console",
     "count_memories",
+    "count_text",
     "emit_json",
     "format_when",
     "history_table",
@@ -135,6 +136,11 @@ def count_memories(n: int) -> str:
     return f"{n} memor{'y' if n == 1 else 'ies'}"
 
 
+def count_text(x: float) -> str:
+    """A count that may be weighted: ``3``, ``0.49`` (evidence from similar contexts counts in part)."""
+    return f"{x:g}" if float(x).is_integer() else f"{x:.2f}".rstrip("0").rstrip(".") or "0"
+
+
 def pct(x: float | None) -> str:
     """A rate as a whole percentage (``-`` for None)."""
     return "-" if x is None else f"{x:.0%}"
@@ -210,11 +216,27 @@ def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | No
     for h in hits:
         m = h.memory
         row: list[str | Text] = [f"{h.relevance:.2f}", m.id, m.kind, *([m.agent] if foreign else [])]
-        row.append(_content_cell(m, wide))
+        cell = _content_cell(m, wide)
+        note = _hit_note(h)
+        if note:
+            cell.append("\n" + note, style="dim")
+        row.append(cell)
         if wide:
             row.append(_tags(m.tags))
         _add_row(table, *row)
     return table
+
+
+def _hit_note(h: Hit) -> str:
+    """What an outcome record did and how it went (its content is only the context), and what a hit folds."""
+    meta = h.memory.metadata
+    action, outcome = meta.get("action"), meta.get("outcome")
+    parts = []
+    if isinstance(action, str) and isinstance(outcome, str):
+        parts.append(shorten(f"{action}: {outcome}", CONTENT_WIDTH // 2))
+    if h.duplicates:
+        parts.append(f"stands for {h.stands_for} near-identical memories")
+    return "; ".join(parts)
 
 
 def _content_cell(m: Memory, wide: bool) -> Text:

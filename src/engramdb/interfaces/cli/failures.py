@@ -24,7 +24,16 @@ from engramdb.interfaces.cli._options import (
     open_engram,
     parse_since,
 )
-from engramdb.interfaces.cli._render import console, emit_json, format_when, listing_table, pattern_facts, shorten
+from engramdb.interfaces.cli._refs import agent_hint
+from engramdb.interfaces.cli._render import (
+    console,
+    count_text,
+    emit_json,
+    format_when,
+    listing_table,
+    pattern_facts,
+    shorten,
+)
 
 if TYPE_CHECKING:
     from engramdb.models import FailurePattern, Memory, PatternPlan
@@ -50,9 +59,9 @@ def _patterns_table(found: list[FailurePattern], *, title: str) -> Table:
     table.add_column("best fix", ratio=1, min_width=8)
     table.add_column("last seen", overflow="fold")
     for p in found:
-        working = [s for s in p.solutions if s.successes > 0]
+        best = next((s for s in p.solutions if s.successes > 0), None)
         fix = (
-            f"{shorten(working[0].solution, 60)} ({working[0].successes:g}/{working[0].attempts:g})" if working else "-"
+            f"{shorten(best.solution, 60)} ({count_text(best.successes)}/{count_text(best.attempts)})" if best else "-"
         )
         table.add_row(
             p.id,
@@ -65,12 +74,16 @@ def _patterns_table(found: list[FailurePattern], *, title: str) -> Table:
     return table
 
 
-def _show_failures(found: list[FailurePattern], *, agent: str, title: str, as_json: bool) -> None:
+def _show_failures(
+    found: list[FailurePattern], *, agent: str, title: str, as_json: bool, hint: str | None = None
+) -> None:
     if as_json:
         emit_json([p.to_dict() for p in found])
         return
     if not found:
         console().print(f"No failure patterns for agent {escape(repr(agent))}.")
+        if hint:
+            console().print(hint)
         return
     console().print(_patterns_table(found, title=title))
 
@@ -92,8 +105,9 @@ def failures(
     start = parse_since(since)
     with open_engram(ctx, store) as mem:
         found = mem.failures.patterns(agent=agent, recurring=recurring, since=start)[:limit]
+        hint = agent_hint(mem, agent, empty=not found and not as_json)
     window = f" since {format_when(start)}" if start else ""
-    _show_failures(found, agent=agent, title=f"Failure patterns of {agent}{window}", as_json=as_json)
+    _show_failures(found, agent=agent, title=f"Failure patterns of {agent}{window}", as_json=as_json, hint=hint)
 
 
 def _print_plan(plan: PatternPlan) -> None:
@@ -111,7 +125,7 @@ def _print_plan(plan: PatternPlan) -> None:
         table.add_column("tried", justify="right")
         table.add_column("rate", justify="right", style="green")
         for s in plan.fixes:
-            table.add_row(escape(s.solution), f"{s.successes:g}", f"{s.attempts:g}", f"{s.success_rate:.0%}")
+            table.add_row(escape(s.solution), count_text(s.successes), count_text(s.attempts), f"{s.success_rate:.0%}")
         out.print(table)
     if plan.code:
         out.print(escape(plan.code), highlight=False)
@@ -209,7 +223,8 @@ def memory_patterns(
     with open_engram(ctx, store) as mem:
         if chosen == "failure":
             found = mem.failures.patterns(agent=agent, recurring=recurring)[:limit]
-            _show_failures(found, agent=agent, title=f"Failure patterns of {agent}", as_json=as_json)
+            hint = agent_hint(mem, agent, empty=not found and not as_json)
+            _show_failures(found, agent=agent, title=f"Failure patterns of {agent}", as_json=as_json, hint=hint)
             return
         memories = mem.list(agent=agent, kind="code_pattern", limit=limit)
     _show_code_patterns(memories, agent=agent, as_json=as_json)
@@ -252,12 +267,18 @@ def record_failure(
         str, typer.Option("--context", "-c", metavar="TEXT", help="What the agent was doing.", show_default=False)
     ] = "",
     fix: Annotated[
-        str | None, typer.Option("--fix", metavar="TEXT", help="The fix that worked.", show_default=False)
+        str | None,
+        # --solution: the Python API's name (failures.record(solution=...)), which users type too.
+        typer.Option("--fix", "--solution", metavar="TEXT", help="The fix that worked.", show_default=False),
     ] = None,
     failed_fixes: Annotated[
         list[str] | None,
         typer.Option(
-            "--failed-fix", metavar="TEXT", help="A fix tried that did not work (repeatable).", show_default=False
+            "--failed-fix",
+            "--failed-solution",
+            metavar="TEXT",
+            help="A fix tried that did not work (repeatable).",
+            show_default=False,
         ),
     ] = None,
     agent: AgentOption = "default",
@@ -310,11 +331,14 @@ def solutions(
     assert error is not None
     with open_engram(ctx, store) as mem:
         found = mem.failures.solutions(error, agent=agent, limit=limit)
+        hint = agent_hint(mem, agent, empty=not found and not as_json)
     if as_json:
         emit_json([s.to_dict() for s in found])
         return
     if not found:
         console().print(f"No known fixes for {escape(repr(shorten(error, 80)))} (agent {escape(repr(agent))}).")
+        if hint:
+            console().print(hint)
         return
     table = Table(title="Fixes, best first", title_justify="left")
     table.add_column("fix", ratio=1)
@@ -322,7 +346,7 @@ def solutions(
     table.add_column("tried", justify="right")
     table.add_column("rate", justify="right", style="green")
     for s in found:
-        table.add_row(escape(s.solution), f"{s.successes:g}", f"{s.attempts:g}", f"{s.success_rate:.0%}")
+        table.add_row(escape(s.solution), count_text(s.successes), count_text(s.attempts), f"{s.success_rate:.0%}")
     console().print(table)
 
 
@@ -356,7 +380,7 @@ def show_pattern(
         table.add_column("worked", justify="right")
         table.add_column("tried", justify="right")
         for s in found.solutions:
-            table.add_row(escape(s.solution), f"{s.successes:g}", f"{s.attempts:g}")
+            table.add_row(escape(s.solution), count_text(s.successes), count_text(s.attempts))
         out.print(table)
     for check in found.prevention:
         out.print(f"  - {escape(check)}")

@@ -29,8 +29,8 @@ from engramdb.interfaces.cli._options import (
     parse_outcome,
     parse_since,
 )
-from engramdb.interfaces.cli._refs import task_text
-from engramdb.interfaces.cli._render import console, emit_json, pattern_facts, pct, shorten
+from engramdb.interfaces.cli._refs import agent_hint, full_id, task_text
+from engramdb.interfaces.cli._render import console, count_text, emit_json, pattern_facts, pct, shorten
 
 if TYPE_CHECKING:
     from engramdb.models import CategoryTrend, FailurePattern, LearningStats, OptionStats
@@ -138,6 +138,7 @@ def stats(
     with open_engram(ctx, store) as mem:
         report = mem.learning.report(agent=agent, since=start, user=user)
         overview = mem.learning.stats(agent=agent, user=user)
+        hint = agent_hint(mem, agent, empty=not report.decisions and not overview.memories and not as_json)
     if as_json:
         data = report.to_dict()
         extra = overview.to_dict()
@@ -152,6 +153,8 @@ def stats(
             f"No outcomes recorded for {whose}. Record some with: engram memory record --agent {escape(agent)} "
             "--context ... --action ... --outcome success"
         )
+        if hint:
+            out.print(hint)
         return
     whose = f"agent [cyan]{escape(agent)}[/]"
     if user is not None:
@@ -213,7 +216,8 @@ def patterns(
             raise ValidationError("--user applies to decision patterns: failure patterns are the agent's")
         with open_engram(ctx, store) as mem:
             failed = mem.failures.patterns(agent=agent, recurring=recurring, since=start)[:limit]
-        _show_failure_patterns(failed, agent=agent, as_json=as_json)
+            hint = agent_hint(mem, agent, empty=not failed and not as_json)
+        _show_failure_patterns(failed, agent=agent, as_json=as_json, hint=hint)
         return
     if recurring:
         raise ValidationError("--recurring applies to --type failure (decision patterns use --min-attempts)")
@@ -225,6 +229,7 @@ def patterns(
         found = mem.learning.approaches(
             agent=agent, success_rate=success_rate, min_attempts=min_attempts, since=start, user=user
         )
+        hint = agent_hint(mem, agent, empty=not found and not as_json)
     found = found[:limit]
     if as_json:
         emit_json([p.to_dict() for p in found])
@@ -248,15 +253,19 @@ def patterns(
             p.last_at.astimezone().strftime("%Y-%m-%d"),
         )
     console().print(table if found else "No patterns match.")
+    if hint:
+        console().print(hint)
 
 
-def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: bool) -> None:
+def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: bool, hint: str | None) -> None:
     if as_json:
         emit_json([p.to_dict() for p in found])
         return
     out = console()
     if not found:
         out.print(f"No failure patterns for agent {escape(repr(agent))}.")
+        if hint:
+            out.print(hint)
         return
     for p in found:
         out.print(f'Identified pattern: [bold magenta]"{escape(p.name or p.id)}"[/] ([cyan]{p.id}[/])')
@@ -266,7 +275,8 @@ def _show_failure_patterns(found: list[FailurePattern], *, agent: str, as_json: 
         working = [s for s in p.solutions if s.successes > 0]
         if working:
             best = working[0]
-            out.print(f"  • Best fix: {escape(best.solution)} ({best.successes:g}/{best.attempts:g} worked)")
+            tally = f"{count_text(best.successes)}/{count_text(best.attempts)}"
+            out.print(f"  • Best fix: {escape(best.solution)} ({tally} worked)")
         if p.prevention:
             out.print(f"  • Prevention check: {escape(p.prevention[0])}")
 
@@ -404,7 +414,8 @@ def feedback(
     """Tell memories used for a task how it went: their success rate and confidence follow."""
     parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
-        updated = mem.learning.feedback(memory_ids or None, parsed, agent=agent, context=context, user=user)
+        ids = [full_id(mem, i, agent=agent) for i in memory_ids] if memory_ids else None
+        updated = mem.learning.feedback(ids, parsed, agent=agent, context=context, user=user)
     if as_json:
         emit_json([m.to_dict() for m in updated])
         return
@@ -485,7 +496,8 @@ def report(
 def resolve(
     ctx: typer.Context,
     decision_id: Annotated[
-        str, typer.Argument(metavar="ID", help="The id of a decision recorded with --outcome pending.")
+        str,
+        typer.Argument(metavar="ID", help="The id (or a unique prefix) of a decision recorded with --outcome pending."),
     ],
     *,
     outcome: Annotated[
@@ -502,7 +514,7 @@ def resolve(
     """Attach the outcome to a decision recorded earlier with --outcome pending."""
     parsed = parse_outcome(outcome)
     with open_engram(ctx, store) as mem:
-        memory = mem.learning.resolve(decision_id, parsed, agent=agent, user=user)
+        memory = mem.learning.resolve(full_id(mem, decision_id, agent=agent), parsed, agent=agent, user=user)
     if as_json:
         emit_json(memory.to_dict())
         return
@@ -525,11 +537,14 @@ def pending(
     """Decisions still waiting for their outcome, oldest first (resolve them with 'engram learning resolve')."""
     with open_engram(ctx, store) as mem:
         found = mem.learning.pending(agent=agent, episode=episode, user=user)
+        hint = agent_hint(mem, agent, empty=not found and not as_json)
     if as_json:
         emit_json([m.to_dict() for m in found])
         return
     if not found:
         console().print(f"No decisions awaiting an outcome for agent {escape(repr(agent))}.")
+        if hint:
+            console().print(hint)
         return
     table = Table(title=f"Decisions of {escape(agent)} awaiting an outcome", title_justify="left")
     table.add_column("id", style="cyan", no_wrap=True)

@@ -38,6 +38,7 @@ from engramdb.interfaces.cli._options import (
     parse_meta,
     parse_outcome,
 )
+from engramdb.interfaces.cli._refs import agent_hint, full_id
 from engramdb.interfaces.cli._render import (
     console,
     emit_json,
@@ -49,13 +50,16 @@ from engramdb.interfaces.cli._render import (
 )
 
 if TYPE_CHECKING:
-    from engramdb import Engram
+    pass
 
 __all__ = ["forget", "history", "list_", "record", "retrieve", "search", "show", "update"]
 
 OUTCOME_PANEL = "Outcome record (instead of CONTENT)"
 
-IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The memory's full id.", show_default=False)]
+IdArgument = Annotated[
+    str,
+    typer.Argument(metavar="ID", help="The memory's id, or a unique prefix of it (6+ digits).", show_default=False),
+]
 TagOption = Annotated[
     list[str] | None,
     typer.Option("--tag", metavar="TAG", help="A tag (repeatable).", show_default=False),
@@ -284,7 +288,7 @@ def list_(
             as_of=as_of,
             metadata=meta_filter,
         )
-        hint = None if memories or as_json else _empty_agent_hint(mem, agent)
+        hint = agent_hint(mem, agent, empty=not memories and not as_json)
     if as_json:
         emit_json([m.to_dict() for m in memories])
         return
@@ -296,16 +300,6 @@ def list_(
         return
     out = console()
     out.print(memories_table(memories, agent=agent, width=out.width))
-
-
-def _empty_agent_hint(mem: Engram, agent: str) -> str | None:
-    """Why an answer is empty when the agent itself has nothing: commands default to agent 'default'."""
-    if mem.count(agent=agent) > 0:
-        return None
-    return (
-        f"[dim]Agent {escape(repr(agent))} has none in this store; memories belong to the agent that recorded "
-        "them: pass --agent NAME or set ENGRAM_AGENT.[/dim]"
-    )
 
 
 MinScoreOption = Annotated[
@@ -360,7 +354,7 @@ def _search(
             as_of=as_of,
             metadata=meta_filter,
         )
-        hint = None if hits or as_json else _empty_agent_hint(mem, agent)
+        hint = agent_hint(mem, agent, empty=not hits and not as_json)
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
@@ -486,7 +480,7 @@ def show(
 ) -> None:
     """Show one memory in full."""
     with open_engram(ctx, store) as mem:
-        memory = mem.get(memory_id, agent=agent, user=user, session=session)
+        memory = mem.get(full_id(mem, memory_id, agent=agent), agent=agent, user=user, session=session)
     if as_json:
         emit_json(memory.to_dict())
     else:
@@ -539,6 +533,7 @@ def update(
             "nothing to update: give --content, --tag, --clear-tags, --meta, --confidence, --type or --visibility"
         )
     with open_engram(ctx, store) as mem:
+        memory_id = full_id(mem, memory_id, agent=agent)
         if metadata:
             current = mem.get(memory_id, agent=agent)
             changes["metadata"] = {**current.metadata, **metadata}
@@ -562,6 +557,7 @@ def forget(
 ) -> None:
     """Forget a memory: its content is erased and its history scrubbed (a tombstone stays)."""
     with open_engram(ctx, store) as mem:
+        memory_id = full_id(mem, memory_id, agent=agent)
         memory = mem.get(memory_id, agent=agent, user=user, session=session)
         if not (yes or as_json):
             if not sys.stdin.isatty():
@@ -588,6 +584,7 @@ def history(
 ) -> None:
     """Show how a memory changed over time, oldest first."""
     with open_engram(ctx, store) as mem:
+        memory_id = full_id(mem, memory_id, agent=agent)
         if user is not None or session is not None:
             mem.get(memory_id, agent=agent, user=user, session=session)  # in their scope, else not found
         changes = mem.history(memory_id, agent=agent)

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from engramdb.errors import ValidationError
 from engramdb.interfaces.cli._options import AgentOption, JsonOption, StoreOption, open_engram
+from engramdb.interfaces.cli._refs import agent_hint
 from engramdb.interfaces.cli._render import console, emit_json, listing_table, shorten
 
 if TYPE_CHECKING:
@@ -127,12 +128,15 @@ def list_(
     """List the saved prevention checks, oldest first."""
     with open_engram(ctx, store) as mem:
         found = mem.failures.checks(agent=agent, stage=stage, pattern=pattern)
+        hint = agent_hint(mem, agent, empty=not found and not as_json)
     if as_json:
         emit_json([c.to_dict() for c in found])
         return
     if not found:
         where = f" for stage {stage!r}" if stage else ""
         console().print(f"No prevention checks{escape(where)} for agent {escape(repr(agent))}.")
+        if hint:
+            console().print(hint)
         return
     table = listing_table(f"Prevention checks of {escape(agent)}")
     table.add_column("id", style="cyan", no_wrap=True)
