@@ -275,13 +275,19 @@ def test_an_older_sidecar_is_migrated_in_place_to_one_copy_of_each_vector(
     store.close()
 
 
-def test_a_migration_cut_short_after_its_current_deletes_the_float32_copy_at_open(tmp_path: Path) -> None:
-    store: Store = open_sqlite(tmp_path / "s", ann_threshold=500)
-    vectors = unit_vectors(800, dim=DIM, seed=7)
+def _built_and_closed(path: Path, *, seed: int) -> F32:
+    """A closed store of 800 distinct vectors whose index was built and persisted; returns the vectors."""
+    store: Store = open_sqlite(path, ann_threshold=500)
+    vectors = unit_vectors(800, dim=DIM, seed=seed)
     store.memories.add([memory(f"m {i}") for i in range(800)], vectors, model_id=MODEL, actor="t")
     store.search.vector_candidates(vectors[0], Filter(agent=None), limit=5)
     assert store.search._index.wait_for_index(timeout=120)  # type: ignore[attr-defined]
     store.close()
+    return vectors
+
+
+def test_a_migration_cut_short_after_its_current_deletes_the_float32_copy_at_open(tmp_path: Path) -> None:
+    vectors = _built_and_closed(tmp_path / "s", seed=7)
     root = sidecar_dir(tmp_path / "s" / "engram.db")
     generation = root / str(json.loads((root / "CURRENT").read_text())["generation"])
     np.save(generation / "vectors.npy", vectors)  # the old copy, left by a crash before its deletion
@@ -296,12 +302,7 @@ def test_a_migration_cut_short_after_its_current_deletes_the_float32_copy_at_ope
 @pytest.mark.parametrize("written", [3, 1])
 def test_a_format_3_or_1_sidecar_is_rebuilt(tmp_path: Path, written: int) -> None:
     # Format 3 (a node per group over a float32 row per row) lived one commit, format 1 was IndexHNSWFlat: rebuilt.
-    store: Store = open_sqlite(tmp_path / "s", ann_threshold=500)
-    vectors = unit_vectors(800, dim=DIM, seed=6)
-    store.memories.add([memory(f"m {i}") for i in range(800)], vectors, model_id=MODEL, actor="t")
-    store.search.vector_candidates(vectors[0], Filter(agent=None), limit=5)
-    assert store.search._index.wait_for_index(timeout=120)  # type: ignore[attr-defined]
-    store.close()
+    vectors = _built_and_closed(tmp_path / "s", seed=6)
     root = sidecar_dir(tmp_path / "s" / "engram.db")
     current = json.loads((root / "CURRENT").read_text())
     (root / "CURRENT").write_text(json.dumps({**current, "format": written}))

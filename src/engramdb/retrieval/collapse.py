@@ -7,20 +7,27 @@ same kind and the same text but for case, punctuation and spacing, or nearly the
 5432" against "port 5433" and "always" against "never" are different facts however alike the rest. The
 memory placed first keeps its place and its score; the others' ids ride along on it, so nothing is lost,
 only not repeated.
+
+What a record says may not be in its text: an outcome record's content is the context it was made in, and
+what was done and how it went are in its metadata (``action``, ``outcome``); a failure's fix and the fixes
+that did not work are in ``solution`` and ``failed_solutions``. Two records that differ there are different
+facts however equal their texts (seed 001: ``increase-timeout`` failed, ``retry-with-exponential-backoff``
+worked, both in "api-auth-timeout"), so they are never folded; the same action with the same outcome is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from engramdb.models import Memory
 
-__all__ = ["SAME_WORDS", "collapse", "signature"]
+__all__ = ["OUTCOME_KEYS", "SAME_WORDS", "collapse", "outcome_of", "signature"]
 
 #: Word-set overlap above which two texts of one kind are the same statement.
 SAME_WORDS: Final = 0.85
@@ -37,6 +44,35 @@ def signature(text: str) -> tuple[str, frozenset[str]]:
     return folded, frozenset(folded.split())
 
 
+#: Metadata that says what a record did and how it went (learning/records.py, services/failures.py).
+OUTCOME_KEYS: Final = ("action", "outcome", "solution", "failed_solutions")
+
+
+def _label(value: object) -> object:
+    if isinstance(value, str):
+        return " ".join(value.casefold().split())
+    # Hand-written metadata may say ``"outcome": true`` or hold a list: compared as written, never ignored.
+    return value if value is None or isinstance(value, bool | int | float) else repr(value)
+
+
+def outcome_of(metadata: Mapping[str, Any]) -> tuple[object, ...]:
+    """What ``metadata`` says was done and how it went: equal for records that may fold, () when it says nothing.
+
+    Labels compare as :func:`signature` would not (``retry-with-backoff`` is not ``retry with backoff`` to a
+    caller who recorded one of them), but case and spacing do not count; the failed fixes are a set.
+    """
+    if not any(k in metadata for k in OUTCOME_KEYS):
+        return ()
+    failed = metadata.get("failed_solutions")
+    tried = frozenset(_label(f) for f in failed) if isinstance(failed, list | tuple) else frozenset[object]()
+    return (
+        _label(metadata.get("action")),
+        _label(metadata.get("outcome")),
+        _label(metadata.get("solution")),
+        tried,
+    )
+
+
 def _numbers(words: frozenset[str]) -> frozenset[str]:
     return frozenset(w for w in words if _NUMBER.fullmatch(w))
 
@@ -50,10 +86,15 @@ class _Key:
     words: frozenset[str]
     numbers: frozenset[str]
     negations: frozenset[str]
+    #: :func:`outcome_of` the memory's metadata: keys of records that did different things never match.
+    outcome: tuple[object, ...] = ()
 
     @classmethod
-    def of(cls, kind: str, text: str) -> _Key:
-        return _cached_key(kind, text) if len(text) <= _CACHED_CHARS else _key(kind, text)
+    def of(cls, memory: Memory) -> _Key:
+        kind, text = memory.kind, memory.content
+        key = _cached_key(kind, text) if len(text) <= _CACHED_CHARS else _key(kind, text)
+        outcome = outcome_of(memory.metadata)
+        return dataclasses.replace(key, outcome=outcome) if outcome else key
 
 
 #: Texts up to this long have their keys cached (4,096 of them: a few MB at most, whatever memories hold).
@@ -71,7 +112,7 @@ _cached_key = lru_cache(maxsize=4096)(_key)
 
 
 def _same(a: _Key, b: _Key) -> bool:
-    if a.kind != b.kind:
+    if a.kind != b.kind or a.outcome != b.outcome:
         return False
     if a.folded == b.folded:
         return True
@@ -92,15 +133,15 @@ def collapse(ranked: Sequence[T], memory_of: Callable[[T], Memory], *, limit: in
     Quadratic in ``limit`` at most (each kept entry is compared with the kept ones); the scan stops once
     ``limit`` distinct entries are found, so an entry below them is never read. An entry whose folded text
     equals a kept one's goes to that one by a lookup: the kept entries above it were each compared with
-    that entry when it was kept (none was the same), and the same kind and folded text compare alike.
+    that entry when it was kept (none was the same), and the same kind, folded text and outcome compare alike.
     """
     kept: list[tuple[T, list[str]]] = []
     keys: list[_Key] = []
-    exact: dict[tuple[str, str], int] = {}
+    exact: dict[tuple[str, str, tuple[object, ...]], int] = {}
     for entry in ranked:
         m = memory_of(entry)
-        key = _Key.of(m.kind, m.content)
-        at = exact.get((key.kind, key.folded))
+        key = _Key.of(m)
+        at = exact.get((key.kind, key.folded, key.outcome))
         if at is None:
             at = next((i for i, other in enumerate(keys) if _same(key, other)), None)
         if at is not None:
@@ -108,7 +149,7 @@ def collapse(ranked: Sequence[T], memory_of: Callable[[T], Memory], *, limit: in
             continue
         if len(kept) == limit:
             break
-        exact[key.kind, key.folded] = len(kept)
+        exact[key.kind, key.folded, key.outcome] = len(kept)
         kept.append((entry, []))
         keys.append(key)
     return kept

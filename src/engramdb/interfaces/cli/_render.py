@@ -216,11 +216,27 @@ def hits_table(hits: Sequence[Hit], *, agent: str | None = None, title: str | No
     for h in hits:
         m = h.memory
         row: list[str | Text] = [f"{h.relevance:.2f}", m.id, m.kind, *([m.agent] if foreign else [])]
-        row.append(_content_cell(m, wide))
+        cell = _content_cell(m, wide)
+        note = _hit_note(h)
+        if note:
+            cell.append("\n" + note, style="dim")
+        row.append(cell)
         if wide:
             row.append(_tags(m.tags))
         _add_row(table, *row)
     return table
+
+
+def _hit_note(h: Hit) -> str:
+    """What an outcome record did and how it went (its content is only the context), and what a hit folds."""
+    meta = h.memory.metadata
+    action, outcome = meta.get("action"), meta.get("outcome")
+    parts = []
+    if isinstance(action, str) and isinstance(outcome, str):
+        parts.append(shorten(f"{action}: {outcome}", CONTENT_WIDTH // 2))
+    if h.duplicates:
+        parts.append(f"stands for {h.stands_for} near-identical memories")
+    return "; ".join(parts)
 
 
 def _content_cell(m: Memory, wide: bool) -> Text:
