@@ -430,18 +430,26 @@ def search_breakdown(url: str, queries: list[str], qvecs: dict[str, Vec], agents
     return out
 
 
+# A partitioned table or index (``vectors`` and its HNSW index since schema step 5) has no pages of its own: its
+# partitions' are summed.
+_TOTAL_SIZE = (
+    "SELECT COALESCE((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree(to_regclass(%s)) "
+    "WHERE isleaf), pg_total_relation_size(to_regclass(%s)))"
+)
+
+
 def sizes(conn_url: str, index_name: str | None) -> dict[str, float]:
     import psycopg
 
     mb = 1024 * 1024
     with psycopg.connect(conn_url, autocommit=True) as conn:
         out = {
-            name: round(int(scalar(conn, "SELECT pg_total_relation_size(to_regclass(%s))", (name,)) or 0) / mb, 1)
+            name: round(int(scalar(conn, _TOTAL_SIZE, (name, name)) or 0) / mb, 1)
             for name in ("memories", "vectors", "history", "memory_tags")
         }
         out["memories_tsv_gin"] = round(int(scalar(conn, "SELECT pg_relation_size('memories_tsv')")) / mb, 1)
         if index_name:
-            size = scalar(conn, "SELECT pg_relation_size(%s::regclass)", (index_name,))
+            size = scalar(conn, _TOTAL_SIZE.replace("pg_total_relation_size", "pg_relation_size"), (index_name,) * 2)
             out["vectors_hnsw"] = round(int(size) / mb, 1)
         out["database"] = round(int(scalar(conn, "SELECT pg_database_size(current_database())")) / mb, 1)
     return out

@@ -1,4 +1,8 @@
-"""Many vector searches of a PostgreSQL store in one statement: a batch write's near-duplicate lookups.
+"""A PostgreSQL vector search's parts over the agent-partitioned ``vectors``, and many searches in one statement.
+
+A search of one reader has two parts (:func:`vector_branches`): its own rows, in its partition's HNSW graph, and
+other agents' public and shared rows. Both :meth:`~engramdb.storage.postgres.PgSearch.vector_candidates` and the
+batch form below build their statements from them.
 
 A batch of ``remember_many`` checks each mergeable memory for near-duplicates among the stored
 ones of its agent and kind: one filtered vector search each. As separate statements they cost a
