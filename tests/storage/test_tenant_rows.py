@@ -133,7 +133,7 @@ def test_kept_keys_stay_within_the_bound_new_rows_are_added_and_a_changed_epoch_
             assert not gathered
             assert got is before[1]
         elif before is not None and before[0][1:] == token[1:]:  # only new memories: the agent's added by key
-            new = conn.execute("SELECT rid FROM memories WHERE rid > ? AND agent = ?", (before[0][0], f"a{agent}"))
+            new = conn.execute("SELECT rid FROM memories WHERE rid > ? AND agent = ?", (before[0][0] or 0, f"a{agent}"))
             assert not gathered
             assert got.tolist() == [*before[1].tolist(), *(r for (r,) in new)]
         else:

@@ -70,10 +70,10 @@ class TenantRows:
             if found[0] == token:
                 self._remember(key, token, found[1])
                 return found[1]
-            if found[0][1:] == token[1:] and found[0][0] is not None and token[0] is not None:
+            if found[0][1:] == token[1:] and token[0] is not None:
                 # Only new memories since (the epochs read the same): add the agent's among them, read by key
                 # range (as many rows as were written since, not the agent's whole set).
-                rids = np.concatenate([found[1], self._newer(conn, agent, shared=shared, after=found[0][0])])
+                rids = np.concatenate([found[1], self._newer(conn, agent, shared=shared, after=found[0][0] or 0)])
                 rids.flags.writeable = False
                 self._remember(key, token, rids)
                 return rids
