@@ -111,3 +111,23 @@ def test_learning_curves_follow_the_recorded_outcomes(tmp_path: Path, embedder: 
     for bad in (0, -1, True, 2.5):
         with pytest.raises(ValidationError):
             toolkit.learning_curves(records, trends, min_per_point=bad)  # type: ignore[arg-type]
+
+
+def test_text_relevance_is_what_search_reports(tmp_path: Path, embedder: Embedder) -> None:
+    with Engram(tmp_path / "store", embedder=embedder) as mem:
+        saved = mem.remember("Login to Facebook", agent="a", kind="success")
+        for query in ("Sign into FB", "Go to FB", "order pizza"):
+            [hit] = [h for h in mem.search(query, agent="a", min_score=0.0) if h.memory.id == saved.id]
+            q, t = embedder.embed([query, "Login to Facebook"])
+            assert toolkit.text_relevance(query, "Login to Facebook", cosine=float(q @ t)) == pytest.approx(
+                hit.relevance, abs=1e-4
+            )
+
+
+@pytest.mark.parametrize(
+    ("query", "text", "cosine"),
+    [(None, "x", 0.5), ("x", b"x", 0.5), ("x", "x", float("nan")), ("x", "x", "0.5"), ("x", "x", True)],
+)
+def test_text_relevance_refuses_bad_input_with_one_line(query: object, text: object, cosine: object) -> None:
+    with pytest.raises(ValidationError, match="must be"):
+        toolkit.text_relevance(query, text, cosine=cosine)  # type: ignore[arg-type]

@@ -10,7 +10,9 @@ store cannot give, or that are pure values-in, values-out over what the API retu
 - :func:`redacted`: what a store's redaction policy makes of a text (``mem.redaction``), e.g. to know
   whether a document is stored as it is;
 - :func:`learning_curves`: success over time per category, from ``mem.learning.outcomes`` and
-  ``mem.learning.trends``, at a chosen resolution.
+  ``mem.learning.trends``, at a chosen resolution;
+- :func:`text_relevance`: the calibrated relevance a search gives a text, its embedding's cosine given (to
+  score a query against part of a memory, e.g. a saved pattern's task without its steps).
 
 Every import is inside its function, so naming this module loads neither the storage nor numpy.
 The names below are kept stable.
@@ -33,6 +35,7 @@ __all__ = [
     "redacted",
     "require_store",
     "store_exists",
+    "text_relevance",
 ]
 
 
@@ -136,3 +139,21 @@ def learning_curves(
         _, points = timeline(mine, bucket=bucket)
         out.append((trend, bucket, points))
     return out
+
+
+def text_relevance(query: str, text: str, *, cosine: float) -> float:
+    """The calibrated relevance in [0, 1] that a search gives a memory of ``text`` for ``query`` (README,
+    "Relevance"), ``cosine`` being their embeddings' cosine similarity (``mem.embedder``)."""
+    import math
+
+    from engramdb._validate import shown
+    from engramdb.errors import ValidationError
+    from engramdb.retrieval.evidence import coverage, relevance
+    from engramdb.retrieval.text import query_terms
+
+    for name, value in (("query", query), ("text", text)):
+        if not isinstance(value, str):
+            raise ValidationError(f"{name} must be a string, not {shown(value)}")
+    if isinstance(cosine, bool) or not isinstance(cosine, int | float) or not math.isfinite(cosine):
+        raise ValidationError(f"cosine must be a finite number, not {shown(cosine)}")
+    return relevance(float(cosine), coverage(query_terms(query), text))

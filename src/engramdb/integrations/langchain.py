@@ -40,12 +40,20 @@ from pydantic import ValidationError as PydanticValidationError
 
 from engramdb import validate as check
 from engramdb.errors import ConfigError, EngramError
-from engramdb.integrations._patterns import PATTERN_KIND, PATTERN_TAG
+from engramdb.integrations._patterns import (
+    PATTERN_KIND,
+    PATTERN_TAG,
+    same_task,
+    similarity_text,
+    task_of,
+    task_relevance,
+)
 from engramdb.models import Kind
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     from engramdb import Engram
+    from engramdb.models import Hit
 
 __all__ = [
     "PATTERN_KIND",
@@ -159,7 +167,7 @@ class RecordOutcomeArgs(BaseModel):
 #: A pattern is recalled only at this calibrated relevance or more (README, "Relevance"): unrelated tasks get
 #: 0.1-0.2 with the default model, rewordings above 0.7 ("Sign into FB" / "Login to Facebook" 0.98, "Go to
 #: FB" 0.83), so an unrelated pattern is never offered as a similar one. Seed 004's rule, reuse a pattern
-#: above 0.7, reads the "Similarity" line, which shows this relevance.
+#: above 0.7, reads the "Similarity" line, which shows this relevance against the pattern's task (not its steps).
 _MIN_RELEVANCE: Final = 0.3
 
 
@@ -326,15 +334,20 @@ class _Tools:
             task, agent=self._agent, kind=PATTERN_KIND, tags=[PATTERN_TAG], limit=max(max_results * 4, 10)
         )
         floor = max(_MIN_RELEVANCE, self._mem.settings.min_score)
-        kept = [h for h in hits if h.memory.confidence >= min_success_rate and h.relevance >= floor][:max_results]
+        able = [h for h in hits if h.memory.confidence >= min_success_rate]
+        alike = sorted(
+            ((h, s) for h, s in zip(able, self._similarities(task, able), strict=True) if s >= floor),
+            key=lambda pair: -pair[1],
+        )
+        kept = alike[:max_results]
         if not kept:
             return f"No similar patterns found for task: {_shown(task)}"
         lines = [f"Found {len(kept)} similar pattern{'s' if len(kept) != 1 else ''}:"]
-        for i, hit in enumerate(kept, 1):
+        for i, (hit, similarity) in enumerate(kept, 1):
             m = hit.memory
-            lines.append(f"{i}. Task: {_shown(str(m.metadata.get('task', m.content)))}")
+            lines.append(f"{i}. Task: {_shown(task_of(m))}")
             lines.append(f"   Pattern id: {m.id}")
-            lines.append(f"   Similarity: {hit.relevance:.0%}")
+            lines.append(f"   Similarity: {similarity_text(similarity, same=same_task(task, task_of(m)))}")
             lines.append(f"   Success rate: {m.confidence:.0%}")
             lines.append(f"   Times used: {_count(m.attempts)}")
             when = m.metadata.get("context")
@@ -347,6 +360,18 @@ class _Tools:
             else:
                 lines.append("      (none recorded)")
         return "\n".join(lines)
+
+    def _similarities(self, task: str, hits: Sequence[Hit]) -> list[float]:
+        """Each pattern's calibrated relevance to ``task``, against the pattern's task rather than its steps."""
+        tasks = [task_of(h.memory) for h in hits]
+        # A pattern whose text is its task (imported from Chroma, written by hand) was scored on it by the search.
+        todo = [i for i, (h, t) in enumerate(zip(hits, tasks, strict=True)) if t != h.memory.content]
+        out = [h.relevance for h in hits]
+        if todo:
+            vectors = self._mem.embedder.embed([task, *(tasks[i] for i in todo)])
+            for i, cosine in zip(todo, vectors[1:] @ vectors[0], strict=True):
+                out[i] = task_relevance(task, tasks[i], cosine=float(cosine))
+        return out
 
     @_guarded("get_pattern_stats")
     def get_pattern_stats(self) -> str:
