@@ -33,12 +33,12 @@ def _store(location: Path) -> Store:
 
 
 def _gathers(store: Store, flt: Filter, terms: list[str]) -> int:
-    """How many times one keyword search gathers the agent's keys from SQL."""
+    """How many times one keyword search gathers the agent's whole key set from SQL."""
     seen: list[str] = []
     search = store.search
     assert isinstance(search, _sqlite_search.SQLiteSearch)
     with search._reading() as conn:
-        conn.set_trace_callback(lambda sql: seen.append(sql) if "group_concat(rid)" in sql else None)
+        conn.set_trace_callback(lambda sql: seen.append(sql) if "group_concat(rid) FROM (" in sql else None)
         try:
             search.keyword_candidates(terms, flt, limit=20)
         finally:
@@ -54,8 +54,17 @@ def test_an_agent_s_keys_are_gathered_once_while_nothing_joins_them(tmp_path: Pa
         assert counts[0] <= 1
         assert sum(counts[1:]) == 0
         add(store, [memory("quokka caroline", agent="t3")], seed=1)
-        assert _gathers(store, flt, ["quokka"]) == 1  # a new row: gathered again
+        add(store, [memory("quokka lake", agent="t4")], seed=2)
+        # New memories only: the agent's new rows are added by key range, its whole set is not gathered again.
         assert _gathers(store, flt, ["quokka"]) == 0
+        found = store.search.keyword_candidates(["quokka"], flt, limit=5)
+        assert [c.id for c in found] == [c.id for c in _both(store, ["quokka"], flt)[0]]
+        assert len(found) == 1
+        for terms in _QUERIES:
+            _assert_same(*_both(store, terms, flt))
+        public = store.search.keyword_candidates(["lake"], Filter(agent="t4"), limit=1)[0].id
+        store.memories.update(public, {"visibility": "public"}, vector=None, model_id="m", actor="t", at=NOW)
+        assert _gathers(store, flt, ["quokka"]) == 1  # an epoch moved: gathered again
 
 
 @pytest.mark.parametrize("change", ["new", "public", "shared", "forgotten", "other_agent_new"])
@@ -91,7 +100,7 @@ def test_the_cached_plan_answers_as_fts5_after_rows_join_or_leave(tmp_path: Path
 def _counters() -> sqlite3.Connection:
     """A real connection holding just what the token reads (memories' keys, the two epochs)."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.execute("CREATE TABLE memories (rid INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT)")
+    conn.execute("CREATE TABLE memories (rid INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT, visibility TEXT)")
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
     conn.execute("INSERT INTO meta VALUES ('vec_epoch', '0'), ('share_epoch', '0')")
     return conn
@@ -99,12 +108,14 @@ def _counters() -> sqlite3.Connection:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(["", "insert", "vec", "share"]), st.integers(0, 40))))
-def test_kept_keys_stay_within_the_bound_and_a_changed_store_always_gathers(ops: list[tuple[int, str, int]]) -> None:
+def test_kept_keys_stay_within_the_bound_new_rows_are_added_and_a_changed_epoch_gathers(
+    ops: list[tuple[int, str, int]],
+) -> None:
     rows = TenantRows(max_keys=100)
     conn = _counters()
     for agent, change, size in ops:
         if change == "insert":
-            conn.execute("INSERT INTO memories (agent) VALUES ('x')")
+            conn.execute("INSERT INTO memories (agent, visibility) VALUES (?, 'private')", (f"a{agent % 3}",))
         elif change:
             key = "vec_epoch" if change == "vec" else "share_epoch"
             conn.execute("UPDATE meta SET value = CAST(value + 1 AS TEXT) WHERE key = ?", (key,))
@@ -121,6 +132,10 @@ def test_kept_keys_stay_within_the_bound_and_a_changed_store_always_gathers(ops:
         if before is not None and before[0] == token:
             assert not gathered
             assert got is before[1]
+        elif before is not None and before[0][1:] == token[1:]:  # only new memories: the agent's added by key
+            new = conn.execute("SELECT rid FROM memories WHERE rid > ? AND agent = ?", (before[0][0] or 0, f"a{agent}"))
+            assert not gathered
+            assert got.tolist() == [*before[1].tolist(), *(r for (r,) in new)]
         else:
             assert gathered == [size]
             assert got.size == size

@@ -167,7 +167,7 @@ class RecordOutcomeArgs(BaseModel):
 #: A pattern is recalled only at this calibrated relevance or more (README, "Relevance"): unrelated tasks get
 #: 0.1-0.2 with the default model, rewordings above 0.7 ("Sign into FB" / "Login to Facebook" 0.98, "Go to
 #: FB" 0.83), so an unrelated pattern is never offered as a similar one. Seed 004's rule, reuse a pattern
-#: above 0.7, reads the "Similarity" line, which shows this relevance.
+#: above 0.7, reads the "Similarity" line, which shows this relevance against the pattern's task (not its steps).
 _MIN_RELEVANCE: Final = 0.3
 
 

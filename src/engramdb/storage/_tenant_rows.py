@@ -10,8 +10,9 @@ costs when it *misses* rows; rows join an agent's readable set only through
 * a memory moved to the agent or made public (the ``vec_epoch`` trigger on agent, kind and visibility),
 * a share (``share_epoch``),
 
-so the set is reused for as long as those three read the same. Rows that left it (forgotten, moved away)
-fail the filter applied to the head, as they would in a freshly gathered set.
+so the set is reused for as long as those three read the same, and when only ``max(rid)`` moved (memories
+were added: a server's steady state) the agent's new rows are added to it, read by key range. Rows that
+left it (forgotten, moved away) fail the filter applied to the head, as they would in a freshly gathered set.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+else:
+    from engramdb._lazy import numpy as np
 
 __all__ = ["TenantRows"]
 
@@ -67,10 +70,30 @@ class TenantRows:
             if found[0] == token:
                 self._remember(key, token, found[1])
                 return found[1]
+            if found[0][1:] == token[1:] and token[0] is not None:
+                # Only new memories since (the epochs read the same): add the agent's among them, read by key
+                # range (as many rows as were written since, not the agent's whole set).
+                rids = np.concatenate([found[1], self._newer(conn, agent, shared=shared, after=found[0][0] or 0)])
+                rids.flags.writeable = False
+                self._remember(key, token, rids)
+                return rids
         rids = gather()
         rids.flags.writeable = False  # shared between searches: nobody may change it
         self._remember(key, token, rids)
         return rids
+
+    @staticmethod
+    def _newer(conn: sqlite3.Connection, agent: str, *, shared: bool, after: object) -> npt.NDArray[np.int64]:
+        """Keys above ``after`` that ``agent`` may read (its own; with ``shared``, public ones too: a share of a
+        new memory moves ``share_epoch``, so it never comes this way)."""
+        # Unary + keeps SQLite off the agent's index: the key range is the narrow side.
+        visible = "+agent = ? OR +visibility = 'public'" if shared else "+agent = ?"
+        (joined,) = conn.execute(
+            f"SELECT group_concat(rid) FROM memories WHERE rid > ? AND ({visible})", (after, agent)
+        ).fetchone()
+        if not joined:
+            return np.zeros(0, dtype=np.int64)
+        return np.array(str(joined).split(","), dtype=np.int64)
 
     def _remember(self, key: tuple[str, bool], token: _Token, rids: npt.NDArray[np.int64]) -> None:
         if rids.size > self._max_keys:
