@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from fused_strategies import fused_lists, session_maps
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,12 +15,6 @@ from engramdb.retrieval.ranking import Fused
 from engramdb.retrieval.sessions import session_evidence, session_key, weigh_by_session
 from engramdb.storage.base import Filter
 
-IDS = "abcdefgh"
-relevances = st.floats(min_value=0, max_value=1, allow_nan=False)
-fused_lists = st.lists(st.tuples(st.sampled_from(IDS), relevances), max_size=8, unique_by=lambda t: t[0]).map(
-    lambda xs: sorted((Fused(i, r, None, None) for i, r in xs), key=lambda f: (-f.relevance, f.id))
-)
-session_maps = st.dictionaries(st.sampled_from(IDS), st.none() | st.sampled_from(["s1", "s2", "s3"]), max_size=8)
 weights = st.floats(min_value=0, max_value=10)
 shares = st.floats(min_value=0, max_value=1)
 
