@@ -437,9 +437,11 @@ class _WaitingVectors:
     def set(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
         self._inner.set(memory_ids, vectors, model_id=model_id)
 
-    def get(self, memory_ids: Sequence[str], *, model_id: str) -> dict[str, Vectors]:
+    def get(
+        self, memory_ids: Sequence[str], *, model_id: str, agents: Sequence[str] | None = None
+    ) -> dict[str, Vectors]:
         self._queue.settle(rebuild=True)
-        return self._inner.get(memory_ids, model_id=model_id)
+        return self._inner.get(memory_ids, model_id=model_id, agents=agents)
 
 
 class _WaitingChecks:

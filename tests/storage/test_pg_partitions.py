@@ -212,3 +212,18 @@ def test_each_plan_sees_exactly_the_visible_rows(
     assert {i for i, to in shares.items() if to & {"a0", "*"}} <= seen
     seen3 = {c.id for c in search.vector_candidates(query, Filter(agent="a3"), limit=len(ms))}
     assert not {i for i, to in shares.items() if to == {"a0"}} & seen3
+
+
+def test_vectors_named_with_their_owners_are_read_from_their_partitions_only(
+    scoped: tuple[Store, list[Memory], npt.NDArray[np.float32], dict[str, set[str]]],
+) -> None:
+    store, ms, vecs, _ = scoped
+    picked = [ms[n] for n in (0, 5, 10, 17)]
+    plain = store.vectors.get([m.id for m in picked], model_id=MODEL)
+    owned = store.vectors.get([m.id for m in picked], model_id=MODEL, agents=[m.agent for m in picked])
+    assert set(plain) == set(owned) == {m.id for m in picked}
+    for n, m in zip((0, 5, 10, 17), picked, strict=True):
+        assert np.allclose(owned[m.id], vecs[n], atol=1e-6)
+    # The hint restricts: an owner left out leaves its memories' vectors out (callers name every owner).
+    only = store.vectors.get([m.id for m in picked], model_id=MODEL, agents=[picked[0].agent])
+    assert set(only) == {m.id for m in picked if m.agent == picked[0].agent}

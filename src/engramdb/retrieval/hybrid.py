@@ -211,7 +211,7 @@ class HybridSearcher:
         ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
         if touch and ranked:
             self._store.memories.touch([m.id for (_, m, _), _ in ranked], at=now)
-        cosines = self._cosines(qvec, [f for (f, _, _), _ in ranked])
+        cosines = self._cosines(qvec, [f for (f, _, _), _ in ranked], agents=[m.agent for (_, m, _), _ in ranked])
         weights = [term_weight(t) for t in terms]
         hits = []
         for (f, m, score), folded in ranked:
@@ -232,14 +232,17 @@ class HybridSearcher:
                 out[memory_id] = memory
         return out
 
-    def _cosines(self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused]) -> dict[str, float]:
+    def _cosines(
+        self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused], *, agents: Sequence[str]
+    ) -> dict[str, float]:
         """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none)."""
         out = {f.id: f.vector_score for f in fused if f.vector_score is not None}
         missing = [f.id for f in fused if f.vector_score is None]
         if missing:
             q = np.asarray(qvec, dtype=np.float32)
             q = q / (float(np.linalg.norm(q)) or 1.0)
-            for memory_id, vec in self._store.vectors.get(missing, model_id=self._model_id).items():
+            vectors = self._store.vectors.get(missing, model_id=self._model_id, agents=agents)
+            for memory_id, vec in vectors.items():
                 v = np.asarray(vec, dtype=np.float32)
                 out[memory_id] = float(q @ v) / (float(np.linalg.norm(v)) or 1.0)
         return {f.id: out.get(f.id, 0.0) for f in fused}

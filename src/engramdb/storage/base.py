@@ -308,8 +308,14 @@ class VectorRepo(Protocol):
     def set(self, memory_ids: Sequence[str], vectors: Vectors, *, model_id: str) -> None:
         """Replace the vectors of existing memories (NotFound if one is missing)."""
 
-    def get(self, memory_ids: Sequence[str], *, model_id: str) -> dict[str, Vectors]:
-        """The stored vectors from ``model_id`` of these memories (ids without one are left out)."""
+    def get(
+        self, memory_ids: Sequence[str], *, model_id: str, agents: Sequence[str] | None = None
+    ) -> dict[str, Vectors]:
+        """The stored vectors from ``model_id`` of these memories (ids without one are left out).
+
+        ``agents``: the memories' owners when the caller knows them (all of them): a store partitioned by agent
+        then reads only their partitions.
+        """
 
 
 @runtime_checkable
