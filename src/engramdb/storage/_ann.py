@@ -284,7 +284,7 @@ def migrate_generation(root: Path, meta: AnnMeta, seqs: _I64) -> AnnMeta:
 
 
 def drop_float32_copy(directory: Path) -> None:
-    """Delete an older format's float32 file (and overlays' copies of it) left beside a format-5 generation."""
+    """Delete an older format's float32 file left beside a format-5 generation (a migration cut short)."""
     with contextlib.suppress(OSError):
         (directory / _VECTORS).unlink()
 
