@@ -85,7 +85,7 @@ _HEAD_FACTOR: Final = 3
 _HEAD_MIN: Final = 64
 
 
-def _head(limit: int) -> int:
+def rerank_depth(limit: int) -> int:
     """The rows re-ranked on float32 vectors for a search of ``limit``."""
     return max(_HEAD_FACTOR * limit, _HEAD_MIN)
 
@@ -447,12 +447,15 @@ class VectorIndex:
         also_rids: _I64 | None = None,
         kinds: Sequence[str] | None = None,
         only_rids: _I64 | None = None,
+        depth: int | None = None,
     ) -> list[tuple[str, float]]:
         """Top ``limit`` (id, cosine) pairs, best first, among rows passing the filter.
 
         Rows pass if they belong to ``agent`` (any agent when None), or are public
         (when ``include_public``), or their rid is in ``also_rids``; and their kind is
-        in ``kinds`` (when given) and their rid in ``only_rids`` (when given).
+        in ``kinds`` (when given) and their rid in ``only_rids`` (when given). ``depth``: how many rows the
+        8-bit codes put first are re-ranked on their float32 vectors (default :func:`rerank_depth` of ``limit``;
+        never fewer than ``limit``).
         """
         if len(self) == 0 or limit <= 0:
             return []
@@ -463,11 +466,13 @@ class VectorIndex:
         if base is None:
             found = self._exact.search(query, limit=limit, flt=flt)
         else:
-            found = self._search_ann(base, query, limit, flt)
+            found = self._search_ann(base, query, limit, flt, max(limit, depth or rerank_depth(limit)))
         self._maybe_build()
         return found
 
-    def _search_ann(self, base: AnnBase, query: _F32, limit: int, flt: RowFilter) -> list[tuple[str, float]]:
+    def _search_ann(
+        self, base: AnnBase, query: _F32, limit: int, flt: RowFilter, depth: int
+    ) -> list[tuple[str, float]]:
         """The index's best rows merged with the delta's (exact) best rows."""
 
         def make() -> tuple[npt.NDArray[np.bool_] | None, int]:
@@ -492,24 +497,26 @@ class VectorIndex:
         if passing == 0:
             rows, scores = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         elif passing <= _EXACT_ROWS or passing <= limit:
-            rows, scores = self._scan(base, query, mask, limit)
+            rows, scores = self._scan(base, query, mask, limit, depth)
         else:
             # Re-rank a deeper head than asked exactly: the 8-bit codes' order near the cut-off is the least sure.
             allowed = None if passing == base.n else mask
-            rows, scores = base.search(query, _head(limit), allowed, passing, key=key if cacheable else None)
+            rows, scores = base.search(query, depth, allowed, passing, key=key if cacheable else None)
             if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
-                rows, scores = self._scan(base, query, mask, limit)
+                rows, scores = self._scan(base, query, mask, limit, depth)
         merged = [(base.id_of(int(r)), float(s)) for r, s in zip(rows[:limit], scores[:limit], strict=True)]
         merged += self._exact.search(query, limit=limit, flt=flt)
         merged.sort(key=lambda pair: -pair[1])
         return merged[:limit]
 
     @staticmethod
-    def _scan(base: AnnBase, query: _F32, mask: npt.NDArray[np.bool_] | None, limit: int) -> tuple[_I64, _F32]:
+    def _scan(
+        base: AnnBase, query: _F32, mask: npt.NDArray[np.bool_] | None, limit: int, depth: int
+    ) -> tuple[_I64, _F32]:
         """Top ``limit`` of the index's rows passing ``mask``: every one ranked on its 8-bit code, the head of
         them on its float32 vector (exact cosines, as a walk's head)."""
         rows = np.arange(base.n) if mask is None else np.flatnonzero(mask)
-        return base.scan(query, rows.astype(np.int64), limit, _head(limit))
+        return base.scan(query, rows.astype(np.int64), limit, depth)
 
     # -- background builds -----------------------------------------------------------------------
     def _needs_build(self) -> bool:
