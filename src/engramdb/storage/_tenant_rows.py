@@ -21,11 +21,10 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from engramdb.storage._arrays import np
+
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import I64
 
 __all__ = ["TenantRows"]
 
@@ -44,7 +43,7 @@ class TenantRows:
     """Gathered key sets by (agent, shared), valid while the store's token reads the same (see the module)."""
 
     def __init__(self, *, max_keys: int = _MAX_KEYS) -> None:
-        self._sets: dict[tuple[str, bool], tuple[_Token, npt.NDArray[np.int64]]] = {}
+        self._sets: dict[tuple[str, bool], tuple[_Token, I64]] = {}
         self._keys = 0
         self._max_keys = max_keys
 
@@ -59,8 +58,8 @@ class TenantRows:
         agent: str,
         *,
         shared: bool,
-        gather: Callable[[], npt.NDArray[np.int64]],
-    ) -> npt.NDArray[np.int64]:
+        gather: Callable[[], I64],
+    ) -> I64:
         """``agent``'s readable keys: the cached set while still valid, else ``gather()`` (then kept)."""
         token: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())
         key = (agent, shared)
@@ -83,7 +82,7 @@ class TenantRows:
         return rids
 
     @staticmethod
-    def _newer(conn: sqlite3.Connection, agent: str, *, shared: bool, after: object) -> npt.NDArray[np.int64]:
+    def _newer(conn: sqlite3.Connection, agent: str, *, shared: bool, after: object) -> I64:
         """Keys above ``after`` that ``agent`` may read (its own; with ``shared``, public ones too: a share of a
         new memory moves ``share_epoch``, so it never comes this way)."""
         # Unary + keeps SQLite off the agent's index: the key range is the narrow side.
@@ -95,7 +94,7 @@ class TenantRows:
             return np.zeros(0, dtype=np.int64)
         return np.array(str(joined).split(","), dtype=np.int64)
 
-    def _remember(self, key: tuple[str, bool], token: _Token, rids: npt.NDArray[np.int64]) -> None:
+    def _remember(self, key: tuple[str, bool], token: _Token, rids: I64) -> None:
         if rids.size > self._max_keys:
             return
         while self._sets and self._keys + rids.size > self._max_keys:
