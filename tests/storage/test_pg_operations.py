@@ -30,6 +30,7 @@ VECTORS_OF = (
     "WHERE v.memory_id = ANY(%s)"
 )
 
+
 def _batch(tag: str, n: int) -> list[dict[str, Any]]:
     """A mixed batch: conversation turns (written without a near-duplicate check) and knowledge (checked)."""
     return [

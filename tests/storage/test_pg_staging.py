@@ -56,13 +56,12 @@ def _until(condition: Any, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_a_memory_is_found_by_meaning_while_its_vector_is_staged(
-    postgres_server: PgServer, embedder: Embedder
-) -> None:
+def test_a_memory_is_found_by_meaning_while_its_vector_is_staged(postgres_server: PgServer, embedder: Embedder) -> None:
     url = postgres_server.new_database()
-    with Engram(url, embedder=embedder, pg_vector_mover=False) as writer, Engram(
-        url, embedder=embedder, pg_vector_mover=False
-    ) as other:
+    with (
+        Engram(url, embedder=embedder, pg_vector_mover=False) as writer,
+        Engram(url, embedder=embedder, pg_vector_mover=False) as other,
+    ):
         writer.remember_many(
             [{"content": f"filler note number {i} about the weather", "agent": "a"} for i in range(30)]
         )
@@ -77,10 +76,11 @@ def test_a_memory_is_found_by_meaning_while_its_vector_is_staged(
         assert other.search("when can we not ship", agent="b", limit=1)[0].memory.id == shared.id
         # Another agent never sees a private staged memory.
         assert target.id not in {h.memory.id for h in other.search("billing rack", agent="b", limit=50)}
-        before = [(h.memory.id, round(h.score, 5)) for h in other.search("where is the invoicing system hosted", agent="a")]
+        question = "where is the invoicing system hosted"
+        before = [(h.memory.id, round(h.score, 5)) for h in other.search(question, agent="a")]
         fold_staged(url)
         assert set(_where(url, [target.id, shared.id]).values()) == {"folded"}
-        after = [(h.memory.id, round(h.score, 5)) for h in other.search("where is the invoicing system hosted", agent="a")]
+        after = [(h.memory.id, round(h.score, 5)) for h in other.search(question, agent="a")]
         assert after == before
 
 
@@ -151,10 +151,12 @@ def test_a_mover_killed_mid_batch_loses_nothing(postgres_server: PgServer) -> No
             mover.wait(LIMIT)
             blocker.rollback()
             _until(
-                lambda: watch.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'killed-mover'"
-                ).fetchone()
-                == (0,),
+                lambda: (
+                    watch.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'killed-mover'"
+                    ).fetchone()
+                    == (0,)
+                ),
                 "the killed mover's session to end",
             )
             assert staged_rows(watch) == 399
