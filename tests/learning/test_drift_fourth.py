@@ -2,7 +2,7 @@
 checked here for what they promise whatever the streams: optimism after a detected change
 (`RecommendConfig.optimism`: an upper-confidence floor for options thin since the change, in the changed
 neighbourhood only, for a bounded number of outcomes) and restoring an earlier regime's record when the world
-goes back to it (`ChangeRule(restore=True)`)."""
+goes back to it (`ChangeRule(restore=True)`), and a faded cut (`ChangeRule(fade=...)`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engramdb.learning.change import ChangeRule, earlier_regime
+from engramdb.learning.change import ChangeRule, change_discounts, earlier_regime
 from engramdb.learning.exploring import fresh_attempts, optimistic_floors
 from engramdb.learning.recommend import Neighbour, RecommendConfig, choose, option_posteriors
 from engramdb.learning.stats import Evidence, Posterior, posteriors, thompson_choice
@@ -228,3 +228,40 @@ def test_restoring_keeps_every_posterior_a_proper_record(rows: list[tuple[str, f
         assert 0.0 <= p.successes <= p.attempts + 1e-9
         # No outcome counts for more than its relevance, restored or not.
         assert p.attempts <= sum(r for a, _, r in rows if a == p.action) + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from([0.0, 1.0]), st.floats(0.0, 1.0)), max_size=60),
+    fade=st.floats(1.0, 50.0),
+)
+def test_a_faded_cut_lies_between_the_cut_and_no_cut_and_fades_less_with_a_longer_fade(
+    rows: list[tuple[str, float, float]], fade: float
+) -> None:
+    args = (
+        [a for a, _, _ in rows],
+        [x for _, x, _ in rows],
+        [w for _, _, w in rows],
+        [float(i) for i in range(len(rows))],
+    )
+    cut = change_discounts(*args, rule=ChangeRule())
+    faded = change_discounts(*args, rule=ChangeRule(fade=fade))
+    longer = change_discounts(*args, rule=ChangeRule(fade=fade + 5.0))
+    for c, f, g in zip(cut, faded, longer, strict=True):
+        assert c - 1e-12 <= f <= 1.0
+        assert f <= g + 1e-12
+        # What the test left alone stays whole.
+        assert f == 1.0 or c < 1.0
+    assert change_discounts(*args, rule=ChangeRule(fade=1.0)) == cut
+
+
+def test_a_faded_cut_forgets_as_outcomes_since_the_change_accumulate() -> None:
+    def shares(failures: int) -> float:
+        rows = ["a"] * (30 + failures)
+        successes = [1.0] * 30 + [0.0] * failures
+        out = change_discounts(
+            rows, successes, [1.0] * len(rows), [float(i) for i in range(len(rows))], rule=ChangeRule(fade=4.0)
+        )
+        return out[0]
+
+    assert shares(4) > shares(8) > shares(16) >= ChangeRule().keep

@@ -74,12 +74,18 @@ class ChangeRule:
     #: is taken to have gone back to that earlier regime, and its record counts again, as it stood then: the stretch
     #: in between is cut and no longer discounts it (:func:`earlier_regime`; False: every older record is cut).
     restore: bool = False
+    #: Instead of cutting an older record to ``keep`` at once, fade it by ``1 - 1/fade`` per weighted outcome since the
+    #: change (of the action, or of any action for the cut of ``scope="all"``), down to ``keep`` (None: cut at once).
+    #: A false alarm then costs little, a true change is forgotten as the outcomes since it accumulate.
+    fade: float | None = None
 
     def __post_init__(self) -> None:
         if not self.window > 0 or not self.z > 0 or not 0.0 <= self.keep <= 1.0 or self.scope not in ("action", "all"):
             raise ValueError("change rule: window and z must be positive, keep within [0, 1], scope action or all")
         if (self.cusum is not None and not (self.cusum > 0 and math.isfinite(self.cusum))) or not 0 < self.shift < 1:
             raise ValueError("change rule: cusum must be a positive number (or None), shift within (0, 1)")
+        if self.fade is not None and not (self.fade >= 1.0 and math.isfinite(self.fade)):
+            raise ValueError("change rule: fade must be at least 1 (or None)")
         if self.horizon is not None and not self.horizon >= 1.0:
             raise ValueError("change rule: horizon must be at least 1 (or None)")
 
@@ -126,7 +132,7 @@ def change_cut(
             )
             if split is not None:
                 for i in idx[split:]:
-                    out[i] = rule.keep
+                    out[i] = _cut_to(rule, since=sum(w_a[:split]))
                 cutoffs.append(times[idx[split - 1]])
             continue
         cum = 0.0
@@ -150,11 +156,20 @@ def change_cut(
             cutoffs.append(times[recent[-1]])
     if cutoffs and rule.scope == "all":
         cut = max(cutoffs)
+        to = _cut_to(rule, since=sum(weights[i] for i in range(n) if times[i] >= cut))
         for i in range(n):
             if times[i] < cut:
-                out[i] = min(out[i], rule.keep)
+                out[i] = min(out[i], to)
         return out, cut
     return out, None
+
+
+def _cut_to(rule: ChangeRule, *, since: float) -> float:
+    """What a record older than a detected change is multiplied by, with ``since`` weighted outcomes after the change:
+    ``keep``, or with ``fade`` a share that falls from 1 by ``1 - 1/fade`` per outcome since, down to ``keep``."""
+    if rule.fade is None:
+        return rule.keep
+    return max(rule.keep, (1.0 - 1.0 / rule.fade) ** max(0.0, since)) if rule.fade > 1.0 else rule.keep
 
 
 def _last_cut(
