@@ -19,13 +19,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+from engramdb.storage._arrays import np
 
+if TYPE_CHECKING:
+    from engramdb.storage._arrays import I64 as _I64
     from engramdb.storage.base import Vectors
-else:
-    from engramdb._lazy import numpy as np
 
 from engramdb.errors import EngramError
 from engramdb.storage._checks import as_unit_rows
@@ -77,7 +75,7 @@ class SQLiteSearch:
         self._reading = reading
         self._index = index
         # Keys of memories shared with each agent (for the vector filter), valid for one share epoch.
-        self._shared: dict[str, npt.NDArray[np.int64]] = {}
+        self._shared: dict[str, _I64] = {}
         self._share_epoch = -1
         # Per agent: whether it owns few rows (the keyword plan, see _few_rows), and searches left before a recount.
         self._agent_rows: dict[str, tuple[bool, int]] = {}
@@ -136,7 +134,7 @@ class SQLiteSearch:
             # A broad scope (one user holding most of them) is filtered after the head, as an agent's read is;
             # a user's rows are ranked as a superset read from the index alone (the filter applies to the head).
             narrow = (flt.users is not None or flt.sessions is not None) and not self._broad_scope(conn, flt)
-            only: npt.NDArray[np.int64] | None
+            only: _I64 | None
             if narrow and self._user_scope(flt):
                 only = self._tenant_rows.get(conn, self._user_key(flt))[0]
             else:
@@ -294,7 +292,7 @@ class SQLiteSearch:
         if limit <= 0:
             return []
         past: list[tuple[str, float]] = []
-        only: npt.NDArray[np.int64] | None
+        only: _I64 | None
         with self._reading(snapshot=True) as conn:
             self._sync_index(conn)
             also = self._shared_rids(conn, flt.agent) if flt.agent is not None and flt.include_shared else None
@@ -317,9 +315,7 @@ class SQLiteSearch:
             if flt.as_of is not None or flt.superseded:
                 past = self._past_candidates(conn, query, filter_sql(flt), limit=limit)
 
-        def search(
-            rids: npt.NDArray[np.int64] | None, k: int, depth: int | None = None, key: object = None
-        ) -> list[tuple[str, float]]:
+        def search(rids: _I64 | None, k: int, depth: int | None = None, key: object = None) -> list[tuple[str, float]]:
             # The scan runs under the index's own lock, not the connection's: a keyword query of
             # another thread (the same search's, see retrieval.hybrid) proceeds meanwhile.
             return self._index.search(
@@ -360,7 +356,7 @@ class SQLiteSearch:
         return [Candidate(memory_id, score) for memory_id, score in found]
 
     @staticmethod
-    def _scope_rids(conn: sqlite3.Connection, flt: Filter) -> npt.NDArray[np.int64]:
+    def _scope_rids(conn: sqlite3.Connection, flt: Filter) -> _I64:
         """Keys of the rows ``flt`` admits, gathered through the (agent, user) index.
 
         As one WHERE clause the visibility test (an OR over agent, public and shares) makes SQLite scan
@@ -415,14 +411,14 @@ class SQLiteSearch:
         return [(rows[int(i)][0], float(scores[int(i)])) for i in best]
 
     @staticmethod
-    def _rids(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> npt.NDArray[np.int64]:
+    def _rids(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> _I64:
         # One joined string parsed in C: a Python object per row costs ~0.6 us, 1 ms at 2,000 rows.
         (joined,) = conn.execute(f"SELECT group_concat(rid) FROM ({sql})", params).fetchone()
         if not joined:
             return np.zeros(0, dtype=np.int64)
         return np.fromstring(joined, dtype=np.int64, sep=",")
 
-    def _shared_rids(self, conn: sqlite3.Connection, agent: str) -> npt.NDArray[np.int64]:
+    def _shared_rids(self, conn: sqlite3.Connection, agent: str) -> _I64:
         """Keys of memories shared with ``agent`` or everyone, cached until any share changes."""
         epoch = int(conn.execute("SELECT value FROM meta WHERE key = 'share_epoch'").fetchone()[0])
         if epoch != self._share_epoch:
@@ -439,7 +435,7 @@ class SQLiteSearch:
             )
         return rids
 
-    def _restricted_rids(self, conn: sqlite3.Connection, flt: Filter) -> npt.NDArray[np.int64] | None:
+    def _restricted_rids(self, conn: sqlite3.Connection, flt: Filter) -> _I64 | None:
         """Keys allowed by the ``tags``/``ids``/date parts of ``flt`` (None: no such restriction)."""
         # The vector index knows agent, kind and visibility only: the other filter fields become this key set.
         after, before = flt.created_after, flt.created_before
