@@ -20,12 +20,9 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import npt
     from engramdb.storage.base import Vectors
-else:
-    from engramdb._lazy import numpy as np
 
 from engramdb.models import Memory
 from engramdb.storage._filters import FilterSQL
@@ -168,7 +165,7 @@ class Dialect(Protocol):
         """Before vectors of ``model_id`` with ``dim`` dimensions are written (and before any row of an add)."""
         ...
 
-    def vectors_written(self, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str) -> None:
+    def vectors_written(self, memories: Sequence[Memory], unit: _F32, *, model_id: str) -> None:
         """After the vectors of ``memories`` were inserted or replaced."""
         ...
 

@@ -12,12 +12,10 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-if TYPE_CHECKING:
-    import numpy as np
+from engramdb.storage._arrays import np
 
+if TYPE_CHECKING:
     from engramdb.storage.base import Vectors
-else:
-    from engramdb._lazy import numpy as np
 
 from engramdb.errors import StorageError
 from engramdb.models import AuditEvent, Share
