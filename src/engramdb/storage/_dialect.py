@@ -148,6 +148,10 @@ class Dialect(Protocol):
         """A vector column value as numbers."""
         ...
 
+    def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of a read returning vector columns (``?`` SQL), in the backend's cheapest form to decode."""
+        ...
+
     # -- hooks called inside a write ------------------------------------------------------------
     def insert_new(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Insert rows of new memories; a duplicate id is a ValidationError, not a broken transaction."""

@@ -161,10 +161,9 @@ class SQLVectors:
             # (bench/RESULTS.md, issue 26, third round).
             owners, owners_param = d.one_of("agent", sorted(set(agents)))
             clause, params = f"{clause} AND {owners}", (*params, owners_param)
-        with d.read() as conn:
-            rows = conn.execute(
-                f"SELECT memory_id, dim, {d.vector_column} FROM vectors WHERE model_id = ? AND {clause}", params
-            ).fetchall()
+        rows = d.fetch_vectors(
+            f"SELECT memory_id, dim, {d.vector_column} FROM vectors WHERE model_id = ? AND {clause}", params
+        )
         return {memory_id: checked_vector(memory_id, dim, d.decode_vector(value)) for memory_id, dim, value in rows}
 
 

@@ -427,6 +427,11 @@ class SQLiteBackend:
         """A float32 blob as numbers."""
         return np.frombuffer(value, dtype=np.float32)
 
+    def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """See :meth:`Dialect.fetch_vectors` (blobs already are)."""
+        with self.read() as conn:
+            return list(conn.execute(statement, params).fetchall())
+
     # -- the Dialect: hooks inside a write --------------------------------------------------
     @staticmethod
     def insert_new(conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
