@@ -12,12 +12,10 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-if TYPE_CHECKING:
-    import numpy as np
+from engramdb.storage._arrays import np
 
+if TYPE_CHECKING:
     from engramdb.storage.base import Vectors
-else:
-    from engramdb._lazy import numpy as np
 
 from engramdb.errors import StorageError
 from engramdb.models import AuditEvent, Share
@@ -176,10 +174,9 @@ class SQLVectors:
             clause, params = f"{clause} AND {owners}", (*params, owners_param)
         column = d.vector_column
         vectors = all_vectors(d, f"memory_id, {'agent, ' if d.vectors_by_agent else ''}model_id, dim, {column}")
-        with d.read() as conn:
-            rows = conn.execute(
-                f"SELECT memory_id, dim, {column} FROM {vectors} v WHERE model_id = ? AND {clause}", params
-            ).fetchall()
+        rows = d.fetch_vectors(
+            f"SELECT memory_id, dim, {column} FROM {vectors} v WHERE model_id = ? AND {clause}", params
+        )
         return {memory_id: checked_vector(memory_id, dim, d.decode_vector(value)) for memory_id, dim, value in rows}
 
 

@@ -13,13 +13,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+from engramdb.storage._arrays import np
 
+if TYPE_CHECKING:
+    from engramdb.storage._arrays import F32 as _F32
     from engramdb.storage.base import Vectors
-else:
-    from engramdb._lazy import numpy as np
 
 from engramdb.errors import StorageError, ValidationError
 from engramdb.models import Change, Memory
@@ -100,7 +98,7 @@ def write_vectors(
     d: Dialect,
     conn: Conn,
     memories: Sequence[Memory],
-    unit: npt.NDArray[np.float32],
+    unit: _F32,
     *,
     model_id: str,
     new: bool = False,
