@@ -18,7 +18,7 @@ from storage_helpers import NOW, add, memory
 from test_keyword_speedpath import _QUERIES, _assert_same, _both, _texts
 
 from engramdb.storage import _sqlite_search
-from engramdb.storage._tenant_rows import TenantRows
+from engramdb.storage._tenant_rows import Scope, TenantRows
 from engramdb.storage.base import Filter, Store
 from engramdb.storage.sqlite import open_sqlite
 
@@ -98,11 +98,11 @@ def test_the_cached_plan_answers_as_fts5_after_rows_join_or_leave(tmp_path: Path
 
 
 def _counters() -> sqlite3.Connection:
-    """A real connection holding just what the token reads (memories' keys, the two epochs)."""
+    """A real connection holding just what the token reads (memories' keys, the three epochs)."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.execute("CREATE TABLE memories (rid INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT, visibility TEXT)")
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-    conn.execute("INSERT INTO meta VALUES ('vec_epoch', '0'), ('share_epoch', '0')")
+    conn.execute("INSERT INTO meta VALUES ('vec_epoch', '0'), ('share_epoch', '0'), ('scope_epoch', '0')")
     return conn
 
 
@@ -125,9 +125,9 @@ def test_kept_keys_stay_within_the_bound_new_rows_are_added_and_a_changed_epoch_
             gathered.append(size)
             return np.arange(size, dtype=np.int64)
 
-        token = conn.execute(_token_sql()).fetchone()
-        before = rows._sets.get((f"a{agent}", False))
-        got = rows.get(conn, f"a{agent}", shared=False, gather=gather)
+        token = conn.execute(_token_sql()).fetchone()[:3]  # an agent's set ignores the scope epoch
+        before = rows._sets.get(Scope(f"a{agent}", shared=False))
+        got, _ = rows.get(conn, Scope(f"a{agent}", shared=False), gather=gather)
         assert rows._keys == sum(v[1].size for v in rows._sets.values()) <= 100
         if before is not None and before[0] == token:
             assert not gathered

@@ -32,17 +32,15 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, Self, TypeAlias, runtime_checkable
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    Vectors: TypeAlias = npt.NDArray[np.float32]
-else:
-    from engramdb._lazy import numpy as np
-
 from engramdb.errors import ValidationError
 from engramdb.models import AuditEvent, Change, Memory, Share
 from engramdb.models.audit import AuditRecord
+from engramdb.storage._arrays import np
+
+if TYPE_CHECKING:
+    from engramdb.storage._arrays import F32
+
+    Vectors: TypeAlias = F32
 
 __all__ = [
     "MODEL_META_KEY",
