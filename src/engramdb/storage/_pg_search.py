@@ -24,6 +24,7 @@ from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._pg_analyze import StatisticsKeeper
 from engramdb.storage._pg_nearest import VectorPlan, near_ef, nearest_many, vector_branches
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, TermStats, filter_sql, pg_statement, tsquery_sql
+from engramdb.storage._pg_terms import LexemeSample
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
 __all__ = ["ITERATIVE_SCAN", "KEYWORD_RANK_ROWS", "MIN_EF_SEARCH", "PgSearch"]
@@ -40,8 +41,13 @@ class _Backend(Protocol):
     def in_write(self) -> bool: ...
 
 
-#: About how many matching rows a keyword search ranks at most, once the planner has statistics (keyword_candidates).
-KEYWORD_RANK_ROWS: Final = 5_000
+#: About how many of the reader's matching rows a keyword search ranks at most, once the store has statistics
+#: (keyword_candidates). Chosen against the embedded store's BM25 channel on the same 100k rows (bench/RESULTS.md,
+#: issue 26, fourth round; 60 questions, an agent filter): of its top 10, 0.60 / 0.64 / 0.60 / 0.46 / 0.41 are among
+#: the top 50 here at 100 / 250 / 500 / 1,000 / 2,000 rows (0.38 ranking every match), of its top 50 0.33 / 0.40 /
+#: 0.42 / 0.35 / 0.32: ``ts_rank_cd`` has no inverse document frequency, and leaving common terms out of the
+#: selection stands in for it. Ranking 500 rows took 13 ms at 1M (load 13).
+KEYWORD_RANK_ROWS: Final = 500
 #: The HNSW search breadth (``hnsw.ef_search``) at least, on a graph of :data:`_EF_SCALE_ROWS` vectors; a deeper
 #: search raises it to its ``limit``. Measured on the partitioned store (bench/scale_pg.py, 100k memories over 10
 #: agents, an agent's graph of 20k vectors, depth 50, 40 questions): ef 64 gave recall@10 0.983 (agent + kind 0.973),
@@ -79,7 +85,9 @@ class PgSearch:
         self._iterative = iterative
         self._models = ModelCache(MODEL_META_KEY)
         self._rank_rows = keyword_rank_rows
-        self._terms = TermStats(budget_rows=keyword_rank_rows)
+        #: Lexeme frequencies from a sample of the store (see :mod:`._pg_terms`).
+        self.lexemes = LexemeSample(backend.reading)
+        self._terms = TermStats(budget_rows=keyword_rank_rows, sample=self.lexemes)
         #: Runs ANALYZE when a bulk load left the planner's statistics behind (see :mod:`._pg_analyze`).
         self.statistics = StatisticsKeeper(backend.reading, self._analysed)
 
@@ -91,12 +99,12 @@ class PgSearch:
         """Full-text candidates matching any of ``terms``, best ``ts_rank_cd`` first (higher is better).
 
         Ranking reads every selected row, so its cost grows with the matches of the query's
-        commonest terms. With the ``tsv`` column's statistics, terms select rows rarest first
-        while their estimated matches stay within :data:`KEYWORD_RANK_ROWS` together; the other
-        terms only add to the rank of what these select (a term in that many rows says little
-        about relevance). When even the rarest term is over that budget, its newest
-        :data:`KEYWORD_RANK_ROWS` matches are ranked. Without statistics (small stores, before
-        the first ANALYZE) every match is ranked.
+        commonest terms. Once the table has statistics, terms select rows rarest first while their
+        estimated matches among the rows the reader may see stay within :data:`KEYWORD_RANK_ROWS`
+        together (frequencies from :attr:`lexemes`, a sample of the store); the other terms only add
+        to the rank of what these select (a term in that many rows says little about relevance).
+        When even the rarest term is over that budget, its newest :data:`KEYWORD_RANK_ROWS` matches
+        are ranked. Without statistics (small stores, before the first ANALYZE) every match is ranked.
         """
         query = tsquery_sql(terms)
         if query is None or limit <= 0:
@@ -104,7 +112,7 @@ class PgSearch:
         expr, term_params = query
         with self._backend.reading() as conn:
             self.statistics.check(conn)
-            chosen, over_budget = self._terms.selecting(conn, term_params)
+            chosen, over_budget = self._terms.selecting(conn, term_params, scope=self._scope(conn, flt))
             # Matches come from the keyword index. With the index keyed by agent (schema step 4), the reader's own
             # matches come from one scan of it, others' public and shared ones from their indexes: only the reader's
             # matches are read. Without it, a reader with few memories has its visible rows gathered from indexes
@@ -154,6 +162,14 @@ class PgSearch:
                 )
             rows = conn.execute(pg_statement(statement), params).fetchall()
         return [Candidate(row[0], float(row[1]), shared_row_to_memory(row[2:])) for row in rows]
+
+    def _scope(self, conn: Raw, flt: Filter) -> float:
+        """The fraction of the store's rows a keyword search of ``flt`` may read (its own and the open ones)."""
+        total = self._terms.total_rows(conn)
+        if flt.agent is None or total <= 0:
+            return 1.0
+        seen = self._terms.open_rows(conn) if flt.include_shared else 0.0
+        return min(1.0, (self._terms.agent_rows(conn, flt.agent) + seen) / total)
 
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Cosine candidates among the current model's vectors, best first (score = 1 - cosine distance)."""
@@ -243,10 +259,11 @@ class PgSearch:
             parts.append(
                 sql.SQL(
                     "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
-                    "{shared_by}, {shared_at}, {columns} FROM vectors v JOIN memories m ON m.id = v.memory_id "
+                    "{shared_by}, {shared_at}, {columns} FROM {table} v JOIN memories m ON m.id = v.memory_id "
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
                 ).format(
                     distance=branch.distance,
+                    table=sql.Identifier(branch.table),
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),
                     columns=sql.SQL(MEMORY_COLUMNS),
