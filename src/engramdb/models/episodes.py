@@ -15,7 +15,7 @@ __all__ = ["EpisodeAnalysis", "EpisodeEvent", "EpisodeFactor", "EpisodeRecord"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeEvent:
+class EpisodeEvent(Encoded):
     """Something that happened during an episode."""
 
     kind: str
@@ -26,13 +26,9 @@ class EpisodeEvent:
     #: The agent role that produced the event ("worker_backend", "qa_sentinel", ...), if given.
     role: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"kind": self.kind, "data": self.data, "at": self.at, "role": self.role}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeRecord:
+class EpisodeRecord(Encoded):
     """A stored episode."""
 
     id: str
@@ -56,23 +52,6 @@ class EpisodeRecord:
     def failed(self) -> bool:
         """True when the episode ended as a failure."""
         return self.outcome == "failure"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "id": self.id,
-            "agent": self.agent,
-            "task": self.task,
-            "outcome": self.outcome,
-            "events": [e.to_dict() for e in self.events],
-            "error": self.error,
-            "reason": self.reason,
-            "started_at": self.started_at.isoformat(),
-            "duration": self.duration,
-            "score": self.score,
-            "metrics": dict(self.metrics),
-            "credited": self.credited,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

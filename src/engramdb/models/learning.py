@@ -288,7 +288,7 @@ class ApproachStats(Encoded):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LearningStats:
+class LearningStats(Encoded):
     """An agent's learning at a glance (``mem.learning.stats``): what it holds, how it goes, what it uses most."""
 
     agent: str
@@ -321,30 +321,6 @@ class LearningStats:
     best_memory_success_rate: float | None = None
     #: Retrievals (search hits, gets) of the agent's visible memories in all.
     memory_retrievals: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "agent": self.agent,
-            "memories": dict(self.memories),
-            "decisions": self.decisions,
-            "pending": self.pending,
-            "successes": self.successes,
-            "success_rate": self.success_rate,
-            "most_used": [o.to_dict() for o in self.most_used],
-            "categories": [o.to_dict() for o in self.categories],
-            "failure_patterns": self.failure_patterns,
-            "recurring_failures": self.recurring_failures,
-            "episodes": self.episodes,
-            "episode_successes": self.episode_successes,
-            "episode_failures": self.episode_failures,
-            "most_used_memories": [m.to_dict() for m in self.most_used_memories],
-            "memories_used": self.memories_used,
-            "memory_uses": self.memory_uses,
-            "memory_success_rate": self.memory_success_rate,
-            "best_memory_success_rate": self.best_memory_success_rate,
-            "memory_retrievals": self.memory_retrievals,
-        }
 
 
 # -- the report --------------------------------------------------------------------------------------------

@@ -285,10 +285,11 @@ class PgSearch:
             parts.append(
                 sql.SQL(
                     "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
-                    "{shared_by}, {shared_at}, {columns} FROM vectors v JOIN memories m ON m.id = v.memory_id "
+                    "{shared_by}, {shared_at}, {columns} FROM {table} v JOIN memories m ON m.id = v.memory_id "
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
                 ).format(
                     distance=branch.distance,
+                    table=sql.Identifier(branch.table),
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),
                     columns=sql.SQL(MEMORY_COLUMNS),

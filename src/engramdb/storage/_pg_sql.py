@@ -270,9 +270,10 @@ class CurrentModel:
 #: a change is seen at once; the estimate only picks the exact scan or the index, and ANALYZE moves it rarely.
 _MODEL_TTL_S: Final = 30.0
 # The estimate sums the partitions' (-1 while none was ever counted: a partition holding no agent yet is never
-# analysed by autovacuum).
+# analysed by autovacuum). The first vectors of a store may all be staged (``_pg_staging``): the dimension is theirs.
 _MODEL_SQL: Final = (
-    "SELECT m.value, (SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
+    "SELECT m.value, coalesce((SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
+    "(SELECT s.dim FROM vectors_staged s WHERE s.model_id = m.value LIMIT 1)), "
     "(SELECT CASE WHEN bool_and(c.reltuples < 0) THEN -1 ELSE sum(greatest(c.reltuples, 0)) END "
     "FROM pg_partition_tree(to_regclass('vectors')) p JOIN pg_class c ON c.oid = p.relid WHERE p.isleaf), "
     "(SELECT count(*) FROM pg_partition_tree(to_regclass('vectors')) p WHERE p.isleaf) FROM meta m WHERE m.key = %s"

@@ -30,6 +30,9 @@ other threads keep their own connections.
   filters still fill the top ``k``) at a recall@10 of about 0.99 instead of 1, except for a reader owning a small
   share of its partition, scanned exactly (see :meth:`PgSearch._plan`). One round trip: the HNSW settings are
   pipelined with the search, and the current model is cached and checked by the search statement itself.
+* new vectors (schema step 6): written to ``vectors_staged``, a small table without a vector index that searches
+  scan exactly in the same statement, and folded into the graphs in batches by one mover per store (a thread of
+  every instance, one at a time by an advisory lock; ``pg_vector_mover``): see ``_pg_staging``.
 * statistics: searches run ANALYZE in the background when a bulk load left them behind (``_pg_analyze``).
 * visibility: statements that gather rows through indexes (keyword matches, the exact vector scan, counts)
   spell the agent filter so the planner can answer it from indexes too (see ``_pg_sql.filter_sql``); the
@@ -73,6 +76,7 @@ from engramdb.storage._pg_sql import (
     one_of,
     pg_statement,
 )
+from engramdb.storage._pg_staging import StagedMover
 from engramdb.storage.base import Filter, Store, Vectors
 
 if TYPE_CHECKING:
@@ -158,12 +162,16 @@ def _configure(conn: Raw) -> None:
 class PostgresBackend:
     """The PostgreSQL :class:`~engramdb.storage._dialect.Dialect`: a connection pool, transactions, pgvector."""
 
-    for_update: Final = " FOR UPDATE"
+    # Not FOR UPDATE: the vector mover holds its memories' key-share lock for a batch (the foreign key of the rows it
+    # inserts), which a read-modify-write of other columns need not wait for; writers still queue on each other.
+    for_update: Final = " FOR NO KEY UPDATE"
     concurrent_reads: Final = True
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "embedding"
     #: Schema step 5: ``vectors`` is partitioned by agent (each agent's search reads one HNSW graph).
     vectors_by_agent: Final = True
+    #: Schema step 6: new vectors are staged, then folded into ``vectors`` by one mover (``_pg_staging``).
+    vector_tables: Final = ("vectors_staged", "vectors")
 
     def __init__(
         self,
@@ -203,10 +211,18 @@ class PostgresBackend:
             self._pool.close()
             self._pool = None
             raise StorageError(f"{self.location}: cannot open a connection pool ({exc})") from exc
+        mover = settings.pg_vector_mover if settings is not None else True
+        self._mover = StagedMover(self._mover_connection) if mover else None
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
-        """Close every pooled connection (idempotent); further calls raise StorageError."""
+        """Close every pooled connection (idempotent); further calls raise StorageError.
+
+        A mover's batch under way is rolled back (its vectors stay staged for the next mover).
+        """
+        mover, self._mover = self._mover, None
+        if mover is not None:
+            mover.close()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
@@ -248,6 +264,12 @@ class PostgresBackend:
                     yield conn
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._translate(exc) from exc
+
+    @contextmanager
+    def _mover_connection(self) -> Iterator[Raw]:
+        """A pooled connection for a batch of the vector mover (its thread never holds a write of the store's)."""
+        with self._require_pool().connection() as conn:
+            yield conn
 
     @contextmanager
     def _writing(self) -> Iterator[Raw]:
@@ -394,7 +416,9 @@ class PostgresBackend:
         self._ensure_vector_index(self._pinned(), model_id, dim)
 
     def vectors_written(self, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str) -> None:
-        """Nothing to keep in step: searches run in the database."""
+        """Nothing to keep in step (searches run in the database); the mover looks for the staged rows soon."""
+        if self._mover is not None:
+            self._mover.nudge()
 
     def vector_removed(self, memory_id: str) -> None:
         """Nothing to keep in step: searches run in the database."""

@@ -126,6 +126,7 @@ class SQLiteBackend:
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "vec"
     vectors_by_agent: Final = False
+    vector_tables: Final = ("vectors",)
 
     def __init__(
         self,
