@@ -29,7 +29,7 @@ from engramdb.errors import EngramError
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
-from engramdb.storage._kw_index import KeywordIndex, Ranked, fts_totals
+from engramdb.storage._kw_index import KW_INDEX_MIN_MEMORIES, KeywordIndex, Ranked, fts_totals
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._tenant_rows import Scope, TenantRows
 from engramdb.storage._vector_index import SyncState, VectorIndex, rerank_depth
@@ -110,10 +110,27 @@ class SQLiteSearch:
         try:
             with self._reading() as conn:
                 self.keyword_index.warm(conn)
+                path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+                rows = fts_totals(conn)[0]
             with self._reading(snapshot=True) as conn:
                 self._sync_index(conn)
+            if path and rows >= KW_INDEX_MIN_MEMORIES:
+                self._prefill(path, rows)
         except (EngramError, sqlite3.Error, OSError):
             pass
+
+    def _prefill(self, path: str, rows: int) -> None:
+        """Every minority agent's keys and plan (see _few_rows) before its first search, on a connection of its
+        own: the store's stays free for the first searches meanwhile."""
+        bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        try:
+            counts = self._tenant_rows.prefill(conn, bound=bound)
+        finally:
+            conn.close()
+        if len(counts) <= _PLAN_CACHE_AGENTS:
+            for agent, count in counts.items():
+                self._agent_rows.setdefault(agent, (count < bound, _RECOUNT))
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """FTS5 candidates matching any of ``terms``, best BM25 first (score = -bm25, higher is better)."""
