@@ -332,3 +332,39 @@ def test_background_writes_wait_for_room_in_the_staging_table(postgres_server: P
         wait_for_room(conn, cap=10, timeout=0.5)
         assert 0.5 <= time.monotonic() - began < LIMIT
         assert staged_rows(conn) == 30
+
+
+def test_a_store_at_the_first_staging_step_gets_the_open_flags(postgres_server: PgServer) -> None:
+    """Step 6 staged vectors without ``open``; step 7 adds it, set from each memory's visibility."""
+    url = postgres_server.new_database()
+    ms = [memory("private note", agent="a"), memory("public note", agent="a", visibility="public")]
+    vecs = unit_vectors(2, seed=6)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        run_steps(
+            _pg_schema.MIGRATIONS[:6],
+            version=0,
+            location="old",
+            step_transaction=lambda: _pg_schema._step_transaction(conn),
+            apply=lambda step, version: _pg_schema._apply(conn, step, version),
+        )
+        created = NOW.isoformat(timespec="microseconds")
+        conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', %s)", (MODEL,))
+        for m, v in zip(ms, vecs, strict=True):
+            conn.execute(
+                "INSERT INTO memories (id, agent, kind, content, created_at, updated_at, occurred_at, visibility) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (m.id, m.agent, m.kind, m.content, created, created, created, m.visibility),
+            )
+            conn.execute(
+                "INSERT INTO vectors_staged (memory_id, agent, model_id, dim, embedding) VALUES (%s, %s, %s, %s, %s)",
+                (m.id, m.agent, MODEL, DIM, v),
+            )
+    with open_postgres(url, settings=NO_MOVER) as store:
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT version FROM engram_schema").fetchone() == (_pg_schema.SCHEMA_VERSION,)
+            flags = dict(conn.execute("SELECT memory_id, open FROM vectors_staged").fetchall())
+        assert flags == {ms[0].id: False, ms[1].id: True}
+        seen = [c.id for c in store.search.vector_candidates(vecs[1], Filter(agent="b"), limit=5)]
+        assert seen == [ms[1].id]
