@@ -170,6 +170,8 @@ class StagedMover:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        # Not at once: a short-lived process (one command) would start a batch only for its close to cancel it.
+        self._stopping.wait(self._poll)
         while not self._stopping.is_set():
             try:
                 wait = self._step()
