@@ -152,7 +152,11 @@ class HybridSearcher:
         across = not self.session_gated or gathers
         related = (
             related_terms(query, terms, skip=gathering_words(query), most=self.related_most)
-            if self.related_credit > 0 and terms and (gathers or not self.related_gated)
+            # Evidence fusion only: min-max and learned fusion read the keyword channel's own scores and ranks.
+            if self.related_credit > 0
+            and terms
+            and self.weights.fusion == "evidence"
+            and (gathers or not self.related_gated)
             else {}
         )
         overlap = bool(terms) and self.overlap_keyword
