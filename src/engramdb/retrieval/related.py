@@ -9,11 +9,11 @@ its own, neighbours at cosine >= 0.72, at most four: ``data/related.txt``, made 
 ``scripts/gen_related.py``), so nothing is computed or downloaded at run time. A word of the question
 written with a capital (a name: "Caroline") is not expanded: a name's nearest words are other names.
 
-The search uses them two ways (:class:`engramdb.retrieval.hybrid.HybridSearcher`): a second keyword query
-for the related words adds candidates, and coverage counts a related word as half the question's word
-(:func:`engramdb.retrieval.evidence.pool_coverage`). For every question: measured against only the questions
-that gather facts across conversations, where the misses were read, it helps LoCoMo too (bench/RESULTS.md,
-issue 21 fifth round).
+The search uses each word's two nearest two ways (:class:`engramdb.retrieval.hybrid.HybridSearcher`): a
+second keyword query for them adds up to ten candidates, and coverage counts a related word as half the
+question's word (:func:`engramdb.retrieval.evidence.pool_coverage`). For every question: measured against
+only the questions that gather facts across conversations, where the misses were read, it helps LoCoMo too
+(bench/RESULTS.md, issue 21 fifth round).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ __all__ = ["RELATED_CREDIT", "RELATED_GATED", "RELATED_MOST", "flat", "related_t
 RELATED_CREDIT: Final = 0.5
 #: Related words only for questions that gather facts across conversations (True), or for every question.
 RELATED_GATED: Final = False
-#: Related words used per word of the question, nearest first (the table lists up to four).
-RELATED_MOST: Final = 4
+#: Related words used per word of the question, nearest first (the table lists up to four; 2, 3 and 4 measured alike).
+RELATED_MOST: Final = 2
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
