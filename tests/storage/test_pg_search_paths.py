@@ -119,6 +119,14 @@ def test_a_bulk_load_is_analysed_by_the_next_searches(postgres_server: PgServer)
             model = store.search._models.current(raw)  # type: ignore[attr-defined]
         assert model is not None
         assert model.estimate == pytest.approx(3000, rel=0.05)
+        # And the keyword channel's word frequencies: sampled from the loaded table at its next search.
+        store.search.keyword_candidates(["alpha"], Filter(agent="agent-0"), limit=5)
+        lexemes = store.search.lexemes  # type: ignore[attr-defined]
+        assert lexemes.wait(timeout=60)
+        sample = lexemes.last
+        assert sample is not None
+        assert sample.total == pytest.approx(3000, rel=0.05)
+        assert sample.sampled == pytest.approx(3000, rel=0.05)
 
 
 @given(
