@@ -160,6 +160,13 @@ class HybridSearcher:
             if overlap
             else None
         )
+        # The related words' query needs nothing of the others: it runs beside them (on PostgreSQL a round trip
+        # and a ranking each; one after the other they added the second's whole time to every search).
+        pending_related: Future[list[Candidate]] | None = (
+            self._pool.submit(self._store.search.keyword_candidates, flat(related), flt, limit=self.related_depth)
+            if related and overlap
+            else None
+        )
         try:
             qvec = self._queries.embed_query(query) if vector is None else vector
             vec = self._store.search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
@@ -170,7 +177,11 @@ class HybridSearcher:
         if related:
             # "sisters" for "siblings": candidates the question's own words do not reach.
             held = {c.id for c in keyword}
-            extra = self._store.search.keyword_candidates(flat(related), flt, limit=self.related_depth)
+            extra = (
+                pending_related.result()
+                if pending_related is not None
+                else self._store.search.keyword_candidates(flat(related), flt, limit=self.related_depth)
+            )
             keyword = [*keyword, *(c for c in extra if c.id not in held)]
         if self.weights.fusion != "minmax":
             # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).
