@@ -94,6 +94,12 @@ class LexemeSample:
             self._current = taken
         return taken
 
+    @property
+    def last(self) -> SampledFrequencies | None:
+        """The latest sample taken (None before the first)."""
+        with self._lock:
+            return self._current
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a sample being taken; True once none is (for tests and benchmarks)."""
         running = self._running
