@@ -161,7 +161,8 @@ def run_stream(
             for sit, text in asked:
                 probs = probs_at(sit, shape, i, steps)
                 since = i - max([0, *(c for c in changes[sit.name] if c <= i)])
-                s = rc.suggest(text, neighbours(text, i), now=now, config=config, seed=seed, options=sit.options)
+                nb_q = neighbours(text, i)
+                s = rc.suggest(text, nb_q, now=now, config=config, seed=seed, options=sit.options)
                 answers.append(
                     {
                         "step": i,
@@ -169,6 +170,8 @@ def run_stream(
                         "right": best_of(probs),
                         "given": s.recommended,
                         "confidence": s.confidence,
+                        # The question's best match among the records (the situation-match margin's input).
+                        "match": max((n.cosine for n in nb_q), default=0.0),
                     }
                 )
         nb = neighbours(step.context, i)
@@ -222,6 +225,7 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "success": 100 * statistics.fmean(x for r in runs for x in r["successes"]),
         **{f"at_{t:g}": _at_threshold(settled, t) for t in THRESHOLDS},
         "given_at_95": _given_at_precision(settled, 0.95),
+        "given_at_95_match": _given_at_precision_and_match(settled, 0.95),
     }
 
 
@@ -251,6 +255,24 @@ def _given_at_precision(settled: Sequence[dict[str, Any]], target: float) -> str
     return f"{best:.3f}: {100 * ok_right / max(1, len(settled)):.1f} / {100 * ok_right / max(1, n_given):.1f}"
 
 
+#: Floors on the question's best match (cosine) tried beside the confidence threshold.
+MATCH_FLOORS = [round(0.3 + 0.05 * k, 2) for k in range(11)]
+
+
+def _given_at_precision_and_match(settled: Sequence[dict[str, Any]], target: float) -> str:
+    """As :func:`_given_at_precision`, also abstaining where the question's best match is under a floor: the floor
+    (of :data:`MATCH_FLOORS`) that gives the most right and given at ``target`` precision, with its confidence
+    threshold (fitted on the answers scored, like ``given_at_95``)."""
+    best = (-1.0, "")
+    for floor in MATCH_FLOORS:
+        kept = [a if a.get("match", 1.0) >= floor else {**a, "given": None} for a in settled]
+        text = _given_at_precision(kept, target)
+        score = float(text.split(": ")[1].split(" / ")[0])
+        if score > best[0]:
+            best = (score, f"match {floor:.2f}, {text}")
+    return best[1]
+
+
 def _rounded(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in summary.items()}
 
@@ -267,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--expand", default=None, help="K,BETA: pseudo-relevance feedback on the neighbours")
     parser.add_argument("--given-at", type=float, default=None, help="also score giving only from this confidence")
+    parser.add_argument("--dump", type=Path, default=None, help="write every settled answer here (JSON)")
     args = parser.parse_args(argv)
     cfg = replace(parse_config(args.config), calibration=CALIBRATION, pooled_calibration=CALIBRATION_POOLED)
     exploration = load_settings({}).exploration if args.exploration is None else args.exploration
@@ -297,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
     report["all"] = summarise(all_runs)
+    if args.dump is not None:
+        args.dump.write_text(json.dumps([a for r in all_runs for a in r["answers"] if a["settled"]]) + "\n")
     print(f"{'all':9s} {json.dumps(_rounded(report['all']))}")
     out = args.output or RESULTS / f"learning_drift_{report['split']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

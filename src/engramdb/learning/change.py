@@ -18,7 +18,15 @@ import numpy.typing as npt
 
 from engramdb.learning._prior import Prior
 
-__all__ = ["ChangePoints", "ChangeRule", "change_discounts", "changepoint_weights", "cusum_split"]
+__all__ = [
+    "ChangePoints",
+    "ChangeRule",
+    "change_cut",
+    "change_discounts",
+    "changepoint_weights",
+    "cusum_split",
+    "earlier_regime",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,12 +69,23 @@ class ChangeRule:
     #: (bench/RESULTS.md, issue 25, item 11, third round).
     cusum: float | None = None
     shift: float = 0.3
+    #: With ``scope="all"``: when the outcomes since the detected change agree with the record from before the change
+    #: preceding it (no action's share differs by more than ``z`` standard errors, at least one compared), the world
+    #: is taken to have gone back to that earlier regime, and its record counts again, as it stood then: the stretch
+    #: in between is cut and no longer discounts it (:func:`earlier_regime`; False: every older record is cut).
+    restore: bool = False
+    #: Instead of cutting an older record to ``keep`` at once, fade it by ``1 - 1/fade`` per weighted outcome since the
+    #: change (of the action, or of any action for the cut of ``scope="all"``), down to ``keep`` (None: cut at once).
+    #: A false alarm then costs little, a true change is forgotten as the outcomes since it accumulate.
+    fade: float | None = None
 
     def __post_init__(self) -> None:
         if not self.window > 0 or not self.z > 0 or not 0.0 <= self.keep <= 1.0 or self.scope not in ("action", "all"):
             raise ValueError("change rule: window and z must be positive, keep within [0, 1], scope action or all")
         if (self.cusum is not None and not (self.cusum > 0 and math.isfinite(self.cusum))) or not 0 < self.shift < 1:
             raise ValueError("change rule: cusum must be a positive number (or None), shift within (0, 1)")
+        if self.fade is not None and not (self.fade >= 1.0 and math.isfinite(self.fade)):
+            raise ValueError("change rule: fade must be at least 1 (or None)")
         if self.horizon is not None and not self.horizon >= 1.0:
             raise ValueError("change rule: horizon must be at least 1 (or None)")
 
@@ -84,6 +103,19 @@ def change_discounts(
     ``weights`` are the evidence's weights in the test (relevance times recency discount, or relevance alone with
     ``rule.undiscounted``), ``times`` its POSIX timestamps. Evidence with no detected change keeps 1.
     """
+    return change_cut(actions, successes, weights, times, rule=rule)[0]
+
+
+def change_cut(
+    actions: Sequence[str],
+    successes: Sequence[float],
+    weights: Sequence[float],
+    times: Sequence[float],
+    *,
+    rule: ChangeRule,
+) -> tuple[list[float], float | None]:
+    """:func:`change_discounts`, and with ``scope="all"`` the time of the change everything older is cut at (None
+    without one)."""
     n = len(actions)
     out = [1.0] * n
     by_action: dict[str, list[int]] = {}
@@ -100,7 +132,7 @@ def change_discounts(
             )
             if split is not None:
                 for i in idx[split:]:
-                    out[i] = rule.keep
+                    out[i] = _cut_to(rule, since=sum(w_a[:split]))
                 cutoffs.append(times[idx[split - 1]])
             continue
         cum = 0.0
@@ -124,10 +156,108 @@ def change_discounts(
             cutoffs.append(times[recent[-1]])
     if cutoffs and rule.scope == "all":
         cut = max(cutoffs)
+        to = _cut_to(rule, since=sum(weights[i] for i in range(n) if times[i] >= cut))
         for i in range(n):
             if times[i] < cut:
-                out[i] = min(out[i], rule.keep)
-    return out
+                out[i] = min(out[i], to)
+        return out, cut
+    return out, None
+
+
+def _cut_to(rule: ChangeRule, *, since: float) -> float:
+    """What a record older than a detected change is multiplied by, with ``since`` weighted outcomes after the change:
+    ``keep``, or with ``fade`` a share that falls from 1 by ``1 - 1/fade`` per outcome since, down to ``keep``."""
+    if rule.fade is None:
+        return rule.keep
+    return max(rule.keep, (1.0 - 1.0 / rule.fade) ** max(0.0, since)) if rule.fade > 1.0 else rule.keep
+
+
+def _last_cut(
+    idx: Sequence[int],
+    actions: Sequence[str],
+    successes: Sequence[float],
+    weights: Sequence[float],
+    times: Sequence[float],
+    *,
+    rule: ChangeRule,
+) -> float | None:
+    """The time of the newest change the scan detects among the items ``idx`` (any action), or None."""
+    by_action: dict[str, list[int]] = {}
+    for i in sorted(idx, key=lambda i: -times[i]):
+        by_action.setdefault(actions[i], []).append(i)
+    cuts = []
+    for ids in by_action.values():
+        split = _most_significant_split(
+            [weights[i] for i in ids], [successes[i] for i in ids], window=rule.window, z=rule.z
+        )
+        if split is not None:
+            cuts.append(times[ids[split - 1]])
+    return max(cuts) if cuts else None
+
+
+def _agree(
+    a: Sequence[int],
+    b: Sequence[int],
+    actions: Sequence[str],
+    successes: Sequence[float],
+    weights: Sequence[float],
+    *,
+    rule: ChangeRule,
+) -> bool:
+    """Whether two stretches of evidence look like one world: every action with ``window`` weight in both has shares
+    within ``z`` standard errors of each other (the two-sample test of :class:`ChangeRule`), and one such action
+    at least exists."""
+    compared = False
+    for action in dict.fromkeys(actions[i] for i in b):
+        n_new = sum(weights[i] for i in b if actions[i] == action)
+        n_old = sum(weights[i] for i in a if actions[i] == action)
+        if n_new < rule.window or n_old < rule.window:
+            continue
+        compared = True
+        p_new = sum(weights[i] * successes[i] for i in b if actions[i] == action) / n_new
+        p_old = (sum(weights[i] * successes[i] for i in a if actions[i] == action) + 1.0) / (n_old + 2.0)
+        se = math.sqrt(p_old * (1.0 - p_old) * (1.0 / n_new + 1.0 / (n_old + 2.0)))
+        if abs(p_new - p_old) > rule.z * se:
+            return False
+    return compared
+
+
+def earlier_regime(
+    actions: Sequence[str],
+    successes: Sequence[float],
+    relevance: Sequence[float],
+    times: Sequence[float],
+    *,
+    cut: float,
+    rule: ChangeRule,
+) -> tuple[list[bool], list[bool]] | None:
+    """After a change detected at time ``cut`` (see ``ChangeRule.restore``): if the evidence before it holds an
+    earlier change, and the outcomes since ``cut`` agree with the record before that earlier change, which items
+    belong to that earlier regime (to count again; it ends at the change before it, if any) and which to the
+    stretch in between or before (to stay cut); else None.
+
+    Tested on relevance alone (``relevance`` in [0, 1]): the earlier regime's record has faded by recency, and
+    whether it matches is a question of its outcomes, not of their age. Pure and stateless."""
+    n = len(actions)
+    rel = [min(1.0, max(0.0, r)) for r in relevance]
+    older = [i for i in range(n) if times[i] < cut]
+    newer = [i for i in range(n) if times[i] >= cut]
+    before = _last_cut(older, actions, successes, rel, times, rule=rule)
+    if before is None:
+        return None
+    # The earlier regime is bounded by the change before it too: a world that alternates has several behind it.
+    oldest = [i for i in older if times[i] < before]
+    start = _last_cut(oldest, actions, successes, rel, times, rule=rule)
+    regime = [i for i in oldest if start is None or times[i] >= start]
+    if not _agree(regime, newer, actions, successes, rel, rule=rule):
+        return None
+    restored = [False] * n
+    between = [False] * n
+    for i in regime:
+        restored[i] = True
+    for i in older:
+        between[i] = not restored[i]
+    return restored, between
 
 
 def cusum_split(

@@ -9,6 +9,11 @@ is *thin* (a few weighted outcomes, after a cut or because it was never tried) d
 sampling with no outcomes at all; a well-evidenced option keeps the narrow draw. An option
 (``RecommendConfig.thin_evidence``), off by default: the thin options are mostly the bad ones, tried again as their
 records fade, and that cost more success than the faster finds recovered.
+
+After a detected change only (:func:`fresh_attempts`, :func:`optimistic_floors`), options with little evidence
+*since the change* can instead be valued at least at an upper confidence bound (mean plus a number of posterior
+standard deviations), for a bounded number of outcomes after the change: a new best that failed its first try is
+tried again, in the neighbourhood that changed only (``RecommendConfig.optimism``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["draw_widths"]
+__all__ = ["draw_widths", "fresh_attempts", "optimistic_floors"]
 
 
 def draw_widths(attempts: Sequence[float], *, exploration: float, thin: float | None) -> list[float]:
@@ -33,3 +38,30 @@ def draw_widths(attempts: Sequence[float], *, exploration: float, thin: float | 
         short = min(1.0, max(0.0, 1.0 - n / thin)) if math.isfinite(n) else 0.0
         out.append(exploration + (1.0 - exploration) * short)
     return out
+
+
+def fresh_attempts(kept: Sequence[float], cut: Sequence[float], *, keep: float) -> list[float]:
+    """Each option's weighted outcomes since a change, from its attempts without the change rule (``kept``) and with
+    it (``cut``): the rule multiplies what it cuts by ``keep``, so the cut mass is ``(kept - cut) / (1 - keep)`` and
+    what is left of it inside ``cut`` is ``keep`` times that. Never negative, never more than ``cut``."""
+    if len(kept) != len(cut):
+        raise ValueError("kept and cut must have the same length")
+    if not 0.0 <= keep < 1.0:
+        raise ValueError("keep must be within [0, 1)")
+    out = []
+    for k, c in zip(kept, cut, strict=True):
+        removed = max(0.0, k - c) / (1.0 - keep)
+        out.append(min(c, max(0.0, c - keep * removed)))
+    return out
+
+
+def optimistic_floors(
+    means: Sequence[float], sds: Sequence[float], fresh: Sequence[float], *, bonus: float, thin: float
+) -> list[float]:
+    """The value each option is raised to: ``mean + bonus * sd`` (capped at 1) for an option with fewer than ``thin``
+    weighted outcomes since the change, minus infinity (no floor) for the others."""
+    if not (bonus >= 0.0 and math.isfinite(bonus)) or not (thin > 0.0 and math.isfinite(thin)):
+        raise ValueError("bonus must be non-negative and thin positive")
+    if not len(means) == len(sds) == len(fresh):
+        raise ValueError("means, sds and fresh must have the same length")
+    return [min(1.0, m + bonus * sd) if f < thin else -math.inf for m, sd, f in zip(means, sds, fresh, strict=True)]

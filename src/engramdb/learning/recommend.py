@@ -62,7 +62,7 @@ from typing import Final
 import numpy as np
 
 from engramdb.learning._calibration import CALIBRATION, CALIBRATION_POOLED
-from engramdb.learning.exploring import draw_widths
+from engramdb.learning.exploring import draw_widths, fresh_attempts, optimistic_floors
 from engramdb.learning.forgetting import best_horizon
 from engramdb.learning.matching import contrast_factors, relative_agreements
 from engramdb.learning.records import normalise_context
@@ -177,6 +177,12 @@ class RecommendConfig:
     #: drift streams it made recommendations right more often and cost 2-5 points of success (bench/RESULTS.md,
     #: issue 25, item 11, third round).
     thin_evidence: float | None = None
+    #: After a change the change rule detected nearby, while fewer than ``optimism_budget`` weighted outcomes follow
+    #: it, :func:`choose` values every option with under ``optimism_thin`` weighted outcomes since the change at least
+    #: at its posterior mean plus this many standard deviations (None: off; :mod:`engramdb.learning.exploring`).
+    optimism: float | None = None
+    optimism_thin: float = 2.0
+    optimism_budget: float = 10.0
     #: In :func:`suggest`, an outcome's relevance is also multiplied by a soft contrast of its cosine with the mean of
     #: the question's five best (``exp(contrast * (cosine - mean))``, capped at 1; None: off;
     #: :func:`engramdb.learning.matching.contrast_factors`). :func:`choose` ignores it. Off: measured worse (unseen
@@ -218,6 +224,10 @@ class RecommendConfig:
             raise ValueError("explore_after_change must be within [0, 1] (or None)")
         if self.thin_evidence is not None and not (self.thin_evidence > 0.0 and math.isfinite(self.thin_evidence)):
             raise ValueError("thin_evidence must be a positive number (or None)")
+        if self.optimism is not None and not (self.optimism >= 0.0 and math.isfinite(self.optimism)):
+            raise ValueError("optimism must be a non-negative number (or None)")
+        if not (self.optimism_thin > 0.0 and math.isfinite(self.optimism_thin)) or not self.optimism_budget >= 0.0:
+            raise ValueError("optimism_thin must be positive and optimism_budget non-negative")
         if self.contrast is not None and not (self.contrast >= 0.0 and math.isfinite(self.contrast)):
             raise ValueError("contrast must be a non-negative number (or None)")
         if self.learned_horizons is not None and (
@@ -569,4 +579,41 @@ def choose(
         if sum(p.attempts for p in kept) - sum(p.attempts for p in post) > _SLACK:
             exploration = max(exploration, config.explore_after_change)
     widths = draw_widths([p.attempts for p in post], exploration=exploration, thin=config.thin_evidence)
-    return post[thompson_choice(post, rng=rng, exploration=widths)].action
+    return post[
+        thompson_choice(
+            post,
+            rng=rng,
+            exploration=widths,
+            floors=_optimism(context, neighbours, post, now=now, config=config, options=options),
+        )
+    ].action
+
+
+def _optimism(
+    context: str,
+    neighbours: Sequence[Neighbour],
+    post: Sequence[Posterior],
+    *,
+    now: datetime,
+    config: RecommendConfig,
+    options: Sequence[str],
+) -> list[float] | None:
+    """The optimistic floors of :func:`choose` (``RecommendConfig.optimism``), or None where none apply: no option,
+    no change detected nearby (the change rule cut nothing), or the budget of outcomes since the change is spent."""
+    rule = config.change
+    if config.optimism is None or not isinstance(rule, ChangeRule) or rule.keep >= 1.0:
+        return None
+    kept = option_posteriors(context, neighbours, now=now, config=replace(config, change=None), options=options)
+    cut = [p.attempts for p in post]
+    if sum(p.attempts for p in kept) - sum(cut) <= _SLACK:
+        return None
+    fresh = fresh_attempts([p.attempts for p in kept], cut, keep=rule.keep)
+    if sum(fresh) >= config.optimism_budget:
+        return None
+    return optimistic_floors(
+        [p.mean for p in post],
+        [math.sqrt(p.variance) for p in post],
+        fresh,
+        bonus=config.optimism,
+        thin=config.optimism_thin,
+    )

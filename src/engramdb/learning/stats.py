@@ -31,7 +31,14 @@ import numpy.typing as npt
 
 from engramdb.errors import ValidationError
 from engramdb.learning._prior import Prior
-from engramdb.learning.change import ChangePoints, ChangeRule, change_discounts, changepoint_weights
+from engramdb.learning.change import (
+    ChangePoints,
+    ChangeRule,
+    change_cut,
+    change_discounts,
+    changepoint_weights,
+    earlier_regime,
+)
 from engramdb.models import TrendTest
 
 __all__ = [
@@ -236,11 +243,21 @@ def posteriors(
             )
         weights = [min(1.0, e.relevance) * (1.0 if undiscounted else d) for e, d in zip(items, tested, strict=True)]
         args = ([e.action for e in items], [e.success for e in items], weights, [e.at.timestamp() for e in items])
-        factors = (
-            changepoint_weights(*args, rule=change, prior=prior)
-            if isinstance(change, ChangePoints)
-            else change_discounts(*args, rule=change)
-        )
+        if isinstance(change, ChangePoints):
+            factors = changepoint_weights(*args, rule=change, prior=prior)
+        else:
+            factors, cut = change_cut(*args, rule=change)
+            if change.restore and cut is not None:
+                discounts, factors = _restored(
+                    items,
+                    discounts,
+                    factors,
+                    cut=cut,
+                    rule=change,
+                    now=now,
+                    half_life_days=half_life_days,
+                    horizon=horizon,
+                )
         discounts = [d * f for d, f in zip(discounts, factors, strict=True)]
     succ: dict[str, float] = {}
     att: dict[str, float] = {}
@@ -261,6 +278,44 @@ def posteriors(
         )
         for a in att
     }
+
+
+def _restored(
+    items: Sequence[Evidence],
+    discounts: Sequence[float],
+    factors: Sequence[float],
+    *,
+    cut: float,
+    rule: ChangeRule,
+    now: datetime,
+    half_life_days: float | None,
+    horizon: float | None,
+) -> tuple[list[float], list[float]]:
+    """``ChangeRule.restore``: where the outcomes since the change at ``cut`` match an earlier regime, that regime's
+    record counts again (factor 1) with the recency discount it had when it ended (the stretch in between, still cut,
+    no longer discounts it); otherwise the discounts and factors as they were."""
+    found = earlier_regime(
+        [e.action for e in items],
+        [e.success for e in items],
+        [e.relevance for e in items],
+        [e.at.timestamp() for e in items],
+        cut=cut,
+        rule=rule,
+    )
+    if found is None:
+        return list(discounts), list(factors)
+    restored, between = found
+    skipped = discount_weights(
+        [e.at for e in items],
+        [0.0 if b else e.relevance for e, b in zip(items, between, strict=True)],
+        now=now,
+        half_life_days=half_life_days,
+        horizon=horizon,
+    )
+    return (
+        [s if r else d for d, s, r in zip(discounts, skipped, restored, strict=True)],
+        [1.0 if r else f for f, r in zip(factors, restored, strict=True)],
+    )
 
 
 # -- intervals, sampling -------------------------------------------------------------------------------------
@@ -320,7 +375,11 @@ def _params(options: Sequence[Posterior]) -> tuple[npt.NDArray[np.float64], npt.
 
 
 def thompson_choice(
-    options: Sequence[Posterior], *, rng: np.random.Generator, exploration: float | Sequence[float] = 1.0
+    options: Sequence[Posterior],
+    *,
+    rng: np.random.Generator,
+    exploration: float | Sequence[float] = 1.0,
+    floors: Sequence[float] | None = None,
 ) -> int:
     """The index of the option a Thompson sample picks.
 
@@ -328,7 +387,8 @@ def thompson_choice(
     is ``mean + exploration * (theta - mean)``: 1 is plain Thompson sampling, smaller
     values shrink every draw towards its posterior mean (its spread scales by
     ``exploration``), and 0 is greedy: the highest posterior mean wins, ties broken
-    by the draws. The generator is advanced the same way whatever ``exploration`` is.
+    by the draws. ``floors`` (one per option) raise an option's value to at least its floor (an optimistic
+    bonus). The generator is advanced the same way whatever ``exploration`` and ``floors`` are.
     """
     if not options:
         raise ValueError("no options to choose from")
@@ -341,6 +401,11 @@ def thompson_choice(
     theta = rng.beta(a, b)
     mean = a / (a + b)
     value = mean + widths * (theta - mean)
+    if floors is not None:
+        lows = np.asarray(floors, dtype=np.float64)
+        if lows.shape != (len(options),) or bool(np.any(np.isnan(lows))):
+            raise ValueError("floors must be one number per option")
+        value = np.maximum(value, lows)
     # lexsort: last key is primary. Highest value first; exact ties go to the higher raw draw.
     return int(np.lexsort((-theta, -value))[0])
 

@@ -468,6 +468,7 @@ class AnnBase:
         self.version = 0
         #: Filter masks over these rows, by version (see MaskCache).
         self.masks = MaskCache()
+        self._by_rid: _I32 | None = None
         #: Rows newer than the build, from the overlay (the caller moves them into its delta).
         self.delta: dict[str, npt.NDArray[Any]] | None = None
         if meta.overlay is not None:
@@ -489,6 +490,15 @@ class AnnBase:
             return None
         row = int(self._order[at])
         return row if self.alive[row] else None
+
+    def rows_of_rids(self, rids: _I64) -> _I64:
+        """The live rows of memory keys ``rids``, ascending (a table by key, made at first use: 4 bytes a key)."""
+        if self._by_rid is None:
+            self._by_rid = np.full(int(self.rids.max(initial=-1)) + 1, -1, dtype=np.int32)
+            self._by_rid[self.rids] = np.arange(self.n, dtype=np.int32)
+        rows = self._by_rid[rids[(rids >= 0) & (rids < self._by_rid.size)]].astype(np.int64)
+        rows = np.unique(rows[rows >= 0])
+        return rows[self.alive[rows]]
 
     def kill(self, row: int) -> None:
         """Mark a row dead (its memory was replaced, moved to the delta, or forgotten) and scrub its code."""

@@ -1,9 +1,8 @@
 """numpy for the storage modules that hold arrays: the lazily imported module and the array types they annotate with.
 
-The vector cache's modules and the keyword cache's saved postings share one ``np`` (the stand-in of
-:mod:`engramdb._lazy` at run time, so opening a store still imports no numpy) and one name per array type. The
-types exist for type checkers only; every user imports them under ``TYPE_CHECKING`` and annotates with
-``from __future__ import annotations``.
+Every storage module takes numpy from here: one ``np`` (the stand-in of :mod:`engramdb._lazy` at run time, so
+opening a store still imports no numpy) and one name per array type. The types exist for type checkers only; every
+user imports them under ``TYPE_CHECKING`` and annotates with ``from __future__ import annotations``.
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.storage._arrays import np
+
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import npt
 
 from engramdb.errors import NotFound, ValidationError
 from engramdb.models import KINDS, VISIBILITIES, Memory
@@ -187,7 +187,7 @@ def require_found(memory_ids: Iterable[str], found: Iterable[str]) -> None:
         raise not_found(missing[0])
 
 
-def as_unit_rows(vectors: npt.ArrayLike, *, rows: int | None = None) -> npt.NDArray[np.float32]:
+def as_unit_rows(vectors: npt.ArrayLike, *, rows: int | None = None) -> _F32:
     """Validate vectors as a finite 2-D float32 array and L2-normalise each row.
 
     Callers hand in unit vectors already; normalising again costs little and makes

@@ -12,11 +12,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.storage._arrays import np
+
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import npt
 
 from engramdb._util import parse_ts
 from engramdb.auditchain import chain, format_at

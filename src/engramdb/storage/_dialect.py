@@ -20,12 +20,9 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import npt
     from engramdb.storage.base import Vectors
-else:
-    from engramdb._lazy import numpy as np
 
 from engramdb.models import Memory
 from engramdb.storage._filters import FilterSQL
@@ -90,6 +87,12 @@ class Dialect(Protocol):
         ...
 
     @property
+    def vector_tables(self) -> tuple[str, ...]:
+        """The tables holding vectors, each memory's in one of them: new ones go into the first. PostgreSQL stages new
+        vectors in a small table a mover folds into ``vectors`` (:mod:`engramdb.storage._pg_staging`)."""
+        ...
+
+    @property
     def search(self) -> CandidateSource:
         """Candidate retrieval (keyword and vector channels)."""
         ...
@@ -151,6 +154,10 @@ class Dialect(Protocol):
         """A vector column value as numbers."""
         ...
 
+    def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of a read returning vector columns (``?`` SQL), in the backend's cheapest form to decode."""
+        ...
+
     # -- hooks called inside a write ------------------------------------------------------------
     def insert_new(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Insert rows of new memories; a duplicate id is a ValidationError, not a broken transaction."""
@@ -164,7 +171,7 @@ class Dialect(Protocol):
         """Before vectors of ``model_id`` with ``dim`` dimensions are written (and before any row of an add)."""
         ...
 
-    def vectors_written(self, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str) -> None:
+    def vectors_written(self, memories: Sequence[Memory], unit: _F32, *, model_id: str) -> None:
         """After the vectors of ``memories`` were inserted or replaced."""
         ...
 

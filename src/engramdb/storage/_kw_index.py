@@ -39,11 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.storage._arrays import np
+
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-else:
-    from engramdb._lazy import numpy as np
+    from engramdb.storage._arrays import I32 as _I32
+    from engramdb.storage._arrays import I64 as _I64
+    from engramdb.storage._arrays import Bool as _Bool
+    from engramdb.storage._arrays import npt
 
 from engramdb.storage._keyword_budget import bounded_terms
 from engramdb.storage._kw_persist import load_postings, postings_path, remove_postings, save_postings
@@ -83,10 +85,10 @@ class _Postings:
     """One built index: per term the sorted row keys and counts, plus per-row token counts."""
 
     seq: int
-    terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.uint16 | np.int32]]]
-    doc_len: npt.NDArray[np.int32]
+    terms: dict[str, tuple[_I32, npt.NDArray[np.uint16 | np.int32]]]
+    doc_len: _I32
     #: Rows whose postings above still hold (False: changed or forgotten since the build).
-    base_alive: npt.NDArray[np.bool_]
+    base_alive: _Bool
     rows: int
     tokens: int
     #: FTS5's structure record when the cache last matched it (see KeywordIndex._current).
@@ -152,7 +154,7 @@ def build(conn: sqlite3.Connection) -> _Postings:
     """Read every posting of ``memories_fts`` in one read transaction (run on a connection of its own)."""
     conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, memories_fts, instance)")
     doc_len = np.zeros(0, dtype=np.int32)
-    terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.uint16 | np.int32]]] = {}
+    terms: dict[str, tuple[_I32, npt.NDArray[np.uint16 | np.int32]]] = {}
     conn.execute("BEGIN")
     try:
         seq = _max_seq(conn)
@@ -197,7 +199,7 @@ class KeywordIndex:
         # Per row key, reused by every query: score sums (zeroed after use) and positions (see _distinct);
         # made by the first query (numpy is imported at first use: opening a store needs none).
         self._scratch: npt.NDArray[np.float64] | None = None
-        self._positions: npt.NDArray[np.int64] | None = None
+        self._positions: _I64 | None = None
         # Per term, its rows and BM25 parts, valid while the index and FTS5's totals stay as they were.
         self._term_scores: dict[str, tuple[npt.NDArray[Any], npt.NDArray[np.float64]]] = {}
         self._terms_key: tuple[int, int, int, int] | None = None
@@ -301,7 +303,7 @@ class KeywordIndex:
             return None  # unreadable, or another store's (a copied or replaced database): build
         self._saved_key = (saved.seq, saved.rows, saved.tokens)
         alive = np.ones(saved.doc_len.size, dtype=bool)
-        terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.uint16 | np.int32]]] = dict(saved.terms)
+        terms: dict[str, tuple[_I32, npt.NDArray[np.uint16 | np.int32]]] = dict(saved.terms)
         checked = saved.seq if saved.structure else -1
         return _Postings(
             saved.seq,
@@ -350,7 +352,7 @@ class KeywordIndex:
         *,
         head: int,
         budget: int | None = None,
-        only: npt.NDArray[np.int64] | None = None,
+        only: _I64 | None = None,
     ) -> Ranked | None:
         """BM25 (as FTS5's ``bm25()``) of every row matching any of ``terms``, the best ``head`` returned.
 

@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+from engramdb.storage._arrays import np
 
+if TYPE_CHECKING:
+    from engramdb.storage._arrays import F32 as _F32
+    from engramdb.storage._arrays import npt
     from engramdb.storage.base import Vectors
-else:
-    from engramdb._lazy import numpy as np
 
 from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, ValidationError
 from engramdb.models import Memory
@@ -127,6 +126,7 @@ class SQLiteBackend:
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "vec"
     vectors_by_agent: Final = False
+    vector_tables: Final = ("vectors",)
 
     def __init__(
         self,
@@ -428,6 +428,11 @@ class SQLiteBackend:
         """A float32 blob as numbers."""
         return np.frombuffer(value, dtype=np.float32)
 
+    def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """See :meth:`Dialect.fetch_vectors` (blobs already are)."""
+        with self.read() as conn:
+            return list(conn.execute(statement, params).fetchall())
+
     # -- the Dialect: hooks inside a write --------------------------------------------------
     @staticmethod
     def insert_new(conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -442,7 +447,7 @@ class SQLiteBackend:
     def prepare_vectors(self, model_id: str, dim: int) -> None:
         """Nothing to prepare: the vector cache indexes whatever is committed."""
 
-    def vectors_written(self, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str) -> None:
+    def vectors_written(self, memories: Sequence[Memory], unit: _F32, *, model_id: str) -> None:
         """Queue the new vectors for the cache (applied once the write commits)."""
         w = self._current()
         if w.before is None:
