@@ -23,7 +23,7 @@ from engramdb.config import load_settings
 from engramdb.embeddings.base import Embedder
 from engramdb.storage import _pg_schema
 from engramdb.storage._migrations import run_steps
-from engramdb.storage._pg_staging import move_batch, staged_rows
+from engramdb.storage._pg_staging import move_batch, staged_rows, wait_for_room
 from engramdb.storage.base import Filter
 from engramdb.storage.postgres import open_postgres
 
@@ -82,6 +82,27 @@ def test_a_memory_is_found_by_meaning_while_its_vector_is_staged(postgres_server
         assert set(_where(url, [target.id, shared.id]).values()) == {"folded"}
         after = [(h.memory.id, round(h.score, 5)) for h in other.search(question, agent="a")]
         assert after == before
+
+
+def test_sharing_a_staged_memory_shows_it_to_the_other_agent_at_once(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url, settings=NO_MOVER) as store:
+        ms = [memory(f"note {i}", agent="a") for i in range(20)] + [memory("b's own", agent="b")]
+        vecs = unit_vectors(21, seed=17)
+        store.memories.add(ms, vecs, model_id=MODEL, actor="t")
+        target = ms[5]
+        seen = Filter(agent="b")
+        assert target.id not in {c.id for c in store.search.vector_candidates(vecs[5], seen, limit=21)}
+        store.shares.share([target.id], from_agent="a", to_agent="b", at=NOW)
+        assert store.search.vector_candidates(vecs[5], seen, limit=1)[0].id == target.id
+        store.shares.unshare([target.id], from_agent="a", to_agent="b", at=NOW)
+        assert target.id not in {c.id for c in store.search.vector_candidates(vecs[5], seen, limit=21)}
+        store.memories.update(target.id, {"visibility": "public"}, vector=None, model_id=MODEL, actor="a", at=NOW)
+        assert store.search.vector_candidates(vecs[5], seen, limit=1)[0].id == target.id
+        assert _where(url, [target.id]) == {target.id: "staged"}
+        # The same answers once folded into the graphs.
+        fold_staged(url)
+        assert store.search.vector_candidates(vecs[5], seen, limit=1)[0].id == target.id
 
 
 def test_a_staged_vector_is_found_as_a_near_duplicate(postgres_server: PgServer, embedder: Embedder) -> None:
@@ -282,3 +303,68 @@ def test_writers_replacing_and_forgetting_while_the_mover_works_leave_one_vector
         got = store.vectors.get(list(latest), model_id=MODEL)
         assert all(np.allclose(got[i], v, atol=1e-6) for i, v in latest.items())
         assert set(_where(url, list(latest)).values()) == {"folded"}
+
+
+def test_background_writes_wait_for_room_in_the_staging_table(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url, settings=NO_MOVER) as store:
+        store.memories.add([memory(f"n{i}") for i in range(30)], unit_vectors(30, seed=2), model_id=MODEL, actor="t")
+    done = threading.Event()
+
+    def waiter() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            wait_for_room(conn, cap=10, timeout=LIMIT)
+        done.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    try:
+        assert not done.wait(1.0)  # 30 staged, room below 10
+        fold_staged(url)
+        assert done.wait(LIMIT)
+    finally:
+        thread.join(LIMIT)
+    # With no mover at work, the wait gives up after its timeout rather than blocking the writer for good.
+    with open_postgres(url, settings=NO_MOVER) as store:
+        store.memories.add([memory(f"m{i}") for i in range(30)], unit_vectors(30, seed=3), model_id=MODEL, actor="t")
+    with psycopg.connect(url, autocommit=True) as conn:
+        began = time.monotonic()
+        wait_for_room(conn, cap=10, timeout=0.5)
+        assert 0.5 <= time.monotonic() - began < LIMIT
+        assert staged_rows(conn) == 30
+
+
+def test_a_store_at_the_first_staging_step_gets_the_open_flags(postgres_server: PgServer) -> None:
+    """Step 6 staged vectors without ``open``; step 7 adds it, set from each memory's visibility."""
+    url = postgres_server.new_database()
+    ms = [memory("private note", agent="a"), memory("public note", agent="a", visibility="public")]
+    vecs = unit_vectors(2, seed=6)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        run_steps(
+            _pg_schema.MIGRATIONS[:6],
+            version=0,
+            location="old",
+            step_transaction=lambda: _pg_schema._step_transaction(conn),
+            apply=lambda step, version: _pg_schema._apply(conn, step, version),
+        )
+        created = NOW.isoformat(timespec="microseconds")
+        conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', %s)", (MODEL,))
+        for m, v in zip(ms, vecs, strict=True):
+            conn.execute(
+                "INSERT INTO memories (id, agent, kind, content, created_at, updated_at, occurred_at, visibility) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (m.id, m.agent, m.kind, m.content, created, created, created, m.visibility),
+            )
+            conn.execute(
+                "INSERT INTO vectors_staged (memory_id, agent, model_id, dim, embedding) VALUES (%s, %s, %s, %s, %s)",
+                (m.id, m.agent, MODEL, DIM, v),
+            )
+    with open_postgres(url, settings=NO_MOVER) as store:
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT version FROM engram_schema").fetchone() == (_pg_schema.SCHEMA_VERSION,)
+            flags = dict(conn.execute("SELECT memory_id, open FROM vectors_staged").fetchall())
+        assert flags == {ms[0].id: False, ms[1].id: True}
+        seen = [c.id for c in store.search.vector_candidates(vecs[1], Filter(agent="b"), limit=5)]
+        assert seen == [ms[1].id]

@@ -165,7 +165,9 @@ class HybridSearcher:
         pending: Future[list[Candidate]] | None = (
             self._pool.submit(search.keyword_candidates, terms, flt, limit=keyword_depth) if overlap else None
         )
-        # "sisters" for "siblings": candidates the question's own words do not reach, fetched beside the others.
+        # "sisters" for "siblings": candidates the question's own words do not reach. The query needs nothing of
+        # the others, so it runs beside them (on PostgreSQL a round trip and a ranking each; one after the other
+        # they added the second's whole time to every search).
         pending_related: Future[list[Candidate]] | None = (
             self._pool.submit(search.keyword_candidates, flat(related), flt, limit=self.related_depth)
             if overlap and related
@@ -244,7 +246,9 @@ class HybridSearcher:
         ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
         if touch and ranked:
             self._store.memories.touch([m.id for (_, m, _), _ in ranked], at=now)
-        cosines = self._cosines(qvec, [f for (f, _, _), _ in ranked], agents=[m.agent for (_, m, _), _ in ranked])
+        cosines = self._cosines(
+            qvec, [f for (f, _, _), _ in ranked], agents=[m.agent for (_, m, _), _ in ranked], carried=keyword
+        )
         weights = [term_weight(t) for t in terms]
         hits = []
         for (f, m, score), folded in ranked:
@@ -266,15 +270,25 @@ class HybridSearcher:
         return out
 
     def _cosines(
-        self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused], *, agents: Sequence[str]
+        self,
+        qvec: Sequence[float] | npt.NDArray[np.float32],
+        fused: Sequence[Fused],
+        *,
+        agents: Sequence[str],
+        carried: Sequence[Candidate] = (),
     ) -> dict[str, float]:
-        """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none)."""
+        """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none): the one
+        its keyword candidate carried (``carried``), else read."""
         out = {f.id: f.vector_score for f in fused if f.vector_score is not None}
         missing = [f.id for f in fused if f.vector_score is None]
         if missing:
             q = np.asarray(qvec, dtype=np.float32)
             q = q / (float(np.linalg.norm(q)) or 1.0)
-            vectors = self._store.vectors.get(missing, model_id=self._model_id, agents=agents)
+            known = {c.id: c.vector for c in carried if c.vector is not None and c.vector_model == self._model_id}
+            vectors = {i: known[i] for i in missing if i in known}
+            unread = [i for i in missing if i not in known]
+            if unread:
+                vectors.update(self._store.vectors.get(unread, model_id=self._model_id, agents=agents))
             for memory_id, vec in vectors.items():
                 v = np.asarray(vec, dtype=np.float32)
                 out[memory_id] = float(q @ v) / (float(np.linalg.norm(v)) or 1.0)

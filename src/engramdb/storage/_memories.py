@@ -125,13 +125,16 @@ def write_vectors(
         # seq: another process's vector cache then sees it as new (an append) after dropping the rows that
         # are gone (engramdb.storage._vector_index.VectorIndex.reconcile), instead of rebuilding its index.
         delete_vectors(d, conn, these, ids_param)
-    # PostgreSQL: into the staging table (vector_tables[0]), folded into the HNSW graphs later by one mover.
     if d.vectors_by_agent:
+        # PostgreSQL: into the staging table, folded into the HNSW graphs later by one mover (``_pg_staging``).
         d.insert_rows(
             conn,
             d.vector_tables[0],
-            ("memory_id", "agent", "model_id", "dim", d.vector_column),
-            [(m.id, m.agent, model_id, dim, d.encode_vector(unit[n])) for n, m in enumerate(memories)],
+            ("memory_id", "agent", "open", "model_id", "dim", d.vector_column),
+            [
+                (m.id, m.agent, m.visibility != "private", model_id, dim, d.encode_vector(unit[n]))
+                for n, m in enumerate(memories)
+            ],
         )
     else:
         d.insert_rows(

@@ -22,7 +22,7 @@ from engramdb.models import Memory
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._pg_analyze import StatisticsKeeper
-from engramdb.storage._pg_nearest import VectorPlan, near_ef, nearest_many, vector_branches
+from engramdb.storage._pg_nearest import VectorPlan, from_rows, near_ef, nearest_many, vector_branches
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, TermStats, filter_sql, pg_statement, tsquery_sql
 from engramdb.storage._pg_terms import LexemeSample
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
@@ -41,6 +41,11 @@ class _Backend(Protocol):
     def in_write(self) -> bool: ...
 
 
+# A keyword candidate's stored vector of the store's current model (NULL without one); ``vectors`` is partitioned by
+# agent, and the memory's agent prunes the lookup to one partition as it runs.
+_CARRIED_VECTOR: Final = (
+    "(SELECT v.embedding FROM vectors v WHERE v.memory_id = m.id AND v.agent = m.agent AND v.model_id = ?)"
+)
 #: About how many of the reader's matching rows a keyword search ranks at most, once the store has statistics
 #: (keyword_candidates). Chosen against the embedded store's BM25 channel on the same 100k rows (bench/RESULTS.md,
 #: issue 26, fourth round; 60 questions, an agent filter): of its top 10, 0.60 / 0.64 / 0.60 / 0.46 / 0.41 are among
@@ -65,6 +70,11 @@ ITERATIVE_SCAN: Final = "relaxed_order"
 _EF_SCALE_ROWS: Final = 20_000
 #: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
 _MAX_EF_SEARCH: Final = 1000
+
+
+def _as_array(value: Any) -> npt.NDArray[np.float32]:
+    """A pgvector value as numbers (pgvector >= 0.3 loads a Vector object, older releases a numpy array)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
 
 
 class PgSearch:
@@ -125,16 +135,21 @@ class PgSearch:
             f = filter_sql(flt, indexed=few)
             select = tsquery_sql(chosen) if chosen != term_params else query
             assert select is not None
+            # Each candidate's vector of the store's model comes with it (read for the LIMIT's rows only, in its
+            # agent's partition): hybrid search needs a keyword-only hit's cosine, one more round trip otherwise.
+            model = self._models.current(conn)
+            model_id = model.model_id if model is not None else None
             if not over_budget:
                 # Expressions inline (not a CTE): the planner folds them to constants and uses the GIN index. The
                 # rows come with the candidates (projected for the LIMIT's rows only).
                 statement = (
-                    f"SELECT m.id, ts_rank_cd(m.tsv, {expr}) AS rank, {f.shared_by}, {f.shared_at}, "
-                    f"{MEMORY_COLUMNS} FROM memories m "
+                    f"SELECT m.id, ts_rank_cd(m.tsv, {expr}) AS rank, {_CARRIED_VECTOR}, {f.shared_by}, "
+                    f"{f.shared_at}, {MEMORY_COLUMNS} FROM memories m "
                     f"WHERE m.tsv @@ {select[0]} AND {f.where} ORDER BY rank DESC, m.rid LIMIT ?"
                 )
                 params: tuple[Any, ...] = (
                     *term_params,
+                    model_id,
                     *f.shared_by_params,
                     *f.shared_at_params,
                     *select[1],
@@ -148,8 +163,8 @@ class PgSearch:
                     f"AND {f.where} ORDER BY m.rid DESC LIMIT ?), "
                     f"top AS (SELECT h.id, h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
                     "ORDER BY rank DESC, h.rid LIMIT ?) "
-                    f"SELECT t.id, t.rank, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM top t "
-                    "JOIN memories m ON m.id = t.id ORDER BY t.rank DESC, t.rid"
+                    f"SELECT t.id, t.rank, {_CARRIED_VECTOR}, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} "
+                    "FROM top t JOIN memories m ON m.id = t.id ORDER BY t.rank DESC, t.rid"
                 )
                 params = (
                     *select[1],
@@ -157,11 +172,22 @@ class PgSearch:
                     self._rank_rows,
                     *term_params,
                     limit,
+                    model_id,
                     *f.shared_by_params,
                     *f.shared_at_params,
                 )
-            rows = conn.execute(pg_statement(statement), params).fetchall()
-        return [Candidate(row[0], float(row[1]), shared_row_to_memory(row[2:])) for row in rows]
+            # Binary results: a vector's text form costs the server ~0.5 ms to print (PostgresBackend.fetch_vectors).
+            rows = conn.execute(pg_statement(statement), params, binary=True).fetchall()
+        return [
+            Candidate(
+                row[0],
+                float(row[1]),
+                shared_row_to_memory(row[3:]),
+                vector=None if row[2] is None else _as_array(row[2]),
+                vector_model=model_id,
+            )
+            for row in rows
+        ]
 
     def _scope(self, conn: Raw, flt: Filter) -> float:
         """The fraction of the store's rows a keyword search of ``flt`` may read (its own and the open ones)."""
@@ -259,11 +285,11 @@ class PgSearch:
             parts.append(
                 sql.SQL(
                     "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
-                    "{shared_by}, {shared_at}, {columns} FROM {table} v JOIN memories m ON m.id = v.memory_id "
+                    "{shared_by}, {shared_at}, {columns} FROM {rows} "
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
                 ).format(
                     distance=branch.distance,
-                    table=sql.Identifier(branch.table),
+                    rows=from_rows(branch.table),
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),
                     columns=sql.SQL(MEMORY_COLUMNS),

@@ -36,7 +36,17 @@ import psycopg
 from engramdb.errors import EngramError
 from engramdb.storage._pg_schema import LOCK_MOVER
 
-__all__ = ["HIGH_WATER", "MOVE_BATCH", "REST", "StagedMover", "move_batch", "staged_rows"]
+__all__ = [
+    "HIGH_WATER",
+    "MOVE_BATCH",
+    "REST",
+    "ROOM_WAIT",
+    "STAGED_CAP",
+    "StagedMover",
+    "move_batch",
+    "staged_rows",
+    "wait_for_room",
+]
 
 log = logging.getLogger("engramdb.vectors")
 
@@ -46,12 +56,19 @@ Raw = psycopg.Connection[tuple[Any, ...]]
 MOVE_BATCH: Final = 1000
 #: After a batch, the mover waits this share of the time the batch took (while staged rows stay under HIGH_WATER).
 REST: Final = 0.5
-#: Staged rows past which the mover does not rest: searches scan them exactly, which costs more as they pile up.
-HIGH_WATER: Final = 20_000
+#: Staged rows past which background vector writes wait for the mover (``PostgresBackend.background_turn``): each
+#: search scans an agent's staged rows exactly, ~1 ms per 100 (bench/RESULTS.md, issue 26, third round of writes).
+STAGED_CAP: Final = 4_000
+#: Longest a background vector write waits for room in the staging table, seconds (no mover may be at work).
+ROOM_WAIT: Final = 10.0
+#: Staged rows past which the mover does not rest.
+HIGH_WATER: Final = STAGED_CAP
 #: How often an idle mover looks for staged rows (another process's writes), seconds.
 POLL: Final = 1.0
 #: After an error (the server restarting, a lost connection), seconds before the mover tries again.
 RETRY: Final = 5.0
+#: How often a background write waiting for room in the staging table looks again, seconds.
+_ROOM_POLL: Final = 0.1
 #: After a batch that emptied the staging table, seconds before the next look at least.
 _SETTLE: Final = 0.2
 
@@ -75,6 +92,13 @@ def staged_rows(conn: Raw) -> int:
     """How many vectors are staged (not yet in the HNSW graphs)."""
     row = conn.execute("SELECT count(*) FROM vectors_staged").fetchone()
     return int(row[0]) if row is not None else 0
+
+
+def wait_for_room(conn: Raw, *, cap: int = STAGED_CAP, timeout: float = ROOM_WAIT) -> None:
+    """Return once fewer than ``cap`` vectors are staged, or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while staged_rows(conn) >= cap and time.monotonic() < deadline:
+        time.sleep(_ROOM_POLL)
 
 
 def move_batch(conn: Raw, *, limit: int = MOVE_BATCH) -> int | None:

@@ -12,7 +12,9 @@ the same:
 * ``scope_epoch`` (user scopes only): a memory moved to another user or thread, or superseded.
 
 Each is moved by a trigger, whoever writes (another process, plain SQL). When only ``max(rid)`` moved (memories
-were added: a server's steady state) the scope's new rows are added to its set, read by key range.
+were added: a server's steady state) the scope's new rows are added to its set, read by key range. At open,
+:meth:`TenantRows.prefill` gathers every minority agent's set in one pass on a connection of its own, so an
+agent's first search does not pay it (7-19 ms at 1M over 50 agents, issue 27 fifth round).
 
 An agent's set (:attr:`Scope.users` None) is a superset: its own rows of any user and validity and, with
 ``shared``, others' public and shared ones; the rest of the filter applies to the ranked head. A user scope's set
@@ -24,10 +26,12 @@ vector channel trusts it as its filter (kinds are the index's own) and skips che
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.storage._ann_exact import distinct
 from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
@@ -37,6 +41,9 @@ __all__ = ["Scope", "TenantRows", "gather_rids"]
 
 #: Keys kept over all scopes (8 bytes each: 16 MB), least recently used dropped first.
 _MAX_KEYS: Final = 2_000_000
+
+#: Prefill reads others' public and shared rows once for all agents; past this many it leaves the sets to searches.
+_PREFILL_OPEN_ROWS: Final = 100_000
 
 _COUNTERS_SQL: Final = (
     "SELECT (SELECT max(rid) FROM memories), (SELECT value FROM meta WHERE key = 'vec_epoch'), "
@@ -107,7 +114,7 @@ def gather_rids(conn: sqlite3.Connection, scope: Scope) -> I64:
             f"WHERE s.to_agent IN (?, '*') AND {users}{valid}",
         ]
         params += [agent, *names, agent, *names]
-    rids = np.unique(_rids(conn, " UNION ALL ".join(parts), params))
+    rids = distinct(_rids(conn, " UNION ALL ".join(parts), params))
     if scope.current:
         # The agent's superseded values, from their partial index (few: one per change of a keyed fact).
         past = _rids(conn, "SELECT rid FROM memories WHERE agent = ? AND valid_until IS NOT NULL", [agent])
@@ -138,11 +145,53 @@ class TenantRows:
         self._sets: dict[Scope, tuple[_Token, I64]] = {}
         self._keys = 0
         self._max_keys = max_keys
+        # Searches use the sets under the store's lock, prefill offers them from its own thread: the dict is
+        # changed under this one.
+        self._guard = threading.Lock()
 
     def clear(self) -> None:
         """Forget every set (the store closed)."""
-        self._sets.clear()
-        self._keys = 0
+        with self._guard:
+            self._sets.clear()
+            self._keys = 0
+
+    def prefill(self, conn: sqlite3.Connection, *, bound: int) -> dict[str, int]:
+        """Gather the default read's set (``shared``) of every agent owning fewer than ``bound`` rows, in one read
+        transaction on ``conn`` (the caller's own connection, on a background thread), smallest agents first
+        while the bound on kept keys allows; kept unless a search kept one meanwhile. Returns each agent's rows.
+        Others' public and shared rows are read once for all agents (skipped when they alone are many)."""
+        conn.execute("BEGIN")
+        try:
+            counters: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())[:3]
+            counts = {str(a): int(c) for a, c in conn.execute("SELECT agent, count(*) FROM memories GROUP BY agent")}
+            public = conn.execute("SELECT agent, rid FROM memories WHERE visibility = 'public'").fetchall()
+            shared = conn.execute(
+                "SELECT s.to_agent, m.rid FROM shares s JOIN memories m ON m.id = s.memory_id"
+            ).fetchall()
+            if len(public) + len(shared) > _PREFILL_OPEN_ROWS:
+                return counts
+            # Agents by number (-1: everyone), so each agent's share of those rows is picked out in numpy.
+            number = {agent: i for i, agent in enumerate(counts)}
+            pub_owner = np.array([number.get(owner, -2) for owner, _ in public], dtype=np.int64)
+            pub_rids = np.array([rid for _, rid in public], dtype=np.int64)
+            to = np.array([-1 if a == "*" else number.get(a, -2) for a, _ in shared], dtype=np.int64)
+            to_rids = np.array([rid for _, rid in shared], dtype=np.int64)
+            budget = self._max_keys
+            for agent in sorted((a for a, c in counts.items() if c < bound), key=counts.__getitem__):
+                if counts[agent] + len(public) + len(shared) > budget:
+                    break
+                own = _rids(conn, "SELECT rid FROM memories WHERE agent = ?", [agent])
+                # As gather_rids orders them: its own, others' public rows, rows shared with it or everyone.
+                i = number[agent]
+                rids = np.concatenate([own, pub_rids[pub_owner != i], to_rids[(to == i) | (to == -1)]])
+                rids.flags.writeable = False
+                budget -= rids.size
+                with self._guard:
+                    if Scope(agent, shared=True) not in self._sets:
+                        self._remember(Scope(agent, shared=True), counters, rids)
+        finally:
+            conn.execute("COMMIT")
+        return counts
 
     def get(
         self, conn: sqlite3.Connection, scope: Scope, *, gather: Callable[[], I64] | None = None
@@ -153,29 +202,36 @@ class TenantRows:
         counters: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())
         # An agent's superset does not depend on users or validity: those moving must not cost it a gathering.
         token = counters if scope.users is not None else counters[:3]
-        found = self._sets.pop(scope, None)
-        if found is not None:
-            self._keys -= found[1].size
-            if found[0] == token:
-                self._remember(scope, token, found[1])
-                return found[1], (scope, token)
-            if found[0][1:] == token[1:] and token[0] is not None:
-                # Only new memories since (the epochs read the same): add the scope's among them, read by key
-                # range (as many rows as were written since, not the scope's whole set).
-                newer = _newer_rids(conn, scope, after=found[0][0] or 0)
-                if scope.users is not None and found[1].size:
-                    # Kept sorted and each once: a set gathered after its counters were read may hold some already.
-                    newer = newer[newer > found[1][-1]]
-                rids = np.concatenate([found[1], newer])
-                rids.flags.writeable = False
+        with self._guard:
+            found = self._sets.pop(scope, None)
+            if found is not None:
+                self._keys -= found[1].size
+                if found[0] == token:
+                    self._remember(scope, token, found[1])
+                    return found[1], (scope, token)
+        if found is not None and found[0][1:] == token[1:] and token[0] is not None:
+            # Only new memories since (the epochs read the same): add the scope's among them, read by key
+            # range (as many rows as were written since, not the scope's whole set).
+            newer = _newer_rids(conn, scope, after=found[0][0] or 0)
+            if scope.users is not None and found[1].size:
+                # Kept sorted and each once: a set gathered after its counters were read may hold some already.
+                newer = newer[newer > found[1][-1]]
+            rids = np.concatenate([found[1], newer])
+            rids.flags.writeable = False
+            with self._guard:
                 self._remember(scope, token, rids)
-                return rids, (scope, token)
+            return rids, (scope, token)
         rids = gather() if gather is not None else gather_rids(conn, scope)
         rids.flags.writeable = False  # shared between searches: nobody may change it
-        self._remember(scope, token, rids)
+        with self._guard:
+            self._remember(scope, token, rids)
         return rids, (scope, token)
 
     def _remember(self, scope: Scope, token: _Token, rids: I64) -> None:
+        """Keep ``rids`` (under the guard)."""
+        replaced = self._sets.pop(scope, None)
+        if replaced is not None:
+            self._keys -= replaced[1].size
         if rids.size > self._max_keys:
             return
         while self._sets and self._keys + rids.size > self._max_keys:

@@ -76,7 +76,7 @@ from engramdb.storage._pg_sql import (
     one_of,
     pg_statement,
 )
-from engramdb.storage._pg_staging import StagedMover
+from engramdb.storage._pg_staging import StagedMover, wait_for_room
 from engramdb.storage.base import Filter, Store, Vectors
 
 if TYPE_CHECKING:
@@ -347,15 +347,18 @@ class PostgresBackend:
     def background_turn(self) -> None:
         """See :meth:`Dialect.background_turn`: an advisory lock held until the commit.
 
-        Each process's vector worker inserts into the HNSW graph; 4 of them at once kept 2.7 sessions on the
-        cores of a 2-core server and searches ran at 3x their idle latency (bench/RESULTS.md, issue 26). One
-        at a time, a waiting worker's queue grows meanwhile and its next batch takes more at once.
+        One background vector write at a time per store, and (schema step 6) only while the staged vectors are
+        fewer than :data:`~engramdb.storage._pg_staging.STAGED_CAP`: searches scan them exactly, so their cost
+        stays bounded while the mover catches up; the worker's queue grows meanwhile and its next batch takes more
+        at once (memories waiting there are stored and keyword-searchable). Without a mover at work the wait ends
+        after :data:`~engramdb.storage._pg_staging.ROOM_WAIT` seconds.
         """
         conn: Raw | None = getattr(self._local, "conn", None)
         if conn is None:
             raise StorageError("background_turn() needs an open atomic() block")
         try:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_BACKGROUND,))
+            wait_for_room(conn)
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
 
@@ -424,7 +427,11 @@ class PostgresBackend:
         """Nothing to keep in step: searches run in the database."""
 
     def attributes_changed(self, memory_id: str, *, kind: str, visibility: str) -> None:
-        """Nothing to keep in step: searches run in the database."""
+        """A staged vector's ``open`` flag follows its memory's visibility (searches of other agents read it)."""
+        self._pinned().execute(
+            "UPDATE vectors_staged SET open = %s WHERE memory_id = %s AND open <> %s",
+            (visibility != "private", memory_id, visibility != "private"),
+        )
 
     def forgotten(self) -> None:
         """Nothing beyond the SQL: the row and its ``tsvector`` are gone; (auto)vacuum reclaims the space."""
