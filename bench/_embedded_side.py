@@ -28,6 +28,19 @@ Vec = npt.NDArray[np.float32]
 DEPTH = 50
 
 
+def settle(search: Any) -> None:
+    """Wait for the keyword channel's lexeme sample of a fresh PostgreSQL store (taken on a worker thread at its first
+    keyword search, ~1-3 s): timings then measure the settled store, not the sample being taken beside them."""
+    lexemes = getattr(getattr(search, "_inner", search), "lexemes", None)
+    if lexemes is not None:
+        lexemes.wait(120)
+
+
+def engram_search_of(mem: Engram) -> Any:
+    """The candidate source behind ``mem`` (to settle it)."""
+    return mem._recall._searcher._store.search
+
+
 def _vector_index(mem: Engram) -> Any:
     """The store's vector index (its HNSW sidecar builds in the background), under the vector queue's wrapper."""
     search = mem.store.search
@@ -144,6 +157,8 @@ def interleaved(
         for mem in (pg, emb):  # warm both
             for i, q in enumerate(queries):
                 mem.search(q, agent=f"agent-{i % agents}", limit=10)
+                if i == 0 and mem is pg:
+                    settle(engram_search_of(pg))
         for r in range(rounds):
             for i, q in enumerate(queries):
                 pair = [("postgres", pg), ("embedded", emb)]

@@ -194,6 +194,55 @@ def _lock_waits(url: str, stop: Any, out: dict[str, Any]) -> None:
     out["mean_waiting_sessions"] = {k: round(v / max(1, samples), 2) for k, v in sorted(waits.items())}
 
 
+def _probe_freshness(url: str, embedder: Any, stop: Any, every: float, delays: list[float]) -> None:
+    """Every ``every`` s during the writes, remember a memory from one instance (background vector, as the writers)
+    and time until another instance's vector search finds it: how soon a write is found by meaning."""
+    from engramdb.config import load_settings
+    from engramdb.errors import ConfigError
+    from engramdb.storage.base import Filter
+
+    try:  # the searching instance moves no staged vectors itself (the code before staging has no such setting)
+        settings = load_settings(pg_vector_mover=False)
+    except ConfigError:
+        settings = None
+    writer = Engram(url, embedder=embedder, access_flush_seconds=0.0)
+    store = open_postgres(url, pool_size=2, settings=settings)
+    n = 0
+    try:
+        while not stop.wait(every):
+            text = f"freshness probe {n} {time.time_ns()}"
+            n += 1
+            vector = embedder.embed([text])[0]
+            memory = writer.remember(text, agent="agent-probe", kind="conversation")
+            t = time.perf_counter()
+            while time.perf_counter() - t < 600:
+                found = store.search.vector_candidates(vector, Filter(agent="agent-probe"), limit=1)
+                if found and found[0].id == memory.id:
+                    delays.append(time.perf_counter() - t)
+                    break
+                time.sleep(0.02)
+    finally:
+        writer.close()
+        store.close()
+
+
+def _fold_staged(url: str) -> dict[str, Any]:
+    """Vectors still staged once the writers are done, and how long one mover (no rest) takes to fold them."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        if not scalar(conn, "SELECT to_regclass('vectors_staged') IS NOT NULL"):
+            return {}
+        from engramdb.storage._pg_staging import move_batch, staged_rows
+
+        left = staged_rows(conn)
+        t = time.perf_counter()
+        while staged_rows(conn):
+            if move_batch(conn) is None:
+                time.sleep(0.1)
+        return {"staged_after_writes": left, "fold_s": round(time.perf_counter() - t, 1)}
+
+
 def _load_base(url: str, texts: list[str], base: Vec, args: Any) -> dict[str, Any]:
     """The first 1,000 memories through the store (schema, model, HNSW index), the rest by COPY."""
     rng = np.random.default_rng(3)
@@ -266,12 +315,18 @@ def run(args: Any) -> dict[str, Any]:
 
         locks: dict[str, Any] = {}
         sampler = threading.Thread(target=_lock_waits, args=(url, stop, locks))
+        probes: list[float] = []
+        prober = threading.Thread(target=_probe_freshness, args=(url, reader, stop, args.probe_every, probes))
         start.set()
         t0 = time.perf_counter()
         sampler.start()
+        if args.probe_every > 0:
+            prober.start()
         during = _searches(searcher, queries, args.agents, args.seconds)
         stop.set()
         sampler.join()
+        if args.probe_every > 0:
+            prober.join()
         searcher.close()
         reports = [results.get(timeout=600) for _ in procs]
         # From the start signal to the last batch each writer committed (the drain of their vector queues after
@@ -280,11 +335,20 @@ def run(args: Any) -> dict[str, Any]:
         for p in procs:
             p.join(timeout=60)
         errors = [r["error"] for r in reports if "error" in r]
+        fold = _fold_staged(url)
         ids = [i for r in reports for i in r["ids"]]
         calls = [c for r in reports for c in r["calls_ms"]]
         with psycopg.connect(url, autocommit=True) as conn:
             found = int(scalar(conn, "SELECT count(*) FROM memories WHERE id = ANY(%s)", (list(set(ids)),)))
-            with_vector = int(scalar(conn, "SELECT count(*) FROM vectors WHERE memory_id = ANY(%s)", (list(set(ids)),)))
+            staged = bool(scalar(conn, "SELECT to_regclass('vectors_staged') IS NOT NULL"))
+            vectors = (
+                "(SELECT memory_id FROM vectors UNION ALL SELECT memory_id FROM vectors_staged)"
+                if staged
+                else "vectors"
+            )
+            with_vector = int(
+                scalar(conn, f"SELECT count(*) FROM {vectors} v WHERE v.memory_id = ANY(%s)", (list(set(ids)),))
+            )
             rows_after = int(scalar(conn, "SELECT count(*) FROM memories"))
             audit_after = int(scalar(conn, "SELECT count(*) FROM audit"))
         # Idle again once the writers' queues drained: the machine's load drifts over a run (shared cores), so
@@ -318,6 +382,12 @@ def run(args: Any) -> dict[str, Any]:
             "errors": errors,
         }
         out["search_during_writes"] = during
+        out["found_by_meaning_after_s"] = (
+            {"n": len(probes), "p50": round(statistics.median(probes), 3), "max": round(max(probes), 3)}
+            if probes
+            else {}
+        )
+        out["fold"] = fold
         out["lock_waits"] = locks
         out["during_over_idle_p50"] = round(during["p50_ms"] / out["idle_search"]["p50_ms"], 2)
         out["during_over_idle_after_p50"] = round(during["p50_ms"] / out["idle_search_after"]["p50_ms"], 2)
@@ -358,6 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the server's data directory")
     parser.add_argument("--embedding-cache", help="a pinned copy of the turn vector cache (scale_pg's option)")
     parser.add_argument("--tmp-root", help="where a new server's data directory goes (default: the system temp)")
+    parser.add_argument(
+        "--probe-every", type=float, default=3.0, help="seconds between freshness probes during the writes (0: none)"
+    )
     parser.add_argument("--out", default=str(RESULTS_DIR / "pg_writers.json"))
     args = parser.parse_args(argv)
     result = run(args)

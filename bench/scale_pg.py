@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from _data import iter_longmemeval, load_locomo
-from _embedded_side import EmbeddedSide, interleaved
+from _embedded_side import EmbeddedSide, engram_search_of, interleaved, settle
 from _pg_bulk import MODEL_ID, BulkLoader, scalar, table_rows
 from _report import pct
 from engramdb import Engram
@@ -337,9 +337,14 @@ def search_latencies(
     out: dict[str, Any] = {"vector_ms": latency(vector_calls(search, queries, qvecs, agent))}
     if agent_kind:
         out["vector_agent_kind_ms"] = latency(vector_calls(search, queries, qvecs, by_agent(agents, ("knowledge",))))
-    out["keyword_ms"] = latency(keyword_calls(search, queries, agent))
+    calls = keyword_calls(search, queries, agent)
+    calls[0]()
+    settle(search)
+    out["keyword_ms"] = latency(calls)
     mem = Engram(url, embedder=QueryEmbedder(qvecs))  # type: ignore[arg-type]
     try:
+        mem.search(queries[0], agent="agent-0", limit=10)
+        settle(engram_search_of(mem))
         out["engram_search_ms"] = latency(
             [(lambda q=q, i=i: mem.search(q, agent=f"agent-{i % agents}", limit=10)) for i, q in enumerate(queries)]
         )
@@ -404,6 +409,7 @@ def search_breakdown(url: str, queries: list[str], qvecs: dict[str, Vec], agents
         timed(searcher, "search", "hybrid_search")
         for q in queries[:5]:
             mem.search(q, agent="agent-0", limit=10)
+        settle(searcher._store.search)
         phases.clear()
         undo = [
             counted(psycopg.Connection, "execute", 1),
@@ -601,6 +607,8 @@ def measure(
         t0 = time.perf_counter()
         exact_ms: list[float] = []
         rq = list(enumerate(queries[:recall_queries]))
+        if not rq:
+            continue  # --recall-queries 0: latencies only (the vector path measured before)
         if big:
             # The exact scan takes seconds per query at 1M: the same top 50, computed once per filter in numpy.
             truth.update({(fname, i): c for i, c in numpy_truth(url, [(make(i), qvecs[q]) for i, q in rq]).items()})

@@ -28,7 +28,10 @@ its disk: the stores are ``distinct-N-T``, the vectors ``vectors-distinct-N.npy`
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import sqlite3
 import statistics
 import sys
 import textwrap
@@ -99,6 +102,9 @@ def build(memories: int, spreads: list[Spread], texts: list[str], vecs: npt.NDAr
         if (directory / "done").exists():
             continue
         start = time.perf_counter()
+        if memories >= _DERIVE_FROM and _derive(memories, scope, n):
+            print(f"derived {memories} over {n} {scope}s in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+            continue
         store = open_sqlite(directory)
         try:
             for lo in range(0, memories, _BATCH):
@@ -117,6 +123,46 @@ def build(memories: int, spreads: list[Spread], texts: list[str], vecs: npt.NDAr
             mem.store.search._index.wait_for_index()
         (directory / "done").touch()
         print(f"built {memories} over {n} {scope}s in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
+#: From this size a user store is derived from the 1-agent store instead of built (a 1M build: ~50 minutes).
+_DERIVE_FROM = 1_000_000
+
+
+def _derive(memories: int, scope: str, n: int) -> bool:
+    """A user store made from the same size's 1-agent store: copied, every row re-owned in SQL (agent ``a``, user
+    ``u{(rid - 1) % n}``: row ``i`` has rid ``i + 1``, as `build` writes them), the HNSW sidecar's agent name and
+    epoch set to match. Same texts, vectors, graph and keyword postings as a build would give. False: no source."""
+    source, directory = _dir(memories, "agent", 1), _dir(memories, scope, n)
+    if scope != "user" or not (source / "done").exists():
+        return False
+    partial = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(source, partial)
+    (partial / "done").unlink()
+    conn = sqlite3.connect(partial / "engram.db", isolation_level=None)
+    try:
+        (rows, top) = conn.execute("SELECT count(*), max(rid) FROM memories").fetchone()
+        if rows != memories or top != memories:
+            raise SystemExit(f"{source}: rids are not 1..{memories}")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE memories SET agent = 'a', user_id = 'u' || ((rid - 1) % ?)", (n,))
+        (epoch,) = conn.execute("SELECT value FROM meta WHERE key = 'vec_epoch'").fetchone()
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    current = partial / "engram.db.ann" / "CURRENT"
+    meta = json.loads(current.read_text())
+    if meta["agents"] != ["t0"]:
+        raise SystemExit(f"{source}: sidecar agents {meta['agents']}")
+    current.write_text(json.dumps({**meta, "agents": ["a"], "epoch": int(epoch)}))
+    with Engram(partial, embedder="static", vectors="sync") as mem:  # migrations; postings in today's format
+        mem.search("warm up", agent="a", user="u0", limit=10)
+        mem.store.search.keyword_index.wait()
+    partial.rename(directory)
+    (directory / "done").touch()
+    return True
 
 
 def _p(values: list[float]) -> dict[str, float]:

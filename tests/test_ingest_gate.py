@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from engramdb.errors import ValidationError
 from engramdb.models import RedactionPolicy
-from engramdb.privacy import redact
+from engramdb.privacy import _detectors, redact
 from engramdb.storage import _codecs
 
 
@@ -73,7 +73,7 @@ def ungated(text: str) -> Iterator[tuple[int, redact.Finding]]:
     """What :func:`redact._find_secrets` yields with every detector run."""
     gate = redact._GATE
     try:
-        redact._GATE = lambda t: range(len(redact._DETECTORS))  # type: ignore[misc]
+        redact._GATE = lambda t: range(len(_detectors.DETECTORS))  # type: ignore[misc]
         yield from list(redact._find_secrets(text))
     finally:
         redact._GATE = gate  # type: ignore[misc]
@@ -125,7 +125,7 @@ def test_every_match_holds_a_needed_literal() -> None:
     # The gate's premise, checked detector by detector on every match in the corpus.
     for text in corpus():
         folded = text.lower()
-        for det in redact._DETECTORS:
+        for det in _detectors.DETECTORS:
             if not det.needs:
                 continue
             folds = bool(det.pattern.flags & redact.re.IGNORECASE)
@@ -141,7 +141,7 @@ def test_redaction_results_are_unchanged_with_personal_data() -> None:
         gated = redact.find(text, policy=PII)
         gate = redact._GATE
         try:
-            redact._GATE = lambda t: range(len(redact._DETECTORS))  # type: ignore[misc]
+            redact._GATE = lambda t: range(len(_detectors.DETECTORS))  # type: ignore[misc]
             assert redact.find(text, policy=PII) == gated
         finally:
             redact._GATE = gate  # type: ignore[misc]

@@ -153,6 +153,10 @@ class Settings:
     #: ``LIBRARY_PG_POOL_SIZE`` (4) in a library process, ``SERVER_PG_POOL_SIZE`` (10) in ``engram serve``.
     #: Every process of a fleet opens up to this many: keep their sum under the server's ``max_connections``.
     pg_pool_size: int = 0
+    #: Whether this process folds a PostgreSQL store's staged vectors into its HNSW graphs (a thread; one process
+    #: at a time per store does, see engramdb.storage._pg_staging). Off only where other processes of the store keep
+    #: it on: staged vectors are searched exactly, so they must not pile up.
+    pg_vector_mover: bool = True
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -239,6 +243,7 @@ _TYPES: dict[str, Any] = {
     "log_format": str,
     "otel_traces": bool,
     "pg_pool_size": int,
+    "pg_vector_mover": bool,
 }
 # Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
 _ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}
@@ -313,10 +318,10 @@ def _validated(settings: Settings) -> Settings:
     if settings.synchronous != settings.synchronous.upper():
         settings = dataclasses.replace(settings, synchronous=settings.synchronous.upper())
     kind = settings.embedder.split(":", 1)[0]
-    if kind not in ("local", "static", "sentence-transformers", "openai"):
+    if kind not in ("local", "static", "mpnet", "sentence-transformers", "openai"):
         raise ConfigError(
-            f"unknown embedder {settings.embedder!r}: use 'local', 'static', 'sentence-transformers:<model>' "
-            "or 'openai:<model>'"
+            f"unknown embedder {settings.embedder!r}: use 'local', 'static', 'mpnet', "
+            "'sentence-transformers:<model>' or 'openai:<model>'"
         )
     return settings
 

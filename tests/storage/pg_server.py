@@ -140,3 +140,21 @@ class PgServer:
 
 #: The session's server (see tests/storage/conftest.py).
 SERVER: server_helpers.LazyServer[PgServer] = server_helpers.LazyServer(PgServer.start, on_failure=skip_or_fail)
+
+
+def fold_staged(url: str, *, timeout: float = 60.0) -> None:
+    """Fold every staged vector of the store at ``url`` into ``vectors`` (schema step 6), here or by a store's mover
+    thread that holds the turn: returns once none is staged."""
+    import time
+
+    import psycopg
+
+    from engramdb.storage._pg_staging import move_batch, staged_rows
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as conn:
+        while staged_rows(conn):
+            if move_batch(conn) is None:
+                time.sleep(0.02)  # another mover's batch: it commits soon
+            if time.monotonic() > deadline:
+                raise AssertionError(f"vectors still staged after {timeout} s")

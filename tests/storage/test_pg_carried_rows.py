@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 
+import numpy as np
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +17,7 @@ from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
+from engramdb.retrieval.ranking import Fused
 from engramdb.storage.base import Candidate, Filter, Store
 from engramdb.storage.postgres import PgSearch, open_postgres
 
@@ -62,6 +64,15 @@ def _same_as_get_many(store: Store, found: list[Candidate], flt: Filter) -> None
     ]
 
 
+def _same_vectors(store: Store, found: list[Candidate]) -> None:
+    """A keyword candidate carries its stored vector of the store's model, equal to what ``vectors.get`` reads."""
+    read = store.vectors.get([c.id for c in found], model_id=MODEL)
+    assert all(c.vector_model == MODEL for c in found)
+    assert {c.id: np.asarray(c.vector).tolist() for c in found if c.vector is not None} == {
+        i: np.asarray(v).tolist() for i, v in read.items()
+    }
+
+
 def test_the_index_store_takes_the_hnsw_path(stores: tuple[Store, Store]) -> None:
     search = stores[0].search
     budget = PgSearch(search._backend, exact_search_below=0, keyword_rank_rows=20)  # type: ignore[attr-defined]
@@ -81,11 +92,14 @@ def test_carried_rows_are_what_get_many_returns(stores: tuple[Store, Store], flt
     for store in stores:
         # Depth 5: a reader owning a third of the rows stays on the HNSW path (20 would scan its rows exactly).
         _same_as_get_many(store, store.search.vector_candidates(query, flt, limit=5), flt)
-        _same_as_get_many(store, store.search.keyword_candidates(words, flt, limit=20), flt)
+        found = store.search.keyword_candidates(words, flt, limit=20)
+        _same_as_get_many(store, found, flt)
+        _same_vectors(store, found)
     # Over the ranking budget (the newest matches of common words ranked): the rows come with them too.
     budget = PgSearch(stores[0].search._backend, exact_search_below=0, keyword_rank_rows=20)  # type: ignore[attr-defined]
     found = budget.keyword_candidates(words, flt, limit=10)
     _same_as_get_many(stores[0], found, flt)
+    _same_vectors(stores[0], found)
     if words == ["note"] and flt.agent is None:
         assert found  # every row has the word: the newest 20 of them are ranked
 
@@ -106,8 +120,31 @@ def test_a_search_reads_no_memory_after_its_channels(
             return inner(ids, flt)  # type: ignore[return-value]
 
         monkeypatch.setattr(mem.store.memories, "get_many", counted)
+        # Nor a vector: a keyword-only hit's cosine comes from the vector its keyword candidate carried.
+        vector_reads: list[list[str]] = []
+        inner_vectors = mem.store.vectors.get
+
+        def counted_vectors(ids: list[str], **kw: object) -> dict[str, object]:
+            vector_reads.append(list(ids))
+            return inner_vectors(ids, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(mem.store.vectors, "get", counted_vectors)
         hits = mem.search("how do I handle rate limit errors", agent="alice", limit=5)
         assert [h.memory.agent for h in hits][:1] == ["alice"]
         assert {h.memory.content for h in hits} >= {"Retry with exponential backoff after rate limit errors"}
         assert "Rate limits reset every minute" not in {h.memory.content for h in hits}  # bob's, private
         assert reads == []
+        assert vector_reads == []
+        # A keyword-only hit's cosine comes from the vector its keyword candidate carried, equal to the one read.
+        question = "rate limit errors"
+        query = embedder.embed([question])[0]
+        keyword = mem.store.search.keyword_candidates(["rate", "limit", "errors"], Filter(agent="alice"), limit=5)
+        assert keyword
+        searcher = mem._recall._searcher  # type: ignore[attr-defined]
+        only = [Fused(c.id, 0.5, c.score, None) for c in keyword]
+        carried = searcher._cosines(query, only, agents=["alice"], carried=keyword)
+        assert vector_reads == []
+        read = searcher._cosines(query, only, agents=["alice"])
+        assert len(vector_reads) == 1
+        assert carried == pytest.approx(read)
+        assert all(v > 0 for v in carried.values())

@@ -24,6 +24,13 @@ from engramdb.interfaces.cli.app import app
 SECRET = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0"
 
 
+#: Vector rows of the given memories, staged or folded into the graphs (schema step 6: one each).
+VECTORS_OF = (
+    "SELECT count(*) FROM (SELECT memory_id FROM vectors UNION ALL SELECT memory_id FROM vectors_staged) v "
+    "WHERE v.memory_id = ANY(%s)"
+)
+
+
 def _batch(tag: str, n: int) -> list[dict[str, Any]]:
     """A mixed batch: conversation turns (written without a near-duplicate check) and knowledge (checked)."""
     return [
@@ -60,7 +67,7 @@ def test_remember_many_writes_a_mixed_batch_in_order_with_history_and_audit(
         created = [e.memory_id for e in mem.audit.log(limit=1000) if e.action == "create"]
         assert sorted(created) == sorted(m.id for m in written)
     with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT count(*) FROM vectors WHERE memory_id = ANY(%s)", ([m.id for m in written],))
+        row = conn.execute(VECTORS_OF, ([m.id for m in written],))
         assert row.fetchone() == (12,)
         assert conn.execute("SELECT count(*) FROM memories WHERE content LIKE %s", (f"%{SECRET}%",)).fetchone() == (0,)
 
@@ -99,7 +106,7 @@ def test_four_writer_processes_lose_nothing_and_keep_one_audit_chain(postgres_se
         assert len([e for e in mem.audit.log(limit=10_000) if e.action == "create"]) == 401
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM memories WHERE id = ANY(%s)", (ids,)).fetchone() == (400,)
-        assert conn.execute("SELECT count(*) FROM vectors WHERE memory_id = ANY(%s)", (ids,)).fetchone() == (400,)
+        assert conn.execute(VECTORS_OF, (ids,)).fetchone() == (400,)
         seqs = [r[0] for r in conn.execute("SELECT seq FROM audit ORDER BY seq").fetchall()]
         assert seqs == list(range(1, len(seqs) + 1))
 

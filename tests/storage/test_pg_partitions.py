@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg_server import PgServer
+from pg_server import PgServer, fold_staged
 from pgvector.psycopg import register_vector
 from storage_helpers import DIM, MODEL, NOW, memory, unit_vectors
 
@@ -88,7 +88,7 @@ def test_a_store_made_before_the_partitions_migrates_in_place(postgres_server: P
     _old_store(url, ms, vecs)
     with open_postgres(url, exact_search_below=0) as store:
         with psycopg.connect(url, autocommit=True) as conn:
-            assert conn.execute("SELECT version FROM engram_schema").fetchone() == (5,)
+            assert conn.execute("SELECT version FROM engram_schema").fetchone() == (_pg_schema.SCHEMA_VERSION,)
             assert conn.execute("SELECT relkind FROM pg_class WHERE oid = 'vectors'::regclass").fetchone() == ("p",)
             leaves = conn.execute("SELECT count(*) FROM pg_partition_tree('vectors') WHERE isleaf").fetchone()
             assert leaves == (_pg_schema.VECTOR_PARTITIONS,)
@@ -116,6 +116,8 @@ def test_a_store_made_before_the_partitions_migrates_in_place(postgres_server: P
         store.memories.add([new], query[None, :], model_id=MODEL, actor="t")
         assert store.search.vector_candidates(query, Filter(agent="a2"), limit=1)[0].id == new.id
         assert new.id not in {c.id for c in store.search.vector_candidates(query, Filter(agent="a1"), limit=80)}
+        # Staged first (schema step 6), then folded into the partitions by the mover: the agent travels with it.
+        fold_staged(url)
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("SELECT agent FROM vectors WHERE memory_id = %s", (new.id,)).fetchone() == ("a2",)
 

@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import psycopg
 import pytest
-from pg_server import PgServer, skip_or_fail
+from pg_server import PgServer, fold_staged, skip_or_fail
 from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb import Engram
@@ -54,6 +54,7 @@ def test_hnsw_index_path_returns_the_true_neighbours(postgres_server: PgServer) 
         ms = [memory(f"note {i}", kind=("decision", "failure")[i % 2]) for i in range(400)]
         vecs = unit_vectors(len(ms), seed=3)
         store.memories.add(ms, vecs, model_id=MODEL, actor="t")
+        fold_staged(url)  # into the graphs (schema step 6 stages new vectors)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ANALYZE vectors")  # the store reads the planner's row estimate
             [(name,)] = conn.execute("SELECT index_name FROM vector_indexes").fetchall()

@@ -8,6 +8,7 @@ after rows leave it (forgotten); and it reads the agent's keys from SQL once, no
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import hypothesis.strategies as st
@@ -18,7 +19,7 @@ from storage_helpers import NOW, add, memory
 from test_keyword_speedpath import _QUERIES, _assert_same, _both, _texts
 
 from engramdb.storage import _sqlite_search
-from engramdb.storage._tenant_rows import TenantRows
+from engramdb.storage._tenant_rows import Scope, TenantRows, gather_rids
 from engramdb.storage.base import Filter, Store
 from engramdb.storage.sqlite import open_sqlite
 
@@ -98,11 +99,11 @@ def test_the_cached_plan_answers_as_fts5_after_rows_join_or_leave(tmp_path: Path
 
 
 def _counters() -> sqlite3.Connection:
-    """A real connection holding just what the token reads (memories' keys, the two epochs)."""
+    """A real connection holding just what the token reads (memories' keys, the three epochs)."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.execute("CREATE TABLE memories (rid INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT, visibility TEXT)")
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-    conn.execute("INSERT INTO meta VALUES ('vec_epoch', '0'), ('share_epoch', '0')")
+    conn.execute("INSERT INTO meta VALUES ('vec_epoch', '0'), ('share_epoch', '0'), ('scope_epoch', '0')")
     return conn
 
 
@@ -125,9 +126,9 @@ def test_kept_keys_stay_within_the_bound_new_rows_are_added_and_a_changed_epoch_
             gathered.append(size)
             return np.arange(size, dtype=np.int64)
 
-        token = conn.execute(_token_sql()).fetchone()
-        before = rows._sets.get((f"a{agent}", False))
-        got = rows.get(conn, f"a{agent}", shared=False, gather=gather)
+        token = conn.execute(_token_sql()).fetchone()[:3]  # an agent's set ignores the scope epoch
+        before = rows._sets.get(Scope(f"a{agent}", shared=False))
+        got, _ = rows.get(conn, Scope(f"a{agent}", shared=False), gather=gather)
         assert rows._keys == sum(v[1].size for v in rows._sets.values()) <= 100
         if before is not None and before[0] == token:
             assert not gathered
@@ -157,3 +158,42 @@ def _token_sql() -> str:
     from engramdb.storage._tenant_rows import _COUNTERS_SQL
 
     return _COUNTERS_SQL
+
+
+def _join_warm() -> None:
+    """Wait for the stores' warm-up threads (the keyword postings, the vector cache, the agents' keys)."""
+    for thread in threading.enumerate():
+        if thread.name == "engramdb-warm":
+            thread.join(timeout=60)
+
+
+def test_opening_gathers_every_minority_agent_s_keys_before_its_first_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _store(tmp_path / "s") as store:
+        others = [c.id for c in store.search.keyword_candidates(["caroline"], Filter(agent="t4"), limit=6)]
+        for memory_id in others[:3]:
+            store.memories.update(memory_id, {"visibility": "public"}, vector=None, model_id="m", actor="t", at=NOW)
+        assert store.shares.share(others[3:5], from_agent="t4", to_agent="t3", at=NOW) == 2
+        assert store.shares.share(others[5:], from_agent="t4", to_agent="*", at=NOW) == 1
+    monkeypatch.setattr(_sqlite_search, "KW_INDEX_MIN_MEMORIES", 0)  # the store is small: warm it as a large one
+    with open_sqlite(tmp_path / "s") as store:
+        _join_warm()
+        store.search.keyword_index.min_memories = 0
+        search = store.search
+        assert isinstance(search, _sqlite_search.SQLiteSearch)
+        with search._reading() as conn:
+            for agent in ("t3", "t4", "t7"):
+                kept = search._tenant_rows._sets[Scope(agent, shared=True)][1]
+                assert kept.tolist() == gather_rids(conn, Scope(agent, shared=True)).tolist()
+        search.keyword_candidates(["caroline"], Filter(agent=None), limit=1)  # the postings built
+        assert search.keyword_index.wait(timeout=30)
+        for agent in ("t3", "t4", "t7"):
+            flt = Filter(agent=agent)
+            assert _gathers(store, flt, ["caroline", "lake"]) == 0  # its first search: nothing gathered
+            for terms in _QUERIES:
+                _assert_same(*_both(store, terms, flt))
+        # A write after opening: the prefilled set is not trusted for the new row, which is found.
+        add(store, [memory("caroline caroline caroline quokka", agent="t3")], seed=4)
+        found = store.search.keyword_candidates(["quokka"], Filter(agent="t3"), limit=5)
+        assert len(found) == 1

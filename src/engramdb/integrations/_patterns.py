@@ -1,6 +1,6 @@
 """What marks a task pattern (seed 004's ``save_pattern``): shared by the LangChain tools and the Chroma import.
 
-And how alike a task is to a saved pattern. Pure.
+And whether a task is a pattern's own, and how its similarity is shown. Pure.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import unicodedata
 from typing import Final
 
 from engramdb.models import Memory
-from engramdb.toolkit import text_relevance
 
-__all__ = ["PATTERN_KIND", "PATTERN_TAG", "same_task", "similarity_text", "task_of", "task_relevance"]
+__all__ = ["PATTERN_KIND", "PATTERN_TAG", "same_task", "similarity_text", "task_of"]
 
 #: The kind and tag of a memory saved by ``save_pattern`` (or imported from a Chroma patterns collection).
 PATTERN_KIND: Final = "success"
@@ -25,16 +24,6 @@ def task_of(pattern: Memory) -> str:
     """The task a pattern was saved for: ``metadata["task"]``, else its text (a pattern written by hand)."""
     task = pattern.metadata.get("task")
     return task if isinstance(task, str) and task.strip() else pattern.content
-
-
-def task_relevance(query: str, task: str, *, cosine: float) -> float:
-    """The calibrated relevance (README, "Relevance") of ``task`` to ``query``, their embeddings' ``cosine`` given.
-
-    Against the task alone, as seed 004 embeds a pattern (its document is the task): ``save_pattern`` also
-    writes the steps into the memory's text, and tool names diluted a rewording ("Go to FB" 0.45 against
-    "Login to Facebook" and its steps, 0.83 against the task).
-    """
-    return text_relevance(query, task, cosine=cosine)
 
 
 def same_task(query: str, task: str) -> bool:

@@ -46,10 +46,10 @@ from engramdb.integrations._patterns import (
     same_task,
     similarity_text,
     task_of,
-    task_relevance,
 )
 from engramdb.models import Kind
 from engramdb.storage.base import Filter
+from engramdb.toolkit import text_relevance
 
 if TYPE_CHECKING:
     from engramdb import Engram
@@ -362,7 +362,12 @@ class _Tools:
         return "\n".join(lines)
 
     def _similarities(self, task: str, hits: Sequence[Hit]) -> list[float]:
-        """Each pattern's calibrated relevance to ``task``, against the pattern's task rather than its steps."""
+        """Each pattern's calibrated relevance to ``task``, against the pattern's task rather than its steps.
+
+        Against the task alone, as seed 004 embeds a pattern (its document is the task): ``save_pattern`` also
+        writes the steps into the memory's text, and tool names diluted a rewording ("Go to FB" 0.45 against
+        "Login to Facebook" and its steps, 0.83 against the task).
+        """
         tasks = [task_of(h.memory) for h in hits]
         # A pattern whose text is its task (imported from Chroma, written by hand) was scored on it by the search.
         todo = [i for i, (h, t) in enumerate(zip(hits, tasks, strict=True)) if t != h.memory.content]
@@ -370,7 +375,7 @@ class _Tools:
         if todo:
             vectors = self._mem.embedder.embed([task, *(tasks[i] for i in todo)])
             for i, cosine in zip(todo, vectors[1:] @ vectors[0], strict=True):
-                out[i] = task_relevance(task, tasks[i], cosine=float(cosine))
+                out[i] = text_relevance(task, tasks[i], cosine=float(cosine))
         return out
 
     @_guarded("get_pattern_stats")

@@ -31,25 +31,24 @@ naming the line, so callers can write all or nothing. Nothing here touches a sto
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 import hashlib
 import hmac
 import io
 import json
-import math
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, Final, TypeVar
+from typing import IO, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from engramdb import _validate as check
 from engramdb.errors import ValidationError
+from engramdb.knowledge import _fields as fields
 from engramdb.models import Change, Memory
 
 __all__ = [
@@ -76,12 +75,8 @@ VERSION: Final = 1
 # Limits on hostile input that only a file has (the fields' own limits are those of the write path,
 # in engramdb._validate): small enough that one line cannot exhaust memory.
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
-MAX_DIM: Final = 65_536
-MAX_COUNT: Final = 2**62
-
-# Ids are opaque, but they end up in SQL parameters, file names of other tools and terminal
-# output: printable, no whitespace, no path or shell metacharacters.
-_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+MAX_DIM: Final = fields.MAX_DIM
+_shown = check.shown
 _SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
 
 _HEADER_KEYS: Final = frozenset(
@@ -121,7 +116,6 @@ _MEMORY_OPTIONAL: Final = frozenset(
 _CHANGE_KEYS: Final = frozenset({"type", "memory_id", "seq", "action", "at", "actor", "before", "after"})
 
 Vector = npt.NDArray[np.float32]
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -319,183 +313,35 @@ def write_bundle(
 # -- reading and validation ------------------------------------------------------------------------------
 
 
-class _Bad(Exception):
-    """A problem in one record; :func:`read_bundle` adds the line number."""
-
-
-def _no_constants(name: str) -> Any:
-    raise _Bad(f"{name} is not valid JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads silently keeps the last of duplicate keys; two values for one field is
-    # ambiguous at best and an attempt to slip something past a reviewer at worst.
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Bad(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _parse(raw: bytes) -> dict[str, Any]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Bad(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    if not text.strip():
-        raise _Bad("empty line")
-    try:
-        value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
-    except RecursionError as exc:
-        raise _Bad("JSON nested too deeply") from exc
-    except ValueError as exc:
-        raise _Bad(f"malformed JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise _Bad(f"expected a JSON object, not {type(value).__name__}")
-    return value
-
-
-def _keys(record: Mapping[str, Any], allowed: frozenset[str], optional: frozenset[str], what: str) -> None:
-    unknown = set(record) - allowed
-    if unknown:
-        raise _Bad(f"unknown field(s) in {what}: {', '.join(sorted(unknown))}")
-    missing = allowed - optional - set(record)
-    if missing:
-        raise _Bad(f"missing field(s) in {what}: {', '.join(sorted(missing))}")
-
-
-def _valid(rule: Callable[..., _T], value: Any, **options: Any) -> _T:
-    """A field checked by the write path's own rule (:mod:`engramdb._validate`): one set of limits, one wording."""
-    try:
-        return rule(value, **options)
-    except ValidationError as exc:
-        raise _Bad(str(exc)) from None
-
-
-def _name(value: Any, name: str) -> str:
-    return _valid(check.name, value, what=name)
-
-
-def _ident(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
-        raise _Bad(f"{name} must be 1-128 letters, digits or '_.:-', not {_shown(value)}")
-    return value
-
-
-_shown = check.shown
-
-
-def _optional_timestamp(value: Any, name: str) -> datetime | None:
-    return None if value is None else _timestamp(value, name)
-
-
-def _timestamp(value: Any, name: str) -> datetime:
-    if not isinstance(value, str) or len(value) > 64:
-        raise _Bad(f"{name} must be an ISO 8601 timestamp string, not {_shown(value)}")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise _Bad(f"{name} is not an ISO 8601 timestamp: {_shown(value)}") from exc
-    if parsed.tzinfo is None:
-        raise _Bad(f"{name} must carry a UTC offset: {_shown(value)}")
-    return parsed
-
-
-def _number(value: Any, name: str, *, low: float = 0.0, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Bad(f"{name} must be a number, not {_shown(value)}")
-    if not math.isfinite(value) or not low <= value <= high:
-        raise _Bad(f"{name} must be a number from {low:g} to {high:g}, not {_shown(value)}")
-    return float(value)
-
-
-def _count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
-        raise _Bad(f"{name} must be a non-negative integer, not {_shown(value)}")
-    return value
-
-
-def _strings(value: Any, name: str) -> tuple[str, ...]:
-    """A list of distinct names (the kinds in ``redacted``)."""
-    if not isinstance(value, list):
-        raise _Bad(f"{name} must be a list of strings, not {type(value).__name__}")
-    if len(value) > check.MAX_TAGS:
-        raise _Bad(f"{name} has too many entries ({len(value)}; the limit is {check.MAX_TAGS})")
-    out = tuple(_name(v, f"{name} entry") for v in value)
-    if len(set(out)) != len(out):
-        raise _Bad(f"{name} has duplicate entries")
-    return out
-
-
-def _tags(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise _Bad(f"tags must be a list of strings, not {type(value).__name__}")
-    tags = _valid(check.tags, value)
-    # The write path strips tags and drops repeats; a file must hold them as stored, or the round trip is not exact.
-    if len(tags) != len(value):
-        raise _Bad("tags has duplicate entries")
-    for tag, given in zip(tags, value, strict=True):
-        if tag != given:
-            raise _Bad(f"tag {given!r} must be non-empty without surrounding whitespace")
-    return tags
-
-
-def _mapping(value: Any, name: str, *, optional: bool = False) -> dict[str, Any] | None:
-    if value is None and optional:
-        return None
-    return _valid(check.json_object, value, what=name)
-
-
-def _vector(value: Any, dim: int | None) -> Vector:
-    if dim is None:
-        raise _Bad("a vector is present but the header declares no dim")
-    if not isinstance(value, str) or len(value) > 4 * MAX_DIM * 2:
-        raise _Bad("vector must be a base64 string")
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise _Bad("vector is not valid base64") from exc
-    if len(raw) != dim * 4:
-        raise _Bad(f"vector has {len(raw) // 4} dimensions; the header says {dim}")
-    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-    if not np.all(np.isfinite(vector)):
-        raise _Bad("vector contains NaN or infinite values")
-    norm = float(np.linalg.norm(vector))
-    if abs(norm - 1.0) > 1e-3:
-        raise _Bad(f"vector is not unit length (norm {norm:.4f})")
-    return vector
-
-
 def _header(record: Mapping[str, Any]) -> Header:
     if record.get("format") != FORMAT:
-        raise _Bad(f"not an engramdb knowledge file (format {_shown(record.get('format'))}, expected {FORMAT!r})")
+        raise fields.Bad(f"not an engramdb knowledge file (format {_shown(record.get('format'))}, expected {FORMAT!r})")
     version = record.get("version")
     if version != VERSION or isinstance(version, bool):
-        raise _Bad(f"unsupported knowledge format version {_shown(version)} (this engramdb reads {VERSION})")
-    _keys(record, _HEADER_KEYS, _HEADER_OPTIONAL, "header")
+        raise fields.Bad(f"unsupported knowledge format version {_shown(version)} (this engramdb reads {VERSION})")
+    fields.exact_keys(record, _HEADER_KEYS, _HEADER_OPTIONAL, "header")
     counts = record["counts"]
     if not isinstance(counts, dict):
-        raise _Bad("counts must be a JSON object")
-    _keys(counts, _COUNT_KEYS, frozenset(), "counts")
+        raise fields.Bad("counts must be a JSON object")
+    fields.exact_keys(counts, _COUNT_KEYS, frozenset(), "counts")
     dim = record["dim"]
     if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM):
-        raise _Bad(f"dim must be null or an integer from 1 to {MAX_DIM}, not {_shown(dim)}")
+        raise fields.Bad(f"dim must be null or an integer from 1 to {MAX_DIM}, not {_shown(dim)}")
     sha = record["sha256"]
     if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha):
-        raise _Bad("sha256 must be 64 lowercase hex digits")
+        raise fields.Bad("sha256 must be 64 lowercase hex digits")
     signature = record.get("signature")
     if signature is not None and (not isinstance(signature, str) or not _SHA256_RE.fullmatch(signature)):
-        raise _Bad("signature must be 64 lowercase hex digits (an HMAC-SHA256)")
+        raise fields.Bad("signature must be 64 lowercase hex digits (an HMAC-SHA256)")
     return Header(
-        model=_name(record["model"], "model"),
+        model=fields.name(record["model"], "model"),
         dim=dim,
-        exported_at=_timestamp(record["exported_at"], "exported_at"),
-        agent=None if record["agent"] is None else _valid(check.agent_name, record["agent"]),
-        tag=None if record["tag"] is None else _valid(check.tag, record["tag"]),
-        memories=_count(counts["memories"], "counts.memories"),
-        changes=_count(counts["changes"], "counts.changes"),
-        vectors=_count(counts["vectors"], "counts.vectors"),
+        exported_at=fields.timestamp(record["exported_at"], "exported_at"),
+        agent=None if record["agent"] is None else fields.valid(check.agent_name, record["agent"]),
+        tag=None if record["tag"] is None else fields.valid(check.tag, record["tag"]),
+        memories=fields.count(counts["memories"], "counts.memories"),
+        changes=fields.count(counts["changes"], "counts.changes"),
+        vectors=fields.count(counts["vectors"], "counts.vectors"),
         sha256=sha,
         signature=signature,
         signed_fields={k: v for k, v in record.items() if k != "signature"},
@@ -503,52 +349,52 @@ def _header(record: Mapping[str, Any]) -> Header:
 
 
 def _memory(record: Mapping[str, Any], dim: int | None) -> Entry:
-    _keys(record, _MEMORY_KEYS, _MEMORY_OPTIONAL, "memory record")
-    kind = _valid(check.kind, record["kind"])
-    visibility = _valid(check.visibility, record["visibility"])
-    content = _valid(check.content, record["content"])
-    successes = _number(record["successes"], "successes")
-    attempts = _number(record["attempts"], "attempts")
+    fields.exact_keys(record, _MEMORY_KEYS, _MEMORY_OPTIONAL, "memory record")
+    kind = fields.valid(check.kind, record["kind"])
+    visibility = fields.valid(check.visibility, record["visibility"])
+    content = fields.valid(check.content, record["content"])
+    successes = fields.number(record["successes"], "successes")
+    attempts = fields.number(record["attempts"], "attempts")
     if successes > attempts:
-        raise _Bad(f"successes ({successes:g}) exceed attempts ({attempts:g})")
-    metadata = _valid(check.stored_metadata, record["metadata"], what="metadata")
-    created = _timestamp(record["created_at"], "created_at")
-    occurred = _optional_timestamp(record.get("occurred_at"), "occurred_at")
+        raise fields.Bad(f"successes ({successes:g}) exceed attempts ({attempts:g})")
+    metadata = fields.valid(check.stored_metadata, record["metadata"], what="metadata")
+    created = fields.timestamp(record["created_at"], "created_at")
+    occurred = fields.optional_timestamp(record.get("occurred_at"), "occurred_at")
     memory = Memory(
-        user=_valid(check.scope, record.get("user"), what="user"),
-        session=_valid(check.scope, record.get("session"), what="session"),
+        user=fields.valid(check.scope, record.get("user"), what="user"),
+        session=fields.valid(check.scope, record.get("session"), what="session"),
         occurred_at=created if occurred is None else occurred,
-        valid_until=_optional_timestamp(record.get("valid_until"), "valid_until"),
-        id=_ident(record["id"], "id"),
-        agent=_valid(check.agent_name, record["agent"]),
+        valid_until=fields.optional_timestamp(record.get("valid_until"), "valid_until"),
+        id=fields.ident(record["id"], "id"),
+        agent=fields.valid(check.agent_name, record["agent"]),
         kind=kind,
         content=content,
-        tags=_tags(record["tags"]),
+        tags=fields.tags(record["tags"]),
         metadata=metadata,
         created_at=created,
-        updated_at=_timestamp(record["updated_at"], "updated_at"),
-        last_accessed=_optional_timestamp(record.get("last_accessed"), "last_accessed"),
-        access_count=_count(record["access_count"], "access_count"),
-        confidence=_valid(check.confidence, record["confidence"]),
+        updated_at=fields.timestamp(record["updated_at"], "updated_at"),
+        last_accessed=fields.optional_timestamp(record.get("last_accessed"), "last_accessed"),
+        access_count=fields.count(record["access_count"], "access_count"),
+        confidence=fields.valid(check.confidence, record["confidence"]),
         successes=successes,
         attempts=attempts,
         visibility=visibility,
-        redacted=_strings(record.get("redacted", []), "redacted"),
+        redacted=fields.strings(record.get("redacted", []), "redacted"),
     )
     raw_vector = record.get("vector")
-    return Entry(memory=memory, vector=None if raw_vector is None else _vector(raw_vector, dim))
+    return Entry(memory=memory, vector=None if raw_vector is None else fields.vector(raw_vector, dim))
 
 
 def _change(record: Mapping[str, Any]) -> Change:
-    _keys(record, _CHANGE_KEYS, frozenset(), "change record")
+    fields.exact_keys(record, _CHANGE_KEYS, frozenset(), "change record")
     return Change(
-        seq=_count(record["seq"], "seq"),
-        memory_id=_ident(record["memory_id"], "memory_id"),
-        action=_name(record["action"], "action"),
-        at=_timestamp(record["at"], "at"),
-        actor=_name(record["actor"], "actor"),
-        before=_mapping(record["before"], "before", optional=True),
-        after=_mapping(record["after"], "after", optional=True),
+        seq=fields.count(record["seq"], "seq"),
+        memory_id=fields.ident(record["memory_id"], "memory_id"),
+        action=fields.name(record["action"], "action"),
+        at=fields.timestamp(record["at"], "at"),
+        actor=fields.name(record["actor"], "actor"),
+        before=fields.mapping(record["before"], "before", optional=True),
+        after=fields.mapping(record["after"], "after", optional=True),
     )
 
 
@@ -582,9 +428,9 @@ def read_bundle(stream: IO[bytes], *, source: str = "input") -> Bundle:
         raise fail(None, "empty file: not an engramdb knowledge file")
     try:
         if len(first) > MAX_LINE_BYTES:
-            raise _Bad("line is too long")
-        header = _header(_parse(first))
-    except _Bad as exc:
+            raise fields.Bad("line is too long")
+        header = _header(fields.parse(first))
+    except fields.Bad as exc:
         raise fail(1, f"bad header: {exc}") from None
     if not first.endswith(b"\n"):
         raise fail(1, "truncated file: the header line is incomplete and there is no body")
@@ -607,20 +453,20 @@ def read_bundle(stream: IO[bytes], *, source: str = "input") -> Bundle:
     vectors = 0
     for lineno, raw in enumerate(body, start=2):
         try:
-            record = _parse(raw)
+            record = fields.parse(raw)
             kind = record.get("type")
             if kind == "memory":
                 entry = _memory(record, header.dim)
                 if entry.memory.id in ids:
-                    raise _Bad(f"duplicate memory id {entry.memory.id!r}")
+                    raise fields.Bad(f"duplicate memory id {entry.memory.id!r}")
                 ids.add(entry.memory.id)
                 vectors += entry.vector is not None
                 entries.append(entry)
             elif kind == "change":
                 changes.append(_change(record))
             else:
-                raise _Bad(f"unknown record type {_shown(kind)} (expected 'memory' or 'change')")
-        except _Bad as exc:
+                raise fields.Bad(f"unknown record type {_shown(kind)} (expected 'memory' or 'change')")
+        except fields.Bad as exc:
             raise fail(lineno, str(exc)) from None
     for change in changes:
         if change.memory_id not in ids:

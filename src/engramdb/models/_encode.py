@@ -13,15 +13,29 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
 __all__ = ["Encoded", "encode"]
 
 
+#: Types returned as they are. They and the built-in containers are told by their exact type first, which
+#: is much cheaper than the tests below (a search's hits are encoded value by value); none has a to_dict.
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
 def encode(value: object) -> Any:
     """``value`` made JSON-ready by the rule above."""
+    if type(value) in _PLAIN:
+        return value
+    if type(value) is datetime:
+        return value.isoformat()
+    if type(value) is tuple or type(value) is list:
+        return [encode(v) for v in value]
+    if type(value) is dict:
+        return {k: encode(v) for k, v in value.items()}
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     to_dict = getattr(value, "to_dict", None)
@@ -48,16 +62,23 @@ class Encoded:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        keys = self._keys if self._keys is not None else _fields(type(self))
-        return {k: encode(getattr(self, k)) for k in keys}
+        keys, values = _readers(type(self))
+        plain = _PLAIN
+        return {k: v if type(v) in plain else encode(v) for k, v in zip(keys, values(self), strict=True)}
 
 
-#: Field names per class, read once (to_dict runs for every value a server returns).
-_FIELDS: dict[type, tuple[str, ...]] = {}
+#: Per class, its keys and one getter reading them all, made once (to_dict runs for every value a server returns).
+_READERS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 
 
-def _fields(cls: type) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
+def _readers(cls: type[Encoded]) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    found = _READERS.get(cls)
+    if found is None:
+        keys = cls._keys
+        if keys is None:
+            keys = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]  # every subclass is a dataclass
+        getter = operator.attrgetter(*keys)
+        # attrgetter of one name returns the value itself, not a 1-tuple.
+        values = getter if len(keys) > 1 else (lambda obj: (getter(obj),))
+        found = _READERS[cls] = (keys, values)
+    return found

@@ -27,7 +27,7 @@ class AuditRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AuditEvent:
+class AuditEvent(Encoded):
     """One entry of the hash-chained audit trail."""
 
     seq: int
@@ -37,18 +37,6 @@ class AuditEvent:
     at: datetime
     detail: Mapping[str, Any] = field(default_factory=dict)
     hash: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "seq": self.seq,
-            "action": self.action,
-            "agent": self.agent,
-            "memory_id": self.memory_id,
-            "at": self.at.isoformat(),
-            "detail": dict(self.detail),
-            "hash": self.hash,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

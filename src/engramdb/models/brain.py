@@ -222,7 +222,7 @@ def fit_sections(sections: Sequence[ContextSection], budget: int, count: TokenCo
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DistillGroup:
+class DistillGroup(Encoded):
     """Memories that say the same thing, and the distilled knowledge that stands for them."""
 
     #: The kind of the source memories (a group never mixes kinds).
@@ -246,25 +246,9 @@ class DistillGroup:
     #: The distilled memory (as written, or as it would be on a dry run).
     memory: Memory
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "kind": self.kind,
-            "source_ids": list(self.source_ids),
-            "medoid_id": self.medoid_id,
-            "pattern": self.pattern,
-            "applies_when": self.applies_when,
-            "shared_terms": list(self.shared_terms),
-            "confidence": self.confidence,
-            "basis": self.basis,
-            "cohesion": self.cohesion,
-            "action": self.action,
-            "memory": self.memory.to_dict(),
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DistillResult:
+class DistillResult(Encoded):
     """What one distillation run found and wrote (nothing written when ``dry_run``)."""
 
     agent: str
@@ -282,16 +266,7 @@ class DistillResult:
         """The distilled memories, one per group."""
         return [g.memory for g in self.groups]
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "agent": self.agent,
-            "dry_run": self.dry_run,
-            "threshold": self.threshold,
-            "considered": self.considered,
-            "archived": self.archived,
-            "groups": [g.to_dict() for g in self.groups],
-        }
+    _keys: ClassVar[tuple[str, ...]] = ("agent", "dry_run", "threshold", "considered", "archived", "groups")
 
 
 # -- reasoning ---------------------------------------------------------------------------------------------
@@ -330,7 +305,7 @@ MODEL_TIERS: tuple[ModelTier, ...] = ("strong", "medium", "local")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ModelSpec:
+class ModelSpec(Encoded):
     """A model the router may pick, with what is known about it before any outcome is recorded.
 
     ``tier`` places it in the seed's routing table (the prior); None guesses it from the
@@ -355,10 +330,6 @@ class ModelSpec:
                 isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0
             ):
                 raise ValidationError(f"{what} of model {self.name!r} must be a non-negative number, not {value!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"name": self.name, "tier": self.tier, "cost": self.cost, "latency_ms": self.latency_ms}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

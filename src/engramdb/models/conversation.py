@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
+from engramdb.models._encode import Encoded
 from engramdb.models.memory import Memory
 
 __all__ = ["CHAT_ROLES", "AddResult", "ChatMessage", "ChatRole", "FactAction", "FactChange"]
@@ -42,7 +43,7 @@ class ChatMessage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FactChange:
+class FactChange(Encoded):
     """What ``add`` did with one durable fact."""
 
     action: FactAction
@@ -53,14 +54,7 @@ class FactChange:
     #: The text it replaced (``supersede``, ``update``) or removed (``delete``).
     previous: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "action": self.action,
-            "key": self.key,
-            "previous": self.previous,
-            "memory": self.memory.to_dict(),
-        }
+    _keys: ClassVar[tuple[str, ...]] = ("action", "key", "previous", "memory")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

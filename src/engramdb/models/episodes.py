@@ -5,17 +5,19 @@ The running episode (a context manager) is :class:`engramdb.learning.episodes.Ep
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from engramdb.models._decode import object_pairs
 from engramdb.models._encode import Encoded
 
 __all__ = ["EpisodeAnalysis", "EpisodeEvent", "EpisodeFactor", "EpisodeRecord"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeEvent:
+class EpisodeEvent(Encoded):
     """Something that happened during an episode."""
 
     kind: str
@@ -26,13 +28,9 @@ class EpisodeEvent:
     #: The agent role that produced the event ("worker_backend", "qa_sentinel", ...), if given.
     role: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"kind": self.kind, "data": self.data, "at": self.at, "role": self.role}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EpisodeRecord:
+class EpisodeRecord(Encoded):
     """A stored episode."""
 
     id: str
@@ -56,23 +54,6 @@ class EpisodeRecord:
     def failed(self) -> bool:
         """True when the episode ended as a failure."""
         return self.outcome == "failure"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "id": self.id,
-            "agent": self.agent,
-            "task": self.task,
-            "outcome": self.outcome,
-            "events": [e.to_dict() for e in self.events],
-            "error": self.error,
-            "reason": self.reason,
-            "started_at": self.started_at.isoformat(),
-            "duration": self.duration,
-            "score": self.score,
-            "metrics": dict(self.metrics),
-            "credited": self.credited,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +90,12 @@ class EpisodeAnalysis:
         """Share of finished episodes that failed; None without episodes."""
         done = self.failures + self.successes
         return self.failures / done if done else None
+
+    @staticmethod
+    def _json_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields in :meth:`to_dict`'s JSON, for ``from_dict``: its step and error objects as pairs."""
+        pairs = {"last_steps": "kind", "errors": "signature"}
+        return {**data, **{k: object_pairs(data[k], first) for k, first in pairs.items() if k in data}}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from engramdb.models._encode import Encoded
 from engramdb.models.memory import Change
@@ -41,7 +41,7 @@ class HealthReport(Encoded):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AuditCoverage:
+class AuditCoverage(Encoded):
     """Whether every recorded change of a memory has its audit entry.
 
     ``checked`` changes were compared with the trail; ``skipped`` are older than its first
@@ -58,11 +58,4 @@ class AuditCoverage:
         """Whether no change lacks its audit entry."""
         return not self.missing
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "ok": self.ok,
-            "checked": self.checked,
-            "skipped": self.skipped,
-            "missing": [c.to_dict() for c in self.missing],
-        }
+    _keys: ClassVar[tuple[str, ...]] = ("ok", "checked", "skipped", "missing")

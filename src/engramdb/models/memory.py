@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, get_args
+from typing import Any, ClassVar, Final, Literal, get_args
 
 from engramdb.models._encode import Encoded
 
@@ -61,7 +61,7 @@ _UNSET_TIME: Final = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Memory:
+class Memory(Encoded):
     """One stored memory, as the store holds it (secrets already redacted).
 
     Scopes: a memory belongs to an ``agent`` and, optionally, to a ``user`` (one person the agent
@@ -116,36 +116,34 @@ class Memory:
             return None
         return (self.successes + 1.0) / (self.attempts + 2.0)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (timestamps as ISO 8601 strings)."""
-        return {
-            "id": self.id,
-            "agent": self.agent,
-            "kind": self.kind,
-            "content": self.content,
-            "tags": list(self.tags),
-            "metadata": dict(self.metadata),
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "last_accessed": self.last_accessed.isoformat() if self.last_accessed else None,
-            "access_count": self.access_count,
-            "confidence": self.confidence,
-            "successes": self.successes,
-            "attempts": self.attempts,
-            "success_rate": self.success_rate,
-            "visibility": self.visibility,
-            "redacted": list(self.redacted),
-            "shared_by": self.shared_by,
-            "shared_at": self.shared_at.isoformat() if self.shared_at else None,
-            "user": self.user,
-            "session": self.session,
-            "occurred_at": self.occurred_at.isoformat(),
-            "valid_until": self.valid_until.isoformat() if self.valid_until else None,
-        }
+    _keys: ClassVar[tuple[str, ...]] = (
+        "id",
+        "agent",
+        "kind",
+        "content",
+        "tags",
+        "metadata",
+        "created_at",
+        "updated_at",
+        "last_accessed",
+        "access_count",
+        "confidence",
+        "successes",
+        "attempts",
+        "success_rate",
+        "visibility",
+        "redacted",
+        "shared_by",
+        "shared_at",
+        "user",
+        "session",
+        "occurred_at",
+        "valid_until",
+    )
 
 
 @dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(Encoded):
     """A search result: the memory, its score (orders one search) and its calibrated relevance.
 
     ``relevance`` in [0, 1] means the same in every search and store (README, "Relevance"): above 0.7 the
@@ -167,21 +165,19 @@ class Hit:
         """How many memories this hit stands for (itself and its near-identical duplicates)."""
         return 1 + len(self.duplicates)
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "memory": self.memory.to_dict(),
-            "score": self.score,
-            "relevance": self.relevance,
-            "keyword_score": self.keyword_score,
-            "vector_score": self.vector_score,
-            "stands_for": self.stands_for,
-            "duplicates": list(self.duplicates),
-        }
+    _keys: ClassVar[tuple[str, ...]] = (
+        "memory",
+        "score",
+        "relevance",
+        "keyword_score",
+        "vector_score",
+        "stands_for",
+        "duplicates",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Change:
+class Change(Encoded):
     """One entry of a memory's history.
 
     ``before``/``after`` hold the fields that changed. After ``forget`` every
@@ -195,18 +191,6 @@ class Change:
     actor: str
     before: Mapping[str, Any] | None = None
     after: Mapping[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "seq": self.seq,
-            "memory_id": self.memory_id,
-            "action": self.action,
-            "at": self.at.isoformat(),
-            "actor": self.actor,
-            "before": dict(self.before) if self.before is not None else None,
-            "after": dict(self.after) if self.after is not None else None,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -134,12 +134,21 @@ def pool_terms(terms: Sequence[str], texts: Mapping[str, str]) -> PoolTerms:
     return PoolTerms(stems, idf, present)
 
 
-def pool_coverage(terms: Sequence[str], texts: Mapping[str, str]) -> dict[str, float]:
+def pool_coverage(
+    terms: Sequence[str],
+    texts: Mapping[str, str],
+    *,
+    related: Mapping[str, Sequence[str]] | None = None,
+    credit: float = 0.0,
+) -> dict[str, float]:
     """Each text's share of ``terms``, every term weighted by its BM25 IDF *among these texts*.
 
     For ranking one search's candidates: a word most candidates share (a speaker's name in a conversation,
     the product in a product team's notes) tells them apart less than one few of them have. The weights
     depend on the candidates, so these numbers order one search; :func:`coverage` is the absolute one.
+
+    ``related`` (a term -> its related words, :mod:`engramdb.retrieval.related`): a text without a term but
+    with one of its related words gets ``credit`` x that term's weight ("sisters" for "siblings").
     """
     if not terms or not texts:
         return dict.fromkeys(texts, 0.0)
@@ -148,7 +157,19 @@ def pool_coverage(terms: Sequence[str], texts: Mapping[str, str]) -> dict[str, f
     total = sum(pool.idf)
     if total <= 0:
         return dict.fromkeys(texts, 0.0)
-    return {i: sum(w for s, w in weighted if s in p) / total for i, p in pool.present.items()}
+    out = {i: sum(w for s, w in weighted if s in p) / total for i, p in pool.present.items()}
+    if not related or credit <= 0:
+        return out
+    alternatives = {stem(t): tuple(dict.fromkeys(map(stem, words))) for t, words in related.items()}
+    finder = _Finder(a for words in alternatives.values() for a in words)
+    for i, text in texts.items():
+        held = finder.present(text)
+        if held:
+            gain = sum(
+                w for s, w in weighted if s not in pool.present[i] and any(a in held for a in alternatives.get(s, ()))
+            )
+            out[i] += credit * gain / total
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

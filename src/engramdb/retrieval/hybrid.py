@@ -33,12 +33,14 @@ from engramdb.retrieval.diversity import SESSION_FREE, SESSION_REPEAT, diversify
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
 from engramdb.retrieval.learned import LEARNED, fuse_learned
 from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_by, rank
+from engramdb.retrieval.related import RELATED_CREDIT, RELATED_GATED, RELATED_MOST, flat, related_terms
 from engramdb.retrieval.sessions import (
     SESSION_BEST_ONLY,
     SESSION_GATED,
     SESSION_SHARE,
     SESSION_WEIGHT,
     asks_across_sessions,
+    gathering_words,
     session_key,
     weigh_by_session,
 )
@@ -57,6 +59,9 @@ _HEAD = 30
 #: the next ones let a turn just below the head rise with its neighbour. Twice the head: reading all
 #: ~100 fused candidates found +0.3 recall@10 on LoCoMo dev for ~2x the memory reads.
 _SPREAD = 2 * _HEAD
+#: Candidates the related words' keyword query adds (:mod:`engramdb.retrieval.related`; 20 measured alike on
+#: LongMemEval and the recall set, 0.1-0.3 lower on LoCoMo, and dearer).
+_RELATED_DEPTH = 10
 
 
 class HybridSearcher:
@@ -95,6 +100,13 @@ class HybridSearcher:
         #: Session evidence and diversity only for questions that gather facts across conversations
         #: (:func:`engramdb.retrieval.sessions.asks_across_sessions`), or for every question (False).
         self.session_gated = SESSION_GATED
+        #: See :mod:`engramdb.retrieval.related`: what a related word of a question's word counts for in
+        #: coverage (0: related words unused), for gathering questions only (``related_gated``) or all,
+        #: how many candidates the related words' own keyword query adds, and how many related words per word.
+        self.related_credit = RELATED_CREDIT
+        self.related_gated = RELATED_GATED
+        self.related_depth = _RELATED_DEPTH
+        self.related_most = RELATED_MOST
         #: Candidates fetched from the vector and the keyword channel (each at least ``limit``).
         self.depth = _DEPTH
         self.keyword_depth = _DEPTH
@@ -137,19 +149,43 @@ class HybridSearcher:
         # "last Saturday": counted from the moment the question is asked (``as_of``), else from now.
         window = find_time(query, reference=flt.as_of or now) if self.time_weight > 0 else None
         terms = query_terms(query if window is None or self.time_words else window.rest)
+        gathers = asks_across_sessions(query)
+        across = not self.session_gated or gathers
+        related = (
+            related_terms(query, terms, skip=gathering_words(query), most=self.related_most)
+            # Evidence fusion only: min-max and learned fusion read the keyword channel's own scores and ranks.
+            if self.related_credit > 0
+            and terms
+            and self.weights.fusion == "evidence"
+            and (gathers or not self.related_gated)
+            else {}
+        )
         overlap = bool(terms) and self.overlap_keyword
+        search = self._store.search
         pending: Future[list[Candidate]] | None = (
-            self._pool.submit(self._store.search.keyword_candidates, terms, flt, limit=keyword_depth)
-            if overlap
+            self._pool.submit(search.keyword_candidates, terms, flt, limit=keyword_depth) if overlap else None
+        )
+        # "sisters" for "siblings": candidates the question's own words do not reach. The query needs nothing of
+        # the others, so it runs beside them (on PostgreSQL a round trip and a ranking each; one after the other
+        # they added the second's whole time to every search).
+        pending_related: Future[list[Candidate]] | None = (
+            self._pool.submit(search.keyword_candidates, flat(related), flt, limit=self.related_depth)
+            if overlap and related
             else None
         )
         try:
             qvec = self._queries.embed_query(query) if vector is None else vector
-            vec = self._store.search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
+            vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
         finally:
             keyword = pending.result() if pending is not None else []
+            extra = pending_related.result() if pending_related is not None else []
         if terms and pending is None:
-            keyword = self._store.search.keyword_candidates(terms, flt, limit=keyword_depth)
+            keyword = search.keyword_candidates(terms, flt, limit=keyword_depth)
+        if related and pending_related is None:
+            extra = search.keyword_candidates(flat(related), flt, limit=self.related_depth)
+        if extra:
+            held = {c.id for c in keyword}
+            keyword = [*keyword, *(c for c in extra if c.id not in held)]
         if self.weights.fusion != "minmax":
             # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).
             ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in keyword]))
@@ -159,7 +195,7 @@ class HybridSearcher:
             if w.fusion == "learned":
                 fused = fuse_learned(keyword, vec, texts, terms, scorer=self.scorer)
             else:
-                fused = fuse_by(w, keyword, vec, texts, terms)
+                fused = fuse_by(w, keyword, vec, texts, terms, related=related, related_credit=self.related_credit)
             head = fused[: max(_HEAD, limit)]
         else:
             fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)
@@ -170,7 +206,6 @@ class HybridSearcher:
         spoken = (self.assistant_weight < 1 or self.other_speaker_weight < 1) and any(
             ROLE_KEY in m.metadata for m in memories.values()
         )
-        across = not self.session_gated or asks_across_sessions(query)
         grouped = (
             across
             and (self.session_weight > 0 or self.session_repeat < 1)
@@ -211,7 +246,9 @@ class HybridSearcher:
         ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
         if touch and ranked:
             self._store.memories.touch([m.id for (_, m, _), _ in ranked], at=now)
-        cosines = self._cosines(qvec, [f for (f, _, _), _ in ranked], agents=[m.agent for (_, m, _), _ in ranked])
+        cosines = self._cosines(
+            qvec, [f for (f, _, _), _ in ranked], agents=[m.agent for (_, m, _), _ in ranked], carried=keyword
+        )
         weights = [term_weight(t) for t in terms]
         hits = []
         for (f, m, score), folded in ranked:
@@ -233,15 +270,25 @@ class HybridSearcher:
         return out
 
     def _cosines(
-        self, qvec: Sequence[float] | npt.NDArray[np.float32], fused: Sequence[Fused], *, agents: Sequence[str]
+        self,
+        qvec: Sequence[float] | npt.NDArray[np.float32],
+        fused: Sequence[Fused],
+        *,
+        agents: Sequence[str],
+        carried: Sequence[Candidate] = (),
     ) -> dict[str, float]:
-        """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none)."""
+        """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none): the one
+        its keyword candidate carried (``carried``), else read."""
         out = {f.id: f.vector_score for f in fused if f.vector_score is not None}
         missing = [f.id for f in fused if f.vector_score is None]
         if missing:
             q = np.asarray(qvec, dtype=np.float32)
             q = q / (float(np.linalg.norm(q)) or 1.0)
-            vectors = self._store.vectors.get(missing, model_id=self._model_id, agents=agents)
+            known = {c.id: c.vector for c in carried if c.vector is not None and c.vector_model == self._model_id}
+            vectors = {i: known[i] for i in missing if i in known}
+            unread = [i for i in missing if i not in known]
+            if unread:
+                vectors.update(self._store.vectors.get(unread, model_id=self._model_id, agents=agents))
             for memory_id, vec in vectors.items():
                 v = np.asarray(vec, dtype=np.float32)
                 out[memory_id] = float(q @ v) / (float(np.linalg.norm(v)) or 1.0)

@@ -117,6 +117,8 @@ def fuse_evidence(
     sure_lead: float = 0.0,
     sure_weak: float = 0.5,
     sure_coverage: float = 0.5,
+    related: Mapping[str, Sequence[str]] | None = None,
+    related_credit: float = 0.0,
 ) -> list[Fused]:
     """Evidence fusion: ``cosine + coverage_weight * coverage`` for every candidate of either channel.
 
@@ -132,16 +134,21 @@ def fuse_evidence(
     meant, while a word or two the question shares with other memories is as often a decoy's; a candidate
     holding most of the question's words (a name and a rare word) still counts in full (bench/RESULTS.md,
     issue 21 third round).
+
+    ``related`` and ``related_credit``: a candidate holding a term's related word covers a share of it
+    (:func:`~engramdb.retrieval.evidence.pool_coverage`).
     """
     if not 0.0 <= coverage_weight <= 10.0:
         raise ValueError("coverage_weight must be within [0, 10]")
     if not (0.0 <= sure_lead <= 2.0 and 0.0 <= sure_coverage <= 1.0 and 0.0 <= sure_weak <= 1.0):
         raise ValueError("sure_lead must be within [0, 2], sure_coverage and sure_weak within [0, 1]")
+    if not 0.0 <= related_credit <= 1.0:
+        raise ValueError("related_credit must be within [0, 1]")
     vec_raw = {c.id: c.score for c in vector}
     kw_raw = {c.id: c.score for c in keyword}
     floor = min(vec_raw.values(), default=0.0)
     ids = list(dict.fromkeys([*vec_raw, *kw_raw]))
-    cover = pool_coverage(terms, {i: texts[i] for i in ids if i in texts})
+    cover = pool_coverage(terms, {i: texts[i] for i in ids if i in texts}, related=related, credit=related_credit)
     lead = vector[0].score - vector[1].score if len(vector) > 1 else 0.0
     if sure_lead > 0 and lead >= sure_lead and max(cover.values(), default=0.0) < sure_weak:
         coverage_weight *= sure_coverage
@@ -170,6 +177,9 @@ def fuse_by(
     vector: Sequence[Candidate],
     texts: Mapping[str, str],
     terms: Sequence[str],
+    *,
+    related: Mapping[str, Sequence[str]] | None = None,
+    related_credit: float = 0.0,
 ) -> list[Fused]:
     """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields."""
     return fuse_evidence(
@@ -181,6 +191,8 @@ def fuse_by(
         sure_lead=weights.sure_lead,
         sure_weak=weights.sure_weak,
         sure_coverage=weights.sure_coverage,
+        related=related,
+        related_credit=related_credit,
     )
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "SESSION_SHARE",
     "SESSION_WEIGHT",
     "asks_across_sessions",
+    "gathering_words",
     "session_evidence",
     "session_key",
     "weigh_by_session",
@@ -51,6 +52,11 @@ _ACROSS: Final = re.compile(
 def asks_across_sessions(query: str) -> bool:
     """Whether ``query`` gathers facts told across conversations: it counts, sums or lists them."""
     return _ACROSS.search(query) is not None
+
+
+def gathering_words(query: str) -> frozenset[str]:
+    """The words by which ``query`` gathers ("how", "many", "total", ...): its form, not its topic."""
+    return frozenset(w.lower() for m in _ACROSS.finditer(query) for w in m.group(0).split())
 
 
 def session_key(memory: Memory) -> str | None:

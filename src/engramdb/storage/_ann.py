@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from engramdb.storage._arrays import npt
 
 from engramdb.errors import CorruptStoreError
-from engramdb.storage._ann_exact import MaskCache
+from engramdb.storage._ann_exact import MaskCache, distinct
 from engramdb.storage._ann_fill import fill_sparse
 from engramdb.storage._ann_groups import Groups, find_groups, load_groups, save_groups
 from engramdb.storage._ann_links import link_islands
@@ -468,6 +468,7 @@ class AnnBase:
         self.version = 0
         #: Filter masks over these rows, by version (see MaskCache).
         self.masks = MaskCache()
+        self._by_rid: _I32 | None = None
         #: Rows newer than the build, from the overlay (the caller moves them into its delta).
         self.delta: dict[str, npt.NDArray[Any]] | None = None
         if meta.overlay is not None:
@@ -489,6 +490,15 @@ class AnnBase:
             return None
         row = int(self._order[at])
         return row if self.alive[row] else None
+
+    def rows_of_rids(self, rids: _I64) -> _I64:
+        """The live rows of memory keys ``rids``, ascending (a table by key, made at first use: 4 bytes a key)."""
+        if self._by_rid is None:
+            self._by_rid = np.full(int(self.rids.max(initial=-1)) + 1, -1, dtype=np.int32)
+            self._by_rid[self.rids] = np.arange(self.n, dtype=np.int32)
+        rows = self._by_rid[rids[(rids >= 0) & (rids < self._by_rid.size)]].astype(np.int64)
+        rows = distinct(rows[rows >= 0])
+        return rows[self.alive[rows]]
 
     def kill(self, row: int) -> None:
         """Mark a row dead (its memory was replaced, moved to the delta, or forgotten) and scrub its code."""
@@ -563,7 +573,7 @@ class AnnBase:
         best ``head`` of them re-ranked on their float32 vectors, as a graph walk's head is."""
         if not rows.size:
             return rows, np.empty(0, dtype=np.float32)
-        nodes = rows if self.groups is None else np.unique(np.asarray(self.groups.groups)[rows])
+        nodes = rows if self.groups is None else distinct(np.asarray(self.groups.groups)[rows])
         if nodes.size > head:
             nodes = nodes[np.argpartition(-self._approx(query, nodes), head - 1)[:head]]
         nodes, exact = self._exact_nodes(query, nodes)

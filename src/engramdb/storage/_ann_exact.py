@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from engramdb.storage._arrays import np
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 from engramdb.errors import CorruptStoreError
 
-__all__ = ["Codes", "Columns", "ExactRows", "IndexRow", "MaskCache", "RowFilter", "dot"]
+__all__ = ["Codes", "Columns", "ExactRows", "IndexRow", "MaskCache", "RowData", "RowFilter", "distinct", "dot"]
 
 
 #: (memory id, memory rid, agent, kind, visibility, float32 vector bytes): one vector with its filter data.
@@ -74,6 +74,18 @@ class Codes:
         return tuple(self._names)
 
 
+def distinct(values: _I64) -> _I64:
+    """``np.unique(values)`` (sorted, each once) by a sort: numpy 2's hashing unique takes ~0.6 ms for 2,000 row
+    keys, a sort and a comparison ~0.08."""
+    if values.size < 2:
+        return values.copy()
+    ordered = np.sort(values)
+    keep = np.empty(ordered.size, dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def _member(values: _I64, keys: _I64) -> _Bool:
     """``np.isin(values, keys)`` for row keys, through a table indexed by key: O(n) where isin sorts both
     (~4 ms for a user's 2,000 keys against 100k rows, mostly the sort)."""
@@ -88,6 +100,15 @@ def _member(values: _I64, keys: _I64) -> _Bool:
     return found
 
 
+class RowData(Protocol):
+    """Per-row filter data of an index's rows (its memory keys, agent and kind codes, public flags)."""
+
+    rids: _I64
+    agents: _I32
+    kinds: _I32
+    public: _Bool
+
+
 @dataclass(frozen=True, slots=True)
 class RowFilter:
     """A search's visibility filter (see VectorIndex.search for its meaning)."""
@@ -97,6 +118,8 @@ class RowFilter:
     also_rids: _I64 | None
     kinds: Sequence[str] | None
     only_rids: _I64 | None
+    #: Names ``only_rids`` (and ``also_rids``) exactly, for the mask cache (None: not cached).
+    only_key: object = None
 
     def mask(
         self, n: int, *, rids: _I64, agents: _I32, kinds: _I32, public: _Bool, agent_codes: Codes, kind_codes: Codes
@@ -117,6 +140,21 @@ class RowFilter:
             rid_mask = _member(rids[:n], self.only_rids)
             mask = rid_mask if mask is None else mask & rid_mask
         return mask
+
+    def rows(self, rows: _I64, data: RowData, *, agent_codes: Codes, kind_codes: Codes) -> _I64:
+        """Which of ``rows`` of ``data`` pass, as :meth:`mask` would say of them: the rows of a short
+        ``only_rids`` are looked up and tested alone, where a mask is a pass over every row (~3 ms at 1M rows)."""
+        if self.agent is not None:
+            keep = data.agents[rows] == agent_codes.get(self.agent)
+            if self.include_public:
+                keep |= data.public[rows]
+            if self.also_rids is not None and self.also_rids.size:
+                keep |= np.isin(data.rids[rows], self.also_rids)
+            rows = rows[keep]
+        if self.kinds is not None:
+            codes = np.asarray([c for c in (kind_codes.get(k) for k in self.kinds) if c >= 0], dtype=np.int32)
+            rows = rows[np.isin(data.kinds[rows], codes)]
+        return rows
 
 
 class MaskCache:
@@ -148,8 +186,10 @@ class MaskCache:
 
     @staticmethod
     def cacheable(flt: RowFilter) -> bool:
-        """Whether ``flt`` is decided by agent, visibility and liveness alone."""
-        return flt.kinds is None and flt.only_rids is None and (flt.also_rids is None or not flt.also_rids.size)
+        """Whether ``flt`` is decided by agent, visibility, liveness and a named key set alone."""
+        if flt.kinds is not None:
+            return False
+        return flt.only_key is not None or (flt.only_rids is None and (flt.also_rids is None or not flt.also_rids.size))
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,12 @@ class Dialect(Protocol):
         ...
 
     @property
+    def vector_tables(self) -> tuple[str, ...]:
+        """The tables holding vectors, each memory's in one of them: new ones go into the first. PostgreSQL stages new
+        vectors in a small table a mover folds into ``vectors`` (:mod:`engramdb.storage._pg_staging`)."""
+        ...
+
+    @property
     def search(self) -> CandidateSource:
         """Candidate retrieval (keyword and vector channels)."""
         ...
@@ -146,6 +152,10 @@ class Dialect(Protocol):
 
     def decode_vector(self, value: Any) -> npt.ArrayLike:
         """A vector column value as numbers."""
+        ...
+
+    def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of a read returning vector columns (``?`` SQL), in the backend's cheapest form to decode."""
         ...
 
     # -- hooks called inside a write ------------------------------------------------------------

@@ -38,7 +38,7 @@ from engramdb.storage._memories import INSERT_HISTORY, SQLMemories, write_vector
 from engramdb.storage._planning import ShareChange, keyset_batches, on_share, on_unshare
 from engramdb.storage.base import Store, StoredVector
 
-__all__ = ["SQLAudit", "SQLChecks", "SQLMeta", "SQLShares", "SQLVectors", "sql_store"]
+__all__ = ["SQLAudit", "SQLChecks", "SQLMeta", "SQLShares", "SQLVectors", "all_vectors", "sql_store"]
 
 _UPSERT_META: Final = (
     "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
@@ -92,6 +92,14 @@ class SQLMeta:
             conn.execute(_UPSERT_META, (key, value))
 
 
+def all_vectors(d: Dialect, columns: str) -> str:
+    """A FROM item (to alias) of every vector row, ``columns`` of each: one table, or on PostgreSQL the staged rows
+    and the folded ones (a memory's vector is in one of them)."""
+    if len(d.vector_tables) == 1:
+        return d.vector_tables[0]
+    return "(" + " UNION ALL ".join(f"SELECT {columns} FROM {table}" for table in d.vector_tables) + ")"
+
+
 class SQLVectors:
     """:class:`~engramdb.storage.base.VectorRepo` over a SQL dialect."""
 
@@ -100,9 +108,10 @@ class SQLVectors:
 
     def count_stale(self, model_id: str) -> int:
         """See :meth:`VectorRepo.count_stale`."""
+        vectors = all_vectors(self._d, "memory_id, model_id")
         with self._d.read() as conn:
             row = conn.execute(
-                "SELECT count(*) FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
+                f"SELECT count(*) FROM memories m LEFT JOIN {vectors} v ON v.memory_id = m.id "
                 "WHERE v.memory_id IS NULL OR v.model_id <> ?",
                 (model_id,),
             ).fetchone()
@@ -111,10 +120,12 @@ class SQLVectors:
     def iter_stale(self, model_id: str, *, batch: int = 256) -> Iterator[list[tuple[str, str]]]:
         """See :meth:`VectorRepo.iter_stale` (batching: :func:`~engramdb.storage._planning.keyset_batches`)."""
 
+        vectors = all_vectors(self._d, "memory_id, model_id")
+
         def fetch(after: int, upto: int, size: int) -> list[Any]:
             with self._d.read() as conn:
                 return conn.execute(
-                    "SELECT m.rid, m.id, m.content FROM memories m LEFT JOIN vectors v ON v.memory_id = m.id "
+                    f"SELECT m.rid, m.id, m.content FROM memories m LEFT JOIN {vectors} v ON v.memory_id = m.id "
                     "WHERE m.rid > ? AND m.rid <= ? AND (v.memory_id IS NULL OR v.model_id <> ?) "
                     "ORDER BY m.rid LIMIT ?",
                     (after, upto, model_id, size),
@@ -125,7 +136,7 @@ class SQLVectors:
             # means none is stale. Every process opening the store asks; the scan below reads every memory and its
             # vector row (at 1M, 4 writer processes' scans were the server's largest load, bench/RESULTS.md).
             row = conn.execute(
-                "SELECT max(rid), count(*), (SELECT count(*) FROM vectors WHERE model_id = ?) FROM memories",
+                f"SELECT max(rid), count(*), (SELECT count(*) FROM {vectors} v WHERE v.model_id = ?) FROM memories",
                 (model_id,),
             ).fetchone()
         if row is None or row[0] is None or int(row[1]) == int(row[2]):
@@ -161,10 +172,11 @@ class SQLVectors:
             # (bench/RESULTS.md, issue 26, third round).
             owners, owners_param = d.one_of("agent", sorted(set(agents)))
             clause, params = f"{clause} AND {owners}", (*params, owners_param)
-        with d.read() as conn:
-            rows = conn.execute(
-                f"SELECT memory_id, dim, {d.vector_column} FROM vectors WHERE model_id = ? AND {clause}", params
-            ).fetchall()
+        column = d.vector_column
+        vectors = all_vectors(d, f"memory_id, {'agent, ' if d.vectors_by_agent else ''}model_id, dim, {column}")
+        rows = d.fetch_vectors(
+            f"SELECT memory_id, dim, {column} FROM {vectors} v WHERE model_id = ? AND {clause}", params
+        )
         return {memory_id: checked_vector(memory_id, dim, d.decode_vector(value)) for memory_id, dim, value in rows}
 
 
@@ -331,13 +343,13 @@ class SQLChecks:
     def iter_vectors(self, *, batch: int = 1000) -> Iterator[builtins.list[StoredVector]]:
         """See :meth:`StoreChecks.iter_vectors`."""
         d = self._d
-
+        vectors = all_vectors(d, f"memory_id, model_id, dim, {d.vector_column}")
         after = 0
         while True:
             with d.read() as conn:
                 rows = conn.execute(
                     f"SELECT m.rid, m.id, v.model_id, v.dim, v.{d.vector_column} FROM memories m "
-                    "LEFT JOIN vectors v ON v.memory_id = m.id WHERE m.rid > ? ORDER BY m.rid LIMIT ?",
+                    f"LEFT JOIN {vectors} v ON v.memory_id = m.id WHERE m.rid > ? ORDER BY m.rid LIMIT ?",
                     (after, max(1, batch)),
                 ).fetchall()
             if not rows:

@@ -47,7 +47,7 @@ from engramdb.storage._dialect import Conn, Dialect
 from engramdb.storage._planning import plan_update
 from engramdb.storage.base import MODEL_META_KEY, Filter, ListOrder, UsageTotals
 
-__all__ = ["INSERT_HISTORY", "SQLMemories", "fetch_locked", "write_vectors"]
+__all__ = ["INSERT_HISTORY", "SQLMemories", "delete_vectors", "fetch_locked", "write_vectors"]
 
 #: Inserts one history row (:func:`engramdb.storage._codecs.history_row`).
 INSERT_HISTORY: Final = "INSERT INTO history (memory_id, action, at, actor, before, after) VALUES (?, ?, ?, ?, ?, ?)"
@@ -83,6 +83,17 @@ def fetch_locked(d: Dialect, conn: Conn, memory_id: str) -> Memory:
     return row_to_memory(row)
 
 
+def delete_vectors(d: Dialect, conn: Conn, clause: str, param: Any) -> None:
+    """Delete the vectors of the memories ``clause`` (over ``memory_id``, with ``param``) selects, from every table
+    holding vectors.
+
+    The staging table first: its row may be locked by the mover folding it into ``vectors``, which then commits
+    before this goes on, and the next statement deletes the row it moved (the other order would leave it).
+    """
+    for table in d.vector_tables:
+        conn.execute(f"DELETE FROM {table} WHERE {clause}", (param,))
+
+
 def write_vectors(
     d: Dialect,
     conn: Conn,
@@ -99,12 +110,13 @@ def write_vectors(
     dim = int(unit.shape[1])
     ids = [m.id for m in memories]
     these, ids_param = d.one_of("memory_id", ids)
-    other = conn.execute(
-        f"SELECT dim FROM vectors WHERE model_id = ? AND (dim < ? OR dim > ?) AND NOT {these} LIMIT 1",
-        (model_id, dim, dim, ids_param),
-    ).fetchone()
-    if other is not None:
-        raise ValidationError(f"model {model_id!r} vectors have dimension {other[0]} in this store, not {dim}")
+    for table in d.vector_tables:
+        other = conn.execute(
+            f"SELECT dim FROM {table} WHERE model_id = ? AND (dim < ? OR dim > ?) AND NOT {these} LIMIT 1",
+            (model_id, dim, dim, ids_param),
+        ).fetchone()
+        if other is not None:
+            raise ValidationError(f"model {model_id!r} vectors have dimension {other[0]} in this store, not {dim}")
     d.prepare_vectors(model_id, dim)
     # The first vectors written name the model that searches use.
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (MODEL_META_KEY, model_id))
@@ -112,13 +124,17 @@ def write_vectors(
         # A replaced vector is deleted and inserted again rather than updated in place, so it gets a new
         # seq: another process's vector cache then sees it as new (an append) after dropping the rows that
         # are gone (engramdb.storage._vector_index.VectorIndex.reconcile), instead of rebuilding its index.
-        conn.execute(f"DELETE FROM vectors WHERE {these}", (ids_param,))
+        delete_vectors(d, conn, these, ids_param)
     if d.vectors_by_agent:
+        # PostgreSQL: into the staging table, folded into the HNSW graphs later by one mover (``_pg_staging``).
         d.insert_rows(
             conn,
-            "vectors",
-            ("memory_id", "agent", "model_id", "dim", d.vector_column),
-            [(m.id, m.agent, model_id, dim, d.encode_vector(unit[n])) for n, m in enumerate(memories)],
+            d.vector_tables[0],
+            ("memory_id", "agent", "open", "model_id", "dim", d.vector_column),
+            [
+                (m.id, m.agent, m.visibility != "private", model_id, dim, d.encode_vector(unit[n]))
+                for n, m in enumerate(memories)
+            ],
         )
     else:
         d.insert_rows(
@@ -216,7 +232,7 @@ class SQLMemories:
                 write_vectors(d, conn, [result], unit, model_id=model_id)
             elif "content" in after:
                 # The old vector no longer describes the text: the memory shows up in vectors.iter_stale.
-                conn.execute("DELETE FROM vectors WHERE memory_id = ?", (memory_id,))
+                delete_vectors(d, conn, "memory_id = ?", memory_id)
                 d.vector_removed(memory_id)
             if "kind" in after or "visibility" in after:
                 d.attributes_changed(memory_id, kind=result.kind, visibility=result.visibility)
@@ -233,7 +249,8 @@ class SQLMemories:
         with d.write() as conn:
             fetch_locked(d, conn, memory_id)
             # Vectors, tags and shares would go with the row (ON DELETE CASCADE); explicit for clarity.
-            for table in ("vectors", "memory_tags", "shares"):
+            delete_vectors(d, conn, "memory_id = ?", memory_id)
+            for table in ("memory_tags", "shares"):
                 conn.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
             conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
             conn.execute("UPDATE history SET before = NULL, after = NULL WHERE memory_id = ?", (memory_id,))

@@ -18,7 +18,14 @@ __all__ = ["copy_rows"]
 
 #: Binary COPY's types of the ``vectors`` columns: a binary COPY names each column's type, and pgvector's
 #: binary form is what its psycopg adapter writes fastest.
-_BINARY_TYPES: Final = {"memory_id": "text", "agent": "text", "model_id": "text", "dim": "int4", "embedding": "vector"}
+_BINARY_TYPES: Final = {
+    "memory_id": "text",
+    "agent": "text",
+    "open": "bool",
+    "model_id": "text",
+    "dim": "int4",
+    "embedding": "vector",
+}
 
 
 def copy_rows(

@@ -27,7 +27,16 @@ from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, filter_sql, pg_statement
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
-__all__ = ["NEAR_EF_SEARCH", "VectorBranch", "VectorPlan", "near_ef", "nearest_many", "vector_branches"]
+__all__ = [
+    "NEAR_EF_SEARCH",
+    "STAGED_TABLE",
+    "VectorBranch",
+    "VectorPlan",
+    "from_rows",
+    "near_ef",
+    "nearest_many",
+    "vector_branches",
+]
 
 #: ``hnsw.ef_search`` of lookups that need only near neighbours (a near-duplicate check: cosine >= 0.95). Measured
 #: (bench/pg_near_ef.py, stored ``knowledge`` vectors moved a little, their near-duplicates under an agent and kind
@@ -37,6 +46,8 @@ __all__ = ["NEAR_EF_SEARCH", "VectorBranch", "VectorPlan", "near_ef", "nearest_m
 NEAR_EF_SEARCH: Final = 40
 
 Query = tuple[npt.NDArray[np.float32], Filter]
+#: New vectors not yet folded into the HNSW graphs (schema step 6, :mod:`engramdb.storage._pg_staging`).
+STAGED_TABLE: Final = "vectors_staged"
 #: How a search of this filter reads the vectors (PgSearch._plan, bound to its connection and limit).
 PlanOf = Callable[[Any, CurrentModel, Filter, int], "VectorPlan"]
 
@@ -62,11 +73,14 @@ class VectorPlan:
 
 @dataclass(frozen=True, slots=True)
 class VectorBranch:
-    """One part of a vector search: its distance expression and WHERE clause over ``vectors v`` and ``memories m``."""
+    """One part of a vector search: its distance expression and WHERE clause over ``{table} v`` and ``memories m``."""
 
     distance: sql.Composable
     where: str
     params: tuple[Any, ...]
+    #: ``vectors`` (the HNSW graphs, or an exact scan of the filter's rows) or ``vectors_staged`` (new vectors not yet
+    #: folded into the graphs, scanned exactly: see :mod:`engramdb.storage._pg_staging`).
+    table: str = "vectors"
 
 
 def near_ef(model: CurrentModel, limit: int) -> str:
@@ -88,7 +102,37 @@ def vector_branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[
     ``vectors`` is partitioned by agent: a reader's own rows are searched apart (``v.agent = reader`` prunes to one
     partition and its HNSW graph), and other agents' rows it may see (public, shared) in a second part. The two
     are disjoint and together are what the visibility rule admits. Without a reader, one part over every partition.
+    The same parts again over the staged vectors (a memory's vector is in one table or the other), scanned exactly
+    and row by row: the table is small.
     """
+    staged = [
+        replace(
+            branch,
+            distance=_distance(model, index=False),
+            table=STAGED_TABLE,
+            # Other agents' staged rows: only those not private (an index of them), each then tested as above.
+            where=branch.where if n == 0 or flt.agent is None else f"v.open AND {branch.where}",
+        )
+        for n, branch in enumerate(_branches(model, flt, VectorPlan(own=True, others=True)))
+    ]
+    return _branches(model, flt, plan) + staged
+
+
+def from_rows(table: str) -> sql.Composable:
+    """The FROM clause of a branch over ``table``: its rows as ``v``, their memories as ``m``.
+
+    A staged row's memory is looked up by its key, row by row, after the staged rows are filtered: the planner would
+    otherwise hash the memories the filter admits, testing every memory of the store (42-82 ms at 20k memories,
+    bench/RESULTS.md, issue 26, third round of writes); ``OFFSET 0`` keeps the lookup from being flattened into a join.
+    """
+    if table == STAGED_TABLE:
+        return sql.SQL(
+            "{table} v CROSS JOIN LATERAL (SELECT * FROM memories x WHERE x.id = v.memory_id OFFSET 0) m"
+        ).format(table=sql.Identifier(table))
+    return sql.SQL("{table} v JOIN memories m ON m.id = v.memory_id").format(table=sql.Identifier(table))
+
+
+def _branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[VectorBranch]:
     if flt.agent is None:
         f = filter_sql(flt, indexed=not plan.own)
         return [VectorBranch(_distance(model, index=plan.own), f.where, f.params)]
@@ -158,11 +202,11 @@ def _rows(
         for branch in vector_branches(model, flt, plan_of(conn, model, flt, limit)):
             branches.append(
                 sql.SQL(
-                    "(SELECT {pos} AS q, v.memory_id, {distance} AS d FROM vectors v "
-                    "JOIN memories m ON m.id = v.memory_id "
+                    "(SELECT {pos} AS q, v.memory_id, {distance} AS d FROM {rows} "
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
                 ).format(
                     pos=sql.Literal(pos),
+                    rows=from_rows(branch.table),
                     distance=branch.distance,
                     model=sql.Literal(model.model_id),
                     dim=sql.Literal(model.dim),

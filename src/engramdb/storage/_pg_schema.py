@@ -39,6 +39,7 @@ __all__ = [
     "LOCK_BACKGROUND",
     "LOCK_META_CLASS",
     "LOCK_MIGRATE",
+    "LOCK_MOVER",
     "LOCK_VECTOR_INDEX",
     "MIGRATIONS",
     "SCHEMA_VERSION",
@@ -53,11 +54,13 @@ LOCK_AUDIT: Final = 0x656E677200000002
 LOCK_VECTOR_INDEX: Final = 0x656E677200000003
 #: Held by the background vector writes (``PostgresBackend.background_turn``): one at a time per store.
 LOCK_BACKGROUND: Final = 0x656E677200000004
+#: Held by the mover of staged vectors (``_pg_staging``) while it folds a batch: one mover at a time per store.
+LOCK_MOVER: Final = 0x656E677200000005
 #: The first half of the two-integer advisory locks on meta keys (``lock_meta``; a key space apart from the above).
 LOCK_META_CLASS: Final = 0x656E6772
 
 #: Tables whose presence without ``engram_schema`` means the database belongs to something else.
-_OUR_TABLES: Final = ("memories", "memory_tags", "vectors", "history", "shares", "audit", "meta")
+_OUR_TABLES: Final = ("memories", "memory_tags", "vectors", "history", "shares", "audit", "meta", "vectors_staged")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,6 +247,35 @@ $$;
 ANALYZE vectors;
 """
 
+# New vectors land in a small table without a vector index, searched exactly beside the HNSW graphs, and one mover
+# folds them into ``vectors`` in large batches (``_pg_staging``): a write no longer waits for HNSW inserts, and the
+# graphs get one inserter at a time (bench/RESULTS.md, issue 26, third round of writes). A memory's vector is in one of
+# the two tables. Rows come and go fast: autovacuum visits the table after every 2,000 dead rows, not a fifth of it.
+_V6_STAGED_VECTORS = """
+CREATE TABLE vectors_staged (
+    seq       bigint GENERATED ALWAYS AS IDENTITY,
+    memory_id text PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+    agent     text NOT NULL,
+    model_id  text NOT NULL,
+    dim       integer NOT NULL CHECK (dim > 0),
+    embedding vector NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000,
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 2000,
+        autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 2000);
+-- Every vector write checks the model's dimension (``_memories.write_vectors``): without it, a scan of the table.
+CREATE INDEX vectors_staged_model ON vectors_staged (model_id, dim);
+"""
+
+# A search reads the reader's own staged rows (by ``agent``) and the others' it may see: ``open`` (the memory is not
+# private, kept in step by the writes that change visibility) spares it testing every other agent's staged row. (Step 6
+# was in main for a few minutes without these: IF NOT EXISTS brings either form of it here.)
+_V7_STAGED_BY_AGENT = """
+ALTER TABLE vectors_staged ADD COLUMN IF NOT EXISTS open boolean NOT NULL DEFAULT false;
+CREATE INDEX IF NOT EXISTS vectors_staged_agent ON vectors_staged (agent);
+CREATE INDEX IF NOT EXISTS vectors_staged_open ON vectors_staged (agent) WHERE open;
+UPDATE vectors_staged s SET open = true FROM memories m WHERE m.id = s.memory_id AND m.visibility <> 'private';
+"""
+
 #: Every schema step, in order. Append only.
 MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
@@ -251,6 +283,8 @@ MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=3, description="user and session scopes, event time, validity", script=_V3_SCOPES),
     PgMigration(version=4, description="keyword index keyed by agent (btree_gin)", script=_V4_AGENT_WORDS),
     PgMigration(version=5, description="vectors partitioned by agent, an HNSW graph each", script=_V5_VECTORS_BY_AGENT),
+    PgMigration(version=6, description="new vectors staged for a mover", script=_V6_STAGED_VECTORS),
+    PgMigration(version=7, description="staged vectors by agent, open ones apart", script=_V7_STAGED_BY_AGENT),
 )
 
 #: The schema version this code writes and understands.

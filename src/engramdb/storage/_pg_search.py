@@ -22,8 +22,9 @@ from engramdb.models import Memory
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._pg_analyze import StatisticsKeeper
-from engramdb.storage._pg_nearest import VectorPlan, near_ef, nearest_many, vector_branches
+from engramdb.storage._pg_nearest import VectorPlan, from_rows, near_ef, nearest_many, vector_branches
 from engramdb.storage._pg_sql import CurrentModel, ModelCache, TermStats, filter_sql, pg_statement, tsquery_sql
+from engramdb.storage._pg_terms import LexemeSample
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
 __all__ = ["ITERATIVE_SCAN", "KEYWORD_RANK_ROWS", "MIN_EF_SEARCH", "PgSearch"]
@@ -40,8 +41,18 @@ class _Backend(Protocol):
     def in_write(self) -> bool: ...
 
 
-#: About how many matching rows a keyword search ranks at most, once the planner has statistics (keyword_candidates).
-KEYWORD_RANK_ROWS: Final = 5_000
+# A keyword candidate's stored vector of the store's current model (NULL without one); ``vectors`` is partitioned by
+# agent, and the memory's agent prunes the lookup to one partition as it runs.
+_CARRIED_VECTOR: Final = (
+    "(SELECT v.embedding FROM vectors v WHERE v.memory_id = m.id AND v.agent = m.agent AND v.model_id = ?)"
+)
+#: About how many of the reader's matching rows a keyword search ranks at most, once the store has statistics
+#: (keyword_candidates). Chosen against the embedded store's BM25 channel on the same 100k rows (bench/RESULTS.md,
+#: issue 26, fourth round; 60 questions, an agent filter): of its top 10, 0.60 / 0.64 / 0.60 / 0.46 / 0.41 are among
+#: the top 50 here at 100 / 250 / 500 / 1,000 / 2,000 rows (0.38 ranking every match), of its top 50 0.33 / 0.40 /
+#: 0.42 / 0.35 / 0.32: ``ts_rank_cd`` has no inverse document frequency, and leaving common terms out of the
+#: selection stands in for it. Ranking 500 rows took 13 ms at 1M (load 13).
+KEYWORD_RANK_ROWS: Final = 500
 #: The HNSW search breadth (``hnsw.ef_search``) at least, on a graph of :data:`_EF_SCALE_ROWS` vectors; a deeper
 #: search raises it to its ``limit``. Measured on the partitioned store (bench/scale_pg.py, 100k memories over 10
 #: agents, an agent's graph of 20k vectors, depth 50, 40 questions): ef 64 gave recall@10 0.983 (agent + kind 0.973),
@@ -59,6 +70,11 @@ ITERATIVE_SCAN: Final = "relaxed_order"
 _EF_SCALE_ROWS: Final = 20_000
 #: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
 _MAX_EF_SEARCH: Final = 1000
+
+
+def _as_array(value: Any) -> npt.NDArray[np.float32]:
+    """A pgvector value as numbers (pgvector >= 0.3 loads a Vector object, older releases a numpy array)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
 
 
 class PgSearch:
@@ -79,7 +95,9 @@ class PgSearch:
         self._iterative = iterative
         self._models = ModelCache(MODEL_META_KEY)
         self._rank_rows = keyword_rank_rows
-        self._terms = TermStats(budget_rows=keyword_rank_rows)
+        #: Lexeme frequencies from a sample of the store (see :mod:`._pg_terms`).
+        self.lexemes = LexemeSample(backend.reading)
+        self._terms = TermStats(budget_rows=keyword_rank_rows, sample=self.lexemes)
         #: Runs ANALYZE when a bulk load left the planner's statistics behind (see :mod:`._pg_analyze`).
         self.statistics = StatisticsKeeper(backend.reading, self._analysed)
 
@@ -91,12 +109,12 @@ class PgSearch:
         """Full-text candidates matching any of ``terms``, best ``ts_rank_cd`` first (higher is better).
 
         Ranking reads every selected row, so its cost grows with the matches of the query's
-        commonest terms. With the ``tsv`` column's statistics, terms select rows rarest first
-        while their estimated matches stay within :data:`KEYWORD_RANK_ROWS` together; the other
-        terms only add to the rank of what these select (a term in that many rows says little
-        about relevance). When even the rarest term is over that budget, its newest
-        :data:`KEYWORD_RANK_ROWS` matches are ranked. Without statistics (small stores, before
-        the first ANALYZE) every match is ranked.
+        commonest terms. Once the table has statistics, terms select rows rarest first while their
+        estimated matches among the rows the reader may see stay within :data:`KEYWORD_RANK_ROWS`
+        together (frequencies from :attr:`lexemes`, a sample of the store); the other terms only add
+        to the rank of what these select (a term in that many rows says little about relevance).
+        When even the rarest term is over that budget, its newest :data:`KEYWORD_RANK_ROWS` matches
+        are ranked. Without statistics (small stores, before the first ANALYZE) every match is ranked.
         """
         query = tsquery_sql(terms)
         if query is None or limit <= 0:
@@ -104,7 +122,7 @@ class PgSearch:
         expr, term_params = query
         with self._backend.reading() as conn:
             self.statistics.check(conn)
-            chosen, over_budget = self._terms.selecting(conn, term_params)
+            chosen, over_budget = self._terms.selecting(conn, term_params, scope=self._scope(conn, flt))
             # Matches come from the keyword index. With the index keyed by agent (schema step 4), the reader's own
             # matches come from one scan of it, others' public and shared ones from their indexes: only the reader's
             # matches are read. Without it, a reader with few memories has its visible rows gathered from indexes
@@ -117,16 +135,21 @@ class PgSearch:
             f = filter_sql(flt, indexed=few)
             select = tsquery_sql(chosen) if chosen != term_params else query
             assert select is not None
+            # Each candidate's vector of the store's model comes with it (read for the LIMIT's rows only, in its
+            # agent's partition): hybrid search needs a keyword-only hit's cosine, one more round trip otherwise.
+            model = self._models.current(conn)
+            model_id = model.model_id if model is not None else None
             if not over_budget:
                 # Expressions inline (not a CTE): the planner folds them to constants and uses the GIN index. The
                 # rows come with the candidates (projected for the LIMIT's rows only).
                 statement = (
-                    f"SELECT m.id, ts_rank_cd(m.tsv, {expr}) AS rank, {f.shared_by}, {f.shared_at}, "
-                    f"{MEMORY_COLUMNS} FROM memories m "
+                    f"SELECT m.id, ts_rank_cd(m.tsv, {expr}) AS rank, {_CARRIED_VECTOR}, {f.shared_by}, "
+                    f"{f.shared_at}, {MEMORY_COLUMNS} FROM memories m "
                     f"WHERE m.tsv @@ {select[0]} AND {f.where} ORDER BY rank DESC, m.rid LIMIT ?"
                 )
                 params: tuple[Any, ...] = (
                     *term_params,
+                    model_id,
                     *f.shared_by_params,
                     *f.shared_at_params,
                     *select[1],
@@ -140,8 +163,8 @@ class PgSearch:
                     f"AND {f.where} ORDER BY m.rid DESC LIMIT ?), "
                     f"top AS (SELECT h.id, h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
                     "ORDER BY rank DESC, h.rid LIMIT ?) "
-                    f"SELECT t.id, t.rank, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} FROM top t "
-                    "JOIN memories m ON m.id = t.id ORDER BY t.rank DESC, t.rid"
+                    f"SELECT t.id, t.rank, {_CARRIED_VECTOR}, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} "
+                    "FROM top t JOIN memories m ON m.id = t.id ORDER BY t.rank DESC, t.rid"
                 )
                 params = (
                     *select[1],
@@ -149,11 +172,30 @@ class PgSearch:
                     self._rank_rows,
                     *term_params,
                     limit,
+                    model_id,
                     *f.shared_by_params,
                     *f.shared_at_params,
                 )
-            rows = conn.execute(pg_statement(statement), params).fetchall()
-        return [Candidate(row[0], float(row[1]), shared_row_to_memory(row[2:])) for row in rows]
+            # Binary results: a vector's text form costs the server ~0.5 ms to print (PostgresBackend.fetch_vectors).
+            rows = conn.execute(pg_statement(statement), params, binary=True).fetchall()
+        return [
+            Candidate(
+                row[0],
+                float(row[1]),
+                shared_row_to_memory(row[3:]),
+                vector=None if row[2] is None else _as_array(row[2]),
+                vector_model=model_id,
+            )
+            for row in rows
+        ]
+
+    def _scope(self, conn: Raw, flt: Filter) -> float:
+        """The fraction of the store's rows a keyword search of ``flt`` may read (its own and the open ones)."""
+        total = self._terms.total_rows(conn)
+        if flt.agent is None or total <= 0:
+            return 1.0
+        seen = self._terms.open_rows(conn) if flt.include_shared else 0.0
+        return min(1.0, (self._terms.agent_rows(conn, flt.agent) + seen) / total)
 
     def vector_candidates(self, vector: Vectors, flt: Filter, *, limit: int) -> list[Candidate]:
         """Cosine candidates among the current model's vectors, best first (score = 1 - cosine distance)."""
@@ -243,10 +285,11 @@ class PgSearch:
             parts.append(
                 sql.SQL(
                     "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
-                    "{shared_by}, {shared_at}, {columns} FROM vectors v JOIN memories m ON m.id = v.memory_id "
+                    "{shared_by}, {shared_at}, {columns} FROM {rows} "
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
                 ).format(
                     distance=branch.distance,
+                    rows=from_rows(branch.table),
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),
                     columns=sql.SQL(MEMORY_COLUMNS),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._filters import FilterSQL, filter_clauses
+from engramdb.storage._pg_terms import LexemeSample
 from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
@@ -123,8 +124,10 @@ class TermStats:
     (a small or never analysed table) every term selects. Thread-safe.
     """
 
-    def __init__(self, *, budget_rows: float) -> None:
+    def __init__(self, *, budget_rows: float, sample: LexemeSample | None = None) -> None:
         self._budget = budget_rows
+        self._sample = sample
+        self._total = 0.0
         self._lock = threading.Lock()
         self._expires = 0.0
         self._rows: dict[str, float] = {}
@@ -135,18 +138,25 @@ class TermStats:
         self._open_rows = 0.0
         self._lexemes: dict[str, tuple[str, ...]] = {}
 
-    def selecting(self, conn: Raw, terms: Sequence[str]) -> tuple[tuple[str, ...], bool]:
+    def selecting(self, conn: Raw, terms: Sequence[str], *, scope: float = 1.0) -> tuple[tuple[str, ...], bool]:
         """The terms whose matches are ranked, rarest first, and whether even the rarest alone is over budget.
 
         Terms are taken rarest first while their estimated matches together stay within
         ``budget_rows`` (the rarest always); the others only add to the rank of what these select.
+        A term's matches are counted in the reader's ``scope`` (the fraction of the rows it may read):
+        the statement ranks only those. Frequencies come from the store's :class:`LexemeSample` once one
+        is taken, else from the planner's most common lexemes.
         """
         rows = self._estimates(conn)
-        if not rows:
+        sample = self._sample.current(conn, self._total) if self._sample is not None else None
+        if not rows and sample is None:
             return tuple(terms), False
         lexemes = self._lexemes_of(conn, terms)
         unlisted = self._unlisted
-        estimates = {t: min(rows.get(x, unlisted) for x in lexemes[t]) for t in terms if lexemes.get(t)}
+        if sample is not None:
+            estimates = {t: min(sample.rows(x) for x in lexemes[t]) * scope for t in terms if lexemes.get(t)}
+        else:
+            estimates = {t: min(rows.get(x, unlisted) for x in lexemes[t]) * scope for t in terms if lexemes.get(t)}
         if not estimates:
             return tuple(terms), False
         chosen: list[str] = []
@@ -167,6 +177,12 @@ class TermStats:
         self._estimates(conn)
         with self._lock:
             return self._agents.get(agent, self._other_agent)
+
+    def total_rows(self, conn: Raw) -> float:
+        """About how many memories the store holds (0 without statistics)."""
+        self._estimates(conn)
+        with self._lock:
+            return self._total
 
     def open_rows(self, conn: Raw) -> float:
         """About how many memories an agent may see that another agent owns: the public ones and the shares (an
@@ -211,6 +227,7 @@ class TermStats:
             open_rows = float(row[6] or 0) * total + float(row[7] or 0)
         with self._lock:
             self._open_rows = open_rows
+            self._total = max(0.0, float(row[2])) if row is not None and row[2] is not None else 0.0
             self._rows, self._unlisted, self._expires = estimates, unlisted, now + _STATS_TTL_S
             self._agents, self._other_agent, self._agent_words = agents, other_agent, agent_words
         return estimates
@@ -253,9 +270,10 @@ class CurrentModel:
 #: a change is seen at once; the estimate only picks the exact scan or the index, and ANALYZE moves it rarely.
 _MODEL_TTL_S: Final = 30.0
 # The estimate sums the partitions' (-1 while none was ever counted: a partition holding no agent yet is never
-# analysed by autovacuum).
+# analysed by autovacuum). The first vectors of a store may all be staged (``_pg_staging``): the dimension is theirs.
 _MODEL_SQL: Final = (
-    "SELECT m.value, (SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
+    "SELECT m.value, coalesce((SELECT v.dim FROM vectors v WHERE v.model_id = m.value LIMIT 1), "
+    "(SELECT s.dim FROM vectors_staged s WHERE s.model_id = m.value LIMIT 1)), "
     "(SELECT CASE WHEN bool_and(c.reltuples < 0) THEN -1 ELSE sum(greatest(c.reltuples, 0)) END "
     "FROM pg_partition_tree(to_regclass('vectors')) p JOIN pg_class c ON c.oid = p.relid WHERE p.isleaf), "
     "(SELECT count(*) FROM pg_partition_tree(to_regclass('vectors')) p WHERE p.isleaf) FROM meta m WHERE m.key = %s"

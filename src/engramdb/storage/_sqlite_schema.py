@@ -196,11 +196,23 @@ CREATE INDEX memories_session ON memories (session_id, created_at) WHERE session
 CREATE INDEX memories_past ON memories (agent, valid_until) WHERE valid_until IS NOT NULL;
 """
 
+# Issue 27: searches keep each (agent, users) scope's row keys between searches (storage._tenant_rows) and trust
+# them as the scope's exact rows, so every change that moves a row into or out of a user's or thread's rows, or
+# out of the current values, moves ``scope_epoch``: whoever writes it (another process, plain SQL).
+_BUMP_SCOPES = "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'scope_epoch';"
+_V4_SCOPE_EPOCH = f"""
+INSERT OR IGNORE INTO meta (key, value) VALUES ('scope_epoch', '0');
+CREATE TRIGGER memories_scope_update AFTER UPDATE OF user_id, session_id, valid_until ON memories
+WHEN old.user_id IS NOT new.user_id OR old.session_id IS NOT new.session_id OR old.valid_until IS NOT new.valid_until
+BEGIN {_BUMP_SCOPES} END;
+"""
+
 #: Every schema step, in order. Append only.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
     Migration(version=2, description="hash-chained audit trail", script=_V2_AUDIT),
     Migration(version=3, description="user and session scopes, event time, validity", script=_V3_SCOPES),
+    Migration(version=4, description="scope epoch: user, thread and validity changes", script=_V4_SCOPE_EPOCH),
 )
 
 #: The schema version this code writes and understands.

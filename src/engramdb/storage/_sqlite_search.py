@@ -29,9 +29,9 @@ from engramdb.errors import EngramError
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
-from engramdb.storage._kw_index import KeywordIndex, Ranked, fts_totals
+from engramdb.storage._kw_index import KW_INDEX_MIN_MEMORIES, KeywordIndex, Ranked, fts_totals
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
-from engramdb.storage._tenant_rows import TenantRows
+from engramdb.storage._tenant_rows import Scope, TenantRows
 from engramdb.storage._vector_index import SyncState, VectorIndex, rerank_depth
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter
 
@@ -47,6 +47,9 @@ _SELECTIVE_ROWS: Final = 20_000
 _SELECTIVE_SHARE: Final = 0.1
 #: A user scope admitting fewer of the agent's rows than this gathers their keys (cheap at this size).
 _BROAD_SCOPE_ROWS: Final = 2_000
+#: A user scope of this many rows or more is broad whatever the agent's size: its keys (0.4 us each from the
+#: index, 8 bytes kept) are not gathered. Below it a small share of the agent's rows is kept as a key set.
+_KEPT_SCOPE_ROWS: Final = 200_000
 #: The vector head a scoped read filters is this many times ``limit`` (the graph re-ranks 3x that: a deep
 #: head costs a walk as wide). A user's superset nearly all passes; a broad scope's mostly does, else the keys.
 _SCOPE_HEAD_FACTOR: Final = 2
@@ -110,10 +113,27 @@ class SQLiteSearch:
         try:
             with self._reading() as conn:
                 self.keyword_index.warm(conn)
+                path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
+                rows = fts_totals(conn)[0]
             with self._reading(snapshot=True) as conn:
                 self._sync_index(conn)
+            if path and rows >= KW_INDEX_MIN_MEMORIES:
+                self._prefill(path, rows)
         except (EngramError, sqlite3.Error, OSError):
             pass
+
+    def _prefill(self, path: str, rows: int) -> None:
+        """Every minority agent's keys and plan (see _few_rows) before its first search, on a connection of its
+        own: the store's stays free for the first searches meanwhile."""
+        bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        try:
+            counts = self._tenant_rows.prefill(conn, bound=bound)
+        finally:
+            conn.close()
+        if len(counts) <= _PLAN_CACHE_AGENTS:
+            for agent, count in counts.items():
+                self._agent_rows.setdefault(agent, (count < bound, _RECOUNT))
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """FTS5 candidates matching any of ``terms``, best BM25 first (score = -bm25, higher is better)."""
@@ -136,7 +156,7 @@ class SQLiteSearch:
             narrow = (flt.users is not None or flt.sessions is not None) and not self._broad_scope(conn, flt)
             only: _I64 | None
             if narrow and self._user_scope(flt):
-                only = self._user_rids(conn, flt)
+                only = self._tenant_rows.get(conn, self._user_key(flt))[0]
             else:
                 only = self._scope_rids(conn, flt) if narrow else None
             # The same terms and BM25 ranking FTS5 would make (see engramdb.storage._kw_index), then the filter.
@@ -149,10 +169,7 @@ class SQLiteSearch:
                 # One tenant among many: the global head would hold few of its rows, and FTS5 would then
                 # rank every match with the filter (~50-90 ms at 100k over 50 or 1,000 agents). Rank among
                 # the rows it may read instead (the same scores; the filter then applies to that head).
-                agent, shared = flt.agent, flt.include_shared
-                only = self._tenant_rows.get(
-                    conn, agent, shared=shared, gather=lambda: self._tenant_rids(conn, agent, shared=shared)
-                )
+                only = self._tenant_rows.get(conn, Scope(flt.agent, flt.include_shared))[0]
             ranked = self.keyword_index.rank(conn, terms, head=head, budget=budget, only=only)
             if ranked is not None:
                 found = self._filtered_head(conn, ranked, f, limit=limit)
@@ -182,21 +199,6 @@ class SQLiteSearch:
                 ).fetchall()
         return [Candidate(memory_id, -float(rank)) for memory_id, rank in rows]
 
-    @staticmethod
-    def _tenant_rids(conn: sqlite3.Connection, agent: str, *, shared: bool) -> _I64:
-        """Every row ``agent`` may read before the rest of the filter: its own and, with ``shared``, others'
-        public or shared ones. A superset of the filter's rows (the head is filtered after), read from the
-        indexes alone: the agent's own rows without a row lookup each (~0.5 ms for 2,000 rows, not ~10)."""
-        parts = ["SELECT rid FROM memories WHERE agent = ?"]
-        params = [agent]
-        if shared:
-            parts += [
-                "SELECT rid FROM memories WHERE visibility = 'public' AND agent != ?",
-                "SELECT m.rid FROM shares s JOIN memories m ON m.id = s.memory_id WHERE s.to_agent IN (?, '*')",
-            ]
-            params += [agent, agent]
-        return SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params)
-
     def _broad_scope(self, conn: sqlite3.Connection, flt: Filter) -> bool:
         """Whether a user-scoped read admits a large share of the agent's rows (one user holding most of them):
         at least ``_BROAD_SCOPE_ROWS`` and a quarter of the agent's own, so a head of ``4 x limit`` of the agent's
@@ -213,14 +215,15 @@ class SQLiteSearch:
         for user in dict.fromkeys(flt.users):
             # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
             by_user = "user_id IS NULL" if user is None else "user_id = ?"
-            args = (flt.agent, *(() if user is None else (user,)), _SELECTIVE_ROWS - scope)
+            args = (flt.agent, *(() if user is None else (user,)), _KEPT_SCOPE_ROWS - scope)
             sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? AND {by_user} LIMIT ?)"
             scope += int(conn.execute(sql, args).fetchone()[0])
-            if scope >= _SELECTIVE_ROWS:
+            if scope >= _KEPT_SCOPE_ROWS:
                 break
-        # Past _SELECTIVE_ROWS gathering the keys is dear whatever the agent's size (~3 us each): broad.
+        # A small share of a large agent's rows (one user of 50 at 1M: 20,000 of 1M) is not broad: a head of the
+        # agent's rows would seldom hold `limit` of them; its keys are kept instead (see _user_key).
         broad = scope >= _BROAD_SCOPE_ROWS
-        if broad and scope < _SELECTIVE_ROWS:
+        if broad and scope < _KEPT_SCOPE_ROWS:
             (own,) = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? LIMIT ?)", (flt.agent, 4 * scope + 1)
             ).fetchone()
@@ -232,30 +235,18 @@ class SQLiteSearch:
 
     @staticmethod
     def _user_scope(flt: Filter) -> bool:
-        """Whether ``flt`` scopes an agent's read by user only (no thread): see _user_rids."""
+        """Whether ``flt`` scopes an agent's read by user only (no thread): see _user_key."""
         return flt.agent is not None and flt.users is not None and flt.sessions is None
 
     @staticmethod
-    def _user_rids(conn: sqlite3.Connection, flt: Filter) -> _I64:
-        """A superset of the keys a user-scoped read admits, from the (agent, user) index alone: the agent's rows
-        of the admitted users, and (``include_shared``) others' public and shared rows. The rest of the filter
-        (validity, kinds, dates) applies to the head after; unlike _scope_rids no row is looked up (a user's
-        2,000 rows among 100k: ~30 ms with a lookup each under load, ~1 ms from the index)."""
-        parts: list[str] = []
-        params: list[Any] = []
-        for user in dict.fromkeys(flt.users or ()):
-            # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
-            parts.append(
-                f"SELECT rid FROM memories WHERE agent = ? AND {'user_id IS NULL' if user is None else 'user_id = ?'}"
-            )
-            params += [flt.agent, *(() if user is None else (user,))]
-        if flt.include_shared:
-            parts += [
-                "SELECT rid FROM memories WHERE visibility = 'public' AND agent != ?",
-                "SELECT m.rid FROM shares s JOIN memories m ON m.id = s.memory_id WHERE s.to_agent IN (?, '*')",
-            ]
-            params += [flt.agent, flt.agent]
-        return np.unique(SQLiteSearch._rids(conn, " UNION ALL ".join(parts), params))
+    def _user_key(flt: Filter) -> Scope:
+        """The kept key set of a user-scoped read (see _user_scope): the rows of the agent's admitted users and, with
+        ``include_shared``, others' public and shared rows of those users; without superseded values unless the
+        read asks for the past (see engramdb.storage._tenant_rows)."""
+        assert flt.agent is not None
+        assert flt.users is not None
+        current = flt.as_of is None and not flt.superseded
+        return Scope(flt.agent, flt.include_shared, tuple(dict.fromkeys(flt.users)), current=current)
 
     @staticmethod
     def _admitted(conn: sqlite3.Connection, ids: Sequence[str], f: FilterSQL) -> set[str]:
@@ -330,17 +321,22 @@ class SQLiteSearch:
             # The cache knows agent, kind and visibility only: a scope's rows come from SQL. A user's are a
             # superset read from the (agent, user) index alone, the head filtered after (as a broad scope's).
             by_user = flt.scoped and not broad and self._user_scope(flt)
+            # A user's kept rows are exact (see _user_key) but for what the index filters itself (kinds) and what
+            # _restricted_rids adds (tags, ids, dates): then the index's answer needs no check in SQL.
+            exact = by_user and flt.metadata is None and flt.as_of is None and not flt.superseded
+            only_key: object = None
             if broad or by_user:
                 only = self._restricted_rids(conn, flt)
                 if by_user:
-                    users = self._user_rids(conn, flt)
+                    users, users_key = self._tenant_rows.get(conn, self._user_key(flt))
+                    only_key = users_key if only is None else None
                     only = users if only is None else np.intersect1d(users, only, assume_unique=True)
             else:
                 only = self._scope_rids(conn, flt) if flt.scoped else self._restricted_rids(conn, flt)
             if flt.as_of is not None or flt.superseded:
                 past = self._past_candidates(conn, query, filter_sql(flt), limit=limit)
 
-        def search(rids: _I64 | None, k: int, depth: int | None = None) -> list[tuple[str, float]]:
+        def search(rids: _I64 | None, k: int, depth: int | None = None, key: object = None) -> list[tuple[str, float]]:
             # The scan runs under the index's own lock, not the connection's: a keyword query of
             # another thread (the same search's, see retrieval.hybrid) proceeds meanwhile.
             return self._index.search(
@@ -352,9 +348,12 @@ class SQLiteSearch:
                 kinds=flt.kinds,
                 only_rids=rids,
                 depth=depth,
+                only_key=key,
             )
 
-        if broad or by_user:
+        if exact:
+            found = search(only, limit, key=only_key)
+        elif broad or by_user:
             # A scope admitting most of the agent's rows: gathering their keys (~100k at 100k) costs more than
             # the search; a user's rows scattered among others' cost a row lookup each (~15 us under load) for
             # the rest of the filter. Search a superset, keep the head's rows the whole filter admits; if `limit`

@@ -1,104 +1,241 @@
-"""Each agent's readable rows for the keyword channel's plan, gathered once and reused while none can have joined.
+"""Each tenant's readable rows for both search channels, gathered once and reused while none can have joined.
 
-An agent owning a minority of a store's rows has its keyword search ranked among them (see
-``SQLiteSearch.keyword_candidates``). Gathering those keys from the agent's index costs about 0.4 us a row:
-7 ms per search for an agent of 20,000 rows among a million (bench/RESULTS.md, issue 27, fourth round),
-twice the ranking itself. The set is a superset the ranked head is filtered after, so a stale set only
-costs when it *misses* rows; rows join an agent's readable set only through
+A tenant owning a minority of a store's rows has its searches ranked among them (see
+``SQLiteSearch.keyword_candidates`` and ``vector_candidates``). Gathering those keys from the indexes costs
+about 0.4 us a row: 7 ms per search for an agent of 20,000 rows among a million (bench/RESULTS.md, issue 27,
+fourth round), twice the keyword ranking itself. So the sets are kept, valid while the store's counters read
+the same:
 
-* a new memory (``max(rid)`` grows: ``rid`` is AUTOINCREMENT, never reused),
-* a memory moved to the agent or made public (the ``vec_epoch`` trigger on agent, kind and visibility),
-* a share (``share_epoch``),
+* ``max(rid)``: a new memory (``rid`` is AUTOINCREMENT, never reused);
+* ``vec_epoch``: a memory moved to another agent, another kind or visibility, a vector replaced or forgotten;
+* ``share_epoch``: a share given or withdrawn;
+* ``scope_epoch`` (user scopes only): a memory moved to another user or thread, or superseded.
 
-so the set is reused for as long as those three read the same, and when only ``max(rid)`` moved (memories
-were added: a server's steady state) the agent's new rows are added to it, read by key range. Rows that
-left it (forgotten, moved away) fail the filter applied to the head, as they would in a freshly gathered set.
+Each is moved by a trigger, whoever writes (another process, plain SQL). When only ``max(rid)`` moved (memories
+were added: a server's steady state) the scope's new rows are added to its set, read by key range. At open,
+:meth:`TenantRows.prefill` gathers every minority agent's set in one pass on a connection of its own, so an
+agent's first search does not pay it (7-19 ms at 1M over 50 agents, issue 27 fifth round).
+
+An agent's set (:attr:`Scope.users` None) is a superset: its own rows of any user and validity and, with
+``shared``, others' public and shared ones; the rest of the filter applies to the ranked head. A user scope's set
+is exact for everything but kinds, tags, dates and metadata: the rows of the agent's admitted users and (with
+``shared``) others' public and shared rows of those users, without superseded values when ``current``; the
+vector channel trusts it as its filter (kinds are the index's own) and skips checking each row in SQL.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.storage._ann_exact import distinct
 from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64
 
-__all__ = ["TenantRows"]
+__all__ = ["Scope", "TenantRows", "gather_rids"]
 
-#: Keys kept over all agents (8 bytes each: 16 MB), least recently used dropped first.
+#: Keys kept over all scopes (8 bytes each: 16 MB), least recently used dropped first.
 _MAX_KEYS: Final = 2_000_000
+
+#: Prefill reads others' public and shared rows once for all agents; past this many it leaves the sets to searches.
+_PREFILL_OPEN_ROWS: Final = 100_000
 
 _COUNTERS_SQL: Final = (
     "SELECT (SELECT max(rid) FROM memories), (SELECT value FROM meta WHERE key = 'vec_epoch'), "
-    "(SELECT value FROM meta WHERE key = 'share_epoch')"
+    "(SELECT value FROM meta WHERE key = 'share_epoch'), (SELECT value FROM meta WHERE key = 'scope_epoch')"
 )
 
 _Token = tuple[object, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose rows a set holds (see the module): an agent's readable rows, or those of some of its users."""
+
+    agent: str
+    shared: bool
+    #: The admitted users (None in it: rows of no user); None: every row of the agent's (a superset).
+    users: tuple[str | None, ...] | None = None
+    #: Leave superseded values out (a read of what is true now); user scopes only.
+    current: bool = False
+
+
+def _users_sql(users: tuple[str | None, ...], column: str) -> tuple[str, list[Any]]:
+    """``column`` among ``users`` (None: NULL), OR-ed so each arm can use the (agent, user) index."""
+    names = [u for u in dict.fromkeys(users) if u is not None]
+    arms = [f"{column} IS NULL"] if None in users else []
+    arms += [f"{column} = ?"] * len(names)
+    return f"({' OR '.join(arms) or '0'})", names
+
+
+def _rids(conn: sqlite3.Connection, sql: str, params: list[Any]) -> I64:
+    return _parsed(conn, f"SELECT group_concat(rid) FROM ({sql})", params)
+
+
+def _parsed(conn: sqlite3.Connection, sql: str, params: list[Any]) -> I64:
+    # One joined string parsed in C: a Python object per row costs ~0.6 us, 1 ms at 2,000 rows.
+    (joined,) = conn.execute(sql, params).fetchone()
+    if not joined:
+        return np.zeros(0, dtype=np.int64)
+    return np.fromstring(str(joined), dtype=np.int64, sep=",")
+
+
+def gather_rids(conn: sqlite3.Connection, scope: Scope) -> I64:
+    """``scope``'s rows (see the module), read from the indexes: the agent's own without a row lookup each
+    (~0.5 ms for 2,000 rows, not ~10); sorted, each once, for a user scope."""
+    agent = scope.agent
+    if scope.users is None:
+        parts = ["SELECT rid FROM memories WHERE agent = ?"]
+        params: list[Any] = [agent]
+        if scope.shared:
+            parts += [
+                "SELECT rid FROM memories WHERE visibility = 'public' AND agent != ?",
+                "SELECT m.rid FROM shares s JOIN memories m ON m.id = s.memory_id WHERE s.to_agent IN (?, '*')",
+            ]
+            params += [agent, agent]
+        return _rids(conn, " UNION ALL ".join(parts), params)
+    parts, params = [], []
+    for user in dict.fromkeys(scope.users):
+        # One arm per user: (agent, user_id) is an index, so the keys come without reading a row.
+        by_user = "user_id IS NULL" if user is None else "user_id = ?"
+        parts.append(f"SELECT rid FROM memories WHERE agent = ? AND {by_user}")
+        params += [agent, *(() if user is None else (user,))]
+    if scope.shared:
+        users, names = _users_sql(scope.users, "m.user_id")
+        valid = " AND m.valid_until IS NULL" if scope.current else ""
+        parts += [
+            f"SELECT m.rid FROM memories m WHERE m.visibility = 'public' AND m.agent != ? AND {users}{valid}",
+            "SELECT m.rid FROM shares s JOIN memories m ON m.id = s.memory_id "
+            f"WHERE s.to_agent IN (?, '*') AND {users}{valid}",
+        ]
+        params += [agent, *names, agent, *names]
+    rids = distinct(_rids(conn, " UNION ALL ".join(parts), params))
+    if scope.current:
+        # The agent's superseded values, from their partial index (few: one per change of a keyed fact).
+        past = _rids(conn, "SELECT rid FROM memories WHERE agent = ? AND valid_until IS NOT NULL", [agent])
+        if past.size:
+            rids = rids[~np.isin(rids, past)]
+    return rids
+
+
+def _newer_rids(conn: sqlite3.Connection, scope: Scope, *, after: object) -> I64:
+    """``scope``'s keys above ``after`` (a share of a new memory moves ``share_epoch``: never this way)."""
+    # Unary + keeps SQLite off the agent's index: the key range is the narrow side.
+    visible = "(+agent = ? OR +visibility = 'public')" if scope.shared else "+agent = ?"
+    params: list[Any] = [after, scope.agent]
+    sql = f"SELECT group_concat(rid) FROM memories WHERE rid > ? AND {visible}"
+    if scope.users is not None:
+        users, names = _users_sql(scope.users, "+user_id")
+        sql += f" AND {users}"
+        params += names
+        if scope.current:
+            sql += " AND +valid_until IS NULL"
+    return _parsed(conn, sql, params)
+
+
 class TenantRows:
-    """Gathered key sets by (agent, shared), valid while the store's token reads the same (see the module)."""
+    """Gathered key sets by :class:`Scope`, valid while the store's counters read the same (see the module)."""
 
     def __init__(self, *, max_keys: int = _MAX_KEYS) -> None:
-        self._sets: dict[tuple[str, bool], tuple[_Token, I64]] = {}
+        self._sets: dict[Scope, tuple[_Token, I64]] = {}
         self._keys = 0
         self._max_keys = max_keys
+        # Searches use the sets under the store's lock, prefill offers them from its own thread: the dict is
+        # changed under this one.
+        self._guard = threading.Lock()
 
     def clear(self) -> None:
         """Forget every set (the store closed)."""
-        self._sets.clear()
-        self._keys = 0
+        with self._guard:
+            self._sets.clear()
+            self._keys = 0
+
+    def prefill(self, conn: sqlite3.Connection, *, bound: int) -> dict[str, int]:
+        """Gather the default read's set (``shared``) of every agent owning fewer than ``bound`` rows, in one read
+        transaction on ``conn`` (the caller's own connection, on a background thread), smallest agents first
+        while the bound on kept keys allows; kept unless a search kept one meanwhile. Returns each agent's rows.
+        Others' public and shared rows are read once for all agents (skipped when they alone are many)."""
+        conn.execute("BEGIN")
+        try:
+            counters: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())[:3]
+            counts = {str(a): int(c) for a, c in conn.execute("SELECT agent, count(*) FROM memories GROUP BY agent")}
+            public = conn.execute("SELECT agent, rid FROM memories WHERE visibility = 'public'").fetchall()
+            shared = conn.execute(
+                "SELECT s.to_agent, m.rid FROM shares s JOIN memories m ON m.id = s.memory_id"
+            ).fetchall()
+            if len(public) + len(shared) > _PREFILL_OPEN_ROWS:
+                return counts
+            # Agents by number (-1: everyone), so each agent's share of those rows is picked out in numpy.
+            number = {agent: i for i, agent in enumerate(counts)}
+            pub_owner = np.array([number.get(owner, -2) for owner, _ in public], dtype=np.int64)
+            pub_rids = np.array([rid for _, rid in public], dtype=np.int64)
+            to = np.array([-1 if a == "*" else number.get(a, -2) for a, _ in shared], dtype=np.int64)
+            to_rids = np.array([rid for _, rid in shared], dtype=np.int64)
+            budget = self._max_keys
+            for agent in sorted((a for a, c in counts.items() if c < bound), key=counts.__getitem__):
+                if counts[agent] + len(public) + len(shared) > budget:
+                    break
+                own = _rids(conn, "SELECT rid FROM memories WHERE agent = ?", [agent])
+                # As gather_rids orders them: its own, others' public rows, rows shared with it or everyone.
+                i = number[agent]
+                rids = np.concatenate([own, pub_rids[pub_owner != i], to_rids[(to == i) | (to == -1)]])
+                rids.flags.writeable = False
+                budget -= rids.size
+                with self._guard:
+                    if Scope(agent, shared=True) not in self._sets:
+                        self._remember(Scope(agent, shared=True), counters, rids)
+        finally:
+            conn.execute("COMMIT")
+        return counts
 
     def get(
-        self,
-        conn: sqlite3.Connection,
-        agent: str,
-        *,
-        shared: bool,
-        gather: Callable[[], I64],
-    ) -> I64:
-        """``agent``'s readable keys: the cached set while still valid, else ``gather()`` (then kept)."""
-        token: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())
-        key = (agent, shared)
-        found = self._sets.pop(key, None)
-        if found is not None:
-            self._keys -= found[1].size
-            if found[0] == token:
-                self._remember(key, token, found[1])
-                return found[1]
-            if found[0][1:] == token[1:] and token[0] is not None:
-                # Only new memories since (the epochs read the same): add the agent's among them, read by key
-                # range (as many rows as were written since, not the agent's whole set).
-                rids = np.concatenate([found[1], self._newer(conn, agent, shared=shared, after=found[0][0] or 0)])
-                rids.flags.writeable = False
-                self._remember(key, token, rids)
-                return rids
-        rids = gather()
+        self, conn: sqlite3.Connection, scope: Scope, *, gather: Callable[[], I64] | None = None
+    ) -> tuple[I64, tuple[object, ...]]:
+        """``scope``'s keys (the kept set while valid, else ``gather()``, by default :func:`gather_rids`, then
+        kept) and a key naming exactly this set (for caches of what is derived from it). Read it inside the read
+        transaction the caller searches in, so the set and the data it filters are of one commit."""
+        counters: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())
+        # An agent's superset does not depend on users or validity: those moving must not cost it a gathering.
+        token = counters if scope.users is not None else counters[:3]
+        with self._guard:
+            found = self._sets.pop(scope, None)
+            if found is not None:
+                self._keys -= found[1].size
+                if found[0] == token:
+                    self._remember(scope, token, found[1])
+                    return found[1], (scope, token)
+        if found is not None and found[0][1:] == token[1:] and token[0] is not None:
+            # Only new memories since (the epochs read the same): add the scope's among them, read by key
+            # range (as many rows as were written since, not the scope's whole set).
+            newer = _newer_rids(conn, scope, after=found[0][0] or 0)
+            if scope.users is not None and found[1].size:
+                # Kept sorted and each once: a set gathered after its counters were read may hold some already.
+                newer = newer[newer > found[1][-1]]
+            rids = np.concatenate([found[1], newer])
+            rids.flags.writeable = False
+            with self._guard:
+                self._remember(scope, token, rids)
+            return rids, (scope, token)
+        rids = gather() if gather is not None else gather_rids(conn, scope)
         rids.flags.writeable = False  # shared between searches: nobody may change it
-        self._remember(key, token, rids)
-        return rids
+        with self._guard:
+            self._remember(scope, token, rids)
+        return rids, (scope, token)
 
-    @staticmethod
-    def _newer(conn: sqlite3.Connection, agent: str, *, shared: bool, after: object) -> I64:
-        """Keys above ``after`` that ``agent`` may read (its own; with ``shared``, public ones too: a share of a
-        new memory moves ``share_epoch``, so it never comes this way)."""
-        # Unary + keeps SQLite off the agent's index: the key range is the narrow side.
-        visible = "+agent = ? OR +visibility = 'public'" if shared else "+agent = ?"
-        (joined,) = conn.execute(
-            f"SELECT group_concat(rid) FROM memories WHERE rid > ? AND ({visible})", (after, agent)
-        ).fetchone()
-        if not joined:
-            return np.zeros(0, dtype=np.int64)
-        return np.array(str(joined).split(","), dtype=np.int64)
-
-    def _remember(self, key: tuple[str, bool], token: _Token, rids: I64) -> None:
+    def _remember(self, scope: Scope, token: _Token, rids: I64) -> None:
+        """Keep ``rids`` (under the guard)."""
+        replaced = self._sets.pop(scope, None)
+        if replaced is not None:
+            self._keys -= replaced[1].size
         if rids.size > self._max_keys:
             return
         while self._sets and self._keys + rids.size > self._max_keys:
             oldest = next(iter(self._sets))
             self._keys -= self._sets.pop(oldest)[1].size
-        self._sets[key] = (token, rids)  # most recently used last
+        self._sets[scope] = (token, rids)  # most recently used last
         self._keys += rids.size

@@ -448,6 +448,7 @@ class VectorIndex:
         kinds: Sequence[str] | None = None,
         only_rids: _I64 | None = None,
         depth: int | None = None,
+        only_key: object = None,
     ) -> list[tuple[str, float]]:
         """Top ``limit`` (id, cosine) pairs, best first, among rows passing the filter.
 
@@ -455,13 +456,14 @@ class VectorIndex:
         (when ``include_public``), or their rid is in ``also_rids``; and their kind is
         in ``kinds`` (when given) and their rid in ``only_rids`` (when given). ``depth``: how many rows the
         8-bit codes put first are re-ranked on their float32 vectors (default :func:`rerank_depth` of ``limit``;
-        never fewer than ``limit``).
+        never fewer than ``limit``). ``only_key``: a name for ``only_rids`` and ``also_rids`` together, under
+        which the filter's mask over the index's rows is kept for the next search naming them.
         """
         if len(self) == 0 or limit <= 0:
             return []
         if query.shape != (self.dim,):
             raise ValidationError(f"query vector has dimension {query.shape[-1]}, the store's vectors have {self.dim}")
-        flt = RowFilter(agent, include_public, also_rids, kinds, only_rids)
+        flt = RowFilter(agent, include_public, also_rids, kinds, only_rids, only_key)
         base = self._base
         if base is None:
             found = self._exact.search(query, limit=limit, flt=flt)
@@ -490,20 +492,27 @@ class VectorIndex:
             return mask, base.n if mask is None else int(np.count_nonzero(mask))
 
         cacheable = MaskCache.cacheable(flt)
-        key = (base.version, flt.agent, flt.include_public)
-        mask, passing = base.masks.get(key, make) if cacheable else make()
+        key = (base.version, flt.agent, flt.include_public, flt.only_key)
         rows: _I64
         scores: _F32
-        if passing == 0:
-            rows, scores = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        elif passing <= _EXACT_ROWS or passing <= limit:
-            rows, scores = self._scan(base, query, mask, limit, depth)
+        if flt.only_rids is not None and flt.only_rids.size <= _EXACT_ROWS:
+            # A short key set (one user's rows): its rows looked up by key and tested alone, not a mask of every row.
+            found = flt.rows(
+                base.rows_of_rids(flt.only_rids), base, agent_codes=self._codes_agent, kind_codes=self._codes_kind
+            )
+            rows, scores = base.scan(query, found, limit, depth)
         else:
-            # Re-rank a deeper head than asked exactly: the 8-bit codes' order near the cut-off is the least sure.
-            allowed = None if passing == base.n else mask
-            rows, scores = base.search(query, depth, allowed, passing, key=key if cacheable else None)
-            if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
+            mask, passing = base.masks.get(key, make) if cacheable else make()
+            if passing == 0:
+                rows, scores = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+            elif passing <= _EXACT_ROWS or passing <= limit:
                 rows, scores = self._scan(base, query, mask, limit, depth)
+            else:
+                # Re-rank a deeper head than asked exactly: the 8-bit codes' order near the cut-off is the least sure.
+                allowed = None if passing == base.n else mask
+                rows, scores = base.search(query, depth, allowed, passing, key=key if cacheable else None)
+                if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
+                    rows, scores = self._scan(base, query, mask, limit, depth)
         merged = [(base.id_of(int(r)), float(s)) for r, s in zip(rows[:limit], scores[:limit], strict=True)]
         merged += self._exact.search(query, limit=limit, flt=flt)
         merged.sort(key=lambda pair: -pair[1])

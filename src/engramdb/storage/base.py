@@ -145,12 +145,16 @@ class Candidate:
     """A memory id found by one retrieval channel, with that channel's raw score (higher is better).
 
     A channel that reads the memory's row anyway may carry it (``memory``, as ``MemoryRepo.get_many`` under the
-    same filter would return it): the search then does not read it again (PostgreSQL: one round trip fewer).
+    same filter would return it): the search then does not read it again (PostgreSQL: one round trip fewer). A
+    keyword channel may likewise carry the memory's stored vector of model ``vector_model`` (``VectorRepo.get``'s):
+    a keyword-only hit's cosine to the question then needs no read either.
     """
 
     id: str
     score: float
     memory: Memory | None = field(default=None, compare=False, repr=False)
+    vector: Vectors | None = field(default=None, compare=False, repr=False)
+    vector_model: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,9 +18,9 @@ other threads keep their own connections.
 * keywords: a generated ``tsvector`` (English stemming over content and tags) with a GIN
   index, and a second one keyed by agent (btree_gin) for an agent's own matches; terms are
   OR-ed and ranked by ``ts_rank_cd`` (higher is better). Ranking reads every
-  selected row, so on a large store the planner's statistics decide which terms select rows:
-  the rarest ones, up to about ``KEYWORD_RANK_ROWS`` matches together; commoner terms only add
-  to the rank (see :meth:`PgSearch.keyword_candidates`).
+  selected row, so on a large store the terms' frequencies (a sample of the store, ``_pg_terms``)
+  decide which terms select rows: the rarest ones, up to about ``KEYWORD_RANK_ROWS`` of the reader's
+  matches together; commoner terms only add to the rank (see :meth:`PgSearch.keyword_candidates`).
 * vectors: pgvector ``<=>`` cosine distance, score ``1 - distance``. The table is hash-partitioned by agent
   (schema step 5), each partition with its own HNSW graph per model: an agent's search reads its partition's graph
   (``v.agent = reader`` prunes to it) and, apart, the other agents' public and shared rows, exactly when they are
@@ -30,6 +30,9 @@ other threads keep their own connections.
   filters still fill the top ``k``) at a recall@10 of about 0.99 instead of 1, except for a reader owning a small
   share of its partition, scanned exactly (see :meth:`PgSearch._plan`). One round trip: the HNSW settings are
   pipelined with the search, and the current model is cached and checked by the search statement itself.
+* new vectors (schema step 6): written to ``vectors_staged``, a small table without a vector index that searches
+  scan exactly in the same statement, and folded into the graphs in batches by one mover per store (a thread of
+  every instance, one at a time by an advisory lock; ``pg_vector_mover``): see ``_pg_staging``.
 * statistics: searches run ANALYZE in the background when a bulk load left them behind (``_pg_analyze``).
 * visibility: statements that gather rows through indexes (keyword matches, the exact vector scan, counts)
   spell the agent filter so the planner can answer it from indexes too (see ``_pg_sql.filter_sql``); the
@@ -73,6 +76,7 @@ from engramdb.storage._pg_sql import (
     one_of,
     pg_statement,
 )
+from engramdb.storage._pg_staging import StagedMover, wait_for_room
 from engramdb.storage.base import Filter, Store, Vectors
 
 if TYPE_CHECKING:
@@ -158,12 +162,16 @@ def _configure(conn: Raw) -> None:
 class PostgresBackend:
     """The PostgreSQL :class:`~engramdb.storage._dialect.Dialect`: a connection pool, transactions, pgvector."""
 
-    for_update: Final = " FOR UPDATE"
+    # Not FOR UPDATE: the vector mover holds its memories' key-share lock for a batch (the foreign key of the rows it
+    # inserts), which a read-modify-write of other columns need not wait for; writers still queue on each other.
+    for_update: Final = " FOR NO KEY UPDATE"
     concurrent_reads: Final = True
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "embedding"
     #: Schema step 5: ``vectors`` is partitioned by agent (each agent's search reads one HNSW graph).
     vectors_by_agent: Final = True
+    #: Schema step 6: new vectors are staged, then folded into ``vectors`` by one mover (``_pg_staging``).
+    vector_tables: Final = ("vectors_staged", "vectors")
 
     def __init__(
         self,
@@ -203,10 +211,18 @@ class PostgresBackend:
             self._pool.close()
             self._pool = None
             raise StorageError(f"{self.location}: cannot open a connection pool ({exc})") from exc
+        mover = settings.pg_vector_mover if settings is not None else True
+        self._mover = StagedMover(self._mover_connection) if mover else None
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:
-        """Close every pooled connection (idempotent); further calls raise StorageError."""
+        """Close every pooled connection (idempotent); further calls raise StorageError.
+
+        A mover's batch under way is rolled back (its vectors stay staged for the next mover).
+        """
+        mover, self._mover = self._mover, None
+        if mover is not None:
+            mover.close()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
@@ -248,6 +264,12 @@ class PostgresBackend:
                     yield conn
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._translate(exc) from exc
+
+    @contextmanager
+    def _mover_connection(self) -> Iterator[Raw]:
+        """A pooled connection for a batch of the vector mover (its thread never holds a write of the store's)."""
+        with self._require_pool().connection() as conn:
+            yield conn
 
     @contextmanager
     def _writing(self) -> Iterator[Raw]:
@@ -325,15 +347,18 @@ class PostgresBackend:
     def background_turn(self) -> None:
         """See :meth:`Dialect.background_turn`: an advisory lock held until the commit.
 
-        Each process's vector worker inserts into the HNSW graph; 4 of them at once kept 2.7 sessions on the
-        cores of a 2-core server and searches ran at 3x their idle latency (bench/RESULTS.md, issue 26). One
-        at a time, a waiting worker's queue grows meanwhile and its next batch takes more at once.
+        One background vector write at a time per store, and (schema step 6) only while the staged vectors are
+        fewer than :data:`~engramdb.storage._pg_staging.STAGED_CAP`: searches scan them exactly, so their cost
+        stays bounded while the mover catches up; the worker's queue grows meanwhile and its next batch takes more
+        at once (memories waiting there are stored and keyword-searchable). Without a mover at work the wait ends
+        after :data:`~engramdb.storage._pg_staging.ROOM_WAIT` seconds.
         """
         conn: Raw | None = getattr(self._local, "conn", None)
         if conn is None:
             raise StorageError("background_turn() needs an open atomic() block")
         try:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_BACKGROUND,))
+            wait_for_room(conn)
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
 
@@ -368,6 +393,13 @@ class PostgresBackend:
         numbers: npt.ArrayLike = value.to_numpy() if hasattr(value, "to_numpy") else value
         return numbers
 
+    def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """See :meth:`Dialect.fetch_vectors`: binary results. In text, the server prints every float of a vector
+        and pgvector parses it back: 2.9 ms for 5 vectors of 384 dimensions, 0.26 ms in binary (100k store, load 7;
+        bench/RESULTS.md, issue 26, fourth round)."""
+        with self.reading() as conn:
+            return conn.execute(pg_statement(statement), params, binary=True).fetchall()
+
     # -- the Dialect: hooks inside a write --------------------------------------------------
     def insert_new(self, conn: Conn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """COPY in a savepoint: a concurrent insert of the same id is bad input, not a broken transaction."""
@@ -387,13 +419,19 @@ class PostgresBackend:
         self._ensure_vector_index(self._pinned(), model_id, dim)
 
     def vectors_written(self, memories: Sequence[Memory], unit: npt.NDArray[np.float32], *, model_id: str) -> None:
-        """Nothing to keep in step: searches run in the database."""
+        """Nothing to keep in step (searches run in the database); the mover looks for the staged rows soon."""
+        if self._mover is not None:
+            self._mover.nudge()
 
     def vector_removed(self, memory_id: str) -> None:
         """Nothing to keep in step: searches run in the database."""
 
     def attributes_changed(self, memory_id: str, *, kind: str, visibility: str) -> None:
-        """Nothing to keep in step: searches run in the database."""
+        """A staged vector's ``open`` flag follows its memory's visibility (searches of other agents read it)."""
+        self._pinned().execute(
+            "UPDATE vectors_staged SET open = %s WHERE memory_id = %s AND open <> %s",
+            (visibility != "private", memory_id, visibility != "private"),
+        )
 
     def forgotten(self) -> None:
         """Nothing beyond the SQL: the row and its ``tsvector`` are gone; (auto)vacuum reclaims the space."""

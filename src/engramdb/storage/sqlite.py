@@ -126,6 +126,7 @@ class SQLiteBackend:
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "vec"
     vectors_by_agent: Final = False
+    vector_tables: Final = ("vectors",)
 
     def __init__(
         self,
@@ -426,6 +427,11 @@ class SQLiteBackend:
     def decode_vector(value: Any) -> npt.ArrayLike:
         """A float32 blob as numbers."""
         return np.frombuffer(value, dtype=np.float32)
+
+    def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """See :meth:`Dialect.fetch_vectors` (blobs already are)."""
+        with self.read() as conn:
+            return list(conn.execute(statement, params).fetchall())
 
     # -- the Dialect: hooks inside a write --------------------------------------------------
     @staticmethod

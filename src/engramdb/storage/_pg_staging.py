@@ -1,0 +1,204 @@
+"""New vectors of a PostgreSQL store: staged in a small table, folded into the HNSW graphs by one mover.
+
+A vector write (the background worker's, or a checked memory's in its writer's transaction) inserts into
+``vectors_staged`` (schema step 6): a plain table with no vector index, so the write costs a row, not an HNSW
+insert. Searches scan the staged rows exactly beside the graphs, in the same statement
+(``_pg_nearest.vector_branches``): a memory is found by meaning as soon as its vector is committed.
+
+:class:`StagedMover` folds them into the agent-partitioned ``vectors`` and its HNSW graphs: a thread per store
+instance, of which one at a time per store moves (a transaction-scoped advisory lock, so every process may run one
+and a crashed one's turn passes on), in batches of up to :data:`MOVE_BATCH` rows, oldest first, grouped by agent (one
+partition's graph after another). One HNSW inserter per store instead of one per writer process: 4 inserting at
+once kept 2.7 sessions on the cores of a 2-core server and searches ran at 3x their idle time (bench/RESULTS.md,
+issue 26). Between batches the mover rests a share of the time its batch took (:data:`REST`), so that searches
+get the cores first during a burst of writes, unless the staged rows pile up past :data:`HIGH_WATER`.
+
+Nothing is lost: a batch is one transaction (the staged rows deleted and the graphs' rows inserted together), so a
+mover killed mid-batch, or a server crash before its commit, leaves the rows staged for the next one. A memory's
+vector is in exactly one of the two tables: writers replacing a vector delete the staged row first (waiting for a
+mover holding it) and then the folded one (``_memories.delete_vectors``); the mover takes the staged rows it moves
+with ``SKIP LOCKED`` and the memories' key-share lock, so it never waits for a writer, and a forget waits for its
+batch instead of deadlocking with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Final
+
+import psycopg
+
+from engramdb.errors import EngramError
+from engramdb.storage._pg_schema import LOCK_MOVER
+
+__all__ = [
+    "HIGH_WATER",
+    "MOVE_BATCH",
+    "REST",
+    "ROOM_WAIT",
+    "STAGED_CAP",
+    "StagedMover",
+    "move_batch",
+    "staged_rows",
+    "wait_for_room",
+]
+
+log = logging.getLogger("engramdb.vectors")
+
+Raw = psycopg.Connection[tuple[Any, ...]]
+
+#: Most staged rows one mover transaction folds into the graphs.
+MOVE_BATCH: Final = 1000
+#: After a batch, the mover waits this share of the time the batch took (while staged rows stay under HIGH_WATER).
+REST: Final = 0.5
+#: Staged rows past which background vector writes wait for the mover (``PostgresBackend.background_turn``): each
+#: search scans an agent's staged rows exactly, ~1 ms per 100 (bench/RESULTS.md, issue 26, third round of writes).
+STAGED_CAP: Final = 4_000
+#: Longest a background vector write waits for room in the staging table, seconds (no mover may be at work).
+ROOM_WAIT: Final = 10.0
+#: Staged rows past which the mover does not rest.
+HIGH_WATER: Final = STAGED_CAP
+#: How often an idle mover looks for staged rows (another process's writes), seconds.
+POLL: Final = 1.0
+#: After an error (the server restarting, a lost connection), seconds before the mover tries again.
+RETRY: Final = 5.0
+#: How often a background write waiting for room in the staging table looks again, seconds.
+_ROOM_POLL: Final = 0.1
+#: After a batch that emptied the staging table, seconds before the next look at least.
+_SETTLE: Final = 0.2
+
+# The rows to move, oldest first: skipped while a writer holds one (it replaces or deletes that vector) or its memory
+# (a forget, which then waits for this batch rather than deadlocking on the foreign key check of the insert).
+_TAKE: Final = (
+    "SELECT s.memory_id FROM vectors_staged s JOIN memories m ON m.id = s.memory_id ORDER BY s.seq LIMIT %s "
+    "FOR UPDATE OF s SKIP LOCKED FOR KEY SHARE OF m SKIP LOCKED"
+)
+# A vector replaced while its first one was being folded: the folded one goes (a memory has one vector).
+_DROP_FOLDED: Final = "DELETE FROM vectors WHERE memory_id = ANY(%s::text[])"
+_MOVE: Final = (
+    "WITH moved AS (DELETE FROM vectors_staged WHERE memory_id = ANY(%s::text[]) "
+    "RETURNING memory_id, agent, model_id, dim, embedding) "
+    "INSERT INTO vectors (memory_id, agent, model_id, dim, embedding) "
+    "SELECT memory_id, agent, model_id, dim, embedding FROM moved ORDER BY agent"
+)
+
+
+def staged_rows(conn: Raw) -> int:
+    """How many vectors are staged (not yet in the HNSW graphs)."""
+    row = conn.execute("SELECT count(*) FROM vectors_staged").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def wait_for_room(conn: Raw, *, cap: int = STAGED_CAP, timeout: float = ROOM_WAIT) -> None:
+    """Return once fewer than ``cap`` vectors are staged, or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while staged_rows(conn) >= cap and time.monotonic() < deadline:
+        time.sleep(_ROOM_POLL)
+
+
+def move_batch(conn: Raw, *, limit: int = MOVE_BATCH) -> int | None:
+    """Fold up to ``limit`` staged vectors into ``vectors`` in one transaction on ``conn`` (autocommit mode).
+
+    Returns how many were moved, or None when another mover holds the store's turn.
+    """
+    with conn.transaction():
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (LOCK_MOVER,)).fetchone()
+        if row is None or not row[0]:
+            return None
+        # Atomic either way: lost with the commit, the rows are still staged. Not waiting for the WAL flush of the
+        # HNSW inserts spares the writers' commits theirs.
+        conn.execute("SET LOCAL synchronous_commit = off")
+        ids = [str(r[0]) for r in conn.execute(_TAKE, (max(1, limit),)).fetchall()]
+        if not ids:
+            return 0
+        conn.execute(_DROP_FOLDED, (ids,))
+        cur = conn.execute(_MOVE, (ids,))
+        return max(0, cur.rowcount)
+
+
+class StagedMover:
+    """A daemon thread folding the store's staged vectors into the HNSW graphs (one mover per store at a time).
+
+    ``connection`` lends a connection of the store's pool for a batch (the process's connections stay bounded by its
+    pool). :meth:`nudge` after staging rows moves them without waiting for the next poll.
+    """
+
+    def __init__(
+        self,
+        connection: Callable[[], AbstractContextManager[Raw]],
+        *,
+        batch: int = MOVE_BATCH,
+        rest: float = REST,
+        high_water: int = HIGH_WATER,
+        poll: float = POLL,
+    ) -> None:
+        self._connection = connection
+        self._batch = max(1, batch)
+        self._rest = max(0.0, rest)
+        self._high_water = high_water
+        self._poll = poll
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._busy: Raw | None = None
+        self._lock = threading.Lock()
+        #: Rows this instance moved (for tests and benchmarks).
+        self.moved = 0
+        self._thread = threading.Thread(target=self._run, name="engramdb-vector-mover", daemon=True)
+        self._thread.start()
+
+    def nudge(self) -> None:
+        """Look for staged rows now (this process just staged some)."""
+        self._wake.set()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread: a batch under way is cancelled (rolled back: its rows stay staged). Idempotent."""
+        self._stopping.set()
+        self._wake.set()
+        with self._lock:
+            conn = self._busy
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.cancel()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                wait = self._step()
+            except (psycopg.Error, EngramError) as exc:
+                if self._stopping.is_set():
+                    break
+                log.debug("vector mover: %s (retrying in %.0f s)", exc, RETRY)
+                wait = RETRY
+            if wait > 0:
+                self._wake.wait(wait)
+                self._wake.clear()
+
+    def _step(self) -> float:
+        """Move one batch; how long to wait before the next."""
+        began = time.monotonic()
+        with self._connection() as conn:
+            with self._lock:
+                if self._stopping.is_set():
+                    return 0.0
+                self._busy = conn
+            try:
+                moved = move_batch(conn, limit=self._batch)
+                more = bool(moved) and moved == self._batch and staged_rows(conn) >= self._high_water
+            finally:
+                with self._lock:
+                    self._busy = None
+        if not moved:
+            return self._poll
+        self.moved += moved
+        if more:
+            return 0.0
+        rest = (time.monotonic() - began) * self._rest
+        # After emptying the table, a moment gathers more of what a burst of writes keeps staging.
+        return rest if moved == self._batch else max(rest, _SETTLE)
