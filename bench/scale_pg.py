@@ -607,6 +607,8 @@ def measure(
         t0 = time.perf_counter()
         exact_ms: list[float] = []
         rq = list(enumerate(queries[:recall_queries]))
+        if not rq:
+            continue  # --recall-queries 0: latencies only (the vector path measured before)
         if big:
             # The exact scan takes seconds per query at 1M: the same top 50, computed once per filter in numpy.
             truth.update({(fname, i): c for i, c in numpy_truth(url, [(make(i), qvecs[q]) for i, q in rq]).items()})

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import engramdb.models as models
@@ -98,3 +98,26 @@ def test_encode_rules() -> None:
     assert encode({"a": (1, at), "b": [None, "x"]}) == {"a": [1, "2026-11-27T12:00:00+00:00"], "b": [None, "x"]}
     check = models.HealthCheck(name="database", ok=True, detail="fine")
     assert encode([check]) == [check.to_dict()]
+
+
+PUBLIC = sorted(n for n in models.__all__ if callable(getattr(getattr(models, n), "to_dict", None)))
+#: Keys a rebuilt value writes differently, with the reason: a context's prompt is rendered again with the token
+#: counter of the process that rebuilt it (the server's tokenizer is not in the JSON).
+_RENDERED = {"Context": ("prompt", "prompt_tokens")}
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(data=st.data())
+def test_json_survives_from_dict(name: str, data: st.DataObject) -> None:
+    """What the remote client rebuilds from a value's JSON writes that JSON again (renamed or reshaped fields too)."""
+    cls = getattr(models, name)
+    value = data.draw(_values(cls))
+    try:
+        out = json.loads(json.dumps(value.to_dict()))
+    except EngramError:  # a value its own rules refuse to write (a context's negative token budget)
+        assume(False)
+    again = from_dict(cls, out).to_dict()
+    for key in _RENDERED.get(name, ()):
+        out.pop(key), again.pop(key)
+    assert json.dumps(again) == json.dumps(out)

@@ -3,12 +3,15 @@
 Importing numpy is a large share of an ``engram memory list`` that never touches a vector. The
 modules on every store's way (storage, embeddings, the write pipeline) therefore bind ``np`` to :data:`numpy`, a
 stand-in that imports the real module at its first attribute lookup and then holds its names, so later lookups
-cost what any module attribute costs. Type checkers see the real numpy: each user writes
+cost what any module attribute costs. Type checkers see the real numpy: a user writes
 
     if TYPE_CHECKING:
         import numpy as np
     else:
         from engramdb._lazy import numpy as np
+
+The storage modules take ``np`` and their array types from :mod:`engramdb.storage._arrays`, the one of them
+that does.
 """
 
 from __future__ import annotations

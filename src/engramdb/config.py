@@ -318,10 +318,10 @@ def _validated(settings: Settings) -> Settings:
     if settings.synchronous != settings.synchronous.upper():
         settings = dataclasses.replace(settings, synchronous=settings.synchronous.upper())
     kind = settings.embedder.split(":", 1)[0]
-    if kind not in ("local", "static", "sentence-transformers", "openai"):
+    if kind not in ("local", "static", "mpnet", "sentence-transformers", "openai"):
         raise ConfigError(
-            f"unknown embedder {settings.embedder!r}: use 'local', 'static', 'sentence-transformers:<model>' "
-            "or 'openai:<model>'"
+            f"unknown embedder {settings.embedder!r}: use 'local', 'static', 'mpnet', "
+            "'sentence-transformers:<model>' or 'openai:<model>'"
         )
     return settings
 

@@ -124,3 +124,17 @@ def test_a_small_share_of_the_agents_rows_is_not_broad(tmp_path: Path, monkeypat
         # u2 holds 60 of alice's 400 rows: a head of alice's rows would seldom hold enough of them.
         assert not search._broad_scope(conn, Filter(agent="alice", users=("u2",)))  # type: ignore[attr-defined]
         assert not search._broad_scope(conn, Filter(agent="alice", users=("u1",), sessions=("s1",)))  # type: ignore[attr-defined]
+
+
+def test_a_small_share_is_not_broad_however_many_rows_it_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One user of 50 at 1M holds 20,000 of the agent's 1M rows: many rows, a small share. A head of the agent's rows
+    # would seldom hold enough of them, so its keys are kept instead; only past _KEPT_SCOPE_ROWS is any scope broad.
+    store, _ = _store(tmp_path / "s")
+    with store, store.search._reading() as conn:  # type: ignore[attr-defined]
+        monkeypatch.setattr(_sqlite_search, "_BROAD_SCOPE_ROWS", 10)
+        monkeypatch.setattr(_sqlite_search, "_SELECTIVE_ROWS", 50)  # u2's 60 rows are "many" for a tenant
+        search = store.search
+        assert not search._broad_scope(conn, Filter(agent="alice", users=("u2",)))  # type: ignore[attr-defined]
+        monkeypatch.setattr(_sqlite_search, "_KEPT_SCOPE_ROWS", 50)
+        search._scope_rows.clear()  # type: ignore[attr-defined]
+        assert search._broad_scope(conn, Filter(agent="alice", users=("u2",)))  # type: ignore[attr-defined]

@@ -36,7 +36,7 @@ def test_the_rarest_unlisted_word_selects_the_rows_ranked(postgres_server: PgSer
     _analyze(url)
     with open_postgres(url, keyword_rank_rows=20) as store:  # fresh: statistics are cached a minute
         found = store.search.keyword_candidates(["alpha", "omega"], Filter(agent="alice"), limit=10)
-        sample = store.search.lexemes.current  # type: ignore[attr-defined]
+        sample = store.search.lexemes.last  # type: ignore[attr-defined]
     # "alpha" comes first in the question, but "omega" is rarer: only its rows are selected (40 alpha rows are over
     # the budget of 20; ranked by the planner's tie, they were the newest 20 alpha rows).
     assert {c.id for c in found} == {m.id for m in rare}

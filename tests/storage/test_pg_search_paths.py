@@ -4,6 +4,7 @@ current after a bulk load by the store itself."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import numpy as np
@@ -119,6 +120,14 @@ def test_a_bulk_load_is_analysed_by_the_next_searches(postgres_server: PgServer)
             model = store.search._models.current(raw)  # type: ignore[attr-defined]
         assert model is not None
         assert model.estimate == pytest.approx(3000, rel=0.05)
+        # And the keyword channel's word frequencies: sampled from the loaded table at its next search.
+        store.search.keyword_candidates(["alpha"], Filter(agent="agent-0"), limit=5)
+        lexemes = store.search.lexemes  # type: ignore[attr-defined]
+        assert lexemes.wait(timeout=60)
+        sample = lexemes.last
+        assert sample is not None
+        assert sample.total == pytest.approx(3000, rel=0.05)
+        assert sample.sampled == pytest.approx(3000, rel=0.05)
 
 
 @given(
@@ -164,3 +173,37 @@ def test_a_reader_with_a_small_share_of_a_large_store_is_scanned_exactly(postgre
             got = search.vector_candidates(vecs[i], Filter(agent="small"), limit=50)
             assert got == exact.vector_candidates(vecs[i], Filter(agent="small"), limit=50)
             assert len(got) == 20
+
+
+def test_the_keyword_indexes_pending_lists_are_merged_after_writes(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url) as store, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        conn.execute("ALTER TABLE memories SET (autovacuum_enabled = off)")  # autovacuum would merge them too
+        keeper = store.search.statistics  # type: ignore[attr-defined]
+        store.search.keyword_candidates(["alpha"], Filter(agent="agent-0"), limit=5)  # a first look: merged once
+        assert keeper.wait(timeout=60)
+
+        def pending() -> int:
+            rows = conn.execute(
+                "SELECT sum(p.pending_tuples) FROM unnest(ARRAY['memories_agent_tsv', 'memories_tsv']) AS i "
+                "CROSS JOIN LATERAL pgstatginindex(to_regclass(i)) p WHERE to_regclass(i) IS NOT NULL"
+            ).fetchone()
+            assert rows is not None
+            return int(rows[0])
+
+        ms = [memory(_words(i), agent=f"agent-{i % 4}") for i in range(800)]
+        store.memories.add(ms, None, model_id=MODEL, actor="t")
+        written = pending()
+        assert written > 0  # GIN's fast update: the new rows' words wait in the pending lists
+        # Searches look at the write counters every few seconds (statistics are flushed to them within a second).
+        deadline = time.monotonic() + 60
+        while pending() and time.monotonic() < deadline:
+            keeper._next_check = 0.0  # type: ignore[attr-defined]  # do not wait the check interval out
+            store.search.keyword_candidates(["alpha"], Filter(agent="agent-0"), limit=5)
+            assert keeper.wait(timeout=60)
+            time.sleep(0.2)
+        assert pending() == 0
+        # Nothing lost in the merge: the words are found through the index as before.
+        found = store.search.keyword_candidates([_words(5).split()[0]], Filter(agent="agent-1"), limit=1000)
+        assert {c.id for c in found} >= {m.id for m in ms if m.agent == "agent-1" and _words(5).split()[0] in m.content}

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb.models import Memory
+from engramdb.storage._ann_exact import distinct
 from engramdb.storage._sqlite_schema import MIGRATIONS, migrate
 from engramdb.storage._sqlite_sql import filter_sql
 from engramdb.storage._tenant_rows import Scope, gather_rids
@@ -207,3 +208,9 @@ def test_the_scope_epoch_moves_with_a_row_s_user_thread_or_validity_only(tmp_pat
         raw.execute(f"UPDATE memories SET {column} = {value}")  # the same value again: nothing moved
         assert epoch() == before + 1
     raw.close()
+
+
+@given(st.lists(st.integers(-5, 2**40), max_size=300))
+def test_distinct_keys_are_numpy_s_unique(values: list[int]) -> None:
+    keys = np.array(values, dtype=np.int64)
+    assert distinct(keys).tolist() == np.unique(keys).tolist()

@@ -11,6 +11,9 @@
                                 table distilled from the same model (model2vec's recipe),
                                 ~100x faster, lower recall (bench/RESULTS.md); derived on
                                 first use into ``<home>/embeddings``; 256-d by default
+``mpnet``                       :class:`~engramdb.embeddings.mpnet.MpnetEmbedder`: all-mpnet-base-v2 (768-d,
+                                fp32) from the ``mpnet`` extra's packages, numpy only; better
+                                recall, ~5x the CPU per text (bench/RESULTS.md, "Issue 21, models")
 ``sentence-transformers:<m>``   :class:`~engramdb.embeddings.st.SentenceTransformerEmbedder`
 ``openai:<model>``              :class:`~engramdb.embeddings.openai.OpenAIEmbedder` at
                                 ``openai_base_url`` (OpenAI, Ollama, vLLM, LM Studio, ...)
@@ -31,7 +34,10 @@ from engramdb.errors import ConfigError
 
 __all__ = ["CacheInfo", "CachedEmbedder", "Embedder", "LocalEmbedder", "QueryCache", "count_tokens", "make_embedder"]
 
-_KINDS = "'local', 'local:<max tokens>', 'static', 'static:<dims>', 'sentence-transformers:<model>' or 'openai:<model>'"
+_KINDS = (
+    "'local', 'local:<max tokens>', 'static', 'static:<dims>', 'mpnet', 'sentence-transformers:<model>' or "
+    "'openai:<model>'"
+)
 
 
 def make_embedder(settings: Settings) -> Embedder:
@@ -61,6 +67,10 @@ def make_embedder(settings: Settings) -> Embedder:
             model_path=settings.model_path,
             sha256=settings.model_sha256,
         )
+    elif spec == "mpnet":
+        from engramdb.embeddings.mpnet import MpnetEmbedder
+
+        inner = MpnetEmbedder(cache_dir=settings.home / "embeddings", batch_size=settings.embed_batch_size)
     elif kind == "sentence-transformers" and name:
         from engramdb.embeddings.st import SentenceTransformerEmbedder
 

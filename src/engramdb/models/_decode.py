@@ -5,7 +5,9 @@ from the dict by name and converted by their annotated type (ISO 8601 strings ba
 datetimes, lists back to tuples, nested values recursively). Keys that are not fields
 (derived ones such as ``success_rate`` or a context's ``prompt``) are ignored; a missing
 field takes its default. Anything that does not fit is a :class:`ValidationError`, so a
-client talking to the wrong server fails with one clear line.
+client talking to the wrong server fails with one clear line. A value whose hand-written
+``to_dict`` renames or reshapes its fields says how to read them back in a static method
+``_json_fields`` (data in, fields out), next to that ``to_dict``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from engramdb.errors import ValidationError
 
-__all__ = ["from_dict"]
+__all__ = ["from_dict", "object_pairs"]
 
 T = TypeVar("T")
 
@@ -35,15 +37,27 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def object_pairs(value: object, first: str) -> object:
+    """``[{first: a, "count": n}, ...]``, how a ``to_dict`` spells pairs, as ``[[a, n], ...]`` again.
+
+    Anything else is returned as it is, for the field's type to refuse.
+    """
+    if isinstance(value, list) and all(isinstance(v, Mapping) and set(v) == {first, "count"} for v in value):
+        return [[v[first], v["count"]] for v in value]
+    return value
+
+
 def _dataclass(cls: type, data: object, where: str) -> object:
     if not isinstance(data, Mapping):
         raise ValidationError(f"{where}: expected an object, got {type(data).__name__}")
+    reshape = getattr(cls, "_json_fields", None)
+    fields: Mapping[str, Any] = data if reshape is None else reshape(data)
     hints = _hints(cls)
     values: dict[str, object] = {}
     for f in dataclasses.fields(cls):
-        if not f.init or f.name not in data:
+        if not f.init or f.name not in fields:
             continue
-        values[f.name] = _value(hints[f.name], data[f.name], f"{where}.{f.name}")
+        values[f.name] = _value(hints[f.name], fields[f.name], f"{where}.{f.name}")
     try:
         return cls(**values)
     except TypeError as exc:  # a required field missing

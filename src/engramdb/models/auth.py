@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -49,6 +50,12 @@ class NewApiKey:
 
     key: ApiKey
     token: str
+
+    @staticmethod
+    def _json_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields in :meth:`to_dict`'s JSON, for ``from_dict``: the key is the rest of it."""
+        key = {k: v for k, v in data.items() if k != "token"}
+        return {"key": key, **({"token": data["token"]} if "token" in data else {})}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: the key's fields plus ``token``."""

@@ -5,10 +5,12 @@ The running episode (a context manager) is :class:`engramdb.learning.episodes.Ep
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from engramdb.models._decode import object_pairs
 from engramdb.models._encode import Encoded
 
 __all__ = ["EpisodeAnalysis", "EpisodeEvent", "EpisodeFactor", "EpisodeRecord"]
@@ -88,6 +90,12 @@ class EpisodeAnalysis:
         """Share of finished episodes that failed; None without episodes."""
         done = self.failures + self.successes
         return self.failures / done if done else None
+
+    @staticmethod
+    def _json_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields in :meth:`to_dict`'s JSON, for ``from_dict``: its step and error objects as pairs."""
+        pairs = {"last_steps": "kind", "errors": "signature"}
+        return {**data, **{k: object_pairs(data[k], first) for k, first in pairs.items() if k in data}}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

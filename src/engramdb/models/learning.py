@@ -6,11 +6,12 @@ Computed by the pure modules of :mod:`engramdb.learning` and returned by ``mem.l
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
+from engramdb.models._decode import object_pairs
 from engramdb.models._encode import Encoded
 from engramdb.models.failures import FailurePattern
 from engramdb.models.memory import Memory, Outcome
@@ -115,6 +116,11 @@ class ExecutionInfo:
     #: True when the complexity was assessed by the rule of engramdb.learning.complexity, not given.
     complexity_assessed: bool = False
 
+    @staticmethod
+    def _json_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields in :meth:`to_dict`'s JSON, for ``from_dict``: ``type`` is ``task_type``."""
+        return {("task_type" if k == "type" else k): v for k, v in data.items()}
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the stored form)."""
         return {
@@ -187,6 +193,12 @@ class ExecutionMatch:
     #: Cosine similarity of its task description to the new one.
     similarity: float
 
+    @staticmethod
+    def _json_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields in :meth:`to_dict`'s JSON, for ``from_dict``: the record is the rest of it."""
+        record = {k: v for k, v in data.items() if k != "similarity"}
+        return {"record": record, **({"similarity": data["similarity"]} if "similarity" in data else {})}
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {**self.record.to_dict(), "similarity": self.similarity}
@@ -232,6 +244,11 @@ class CategoryTrend:
     trend: TrendTest
     first_at: datetime
     last_at: datetime
+
+    @staticmethod
+    def _json_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields in :meth:`to_dict`'s JSON, for ``from_dict``: its name and count objects as pairs."""
+        return {**data, **{k: object_pairs(data[k], "name") for k in ("success_factors", "tools") if k in data}}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

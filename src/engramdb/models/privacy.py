@@ -88,6 +88,12 @@ class RetentionPolicy:
         """True when nothing ever expires under this policy."""
         return all(r.empty for r in self.rules.values()) and (self.default is None or self.default.empty)
 
+    @staticmethod
+    def _json_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields in :meth:`to_dict`'s JSON, for ``from_dict``: a section per kind, and the default's."""
+        rules = {k: v for k, v in data.items() if k != DEFAULT_RULE}
+        return {"rules": rules, **({"default": data[DEFAULT_RULE]} if DEFAULT_RULE in data else {})}
+
     def to_dict(self) -> dict[str, Any]:
         """The policy as the sections of its file."""
         out = {kind: rule.to_dict() for kind, rule in sorted(self.rules.items())}

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from engramdb.storage._arrays import npt
 
 from engramdb.errors import CorruptStoreError
-from engramdb.storage._ann_exact import MaskCache
+from engramdb.storage._ann_exact import MaskCache, distinct
 from engramdb.storage._ann_fill import fill_sparse
 from engramdb.storage._ann_groups import Groups, find_groups, load_groups, save_groups
 from engramdb.storage._ann_links import link_islands
@@ -497,7 +497,7 @@ class AnnBase:
             self._by_rid = np.full(int(self.rids.max(initial=-1)) + 1, -1, dtype=np.int32)
             self._by_rid[self.rids] = np.arange(self.n, dtype=np.int32)
         rows = self._by_rid[rids[(rids >= 0) & (rids < self._by_rid.size)]].astype(np.int64)
-        rows = np.unique(rows[rows >= 0])
+        rows = distinct(rows[rows >= 0])
         return rows[self.alive[rows]]
 
     def kill(self, row: int) -> None:
@@ -573,7 +573,7 @@ class AnnBase:
         best ``head`` of them re-ranked on their float32 vectors, as a graph walk's head is."""
         if not rows.size:
             return rows, np.empty(0, dtype=np.float32)
-        nodes = rows if self.groups is None else np.unique(np.asarray(self.groups.groups)[rows])
+        nodes = rows if self.groups is None else distinct(np.asarray(self.groups.groups)[rows])
         if nodes.size > head:
             nodes = nodes[np.argpartition(-self._approx(query, nodes), head - 1)[:head]]
         nodes, exact = self._exact_nodes(query, nodes)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 from engramdb.errors import CorruptStoreError
 
-__all__ = ["Codes", "Columns", "ExactRows", "IndexRow", "MaskCache", "RowData", "RowFilter", "dot"]
+__all__ = ["Codes", "Columns", "ExactRows", "IndexRow", "MaskCache", "RowData", "RowFilter", "distinct", "dot"]
 
 
 #: (memory id, memory rid, agent, kind, visibility, float32 vector bytes): one vector with its filter data.
@@ -72,6 +72,18 @@ class Codes:
     def names(self) -> tuple[str, ...]:
         """Every name, in code order."""
         return tuple(self._names)
+
+
+def distinct(values: _I64) -> _I64:
+    """``np.unique(values)`` (sorted, each once) by a sort: numpy 2's hashing unique takes ~0.6 ms for 2,000 row
+    keys, a sort and a comparison ~0.08."""
+    if values.size < 2:
+        return values.copy()
+    ordered = np.sort(values)
+    keep = np.empty(ordered.size, dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def _member(values: _I64, keys: _I64) -> _Bool:

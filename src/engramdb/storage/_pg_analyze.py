@@ -7,6 +7,14 @@ least, longer while it is busy), so right after a bulk load searches planned for
 memories never analysed, a vector search was an exact scan of every vector (~200 ms instead of ~10). Searches
 therefore look at the tables' change counters every few seconds and, when a table changed by more than a fifth
 since it was last analysed (or never was), run ``ANALYZE`` on a worker thread, once at a time.
+
+The same thread keeps the keyword indexes' pending lists short. A GIN index collects new entries in an unsorted
+pending list (``fastupdate``, up to 4 MB) that every search scans in full, and a search's access counts update
+its hits' rows: on full pages these are not HOT updates, so each adds entries there. At 100k memories after the
+benchmark's searches the agent keyword index had 323 pending pages: its scan for a two-word query took 1.47 ms,
+0.13 ms after ``gin_clean_pending_list`` (bench/RESULTS.md, issue 26, fourth round). Once :data:`_CLEAN_AFTER`
+non-HOT row versions were written since the last clean (and at a process's first look), the lists are merged into
+the indexes, as autovacuum would on its own, rarer, schedule.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ if TYPE_CHECKING:
 
     Raw = psycopg.Connection[tuple[Any, ...]]
 
-__all__ = ["StatisticsKeeper", "stale_tables"]
+__all__ = ["StatisticsKeeper", "finished", "stale_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +43,19 @@ _RETRY_AFTER_S: Final = 600.0
 #: Changed rows since the last ANALYZE that make a table stale: a fifth of it, and at least this many.
 _MIN_CHANGED: Final = 1000
 _TABLES: Final = ("memories", "vectors")
+#: Row versions written to ``memories`` (inserts and non-HOT updates) after which the keyword indexes' pending lists
+#: are merged: a few hundred keep each list within a few dozen pages.
+_CLEAN_AFTER: Final = 500
+# Inserts and non-HOT updates of memories so far (each adds entries to the keyword indexes' pending lists).
+_INDEXED_WRITES_SQL: Final = (
+    "SELECT s.n_tup_ins + s.n_tup_upd - s.n_tup_hot_upd FROM pg_stat_user_tables s "
+    "WHERE s.relid = to_regclass('memories')"
+)
+_KEYWORD_INDEXES: Final = ("memories_agent_tsv", "memories_tsv")
+# gin_clean_pending_list of each keyword index the store has (the one keyed by agent needs btree_gin).
+_CLEAN_SQL: Final = (
+    "SELECT gin_clean_pending_list(to_regclass(i)) FROM unnest(%s::text[]) AS i WHERE to_regclass(i) IS NOT NULL"
+)
 # Summed over a table's partitions (``vectors`` is partitioned by agent since schema step 5; a plain table is its own
 # only leaf). A partition never counted has reltuples -1: the table is unknown only when none was ever counted.
 _COUNTERS_SQL: Final = (
@@ -48,6 +69,14 @@ _COUNTERS_SQL: Final = (
     "JOIN pg_class c ON c.oid = p.relid JOIN pg_stat_user_tables s ON s.relid = c.oid "
     "GROUP BY t.name"
 )
+
+
+def finished(running: threading.Thread | None, timeout: float | None) -> bool:
+    """Wait up to ``timeout`` for a background thread (None: none runs); True once it has ended."""
+    if running is not None:
+        running.join(timeout)
+        return not running.is_alive()
+    return True
 
 
 def stale_tables(rows: list[tuple[Any, ...]]) -> list[str]:
@@ -74,40 +103,47 @@ class StatisticsKeeper:
         self._lock = threading.Lock()
         self._next_check = 0.0
         self._running: threading.Thread | None = None
+        #: The indexed writes counter when the pending lists were last merged (None: not yet in this process).
+        self._cleaned_at: int | None = None
 
     def check(self, conn: Raw) -> None:
-        """Look at the change counters (at most every :data:`CHECK_EVERY_S`); start an ANALYZE if one is due."""
+        """Look at the change counters (at most every :data:`CHECK_EVERY_S`); start an ANALYZE or a merge of the
+        keyword indexes' pending lists if one is due."""
         now = time.monotonic()
         with self._lock:
             if now < self._next_check or self._running is not None:
                 return
             self._next_check = now + CHECK_EVERY_S
         tables = stale_tables(conn.execute(_COUNTERS_SQL).fetchall())
-        if not tables:
+        row = conn.execute(_INDEXED_WRITES_SQL).fetchone()
+        writes = int(row[0]) if row is not None and row[0] is not None else None
+        clean = writes is not None and (self._cleaned_at is None or writes - self._cleaned_at >= _CLEAN_AFTER)
+        if not tables and not clean:
             return
         with self._lock:
             if self._running is not None:
                 return
             self._running = threading.Thread(
-                target=self._analyse, args=(tables,), name="engram-pg-analyze", daemon=True
+                target=self._analyse, args=(tables, writes if clean else None), name="engram-pg-analyze", daemon=True
             )
             self._running.start()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a running ANALYZE; True once none runs (for tests and benchmarks)."""
-        running = self._running
-        if running is not None:
-            running.join(timeout)
-            return not running.is_alive()
-        return True
+        return finished(self._running, timeout)
 
-    def _analyse(self, tables: list[str]) -> None:
+    def _analyse(self, tables: list[str], writes: int | None) -> None:
         retry = 0.0
         try:
             with self._connect() as conn:
+                if writes is not None:
+                    # Counted before the merge: writes during it are merged next time.
+                    self._cleaned_at = writes
+                    conn.execute(_CLEAN_SQL, (list(_KEYWORD_INDEXES),)).fetchall()
                 for table in tables:
                     conn.execute(f"ANALYZE {table}")  # names from _TABLES only
-            self._on_analysed()
+            if tables:
+                self._on_analysed()
         except Exception as exc:  # noqa: BLE001 - a background thread: report, never raise
             log.warning("engramdb: ANALYZE of %s failed (%s); autovacuum keeps the statistics", tables, exc)
             retry = _RETRY_AFTER_S

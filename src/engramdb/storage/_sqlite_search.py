@@ -47,6 +47,9 @@ _SELECTIVE_ROWS: Final = 20_000
 _SELECTIVE_SHARE: Final = 0.1
 #: A user scope admitting fewer of the agent's rows than this gathers their keys (cheap at this size).
 _BROAD_SCOPE_ROWS: Final = 2_000
+#: A user scope of this many rows or more is broad whatever the agent's size: its keys (0.4 us each from the
+#: index, 8 bytes kept) are not gathered. Below it a small share of the agent's rows is kept as a key set.
+_KEPT_SCOPE_ROWS: Final = 200_000
 #: The vector head a scoped read filters is this many times ``limit`` (the graph re-ranks 3x that: a deep
 #: head costs a walk as wide). A user's superset nearly all passes; a broad scope's mostly does, else the keys.
 _SCOPE_HEAD_FACTOR: Final = 2
@@ -212,14 +215,15 @@ class SQLiteSearch:
         for user in dict.fromkeys(flt.users):
             # IS NULL spelled out: with "IS ?" SQLite does not search the index for a NULL.
             by_user = "user_id IS NULL" if user is None else "user_id = ?"
-            args = (flt.agent, *(() if user is None else (user,)), _SELECTIVE_ROWS - scope)
+            args = (flt.agent, *(() if user is None else (user,)), _KEPT_SCOPE_ROWS - scope)
             sql = f"SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? AND {by_user} LIMIT ?)"
             scope += int(conn.execute(sql, args).fetchone()[0])
-            if scope >= _SELECTIVE_ROWS:
+            if scope >= _KEPT_SCOPE_ROWS:
                 break
-        # Past _SELECTIVE_ROWS gathering the keys is dear whatever the agent's size (~3 us each): broad.
+        # A small share of a large agent's rows (one user of 50 at 1M: 20,000 of 1M) is not broad: a head of the
+        # agent's rows would seldom hold `limit` of them; its keys are kept instead (see _user_key).
         broad = scope >= _BROAD_SCOPE_ROWS
-        if broad and scope < _SELECTIVE_ROWS:
+        if broad and scope < _KEPT_SCOPE_ROWS:
             (own,) = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM memories WHERE agent = ? LIMIT ?)", (flt.agent, 4 * scope + 1)
             ).fetchone()

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.storage._ann_exact import distinct
 from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def gather_rids(conn: sqlite3.Connection, scope: Scope) -> I64:
             f"WHERE s.to_agent IN (?, '*') AND {users}{valid}",
         ]
         params += [agent, *names, agent, *names]
-    rids = np.unique(_rids(conn, " UNION ALL ".join(parts), params))
+    rids = distinct(_rids(conn, " UNION ALL ".join(parts), params))
     if scope.current:
         # The agent's superseded values, from their partial index (few: one per change of a keyed fact).
         past = _rids(conn, "SELECT rid FROM memories WHERE agent = ? AND valid_until IS NOT NULL", [agent])
