@@ -220,12 +220,17 @@ def _rows(
         "SELECT NULL, NULL, NULL, (SELECT x.value FROM meta x WHERE x.key = %s) UNION ALL SELECT h.q, h.memory_id, "
         "h.d, NULL FROM ({branches}) h ORDER BY 1 NULLS FIRST, 3"
     ).format(branches=sql.SQL(" UNION ALL ").join(branches))
+    # No parallel workers for a batch's lookups: with the staged parts the planner gathered them in parallel, and
+    # the workers' start and shutdown for a statement of 25 small searches made mixed batches 3.5x slower (25k
+    # memories, bench/RESULTS.md, issue 26, third round of writes). Reset after: the connection is the pool's.
     with conn.pipeline():
         conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
+            "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false), "
+            "set_config('max_parallel_workers_per_gather', '0', false)",
             (ef, iterative),
         )
         cur = conn.execute(statement, (MODEL_META_KEY, *params))
+        conn.execute("RESET max_parallel_workers_per_gather")
     found = cur.fetchall()
     if not found or found[0][3] != model.model_id:
         return None
