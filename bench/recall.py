@@ -184,7 +184,7 @@ class Corpus:
 BENCH_ATTRS = frozenset({"ask_now", "fold"})
 
 #: Searcher attributes that are counts (``--variant`` reads every value as a float).
-INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth"})
+INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth", "related_depth", "related_most"})
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()
@@ -604,6 +604,7 @@ def run_speed(directory: Path, size: int, queries: int, *, gathering: bool = Fal
             if attr not in RankingWeights.__dataclass_fields__ and attr not in BENCH_ATTRS:
                 setattr(variants[label], attr, int(value) if attr in INT_ATTRS else value)
     timed: dict[str, list[float]] = {label: [] for label in variants}
+    walls: dict[str, list[float]] = {label: [] for label in variants}
     now = datetime.now(UTC)
     for q in questions[:10]:
         mem.search(q, agent=scale.AGENT, limit=10)
@@ -624,9 +625,10 @@ def run_speed(directory: Path, size: int, queries: int, *, gathering: bool = Fal
         ev.append(_ms(lambda q=q, v=v: evidence.search(q, flt, limit=10, now=now, touch=False, vector=v)))
         mm.append(_ms(lambda q=q, v=v: minmax.search(q, flt, limit=10, now=now, touch=False, vector=v)))
         for label, searcher in variants.items():
-            c0 = time.process_time()
+            c0, w0 = time.process_time(), time.perf_counter()
             searcher.search(q, flt, limit=10, now=now, touch=False, vector=v)
             timed[label].append((time.process_time() - c0) * 1000)
+            walls[label].append((time.perf_counter() - w0) * 1000)
     out = {
         "memories": mem.count(agent=scale.AGENT),
         "search_without_query_embedding": _latency(whole),
@@ -636,6 +638,7 @@ def run_speed(directory: Path, size: int, queries: int, *, gathering: bool = Fal
         "searcher_evidence_fusion": _latency(ev),
         "searcher_minmax_fusion": _latency(mm),
         **{f"searcher_cpu {label}": _latency(t) for label, t in timed.items()},
+        **{f"searcher_wall {label}": _latency(t) for label, t in walls.items()},
         "load_before": load_before,
         "load_after": _load(),
         "cpus": os.cpu_count(),

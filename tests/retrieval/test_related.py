@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from engramdb import Engram
 from engramdb.retrieval.evidence import pool_coverage, stem
 from engramdb.retrieval.hybrid import HybridSearcher
-from engramdb.retrieval.ranking import fuse_evidence
+from engramdb.retrieval.ranking import RankingWeights, fuse_evidence
 from engramdb.retrieval.related import flat, related_terms, related_words
 from engramdb.retrieval.sessions import gathering_words
 from engramdb.retrieval.text import query_terms
@@ -113,8 +113,8 @@ SISTERS = (
 )
 
 
-def _rank(mem: Engram, query: str, *, credit: float, gated: bool = False) -> int | None:
-    searcher = HybridSearcher(mem.store, mem.embedder)
+def _rank(mem: Engram, query: str, *, credit: float, gated: bool = False, fusion: str = "evidence") -> int | None:
+    searcher = HybridSearcher(mem.store, mem.embedder, weights=RankingWeights(fusion=fusion))  # type: ignore[arg-type]
     searcher.related_credit = credit
     searcher.related_gated = gated
     try:
@@ -138,3 +138,6 @@ def test_in_a_real_search_siblings_finds_the_turn_about_sisters(mem: Engram) -> 
     one = "What is the number of siblings I have?"
     assert _rank(mem, one, credit=1.0, gated=True) == _rank(mem, one, credit=0.0) == 2
     assert _rank(mem, one, credit=1.0) == 1
+    # Min-max and learned fusion read the keyword channel's own scores: related words stay out of them.
+    for fusion in ("minmax", "learned"):
+        assert _rank(mem, query, credit=1.0, fusion=fusion) == _rank(mem, query, credit=0.0, fusion=fusion)

@@ -33,7 +33,7 @@ from engramdb.retrieval.diversity import SESSION_FREE, SESSION_REPEAT, diversify
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
 from engramdb.retrieval.learned import LEARNED, fuse_learned
 from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_by, rank
-from engramdb.retrieval.related import RELATED_CREDIT, RELATED_GATED, flat, related_terms
+from engramdb.retrieval.related import RELATED_CREDIT, RELATED_GATED, RELATED_MOST, flat, related_terms
 from engramdb.retrieval.sessions import (
     SESSION_BEST_ONLY,
     SESSION_GATED,
@@ -59,8 +59,9 @@ _HEAD = 30
 #: the next ones let a turn just below the head rise with its neighbour. Twice the head: reading all
 #: ~100 fused candidates found +0.3 recall@10 on LoCoMo dev for ~2x the memory reads.
 _SPREAD = 2 * _HEAD
-#: Candidates the related words' keyword query adds (:mod:`engramdb.retrieval.related`).
-_RELATED_DEPTH = 20
+#: Candidates the related words' keyword query adds (:mod:`engramdb.retrieval.related`; 20 measured alike on
+#: LongMemEval and the recall set, 0.1-0.3 lower on LoCoMo, and dearer).
+_RELATED_DEPTH = 10
 
 
 class HybridSearcher:
@@ -101,10 +102,11 @@ class HybridSearcher:
         self.session_gated = SESSION_GATED
         #: See :mod:`engramdb.retrieval.related`: what a related word of a question's word counts for in
         #: coverage (0: related words unused), for gathering questions only (``related_gated``) or all,
-        #: and how many candidates the related words' own keyword query adds.
+        #: how many candidates the related words' own keyword query adds, and how many related words per word.
         self.related_credit = RELATED_CREDIT
         self.related_gated = RELATED_GATED
         self.related_depth = _RELATED_DEPTH
+        self.related_most = RELATED_MOST
         #: Candidates fetched from the vector and the keyword channel (each at least ``limit``).
         self.depth = _DEPTH
         self.keyword_depth = _DEPTH
@@ -150,38 +152,39 @@ class HybridSearcher:
         gathers = asks_across_sessions(query)
         across = not self.session_gated or gathers
         related = (
-            related_terms(query, terms, skip=gathering_words(query))
-            if self.related_credit > 0 and terms and (gathers or not self.related_gated)
+            related_terms(query, terms, skip=gathering_words(query), most=self.related_most)
+            # Evidence fusion only: min-max and learned fusion read the keyword channel's own scores and ranks.
+            if self.related_credit > 0
+            and terms
+            and self.weights.fusion == "evidence"
+            and (gathers or not self.related_gated)
             else {}
         )
         overlap = bool(terms) and self.overlap_keyword
+        search = self._store.search
         pending: Future[list[Candidate]] | None = (
-            self._pool.submit(self._store.search.keyword_candidates, terms, flt, limit=keyword_depth)
-            if overlap
-            else None
+            self._pool.submit(search.keyword_candidates, terms, flt, limit=keyword_depth) if overlap else None
         )
-        # The related words' query needs nothing of the others: it runs beside them (on PostgreSQL a round trip
-        # and a ranking each; one after the other they added the second's whole time to every search).
+        # "sisters" for "siblings": candidates the question's own words do not reach. The query needs nothing of
+        # the others, so it runs beside them (on PostgreSQL a round trip and a ranking each; one after the other
+        # they added the second's whole time to every search).
         pending_related: Future[list[Candidate]] | None = (
-            self._pool.submit(self._store.search.keyword_candidates, flat(related), flt, limit=self.related_depth)
-            if related and overlap
+            self._pool.submit(search.keyword_candidates, flat(related), flt, limit=self.related_depth)
+            if overlap and related
             else None
         )
         try:
             qvec = self._queries.embed_query(query) if vector is None else vector
-            vec = self._store.search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
+            vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
         finally:
             keyword = pending.result() if pending is not None else []
+            extra = pending_related.result() if pending_related is not None else []
         if terms and pending is None:
-            keyword = self._store.search.keyword_candidates(terms, flt, limit=keyword_depth)
-        if related:
-            # "sisters" for "siblings": candidates the question's own words do not reach.
+            keyword = search.keyword_candidates(terms, flt, limit=keyword_depth)
+        if related and pending_related is None:
+            extra = search.keyword_candidates(flat(related), flt, limit=self.related_depth)
+        if extra:
             held = {c.id for c in keyword}
-            extra = (
-                pending_related.result()
-                if pending_related is not None
-                else self._store.search.keyword_candidates(flat(related), flt, limit=self.related_depth)
-            )
             keyword = [*keyword, *(c for c in extra if c.id not in held)]
         if self.weights.fusion != "minmax":
             # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).

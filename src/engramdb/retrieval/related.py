@@ -9,11 +9,11 @@ its own, neighbours at cosine >= 0.72, at most four: ``data/related.txt``, made 
 ``scripts/gen_related.py``), so nothing is computed or downloaded at run time. A word of the question
 written with a capital (a name: "Caroline") is not expanded: a name's nearest words are other names.
 
-The search uses them two ways (:class:`engramdb.retrieval.hybrid.HybridSearcher`): a second keyword query
-for the related words adds candidates, and coverage counts a related word as half the question's word
-(:func:`engramdb.retrieval.evidence.pool_coverage`). For every question: measured against only the questions
-that gather facts across conversations, where the misses were read, it helps LoCoMo too (bench/RESULTS.md,
-issue 21 fifth round).
+The search uses each word's two nearest two ways (:class:`engramdb.retrieval.hybrid.HybridSearcher`): a
+second keyword query for them adds up to ten candidates, and coverage counts a related word as half the
+question's word (:func:`engramdb.retrieval.evidence.pool_coverage`). For every question: measured against
+only the questions that gather facts across conversations, where the misses were read, it helps LoCoMo too
+(bench/RESULTS.md, issue 21 fifth round).
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ from typing import Final
 
 from engramdb.retrieval.evidence import stem
 
-__all__ = ["RELATED_CREDIT", "RELATED_GATED", "flat", "related_terms", "related_words"]
+__all__ = ["RELATED_CREDIT", "RELATED_GATED", "RELATED_MOST", "flat", "related_terms", "related_words"]
 
 #: What a candidate holding a related word of a question's word gains, as a share of that word's weight in
 #: coverage (0: related words are not used).
 RELATED_CREDIT: Final = 0.5
 #: Related words only for questions that gather facts across conversations (True), or for every question.
 RELATED_GATED: Final = False
+#: Related words used per word of the question, nearest first (the table lists up to four; 2, 3 and 4 measured alike).
+RELATED_MOST: Final = 2
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -53,8 +55,10 @@ def related_words(word: str) -> tuple[str, ...]:
     return _table().get(word.lower(), ())
 
 
-def related_terms(question: str, terms: Sequence[str], *, skip: Collection[str] = ()) -> dict[str, tuple[str, ...]]:
-    """Each of ``terms`` (the question's content words) that has related words, mapped to them.
+def related_terms(
+    question: str, terms: Sequence[str], *, skip: Collection[str] = (), most: int = RELATED_MOST
+) -> dict[str, tuple[str, ...]]:
+    """Each of ``terms`` (the question's content words) that has related words, mapped to its ``most`` nearest.
 
     Left out: a term of ``skip`` (the words by which a question gathers: "many", "total"), a term written only
     with a capital in ``question`` (a name), and a related word that is one of ``terms`` or an inflection of
@@ -67,7 +71,7 @@ def related_terms(question: str, terms: Sequence[str], *, skip: Collection[str] 
     for term in terms:
         if term in skip or (term in named and term not in plain):
             continue
-        related = tuple(r for r in related_words(term) if not any(_inflected(stem(r), s) for s in own))
+        related = tuple(r for r in related_words(term) if not any(_inflected(stem(r), s) for s in own))[:most]
         if related:
             out[term] = related
     return out

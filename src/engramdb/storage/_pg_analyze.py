@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     Raw = psycopg.Connection[tuple[Any, ...]]
 
-__all__ = ["StatisticsKeeper", "stale_tables"]
+__all__ = ["StatisticsKeeper", "finished", "stale_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,14 @@ _COUNTERS_SQL: Final = (
     "JOIN pg_class c ON c.oid = p.relid JOIN pg_stat_user_tables s ON s.relid = c.oid "
     "GROUP BY t.name"
 )
+
+
+def finished(running: threading.Thread | None, timeout: float | None) -> bool:
+    """Wait up to ``timeout`` for a background thread (None: none runs); True once it has ended."""
+    if running is not None:
+        running.join(timeout)
+        return not running.is_alive()
+    return True
 
 
 def stale_tables(rows: list[tuple[Any, ...]]) -> list[str]:
@@ -122,11 +130,7 @@ class StatisticsKeeper:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a running ANALYZE; True once none runs (for tests and benchmarks)."""
-        running = self._running
-        if running is not None:
-            running.join(timeout)
-            return not running.is_alive()
-        return True
+        return finished(self._running, timeout)
 
     def _analyse(self, tables: list[str], writes: int | None) -> None:
         retry = 0.0

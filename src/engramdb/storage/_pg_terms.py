@@ -20,6 +20,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.storage._pg_analyze import finished
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -102,11 +104,7 @@ class LexemeSample:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a sample being taken; True once none is (for tests and benchmarks)."""
-        running = self._running
-        if running is not None:
-            running.join(timeout)
-            return not running.is_alive()
-        return True
+        return finished(self._running, timeout)
 
     def _take_apart(self, total: float) -> None:
         retry = 0.0
