@@ -17,6 +17,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
@@ -129,7 +130,8 @@ class SQLiteSearch:
         """Every minority agent's keys and plan (see _few_rows) before its first search, on a connection of its
         own: the store's stays free for the first searches meanwhile."""
         bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
+        conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
         try:
             counts = self._tenant_rows.prefill(conn, bound=bound)
         finally:
