@@ -31,12 +31,14 @@ bench/_learning_rec.py's overrides (``change_z=1.5``, ``recent_horizon=3``, ...)
     python bench/learning_drift.py --seeds 8 --config thin_evidence=1.5     # third round's options:
     python bench/learning_drift.py --seeds 8 --config change_cusum=1.5      # Page-Hinkley change test
     python bench/learning_drift.py --seeds 8 --config contrast=2            # soft contrast in suggest
+    python bench/learning_drift.py --seeds 8 --config optimism=0.5,change_restore=1   # fourth round's finalist
 
 Each summary's ``given_at_95`` is the lowest stated confidence from which the settled recommendations are right 95%
 of the time, with right and given / precision there (abstaining to reach the precision target): read it on dev and
-score held-out at that threshold with ``--given-at``. ``--expand K,B`` scores the records against the question moved
-towards its K closest records (pseudo-relevance feedback; measured in the bench only, the service has no vectors
-in ``suggest``).
+score held-out at that threshold with ``--given-at``. ``given_at_95_match`` also abstains where the question's best
+match (cosine) is under a floor, the floor that gives the most; ``--dump`` keeps every settled answer.
+``--expand K,B`` scores the records against the question moved towards its K closest records (pseudo-relevance
+feedback; measured in the bench only, the service has no vectors in ``suggest``).
 """
 
 from __future__ import annotations

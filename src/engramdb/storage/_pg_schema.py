@@ -274,6 +274,9 @@ ALTER TABLE vectors_staged ADD COLUMN IF NOT EXISTS open boolean NOT NULL DEFAUL
 CREATE INDEX IF NOT EXISTS vectors_staged_agent ON vectors_staged (agent);
 CREATE INDEX IF NOT EXISTS vectors_staged_open ON vectors_staged (agent) WHERE open;
 UPDATE vectors_staged s SET open = true FROM memories m WHERE m.id = s.memory_id AND m.visibility <> 'private';
+-- Never a parallel scan: a batch's near-duplicate lookups are 25 small scans of it in one statement, and a worker
+-- started for each cost more than the scans (bench/RESULTS.md, issue 26, third round of writes).
+ALTER TABLE vectors_staged SET (parallel_workers = 0);
 """
 
 #: Every schema step, in order. Append only.

@@ -11,7 +11,9 @@ and a crashed one's turn passes on), in batches of up to :data:`MOVE_BATCH` rows
 partition's graph after another). One HNSW inserter per store instead of one per writer process: 4 inserting at
 once kept 2.7 sessions on the cores of a 2-core server and searches ran at 3x their idle time (bench/RESULTS.md,
 issue 26). Between batches the mover rests a share of the time its batch took (:data:`REST`), so that searches
-get the cores first during a burst of writes, unless the staged rows pile up past :data:`HIGH_WATER`.
+get the cores first during a burst of writes, unless the staged rows pile up past :data:`HIGH_WATER`. Background
+vector writes wait while :data:`STAGED_CAP` vectors are staged (``PostgresBackend.background_turn``): the exact scan
+each search makes of them stays small, and what waits meanwhile is in the writer's queue (stored, keyword-searchable).
 
 Nothing is lost: a batch is one transaction (the staged rows deleted and the graphs' rows inserted together), so a
 mover killed mid-batch, or a server crash before its commit, leaves the rows staged for the next one. A memory's
@@ -168,6 +170,8 @@ class StagedMover:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        # Not at once: a short-lived process (one command) would start a batch only for its close to cancel it.
+        self._stopping.wait(self._poll)
         while not self._stopping.is_set():
             try:
                 wait = self._step()
