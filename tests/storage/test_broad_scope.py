@@ -81,11 +81,16 @@ def _same(a: list[Candidate], b: list[Candidate]) -> None:
     ],
     ids=["user", "user-kind", "user-only", "not-shared"],
 )
+@pytest.mark.parametrize("huge", [False, True], ids=["kept-keys", "head-filtered"])
 def test_a_broad_scope_gives_the_vector_answer_of_the_gathered_keys(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flt: Filter, limit: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flt: Filter, limit: int, huge: bool
 ) -> None:
     store, query = _store(tmp_path / "s")
     with store:
+        # Below _KEPT_SCOPE_ROWS a broad scope's keys are kept and trusted; at it or past it (u1's 300 rows here,
+        # with the bound at 100) the head of alice's rows is filtered in SQL instead.
+        kept = 100 if huge else _sqlite_search._KEPT_SCOPE_ROWS
+        monkeypatch.setattr(_sqlite_search, "_KEPT_SCOPE_ROWS", kept)
         # The query sits among u2's rows: the head of alice's rows holds few of u1's, so small limits
         # are answered from the head and larger ones fall back to the keys.
         broad, narrow, was_broad = _both(

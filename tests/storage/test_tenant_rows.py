@@ -170,14 +170,15 @@ def _join_warm() -> None:
 def test_opening_gathers_every_minority_agent_s_keys_before_its_first_search(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with _store(tmp_path / "s") as store:
+    location = tmp_path / "a store #1?"  # read by a URI of its own: the path's characters escaped
+    with _store(location) as store:
         others = [c.id for c in store.search.keyword_candidates(["caroline"], Filter(agent="t4"), limit=6)]
         for memory_id in others[:3]:
             store.memories.update(memory_id, {"visibility": "public"}, vector=None, model_id="m", actor="t", at=NOW)
         assert store.shares.share(others[3:5], from_agent="t4", to_agent="t3", at=NOW) == 2
         assert store.shares.share(others[5:], from_agent="t4", to_agent="*", at=NOW) == 1
     monkeypatch.setattr(_sqlite_search, "KW_INDEX_MIN_MEMORIES", 0)  # the store is small: warm it as a large one
-    with open_sqlite(tmp_path / "s") as store:
+    with open_sqlite(location) as store:
         _join_warm()
         store.search.keyword_index.min_memories = 0
         search = store.search
