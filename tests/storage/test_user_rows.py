@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,10 +24,11 @@ from hypothesis import strategies as st
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb.models import Memory
+from engramdb.storage import _sqlite_search
 from engramdb.storage._ann_exact import distinct
 from engramdb.storage._sqlite_schema import MIGRATIONS, migrate
 from engramdb.storage._sqlite_sql import filter_sql
-from engramdb.storage._tenant_rows import Scope, gather_rids
+from engramdb.storage._tenant_rows import Scope, TenantRows, gather_rids, user_read_scope
 from engramdb.storage.base import Filter, Store
 from engramdb.storage.sqlite import open_sqlite
 
@@ -214,3 +217,103 @@ def test_the_scope_epoch_moves_with_a_row_s_user_thread_or_validity_only(tmp_pat
 def test_distinct_keys_are_numpy_s_unique(values: list[int]) -> None:
     keys = np.array(values, dtype=np.int64)
     assert distinct(keys).tolist() == np.unique(keys).tolist()
+
+
+def _gathered(store: Store, ask: Callable[[], object]) -> int:
+    """How many key sets ``ask`` (a search) gathers from SQL (gather_rids' one statement each)."""
+    seen: list[str] = []
+    gathering = "SELECT group_concat(rid) FROM (SELECT rid FROM memories WHERE agent = 'alice' AND user_id "
+    with store.search._reading() as conn:  # type: ignore[attr-defined]
+        conn.set_trace_callback(lambda sql: seen.append(sql) if sql.startswith(gathering) else None)
+        try:
+            ask()
+        finally:
+            conn.set_trace_callback(None)
+    return len(seen)
+
+
+@pytest.mark.parametrize("change", ["none", "new", "supersede", "public"])
+def test_opening_gathers_each_user_s_keys_before_its_first_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    store, mems, vecs = _ann_store(tmp_path / "s")
+    with store:  # others' rows the users' reads admit: public, shared, and a superseded value of alice's
+        bobs = [m for m in mems if m.agent == "bob"]
+        store.memories.update(bobs[0].id, {"visibility": "public"}, vector=None, model_id=MODEL, actor="t", at=NOW)
+        assert store.shares.share([bobs[1].id, bobs[2].id], from_agent="bob", to_agent="alice", at=NOW) == 2
+        until = {"valid_until": NOW + timedelta(days=1)}
+        store.memories.update(mems[5].id, until, vector=None, model_id=MODEL, actor="t", at=NOW)
+    monkeypatch.setattr(_sqlite_search, "KW_INDEX_MIN_MEMORIES", 0)  # the store is small: warm it as a large one
+    with open_sqlite(tmp_path / "s", ann_threshold=1_000) as store:
+        for thread in threading.enumerate():
+            if thread.name == "engramdb-warm":
+                thread.join(timeout=60)
+        search = store.search
+        assert isinstance(search, _sqlite_search.SQLiteSearch)
+        kept = search._tenant_rows._sets
+        with search._reading() as conn:  # each user's set is the one a search would gather
+            for agent, user in [("alice", f"u{i}") for i in range(_USERS)] + [("bob", "u3")]:
+                scope = user_read_scope(agent, user)
+                assert kept[scope][1].tolist() == gather_rids(conn, scope).tolist()
+            for user in ("u3", "u4"):  # and its plan, as the first search would count it
+                plan = search._scope_rows.pop(("alice", (None, user)))
+                assert plan[0] is search._broad_scope(conn, Filter(agent="alice", users=(None, user)))
+        vectors = {m.id: vecs[i] for i, m in enumerate(mems)}
+        flt = Filter(agent="alice", users=(None, "u3"))
+        query = vecs[3] + 0.1 * unit_vectors(1, seed=9)[0]
+        query /= np.linalg.norm(query)
+        joins = leaves = None
+        u3 = [m for m in mems if m.agent == "alice" and m.user == "u3" and m is not mems[5]]
+        if change == "new":  # a write between open and search: the set kept at open is extended, not trusted
+            new = dataclasses.replace(memory("lake new"), user="u3")
+            store.memories.add([new], query.reshape(1, -1), model_id=MODEL, actor="t")
+            vectors[new.id] = query
+            joins = new.id
+        elif change == "supersede":  # the scope epoch moved: gathered again
+            store.memories.update(u3[0].id, until, vector=None, model_id=MODEL, actor="t", at=NOW)
+            leaves = u3[0].id
+        elif change == "public":
+            bob3 = next(m for m in bobs if m.user == "u3" and m.id not in (bobs[0].id, bobs[1].id, bobs[2].id))
+            store.memories.update(bob3.id, {"visibility": "public"}, vector=None, model_id=MODEL, actor="t", at=NOW)
+            joins = bob3.id
+        found: list[str] = []
+        words: list[str] = []
+
+        def first_search() -> None:
+            words.extend(c.id for c in search.keyword_candidates(["lake"], flt, limit=2_000))
+            found.extend(c.id for c in search.vector_candidates(query, flt, limit=50))
+
+        assert _gathered(store, first_search) == (0 if change in ("none", "new") else 1)
+        assert found == _exact(store, flt, vectors, query, 50)
+        assert set(words) == {m.id for m in store.memories.list(flt, limit=10_000)}
+        search._tenant_rows.clear()  # a fresh gathering answers the same
+        assert [c.id for c in search.vector_candidates(query, flt, limit=50)] == found
+        assert [c.id for c in search.keyword_candidates(["lake"], flt, limit=2_000)] == words
+        if joins is not None:
+            assert joins in words
+        if leaves is not None:
+            assert leaves not in words
+            assert leaves not in found
+
+
+def test_prefill_keeps_the_smallest_users_sets_within_the_bound_and_never_replaces_a_search_s(tmp_path: Path) -> None:
+    with open_sqlite(tmp_path / "s") as store:
+        sizes = {"big": 40, "mid": 20, "small": 10, "tiny": 5}
+        items = [dataclasses.replace(memory(f"m {u} {i}"), user=u) for u, n in sizes.items() for i in range(n)]
+        items += [memory(f"none {i}") for i in range(3)]  # of no user: in every user's read
+        store.memories.add(items, unit_vectors(len(items)), model_id=MODEL, actor="t")
+        db = str(tmp_path / "s" / "engram.db")
+        rows = TenantRows(max_keys=3 + 5 + 3 + 10 + 3 + 20)  # room for tiny, small and mid, not big
+        with sqlite3.connect(db, isolation_level=None) as conn:
+            mine = np.array([1, 2], dtype=np.int64)
+            rows._sets[user_read_scope("alice", "small")] = ((), mine)  # kept by a search meanwhile
+            rows._keys = 2
+            found = rows.prefill(conn, bound=0, user_bound=1_000)
+            assert found.agents == {"alice": 78}
+            assert found.user_scope_rows("alice", "mid") == 23
+            kept = {scope.users: keys for scope, (_, keys) in rows._sets.items()}
+            assert set(kept) == {(None, "tiny"), (None, "small"), (None, "mid")}
+            assert kept[(None, "small")] is mine
+            for user in ("tiny", "mid"):
+                assert kept[(None, user)].tolist() == gather_rids(conn, user_read_scope("alice", user)).tolist()
+            assert TenantRows().prefill(conn, bound=0, user_bound=20).users[("alice", "big")] == 40

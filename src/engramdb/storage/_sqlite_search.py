@@ -133,12 +133,23 @@ class SQLiteSearch:
         # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
         conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
         try:
-            counts = self._tenant_rows.prefill(conn, bound=bound)
+            found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
         finally:
             conn.close()
-        if len(counts) <= _PLAN_CACHE_AGENTS:
-            for agent, count in counts.items():
+        if len(found.agents) <= _PLAN_CACHE_AGENTS:
+            for agent, count in found.agents.items():
                 self._agent_rows.setdefault(agent, (count < bound, _RECOUNT))
+        # Each plain user read's plan too (as _broad_scope counts it): at 1M a user's count reads up to 200,000
+        # index entries, else paid by its first search.
+        pairs = [(a, u) for a, u in found.users if u is not None]
+        if len(pairs) <= _PLAN_CACHE_AGENTS:
+            for agent, user in pairs:
+                scope = min(found.user_scope_rows(agent, user), _KEPT_SCOPE_ROWS)
+                broad = scope >= _BROAD_SCOPE_ROWS and (scope >= _KEPT_SCOPE_ROWS or found.agents[agent] <= 4 * scope)
+                key = (agent, (None, user))
+                if scope >= _KEPT_SCOPE_ROWS:
+                    self._huge_scopes.add(key)  # before the plan: a search reading the plan finds it
+                self._scope_rows.setdefault(key, (broad, _RECOUNT))
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """FTS5 candidates matching any of ``terms``, best BM25 first (score = -bm25, higher is better)."""

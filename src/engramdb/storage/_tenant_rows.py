@@ -14,7 +14,9 @@ the same:
 Each is moved by a trigger, whoever writes (another process, plain SQL). When only ``max(rid)`` moved (memories
 were added: a server's steady state) the scope's new rows are added to its set, read by key range. At open,
 :meth:`TenantRows.prefill` gathers every minority agent's set in one pass on a connection of its own, so an
-agent's first search does not pay it (7-19 ms at 1M over 50 agents, issue 27 fifth round).
+agent's first search does not pay it (7-19 ms at 1M over 50 agents, issue 27 fifth round), then each user's set of
+a plain read for that user (``search(q, agent=A, user=U)``), smallest first: ~10 ms for 20,000 rows otherwise paid
+by the user's first search.
 
 An agent's set (:attr:`Scope.users` None) is a superset: its own rows of any user and validity and, with
 ``shared``, others' public and shared ones; the rest of the filter applies to the ranked head. A user scope's set
@@ -37,13 +39,16 @@ from engramdb.storage._arrays import np
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64
 
-__all__ = ["Scope", "TenantRows", "gather_rids"]
+__all__ = ["Prefilled", "Scope", "TenantRows", "gather_rids", "user_read_scope"]
 
 #: Keys kept over all scopes (8 bytes each: 16 MB), least recently used dropped first.
 _MAX_KEYS: Final = 2_000_000
 
 #: Prefill reads others' public and shared rows once for all agents; past this many it leaves the sets to searches.
 _PREFILL_OPEN_ROWS: Final = 100_000
+
+#: User scopes prefill gathers at most (each a query of its own; the rest are gathered by their first search).
+_PREFILL_USER_SCOPES: Final = 4096
 
 _COUNTERS_SQL: Final = (
     "SELECT (SELECT max(rid) FROM memories), (SELECT value FROM meta WHERE key = 'vec_epoch'), "
@@ -63,6 +68,23 @@ class Scope:
     users: tuple[str | None, ...] | None = None
     #: Leave superseded values out (a read of what is true now); user scopes only.
     current: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Prefilled:
+    """What :meth:`TenantRows.prefill` counted: each agent's rows, and each (agent, user)'s own (None: no user)."""
+
+    agents: dict[str, int]
+    users: dict[tuple[str, str | None], int]
+
+    def user_scope_rows(self, agent: str, user: str) -> int:
+        """The agent's rows a plain read for ``user`` admits of its own: the user's and those of no user."""
+        return self.users.get((agent, user), 0) + self.users.get((agent, None), 0)
+
+
+def user_read_scope(agent: str, user: str) -> Scope:
+    """The scope of a plain read for ``user`` (``users=(None, user)``, shared, current: see recall.scope_filter)."""
+    return Scope(agent, shared=True, users=(None, user), current=True)
 
 
 def _users_sql(users: tuple[str | None, ...], column: str) -> tuple[str, list[Any]]:
@@ -155,43 +177,81 @@ class TenantRows:
             self._sets.clear()
             self._keys = 0
 
-    def prefill(self, conn: sqlite3.Connection, *, bound: int) -> dict[str, int]:
-        """Gather the default read's set (``shared``) of every agent owning fewer than ``bound`` rows, in one read
-        transaction on ``conn`` (the caller's own connection, on a background thread), smallest agents first
-        while the bound on kept keys allows; kept unless a search kept one meanwhile. Returns each agent's rows.
+    def prefill(self, conn: sqlite3.Connection, *, bound: int, user_bound: int) -> Prefilled:
+        """Gather the default read's set (``shared``) of every agent owning fewer than ``bound`` rows, then that of
+        a plain read for each user (:func:`user_read_scope`) whose own rows are fewer than ``user_bound``, in one
+        read transaction on ``conn`` (the caller's own connection, on a background thread), smallest first while
+        the bound on kept keys allows; kept unless a search kept one meanwhile. Returns the rows it counted.
         Others' public and shared rows are read once for all agents (skipped when they alone are many)."""
         conn.execute("BEGIN")
         try:
-            counters: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())[:3]
-            counts = {str(a): int(c) for a, c in conn.execute("SELECT agent, count(*) FROM memories GROUP BY agent")}
+            counters: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())
+            # One pass over the (agent, user) index counts both agents and their users.
+            users = {
+                (str(a), None if u is None else str(u)): int(c)
+                for a, u, c in conn.execute("SELECT agent, user_id, count(*) FROM memories GROUP BY agent, user_id")
+            }
+            counts: dict[str, int] = {}
+            for (agent, _), count in users.items():
+                counts[agent] = counts.get(agent, 0) + count
+            found = Prefilled(agents=counts, users=users)
             public = conn.execute("SELECT agent, rid FROM memories WHERE visibility = 'public'").fetchall()
             shared = conn.execute(
                 "SELECT s.to_agent, m.rid FROM shares s JOIN memories m ON m.id = s.memory_id"
             ).fetchall()
             if len(public) + len(shared) > _PREFILL_OPEN_ROWS:
-                return counts
-            # Agents by number (-1: everyone), so each agent's share of those rows is picked out in numpy.
-            number = {agent: i for i, agent in enumerate(counts)}
-            pub_owner = np.array([number.get(owner, -2) for owner, _ in public], dtype=np.int64)
-            pub_rids = np.array([rid for _, rid in public], dtype=np.int64)
-            to = np.array([-1 if a == "*" else number.get(a, -2) for a, _ in shared], dtype=np.int64)
-            to_rids = np.array([rid for _, rid in shared], dtype=np.int64)
-            budget = self._max_keys
-            for agent in sorted((a for a, c in counts.items() if c < bound), key=counts.__getitem__):
-                if counts[agent] + len(public) + len(shared) > budget:
+                return found
+            budget = self._prefill_agents(conn, counts, public, shared, counters=counters[:3], bound=bound)
+            scopes = sorted(
+                ((a, u) for a, u in users if u is not None and found.user_scope_rows(a, u) < user_bound),
+                key=lambda pair: found.user_scope_rows(*pair),
+            )
+            for agent, user in scopes[:_PREFILL_USER_SCOPES]:
+                if found.user_scope_rows(agent, user) + len(public) + len(shared) > budget:
                     break
-                own = _rids(conn, "SELECT rid FROM memories WHERE agent = ?", [agent])
-                # As gather_rids orders them: its own, others' public rows, rows shared with it or everyone.
-                i = number[agent]
-                rids = np.concatenate([own, pub_rids[pub_owner != i], to_rids[(to == i) | (to == -1)]])
+                # The same gathering a search would make, so the kept set is exactly the one it would keep.
+                scope = user_read_scope(agent, user)
+                rids = gather_rids(conn, scope)
                 rids.flags.writeable = False
                 budget -= rids.size
                 with self._guard:
-                    if Scope(agent, shared=True) not in self._sets:
-                        self._remember(Scope(agent, shared=True), counters, rids)
+                    if scope not in self._sets:
+                        self._remember(scope, counters, rids)
         finally:
             conn.execute("COMMIT")
-        return counts
+        return found
+
+    def _prefill_agents(
+        self,
+        conn: sqlite3.Connection,
+        counts: dict[str, int],
+        public: list[Any],
+        shared: list[Any],
+        *,
+        counters: _Token,
+        bound: int,
+    ) -> int:
+        """The agents' part of :meth:`prefill`; returns the keys left in the budget."""
+        # Agents by number (-1: everyone), so each agent's share of those rows is picked out in numpy.
+        number = {agent: i for i, agent in enumerate(counts)}
+        pub_owner = np.array([number.get(owner, -2) for owner, _ in public], dtype=np.int64)
+        pub_rids = np.array([rid for _, rid in public], dtype=np.int64)
+        to = np.array([-1 if a == "*" else number.get(a, -2) for a, _ in shared], dtype=np.int64)
+        to_rids = np.array([rid for _, rid in shared], dtype=np.int64)
+        budget = self._max_keys
+        for agent in sorted((a for a, c in counts.items() if c < bound), key=counts.__getitem__):
+            if counts[agent] + len(public) + len(shared) > budget:
+                break
+            own = _rids(conn, "SELECT rid FROM memories WHERE agent = ?", [agent])
+            # As gather_rids orders them: its own, others' public rows, rows shared with it or everyone.
+            i = number[agent]
+            rids = np.concatenate([own, pub_rids[pub_owner != i], to_rids[(to == i) | (to == -1)]])
+            rids.flags.writeable = False
+            budget -= rids.size
+            with self._guard:
+                if Scope(agent, shared=True) not in self._sets:
+                    self._remember(Scope(agent, shared=True), counters, rids)
+        return budget
 
     def get(
         self, conn: sqlite3.Connection, scope: Scope, *, gather: Callable[[], I64] | None = None
