@@ -1,5 +1,4 @@
-"""Related words on PostgreSQL: `Engram.search` with them on (two keyword calls, or the store's paired call) and
-off, alternated query by query (3 rounds).
+"""Related words on PostgreSQL: `Engram.search` with them on and off, alternated query by query (3 rounds).
 
 Usage: python bench/pg_related_ab.py URL LME_QUESTIONS EMBEDDING_CACHE (a kept bench/scale_pg.py store, its
 --lme-questions and --embedding-cache).
@@ -28,16 +27,11 @@ mem.search(queries[0], agent="agent-0", limit=10)
 settle(engram_search_of(mem))
 hy = mem._recall._searcher
 credit = hy.related_credit
-# "on": related words as a second keyword call beside the first (the default); "paired": both in the store's
-# keyword_candidates_pair (HybridSearcher.pair_keywords); "off": no related words.
-modes = ("on", "paired", "off")
-times: dict[str, list[float]] = {m: [] for m in modes}
+times: dict[str, list[float]] = {"on": [], "off": []}
 for rnd in range(3):
     for i, q in enumerate(queries):
-        for k in range(len(modes)):
-            mode = modes[(i + rnd + k) % len(modes)]
-            hy.related_credit = credit if mode != "off" else 0.0
-            hy.pair_keywords = mode == "paired"
+        for mode in ("on", "off") if (i + rnd) % 2 == 0 else ("off", "on"):
+            hy.related_credit = credit if mode == "on" else 0.0
             t0 = time.perf_counter()
             mem.search(q, agent=f"agent-{i % 10}", limit=10)
             times[mode].append(1000 * (time.perf_counter() - t0))

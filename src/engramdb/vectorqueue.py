@@ -394,10 +394,6 @@ class _WaitingSearch:
     def __init__(self, store: Store, queue: VectorQueue) -> None:
         self._inner = store.search
         self._queue = queue
-        # The optional role only where the store has it: hybrid search then pairs its keyword queries.
-        pair = getattr(self._inner, "keyword_candidates_pair", None)
-        if pair is not None:
-            self.keyword_candidates_pair = pair
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         return self._inner.keyword_candidates(terms, flt, limit=limit)

@@ -46,7 +46,7 @@ from engramdb.retrieval.sessions import (
 )
 from engramdb.retrieval.text import query_terms
 from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
-from engramdb.storage.base import Candidate, Filter, PairedKeywords, Store
+from engramdb.storage.base import Candidate, Filter, Store
 
 __all__ = ["HybridSearcher"]
 
@@ -122,11 +122,6 @@ class HybridSearcher:
         #: channel (True), or after them on the calling thread (False: ~0.4 ms less CPU per search, but slower
         #: at 100k under load, bench/search_path.py --whole). The hits are the same either way.
         self.overlap_keyword = True
-        #: Ask a store that offers it (:class:`~engramdb.storage.base.PairedKeywords`) for both keyword queries of a
-        #: search in one call (True), or send them as two calls side by side (False). The candidates are the same.
-        #: On PostgreSQL at 100k (bench/pg_related_ab.py, load 4-5) paired measured 1.2-1.6 ms p50 slower: the two
-        #: statements then run one after the other on one connection instead of on two server processes at once.
-        self.pair_keywords = False
 
     def close(self) -> None:
         """Stop the worker threads (waits for running searches)."""
@@ -167,44 +162,27 @@ class HybridSearcher:
         )
         overlap = bool(terms) and self.overlap_keyword
         search = self._store.search
-        # With ``pair_keywords``, a store that answers both keyword queries together gets them as one call.
-        pairs: PairedKeywords | None = (
-            search if related and self.pair_keywords and isinstance(search, PairedKeywords) else None
+        pending: Future[list[Candidate]] | None = (
+            self._pool.submit(search.keyword_candidates, terms, flt, limit=keyword_depth) if overlap else None
         )
-        pending: Future[list[Candidate]] | None = None
-        pending_related: Future[list[Candidate]] | None = None
-        pending_pair: Future[tuple[list[Candidate], list[Candidate]]] | None = None
-        if overlap and pairs is not None:
-            pending_pair = self._pool.submit(
-                pairs.keyword_candidates_pair, terms, flat(related), flt,
-                limit=keyword_depth, related_limit=self.related_depth,
-            )  # fmt: skip
-        elif overlap:
-            pending = self._pool.submit(search.keyword_candidates, terms, flt, limit=keyword_depth)
-            # "sisters" for "siblings": candidates the question's own words do not reach. The query needs nothing of
-            # the others, so it runs beside them (on PostgreSQL a round trip and a ranking each; one after the other
-            # they added the second's whole time to every search).
-            if related:
-                pending_related = self._pool.submit(
-                    search.keyword_candidates, flat(related), flt, limit=self.related_depth
-                )
+        # "sisters" for "siblings": candidates the question's own words do not reach. The query needs nothing of
+        # the others, so it runs beside them (on PostgreSQL a round trip and a ranking each; one after the other
+        # they added the second's whole time to every search).
+        pending_related: Future[list[Candidate]] | None = (
+            self._pool.submit(search.keyword_candidates, flat(related), flt, limit=self.related_depth)
+            if overlap and related
+            else None
+        )
         try:
             qvec = self._queries.embed_query(query) if vector is None else vector
             vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
         finally:
             keyword = pending.result() if pending is not None else []
             extra = pending_related.result() if pending_related is not None else []
-            if pending_pair is not None:
-                keyword, extra = pending_pair.result()
-        if terms and not overlap:
-            if pairs is not None:
-                keyword, extra = pairs.keyword_candidates_pair(
-                    terms, flat(related), flt, limit=keyword_depth, related_limit=self.related_depth
-                )
-            else:
-                keyword = search.keyword_candidates(terms, flt, limit=keyword_depth)
-                if related:
-                    extra = search.keyword_candidates(flat(related), flt, limit=self.related_depth)
+        if terms and pending is None:
+            keyword = search.keyword_candidates(terms, flt, limit=keyword_depth)
+        if related and pending_related is None:
+            extra = search.keyword_candidates(flat(related), flt, limit=self.related_depth)
         if extra:
             held = {c.id for c in keyword}
             keyword = [*keyword, *(c for c in extra if c.id not in held)]

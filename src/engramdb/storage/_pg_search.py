@@ -41,10 +41,12 @@ class _Backend(Protocol):
     def in_write(self) -> bool: ...
 
 
-# A keyword candidate's stored vector of the store's current model (NULL without one); ``vectors`` is partitioned by
-# agent, and the memory's agent prunes the lookup to one partition as it runs.
+# A keyword candidate's stored vector of the store's current model (NULL without one): folded into ``vectors``,
+# partitioned by agent (the memory's agent prunes the lookup to one partition as it runs), or still staged.
+# Takes the model id twice.
 _CARRIED_VECTOR: Final = (
-    "(SELECT v.embedding FROM vectors v WHERE v.memory_id = m.id AND v.agent = m.agent AND v.model_id = ?)"
+    "COALESCE((SELECT v.embedding FROM vectors v WHERE v.memory_id = m.id AND v.agent = m.agent AND v.model_id = ?), "
+    "(SELECT s.embedding FROM vectors_staged s WHERE s.memory_id = m.id AND s.model_id = ?))"
 )
 #: About how many of the reader's matching rows a keyword search ranks at most, once the store has statistics
 #: (keyword_candidates). Chosen against the embedded store's BM25 channel on the same 100k rows (bench/RESULTS.md,
@@ -70,19 +72,6 @@ ITERATIVE_SCAN: Final = "relaxed_order"
 _EF_SCALE_ROWS: Final = 20_000
 #: pgvector's ceiling for ``hnsw.ef_search``; a deeper search relies on the iterative scan to go on.
 _MAX_EF_SEARCH: Final = 1000
-
-
-def _keyword_rows(rows: Sequence[tuple[Any, ...]], model_id: str | None) -> list[Candidate]:
-    return [
-        Candidate(
-            row[0],
-            float(row[1]),
-            shared_row_to_memory(row[3:]),
-            vector=None if row[2] is None else _as_array(row[2]),
-            vector_model=model_id,
-        )
-        for row in rows
-    ]
 
 
 def _as_array(value: Any) -> npt.NDArray[np.float32]:
@@ -129,98 +118,80 @@ class PgSearch:
         When even the rarest term is over that budget, its newest :data:`KEYWORD_RANK_ROWS` matches
         are ranked. Without statistics (small stores, before the first ANALYZE) every match is ranked.
         """
-        with self._backend.reading() as conn:
-            plan = self._keyword_plan(conn, terms, flt, limit=limit)
-            if plan is None:
-                return []
-            # Binary results: a vector's text form costs the server ~0.5 ms to print (PostgresBackend.fetch_vectors).
-            rows = conn.execute(pg_statement(plan[0]), plan[1], binary=True).fetchall()
-        return _keyword_rows(rows, plan[2])
-
-    def keyword_candidates_pair(
-        self, terms: Sequence[str], related: Sequence[str], flt: Filter, *, limit: int, related_limit: int
-    ) -> tuple[list[Candidate], list[Candidate]]:
-        """See :class:`~engramdb.storage.base.PairedKeywords`: both statements :meth:`keyword_candidates` would send,
-        pipelined on one connection (one round trip). As one UNION ALL statement it measured slower still
-        (bench/pg_related_ab.py, bench/RESULTS.md)."""
-        with self._backend.reading() as conn:
-            plans = (
-                self._keyword_plan(conn, terms, flt, limit=limit),
-                self._keyword_plan(conn, related, flt, limit=related_limit),
-            )
-            with conn.pipeline():
-                cursors = [None if p is None else conn.execute(pg_statement(p[0]), p[1], binary=True) for p in plans]
-            found = [
-                [] if p is None or cur is None else _keyword_rows(cur.fetchall(), p[2])
-                for p, cur in zip(plans, cursors, strict=True)
-            ]
-        return found[0], found[1]
-
-    def _keyword_plan(
-        self, conn: Raw, terms: Sequence[str], flt: Filter, *, limit: int
-    ) -> tuple[str, tuple[Any, ...], str | None] | None:
-        """The keyword statement of :meth:`keyword_candidates`, its parameters and the model of the vectors its rows
-        carry; None when there is nothing to search."""
         query = tsquery_sql(terms)
         if query is None or limit <= 0:
-            return None
+            return []
         expr, term_params = query
-        self.statistics.check(conn)
-        chosen, over_budget = self._terms.selecting(conn, term_params, scope=self._scope(conn, flt))
-        # Matches come from the keyword index. With the index keyed by agent (schema step 4), the reader's own
-        # matches come from one scan of it, others' public and shared ones from their indexes: only the reader's
-        # matches are read. Without it, a reader with few memories has its visible rows gathered from indexes
-        # and intersected with the matches; the bitmap of a reader with many costs more than testing the matches
-        # one by one (at 1M, an agent's 100k rows: 52 ms, and the keyword p50 went 65 -> 106 ms; at 100k, 10k
-        # rows: 16 -> 14 ms; bench/scale_pg.py).
-        few = flt.agent is not None and (
-            self._terms.agent_words(conn) or self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
-        )
-        f = filter_sql(flt, indexed=few)
-        select = tsquery_sql(chosen) if chosen != term_params else query
-        assert select is not None
-        # Each candidate's vector of the store's model comes with it (read for the LIMIT's rows only, in its
-        # agent's partition): hybrid search needs a keyword-only hit's cosine, one more round trip otherwise.
-        model = self._models.current(conn)
-        model_id = model.model_id if model is not None else None
-        if not over_budget:
-            # Expressions inline (not a CTE): the planner folds them to constants and uses the GIN index. The
-            # rows come with the candidates (projected for the LIMIT's rows only).
-            statement = (
-                f"SELECT m.id, ts_rank_cd(m.tsv, {expr}) AS rank, {_CARRIED_VECTOR}, {f.shared_by}, "
-                f"{f.shared_at}, {MEMORY_COLUMNS} FROM memories m "
-                f"WHERE m.tsv @@ {select[0]} AND {f.where} ORDER BY rank DESC, m.rid LIMIT ?"
+        with self._backend.reading() as conn:
+            self.statistics.check(conn)
+            chosen, over_budget = self._terms.selecting(conn, term_params, scope=self._scope(conn, flt))
+            # Matches come from the keyword index. With the index keyed by agent (schema step 4), the reader's own
+            # matches come from one scan of it, others' public and shared ones from their indexes: only the reader's
+            # matches are read. Without it, a reader with few memories has its visible rows gathered from indexes
+            # and intersected with the matches; the bitmap of a reader with many costs more than testing the matches
+            # one by one (at 1M, an agent's 100k rows: 52 ms, and the keyword p50 went 65 -> 106 ms; at 100k, 10k
+            # rows: 16 -> 14 ms; bench/scale_pg.py).
+            few = flt.agent is not None and (
+                self._terms.agent_words(conn) or self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
             )
-            params: tuple[Any, ...] = (
-                *term_params,
-                model_id,
-                *f.shared_by_params,
-                *f.shared_at_params,
-                *select[1],
-                *f.params,
-                limit,
+            f = filter_sql(flt, indexed=few)
+            select = tsquery_sql(chosen) if chosen != term_params else query
+            assert select is not None
+            # Each candidate's vector of the store's model comes with it (read for the LIMIT's rows only, in its
+            # agent's partition): hybrid search needs a keyword-only hit's cosine, one more round trip otherwise.
+            model = self._models.current(conn)
+            model_id = model.model_id if model is not None else None
+            if not over_budget:
+                # Expressions inline (not a CTE): the planner folds them to constants and uses the GIN index. The
+                # rows come with the candidates (projected for the LIMIT's rows only).
+                statement = (
+                    f"SELECT m.id, ts_rank_cd(m.tsv, {expr}) AS rank, {_CARRIED_VECTOR}, {f.shared_by}, "
+                    f"{f.shared_at}, {MEMORY_COLUMNS} FROM memories m "
+                    f"WHERE m.tsv @@ {select[0]} AND {f.where} ORDER BY rank DESC, m.rid LIMIT ?"
+                )
+                params: tuple[Any, ...] = (
+                    *term_params,
+                    model_id,
+                    model_id,
+                    *f.shared_by_params,
+                    *f.shared_at_params,
+                    *select[1],
+                    *f.params,
+                    limit,
+                )
+            else:
+                # The newest matches ranked, then the rows of the top ``limit`` read (not of every ranked match).
+                statement = (
+                    f"WITH hits AS (SELECT m.id, m.rid, m.tsv FROM memories m WHERE m.tsv @@ {select[0]} "
+                    f"AND {f.where} ORDER BY m.rid DESC LIMIT ?), "
+                    f"top AS (SELECT h.id, h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
+                    "ORDER BY rank DESC, h.rid LIMIT ?) "
+                    f"SELECT t.id, t.rank, {_CARRIED_VECTOR}, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} "
+                    "FROM top t JOIN memories m ON m.id = t.id ORDER BY t.rank DESC, t.rid"
+                )
+                params = (
+                    *select[1],
+                    *f.params,
+                    self._rank_rows,
+                    *term_params,
+                    limit,
+                    model_id,
+                    model_id,
+                    *f.shared_by_params,
+                    *f.shared_at_params,
+                )
+            # Binary results: a vector's text form costs the server ~0.5 ms to print (PostgresBackend.fetch_vectors).
+            rows = conn.execute(pg_statement(statement), params, binary=True).fetchall()
+        return [
+            Candidate(
+                row[0],
+                float(row[1]),
+                shared_row_to_memory(row[3:]),
+                vector=None if row[2] is None else _as_array(row[2]),
+                vector_model=model_id,
             )
-        else:
-            # The newest matches ranked, then the rows of the top ``limit`` read (not of every ranked match).
-            statement = (
-                f"WITH hits AS (SELECT m.id, m.rid, m.tsv FROM memories m WHERE m.tsv @@ {select[0]} "
-                f"AND {f.where} ORDER BY m.rid DESC LIMIT ?), "
-                f"top AS (SELECT h.id, h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
-                "ORDER BY rank DESC, h.rid LIMIT ?) "
-                f"SELECT t.id, t.rank, {_CARRIED_VECTOR}, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS} "
-                "FROM top t JOIN memories m ON m.id = t.id ORDER BY t.rank DESC, t.rid"
-            )
-            params = (
-                *select[1],
-                *f.params,
-                self._rank_rows,
-                *term_params,
-                limit,
-                model_id,
-                *f.shared_by_params,
-                *f.shared_at_params,
-            )
-        return statement, params, model_id
+            for row in rows
+        ]
 
     def _scope(self, conn: Raw, flt: Filter) -> float:
         """The fraction of the store's rows a keyword search of ``flt`` may read (its own and the open ones)."""

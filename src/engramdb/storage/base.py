@@ -51,7 +51,6 @@ __all__ = [
     "ListOrder",
     "MemoryRepo",
     "MetaRepo",
-    "PairedKeywords",
     "ShareRepo",
     "Store",
     "StoreChecks",
@@ -296,19 +295,6 @@ class CandidateSource(Protocol):
         """:meth:`vector_candidates` of each (query vector, filter), in order: in one statement where the store can
         (a batch write's near-duplicate lookups). With ``near``, only candidates scoring at least that are needed:
         an approximate index may search less widely, and those below it may be missing."""
-
-
-@runtime_checkable
-class PairedKeywords(Protocol):
-    """Optional role of a :class:`CandidateSource`: both keyword queries of a search (a question's words and their
-    related words) answered together. Hybrid search uses it when its ``pair_keywords`` is set (else, and for a store
-    without it, two ``keyword_candidates`` calls side by side)."""
-
-    def keyword_candidates_pair(
-        self, terms: Sequence[str], related: Sequence[str], flt: Filter, *, limit: int, related_limit: int
-    ) -> tuple[list[Candidate], list[Candidate]]:
-        """Exactly ``(keyword_candidates(terms, flt, limit=limit), keyword_candidates(related, flt,
-        limit=related_limit))``, in one round trip where the store has round trips (PostgreSQL)."""
 
 
 @runtime_checkable
