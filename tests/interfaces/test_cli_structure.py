@@ -72,8 +72,8 @@ def test_shared_modules_do_not_import_commands(stem: str) -> None:
 #: What the REST and MCP servers share: the caller policy, the HTTP guard, the operations, their arguments and
 #: their results' schemas.
 SERVER_SHARED = {"_access", "_http", "_ops", "_ops_more", "_schemas", "_schemas_more", "_responses", "_responses_more"}
-#: The REST server's own parts: metrics, readiness, docs and lifespan, the parity routes' mounting.
-REST_OWN = {"_metrics", "_serving", "_rest_more"}
+#: The REST server's own parts: metrics, readiness, docs and lifespan, the parity routes' mounting, strict JSON bodies.
+REST_OWN = {"_metrics", "_serving", "_rest_more", "_rest_strict"}
 #: The MCP server's own parts: its extra tools, and over HTTP the same metrics and its health route.
 MCP_OWN = {"_mcp_more", "_mcp_http", "_metrics"}
 

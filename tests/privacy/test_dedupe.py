@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def test_merge_count_grows_and_provenance_stays_bounded(n: int) -> None:
     current = m("same")
     for _ in range(n):
         changes = merge_changes(current, m("same"), similarity=1.0, at=T0)
-        current = Memory(**{**{f: getattr(current, f) for f in current.__dataclass_fields__}, **changes})
+        current = dataclasses.replace(current, **changes)
     assert current.metadata[MERGE_COUNT_KEY] == n
     assert len(current.metadata[MERGED_FROM_KEY]) == min(n, MAX_PROVENANCE)
 
