@@ -229,7 +229,7 @@ def measure(
         kths: dict[tuple[int, int], float] = {}
         for i, v in enumerate(qvecs):
             sims = vecs @ v
-            for _scope, n in opened:
+            for n in {n for _, n in opened}:  # agents and users of one count own the same rows
                 mine = sims[rows % n == i % n]
                 kths[i, n] = float(-np.partition(-mine, _K - 1)[_K - 1]) if mine.size >= _K else -1.0
         time.sleep(1.0)
