@@ -115,6 +115,42 @@ def test_a_staged_vector_is_found_as_a_near_duplicate(postgres_server: PgServer,
         assert mem.audit.verify()
 
 
+def test_staged_rows_are_read_nearest_first_and_the_answers_stay_exact(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url, settings=NO_MOVER) as store:
+        base = unit_vectors(1, seed=5)[0]
+        rng = np.random.default_rng(9)
+        # Staged rows from ~0.999 down to ~0.6 cosine of the query; one far ``decision``; another agent's near copies.
+        vecs = np.vstack(
+            [base + rng.normal(0.0, s, DIM).astype(np.float32) for s in np.linspace(0.002, 1.2, 40) / np.sqrt(DIM)]
+        )
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        kinds = ["knowledge"] * 36 + ["decision", "knowledge", "knowledge", "knowledge"]
+        agents = ["a"] * 37 + ["b", "b", "b"]
+        ms = [memory(f"note {i}", agent=a, kind=k) for i, (a, k) in enumerate(zip(agents, kinds, strict=True))]
+        store.memories.add(ms, vecs, model_id=MODEL, actor="t")
+        assert set(_where(url, [m.id for m in ms]).values()) == {"staged"}
+        cosine = {m.id: float(v @ base) for m, v in zip(ms, vecs, strict=True)}
+
+        def exact(agent: str, kind: str | None, k: int) -> list[str]:
+            ids = [m.id for m in ms if m.agent == agent and (kind is None or m.kind == kind)]
+            return sorted(ids, key=lambda i: -cosine[i])[:k]
+
+        for kind, k in (("knowledge", 5), ("knowledge", 50), ("decision", 5)):
+            flt = Filter(agent="a", kinds=(kind,), include_shared=False)
+            for near in (None, 0.95):
+                got = store.search.vector_candidates_many([(base, flt), (base, flt)], limit=k, near=near)
+                assert [[c.id for c in cands] for cands in got] == [exact("a", kind, k)] * 2
+                assert all(abs(c.score - cosine[c.id]) < 1e-4 for c in got[0])
+            assert [c.id for c in store.search.vector_candidates(base, flt, limit=k)] == exact("a", kind, k)
+        # Another agent's private staged rows stay out; made public, they come in at their place.
+        assert [c.id for c in store.search.vector_candidates(base, Filter(agent="a"), limit=60)] == exact("a", None, 60)
+        store.memories.update(ms[38].id, {"visibility": "public"}, vector=None, model_id=MODEL, actor="b", at=NOW)
+        seen = [*exact("a", None, 60), ms[38].id]
+        got = [c.id for c in store.search.vector_candidates(base, Filter(agent="a"), limit=60)]
+        assert got == sorted(seen, key=lambda i: -cosine[i])
+
+
 def test_the_mover_folds_every_staged_vector_once_and_unchanged(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     ms = [memory(f"note {i}", agent=f"a{i % 5}") for i in range(700)]
