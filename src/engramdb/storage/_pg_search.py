@@ -320,7 +320,7 @@ class PgSearch:
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT {limit})"
                 ).format(
                     distance=branch.distance,
-                    rows=from_rows(branch.table),
+                    rows=from_rows(branch),
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),
                     columns=sql.SQL(MEMORY_COLUMNS),
@@ -330,7 +330,7 @@ class PgSearch:
                     limit=sql.Literal(limit),
                 )
             )
-            params += [query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params, *branch.params]
+            params += branch.ordered_params(query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params)
         statement = sql.SQL("SELECT * FROM ({parts}) h ORDER BY h.d LIMIT {limit}").format(
             parts=sql.SQL(" UNION ALL ").join(parts), limit=sql.Literal(limit)
         )
