@@ -577,7 +577,7 @@ def run_ann_graphs(spec: str, queries: int) -> dict[str, Any]:
     """
     import faiss
 
-    from engramdb.storage._ann import AnnBase
+    from engramdb.storage._ann_base import AnnBase
 
     flat_dir, _, sq_dir = spec.partition(":")
     flat_root = sidecar_dir(Path(flat_dir) / "engram.db")

@@ -27,8 +27,9 @@ import numpy as np
 import numpy.typing as npt
 
 from _data import load_locomo
-from engramdb.storage import _ann
-from engramdb.storage._ann import AnnBase, AnnMeta, Snapshot, build_generation
+from engramdb.storage import _ann, _ann_base
+from engramdb.storage._ann import AnnMeta, Snapshot, build_generation
+from engramdb.storage._ann_base import AnnBase
 
 CACHE = Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
 MODEL = "all-MiniLM-L6-v2-onnx-int8"
@@ -116,7 +117,7 @@ def main() -> None:
             _ann._HNSW_M, _ann._EF_CONSTRUCTION = m, efc  # type: ignore[misc]
             base, seconds = build(Path(tmp) / graph.replace("/", "-"), vectors)
             for ef in (int(x) for x in args.ef.split(",")):
-                _ann._EF_SEARCH = ef  # type: ignore[misc]
+                _ann_base.EF_SEARCH = ef  # type: ignore[misc]
                 r10, ms = measure(base, vectors, queries, 10, 64, None)
                 r50, _ = measure(base, vectors, queries, 50, 150, None)
                 rf, _ = measure(base, vectors, queries, 10, 64, allowed)

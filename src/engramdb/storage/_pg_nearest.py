@@ -81,11 +81,25 @@ class VectorBranch:
     #: ``vectors`` (the HNSW graphs, or an exact scan of the filter's rows) or ``vectors_staged`` (new vectors not yet
     #: folded into the graphs, scanned exactly: see :mod:`engramdb.storage._pg_staging`).
     table: str = "vectors"
+    #: A staged branch's test of the staged row alone (literals): the rows it admits are ordered by distance before
+    #: their memories are looked up (:func:`from_rows`).
+    staged_where: sql.Composable | None = None
+
+    def ordered_params(self, query: Any, *middle: Any) -> list[Any]:
+        """The branch's parameters in statement order: its distance's ``query``, ``middle`` (the caller's, between
+        the SELECT list and FROM), the WHERE clause's. A staged branch takes the query in its FROM clause."""
+        if self.table == STAGED_TABLE:
+            return [*middle, query, *self.params]
+        return [query, *middle, *self.params]
 
 
 def near_ef(model: CurrentModel, limit: int) -> str:
     """``hnsw.ef_search`` of a lookup of near neighbours only (see :data:`NEAR_EF_SEARCH`)."""
     return str(max(NEAR_EF_SEARCH, limit))
+
+
+#: A staged branch's distance: computed in its FROM clause (:func:`from_rows`), which orders the rows by it.
+_STAGED_DISTANCE: Final = sql.SQL("v.staged_d")
 
 
 def _distance(model: CurrentModel, *, index: bool) -> sql.Composable:
@@ -105,31 +119,40 @@ def vector_branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[
     The same parts again over the staged vectors (a memory's vector is in one table or the other), scanned exactly
     and row by row: the table is small.
     """
+    current = sql.SQL("s.model_id = {model} AND s.dim = {dim}").format(
+        model=sql.Literal(model.model_id), dim=sql.Literal(model.dim)
+    )
+    if flt.agent is None:
+        own, others = current, current
+    else:
+        reader = sql.Literal(flt.agent)
+        own = sql.SQL("s.agent = {reader} AND {current}").format(reader=reader, current=current)
+        # Other agents' staged rows: only those not private (an index of them), each then tested as above.
+        others = sql.SQL("s.agent <> {reader} AND s.open AND {current}").format(reader=reader, current=current)
     staged = [
-        replace(
-            branch,
-            distance=_distance(model, index=False),
-            table=STAGED_TABLE,
-            # Other agents' staged rows: only those not private (an index of them), each then tested as above.
-            where=branch.where if n == 0 or flt.agent is None else f"v.open AND {branch.where}",
-        )
+        replace(branch, distance=_STAGED_DISTANCE, table=STAGED_TABLE, staged_where=own if n == 0 else others)
         for n, branch in enumerate(_branches(model, flt, VectorPlan(own=True, others=True)))
     ]
     return _branches(model, flt, plan) + staged
 
 
-def from_rows(table: str) -> sql.Composable:
-    """The FROM clause of a branch over ``table``: its rows as ``v``, their memories as ``m``.
+def from_rows(branch: VectorBranch) -> sql.Composable:
+    """The FROM clause of ``branch``: its rows as ``v``, their memories as ``m``.
 
-    A staged row's memory is looked up by its key, row by row, after the staged rows are filtered: the planner would
-    otherwise hash the memories the filter admits, testing every memory of the store (42-82 ms at 20k memories,
-    bench/RESULTS.md, issue 26, third round of writes); ``OFFSET 0`` keeps the lookup from being flattened into a join.
+    Staged rows (``branch.staged_where``) are ordered by their distance to the query first (``v.staged_d``, the
+    branch's distance), and each one's memory is then looked up by its key in that order, until the branch's LIMIT
+    has rows that pass the filter: a few lookups where testing every staged row of the agent read one memory per
+    row (~1 ms a search per 100 staged rows; 25 near-duplicate lookups of a mixed batch read ~10,000 memories at
+    4,000 staged, which made such batches 2-3.5x slower with staging: bench/RESULTS.md, issue 26, fourth round of
+    writes). Never a hash of the memories the filter admits (every memory of the store: 42-82 ms at 20k, third
+    round). ``OFFSET 0`` keeps each subquery whole (its order, its lookup by key).
     """
-    if table == STAGED_TABLE:
+    if branch.table == STAGED_TABLE:
         return sql.SQL(
-            "{table} v CROSS JOIN LATERAL (SELECT * FROM memories x WHERE x.id = v.memory_id OFFSET 0) m"
-        ).format(table=sql.Identifier(table))
-    return sql.SQL("{table} v JOIN memories m ON m.id = v.memory_id").format(table=sql.Identifier(table))
+            "(SELECT s.*, s.embedding <=> %s::vector AS staged_d FROM {table} s WHERE {own} ORDER BY staged_d "
+            "OFFSET 0) v CROSS JOIN LATERAL (SELECT * FROM memories x WHERE x.id = v.memory_id OFFSET 0) m"
+        ).format(table=sql.Identifier(STAGED_TABLE), own=branch.staged_where or sql.SQL("true"))
+    return sql.SQL("{table} v JOIN memories m ON m.id = v.memory_id").format(table=sql.Identifier(branch.table))
 
 
 def _branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[VectorBranch]:
@@ -206,14 +229,14 @@ def _rows(
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
                 ).format(
                     pos=sql.Literal(pos),
-                    rows=from_rows(branch.table),
+                    rows=from_rows(branch),
                     distance=branch.distance,
                     model=sql.Literal(model.model_id),
                     dim=sql.Literal(model.dim),
                     where=sql.SQL(pg_statement(branch.where)),
                 )
             )
-            params += [query, *branch.params, limit]
+            params += [*branch.ordered_params(query), limit]
     # The store's current model travels with the answer (one row even when no branch finds any): a model
     # changed since it was cached makes the caller ask again.
     statement = sql.SQL(

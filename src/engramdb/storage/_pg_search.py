@@ -293,7 +293,7 @@ class PgSearch:
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
                 ).format(
                     distance=branch.distance,
-                    rows=from_rows(branch.table),
+                    rows=from_rows(branch),
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),
                     columns=sql.SQL(MEMORY_COLUMNS),
@@ -302,7 +302,7 @@ class PgSearch:
                     where=sql.SQL(pg_statement(branch.where)),
                 )
             )
-            params += [query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params, *branch.params, limit]
+            params += [*branch.ordered_params(query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params), limit]
         statement = sql.SQL("SELECT * FROM ({parts}) h ORDER BY h.d LIMIT %s").format(
             parts=sql.SQL(" UNION ALL ").join(parts)
         )

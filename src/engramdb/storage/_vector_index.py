@@ -44,7 +44,6 @@ from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.storage._ann import (
     ANN_DEFAULT_THRESHOLD,
     MIGRATE_FORMATS,
-    AnnBase,
     AnnMeta,
     Overlay,
     Snapshot,
@@ -57,6 +56,7 @@ from engramdb.storage._ann import (
     snapshot_path,
     write_overlay,
 )
+from engramdb.storage._ann_base import AnnBase
 from engramdb.storage._ann_exact import Codes, ExactRows, IndexRow, MaskCache, RowFilter
 from engramdb.storage._ann_rows import SQLiteVectors
 from engramdb.storage._ann_snapshot import fill_snapshot, overlay_rows, take_snapshot
