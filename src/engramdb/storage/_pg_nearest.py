@@ -24,7 +24,7 @@ from psycopg import sql
 
 from engramdb.errors import StorageError, ValidationError
 from engramdb.storage._checks import as_unit_rows
-from engramdb.storage._pg_sql import CurrentModel, ModelCache, filter_sql, pg_statement
+from engramdb.storage._pg_sql import CurrentModel, ModelCache, filter_sql, open_rows, pg_statement
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
 __all__ = [
@@ -50,16 +50,6 @@ Query = tuple[npt.NDArray[np.float32], Filter]
 STAGED_TABLE: Final = "vectors_staged"
 #: How a search of this filter reads the vectors (PgSearch._plan, bound to its connection and limit).
 PlanOf = Callable[[Any, CurrentModel, Filter, int], "VectorPlan"]
-
-# Rows another agent owns that the reader may see: public ones and ones shared with it or everyone. Row by row for the
-# HNSW path (rows come in the index's order); as an array of shares for the exact path, so the planner can gather
-# them from the memories' indexes (see _pg_sql._VISIBLE_INDEXED).
-_OPEN_ROW_BY_ROW: Final = (
-    "(m.visibility = 'public' OR EXISTS (SELECT 1 FROM shares s WHERE s.memory_id = m.id AND s.to_agent IN (?, '*')))"
-)
-_OPEN_INDEXED: Final = (
-    "(m.visibility = 'public' OR m.id = ANY (ARRAY(SELECT s.memory_id FROM shares s WHERE s.to_agent IN (?, '*'))))"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +159,7 @@ def _branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[Vector
         )
     ]
     if flt.include_shared:
-        visible = _OPEN_ROW_BY_ROW if plan.others else _OPEN_INDEXED
+        visible = open_rows(indexed=not plan.others)
         branches.append(
             VectorBranch(
                 _distance(model, index=plan.others),
