@@ -1,7 +1,9 @@
 """One generation of the HNSW sidecar, memory-mapped, answering searches (see :mod:`engramdb.storage._ann`).
 
 :mod:`._ann` writes a generation (the graph over 8-bit codes and its rows' data) and its overlays; this module reads
-one back and searches it: the graph's head and a filter's rows are re-ranked on the float32 vectors SQLite holds.
+one back and searches it (a short key set looked up by key, a narrow filter scanned, a wide one walked on the
+graph): the graph's head and a filter's rows are re-ranked on the float32 vectors SQLite holds. The vector cache
+(:mod:`._vector_index`) merges that answer with its delta of newer rows.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
 
@@ -22,11 +24,15 @@ if TYPE_CHECKING:
 
 from engramdb.errors import CorruptStoreError
 from engramdb.storage._ann import EF_MAX, EF_SEARCH, GRAPH_FILE, AnnMeta, load_faiss, read_overlay
-from engramdb.storage._ann_exact import MaskCache, distinct
+from engramdb.storage._ann_exact import Codes, MaskCache, RowFilter, distinct
 from engramdb.storage._ann_groups import Groups, load_groups
 from engramdb.storage._ann_rows import VectorSource
 
 __all__ = ["AnnBase"]
+
+#: A filter admitting at most this many of the index's rows is scanned exactly (gathering that
+#: many mapped vectors costs about what a graph walk does; below it the graph gains nothing).
+_EXACT_ROWS: Final = 8_192
 
 #: The logger the index always used (before it had a module of its own).
 log = logging.getLogger("engramdb.storage._ann")
@@ -209,6 +215,58 @@ class AnnBase:
             kept, scores = rows[hit], exact[order][at][hit]
         best = np.argsort(-scores, kind="stable")[:limit]
         return kept[best].astype(np.int64), scores[best]
+
+    def search_filtered(
+        self, query: _F32, limit: int, flt: RowFilter, depth: int, *, agent_codes: Codes, kind_codes: Codes
+    ) -> list[tuple[str, float]]:
+        """Up to ``limit`` (id, cosine) pairs of this generation's live rows passing ``flt``, best first.
+
+        A short key set is looked up by key, a filter admitting few rows is scanned on its codes, a wider one walks
+        the graph; each re-ranks its ``depth`` best on float32 vectors. ``agent_codes``/``kind_codes``: the names
+        behind this generation's agent and kind codes (the owning cache's).
+        """
+
+        def make() -> tuple[_Bool | None, int]:
+            mask = flt.mask(
+                self.n,
+                rids=self.rids,
+                agents=self.agents,
+                kinds=self.kinds,
+                public=self.public,
+                agent_codes=agent_codes,
+                kind_codes=kind_codes,
+            )
+            if self.dead:
+                mask = self.alive.copy() if mask is None else mask & self.alive
+            return mask, self.n if mask is None else int(np.count_nonzero(mask))
+
+        cacheable = MaskCache.cacheable(flt)
+        key = (self.version, flt.agent, flt.include_public, flt.only_key)
+        rows: _I64
+        scores: _F32
+        if flt.only_rids is not None and flt.only_rids.size <= _EXACT_ROWS:
+            # A short key set (one user's rows): its rows looked up by key and tested alone, not a mask of every row.
+            found = flt.rows(self.rows_of_rids(flt.only_rids), self, agent_codes=agent_codes, kind_codes=kind_codes)
+            rows, scores = self.scan(query, found, limit, depth)
+        else:
+            mask, passing = self.masks.get(key, make) if cacheable else make()
+            if passing == 0:
+                rows, scores = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+            elif passing <= _EXACT_ROWS or passing <= limit:
+                rows, scores = self._scan_mask(query, mask, limit, depth)
+            else:
+                # Re-rank a deeper head than asked exactly: the 8-bit codes' order near the cut-off is the least sure.
+                allowed = None if passing == self.n else mask
+                rows, scores = self.search(query, depth, allowed, passing, key=key if cacheable else None)
+                if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
+                    rows, scores = self._scan_mask(query, mask, limit, depth)
+        return [(self.id_of(int(r)), float(s)) for r, s in zip(rows[:limit], scores[:limit], strict=True)]
+
+    def _scan_mask(self, query: _F32, mask: _Bool | None, limit: int, depth: int) -> tuple[_I64, _F32]:
+        """Top ``limit`` of the rows passing ``mask``: every one ranked on its 8-bit code, the head of them on its
+        float32 vector (exact cosines, as a walk's head)."""
+        rows = np.arange(self.n) if mask is None else np.flatnonzero(mask)
+        return self.scan(query, rows.astype(np.int64), limit, depth)
 
     def search(
         self, query: _F32, k: int, allowed: _Bool | None, passing: int, *, key: tuple[object, ...] | None = None

@@ -24,7 +24,7 @@ from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_analyze import StatisticsKeeper
-from engramdb.storage._pg_nearest import VectorPlan, from_rows, near_ef, nearest_many, vector_branches
+from engramdb.storage._pg_nearest import VectorPlan, from_rows, near_ef, near_plan, nearest_many, vector_branches
 from engramdb.storage._pg_sql import (
     CurrentModel,
     ModelCache,
@@ -263,8 +263,13 @@ class PgSearch:
     ) -> list[list[Candidate]]:
         """See :meth:`CandidateSource.vector_candidates_many`: one statement (:mod:`._pg_nearest`)."""
         ef = self._ef if near is None else near_ef
+
+        def plan_of(conn: Raw, model: CurrentModel, flt: Filter, limit: int) -> VectorPlan:
+            plan = self._plan(conn, model, flt, limit)
+            return plan if near is None else near_plan(plan, model, exact_below=self._exact_below)
+
         return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
-                            plan_of=self._plan, ef_search=ef, iterative=self._iterative,
+                            plan_of=plan_of, ef_search=ef, iterative=self._iterative,
                             queries=queries, limit=limit)  # fmt: skip
 
     def _ef(self, model: CurrentModel, limit: int, *, graph_rows: float | None = None) -> str:

@@ -379,6 +379,36 @@ class SQLiteBackend:
             yield conn
 
     @contextmanager
+    def read_apart(self) -> Iterator[Conn]:
+        """See :meth:`Dialect.read_apart`: a read-only connection of its own, so the store's lock is not held while it
+        reads (the open's count of stale vectors reads every vector row: seconds at 1M memories, during which every
+        search waited for the lock). Inside this thread's own write, or in memory, the store's connection."""
+        mine = self._lock.acquire(blocking=False)  # re-entrant: succeeds on the thread holding it
+        try:
+            inside = mine and self._open_write is not None
+        finally:
+            if mine:
+                self._lock.release()
+        if self.path is None or inside:
+            with self.read() as conn:
+                yield conn
+            return
+        self._require_open()
+        try:
+            # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
+            apart = sqlite3.connect(
+                f"{self.path.as_uri()}?mode=ro", uri=True, timeout=self._busy_ms / 1000, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        try:
+            yield apart
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        finally:
+            apart.close()
+
+    @contextmanager
     def write(self) -> Iterator[Conn]:
         """See :meth:`Dialect.write`."""
         with self._writing() as w:
