@@ -91,7 +91,9 @@ class BulkLoader:
             if name == skip:
                 continue
             t = time.perf_counter()
-            self._conn.execute(definition)
+            # A partitioned table's index reads back as ``ON ONLY`` (the parent's alone): recreated so, the
+            # partitions had no indexes at all (no HNSW graphs: every search of a fresh bench store scanned exactly).
+            self._conn.execute(definition.replace(" ON ONLY ", " ON ", 1))
             took[name] = round(time.perf_counter() - t, 1)
         self.dropped = []
         return took

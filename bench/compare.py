@@ -38,7 +38,6 @@ Protocol (one run, every system measured in it, the 1-minute load average writte
     python bench/compare.py                 # full run (all 5 conversations, 100k)
     python bench/compare.py --quick         # 1 conversation, 40 questions, 10k
     python bench/compare.py --sizes 10000,100000
-    python bench/compare.py --tail-ab --out bench/results/compare_tail_s6.json   # the 100k p95 tail, old/new/exact
 """
 
 from __future__ import annotations
@@ -146,12 +145,10 @@ class EngramSystem:
         self.root, self.embedder = root, embedder
         self.stores: dict[str, Engram] = {}
         self.misses = 0
-        #: Settings overrides for every store (e.g. ``ann_threshold``; --tail-ab's exact reference store).
-        self.overrides: dict[str, Any] = {}
 
     def add(self, corpus: Corpus, embedder: Embedder | None) -> dict[str, float]:
         t0 = time.perf_counter()
-        mem = Engram(self.root / corpus.name, embedder=embedder or self.embedder, **self.overrides)
+        mem = Engram(self.root / corpus.name, embedder=embedder or self.embedder)
         for start in range(0, len(corpus.ids), CHUNK):
             items = [
                 {"content": t, "agent": AGENT, "kind": "conversation", "metadata": {"turn": i}}
@@ -661,11 +658,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=str(Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"),
         help="SQLite file keeping the vectors across runs ('none': no file)",
     )
-    parser.add_argument(
-        "--tail-ab",
-        action="store_true",
-        help="only the 100k search tail: engramdb old/new/exact graph, interleaved (bench/_compare_tail.py)",
-    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
         "--before", type=Path, default=None, help="an earlier results file for the 'before' column (default: --out)"
@@ -702,8 +694,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     q_embed = []
     for q in [q.text for q in conversations[0].questions][:50]:
         q_embed.append(_ms(lambda q=q: base.inner.embed([q])))
-    if args.tail_ab:
-        return _tail_ab(args, sizes, table, make_raw)
     results: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpu": platform.processor(), "cores": os.cpu_count(), "python": platform.python_version()},
@@ -732,25 +722,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["before"] = before
     print(table_md)
     print(f"wrote {write_json(args.out, results)}")
-    return 0
-
-
-def _tail_ab(
-    args: argparse.Namespace, sizes: Sequence[int], table: dict[str, Vectors], make_raw: Callable[[], CachedEmbedder]
-) -> int:
-    """``--tail-ab``: see bench/_compare_tail.py; writes ``--out`` (its own file, not the comparison's)."""
-    import _compare_tail
-
-    out: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "sizes": {}}
-    with tempfile.TemporaryDirectory(prefix="engram-tail-") as tmp_name:
-        for size in sizes:
-            res = _compare_tail.run_tail_ab(
-                sys.modules[__name__], Path(tmp_name), table, make_raw, size, args.latency_queries
-            )
-            res["markdown"] = _compare_tail.markdown(res)
-            print(res["markdown"])
-            out["sizes"][str(size)] = res
-    print(f"wrote {write_json(args.out, out)}")
     return 0
 
 

@@ -577,7 +577,8 @@ def run_ann_graphs(spec: str, queries: int) -> dict[str, Any]:
     """
     import faiss
 
-    from engramdb.storage._ann import AnnBase
+    from engramdb.storage._ann_base import AnnBase
+    from engramdb.storage._ann_rows import SQLiteVectors
 
     flat_dir, _, sq_dir = spec.partition(":")
     flat_root = sidecar_dir(Path(flat_dir) / "engram.db")
@@ -586,7 +587,7 @@ def run_ann_graphs(spec: str, queries: int) -> dict[str, Any]:
     root = sidecar_dir(Path(sq_dir) / "engram.db")
     meta = read_meta(root)
     assert meta is not None, "the 8-bit store has no current-format sidecar"
-    base = AnnBase(root, meta)
+    base = AnnBase(root, meta, SQLiteVectors(Path(sq_dir) / "engram.db"))
     emb = _embedder()
     qvecs = emb.embed([q.text for c in load_locomo() for q in c.questions][:queries])
     params = faiss.SearchParametersHNSW(efSearch=128)

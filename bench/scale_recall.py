@@ -54,7 +54,7 @@ OTHER = "other"
 #: The index threshold of the ``delta`` layout: below the distractors alone, so the index is built before
 #: LoCoMo is written (the distractors the cache holds are fewer than the default 20,000).
 DELTA_THRESHOLD = 15_000
-#: HNSW search breadths compared on the graph alone (the store uses 128, engramdb.storage._ann._EF_SEARCH).
+#: HNSW search breadths compared on the graph alone (the store uses 128, engramdb.storage._ann.EF_SEARCH).
 EF_SWEEP = (128, 192, 256, 512)
 #: Distractors written per remember_many call.
 _BATCH = 2_000

@@ -27,8 +27,9 @@ import numpy as np
 import numpy.typing as npt
 
 from _data import load_locomo
-from engramdb.storage import _ann
-from engramdb.storage._ann import AnnBase, AnnMeta, Snapshot, build_generation
+from engramdb.storage import _ann, _ann_base
+from engramdb.storage._ann import AnnMeta, Snapshot, build_generation
+from engramdb.storage._ann_base import AnnBase
 
 CACHE = Path.home() / ".cache" / "engramdb-bench" / "embeddings.sqlite"
 MODEL = "all-MiniLM-L6-v2-onnx-int8"
@@ -65,6 +66,19 @@ def corpus(rows: int) -> tuple[_F32, _F32]:
     return out, np.stack([q for q in qv if q is not None])
 
 
+class _Rows:
+    """The float32 rows by seq (seq i is row i), as a store's vectors table serves them to the index."""
+
+    def __init__(self, vectors: _F32) -> None:
+        self._vectors = vectors
+
+    def vectors(self, seqs: npt.NDArray[np.int64], dim: int) -> tuple[_F32, npt.NDArray[np.bool_]]:
+        return self._vectors[seqs], np.ones(seqs.size, dtype=np.bool_)
+
+    def seqs_of(self, model_id: str | None, ids: npt.NDArray[np.bytes_]) -> npt.NDArray[np.int64]:
+        return np.array([int(bytes(i)[1:]) for i in ids], dtype=np.int64)
+
+
 def build(root: Path, vectors: _F32) -> tuple[AnnBase, float]:
     n, dim = vectors.shape
     shutil.rmtree(root, ignore_errors=True)
@@ -79,11 +93,12 @@ def build(root: Path, vectors: _F32) -> tuple[AnnBase, float]:
         zeros,
         zeros,
         np.zeros(n, dtype=bool),
+        np.arange(n, dtype=np.int64),
     )
     t0 = time.perf_counter()
     meta = build_generation(root, snap, threading.Event())
     assert meta is not None
-    return AnnBase(root, meta), time.perf_counter() - t0
+    return AnnBase(root, meta, _Rows(vectors)), time.perf_counter() - t0
 
 
 def measure(base: AnnBase, vectors: _F32, queries: _F32, k: int, head: int, allowed: npt.NDArray[np.bool_] | None):
@@ -116,7 +131,7 @@ def main() -> None:
             _ann._HNSW_M, _ann._EF_CONSTRUCTION = m, efc  # type: ignore[misc]
             base, seconds = build(Path(tmp) / graph.replace("/", "-"), vectors)
             for ef in (int(x) for x in args.ef.split(",")):
-                _ann._EF_SEARCH = ef  # type: ignore[misc]
+                _ann_base.EF_SEARCH = ef  # type: ignore[misc]
                 r10, ms = measure(base, vectors, queries, 10, 64, None)
                 r50, _ = measure(base, vectors, queries, 50, 150, None)
                 rf, _ = measure(base, vectors, queries, 10, 64, allowed)

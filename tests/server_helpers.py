@@ -10,12 +10,15 @@ import contextlib
 import os
 import socket
 import subprocess
-from collections.abc import Callable
-from typing import Generic, NoReturn, Protocol, TypeVar
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 import pytest
 
-__all__ = ["LazyServer", "free_port", "in_ci", "skip_or_fail"]
+__all__ = ["LazyServer", "free_port", "in_ci", "serve_asgi", "skip_or_fail"]
 
 
 def in_ci() -> bool:
@@ -72,3 +75,27 @@ class LazyServer(Generic[S]):
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 self.server.stop()
             self.server = None
+
+
+@contextlib.contextmanager
+def serve_asgi(app: Any, *, uvicorn: ModuleType, **config: Any) -> Iterator[str]:
+    """Serve ``app`` with a real uvicorn (the module given: the caller decides whether a missing one skips) in a
+    background thread on a free loopback port; its base URL. ``config``: more ``uvicorn.Config`` settings."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))  # the OS picks a free port, and we hold it: no race with other tests
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **config))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive(), "the server thread died"
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()

@@ -53,8 +53,8 @@ class Settings:
 
     #: Where the default embedded store lives.
     home: Path
-    #: Which embedder: "local" (bundled ONNX MiniLM), "static" (a table distilled from it: fast, lower recall),
-    #: "sentence-transformers:<model>", "openai:<model>".
+    #: Which embedder: "local" (bundled ONNX MiniLM; "local:<tokens>" truncates), "static" (a table distilled from
+    #: it: fast, lower recall), "mpnet" (the opt-in extra), "sentence-transformers:<model>", "openai:<model>".
     embedder: str = "local"
     #: Base URL of an OpenAI-compatible embeddings endpoint (Ollama, vLLM, LM Studio, ...).
     openai_base_url: str = "http://localhost:11434/v1"

@@ -83,11 +83,12 @@ def test_root_is_the_dashboard(open_server: Served) -> None:
 
 def test_the_pages_check_their_own_parameters(open_server: Served) -> None:
     with httpx.Client(base_url=open_server.url, timeout=60) as client:
-        # The dashboard's unknown parameter: its own HTML 400 page (the API's check skips its routes).
-        page = _html(client.get("/ui/memories", params={"agent": "alice", "colour": "red"}), 400)
+        # The dashboard's unknown parameter: its own HTML page (the API's check skips its routes), with the
+        # status the API gives the same error: one map, one meaning.
+        page = _html(client.get("/ui/memories", params={"agent": "alice", "colour": "red"}), 422)
         assert "colour" in page
-        _html(client.get("/ui/memories", params={"agent": "alice", "limit": "many"}), 400)
-        # The API's unknown parameter: still its JSON 422.
+        _html(client.get("/ui/memories", params={"agent": "alice", "limit": "many"}), 422)
+        # The API's unknown parameter: its JSON 422.
         assert "colour" in error_of(client.get("/memories", params={"colour": "red"}), 422)
 
 

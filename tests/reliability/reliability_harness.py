@@ -192,9 +192,23 @@ class KillResult:
         return not self.lost and not self.unhealthy
 
 
-def kill_once(store: Path, kind: str, workdir: Path, *, rng: random.Random, max_delay: float = 0.6) -> KillResult:
-    """Start a worker, SIGKILL it after a random delay once it is writing, then reopen and check."""
+def kill_once(
+    store: Path,
+    kind: str,
+    workdir: Path,
+    *,
+    rng: random.Random,
+    max_delay: float = 0.6,
+    after_ack: bool = False,
+) -> KillResult:
+    """Start a worker, SIGKILL it after a random delay once it is writing, then reopen and check.
+
+    The delay counts from the worker's "ready", or with ``after_ack`` from its first acknowledged write of this
+    run: a worker's first write pays for lazy imports and cold caches (0.3-0.5 s for an import at load 7, more
+    under heavier load), so a delay from "ready" alone may kill every run before any write is acknowledged.
+    """
     ledger = workdir / "ledger.jsonl"
+    before = len(read_ledger(ledger))
     child = subprocess.Popen(
         [sys.executable, __file__, "worker", str(store), kind, str(ledger), str(workdir)],
         stdout=subprocess.PIPE,
@@ -204,6 +218,8 @@ def kill_once(store: Path, kind: str, workdir: Path, *, rng: random.Random, max_
     line = child.stdout.readline()
     finished = False
     if line.strip() == b"ready":
+        if after_ack:
+            _wait_for_ack(child, ledger, before)
         time.sleep(rng.uniform(0.02, max_delay))
         if child.poll() is None:
             os.kill(child.pid, signal.SIGKILL)
@@ -215,6 +231,16 @@ def kill_once(store: Path, kind: str, workdir: Path, *, rng: random.Random, max_
     result = verify(store, kind, ledger)
     result.finished = finished or child.returncode == 0
     return result
+
+
+def _wait_for_ack(child: subprocess.Popen[bytes], ledger: Path, before: int, *, timeout: float = 120.0) -> None:
+    """Until the ledger holds more than ``before`` writes (or the worker ran out of work and exited)."""
+    deadline = time.monotonic() + timeout
+    while len(read_ledger(ledger)) <= before and child.poll() is None:
+        if time.monotonic() > deadline:
+            child.kill()
+            raise RuntimeError(f"the worker acknowledged no write in {timeout:.0f} s")
+        time.sleep(0.005)
 
 
 def verify(store: Path, kind: str, ledger: Path) -> KillResult:

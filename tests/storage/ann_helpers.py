@@ -39,7 +39,7 @@ def with_copies(originals: npt.NDArray[np.floating], copies: int, rng: np.random
 
 def store_graph(vectors: F32) -> object:
     """The graph as the store builds it (8-bit codes, inner product, the store's M and efConstruction)."""
-    faiss = _ann._faiss()
+    faiss = _ann.load_faiss()
     index = faiss.IndexHNSWSQ(vectors.shape[1], faiss.ScalarQuantizer.QT_8bit, _ann._HNSW_M, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = _ann._EF_CONSTRUCTION
     index.train(vectors)
@@ -49,7 +49,7 @@ def store_graph(vectors: F32) -> object:
 
 def level0_table(index: object) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], int]:
     """The graph's level-0 link slots (a copy), each node's first slot, and the slots per node."""
-    return _level0(index.hnsw, _ann._faiss(), index.ntotal)  # type: ignore[attr-defined]
+    return _level0(index.hnsw, _ann.load_faiss(), index.ntotal)  # type: ignore[attr-defined]
 
 
 def built_store(path: Path, vectors: F32) -> tuple[Store, VectorIndex, list[Memory]]:

@@ -19,11 +19,19 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import server_helpers
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import psycopg
+
+    from engramdb.models import Memory
 
 _PG_ROOTS = (Path("/usr/lib/postgresql"), Path("/usr/local/pgsql"))
 
@@ -158,3 +166,69 @@ def fold_staged(url: str, *, timeout: float = 60.0) -> None:
                 time.sleep(0.02)  # another mover's batch: it commits soon
             if time.monotonic() > deadline:
                 raise AssertionError(f"vectors still staged after {timeout} s")
+
+
+def schema_at(conn: psycopg.Connection[Any], step: int) -> None:
+    """Bring the empty database of ``conn`` (autocommit) to schema ``step`` exactly, as that release left it."""
+    from engramdb.storage import _pg_schema
+    from engramdb.storage._migrations import run_steps
+
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    run_steps(
+        _pg_schema.MIGRATIONS[:step],
+        version=0,
+        location="old",
+        step_transaction=lambda: _pg_schema._step_transaction(conn),
+        apply=lambda step, version: _pg_schema._apply(conn, step, version),
+    )
+
+
+def old_store(
+    url: str,
+    *,
+    step: int,
+    memories: Sequence[Memory],
+    vectors: npt.NDArray[np.float32],
+    model: str,
+    staged: bool = False,
+) -> None:
+    """A store at schema ``step`` holding ``memories`` and their ``vectors`` (of ``model``), written as that release
+    wrote them: the vectors in ``vectors`` under the model's HNSW graph, or with ``staged`` (steps 6 and on) in
+    ``vectors_staged``, waiting for the mover. ``vectors`` and ``vectors_staged`` carry the agent from step 5 on."""
+    import hashlib
+
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    table = "vectors_staged" if staged else "vectors"
+    dim = int(vectors.shape[1])
+    with psycopg.connect(url, autocommit=True) as conn:
+        schema_at(conn, step)
+        register_vector(conn)
+        for m, v in zip(memories, vectors, strict=True):
+            created = m.created_at.isoformat(timespec="microseconds")
+            conn.execute(
+                "INSERT INTO memories (id, agent, kind, content, created_at, updated_at, occurred_at, visibility) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (m.id, m.agent, m.kind, m.content, created, created, created, m.visibility),
+            )
+            if step >= 5:
+                conn.execute(
+                    f"INSERT INTO {table} (memory_id, agent, model_id, dim, embedding) VALUES (%s, %s, %s, %s, %s)",
+                    (m.id, m.agent, model, dim, v),
+                )
+            else:
+                conn.execute(
+                    f"INSERT INTO {table} (memory_id, model_id, dim, embedding) VALUES (%s, %s, %s, %s)",
+                    (m.id, model, dim, v),
+                )
+        if not staged:
+            name = "vectors_hnsw_" + hashlib.sha256(f"{model}\x00{dim}".encode()).hexdigest()[:16]
+            conn.execute(
+                f"CREATE INDEX {name} ON vectors USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                f"WHERE model_id = '{model}' AND dim = {dim}"
+            )
+            conn.execute(
+                "INSERT INTO vector_indexes (model_id, dim, index_name) VALUES (%s, %s, %s)", (model, dim, name)
+            )
+        conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', %s)", (model,))

@@ -19,7 +19,7 @@ from storage_helpers import DIM, MODEL, NOW, memory, unit_vectors
 
 from engramdb.config import load_settings
 from engramdb.errors import ConfigError
-from engramdb.storage import _vector_index, open_store
+from engramdb.storage import _ann_base, _vector_index, open_store
 from engramdb.storage._ann import ann_available, read_meta, sidecar_dir
 from engramdb.storage._vector_index import VectorIndex
 from engramdb.storage.base import Filter, Store
@@ -122,7 +122,7 @@ def test_filtered_search_gives_exactly_the_filtered_rows(tmp_path: Path, monkeyp
         some = sorted(w.vecs)[:50]
         assert w.search(q, 10, Filter(agent=None, ids=tuple(some))) == w.truth(q, 10, set(some))
     # Broad filters walk the graph (made to here by lowering the exact-scan bound): only passing rows.
-    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    monkeypatch.setattr(_ann_base, "_EXACT_ROWS", 10)
     recalls = []
     for s in range(10):
         q = _query(s)

@@ -17,7 +17,8 @@ import pytest
 from ann_helpers import level0_table, with_copies
 
 from engramdb.storage import _ann
-from engramdb.storage._ann import AnnBase, AnnMeta, Snapshot, ann_available, build_generation
+from engramdb.storage._ann import AnnMeta, Snapshot, ann_available, build_generation
+from engramdb.storage._ann_base import AnnBase
 
 pytestmark = pytest.mark.skipif(not ann_available(), reason="faiss is not installed")
 
@@ -83,7 +84,7 @@ def test_the_graph_is_renumbered_to_row_order(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(_ann, "_ADD_CHUNK", 500)  # several chunks
     vectors = _store_order(1)
     base = _build(tmp_path / "side", vectors)
-    faiss = _ann._faiss()
+    faiss = _ann.load_faiss()
     storage = faiss.downcast_index(base._index.storage)
     # Node i holds row i's code ...
     codes = faiss.vector_to_array(storage.codes).reshape(base.n, -1)

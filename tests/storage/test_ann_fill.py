@@ -45,7 +45,7 @@ def _nearest(vectors: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], k: i
 
 def test_sparse_nodes_get_their_nearest_rows_and_walks_find_them() -> None:
     vectors = _clustered(1)
-    faiss = _ann._faiss()
+    faiss = _ann.load_faiss()
     index = store_graph(vectors)
     neighbors, starts, width = level0_table(index)
     # Hand-made sparse nodes: every third node keeps only its first level-0 link.
@@ -94,7 +94,7 @@ def _groups(seed: int) -> npt.NDArray[np.float32]:
 def test_on_near_duplicate_groups_the_walks_head_comes_closer_to_the_exact_scan() -> None:
     """The store's walk (head of 150 re-ranked exactly, top 50) misses fewer of the exact top 50 once filled."""
     vectors = _groups(1)
-    faiss = _ann._faiss()
+    faiss = _ann.load_faiss()
     index = store_graph(vectors)
     link_islands(index, faiss, vectors)
     rng = np.random.default_rng(2)
@@ -120,7 +120,7 @@ def test_on_near_duplicate_groups_the_walks_head_comes_closer_to_the_exact_scan(
 
 def test_a_graph_with_every_node_half_full_is_left_as_it_is() -> None:
     vectors = _clustered(2, rows=1_500)
-    faiss = _ann._faiss()
+    faiss = _ann.load_faiss()
     index = store_graph(vectors)
     neighbors, starts, width = level0_table(index)
     # Every node gets its width // 2 exact nearest rows (no node sparse), the rest of its slots free.

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from storage_helpers import DIM, MODEL, NOW, memory, unit_vectors
 
-from engramdb.storage import _vector_index
+from engramdb.storage import _ann_base, _vector_index
 from engramdb.storage._ann import ann_available, read_meta, sidecar_dir
 from engramdb.storage._ann_groups import find_groups
 from engramdb.storage._vector_index import VectorIndex
@@ -105,7 +105,7 @@ def test_one_node_per_distinct_vector_and_every_copy_found(tmp_path: Path, monke
     generation = next(sidecar_dir(tmp_path / "s" / "engram.db").glob("g-*"))
     assert not (generation / "vectors.npy").exists()  # no float32 copy: each row's vector seq instead
     assert np.load(generation / "seqs.npy").shape == (1_200,)
-    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)  # every search below walks the graph
+    monkeypatch.setattr(_ann_base, "_EXACT_ROWS", 10)  # every search below walks the graph
     for q in _queries():
         for agent in (None, "a"):
             found = w.search(q, 24, agent)
@@ -120,7 +120,7 @@ def test_forgetting_copies_leaves_the_others_found_and_scrubs_the_last(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     w = Repeated(tmp_path / "s")
-    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    monkeypatch.setattr(_ann_base, "_EXACT_ROWS", 10)
     q = _queries()[0]
     top = w.search(q, 8)
     assert len({s for _, s in top}) == 1  # the eight copies of the nearest vector
@@ -174,7 +174,7 @@ def test_a_rebuild_over_a_grouped_index_reads_each_row_back(tmp_path: Path, monk
     assert meta.rows == 1_000
     distinct = len({v.tobytes() for v in w.vecs.values()})
     assert w.index._base.groups.starts.size - 1 == distinct  # type: ignore[attr-defined]
-    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    monkeypatch.setattr(_ann_base, "_EXACT_ROWS", 10)
     for q in _queries():
         found = w.search(q, 16)  # scores checked against each row's own vector inside
         assert not {i for i, _ in found} & set(gone)
@@ -188,7 +188,7 @@ def test_a_tenants_cached_mask_follows_visibility_and_forgetting(
     # The graph path keeps each filter's mask over the index's rows; a change to a row's visibility or a forget
     # must show in the very next search of the same tenant, never a mask made before it.
     w = Repeated(tmp_path / "s")
-    monkeypatch.setattr(_vector_index, "_EXACT_ROWS", 10)
+    monkeypatch.setattr(_ann_base, "_EXACT_ROWS", 10)
     q = _queries()[1]
     flt = Filter(agent="b", include_shared=True)
     before = {c.id for c in w.store.search.vector_candidates(q, flt, limit=200)}

@@ -41,7 +41,7 @@ def _groups(seed: int = 7) -> npt.NDArray[np.float32]:
 
 def _close(index: object, groups: range) -> None:
     """Make each group in ``groups`` a closed island: its members link only to each other at level 0."""
-    faiss = _ann._faiss()
+    faiss = _ann.load_faiss()
     neighbors, starts, width = level0_table(index)
     for g in groups:
         members = [g] + [GROUPS + c * GROUPS + g for c in range(COPIES)]
@@ -61,15 +61,15 @@ def _cut_off(index: object) -> int:
 
 def _short_walks(index: object, queries: npt.NDArray[np.float32]) -> int:
     """Walks that return fewer rows than asked for (the store then scans every row exactly)."""
-    faiss = _ann._faiss()
-    params = faiss.SearchParametersHNSW(efSearch=max(_ann._EF_SEARCH, HEAD))
+    faiss = _ann.load_faiss()
+    params = faiss.SearchParametersHNSW(efSearch=max(_ann.EF_SEARCH, HEAD))
     _, found = index.search(queries, HEAD, params=params)  # type: ignore[attr-defined]
     return int(((found >= 0).sum(axis=1) < HEAD).sum())
 
 
 def test_closed_islands_are_linked_and_walks_come_back_full() -> None:
     vectors = _groups()
-    faiss = _ann._faiss()
+    faiss = _ann.load_faiss()
     index = store_graph(vectors)
     _close(index, range(0, GROUPS, 5))
     queries = vectors[:GROUPS]  # each original: its own group is its nearest rows
@@ -86,7 +86,7 @@ def test_a_connected_graph_is_left_as_it_is() -> None:
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(2_000, 16)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    faiss = _ann._faiss()
+    faiss = _ann.load_faiss()
     index = faiss.IndexHNSWSQ(16, faiss.ScalarQuantizer.QT_8bit, _ann._HNSW_M, faiss.METRIC_INNER_PRODUCT)
     index.train(vectors)
     index.add(vectors)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from storage_helpers import MODEL, NOW, add, memory
 from test_keyword_speedpath import _QUERIES, _assert_same, _both, _texts
 
 from engramdb.storage import _kw_index
-from engramdb.storage._kw_persist import load_postings, postings_path, save_postings
+from engramdb.storage._kw_persist import DamagedPostings, load_postings, postings_path, save_postings
 from engramdb.storage.base import Filter, Store
 from engramdb.storage.sqlite import open_sqlite
 
@@ -121,9 +122,14 @@ def test_loading_any_bytes_gives_postings_or_none(
     path.write_bytes(real[:cut] + data)
     saved = load_postings(path)
     if saved is not None:
-        for docs, counts in saved.terms.values():
+        for term in saved.terms:
+            try:
+                docs, counts = saved.terms[term]
+            except DamagedPostings:
+                continue  # found when the term is first decoded: the index then rebuilds
             assert docs.size == counts.size
             assert not docs.size or (int(docs.max()) < saved.doc_len.size and int(docs.min()) >= 0)
+            assert not docs.size or bool((docs[1:] > docs[:-1]).all())
 
 
 _REAL: dict[str, bytes] = {}
@@ -190,7 +196,7 @@ _postings = st.lists(
 @settings(max_examples=60, deadline=None)
 @given(postings=_postings)
 def test_saved_postings_come_back_exactly(tmp_path_factory: pytest.TempPathFactory, postings: list[Any]) -> None:
-    # Keys are written as running differences and deflated: whatever the terms, loading gives back the same arrays.
+    # Keys are written as running differences in each term's narrowest width: loading gives back the same arrays.
     np = pytest.importorskip("numpy")
     path = tmp_path_factory.mktemp("rt") / "engram.db.kw"
     terms = [
@@ -215,39 +221,228 @@ def test_saved_postings_come_back_exactly(tmp_path_factory: pytest.TempPathFacto
         assert saved.terms[t][1].tolist() == counts.tolist()
 
 
-def test_a_saved_file_is_deflated_and_one_of_the_older_format_is_rebuilt(tmp_path: Path, builds: list[int]) -> None:
+def _write_format(path: Path, saved: Any, version: int) -> None:
+    """``saved`` written as main wrote it before format 3: a deflated ``.npz`` (format 2: keys as running
+    differences; format 1: keys as they are)."""
     np = pytest.importorskip("numpy")
-    location = tmp_path / "s"
-    _fill(location)
-    path = _saved(location)
-    with np.load(path) as data:
-        raw = sum(int(data[k].nbytes) for k in data.files)
-    assert path.stat().st_size < raw / 2
-    # A file written by the first format (plain arrays, keys as they are) is not read: the store builds instead.
-    saved = load_postings(path)
-    assert saved is not None
+    names = sorted(saved.terms)
+    docs = [np.asarray(saved.terms[t][0], dtype=np.int32) for t in names]
+    flat = np.concatenate(docs)
     meta = {
-        "format": 1,
+        "format": version,
         "seq": saved.seq,
         "anchor": saved.anchor,
         "rows": saved.rows,
         "tokens": saved.tokens,
         "structure": saved.structure.hex(),
-        "terms": sorted(saved.terms),
+        "terms": names,
     }
-    docs = [saved.terms[t][0] for t in sorted(saved.terms)]
     with open(path, "wb") as fh:
-        np.savez(
+        np.savez_compressed(
             fh,
             meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
             offsets=np.concatenate([[0], np.cumsum([d.size for d in docs])]),
-            docs=np.concatenate(docs),
-            counts=np.concatenate([saved.terms[t][1] for t in sorted(saved.terms)]),
+            docs=np.diff(flat, prepend=np.int32(0)) if version == 2 else flat,
+            counts=np.concatenate([np.asarray(saved.terms[t][1], dtype=np.int32) for t in names]),
             doc_len=saved.doc_len,
         )
+
+
+def test_a_format_2_file_still_opens_and_is_written_anew_at_close(tmp_path: Path, builds: list[int]) -> None:
+    location = tmp_path / "s"
+    _fill(location)
+    path = _saved(location)
+    saved = load_postings(path)
+    assert saved is not None
+    assert saved.current
+    _write_format(path, saved, 2)
+    assert path.read_bytes()[:2] == b"PK"
+    older = load_postings(path)
+    assert older is not None
+    assert not older.current
+    builds.clear()
+    with _open(location) as store:
+        for terms in _QUERIES:
+            _assert_same(*_both(store, terms, Filter(agent="alice")))
+    assert builds == []  # loaded, not built
+    assert path.read_bytes()[:8] == b"ENGRAMKW"  # written anew, in the current format, at close
+    again = load_postings(path)
+    assert again is not None
+    assert again.current
+    assert set(again.terms) == set(saved.terms)
+    for term in saved.terms:
+        assert again.terms[term][0].tolist() == saved.terms[term][0].tolist()
+        assert again.terms[term][1].tolist() == saved.terms[term][1].tolist()
+
+
+def test_a_format_1_file_is_rebuilt(tmp_path: Path, builds: list[int]) -> None:
+    location = tmp_path / "s"
+    _fill(location)
+    path = _saved(location)
+    saved = load_postings(path)
+    assert saved is not None
+    _write_format(path, saved, 1)
     assert load_postings(path) is None
     builds.clear()
     with _open(location) as store:
         _both(store, ["caroline"], Filter(agent="alice"))
     assert builds == [1]
     assert load_postings(path) is not None  # written anew, in the current format, at close
+
+
+_wide_postings = st.lists(
+    st.tuples(
+        st.text(min_size=1, max_size=8),
+        st.lists(
+            st.one_of(st.integers(0, 300), st.integers(0, 70_000), st.integers(0, 400_000)),
+            min_size=1,
+            max_size=30,
+            unique=True,
+        ),
+        st.one_of(st.integers(1, 3), st.integers(1, 300), st.integers(1, 2**20)),
+    ),
+    max_size=12,
+    unique_by=lambda t: t[0],
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(postings=_wide_postings)
+def test_keys_and_counts_of_every_width_come_back_exactly(
+    tmp_path_factory: pytest.TempPathFactory, postings: list[Any]
+) -> None:
+    # Each term is stored in the narrowest width of its largest key difference and count (1, 2 or 4 bytes).
+    np = pytest.importorskip("numpy")
+    path = tmp_path_factory.mktemp("wide") / "engram.db.kw"
+    rows = max((max(keys) for _, keys, _ in postings), default=0) + 1
+    terms = [
+        (t, np.array(sorted(keys), dtype=np.int64), np.full(len(keys), top, dtype=np.int64) - np.arange(len(keys)) % 2)
+        for t, keys, top in postings
+    ]
+    lengths = np.zeros(rows, dtype=np.int64)
+    lengths[-1] = 70_000
+    save_postings(path, seq=1, anchor="a", rows=rows, tokens=9, structure=b"", terms=iter(terms), doc_len=lengths)
+    saved = load_postings(path)
+    assert saved is not None
+    assert saved.doc_len.tolist() == lengths.tolist()
+    assert list(saved.terms) == [t for t, _, _ in terms]
+    for t, docs, counts in terms:
+        assert saved.terms[t][0].tolist() == docs.tolist()
+        assert saved.terms[t][1].tolist() == counts.tolist()
+
+
+def _layout(path: Path) -> tuple[int, dict[str, Any]]:
+    """Where a saved file's sections start (the file's own header)."""
+    body = path.read_bytes()
+    size = int.from_bytes(body[12:16], "little")
+    start = 20 + size  # magic, format, header length, header CRC, then the header
+    return start + -start % 64, json.loads(body[20:start])["sections"]
+
+
+def test_a_damaged_term_is_found_when_first_read_and_the_index_rebuilt(tmp_path: Path, builds: list[int]) -> None:
+    _fill(tmp_path / "s")
+    path = _saved(tmp_path / "s")
+    start, sections = _layout(path)
+    body = bytearray(path.read_bytes())
+    body[start + sections["c1"][0]] ^= 0x7F  # a count of the first term stored in one byte
+    path.write_bytes(bytes(body))
+    saved = load_postings(path)
+    assert saved is not None  # the header and tables are intact: the term is checked when first decoded
+    damaged = []
+    for term in saved.terms:
+        try:
+            saved.terms[term]
+        except DamagedPostings:
+            damaged.append(term)
+    assert len(damaged) == 1
+    builds.clear()
+    with _open(tmp_path / "s") as store:
+        store.search.postings_budget = None  # every query term is ranked, the damaged one too
+        words = sorted({w for terms in _QUERIES for w in terms} | {damaged[0]})
+        for flt in (Filter(agent="alice"), Filter(agent=None)):
+            _assert_same(*_both(store, words, flt))
+            for terms in _QUERIES:
+                _assert_same(*_both(store, terms, flt))
+        assert builds == [1]
+    fresh = load_postings(path)
+    assert fresh is not None
+    assert all(fresh.terms[t][0].size for t in fresh.terms)  # every term reads back
+
+
+def test_the_postings_load_while_the_store_s_lock_is_held(tmp_path: Path) -> None:
+    # At open the store's lock may be held for seconds (the open's own checks at 1M memories): the postings do
+    # not wait for it.
+    _fill(tmp_path / "s")
+    store = open_sqlite(tmp_path / "s", warm=False)
+    try:
+        index = store.search.keyword_index
+        index.min_memories = 0
+        assert not index.ready()
+        with store.atomic():  # holds the store's lock (and a write transaction) on this thread
+            store.search.warm_keywords(tmp_path / "s" / "engram.db")
+            assert index.wait(timeout=30)
+    finally:
+        store.close()
+
+
+_WRITES = st.lists(st.sampled_from(["add", "update", "forget"]), max_size=4)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 40), size=st.integers(20, 120), writes=_WRITES, during=st.booleans())
+def test_a_reopened_store_answers_as_fts5_and_as_before_closing(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, size: int, writes: list[str], during: bool
+) -> None:
+    """Whatever the store and the writes made while it was closed (by a program not using the index), a reopened
+    store's keyword channel answers as FTS5 does, and as before closing when nothing was written; ``during``: also
+    while the saved postings are still loading (searches then answer from FTS5, the same)."""
+    location = tmp_path_factory.mktemp("re") / "s"
+    queries = [(terms, flt) for terms in _QUERIES[:5] for flt in (Filter(agent=None), Filter(agent="bob"))]
+    texts = _texts(size, seed)
+    with _open(location) as store:
+        add(store, [memory(t, agent="alice" if i % 3 else "bob") for i, t in enumerate(texts)], seed=seed)
+        before = [_both(store, terms, flt)[1] for terms, flt in queries]
+    if writes:
+        with open_sqlite(location, warm=False) as other:
+            other.search.keyword_index.min_memories = None
+            for i, write in enumerate(writes):
+                some = other.search.keyword_candidates(["caroline", "guitar", "lake"], Filter(agent=None), limit=5)
+                if write == "add" or not some:
+                    add(other, [memory(f"quokka {texts[i]}", agent="bob")], seed=seed + i + 1)
+                elif write == "update":
+                    other.memories.update(some[0].id, {"content": f"wombat {i}"}, vector=None, model_id=MODEL,
+                                          actor="t", at=NOW)  # fmt: skip
+                else:
+                    other.memories.delete(some[-1].id, actor="t", at=NOW)
+    gate = threading.Event()
+    real = _kw_index.load_postings
+
+    def held(path: Path) -> Any:
+        gate.wait(timeout=30)  # the load is held up until the searches below have run
+        return real(path)
+
+    with pytest.MonkeyPatch.context() as mp:
+        if during:
+            mp.setattr(_kw_index, "load_postings", held)
+            mp.setattr(_kw_index, "_LOAD_WAIT_SECONDS", 0.0)
+        else:
+            gate.set()
+        store = _open(location)
+        try:
+            index = store.search.keyword_index
+            for (terms, flt), earlier in zip(queries, before, strict=True):
+                now = store.search.keyword_candidates(terms, flt, limit=20)
+                assert not during or not index.ready()  # answered while loading
+                index.min_memories = None
+                plain = store.search.keyword_candidates(terms, flt, limit=20)
+                index.min_memories = 0
+                _assert_same(plain, now)
+                if not writes:
+                    _assert_same(earlier, now)
+            gate.set()
+            assert index.wait(timeout=30)
+            for terms, flt in queries:
+                _assert_same(*_both(store, terms, flt))
+        finally:
+            gate.set()
+            store.close()

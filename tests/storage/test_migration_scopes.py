@@ -11,12 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pg_server import SERVER
+from pg_server import SERVER, schema_at
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.storage import _pg_schema, _sqlite_schema
-from engramdb.storage._migrations import run_steps
 
 CREATED = "2026-01-02T03:04:05.000000+00:00"
 _OLD_INSERT = (
@@ -61,14 +60,7 @@ def _old_postgres(embedder: Embedder, *, decision: bool = False, level: int = 2)
 
     url = SERVER.get().new_database()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        run_steps(
-            _pg_schema.MIGRATIONS[:level],
-            version=0,
-            location="old",
-            step_transaction=lambda: _pg_schema._step_transaction(conn),
-            apply=lambda step, version: _pg_schema._apply(conn, step, version),
-        )
+        schema_at(conn, level)
         assert conn.execute("SELECT version FROM engram_schema").fetchone() == (level,)
         conn.execute(_OLD_INSERT.replace("?", "%s"), ("m1", CREATED, CREATED))
         vec = embedder.embed(["the deploy freeze starts on Friday at noon"])[0]

@@ -4,7 +4,6 @@ nearest first, on every plan (HNSW graphs or exact scans, for each part)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -14,13 +13,11 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg_server import PgServer, fold_staged
-from pgvector.psycopg import register_vector
-from storage_helpers import DIM, MODEL, NOW, memory, unit_vectors
+from pg_server import PgServer, fold_staged, old_store
+from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb.models import Memory
 from engramdb.storage import _pg_schema
-from engramdb.storage._migrations import run_steps
 from engramdb.storage._pg_nearest import VectorPlan
 from engramdb.storage._pg_sql import CurrentModel
 from engramdb.storage.base import Filter, Store
@@ -49,43 +46,11 @@ def _truth(
     return [ms[n].id for n in order[:limit]]
 
 
-def _old_store(url: str, ms: list[Memory], vecs: npt.NDArray[np.float32]) -> None:
-    """A store at schema step 4 (one ``vectors`` table, one HNSW graph), written as that release wrote it."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        register_vector(conn)
-        run_steps(
-            _pg_schema.MIGRATIONS[:4],
-            version=0,
-            location="old",
-            step_transaction=lambda: _pg_schema._step_transaction(conn),
-            apply=lambda step, version: _pg_schema._apply(conn, step, version),
-        )
-        created = NOW.isoformat(timespec="microseconds")
-        for m, v in zip(ms, vecs, strict=True):
-            conn.execute(
-                "INSERT INTO memories (id, agent, kind, content, created_at, updated_at, occurred_at, visibility) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (m.id, m.agent, m.kind, m.content, created, created, created, m.visibility),
-            )
-            conn.execute(
-                "INSERT INTO vectors (memory_id, model_id, dim, embedding) VALUES (%s, %s, %s, %s)",
-                (m.id, MODEL, DIM, v),
-            )
-        name = "vectors_hnsw_" + hashlib.sha256(f"{MODEL}\x00{DIM}".encode()).hexdigest()[:16]
-        conn.execute(
-            f"CREATE INDEX {name} ON vectors USING hnsw ((embedding::vector({DIM})) vector_cosine_ops) "
-            f"WHERE model_id = '{MODEL}' AND dim = {DIM}"
-        )
-        conn.execute("INSERT INTO vector_indexes (model_id, dim, index_name) VALUES (%s, %s, %s)", (MODEL, DIM, name))
-        conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', %s)", (MODEL,))
-
-
 def test_a_store_made_before_the_partitions_migrates_in_place(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     ms = [memory(f"note {i}", agent=AGENTS[i % 4], visibility="public" if i % 9 == 0 else "private") for i in range(80)]
     vecs = unit_vectors(80, seed=21)
-    _old_store(url, ms, vecs)
+    old_store(url, step=4, memories=ms, vectors=vecs, model=MODEL)  # one ``vectors`` table, one HNSW graph
     with open_postgres(url, exact_search_below=0) as store:
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("SELECT version FROM engram_schema").fetchone() == (_pg_schema.SCHEMA_VERSION,)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from pg_server import PgServer, fold_staged
+from pg_server import PgServer, fold_staged, old_store
 from pgvector.psycopg import register_vector
 from storage_helpers import DIM, MODEL, NOW, memory, unit_vectors
 
@@ -22,7 +22,6 @@ from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings.base import Embedder
 from engramdb.storage import _pg_schema
-from engramdb.storage._migrations import run_steps
 from engramdb.storage._pg_staging import move_batch, staged_rows, wait_for_room
 from engramdb.storage.base import Filter
 from engramdb.storage.postgres import open_postgres
@@ -116,6 +115,42 @@ def test_a_staged_vector_is_found_as_a_near_duplicate(postgres_server: PgServer,
         assert mem.audit.verify()
 
 
+def test_staged_rows_are_read_nearest_first_and_the_answers_stay_exact(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url, settings=NO_MOVER) as store:
+        base = unit_vectors(1, seed=5)[0]
+        rng = np.random.default_rng(9)
+        # Staged rows from ~0.999 down to ~0.6 cosine of the query; one far ``decision``; another agent's near copies.
+        vecs = np.vstack(
+            [base + rng.normal(0.0, s, DIM).astype(np.float32) for s in np.linspace(0.002, 1.2, 40) / np.sqrt(DIM)]
+        )
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        kinds = ["knowledge"] * 36 + ["decision", "knowledge", "knowledge", "knowledge"]
+        agents = ["a"] * 37 + ["b", "b", "b"]
+        ms = [memory(f"note {i}", agent=a, kind=k) for i, (a, k) in enumerate(zip(agents, kinds, strict=True))]
+        store.memories.add(ms, vecs, model_id=MODEL, actor="t")
+        assert set(_where(url, [m.id for m in ms]).values()) == {"staged"}
+        cosine = {m.id: float(v @ base) for m, v in zip(ms, vecs, strict=True)}
+
+        def exact(agent: str, kind: str | None, k: int) -> list[str]:
+            ids = [m.id for m in ms if m.agent == agent and (kind is None or m.kind == kind)]
+            return sorted(ids, key=lambda i: -cosine[i])[:k]
+
+        for kind, k in (("knowledge", 5), ("knowledge", 50), ("decision", 5)):
+            flt = Filter(agent="a", kinds=(kind,), include_shared=False)
+            for near in (None, 0.95):
+                got = store.search.vector_candidates_many([(base, flt), (base, flt)], limit=k, near=near)
+                assert [[c.id for c in cands] for cands in got] == [exact("a", kind, k)] * 2
+                assert all(abs(c.score - cosine[c.id]) < 1e-4 for c in got[0])
+            assert [c.id for c in store.search.vector_candidates(base, flt, limit=k)] == exact("a", kind, k)
+        # Another agent's private staged rows stay out; made public, they come in at their place.
+        assert [c.id for c in store.search.vector_candidates(base, Filter(agent="a"), limit=60)] == exact("a", None, 60)
+        store.memories.update(ms[38].id, {"visibility": "public"}, vector=None, model_id=MODEL, actor="b", at=NOW)
+        seen = [*exact("a", None, 60), ms[38].id]
+        got = [c.id for c in store.search.vector_candidates(base, Filter(agent="a"), limit=60)]
+        assert got == sorted(seen, key=lambda i: -cosine[i])
+
+
 def test_the_mover_folds_every_staged_vector_once_and_unchanged(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     ms = [memory(f"note {i}", agent=f"a{i % 5}") for i in range(700)]
@@ -194,40 +229,11 @@ def test_a_mover_killed_mid_batch_loses_nothing(postgres_server: PgServer) -> No
 
 
 def _step5_store(url: str, n: int) -> tuple[list[Any], Any]:
-    """A store at schema step 5 (no staging table), written as that release wrote it: vectors straight into the
-    partitioned table."""
-    import hashlib
-
+    """A store at schema step 5 (no staging table): vectors straight into the partitioned table."""
     ms = [memory(f"old note {i}", agent=f"a{i % 3}") for i in range(n)]
     vecs = unit_vectors(n, seed=12)
+    old_store(url, step=5, memories=ms, vectors=vecs, model=MODEL)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        register_vector(conn)
-        run_steps(
-            _pg_schema.MIGRATIONS[:5],
-            version=0,
-            location="old",
-            step_transaction=lambda: _pg_schema._step_transaction(conn),
-            apply=lambda step, version: _pg_schema._apply(conn, step, version),
-        )
-        created = NOW.isoformat(timespec="microseconds")
-        name = "vectors_hnsw_" + hashlib.sha256(f"{MODEL}\x00{DIM}".encode()).hexdigest()[:16]
-        conn.execute(
-            f"CREATE INDEX {name} ON vectors USING hnsw ((embedding::vector({DIM})) vector_cosine_ops) "
-            f"WHERE model_id = '{MODEL}' AND dim = {DIM}"
-        )
-        conn.execute("INSERT INTO vector_indexes (model_id, dim, index_name) VALUES (%s, %s, %s)", (MODEL, DIM, name))
-        conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', %s)", (MODEL,))
-        for m, v in zip(ms, vecs, strict=True):
-            conn.execute(
-                "INSERT INTO memories (id, agent, kind, content, created_at, updated_at, occurred_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (m.id, m.agent, m.kind, m.content, created, created, created),
-            )
-            conn.execute(
-                "INSERT INTO vectors (memory_id, agent, model_id, dim, embedding) VALUES (%s, %s, %s, %s, %s)",
-                (m.id, m.agent, MODEL, DIM, v),
-            )
         assert conn.execute("SELECT to_regclass('vectors_staged')").fetchone() == (None,)
     return ms, vecs
 
@@ -339,28 +345,7 @@ def test_a_store_at_the_first_staging_step_gets_the_open_flags(postgres_server: 
     url = postgres_server.new_database()
     ms = [memory("private note", agent="a"), memory("public note", agent="a", visibility="public")]
     vecs = unit_vectors(2, seed=6)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        register_vector(conn)
-        run_steps(
-            _pg_schema.MIGRATIONS[:6],
-            version=0,
-            location="old",
-            step_transaction=lambda: _pg_schema._step_transaction(conn),
-            apply=lambda step, version: _pg_schema._apply(conn, step, version),
-        )
-        created = NOW.isoformat(timespec="microseconds")
-        conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', %s)", (MODEL,))
-        for m, v in zip(ms, vecs, strict=True):
-            conn.execute(
-                "INSERT INTO memories (id, agent, kind, content, created_at, updated_at, occurred_at, visibility) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (m.id, m.agent, m.kind, m.content, created, created, created, m.visibility),
-            )
-            conn.execute(
-                "INSERT INTO vectors_staged (memory_id, agent, model_id, dim, embedding) VALUES (%s, %s, %s, %s, %s)",
-                (m.id, m.agent, MODEL, DIM, v),
-            )
+    old_store(url, step=6, memories=ms, vectors=vecs, model=MODEL, staged=True)
     with open_postgres(url, settings=NO_MOVER) as store:
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("SELECT version FROM engram_schema").fetchone() == (_pg_schema.SCHEMA_VERSION,)

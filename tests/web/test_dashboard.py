@@ -1,7 +1,7 @@
 """The web dashboard: every page against a real uvicorn server, read with httpx and with headless Chromium.
 
 Each page is checked for its content; Chromium renders the main pages to screenshots
-that are checked for size and content; bad query parameters give a 400 page with one
+that are checked for size and content; bad query parameters give a 422 page with one
 line; memory content, agent names and query text are escaped (an XSS attempt that
 would change the page title shows up in the DOM Chromium leaves after loading).
 """
@@ -281,8 +281,8 @@ BAD = [
 
 
 @pytest.mark.parametrize(("url", "message"), BAD)
-def test_bad_input_is_a_400_page_with_one_line(client: httpx.Client, url: str, message: str) -> None:
-    assert message in error_line(client, url, 400)
+def test_bad_input_is_a_422_page_with_one_line(client: httpx.Client, url: str, message: str) -> None:
+    assert message in error_line(client, url, 422)
 
 
 def test_unknown_memory_is_a_404_page(client: httpx.Client) -> None:
@@ -301,7 +301,7 @@ def test_content_agent_names_and_queries_are_escaped(
         "/ui/memories?agent=alice&kind=" + quote("<script>x</script>"),
     ):
         r = client.get(url)
-        assert r.status_code in (200, 400)
+        assert r.status_code in (200, 422)
         assert "<script" not in r.text.lower(), url
         assert "<img" not in r.text.lower(), url
         assert "<b>eve" not in r.text
@@ -348,7 +348,7 @@ def test_mounts_in_another_app_under_a_prefix(seeded: tuple[Engram, dict[str, st
         page = ok_page(c, "/dash/ui/memories?agent=alice&limit=1")
         assert 'href="/dash/ui/learning?agent=alice"' in page
         assert 'href="/dash/ui/memories?agent=alice&amp;limit=1&amp;offset=1"' in page
-        assert c.get("/dash/ui/memories?agent=alice&limit=x").status_code == 400
+        assert c.get("/dash/ui/memories?agent=alice&limit=x").status_code == 422
 
 
 # -- in the browser ---------------------------------------------------------------------------------------
@@ -361,7 +361,7 @@ def test_pages_render_in_chromium(site: str, browser: Browser, shots: Path) -> N
         ("failures", "/ui/failures?agent=alice", ["Recurring failures", "start the database container first"]),
         ("shares", "/ui/shares?agent=bob", ["Shared with bob (1)", "alice"]),
         ("audit", "/ui/audit?agent=alice", ["Intact:", "entries verified"]),
-        ("error", "/ui/memories?agent=alice&limit=abc", ["Bad request", "limit must be a whole number"]),
+        ("error", "/ui/memories?agent=alice&limit=abc", ["Invalid request", "limit must be a whole number"]),
     ):
         dom = browser.dom(site + url)
         for text in expected:
@@ -398,7 +398,7 @@ def test_mounted_in_the_rest_app(seeded: tuple[Engram, dict[str, str]]) -> None:
     with serving(app) as base, httpx.Client(base_url=base) as c:
         assert 'action="/ui/memories"' in ok_page(c, "/")
         assert "Memories of alice" in ok_page(c, "/ui/memories?agent=alice")
-        assert "limit must be a whole number" in error_line(c, "/ui/memories?agent=alice&limit=x", 400)
+        assert "limit must be a whole number" in error_line(c, "/ui/memories?agent=alice&limit=x", 422)
         assert c.get("/health").json()["status"] == "ok"
         assert c.get("/memories", params={"agent": "alice", "limit": "x"}).status_code == 422
 

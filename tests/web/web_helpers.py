@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import socket
 import subprocess
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,25 +50,8 @@ def chromium() -> str:
 @contextmanager
 def serving(app: Any) -> Iterator[str]:
     """Serve ``app`` with a real uvicorn server in a background thread on a free loopback port; its base URL."""
-    uvicorn = require("uvicorn")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))  # the OS picks a free port, and we hold it: no race with other tests
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert thread.is_alive(), "the server thread died"
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+    with server_helpers.serve_asgi(app, uvicorn=require("uvicorn"), lifespan="off") as url:
+        yield url
 
 
 class Browser:

@@ -2,8 +2,7 @@
 
 A body is strict JSON (UTF-8, no key twice in one object, no NaN, Infinity or out-of-range numbers) and a query
 names only the endpoint's parameters, else a 422 saying what and where. The library's errors, a malformed request
-and a crash become ``{"error": "<one line>"}`` with the status :mod:`engramdb.interfaces.rest` lists, never a
-traceback.
+and a crash become ``{"error": "<one line>"}`` with the status :mod:`._status` gives it, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,16 +21,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from engramdb.errors import (
-    AccessDenied,
-    EngramError,
-    LLMError,
-    LLMNotConfigured,
-    NotAuthenticated,
-    NotFound,
-    StorageError,
-    ValidationError,
-)
+from engramdb.errors import EngramError, ValidationError
+from engramdb.interfaces._status import status_of
 
 __all__ = ["StrictJSONRoute", "add_error_handlers", "no_unknown_query"]
 
@@ -58,27 +49,9 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": _one_line(message)}, status_code=status, headers=headers)
 
 
-def _status(exc: EngramError) -> int:
-    if isinstance(exc, NotAuthenticated):
-        return 401
-    if isinstance(exc, AccessDenied):
-        return 403
-    if isinstance(exc, ValidationError):
-        return 422
-    if isinstance(exc, NotFound):
-        return 404
-    if isinstance(exc, StorageError):
-        return 503
-    if isinstance(exc, LLMNotConfigured):  # this server cannot do it (no LLM configured): not a crash
-        return 501
-    if isinstance(exc, LLMError):  # the LLM it calls failed, timed out or answered unusably
-        return 502
-    return 500
-
-
 async def on_engram_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EngramError)
-    status = _status(exc)
+    status = status_of(exc)
     if status == 503:  # the details (paths, SQL) go to the log, not to the client
         _log.warning("storage error on %s %s: %s", request.method, request.url.path, exc)
     # The class name lets a client raise the same error (the remote Engram): the status alone is coarser.
@@ -134,7 +107,7 @@ def no_unknown_query(request: Request) -> None:
     """Reject query parameters the endpoint does not take (a typo would silently change nothing).
 
     Only on the API's routes (also their unversioned aliases, outside the schema), not on the
-    dashboard's pages: they check their own parameters and answer a bad one with their own HTML 400 page.
+    dashboard's pages: they check their own parameters and answer a bad one with their own HTML 422 page.
     """
     route = request.scope.get("route")
     if not isinstance(route, StrictJSONRoute) or not request.query_params:

@@ -22,8 +22,8 @@ Basic authentication's password, and is asked for it by a 401) and the same chec
 The short-term session (``POST /session/messages``, ``GET /session``) is the store's
 ``mem.session(agent)``: shared by every server when ``ENGRAM_SESSIONS=redis://...``.
 
-Errors come from the library's exception tree, mapped once, always ``{"error": "<one line>"}``
-and never a traceback::
+Errors come from the library's exception tree, mapped once (:mod:`._status`, for the dashboard's
+pages too), always ``{"error": "<one line>"}`` and never a traceback::
 
     ValidationError (and a malformed request) -> 422      NotAuthenticated -> 401
     NotFound (and an unknown route)            -> 404      AccessDenied     -> 403

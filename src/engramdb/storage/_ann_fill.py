@@ -5,14 +5,7 @@ a link already kept than to the node. Many nodes keep far fewer than the 32 slot
 few ways on. :func:`fill_sparse` gives every node with fewer than half its level-0 slots in use its nearest rows
 (found by searching the graph itself, best first) in its free slots, never replacing a link faiss kept. A graph
 with no such node costs one pass over the link table and is left unchanged.
-
-Measured (bench/_compare_tail.py, ``python bench/compare.py --tail-ab``): on compare.py's 100k rows (2,760
-LoCoMo turns, ~36 noisy copies each), built in a random row order (see ``_ann._insertion_chunks``), the vector
-channel's top 50 agreed with the exact scan's on 0.848 of rows, 0.889 once filled, and the evidence recall@10
-of the whole search rose from 41.9 to 42.9 (exact scan 44.1), for ~17 s more build time (10 -> 27 s at load 3).
-Real MiniLM rows are not "full" either (49.6k rows: 13 of 32 links on average, two thirds of nodes below
-half): filling them gave recall@50 against the exact scan 0.986 -> 0.992, @10 0.994 -> 0.996, the walk's
-p50 unchanged, for 4-6 s of build per 50k rows.
+What it buys is measured in bench/RESULTS.md, section 3l ("HNSW level-0 quality on near-duplicate data").
 """
 
 from __future__ import annotations

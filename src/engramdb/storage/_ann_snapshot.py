@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
 
 from engramdb.errors import CorruptStoreError
-from engramdb.storage._ann import AnnBase, AnnMeta, Snapshot
+from engramdb.storage._ann import AnnMeta, Snapshot
+from engramdb.storage._ann_base import AnnBase
 from engramdb.storage._ann_exact import Columns, IndexRow
 from engramdb.storage._ann_rows import VectorSource
 

@@ -102,6 +102,11 @@ class Dialect(Protocol):
         """A connection for reads: the thread's open write transaction if any (reads see its writes)."""
         ...
 
+    def read_apart(self) -> AbstractContextManager[Conn]:
+        """A connection for a long read that need not see a write still open on another thread (a count over every
+        memory at open): on SQLite one of its own, so the store's lock, and every search, does not wait for it."""
+        ...
+
     def write(self) -> AbstractContextManager[Conn]:
         """A write transaction; re-entrant (a write inside an open one on this thread joins it)."""
         ...

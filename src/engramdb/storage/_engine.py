@@ -109,7 +109,7 @@ class SQLVectors:
     def count_stale(self, model_id: str) -> int:
         """See :meth:`VectorRepo.count_stale`."""
         vectors = all_vectors(self._d, "memory_id, model_id")
-        with self._d.read() as conn:
+        with self._d.read_apart() as conn:  # a scan of every memory: no search waits for it
             row = conn.execute(
                 f"SELECT count(*) FROM memories m LEFT JOIN {vectors} v ON v.memory_id = m.id "
                 "WHERE v.memory_id IS NULL OR v.model_id <> ?",
@@ -131,7 +131,7 @@ class SQLVectors:
                     (after, upto, model_id, size),
                 ).fetchall()
 
-        with self._d.read() as conn:
+        with self._d.read_apart() as conn:  # reads every vector row: no search waits for it
             # One snapshot: a memory has at most one vector row, so as many of the model's vectors as memories
             # means none is stale. Every process opening the store asks; the scan below reads every memory and its
             # vector row (at 1M, 4 writer processes' scans were the server's largest load, bench/RESULTS.md).

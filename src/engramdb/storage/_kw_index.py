@@ -30,27 +30,40 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
-    from engramdb.storage._arrays import I32 as _I32
     from engramdb.storage._arrays import I64 as _I64
-    from engramdb.storage._arrays import Bool as _Bool
     from engramdb.storage._arrays import npt
 
 from engramdb.storage._keyword_budget import bounded_terms
-from engramdb.storage._kw_persist import load_postings, postings_path, remove_postings, save_postings
+from engramdb.storage._kw_build import (
+    Postings,
+    anchor,
+    build,
+    fts_state,
+    fts_totals,
+    max_rid,
+    max_seq,
+    tokenizer,
+)
+from engramdb.storage._kw_persist import (
+    DamagedPostings,
+    load_postings,
+    postings_path,
+    remove_postings,
+    save_postings,
+)
 
-__all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked"]
+__all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked", "build", "fts_totals"]
 
 #: Stores with fewer memories (by their largest key) keep plain FTS5: it takes ~1-3 ms there.
 KW_INDEX_MIN_MEMORIES: Final = 10_000
@@ -62,13 +75,12 @@ _MAX_CATCH_UP: Final = 5_000
 _MAX_STEMS: Final = 100_000
 #: After a failed build, searches use FTS5 this long before another build is tried.
 _RETRY_SECONDS: Final = 30.0
-#: How long a search waits for the saved postings to load (~0.1 s at 100k) before using FTS5 meanwhile.
+#: How long a search waits for the saved postings to load (milliseconds: see _kw_persist) before using FTS5.
 _LOAD_WAIT_SECONDS: Final = 2.0
 #: Postings whose BM25 parts are kept between queries (12 bytes each with their row keys).
 _MAX_CACHED_SCORES: Final = 4_000_000
 _TOK: Final = "temp.engram_kw_tok"
 _TOKV: Final = "temp.engram_kw_tokv"
-_VOCAB: Final = "temp.engram_kw_vocab"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,119 +92,18 @@ class Ranked:
     matched: int
 
 
-@dataclass(slots=True)
-class _Postings:
-    """One built index: per term the sorted row keys and counts, plus per-row token counts."""
-
-    seq: int
-    terms: dict[str, tuple[_I32, npt.NDArray[np.uint16 | np.int32]]]
-    doc_len: _I32
-    #: Rows whose postings above still hold (False: changed or forgotten since the build).
-    base_alive: _Bool
-    rows: int
-    tokens: int
-    #: FTS5's structure record when the cache last matched it (see KeywordIndex._current).
-    structure: bytes = b""
-    #: The history position at which ``structure`` was read.
-    seq_checked: int = -1
-    base_dead: int = 0
-    #: Rows changed or added since the build: term -> {row key: count}, and row key -> its terms.
-    delta_terms: dict[str, dict[int, int]] = field(default_factory=dict)
-    delta_docs: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    #: The memory id of the history row at ``seq``: which database this is (see _kw_persist).
-    anchor: str = ""
-
-
-def _varints(blob: bytes) -> list[int]:
-    """SQLite varints (as in FTS5's records), decoded in order."""
-    out, value, i = [], 0, 0
-    while i < len(blob):
-        byte = blob[i]
-        value = (value << 7) | (byte & 0x7F)
-        i += 1
-        if not byte & 0x80:
-            out.append(value)
-            value = 0
-    return out
-
-
-def fts_totals(conn: sqlite3.Connection) -> tuple[int, int]:
-    """FTS5's own (rows, tokens over all columns) of ``memories_fts``: what bm25() divides by."""
-    return _fts_state(conn)[:2]
-
-
-def _fts_state(conn: sqlite3.Connection) -> tuple[int, int, bytes]:
-    """FTS5's totals (see fts_totals) and its structure record, which changes with every write of the index."""
-    blocks = dict(conn.execute("SELECT id, block FROM memories_fts_data WHERE id IN (1, 10)").fetchall())
-    numbers = _varints(bytes(blocks.get(1) or b""))
-    return (numbers[0] if numbers else 0), sum(numbers[1:]), bytes(blocks.get(10) or b"")
-
-
-def _tokenizer(conn: sqlite3.Connection) -> str:
-    """The ``tokenize`` option of ``memories_fts`` (the private tokenising table must match it)."""
-    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()
-    found = re.search(r"tokenize\s*=\s*'([^']*)'", row[0] if row else "")
-    return found.group(1) if found else "unicode61"
-
-
-def _max_seq(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT max(seq) FROM history").fetchone()[0] or 0)
-
-
-def _anchor(conn: sqlite3.Connection, seq: int) -> str:
-    """The memory id of history row ``seq`` (a random id: another store's file names another, or none)."""
-    row = conn.execute("SELECT memory_id FROM history WHERE seq = ?", (seq,)).fetchone()
-    return str(row[0]) if row else ""
-
-
-def _max_rid(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
-    return int(row[0]) if row else 0
-
-
-def build(conn: sqlite3.Connection) -> _Postings:
-    """Read every posting of ``memories_fts`` in one read transaction (run on a connection of its own)."""
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} USING fts5vocab(main, memories_fts, instance)")
-    doc_len = np.zeros(0, dtype=np.int32)
-    terms: dict[str, tuple[_I32, npt.NDArray[np.uint16 | np.int32]]] = {}
-    conn.execute("BEGIN")
-    try:
-        seq = _max_seq(conn)
-        rows, tokens, structure = _fts_state(conn)
-        doc_len = np.zeros(_max_rid(conn) + 1, dtype=np.int32)
-        # One row per term: the string of its instances' row keys (sorted: the vocabulary walks
-        # terms, then rows); an instance per occurrence, so run lengths are the counts. Read
-        # term by term: only one term's string is held at a time.
-        for term, joined in conn.execute(f"SELECT term, group_concat(doc) FROM {_VOCAB} GROUP BY term"):
-            docs = np.fromstring(joined, dtype=np.int64, sep=",")  # text mode: C parsing, ~6x split()
-            if docs.size > 1 and np.any(docs[1:] < docs[:-1]):
-                docs.sort()
-            if docs[-1] >= doc_len.size:
-                doc_len = np.concatenate([doc_len, np.zeros(int(docs[-1]) + 1 - doc_len.size, np.int32)])
-            starts = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
-            counts = np.diff(np.append(starts, docs.size))
-            doc_len[docs[starts]] += counts.astype(np.int32)
-            tf_type = np.uint16 if counts.max() <= np.iinfo(np.uint16).max else np.int32
-            terms[term] = (docs[starts].astype(np.int32), counts.astype(tf_type))
-    finally:
-        if conn.in_transaction:  # an interrupt may already have ended it
-            conn.execute("COMMIT")
-    alive = np.ones(doc_len.size, dtype=bool)
-    return _Postings(seq, terms, doc_len, alive, rows, tokens, structure, seq, anchor=_anchor(conn, seq))
-
-
 class KeywordIndex:
     """In-memory BM25 over the store's FTS5 postings (see the module docstring). Use under the store's lock."""
 
     def __init__(self, *, min_memories: int | None = None) -> None:
         #: Stores smaller than this keep plain FTS5 (None: never use the index).
         self.min_memories: int | None = KW_INDEX_MIN_MEMORIES if min_memories is None else min_memories
-        self._postings: _Postings | None = None
+        self._postings: Postings | None = None
         self._stems: dict[str, str | None] = {}
         self._tokenize: str | None = None
         self._guard = threading.Lock()
         self._builder: threading.Thread | None = None
-        self._built: _Postings | None = None
+        self._built: Postings | None = None
         self._build_conn: sqlite3.Connection | None = None
         self._closed = False
         self._retry_at = 0.0
@@ -211,6 +122,8 @@ class KeywordIndex:
         self._try_saved = True
         #: The builder is reading the saved file (a search waits for it: see _current).
         self._loading = False
+        #: When (``time.monotonic()``) the last load or build finished with postings (for benches).
+        self.ready_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def clear(self) -> None:
@@ -253,6 +166,10 @@ class KeywordIndex:
         if not path:
             self._postings = build(conn)  # one connection only: build under the store's lock
             return
+        self._start(path)
+
+    def _start(self, path: str) -> None:
+        """Load or build on a thread of its own."""
         self._saved_path = postings_path(path)
         with self._guard:
             if self._builder is not None or self._closed or time.monotonic() < self._retry_at:
@@ -263,7 +180,7 @@ class KeywordIndex:
             self._builder.start()
 
     def _build_in_background(self, path: str) -> None:
-        built: _Postings | None = None
+        built: Postings | None = None
         try:
             conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
         except sqlite3.Error:
@@ -289,25 +206,27 @@ class KeywordIndex:
             self._loading = False
             if not self._closed:
                 self._built = built
+                if built is not None:
+                    self.ready_at = time.monotonic()
             if built is None:
                 self._retry_at = time.monotonic() + _RETRY_SECONDS  # not a new thread per search
             self._builder = None
 
-    def _load(self, conn: sqlite3.Connection) -> _Postings | None:
+    def _load(self, conn: sqlite3.Connection) -> Postings | None:
         """The saved postings as a build would make them (checked and caught up by _current like one)."""
         if self._saved_path is None or not self._try_saved:
             return None
         self._try_saved = False
         saved = load_postings(self._saved_path)
-        if saved is None or not saved.anchor or _anchor(conn, saved.seq) != saved.anchor:
+        if saved is None or not saved.anchor or anchor(conn, saved.seq) != saved.anchor:
             return None  # unreadable, or another store's (a copied or replaced database): build
-        self._saved_key = (saved.seq, saved.rows, saved.tokens)
+        # A file of an older format is written anew, in this one, at close.
+        self._saved_key = (saved.seq, saved.rows, saved.tokens) if saved.current else None
         alive = np.ones(saved.doc_len.size, dtype=bool)
-        terms: dict[str, tuple[_I32, npt.NDArray[np.uint16 | np.int32]]] = dict(saved.terms)
         checked = saved.seq if saved.structure else -1
-        return _Postings(
+        return Postings(
             saved.seq,
-            terms,
+            saved.terms,
             saved.doc_len,
             alive,
             saved.rows,
@@ -322,7 +241,7 @@ class KeywordIndex:
         remove_postings(postings_path(str(database)))
         self._saved_key = None
 
-    def _save(self, p: _Postings | None) -> None:
+    def _save(self, p: Postings | None) -> None:
         """Write ``p`` (build and delta merged) beside the database, unless the file already holds it."""
         path = self._saved_path
         if p is None or path is None or (p.seq, p.rows, p.tokens) == self._saved_key:
@@ -341,6 +260,8 @@ class KeywordIndex:
                 doc_len=p.doc_len,
             )
             self._saved_key = (p.seq, p.rows, p.tokens)
+        except DamagedPostings:
+            remove_postings(path)  # the loaded file was damaged: the next open builds
         except (OSError, ValueError):
             pass  # best effort: the next open builds instead
 
@@ -367,6 +288,22 @@ class KeywordIndex:
         postings = self._current(conn)
         if postings is None:
             return None
+        try:
+            return self._rank(conn, postings, terms, head=head, budget=budget, only=only)
+        except DamagedPostings:
+            self._damaged(conn)
+            return None
+
+    def _rank(
+        self,
+        conn: sqlite3.Connection,
+        postings: Postings,
+        terms: Sequence[str],
+        *,
+        head: int,
+        budget: int | None,
+        only: _I64 | None,
+    ) -> Ranked | None:
         stems = self._stems_of(conn, terms)
         if stems is None:
             return None
@@ -410,7 +347,7 @@ class KeywordIndex:
         return Ranked(matched[order].tolist(), scores[order].tolist(), int(matched.size))
 
     def _scored(
-        self, postings: _Postings, stem: str, *, rows: int, avgdl: float
+        self, postings: Postings, stem: str, *, rows: int, avgdl: float
     ) -> tuple[npt.NDArray[Any], npt.NDArray[np.float64]]:
         """A term's rows and its BM25 part of their scores, cached until the index changes.
 
@@ -448,10 +385,14 @@ class KeywordIndex:
         stems = self._stems_of(conn, terms) if postings is not None else None
         if postings is None or stems is None:
             return None
-        return [int(self._term_postings(postings, s)[0].size) for s in stems]
+        try:
+            return [int(self._term_postings(postings, s)[0].size) for s in stems]
+        except DamagedPostings:
+            self._damaged(conn)
+            return None
 
     @staticmethod
-    def _term_postings(p: _Postings, stem: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    def _term_postings(p: Postings, stem: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         """A term's row keys (ascending) and counts now: the build's still-valid ones and the delta's."""
         docs, tf = p.terms.get(stem, (np.zeros(0, np.int32), np.zeros(0, np.uint16)))
         if p.base_dead and docs.size:
@@ -468,14 +409,14 @@ class KeywordIndex:
         return docs, tf
 
     # -- keeping in step ---------------------------------------------------------------------
-    def _current(self, conn: sqlite3.Connection) -> _Postings | None:
+    def _current(self, conn: sqlite3.Connection) -> Postings | None:
         """The index brought up to the database, or None (building, or the caller is inside a write)."""
         if self.min_memories is None or conn.in_transaction:
             # Inside a write a search would see uncommitted rows the cache must never follow.
             return None
         p = self._swap_in()
         if p is None:
-            if _max_rid(conn) >= self.min_memories:
+            if max_rid(conn) >= self.min_memories:
                 self._start_build(conn)
                 with self._guard:
                     builder = self._builder if self._loading else None
@@ -487,9 +428,9 @@ class KeywordIndex:
         # One read transaction: the history position and FTS5's state are of the same commit.
         conn.execute("BEGIN")
         try:
-            seq = _max_seq(conn)
+            seq = max_seq(conn)
             fresh = seq == p.seq or (seq > p.seq and self._catch_up(conn, p, seq))
-            rows, tokens, structure = _fts_state(conn)
+            rows, tokens, structure = fts_state(conn)
         finally:
             conn.execute("COMMIT")
         if not fresh:
@@ -505,25 +446,53 @@ class KeywordIndex:
             self._start_build(conn)
         return self._postings or p
 
-    def _swap_in(self) -> _Postings | None:
+    def _swap_in(self) -> Postings | None:
         with self._guard:
             if self._built is not None:
                 self._postings, self._built = self._built, None
             return self._postings
 
-    def warm(self, conn: sqlite3.Connection) -> None:
-        """Start loading (or building) the postings now, so the first searches find them (at open)."""
+    def warm(self, database: str) -> None:
+        """Start loading (or building) the postings of the database file ``database`` now, so the first searches
+        find them (at open). The thread reads on a connection of its own: the store's lock is not taken, so a
+        caller holding it (the open's own checks) does not delay the load."""
         minimum = self.min_memories  # read once: a test may change it meanwhile
-        if minimum is not None and not self.ready() and _max_rid(conn) >= minimum:
-            self._start_build(conn)
+        if minimum is None or self.ready():
+            return
+        try:
+            # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
+            conn = sqlite3.connect(f"{Path(database).as_uri()}?mode=ro", uri=True, isolation_level=None)
+            try:
+                large = max_rid(conn) >= minimum
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return  # met again, and reported, by the first search
+        if large:
+            self._start(database)
 
-    def _rebuild(self, conn: sqlite3.Connection) -> _Postings | None:
+    def settle(self) -> None:
+        """Wait a little (``_LOAD_WAIT_SECONDS`` at most) for the saved postings being loaded. Called before taking
+        the store's lock: waiting under it would hold up the vector channel and every other reader meanwhile."""
+        with self._guard:
+            builder = self._builder if self._loading else None
+        if builder is not None:
+            builder.join(_LOAD_WAIT_SECONDS)
+
+    def _damaged(self, conn: sqlite3.Connection) -> None:
+        """A loaded term failed its check: the file goes, and a build replaces it (FTS5 answers meanwhile)."""
+        if self._saved_path is not None:
+            remove_postings(self._saved_path)
+        self._saved_key = None
+        self._rebuild(conn)
+
+    def _rebuild(self, conn: sqlite3.Connection) -> Postings | None:
         self._postings = None
         self._terms_key, self._term_scores, self._cached = None, {}, 0
         self._start_build(conn)
         return self._postings
 
-    def _catch_up(self, conn: sqlite3.Connection, p: _Postings, seq: int) -> bool:
+    def _catch_up(self, conn: sqlite3.Connection, p: Postings, seq: int) -> bool:
         """Apply the changes recorded in ``history`` after ``p.seq`` up to ``seq``; False: rebuild instead."""
         changes = conn.execute(
             "SELECT memory_id, max(action = 'forget') FROM history WHERE seq > ? AND seq <= ? GROUP BY memory_id",
@@ -543,10 +512,10 @@ class KeywordIndex:
                 self._saved_key = None
             self._drop_missing(conn, p)
         self._replace(conn, p, current)
-        p.seq, p.anchor = seq, _anchor(conn, seq)
+        p.seq, p.anchor = seq, anchor(conn, seq)
         return True
 
-    def _drop_missing(self, conn: sqlite3.Connection, p: _Postings) -> None:
+    def _drop_missing(self, conn: sqlite3.Connection, p: Postings) -> None:
         """Forget the rows no longer in ``memories`` (a forget: the row key is gone, not reused)."""
         present = np.fromiter((r[0] for r in conn.execute("SELECT rid FROM memories")), dtype=np.int64)
         alive = np.zeros(p.doc_len.size, dtype=bool)
@@ -555,7 +524,7 @@ class KeywordIndex:
         for rid in gone.tolist():
             self._remove(p, rid)
 
-    def _remove(self, p: _Postings, rid: int) -> None:
+    def _remove(self, p: Postings, rid: int) -> None:
         """Take row ``rid``'s postings out (from the build or the delta) and its tokens from the totals."""
         if rid >= p.doc_len.size or p.doc_len[rid] == 0:
             return
@@ -574,7 +543,7 @@ class KeywordIndex:
         p.tokens -= int(p.doc_len[rid])
         p.doc_len[rid] = 0
 
-    def _replace(self, conn: sqlite3.Connection, p: _Postings, docs: Sequence[tuple[int, str, str]]) -> None:
+    def _replace(self, conn: sqlite3.Connection, p: Postings, docs: Sequence[tuple[int, str, str]]) -> None:
         """Set each ``(rid, content, tags)`` row's postings to what FTS5 makes of its text now."""
         if not docs:
             return
@@ -626,7 +595,7 @@ class KeywordIndex:
     def _ensure_tokeniser(self, conn: sqlite3.Connection) -> None:
         if self._tokenize is not None:
             return
-        tokenize = _tokenizer(conn).replace("'", "''")
+        tokenize = tokenizer(conn).replace("'", "''")
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_TOK} USING fts5 (content, tags, tokenize = '{tokenize}')")
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_TOKV} USING fts5vocab(temp, engram_kw_tok, instance)")
         self._tokenize = tokenize

@@ -1,32 +1,40 @@
 """The keyword cache's postings saved beside the database, so a store opens with them instead of rebuilding.
 
 Building the postings from FTS5 takes seconds at 100k memories, and until they are ready the keyword
-channel falls back to FTS5 (tens of ms for a tenant among many): the first searches after opening were
-5-10x the warm ones. Saved, they load in tens of milliseconds.
+channel falls back to FTS5 (tens of ms for a tenant among many, seconds for a big one at 1M).
 
-``engram.db.kw`` is one ``.npz`` (written to a temporary file, fsynced, renamed over): every term's row keys and
-counts back to back, each term's offset, the per-row token counts, and what the postings reflect (the ``history``
-position and the memory id of the history row there, FTS5's totals and structure record). The row keys are stored as
-differences from the previous key, deflated at the fastest level: ascending keys become small numbers and counts are
-mostly 1, so the file is about a quarter of the raw arrays and the store's disk stays close to the database's own.
-SQLite stays the only truth: a file whose history row is not this store's is not read, and a loaded one is checked
+``engram.db.kw`` (format 3) is read in place: a fixed prefix, a JSON header (what the postings reflect: the
+``history`` position and the memory id of the history row there, FTS5's totals and structure record; the terms;
+where each section lies), then plain arrays, each aligned, memory-mapped and never copied whole. Per term its row
+keys are stored as differences from the previous key in the narrowest unsigned width that holds the term's largest
+difference (1, 2 or 4 bytes), its counts likewise, each term with a CRC-32 of its bytes. Opening reads the header and
+the small per-term tables (milliseconds at 1M memories, where inflating the deflated format 2 took 1-2 s that the
+first search waited for); a term's keys are decoded (a cumulative sum) and checked the first time a query names it.
+The file is 1.5x format 2's (1 byte a key difference and 1 a count for most postings): 7 MB at 100k memories.
+
+SQLite stays the only truth: a file whose history row is not this store's is not used, and a loaded one is checked
 by :class:`~engramdb.storage._kw_index.KeywordIndex` exactly as a fresh build is (caught up through ``history``,
-totals and structure compared with FTS5's own; any mismatch rebuilds), so a missing, damaged or foreign file only
-costs that build. A file still naming a forgotten memory's terms is deleted as soon as the forget is seen, and
-written anew at close.
+totals and structure compared with FTS5's own; any mismatch rebuilds). A damaged header or table is not loaded; a
+damaged term raises :class:`DamagedPostings` when first decoded, and the index rebuilds. So a missing, damaged or
+foreign file only costs that build. A file still naming a forgotten memory's terms is deleted as soon as the forget
+is seen, and written anew at close. A format 2 file (a deflated ``.npz``, written until this format) still loads,
+whole, and is written anew in format 3 at close.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
+import struct
 import uuid
 import zipfile
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
 
@@ -34,11 +42,37 @@ if TYPE_CHECKING:
     from engramdb.storage._arrays import I32 as _I32
     from engramdb.storage._arrays import npt
 
-__all__ = ["SavedPostings", "load_postings", "postings_path", "remove_postings", "save_postings"]
+__all__ = [
+    "DamagedPostings",
+    "SavedPostings",
+    "TermPostings",
+    "load_postings",
+    "postings_path",
+    "remove_postings",
+    "save_postings",
+]
 
-_FORMAT: Final = 2
-#: zlib's fastest level: at 100k memories it writes ~0.2 s at close where level 6 takes ~1.5 s for 10% less.
-_LEVEL: Final = 1
+_FORMAT: Final = 3
+_MAGIC: Final = b"ENGRAMKW"
+#: magic, format, header length, header CRC-32.
+_PREFIX: Final = struct.Struct("<8sIII")
+_ALIGN: Final = 64
+_WIDTHS: Final = {1: "u1", 2: "<u2", 4: "<u4"}
+#: The per-term tables (one entry per term) and their types.
+_TABLES: Final = {
+    "n": "<i8",  # postings of the term
+    "dw": "u1",  # width of its key differences
+    "ds": "<i8",  # its first posting's position in the section of that width
+    "cw": "u1",  # width of its counts
+    "cs": "<i8",
+    "crc": "<u4",  # CRC-32 of its key bytes, then its count bytes
+}
+#: zlib's fastest level for the format 2 files this module still reads.
+_LEGACY_FORMAT: Final = 2
+
+
+class DamagedPostings(ValueError):
+    """A saved term's bytes fail their checksum or bounds: the file is damaged (the index rebuilds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +85,31 @@ class SavedPostings:
     rows: int
     tokens: int
     structure: bytes
-    terms: dict[str, tuple[_I32, _I32]]
+    terms: Mapping[str, tuple[_I32, npt.NDArray[Any]]]
     doc_len: _I32
+    #: Whether the file is in the current format (else it is written anew at close).
+    current: bool = True
 
 
 def postings_path(database: str) -> Path:
     """The saved postings of the database file ``database`` (``engram.db`` -> ``engram.db.kw``)."""
     return Path(database + ".kw")
+
+
+def _width(largest: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The narrowest of 1, 2, 4 bytes holding each of ``largest`` (non-negative, below 2**32)."""
+    return np.where(largest < 1 << 8, 1, np.where(largest < 1 << 16, 2, 4)).astype(np.int64)
+
+
+def _packed(values: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], widths: npt.NDArray[np.int64]) -> Any:
+    """``values`` (terms' runs of ``sizes``) split by each term's width: the sections and each term's start."""
+    per_value = np.repeat(widths, sizes)
+    sections = {w: values[per_value == w].astype(_WIDTHS[w]) for w in _WIDTHS}
+    starts = np.zeros(sizes.size, dtype=np.int64)
+    for w in _WIDTHS:
+        mine = widths == w
+        starts[mine] = np.cumsum(sizes[mine]) - sizes[mine]
+    return sections, starts
 
 
 def save_postings(
@@ -71,42 +123,88 @@ def save_postings(
     terms: Iterable[tuple[str, npt.NDArray[np.integer], npt.NDArray[np.integer]]],
     doc_len: npt.NDArray[np.integer],
 ) -> None:
-    """Write the postings atomically (a temporary file in the same directory, fsynced, renamed over)."""
+    """Write the postings atomically (a temporary file in the same directory, fsynced, renamed over).
+
+    Each term's row keys must be ascending and distinct (ValueError otherwise: nothing is written)."""
     names: list[str] = []
-    docs: list[npt.NDArray[np.int32]] = []
-    counts: list[npt.NDArray[np.int32]] = []
+    docs: list[npt.NDArray[np.int64]] = []
+    counts: list[npt.NDArray[np.int64]] = []
     for term, d, c in terms:
         if d.size:
             names.append(term)
-            docs.append(d.astype(np.int32, copy=False))
-            counts.append(c.astype(np.int32, copy=False))
-    offsets = np.zeros(len(names) + 1, dtype=np.int64)
-    np.cumsum([d.size for d in docs], out=offsets[1:])
-    meta = {
-        "format": _FORMAT,
-        "seq": seq,
-        "anchor": anchor,
-        "rows": rows,
-        "tokens": tokens,
-        "structure": structure.hex(),
-        "terms": names,
+            docs.append(d.astype(np.int64, copy=False))
+            counts.append(c.astype(np.int64, copy=False))
+    sizes = np.array([d.size for d in docs], dtype=np.int64)
+    firsts = np.cumsum(sizes) - sizes
+    flat = np.concatenate(docs) if docs else np.zeros(0, np.int64)
+    tf = np.concatenate(counts) if counts else np.zeros(0, np.int64)
+    # One running difference over all terms, each term's first key kept whole.
+    deltas = np.diff(flat, prepend=np.int64(0))
+    deltas[firsts] = flat[firsts]
+    inner = np.ones(flat.size, dtype=bool)
+    inner[firsts] = False
+    if flat.size and (int(flat.min()) < 0 or int(deltas[inner].min(initial=1)) <= 0 or int(tf.min()) < 0):
+        raise ValueError("postings must be ascending, distinct, non-negative row keys with counts")
+    if flat.size and max(int(flat.max()), int(tf.max())) >= 1 << 32:
+        raise ValueError("row keys and counts must fit 32 bits")
+    dw = _width(np.maximum.reduceat(deltas, firsts)) if names else np.zeros(0, np.int64)
+    cw = _width(np.maximum.reduceat(tf, firsts)) if names else np.zeros(0, np.int64)
+    doc_sections, ds = _packed(deltas, sizes, dw)
+    count_sections, cs = _packed(tf, sizes, cw)
+    crc = np.zeros(len(names), dtype=np.uint32)
+    for i in range(len(names)):
+        a, b = int(ds[i]), int(cs[i])
+        key_bytes = doc_sections[int(dw[i])][a : a + int(sizes[i])]
+        count_bytes = count_sections[int(cw[i])][b : b + int(sizes[i])]
+        crc[i] = zlib.crc32(count_bytes.tobytes(), zlib.crc32(key_bytes.tobytes()))
+    lengths = np.asarray(doc_len, dtype=np.int64)
+    top = int(lengths.max(initial=0))
+    if lengths.size and int(lengths.min()) < 0:
+        raise ValueError("token counts must not be negative")
+    sections: dict[str, npt.NDArray[Any]] = {
+        "n": sizes,
+        "dw": dw,
+        "ds": ds,
+        "cw": cw,
+        "cs": cs,
+        "crc": crc,
+        **{f"d{w}": a for w, a in doc_sections.items()},
+        **{f"c{w}": a for w, a in count_sections.items()},
+        "doc_len": lengths.astype(_WIDTHS[int(_width(np.array([top]))[0])] if top < 1 << 32 else "<i8"),
     }
-    flat = np.concatenate(docs) if docs else np.zeros(0, np.int32)
-    arrays: dict[str, npt.NDArray[np.generic]] = {
-        "meta": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
-        "offsets": offsets,
-        # One running difference over all terms: a plain cumulative sum restores every key.
-        "docs": np.diff(flat, prepend=np.int32(0)).astype(np.int32, copy=False),
-        "counts": np.concatenate(counts) if counts else np.zeros(0, np.int32),
-        "doc_len": np.asarray(doc_len, dtype=np.int32),
-    }
+    typed = {k: np.ascontiguousarray(v, dtype=_TABLES[k]) if k in _TABLES else v for k, v in sections.items()}
+    layout: dict[str, list[Any]] = {}
+    position = 0
+    for name, array in typed.items():
+        position += -position % _ALIGN
+        layout[name] = [position, int(array.size), array.dtype.str]
+        position += array.nbytes
+    # The small parts are checked at load; the big ones term by term when decoded.
+    small = (*_TABLES, "doc_len")
+    header = json.dumps(
+        {
+            "format": _FORMAT,
+            "seq": seq,
+            "anchor": anchor,
+            "rows": rows,
+            "tokens": tokens,
+            "structure": structure.hex(),
+            "terms": names,
+            "sections": layout,
+            "crc": {k: zlib.crc32(typed[k].tobytes()) for k in small},
+        }
+    ).encode("utf-8")
+    start = _PREFIX.size + len(header)
+    start += -start % _ALIGN
     tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex}")
     try:
         with open(tmp, "wb") as fh:
-            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=_LEVEL) as zf:
-                for name, array in arrays.items():
-                    with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, array, allow_pickle=False)
+            fh.write(_PREFIX.pack(_MAGIC, _FORMAT, len(header), zlib.crc32(header)))
+            fh.write(header)
+            for name, array in typed.items():
+                fh.seek(start + layout[name][0])
+                fh.write(array.tobytes())
+            fh.truncate(start + position)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -115,12 +213,115 @@ def save_postings(
             tmp.unlink()
 
 
+class TermPostings(Mapping[str, tuple["_I32", "npt.NDArray[Any]"]]):
+    """A saved file's terms, each decoded and checked when first asked for (then kept)."""
+
+    def __init__(self, names: list[str], tables: dict[str, npt.NDArray[Any]], sections: dict[str, Any], rows: int):
+        self._names = names
+        self._position = {t: i for i, t in enumerate(names)}
+        self._tables = tables
+        self._sections = sections
+        self._rows = rows
+        self._decoded: dict[str, tuple[_I32, npt.NDArray[Any]]] = {}
+
+    def __getitem__(self, term: str) -> tuple[_I32, npt.NDArray[Any]]:
+        hit = self._decoded.get(term)
+        if hit is None:
+            hit = self._decoded[term] = self._decode(self._position[term])
+        return hit
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._position
+
+    def _decode(self, i: int) -> tuple[_I32, npt.NDArray[Any]]:
+        n, dw, ds, cw, cs, crc = (int(self._tables[k][i]) for k in _TABLES)
+        keys = self._sections[f"d{dw}"][ds : ds + n]
+        counts = self._sections[f"c{cw}"][cs : cs + n]
+        if keys.size != n or counts.size != n or zlib.crc32(counts.data, zlib.crc32(keys.data)) != crc:
+            raise DamagedPostings(f"saved postings of term {self._names[i]!r} are damaged")
+        docs = np.cumsum(keys, dtype=np.int64)
+        if n and (int(docs[-1]) >= self._rows or (n > 1 and int(keys[1:].min()) == 0)):
+            raise DamagedPostings(f"saved postings of term {self._names[i]!r} are out of order or range")
+        tf = counts.astype(np.uint16 if counts.dtype.itemsize < 4 else np.int32)
+        return docs.astype(np.int32), tf
+
+
 def load_postings(path: Path) -> SavedPostings | None:
     """The saved postings, or None when missing, unreadable, of another format or inconsistent."""
     try:
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"PK":
+                return _load_legacy(path)
+            fh.seek(0)
+            view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # missing, unreadable, or empty (nothing to map)
+        return None
+    try:
+        return _read(view)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, struct.error, OverflowError):
+        return None
+
+
+def _read(view: mmap.mmap) -> SavedPostings | None:
+    magic, version, size, crc = _PREFIX.unpack_from(view, 0)
+    body = view[_PREFIX.size : _PREFIX.size + size]
+    if magic != _MAGIC or version != _FORMAT or len(body) != size or zlib.crc32(body) != crc:
+        return None
+    meta = json.loads(body.decode("utf-8"))
+    start = _PREFIX.size + size
+    start += -start % _ALIGN
+    allowed = {np.dtype(d).str for d in (*_WIDTHS.values(), *_TABLES.values(), "<i8")}
+    sections: dict[str, npt.NDArray[Any]] = {}
+    for name, (offset, count, dtype) in meta["sections"].items():
+        kind = np.dtype(dtype)
+        if kind.str not in allowed or offset % kind.itemsize:
+            return None
+        sections[name] = np.frombuffer(view, dtype=kind, count=int(count), offset=start + int(offset))
+    names = [str(t) for t in meta["terms"]]
+    if set(meta["crc"]) != {*_TABLES, "doc_len"}:
+        return None
+    for name, expected in meta["crc"].items():
+        if zlib.crc32(sections[name].data) != expected:
+            return None
+    tables = {k: sections[k] for k in _TABLES}
+    if any(a.size != len(names) for a in tables.values()):
+        return None
+    doc_len = np.array(sections["doc_len"], dtype=np.int32)
+    # Every term's slice inside its section (its bytes are checked when decoded).
+    for kind in ("d", "c"):
+        widths, starts = tables[f"{kind}w"], tables[f"{kind}s"]
+        for w in _WIDTHS:
+            mine = widths == w
+            ends = starts[mine] + tables["n"][mine]
+            if mine.any() and (int(starts[mine].min()) < 0 or int(ends.max()) > sections[f"{kind}{w}"].size):
+                return None
+        if not np.isin(widths, list(_WIDTHS)).all():
+            return None
+    if len(set(names)) != len(names) or (tables["n"] < 0).any():
+        return None
+    return SavedPostings(
+        seq=int(meta["seq"]),
+        anchor=str(meta["anchor"]),
+        rows=int(meta["rows"]),
+        tokens=int(meta["tokens"]),
+        structure=bytes.fromhex(str(meta["structure"])),
+        terms=TermPostings(names, tables, sections, doc_len.size),
+        doc_len=doc_len,
+    )
+
+
+def _load_legacy(path: Path) -> SavedPostings | None:
+    """A format 2 file (a deflated ``.npz``, keys as running differences): read whole, then written anew at close."""
+    try:
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(bytes(data["meta"]).decode("utf-8"))
-            if meta.get("format") != _FORMAT:
+            if meta.get("format") != _LEGACY_FORMAT:
                 return None
             offsets, counts = data["offsets"], data["counts"]
             keys = np.cumsum(data["docs"], dtype=np.int64)
@@ -144,6 +345,7 @@ def load_postings(path: Path) -> SavedPostings | None:
             structure=bytes.fromhex(str(meta["structure"])),
             terms=terms,
             doc_len=doc_len,
+            current=False,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile):
         return None

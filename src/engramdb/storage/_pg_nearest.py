@@ -24,16 +24,18 @@ from psycopg import sql
 
 from engramdb.errors import StorageError, ValidationError
 from engramdb.storage._checks import as_unit_rows
-from engramdb.storage._pg_sql import CurrentModel, ModelCache, filter_sql, pg_statement
+from engramdb.storage._pg_sql import CurrentModel, ModelCache, filter_sql, open_rows, pg_statement
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
 __all__ = [
     "NEAR_EF_SEARCH",
+    "NEAR_GRAPH_ROWS",
     "STAGED_TABLE",
     "VectorBranch",
     "VectorPlan",
     "from_rows",
     "near_ef",
+    "near_plan",
     "nearest_many",
     "vector_branches",
 ]
@@ -45,21 +47,17 @@ __all__ = [
 #: 10-17 at 200. The filter still fills the top 5 (iterative scan).
 NEAR_EF_SEARCH: Final = 40
 
+#: Vectors in the store from which a near-duplicate check reads the reader's own rows through its partition's graph
+#: also below ``exact_search_below`` (where a search scans them exactly for its whole top 10): at 20k memories the
+#: exact scans of 25 lookups took a mixed batch of 50 to 1.5 s (56 memories/s for 2 writers against 128-138 at 25k,
+#: bench/RESULTS.md, issue 26, fourth round of writes), a lookup at ``NEAR_EF_SEARCH`` ~1 ms.
+NEAR_GRAPH_ROWS: Final = 5_000
+
 Query = tuple[npt.NDArray[np.float32], Filter]
 #: New vectors not yet folded into the HNSW graphs (schema step 6, :mod:`engramdb.storage._pg_staging`).
 STAGED_TABLE: Final = "vectors_staged"
 #: How a search of this filter reads the vectors (PgSearch._plan, bound to its connection and limit).
 PlanOf = Callable[[Any, CurrentModel, Filter, int], "VectorPlan"]
-
-# Rows another agent owns that the reader may see: public ones and ones shared with it or everyone. Row by row for the
-# HNSW path (rows come in the index's order); as an array of shares for the exact path, so the planner can gather
-# them from the memories' indexes (see _pg_sql._VISIBLE_INDEXED).
-_OPEN_ROW_BY_ROW: Final = (
-    "(m.visibility = 'public' OR EXISTS (SELECT 1 FROM shares s WHERE s.memory_id = m.id AND s.to_agent IN (?, '*')))"
-)
-_OPEN_INDEXED: Final = (
-    "(m.visibility = 'public' OR m.id = ANY (ARRAY(SELECT s.memory_id FROM shares s WHERE s.to_agent IN (?, '*'))))"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +79,34 @@ class VectorBranch:
     #: ``vectors`` (the HNSW graphs, or an exact scan of the filter's rows) or ``vectors_staged`` (new vectors not yet
     #: folded into the graphs, scanned exactly: see :mod:`engramdb.storage._pg_staging`).
     table: str = "vectors"
+    #: A staged branch's test of the staged row alone (literals): the rows it admits are ordered by distance before
+    #: their memories are looked up (:func:`from_rows`).
+    staged_where: sql.Composable | None = None
+
+    def ordered_params(self, query: Any, *middle: Any) -> list[Any]:
+        """The branch's parameters in statement order: its distance's ``query``, ``middle`` (the caller's, between
+        the SELECT list and FROM), the WHERE clause's. A staged branch takes the query in its FROM clause."""
+        if self.table == STAGED_TABLE:
+            return [*middle, query, *self.params]
+        return [query, *middle, *self.params]
 
 
 def near_ef(model: CurrentModel, limit: int) -> str:
     """``hnsw.ef_search`` of a lookup of near neighbours only (see :data:`NEAR_EF_SEARCH`)."""
     return str(max(NEAR_EF_SEARCH, limit))
+
+
+#: A staged branch's distance: computed in its FROM clause (:func:`from_rows`), which orders the rows by it.
+_STAGED_DISTANCE: Final = sql.SQL("v.staged_d")
+
+
+def near_plan(plan: VectorPlan, model: CurrentModel, *, exact_below: int) -> VectorPlan:
+    """A near-duplicate check's plan from a search's ``plan``: the reader's own rows through the graph where only
+    the store's size (under ``exact_below``, from :data:`NEAR_GRAPH_ROWS` up) made the search scan them exactly.
+    Near neighbours are what the graph finds first (bench/pg_near_ef.py: every near-duplicate at ef 40)."""
+    if plan.own or not NEAR_GRAPH_ROWS <= model.estimate < exact_below:
+        return plan
+    return replace(plan, own=True)
 
 
 def _distance(model: CurrentModel, *, index: bool) -> sql.Composable:
@@ -105,31 +126,40 @@ def vector_branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[
     The same parts again over the staged vectors (a memory's vector is in one table or the other), scanned exactly
     and row by row: the table is small.
     """
+    current = sql.SQL("s.model_id = {model} AND s.dim = {dim}").format(
+        model=sql.Literal(model.model_id), dim=sql.Literal(model.dim)
+    )
+    if flt.agent is None:
+        own, others = current, current
+    else:
+        reader = sql.Literal(flt.agent)
+        own = sql.SQL("s.agent = {reader} AND {current}").format(reader=reader, current=current)
+        # Other agents' staged rows: only those not private (an index of them), each then tested as above.
+        others = sql.SQL("s.agent <> {reader} AND s.open AND {current}").format(reader=reader, current=current)
     staged = [
-        replace(
-            branch,
-            distance=_distance(model, index=False),
-            table=STAGED_TABLE,
-            # Other agents' staged rows: only those not private (an index of them), each then tested as above.
-            where=branch.where if n == 0 or flt.agent is None else f"v.open AND {branch.where}",
-        )
+        replace(branch, distance=_STAGED_DISTANCE, table=STAGED_TABLE, staged_where=own if n == 0 else others)
         for n, branch in enumerate(_branches(model, flt, VectorPlan(own=True, others=True)))
     ]
     return _branches(model, flt, plan) + staged
 
 
-def from_rows(table: str) -> sql.Composable:
-    """The FROM clause of a branch over ``table``: its rows as ``v``, their memories as ``m``.
+def from_rows(branch: VectorBranch) -> sql.Composable:
+    """The FROM clause of ``branch``: its rows as ``v``, their memories as ``m``.
 
-    A staged row's memory is looked up by its key, row by row, after the staged rows are filtered: the planner would
-    otherwise hash the memories the filter admits, testing every memory of the store (42-82 ms at 20k memories,
-    bench/RESULTS.md, issue 26, third round of writes); ``OFFSET 0`` keeps the lookup from being flattened into a join.
+    Staged rows (``branch.staged_where``) are ordered by their distance to the query first (``v.staged_d``, the
+    branch's distance), and each one's memory is then looked up by its key in that order, until the branch's LIMIT
+    has rows that pass the filter: a few lookups where testing every staged row of the agent read one memory per
+    row (~1 ms a search per 100 staged rows; 25 near-duplicate lookups of a mixed batch read ~10,000 memories at
+    4,000 staged, which made such batches 2-3.5x slower with staging: bench/RESULTS.md, issue 26, fourth round of
+    writes). Never a hash of the memories the filter admits (every memory of the store: 42-82 ms at 20k, third
+    round). ``OFFSET 0`` keeps each subquery whole (its order, its lookup by key).
     """
-    if table == STAGED_TABLE:
+    if branch.table == STAGED_TABLE:
         return sql.SQL(
-            "{table} v CROSS JOIN LATERAL (SELECT * FROM memories x WHERE x.id = v.memory_id OFFSET 0) m"
-        ).format(table=sql.Identifier(table))
-    return sql.SQL("{table} v JOIN memories m ON m.id = v.memory_id").format(table=sql.Identifier(table))
+            "(SELECT s.*, s.embedding <=> %s::vector AS staged_d FROM {table} s WHERE {own} ORDER BY staged_d "
+            "OFFSET 0) v CROSS JOIN LATERAL (SELECT * FROM memories x WHERE x.id = v.memory_id OFFSET 0) m"
+        ).format(table=sql.Identifier(STAGED_TABLE), own=branch.staged_where or sql.SQL("true"))
+    return sql.SQL("{table} v JOIN memories m ON m.id = v.memory_id").format(table=sql.Identifier(branch.table))
 
 
 def _branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[VectorBranch]:
@@ -146,7 +176,7 @@ def _branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[Vector
         )
     ]
     if flt.include_shared:
-        visible = _OPEN_ROW_BY_ROW if plan.others else _OPEN_INDEXED
+        visible = open_rows(indexed=not plan.others)
         branches.append(
             VectorBranch(
                 _distance(model, index=plan.others),
@@ -206,14 +236,14 @@ def _rows(
                     "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
                 ).format(
                     pos=sql.Literal(pos),
-                    rows=from_rows(branch.table),
+                    rows=from_rows(branch),
                     distance=branch.distance,
                     model=sql.Literal(model.model_id),
                     dim=sql.Literal(model.dim),
                     where=sql.SQL(pg_statement(branch.where)),
                 )
             )
-            params += [query, *branch.params, limit]
+            params += [*branch.ordered_params(query), limit]
     # The store's current model travels with the answer (one row even when no branch finds any): a model
     # changed since it was cached makes the caller ask again.
     statement = sql.SQL(

@@ -29,6 +29,7 @@ __all__ = [
     "filter_sql",
     "holds",
     "one_of",
+    "open_rows",
     "pg_statement",
     "tsquery_sql",
 ]
@@ -62,6 +63,22 @@ _VISIBLE_INDEXED: Final = (
     "(m.agent = ? OR m.visibility = 'public' OR "
     "m.id = ANY (ARRAY(SELECT s.memory_id FROM shares s WHERE s.to_agent IN (?, '*'))))"
 )
+
+
+# Rows another agent owns that the reader may see: public ones and ones shared with it or everyone (one parameter,
+# the reader). Row by row where rows come one at a time (the HNSW index's order); as an array of shares where the
+# planner gathers rows through indexes (as _VISIBLE_INDEXED).
+_OPEN_ROW_BY_ROW: Final = (
+    "(m.visibility = 'public' OR EXISTS (SELECT 1 FROM shares s WHERE s.memory_id = m.id AND s.to_agent IN (?, '*')))"
+)
+_OPEN_INDEXED: Final = (
+    "(m.visibility = 'public' OR m.id = ANY (ARRAY(SELECT s.memory_id FROM shares s WHERE s.to_agent IN (?, '*'))))"
+)
+
+
+def open_rows(*, indexed: bool) -> str:
+    """SQL admitting the rows of other agents that a reader (one ``?``) may see: public or shared with it."""
+    return _OPEN_INDEXED if indexed else _OPEN_ROW_BY_ROW
 
 
 def holds(key: str, value: Any) -> tuple[str, list[Any]]:
@@ -177,6 +194,12 @@ class TermStats:
         self._estimates(conn)
         with self._lock:
             return self._agents.get(agent, self._other_agent)
+
+    def agent_listed(self, conn: Raw, agent: str) -> bool:
+        """Whether the statistics list ``agent`` among the most common (its row count is the planner's, not a guess)."""
+        self._estimates(conn)
+        with self._lock:
+            return agent in self._agents
 
     def total_rows(self, conn: Raw) -> float:
         """About how many memories the store holds (0 without statistics)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -94,6 +95,8 @@ class SQLiteSearch:
         self.postings_budget: int | None = KEYWORD_POSTINGS_BUDGET
         #: BM25 over cached postings, exactly as FTS5 ranks (see engramdb.storage._kw_index).
         self.keyword_index = KeywordIndex()
+        #: When (``time.monotonic()``) each part of :meth:`warm` was done: "vectors", "tenants" (for benches).
+        self.warmed: dict[str, float] = {}
 
     def clear(self) -> None:
         """Drop the cached share keys and term counts (the store closed)."""
@@ -106,23 +109,29 @@ class SQLiteSearch:
         self._tenant_rows.clear()
         self.keyword_index.clear()
 
+    def warm_keywords(self, database: Path) -> None:
+        """Start loading the keyword postings of the database file ``database`` (saved beside it: milliseconds;
+        else built in the background) on a connection of their own (at open, first: it takes no lock, so the
+        open's own checks, which may hold the store's lock for seconds at 1M memories, do not delay it)."""
+        self.keyword_index.warm(str(database))
+
     def warm(self) -> None:
         """Make the first searches after opening as fast as later ones (on a thread of its own, at open).
 
-        Starts loading the keyword postings (saved beside the database: tens of ms at 100k; else built
-        in the background) and brings the vector cache up (the HNSW sidecar mapped, faiss imported, or
-        a small store's vectors read), which the first search would otherwise do while the caller waits.
-        Best effort: a failure here is met again, and reported, by the search that needs it.
+        Brings the vector cache up (the HNSW sidecar mapped, faiss imported, or a small store's vectors read),
+        which the first search would otherwise do while the caller waits, then gathers the tenants' keys (see
+        _prefill). Best effort: a failure here is met again, and reported, by the search that needs it.
         """
         try:
             with self._reading() as conn:
-                self.keyword_index.warm(conn)
                 path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
                 rows = fts_totals(conn)[0]
             with self._reading(snapshot=True) as conn:
                 self._sync_index(conn)
+            self.warmed["vectors"] = time.monotonic()
             if path and rows >= KW_INDEX_MIN_MEMORIES:
                 self._prefill(path, rows)
+            self.warmed["tenants"] = time.monotonic()
         except (EngramError, sqlite3.Error, OSError):
             pass
 
@@ -164,6 +173,7 @@ class SQLiteSearch:
         # the query run again with the filter applied to every match. A selective scope (a user,
         # a thread, an agent owning few rows) is ranked among its own rows instead (below).
         head = limit * _KEYWORD_HEAD_FACTOR
+        self.keyword_index.settle()  # a load in progress (at open) is waited for without the store's lock
         with self._reading() as conn:
             budget = self.postings_budget
             # A user's or a thread's rows are few among the agent's: rank among them only (same scores).

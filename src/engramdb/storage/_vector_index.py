@@ -38,13 +38,11 @@ from engramdb.storage._arrays import np
 if TYPE_CHECKING:
     from engramdb.storage._arrays import F32 as _F32
     from engramdb.storage._arrays import I64 as _I64
-    from engramdb.storage._arrays import npt
 
 from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.storage._ann import (
     ANN_DEFAULT_THRESHOLD,
     MIGRATE_FORMATS,
-    AnnBase,
     AnnMeta,
     Overlay,
     Snapshot,
@@ -57,7 +55,8 @@ from engramdb.storage._ann import (
     snapshot_path,
     write_overlay,
 )
-from engramdb.storage._ann_exact import Codes, ExactRows, IndexRow, MaskCache, RowFilter
+from engramdb.storage._ann_base import AnnBase
+from engramdb.storage._ann_exact import Codes, ExactRows, IndexRow, RowFilter
 from engramdb.storage._ann_rows import SQLiteVectors
 from engramdb.storage._ann_snapshot import fill_snapshot, overlay_rows, take_snapshot
 
@@ -75,9 +74,6 @@ __all__ = [
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-#: A filter admitting at most this many of the index's rows is scanned exactly (gathering that
-#: many mapped vectors costs about what a graph walk does; below it the graph gains nothing).
-_EXACT_ROWS: Final = 8_192
 #: The graph's head re-ranked on float32 vectors: max(_HEAD_FACTOR * limit, _HEAD_MIN) rows. Measured for
 #: limit 50 (26k real MiniLM vectors, R@10 / R@50 against the exact scan; 1M rows, ms p50 at load ~15):
 #: factor 2 0.997 / 0.987, 5.4 ms; 3 0.998 / 0.990, 6.0 ms; 4 0.999 / 0.994, 10.1 ms (the flat graph: 0.997 / 0.987).
@@ -476,56 +472,12 @@ class VectorIndex:
         self, base: AnnBase, query: _F32, limit: int, flt: RowFilter, depth: int
     ) -> list[tuple[str, float]]:
         """The index's best rows merged with the delta's (exact) best rows."""
-
-        def make() -> tuple[npt.NDArray[np.bool_] | None, int]:
-            mask = flt.mask(
-                base.n,
-                rids=base.rids,
-                agents=base.agents,
-                kinds=base.kinds,
-                public=base.public,
-                agent_codes=self._codes_agent,
-                kind_codes=self._codes_kind,
-            )
-            if base.dead:
-                mask = base.alive.copy() if mask is None else mask & base.alive
-            return mask, base.n if mask is None else int(np.count_nonzero(mask))
-
-        cacheable = MaskCache.cacheable(flt)
-        key = (base.version, flt.agent, flt.include_public, flt.only_key)
-        rows: _I64
-        scores: _F32
-        if flt.only_rids is not None and flt.only_rids.size <= _EXACT_ROWS:
-            # A short key set (one user's rows): its rows looked up by key and tested alone, not a mask of every row.
-            found = flt.rows(
-                base.rows_of_rids(flt.only_rids), base, agent_codes=self._codes_agent, kind_codes=self._codes_kind
-            )
-            rows, scores = base.scan(query, found, limit, depth)
-        else:
-            mask, passing = base.masks.get(key, make) if cacheable else make()
-            if passing == 0:
-                rows, scores = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-            elif passing <= _EXACT_ROWS or passing <= limit:
-                rows, scores = self._scan(base, query, mask, limit, depth)
-            else:
-                # Re-rank a deeper head than asked exactly: the 8-bit codes' order near the cut-off is the least sure.
-                allowed = None if passing == base.n else mask
-                rows, scores = base.search(query, depth, allowed, passing, key=key if cacheable else None)
-                if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
-                    rows, scores = self._scan(base, query, mask, limit, depth)
-        merged = [(base.id_of(int(r)), float(s)) for r, s in zip(rows[:limit], scores[:limit], strict=True)]
+        merged = base.search_filtered(
+            query, limit, flt, depth, agent_codes=self._codes_agent, kind_codes=self._codes_kind
+        )
         merged += self._exact.search(query, limit=limit, flt=flt)
         merged.sort(key=lambda pair: -pair[1])
         return merged[:limit]
-
-    @staticmethod
-    def _scan(
-        base: AnnBase, query: _F32, mask: npt.NDArray[np.bool_] | None, limit: int, depth: int
-    ) -> tuple[_I64, _F32]:
-        """Top ``limit`` of the index's rows passing ``mask``: every one ranked on its 8-bit code, the head of
-        them on its float32 vector (exact cosines, as a walk's head)."""
-        rows = np.arange(base.n) if mask is None else np.flatnonzero(mask)
-        return base.scan(query, rows.astype(np.int64), limit, depth)
 
     # -- background builds -----------------------------------------------------------------------
     def _needs_build(self) -> bool:

@@ -50,7 +50,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -317,6 +317,10 @@ class PostgresBackend:
         """See :meth:`Dialect.read`."""
         with self.reading() as raw:
             yield _PgConn(raw)
+
+    def read_apart(self) -> AbstractContextManager[Conn]:
+        """See :meth:`Dialect.read_apart`: a read, on a pooled connection as every read."""
+        return self.read()
 
     @contextmanager
     def write(self) -> Iterator[Conn]:

@@ -43,6 +43,7 @@ from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
+from engramdb.storage._kw_persist import postings_path
 from engramdb.storage._readahead import READAHEAD_BUDGET, read_ahead, read_ahead_open, sidecar_files
 from engramdb.storage._sqlite_files import check_present, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
@@ -164,9 +165,11 @@ class SQLiteBackend:
         return f"{type(self).__name__}({self.location!r})"
 
     def _warm(self) -> None:
-        # The pages first: the caches below then load from memory, not from the disk (issue 27).
         if self.path is not None:
-            asked = read_ahead(sidecar_files(sidecar_dir(self.path)))
+            # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
+            self.search.warm_keywords(self.path)
+            # The pages next: the caches below then load from memory, not from the disk (issue 27).
+            asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
             wal = self.path.with_name(self.path.name + "-wal")
             read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
         self.search.warm()
@@ -374,6 +377,36 @@ class SQLiteBackend:
         """See :meth:`Dialect.read`."""
         with self._reading() as conn:
             yield conn
+
+    @contextmanager
+    def read_apart(self) -> Iterator[Conn]:
+        """See :meth:`Dialect.read_apart`: a read-only connection of its own, so the store's lock is not held while it
+        reads (the open's count of stale vectors reads every vector row: seconds at 1M memories, during which every
+        search waited for the lock). Inside this thread's own write, or in memory, the store's connection."""
+        mine = self._lock.acquire(blocking=False)  # re-entrant: succeeds on the thread holding it
+        try:
+            inside = mine and self._open_write is not None
+        finally:
+            if mine:
+                self._lock.release()
+        if self.path is None or inside:
+            with self.read() as conn:
+                yield conn
+            return
+        self._require_open()
+        try:
+            # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
+            apart = sqlite3.connect(
+                f"{self.path.as_uri()}?mode=ro", uri=True, timeout=self._busy_ms / 1000, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        try:
+            yield apart
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        finally:
+            apart.close()
 
     @contextmanager
     def write(self) -> Iterator[Conn]:

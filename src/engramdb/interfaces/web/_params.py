@@ -1,8 +1,8 @@
 """Query parameters of the dashboard's pages, validated: bad input is a ValidationError with a one-line message.
 
 The dashboard reads ``request.query_params`` itself instead of letting FastAPI parse
-typed parameters, so that every bad value becomes the dashboard's own 400 page (never
-the JSON 422 of the REST API, never a 500). Names and kinds are checked by the
+typed parameters, so that every bad value becomes the dashboard's own HTML 422 page (never
+the REST API's JSON answer, never a 500). Names and kinds are checked by the
 library's own validators, so the messages match the rest of engramdb.
 """
 

@@ -12,8 +12,9 @@ audit apply exactly as for any other caller. Pages::
     /ui/shares        what the agent shared, and what others shared with it
     /ui/audit         the audit trail's verification and the agent's latest entries
 
-Query parameters are validated here (see :mod:`._params`): bad input is a 400 page
-with a one-line message; an unknown memory a 404 page; never a traceback. All text is
+Query parameters are validated here (see :mod:`._params`): bad input is a 422 page
+with a one-line message; an unknown memory a 404 page (the statuses of the REST API,
+:mod:`engramdb.interfaces._status`); never a traceback. All text is
 HTML-escaped by the templates (Jinja2 autoescaping); the pages have no JavaScript.
 """
 
@@ -37,7 +38,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from engramdb import toolkit
 from engramdb import validate as check
-from engramdb.errors import EngramError, NotFound, StorageError, ValidationError
+from engramdb.errors import EngramError
+from engramdb.interfaces._status import status_of
 from engramdb.models import KINDS, CategoryTrend, Memory
 
 from ._browse import browse
@@ -136,7 +138,7 @@ def dashboard_router(
     mounts the pages under a path (links follow it).
     """
     env = _environment()
-    # The parameters are read and checked by each page (so bad ones get the dashboard's 400 page); declaring
+    # The parameters are read and checked by each page (so bad ones get the dashboard's 422 page); declaring
     # them here, unchecked, tells FastAPI (and an app that refuses undeclared parameters) that they exist.
     router = APIRouter(prefix=prefix, dependencies=[Depends(_declared)])
     base = prefix.rstrip("/")
@@ -166,7 +168,7 @@ def dashboard_router(
         except HTTPException as exc:
             return _error(exc.status_code, str(exc.detail), agent, dict(exc.headers or {}))
         except EngramError as exc:
-            return _error(_status(exc), str(exc), agent)
+            return _error(status_of(exc), str(exc), agent)
         except Exception:  # noqa: BLE001 - a bug still gets a page, never a traceback
             # A bug: the traceback goes to the server's log, never to the browser.
             _log.exception("dashboard error on %s", request.url.path)
@@ -273,16 +275,6 @@ def create_dashboard(mem: Engram, *, authorize: Authorize | None = None) -> Fast
     app = FastAPI(title="engramdb dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(dashboard_router(lambda: mem, authorize=authorize))
     return app
-
-
-def _status(exc: EngramError) -> int:
-    if isinstance(exc, ValidationError):
-        return 400
-    if isinstance(exc, NotFound):
-        return 404
-    if isinstance(exc, StorageError):
-        return 503
-    return 500
 
 
 def _one_line(message: str) -> str:
