@@ -62,6 +62,7 @@ from engramdb.storage._kw_persist import (
     remove_postings,
     save_postings,
 )
+from engramdb.storage._readahead import yield_cpu
 
 __all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked", "build", "fts_totals"]
 
@@ -194,6 +195,7 @@ class KeywordIndex:
                     with self._guard:
                         self._loading = False
                     if built is None:
+                        yield_cpu()  # seconds of work beside the searches, which use FTS5 meanwhile
                         built = build(conn)
                         self._save(built)
             except sqlite3.Error:
