@@ -32,7 +32,6 @@ from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
 from engramdb.storage._kw_index import KW_INDEX_MIN_MEMORIES, KeywordIndex, Ranked, fts_totals
-from engramdb.storage._readahead import yield_cpu
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._tenant_rows import Scope, TenantRows
 from engramdb.storage._vector_index import SyncState, VectorIndex, rerank_depth
@@ -140,9 +139,8 @@ class SQLiteSearch:
         """Every minority agent's keys and plan (see _few_rows) before its first search, on a connection of its
         own: the store's stays free for the first searches meanwhile."""
         bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
-        # The first searches often come while this runs (0.1-1 s; seconds at 1M): they get the cores first. It
-        # holds no lock a search waits for (its own connection; the kept sets' guard only to store one).
-        yield_cpu()
+        # Not at a lower CPU priority (see yield_cpu): the first searches need what it gathers, and at load 14 a
+        # starved prefill (1.2 s to start) left each first search to gather its own tenant's keys, 15-20 ms of CPU.
         # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
         conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
         try:
