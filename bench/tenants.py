@@ -218,10 +218,13 @@ def measure(
         out[f"{key}/open_s"] = time.monotonic() - started[key]
         mem.embedder.embed(qtexts)  # each store's own cache: the query embedding is excluded below
         for i, q in enumerate(qtexts[:5]):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             _ask(mem, spread[0], owner(spread[0], spread[1], i), q)
             first.setdefault(key, []).append(1000 * (time.perf_counter() - t0))
+            # The process's CPU meanwhile: the search's own and what the open's threads did beside it.
+            first.setdefault(f"{key}/cpu", []).append(1000 * (time.process_time() - c0))
         out[f"{key}/first_at_s"] = time.monotonic() - started[key] - sum(first[key]) / 1000
+        out[f"{key}/first5_cpu"] = first.pop(f"{key}/cpu")
     systems: list[Any] = []
     for name in others:
         cls = {"chroma": Chroma, "lance": Lance}[name]
@@ -329,8 +332,9 @@ def report(memories: int, spreads: list[Spread], others: list[str], res: dict[st
     for scope, n in spreads:
         key = f"{scope}{n}"
         ready = ", ".join(f"{k} {v:.2f}" for k, v in res[f"{key}/ready_s"].items() if v is not None)
+        cpu = " / ".join(f"{c:.1f}" for c in res[f"{key}/first5_cpu"])
         print(f"{n} {scope}s: open {res[f'{key}/open_s']:.2f} s, first search at {res[f'{key}/first_at_s']:.2f} s; "
-              f"ready (s from the open's start): {ready}")  # fmt: skip
+              f"ready (s from the open's start): {ready}; first five's process CPU ms {cpu}")  # fmt: skip
     disks = [f"{k.split('/')[0]} {v['total'] / 1e6:.0f} MB (sidecar vectors {v['sidecar_vectors'] / 1e6:.0f})"
              for k, v in res.items() if k.endswith("/disk") and isinstance(v, dict)]  # fmt: skip
     disks += [f"{o} {res[f'{o}/disk'] / 1e6:.0f} MB" for o in others]
