@@ -461,6 +461,7 @@ class KeywordIndex:
         minimum = self.min_memories  # read once: a test may change it meanwhile
         if minimum is None or self.ready():
             return
+        database = str(Path(database).absolute())  # a store opened by a relative path: fixed now, as SQLite's
         try:
             # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
             conn = sqlite3.connect(f"{Path(database).as_uri()}?mode=ro", uri=True, isolation_level=None)
