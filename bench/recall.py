@@ -184,19 +184,7 @@ class Corpus:
 BENCH_ATTRS = frozenset({"ask_now", "fold"})
 
 #: Searcher attributes that are counts (``--variant`` reads every value as a float).
-INT_ATTRS = frozenset(
-    {
-        "session_free",
-        "depth",
-        "keyword_depth",
-        "related_depth",
-        "related_most",
-        "session_channel_depth",
-        "session_channel_top",
-        "hop_from",
-        "hop_depth",
-    }
-)
+INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth", "related_depth", "related_most"})
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()

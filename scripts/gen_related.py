@@ -3,11 +3,6 @@
 Run once when the bundled model or its vocabulary changes (it needs the model; ~1.5 min on 2 cores):
 
     python scripts/gen_related.py
-    python scripts/gen_related.py --threshold 0.65 --skip-listed src/engramdb/retrieval/data/related.txt \
-        --out src/engramdb/retrieval/data/related_low.txt
-
-The second table holds, for the words the first lists nothing for, their neighbours at the lower threshold
-(:func:`engramdb.retrieval.related.related_words`, ``fallback``).
 
 The words are the whole words of the bundled WordPiece vocabulary (``embeddings/data/vocab.txt``) that are
 alphabetic, three letters or longer and no stopword. Each is embedded on its own; a word's related words are
@@ -41,13 +36,7 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.72)
     parser.add_argument("--most", type=int, default=4)
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--skip-listed", type=Path, default=None, help="leave out the words this table lists")
     args = parser.parse_args()
-    listed = (
-        {line.split()[0] for line in args.skip_listed.read_text(encoding="utf-8").splitlines() if line[:1].isalpha()}
-        if args.skip_listed is not None
-        else set()
-    )
     words = [
         w for w, _ in sorted(_ranks().items(), key=lambda x: x[1]) if w.isalpha() and len(w) > 2 and w not in STOPWORDS
     ]
@@ -70,7 +59,7 @@ def main() -> None:
                 if stems[j] not in seen:
                     seen.add(stems[j])
                     related.append(words[j])
-            if related and words[own] not in listed:
+            if related:
                 lines.append(" ".join([words[own], *related]))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(

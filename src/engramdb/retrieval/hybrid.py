@@ -31,7 +31,6 @@ from engramdb.retrieval.context import (
 )
 from engramdb.retrieval.diversity import SESSION_FREE, SESSION_REPEAT, diversify_sessions
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
-from engramdb.retrieval.hop import HOP_WEIGHT, asks_over_time, hop_names, weigh_by_hop
 from engramdb.retrieval.learned import LEARNED, fuse_learned
 from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_by, rank
 from engramdb.retrieval.related import RELATED_CREDIT, RELATED_GATED, RELATED_MOST, flat, related_terms
@@ -42,20 +41,11 @@ from engramdb.retrieval.sessions import (
     SESSION_WEIGHT,
     asks_across_sessions,
     gathering_words,
-    lift_sessions,
     session_key,
-    session_scores,
     weigh_by_session,
 )
 from engramdb.retrieval.text import query_terms
-from engramdb.retrieval.timeref import (
-    TIME_ONLY_WEIGHT,
-    TIME_WEIGHT,
-    find_time,
-    relative,
-    weigh_by_time,
-    weigh_told,
-)
+from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
 
 __all__ = ["HybridSearcher"]
@@ -117,21 +107,6 @@ class HybridSearcher:
         self.related_gated = RELATED_GATED
         self.related_depth = _RELATED_DEPTH
         self.related_most = RELATED_MOST
-        #: Words with no related word at cosine 0.72 take theirs from the 0.65 table (True).
-        self.related_fallback = False
-        #: Session channel (:func:`engramdb.retrieval.sessions.lift_sessions`): weight (0: off), how deep the
-        #: vector list its session scores come from, how many best turns a session's score averages, and
-        #: whether only questions that gather across conversations use it.
-        self.session_channel = 0.0
-        self.session_channel_depth = 200
-        self.session_channel_top = 3
-        self.session_channel_gated = False
-        #: Second hop (:mod:`engramdb.retrieval.hop`): weight (0: off), how many first candidates give names,
-        #: the candidates the names' keyword query adds, and whether only questions over time or that gather use it.
-        self.hop_weight = HOP_WEIGHT
-        self.hop_from = 2
-        self.hop_depth = 10
-        self.hop_gated = True
         #: Candidates fetched from the vector and the keyword channel (each at least ``limit``).
         self.depth = _DEPTH
         self.keyword_depth = _DEPTH
@@ -139,14 +114,6 @@ class HybridSearcher:
         self.time_words = True
         #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
         self.time_additive = True
-        #: The time's weight scaled by how few candidates it holds (:func:`engramdb.retrieval.timeref.weigh_by_time`).
-        self.time_selective = False
-        #: For a question about when: what a turn reporting a dated event gains
-        #: (:func:`engramdb.retrieval.timeref.weigh_told`; 0: off).
-        self.told_weight = 0.0
-        self.told_selective = False
-        self.told_window = False
-        self.told_calendar = False
         #: The weights of learned fusion (``RankingWeights(fusion="learned")``); bench/fit_ranker.py fits others.
         self.scorer = LEARNED
         # The keyword query needs no embedding: it runs while the query is embedded (both release the GIL).
@@ -185,9 +152,7 @@ class HybridSearcher:
         gathers = asks_across_sessions(query)
         across = not self.session_gated or gathers
         related = (
-            related_terms(
-                query, terms, skip=gathering_words(query), most=self.related_most, fallback=bool(self.related_fallback)
-            )
+            related_terms(query, terms, skip=gathering_words(query), most=self.related_most)
             # Evidence fusion only: min-max and learned fusion read the keyword channel's own scores and ranks.
             if self.related_credit > 0
             and terms
@@ -208,13 +173,9 @@ class HybridSearcher:
             if overlap and related
             else None
         )
-        channel = self.session_channel > 0 and (gathers or not self.session_channel_gated)
         try:
             qvec = self._queries.embed_query(query) if vector is None else vector
-            deep = max(depth, self.session_channel_depth) if channel else depth
-            vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=deep)
-            # The session channel reads the deep list; fusion the usual ``depth``.
-            vec, deep_vec = vec[:depth], vec
+            vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
         finally:
             keyword = pending.result() if pending is not None else []
             extra = pending_related.result() if pending_related is not None else []
@@ -261,9 +222,7 @@ class HybridSearcher:
                 when = {m.id: m.occurred_at for m in memories.values()}
                 # "what did I do last Saturday?": no other words to go by, so the time decides.
                 weight = self.time_weight if query_terms(window.rest) else max(self.time_weight, TIME_ONLY_WEIGHT)
-                reach = weigh_by_time(
-                    reach, when, window, weight=weight, additive=self.time_additive, selective=bool(self.time_selective)
-                )
+                reach = weigh_by_time(reach, when, window, weight=weight, additive=self.time_additive)
             if spoken:
                 roles = {m.id: m.metadata.get(ROLE_KEY) for m in memories.values()}
                 reach = weigh_speakers(reach, roles, query=query, weight=self.assistant_weight)
@@ -282,21 +241,6 @@ class HybridSearcher:
                     best_only=self.session_best_only,
                 )
                 reach = diversify_sessions(reach, sessions, repeat=self.session_repeat, free=self.session_free)
-            keyed = any(session_key(m) is not None for m in memories.values())
-            if self.told_weight > 0 and (
-                (window is not None and (not self.told_calendar or relative(window)))
-                or (window is None and not self.told_window and asks_over_time(query))
-            ):
-                texts = {i: m.content for i, m in memories.items()}
-                reach = weigh_told(reach, texts, weight=self.told_weight, selective=bool(self.told_selective))
-            if channel and keyed:
-                reach = self._session_channel(reach, deep_vec, memories, flt, vec, keyword)
-            if (
-                self.hop_weight > 0
-                and keyed
-                and (not self.hop_gated or gathers or window is not None or asks_over_time(query))
-            ):
-                reach = self._hop(query, reach, memories, flt, vec, keyword)
             head = reach[: max(_HEAD, limit)]
         ordered = rank(head, memories, now=now, weights=self.weights)
         ranked = collapse(ordered, lambda t: t[1], limit=limit) if fold else [(t, list[str]()) for t in ordered[:limit]]
@@ -312,47 +256,6 @@ class HybridSearcher:
             rel = relevance(cosines[f.id], coverage(terms, m.content, weights=weights))
             hits.append(Hit(shown, score, f.keyword_score, f.vector_score, rel, tuple(folded)))
         return hits
-
-    def _session_channel(
-        self,
-        reach: list[Fused],
-        deep: Sequence[Candidate],
-        memories: dict[str, Memory],
-        flt: Filter,
-        *found: Sequence[Candidate],
-    ) -> list[Fused]:
-        """``reach`` with each session's best turn lifted by its session's vector score (``session_channel``)."""
-        unread = [c.id for c in deep if c.id not in memories]
-        if unread:
-            memories.update(self._read(unread, flt, deep, *found))
-        sessions = {i: session_key(m) for i, m in memories.items()}
-        scores = session_scores([(c.id, c.score) for c in deep], sessions, top=self.session_channel_top)
-        return lift_sessions(reach, sessions, scores, weight=self.session_channel)
-
-    def _hop(
-        self,
-        query: str,
-        reach: list[Fused],
-        memories: dict[str, Memory],
-        flt: Filter,
-        *found: Sequence[Candidate],
-    ) -> list[Fused]:
-        """``reach`` after a second hop: the names of its first candidates pull the other sessions naming them."""
-        sources = [f.id for f in reach[: self.hop_from] if f.id in memories]
-        speakers = {str(m.metadata.get(ROLE_KEY)) for m in memories.values() if m.metadata.get(ROLE_KEY)}
-        names = hop_names([memories[i].content for i in sources], query, skip=speakers)
-        if not names:
-            return reach
-        extra = self._store.search.keyword_candidates(names, flt, limit=self.hop_depth)
-        held_ids = {f.id for f in reach}
-        added = [c for c in extra if c.id not in held_ids]
-        if added:
-            memories.update(self._read([c.id for c in added if c.id not in memories], flt, extra, *found))
-            reach = [*reach, *(Fused(c.id, 0.0, c.score, None) for c in added if c.id in memories)]
-        ones = [1.0] * len(names)
-        held = {f.id: coverage(names, memories[f.id].content, weights=ones) for f in reach if f.id in memories}
-        sessions = {f.id: session_key(memories[f.id]) for f in reach if f.id in memories}
-        return weigh_by_hop(reach, held, sessions, sources=sources, weight=self.hop_weight)
 
     def _read(self, ids: Sequence[str], flt: Filter, *found: Sequence[Candidate]) -> dict[str, Memory]:
         """The memories of ``ids`` visible under ``flt``, in that order: those the channels carried, the rest read."""

@@ -40,8 +40,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @cache
-def _table(name: str = "related.txt") -> dict[str, tuple[str, ...]]:
-    text = resources.files("engramdb.retrieval").joinpath(f"data/{name}").read_text(encoding="utf-8")
+def _table() -> dict[str, tuple[str, ...]]:
+    text = resources.files("engramdb.retrieval").joinpath("data/related.txt").read_text(encoding="utf-8")
     out: dict[str, tuple[str, ...]] = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -50,20 +50,13 @@ def _table(name: str = "related.txt") -> dict[str, tuple[str, ...]]:
     return out
 
 
-def related_words(word: str, *, fallback: bool = False) -> tuple[str, ...]:
-    """``word``'s nearest words by the bundled model, nearest first (none for a word it does not list); with
-    ``fallback``, a word with none at cosine 0.72 takes those at 0.65 (``data/related_low.txt``)."""
-    found = _table().get(word.lower(), ())
-    return _table("related_low.txt").get(word.lower(), ()) if fallback and not found else found
+def related_words(word: str) -> tuple[str, ...]:
+    """``word``'s nearest words by the bundled model, nearest first (none for a word it does not list)."""
+    return _table().get(word.lower(), ())
 
 
 def related_terms(
-    question: str,
-    terms: Sequence[str],
-    *,
-    skip: Collection[str] = (),
-    most: int = RELATED_MOST,
-    fallback: bool = False,
+    question: str, terms: Sequence[str], *, skip: Collection[str] = (), most: int = RELATED_MOST
 ) -> dict[str, tuple[str, ...]]:
     """Each of ``terms`` (the question's content words) that has related words, mapped to its ``most`` nearest.
 
@@ -78,9 +71,7 @@ def related_terms(
     for term in terms:
         if term in skip or (term in named and term not in plain):
             continue
-        related = tuple(
-            r for r in related_words(term, fallback=fallback) if not any(_inflected(stem(r), s) for s in own)
-        )[:most]
+        related = tuple(r for r in related_words(term) if not any(_inflected(stem(r), s) for s in own))[:most]
         if related:
             out[term] = related
     return out

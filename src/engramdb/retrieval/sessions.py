@@ -25,10 +25,8 @@ __all__ = [
     "SESSION_WEIGHT",
     "asks_across_sessions",
     "gathering_words",
-    "lift_sessions",
     "session_evidence",
     "session_key",
-    "session_scores",
     "weigh_by_session",
 ]
 
@@ -117,53 +115,5 @@ def weigh_by_session(
         best = set(firsts.values())
         evidence = {i: (e if i in best else 0.0) for i, e in evidence.items()}
     out = [replace(f, relevance=(f.relevance + weight * evidence[f.id]) / (1.0 + weight)) for f in fused]
-    out.sort(key=lambda f: (-f.relevance, f.id))
-    return out
-
-
-def session_scores(
-    cosines: Sequence[tuple[str, float]], sessions: Mapping[str, str | None], *, top: int = 3
-) -> dict[str, float]:
-    """Each session's match by the vector channel alone: the mean of its ``top`` best turn cosines.
-
-    ``cosines``: (memory id, cosine to the question) of one deep vector list, best first. A session with fewer
-    than ``top`` turns in the list counts the list's lowest cosine for the rest (its other turns are no
-    closer). A session whose several turns each match a little then outranks one with a single strong turn.
-    Memories without a session are left out.
-    """
-    if top < 1:
-        raise ValueError("top must be >= 1")
-    floor = min((c for _, c in cosines), default=0.0)
-    found: dict[str, list[float]] = {}
-    for memory_id, cosine in cosines:
-        key = sessions.get(memory_id)
-        if key is not None and len(found.setdefault(key, [])) < top:
-            found[key].append(cosine)
-    return {k: (sum(v) + floor * (top - len(v))) / top for k, v in found.items()}
-
-
-def lift_sessions(
-    fused: Sequence[Fused], sessions: Mapping[str, str | None], scores: Mapping[str, float], *, weight: float
-) -> list[Fused]:
-    """Each session's best candidate gains its session's score (:func:`session_scores`), best first (ties by id).
-
-    The scores of the sessions among ``fused`` are scaled to [0, 1] (their lowest 0, their highest 1);
-    ``relevance' = (relevance + weight * scaled score) / (1 + weight)`` for a session's best candidate, and
-    ``relevance / (1 + weight)`` for every other one, so relevance stays within [0, 1]. With ``weight`` 0, or
-    fewer than two sessions scored, the order is unchanged.
-    """
-    if not 0.0 <= weight <= 10.0:
-        raise ValueError("weight must be within [0, 10]")
-    best: dict[str, Fused] = {}
-    for f in sorted(fused, key=lambda f: (-f.relevance, f.id)):
-        key = sessions.get(f.id)
-        if key is not None and key in scores:
-            best.setdefault(key, f)
-    if weight == 0.0 or len(best) < 2:
-        return list(fused)
-    hi, lo = max(scores[k] for k in best), min(scores[k] for k in best)
-    span = hi - lo
-    lifted = {f.id: (scores[k] - lo) / span if span > 1e-12 else 0.0 for k, f in best.items()}
-    out = [replace(f, relevance=(f.relevance + weight * lifted.get(f.id, 0.0)) / (1.0 + weight)) for f in fused]
     out.sort(key=lambda f: (-f.relevance, f.id))
     return out

@@ -23,17 +23,7 @@ from typing import Any, Literal
 
 from engramdb.retrieval.ranking import Fused
 
-__all__ = [
-    "TIME_ONLY_WEIGHT",
-    "TIME_WEIGHT",
-    "TimeSpan",
-    "TimeWindow",
-    "find_time",
-    "nearness",
-    "tells_time",
-    "weigh_by_time",
-    "weigh_told",
-]
+__all__ = ["TIME_ONLY_WEIGHT", "TIME_WEIGHT", "TimeSpan", "TimeWindow", "find_time", "nearness", "weigh_by_time"]
 
 #: What a candidate inside the question's time gains, against fused relevance in [0, 1] (bench/RESULTS.md,
 #: "time in questions").
@@ -221,13 +211,8 @@ def weigh_by_time(
     *,
     weight: float = TIME_WEIGHT,
     additive: bool = True,
-    selective: bool = False,
 ) -> list[Fused]:
     """Candidates re-weighed by how near their event time (``when``, by id) lies to the question's window.
-
-    ``selective``: the weight counts only as far as the time tells the candidates apart, ``weight x (1 - mean
-    nearness)`` over them: a window that holds most of them ("a week ago" in a store of the last few weeks)
-    says little, one that holds few (a named day) says much.
 
     Additive (the default): time is a channel of its own, a candidate gains ``weight`` times its nearness
     (a question like "what did I do last Saturday" has no other words to go by). Multiplicative: a candidate
@@ -238,8 +223,6 @@ def weigh_by_time(
     near = {f.id: nearness(when[f.id], window) for f in fused if f.id in when}
     if not any(v > 0.0 for v in near.values()):
         return list(fused)
-    if selective:
-        weight *= 1.0 - sum(near.values()) / len(fused)
     if additive:
         out = [dataclasses.replace(f, relevance=f.relevance + weight * near.get(f.id, 0.0)) for f in fused]
     else:
@@ -379,43 +362,3 @@ def _span(phrase: str, first: date, stop: date, unit: Unit, ref: datetime) -> Ti
 def _add_months(day: date, months: int) -> date:
     index = day.year * 12 + day.month - 1 + months
     return date(index // 12, index % 12 + 1, 1)
-
-
-# A turn that reports a dated event of its speaker's ("I ran the charity walk today", "we met two weeks ago").
-_TOLD = re.compile(
-    rf"\b(?:today|yesterday|tonight|last\s+(?:night|week|weekend|month|year|{_WD})|this\s+(?:morning|afternoon|evening)"
-    r"|(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|couple\s+of)\s+(?:days?|weeks?|months?|years?)\s+ago)\b",
-    re.IGNORECASE,
-)
-
-
-_CALENDAR = re.compile(rf"\b(?:{_MO})\b|(?:19|20)\d\d|\d/\d|\d-\d", re.IGNORECASE)
-
-
-def relative(window: TimeWindow) -> bool:
-    """Whether every expression of ``window`` counts from the question's own moment ("a week ago"), none naming
-    the calendar ("in May", "on 9 November 2022")."""
-    return not any(_CALENDAR.search(s.text) for s in window.spans)
-
-
-def tells_time(text: str) -> bool:
-    """Whether ``text`` reports when something happened relative to when it was said ("today", "a week ago")."""
-    return _TOLD.search(text, 0, _MAX_TOLD) is not None
-
-
-_MAX_TOLD = 2000
-
-
-def weigh_told(
-    fused: Sequence[Fused], texts: Mapping[str, str], *, weight: float, selective: bool = False
-) -> list[Fused]:
-    """``relevance + weight`` for each candidate whose text :func:`tells_time`, best first (ties by id): for a
-    question about when something happened, the turn that reports the event (its date is the turn's) beats one
-    that only discusses the topic. With ``weight`` 0 the order is unchanged."""
-    if weight == 0.0:
-        return list(fused)
-    out = [
-        dataclasses.replace(f, relevance=f.relevance + weight) if tells_time(texts.get(f.id, "")) else f for f in fused
-    ]
-    out.sort(key=lambda f: (-f.relevance, f.id))
-    return out
