@@ -185,9 +185,7 @@ class Corpus:
 BENCH_ATTRS = frozenset({"ask_now", "fold"})
 
 #: Searcher attributes that are counts (``--variant`` reads every value as a float).
-INT_ATTRS = frozenset(
-    {"session_free", "depth", "keyword_depth", "related_depth", "related_most", "gather_keyword_depth"}
-)
+INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth", "related_depth", "related_most"})
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()

@@ -63,11 +63,6 @@ _SPREAD = 2 * _HEAD
 #: Candidates the related words' keyword query adds (:mod:`engramdb.retrieval.related`; 20 measured alike on
 #: LongMemEval and the recall set, 0.1-0.3 lower on LoCoMo, and dearer).
 _RELATED_DEPTH = 10
-#: Keyword candidates for a question that gathers facts told across conversations ("how many ... in total"):
-#: one fact from each of several sessions, some sharing only a word or two with the question. 75 (100 measured
-#: alike) raised LongMemEval's session recall and moved no LoCoMo or recall-set figure; 75 for every question
-#: cost LoCoMo R@10 0.2, and a deeper vector channel cost the recall set (bench/RESULTS.md, issue 21 sixth round).
-_GATHER_KEYWORD_DEPTH = 75
 
 
 class HybridSearcher:
@@ -119,9 +114,6 @@ class HybridSearcher:
         #: Candidates fetched from the vector and the keyword channel (each at least ``limit``).
         self.depth = _DEPTH
         self.keyword_depth = _DEPTH
-        #: Keyword candidates for a question that gathers facts across conversations
-        #: (:func:`engramdb.retrieval.sessions.asks_across_sessions`; at most ``keyword_depth`` lowers nothing).
-        self.gather_keyword_depth = _GATHER_KEYWORD_DEPTH
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
         self.time_words = True
         #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
@@ -162,8 +154,6 @@ class HybridSearcher:
         window = find_time(query, reference=flt.as_of or now) if self.time_weight > 0 else None
         terms = query_terms(query if window is None or self.time_words else window.rest)
         gathers = asks_across_sessions(query)
-        if gathers:
-            keyword_depth = max(keyword_depth, self.gather_keyword_depth)
         across = not self.session_gated or gathers
         related = (
             related_terms(query, terms, skip=gathering_words(query), most=self.related_most)
