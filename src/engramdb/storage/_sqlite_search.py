@@ -140,7 +140,7 @@ class SQLiteSearch:
         own: the store's stays free for the first searches meanwhile."""
         bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
         # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
-        conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
         try:
             found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
         finally:
