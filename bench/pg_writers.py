@@ -141,6 +141,7 @@ def _searches(mem: Engram, queries: list[str], agents: int, seconds: float) -> d
         phases = _phases(mem)
         mem._bench_phases = phases  # type: ignore[attr-defined]
     ms: list[float] = []
+    cpu: list[float] = []
     for q in queries[:3]:
         mem.search(q, agent="agent-0", limit=10)
     for times in phases.values():
@@ -150,14 +151,17 @@ def _searches(mem: Engram, queries: list[str], agents: int, seconds: float) -> d
     i = 0
     while time.monotonic() < end:
         q = queries[i % len(queries)]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         mem.search(q, agent=f"agent-{i % agents}", limit=10)
         ms.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.thread_time() - c) * 1000)
         i += 1
     return {
         "p50_ms": round(statistics.median(ms), 2),
         "p95_ms": round(pct(ms, 0.95), 2),
         "n": len(ms),
+        # The searching thread's own CPU time: the rest of a search's time waits for the server or for a core.
+        "cpu_p50_ms": round(statistics.median(cpu), 2),
         **{f"{label}_p50_ms": round(statistics.median(t), 2) for label, t in phases.items() if t},
         "load1_before": before,
         "load1_after": load1(),
@@ -170,6 +174,7 @@ def _lock_waits(url: str, stop: Any, out: dict[str, Any]) -> None:
 
     samples = 0
     waits: dict[str, int] = {}
+    staged: list[int] = []  # vectors staged at each sample: what each search scans exactly
     with psycopg.connect(url, autocommit=True) as conn:
         while not stop.is_set():
             # What waits, and the statement waiting (its first words): which statements the writers queue behind.
@@ -186,12 +191,16 @@ def _lock_waits(url: str, stop: Any, out: dict[str, Any]) -> None:
                 "|| left(regexp_replace(query, '\\s+', ' ', 'g'), 40), count(*) FROM pg_stat_activity "
                 "WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend' GROUP BY 1"
             ).fetchall()
+            row = conn.execute("SELECT count(*) FROM vectors_staged").fetchone()
+            staged.append(int(row[0]) if row else 0)
             samples += 1
             for what, count in rows:
                 waits[str(what)] = waits.get(str(what), 0) + int(count)
             time.sleep(0.25)
     out["samples"] = samples
     out["mean_waiting_sessions"] = {k: round(v / max(1, samples), 2) for k, v in sorted(waits.items())}
+    if staged:
+        out["staged_rows"] = {"mean": round(statistics.fmean(staged)), "max": max(staged)}
 
 
 def _probe_freshness(url: str, embedder: Any, stop: Any, every: float, delays: list[float]) -> None:

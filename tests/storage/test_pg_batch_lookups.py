@@ -18,6 +18,8 @@ from pg_server import PgServer
 from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb.errors import StorageError, ValidationError
+from engramdb.storage._pg_nearest import NEAR_GRAPH_ROWS, VectorPlan, near_plan
+from engramdb.storage._pg_sql import CurrentModel
 from engramdb.storage.base import Filter, Store
 from engramdb.storage.postgres import open_postgres
 
@@ -105,3 +107,25 @@ def test_lookups_of_near_neighbours_find_every_near_duplicate(store: Store) -> N
     for near, alone in zip(found, wide, strict=True):
         assert [c.id for c in near if c.score >= 0.95] == [c.id for c in alone if c.score >= 0.95]
         assert len([c for c in near if c.score >= 0.95]) == 1
+
+
+@given(
+    estimate=st.floats(min_value=-1.0, max_value=2e6, allow_nan=False),
+    exact_below=st.integers(min_value=0, max_value=100_000),
+    own=st.booleans(),
+    others=st.booleans(),
+)
+def test_a_near_check_reads_the_graph_where_only_the_stores_size_chose_an_exact_scan(
+    estimate: float, exact_below: int, own: bool, others: bool
+) -> None:
+    model = CurrentModel(MODEL, 16, estimate, partitions=16)
+    plan = near_plan(VectorPlan(own=own, others=others), model, exact_below=exact_below)
+    assert plan.others == others  # other agents' rows: as the search plans them
+    if own:
+        assert plan.own  # a search's graph stays a graph
+    elif NEAR_GRAPH_ROWS <= estimate < exact_below:
+        assert plan.own  # small store, analysed, a graph worth reading: near neighbours come from it
+    else:
+        # Unanalysed or tiny stores scan exactly (cheap); above the threshold an exact own scan is the search's
+        # choice for a reader with few rows in a large graph (which the graph might not fill), kept.
+        assert not plan.own

@@ -464,7 +464,7 @@ class KeywordIndex:
         database = str(Path(database).absolute())  # a store opened by a relative path: fixed now, as SQLite's
         try:
             # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
-            conn = sqlite3.connect(f"{Path(database).as_uri()}?mode=ro", uri=True, isolation_level=None)
+            conn = sqlite3.connect(f"{Path(database).absolute().as_uri()}?mode=ro", uri=True, isolation_level=None)
             try:
                 large = max_rid(conn) >= minimum
             finally:

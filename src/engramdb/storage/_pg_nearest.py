@@ -29,11 +29,13 @@ from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
 __all__ = [
     "NEAR_EF_SEARCH",
+    "NEAR_GRAPH_ROWS",
     "STAGED_TABLE",
     "VectorBranch",
     "VectorPlan",
     "from_rows",
     "near_ef",
+    "near_plan",
     "nearest_many",
     "vector_branches",
 ]
@@ -44,6 +46,12 @@ __all__ = [
 #: 0.01) and 91 of 91 (noise 0.016, cosines down to 0.95) at 40, 100 and 200 alike, a lookup 7-10 ms at 40 against
 #: 10-17 at 200. The filter still fills the top 5 (iterative scan).
 NEAR_EF_SEARCH: Final = 40
+
+#: Vectors in the store from which a near-duplicate check reads the reader's own rows through its partition's graph
+#: also below ``exact_search_below`` (where a search scans them exactly for its whole top 10): at 20k memories the
+#: exact scans of 25 lookups took a mixed batch of 50 to 1.5 s (56 memories/s for 2 writers against 128-138 at 25k,
+#: bench/RESULTS.md, issue 26, fourth round of writes), a lookup at ``NEAR_EF_SEARCH`` ~1 ms.
+NEAR_GRAPH_ROWS: Final = 5_000
 
 Query = tuple[npt.NDArray[np.float32], Filter]
 #: New vectors not yet folded into the HNSW graphs (schema step 6, :mod:`engramdb.storage._pg_staging`).
@@ -90,6 +98,15 @@ def near_ef(model: CurrentModel, limit: int) -> str:
 
 #: A staged branch's distance: computed in its FROM clause (:func:`from_rows`), which orders the rows by it.
 _STAGED_DISTANCE: Final = sql.SQL("v.staged_d")
+
+
+def near_plan(plan: VectorPlan, model: CurrentModel, *, exact_below: int) -> VectorPlan:
+    """A near-duplicate check's plan from a search's ``plan``: the reader's own rows through the graph where only
+    the store's size (under ``exact_below``, from :data:`NEAR_GRAPH_ROWS` up) made the search scan them exactly.
+    Near neighbours are what the graph finds first (bench/pg_near_ef.py: every near-duplicate at ef 40)."""
+    if plan.own or not NEAR_GRAPH_ROWS <= model.estimate < exact_below:
+        return plan
+    return replace(plan, own=True)
 
 
 def _distance(model: CurrentModel, *, index: bool) -> sql.Composable:
