@@ -574,7 +574,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return calibrate_main(args)
     if args.quick:
         args.seeds, args.steps, args.failures, args.episodes = 1, 800, 150, 200
-    overrides: dict[str, Any] = {k: float(v) for k, v in (kv.split("=") for kv in args.config.split(",") if kv)}
+    overrides: dict[str, Any] = {
+        # learned_horizons=25:10:60: a tuple
+        k: tuple(map(float, v.split(":"))) if ":" in v else float(v)
+        for k, v in (kv.split("=") for kv in args.config.split(",") if kv)
+    }
     if rule := {k[7:]: overrides.pop(k) for k in list(overrides) if k.startswith("change_")}:
         overrides["change"] = ChangeRule(**rule)  # change_cusum=1.5: the change rule's fields
 

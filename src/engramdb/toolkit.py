@@ -141,12 +141,14 @@ def learning_curves(
     return out
 
 
-def text_relevance(query: str, text: str, *, cosine: float) -> float:
+def text_relevance(query: str, text: str, *, cosine: float, embedder: object = None) -> float:
     """The calibrated relevance in [0, 1] that a search gives a memory of ``text`` for ``query`` (README,
-    "Relevance"), ``cosine`` being their embeddings' cosine similarity (``mem.embedder``)."""
+    "Relevance"), ``cosine`` being their embeddings' cosine similarity by ``embedder`` (``mem.embedder``; its
+    calibration, the bundled model's if None)."""
     import math
 
     from engramdb._validate import shown
+    from engramdb.embeddings.profile import profile_of
     from engramdb.errors import ValidationError
     from engramdb.retrieval.evidence import coverage, relevance
     from engramdb.retrieval.text import query_terms
@@ -156,4 +158,4 @@ def text_relevance(query: str, text: str, *, cosine: float) -> float:
             raise ValidationError(f"{name} must be a string, not {shown(value)}")
     if isinstance(cosine, bool) or not isinstance(cosine, int | float) or not math.isfinite(cosine):
         raise ValidationError(f"cosine must be a finite number, not {shown(cosine)}")
-    return relevance(float(cosine), coverage(query_terms(query), text))
+    return relevance(float(cosine), coverage(query_terms(query), text), calibration=profile_of(embedder).calibration)

@@ -18,6 +18,7 @@ from engramdb.retrieval.collapse import SAME_WORDS, collapse, signature
 from engramdb.retrieval.evidence import Calibration, coverage, pool_coverage, relevance, stem, term_weight
 from engramdb.retrieval.ranking import fuse_evidence
 from engramdb.storage.base import Candidate
+from seed004 import check_seed_004
 
 cosines = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 fractions = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
@@ -332,20 +333,7 @@ def test_seed_004_reuses_a_saved_pattern_above_0_7_and_refuses_unrelated_tasks(
     tmp_path: Path, embedder: Embedder, fusion: str
 ) -> None:
     with Engram(tmp_path / "store", embedder=embedder, fusion=fusion) as mem:
-        for task in ("Login to Facebook", "Post on timeline", "Search flights to Rome", "Export the sales report"):
-            mem.remember(task, agent="surfer", kind="success")
-        for rewording in ("Sign into FB", "Go to FB"):
-            best = mem.search(rewording, agent="surfer", kind="success", limit=1)[0]
-            assert best.memory.content == "Login to Facebook"
-            assert best.relevance > 0.7
-        for unrelated in ("order pizza", "bake a chocolate cake", "quarterly tax rates for wine imports"):
-            # Well under the reuse threshold ("tax rates for wine imports" against "Export the sales report": 0.31).
-            assert all(h.relevance < 0.5 for h in mem.search(unrelated, agent="surfer", kind="success"))
-        # The same rule through min_score: reuse what passes 0.7, nothing for an unrelated task.
-        assert [h.memory.content for h in mem.search("Sign into FB", agent="surfer", min_score=0.7)] == [
-            "Login to Facebook"
-        ]
-        assert mem.search("order pizza", agent="surfer", min_score=0.7) == []
+        check_seed_004(mem)
 
 
 def test_relevance_does_not_depend_on_what_else_the_store_holds(tmp_path: Path, embedder: Embedder) -> None:

@@ -446,3 +446,22 @@ def test_a_reopened_store_answers_as_fts5_and_as_before_closing(
         finally:
             gate.set()
             store.close()
+
+
+def test_a_store_opened_by_a_relative_path_loads_its_postings_at_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, builds: list[int]
+) -> None:
+    _fill(tmp_path / "s")
+    builds.clear()
+    monkeypatch.chdir(tmp_path)
+    store = open_sqlite("s", warm=False)
+    try:
+        index = store.search.keyword_index
+        index.min_memories = 0
+        store.search.warm_keywords(Path("s") / "engram.db")
+        assert index.wait(timeout=30)
+        for terms in _QUERIES:
+            _assert_same(*_both(store, terms, Filter(agent="alice")))
+        assert builds == []
+    finally:
+        store.close()

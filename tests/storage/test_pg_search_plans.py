@@ -114,10 +114,37 @@ def test_generic_vector_plans_answer_as_custom_ones(
         ]
 
 
-def test_other_statements_keep_custom_plans(stores: tuple[Store, Store]) -> None:
-    """The generic plan is the vector search's only: a write's parameter-sensitive checks would scan on one."""
-    search = stores[0].search
-    for seed in range(8):  # past psycopg's prepare threshold on every pooled connection
-        search.vector_candidates(unit_vectors(1, seed=seed)[0], Filter(agent="agent-0"), limit=5)
-    with search._backend.reading() as conn:  # type: ignore[attr-defined]
-        assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+def test_only_a_plain_search_of_a_listed_agent_runs_generic(postgres_server: PgServer) -> None:
+    """The generic plan is the vector search's only, for a listed agent's own rows through its graph under the plain
+    filter: a write's parameter-sensitive checks would scan on one, and a narrowed filter's rows may be few."""
+    url = postgres_server.new_database()
+    with open_postgres(url, pool_size=1, exact_search_below=0) as store:
+        ms = [memory(f"note {i}", agent=AGENTS[i % 2], at=NOW + timedelta(seconds=i)) for i in range(200)]
+        store.memories.add(ms, unit_vectors(200, seed=2), model_id=MODEL, actor="t")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        search = store.search
+        assert isinstance(search, PgSearch)
+
+        def plans() -> tuple[int, int]:
+            with search._backend.reading() as conn:  # type: ignore[attr-defined]
+                assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+                row = conn.execute(
+                    "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) FROM pg_prepared_statements"
+                ).fetchone()
+            assert row is not None
+            return int(row[0]), int(row[1])
+
+        for seed in range(3):
+            search.vector_candidates(unit_vectors(1, seed=seed)[0], Filter(agent="agent-0"), limit=5)
+        generic, _ = plans()
+        assert generic == 3
+        for seed in range(8):  # past psycopg's prepare threshold: prepared, still planned for their values
+            search.vector_candidates(
+                unit_vectors(1, seed=seed)[0], Filter(agent="agent-0", kinds=("knowledge",)), limit=5
+            )
+            search.vector_candidates(unit_vectors(1, seed=seed)[0], Filter(agent="agent-9"), limit=5)  # not listed
+        assert plans()[0] == generic
+        search.generic_vector_plans = False
+        search.vector_candidates(unit_vectors(1, seed=0)[0], Filter(agent="agent-0"), limit=5)
+        assert plans()[0] == generic

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
-from engramdb.storage._readahead import read_ahead, read_ahead_open, sidecar_files
+from engramdb.storage._readahead import read_ahead, read_ahead_open, sidecar_files, yield_cpu
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is Linux/BSD only")
 
@@ -124,3 +124,19 @@ def test_a_warm_open_reads_the_store_ahead_and_a_cold_one_does_not(
         assert [h.memory.content for h in mem.search("staging VPN", agent="ops")] == [
             "The staging deploy needs the VPN"
         ]
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread nice values are Linux's")
+def test_a_background_thread_yields_the_cpu_and_the_caller_keeps_its_priority() -> None:
+    seen: list[tuple[bool, int]] = []
+
+    def background() -> None:
+        lowered = yield_cpu()
+        seen.append((lowered, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    worker = threading.Thread(target=background)
+    worker.start()
+    worker.join(timeout=30)
+    assert seen == [(True, 19)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # only that thread

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb.storage.base import Store
@@ -64,5 +65,19 @@ def test_the_count_does_not_wait_for_another_thread_s_write_and_sees_this_thread
             store.memories.add([memory("no vector yet")], unit_vectors(1), model_id=MODEL, actor="t",
                                unvectored=frozenset({0}))  # fmt: skip
             assert store.vectors.count_stale(MODEL) == 1
+    finally:
+        store.close()
+
+
+def test_a_store_opened_by_a_relative_path_counts_on_its_own_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = open_sqlite("relative")
+    try:
+        ms = [memory(f"note {i}") for i in range(3)]
+        store.memories.add(ms, unit_vectors(3), model_id=MODEL, actor="t")
+        assert store.vectors.count_stale(MODEL) == 0
+        assert store.vectors.count_stale("other-model") == 3
     finally:
         store.close()

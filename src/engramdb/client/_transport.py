@@ -22,6 +22,8 @@ from engramdb.errors import (
     AccessDenied,
     ConfigError,
     EngramError,
+    LLMError,
+    LLMNotConfigured,
     NotAuthenticated,
     NotFound,
     StorageError,
@@ -55,6 +57,8 @@ _BY_STATUS: Final[dict[int, type[EngramError]]] = {
     413: ValidationError,
     415: ValidationError,
     422: ValidationError,
+    501: LLMNotConfigured,
+    502: LLMError,
     503: StorageError,
 }
 

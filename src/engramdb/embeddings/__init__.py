@@ -11,9 +11,12 @@
                                 table distilled from the same model (model2vec's recipe),
                                 ~100x faster, lower recall (bench/RESULTS.md); derived on
                                 first use into ``<home>/embeddings``; 256-d by default
-``mpnet``                       :class:`~engramdb.embeddings.mpnet.MpnetEmbedder`: all-mpnet-base-v2 (768-d,
-                                fp32) from the ``mpnet`` extra's packages, numpy only; better
-                                recall, ~5x the CPU per text (bench/RESULTS.md, "Issue 21, models")
+``mpnet`` (``mpnet:int8``)      :class:`~engramdb.embeddings.mpnet_onnx.MpnetInt8Embedder`: all-mpnet-base-v2
+                                (768-d) from the ``mpnet`` extra's packages as an int8 ONNX graph
+                                built on first use; better recall, ~5x the CPU per text
+                                (bench/RESULTS.md, "Issue 21, models, second round")
+``mpnet:fp32``                  :class:`~engramdb.embeddings.mpnet.MpnetEmbedder`: the same model in fp32,
+                                numpy forward pass (no ``onnx`` needed; ~5x slower per query)
 ``sentence-transformers:<m>``   :class:`~engramdb.embeddings.st.SentenceTransformerEmbedder`
 ``openai:<model>``              :class:`~engramdb.embeddings.openai.OpenAIEmbedder` at
                                 ``openai_base_url`` (OpenAI, Ollama, vLLM, LM Studio, ...)
@@ -35,8 +38,8 @@ from engramdb.errors import ConfigError
 __all__ = ["CacheInfo", "CachedEmbedder", "Embedder", "LocalEmbedder", "QueryCache", "count_tokens", "make_embedder"]
 
 _KINDS = (
-    "'local', 'local:<max tokens>', 'static', 'static:<dims>', 'mpnet', 'sentence-transformers:<model>' or "
-    "'openai:<model>'"
+    "'local', 'local:<max tokens>', 'static', 'static:<dims>', 'mpnet', 'mpnet:fp32', "
+    "'sentence-transformers:<model>' or 'openai:<model>'"
 )
 
 
@@ -67,7 +70,11 @@ def make_embedder(settings: Settings) -> Embedder:
             model_path=settings.model_path,
             sha256=settings.model_sha256,
         )
-    elif spec == "mpnet":
+    elif spec in ("mpnet", "mpnet:int8"):
+        from engramdb.embeddings.mpnet_onnx import MpnetInt8Embedder
+
+        inner = MpnetInt8Embedder(cache_dir=settings.home / "embeddings")
+    elif spec == "mpnet:fp32":
         from engramdb.embeddings.mpnet import MpnetEmbedder
 
         inner = MpnetEmbedder(cache_dir=settings.home / "embeddings", batch_size=settings.embed_batch_size)

@@ -27,6 +27,7 @@ else:
 
 from engramdb.embeddings._common import check_texts
 from engramdb.embeddings.base import Embedder
+from engramdb.embeddings.profile import FusionProfile, profile_of
 from engramdb.errors import ConfigError, EmbeddingError
 
 __all__ = ["CacheInfo", "CachedEmbedder"]
@@ -101,6 +102,11 @@ class CachedEmbedder:
     @dim.setter
     def dim(self, value: int) -> None:
         self.inner.dim = value
+
+    @property
+    def profile(self) -> FusionProfile:
+        """The wrapped embedder's fusion constants and relevance calibration (:mod:`engramdb.embeddings.profile`)."""
+        return profile_of(self.inner)
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, size={self.size}, path={self.path!r})"

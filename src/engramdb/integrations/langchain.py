@@ -375,7 +375,7 @@ class _Tools:
         if todo:
             vectors = self._mem.embedder.embed([task, *(tasks[i] for i in todo)])
             for i, cosine in zip(todo, vectors[1:] @ vectors[0], strict=True):
-                out[i] = text_relevance(task, tasks[i], cosine=float(cosine))
+                out[i] = text_relevance(task, tasks[i], cosine=float(cosine), embedder=self._mem.embedder)
         return out
 
     @_guarded("get_pattern_stats")

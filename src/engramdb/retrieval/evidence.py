@@ -24,6 +24,9 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
+# The calibration is the embedder's (each model's cosines need their own curve); the bundled model's is the default.
+from engramdb.embeddings.profile import CALIBRATION, Calibration
+
 __all__ = [
     "CALIBRATION",
     "Calibration",
@@ -170,23 +173,6 @@ def pool_coverage(
             )
             out[i] += credit * gain / total
     return out
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Calibration:
-    """``relevance = sigmoid(bias + cosine_weight * cosine + coverage_weight * coverage)``; both weights >= 0."""
-
-    bias: float
-    cosine_weight: float
-    coverage_weight: float
-
-    def __post_init__(self) -> None:
-        if self.cosine_weight < 0 or self.coverage_weight < 0:
-            raise ValueError("calibration weights must be >= 0 (relevance grows with its evidence)")
-
-
-#: Fitted by ``python bench/recall.py --calibrate`` on the dev split (bench/RESULTS.md, issue 21).
-CALIBRATION: Final = Calibration(bias=-2.92, cosine_weight=9.18, coverage_weight=1.78)
 
 
 def relevance(cosine: float, cover: float, *, calibration: Calibration = CALIBRATION) -> float:

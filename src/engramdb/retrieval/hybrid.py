@@ -15,6 +15,7 @@ else:
     from engramdb._lazy import numpy as np
 
 from engramdb.embeddings.base import Embedder
+from engramdb.embeddings.profile import profile_of
 from engramdb.embeddings.query import QueryCache
 from engramdb.models import Hit, Memory
 from engramdb.retrieval.collapse import collapse
@@ -32,7 +33,7 @@ from engramdb.retrieval.context import (
 from engramdb.retrieval.diversity import SESSION_FREE, SESSION_REPEAT, diversify_sessions
 from engramdb.retrieval.evidence import coverage, relevance, term_weight
 from engramdb.retrieval.learned import LEARNED, fuse_learned
-from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_by, rank
+from engramdb.retrieval.ranking import Fused, RankingWeights, fuse, fuse_by, rank, weights_for
 from engramdb.retrieval.related import RELATED_CREDIT, RELATED_GATED, RELATED_MOST, flat, related_terms
 from engramdb.retrieval.sessions import (
     SESSION_BEST_ONLY,
@@ -81,7 +82,10 @@ class HybridSearcher:
         self._model_id = embedder.model_id
         # Agents ask the same question again and again (a planning loop, a retry): skip the model then.
         self._queries = QueryCache(embedder)
-        self.weights = weights if weights is not None else RankingWeights()
+        #: The embedder's fusion constants and relevance calibration (:mod:`engramdb.embeddings.profile`); given
+        #: ``weights`` are used as they are.
+        self.profile = profile_of(embedder)
+        self.weights = weights if weights is not None else weights_for(self.profile)
         #: See :func:`engramdb.retrieval.context.spread_to_neighbours`; 0 turns spreading off.
         self.neighbour_weight = neighbour_weight
         #: See :func:`engramdb.retrieval.context.weigh_speakers`; 1 turns speaker weighting off.
@@ -250,10 +254,11 @@ class HybridSearcher:
             qvec, [f for (f, _, _), _ in ranked], agents=[m.agent for (_, m, _), _ in ranked], carried=keyword
         )
         weights = [term_weight(t) for t in terms]
+        calibration = self.profile.calibration
         hits = []
         for (f, m, score), folded in ranked:
             shown = dataclasses.replace(m, access_count=m.access_count + 1, last_accessed=now) if touch else m
-            rel = relevance(cosines[f.id], coverage(terms, m.content, weights=weights))
+            rel = relevance(cosines[f.id], coverage(terms, m.content, weights=weights), calibration=calibration)
             hits.append(Hit(shown, score, f.keyword_score, f.vector_score, rel, tuple(folded)))
         return hits
 

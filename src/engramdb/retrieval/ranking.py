@@ -13,18 +13,20 @@ but never lift an irrelevant memory over a relevant one.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from engramdb.embeddings.profile import DEFAULT_PROFILE, FusionProfile
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
 from engramdb.retrieval.evidence import pool_coverage
 from engramdb.storage.base import Candidate
 
-__all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_by", "fuse_evidence", "rank", "scaled"]
+__all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_by", "fuse_evidence", "rank", "scaled", "weights_for"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,13 +37,15 @@ class RankingWeights:
     #: :func:`engramdb.retrieval.learned.fuse_learned` (weights fitted by bench/fit_ranker.py).
     fusion: Literal["evidence", "minmax", "learned"] = "evidence"
     #: Evidence fusion: what a candidate holding all of the query's words gains, in cosine units.
-    coverage: float = 0.6
+    #: These four fields default to the bundled model's; a search takes its embedder's own
+    #: (:mod:`engramdb.embeddings.profile`, :func:`weights_for`) unless it is given weights.
+    coverage: float = DEFAULT_PROFILE.coverage
     #: Evidence fusion, a sure model against weak words: when the vector channel's best candidate leads its
     #: runner-up by ``sure_lead`` cosine or more (0: never) and no candidate holds ``sure_weak`` or more of
     #: the query's words, coverage counts ``sure_coverage`` x ``coverage`` (:func:`fuse_evidence`).
-    sure_lead: float = 0.05
-    sure_weak: float = 0.3
-    sure_coverage: float = 0.5
+    sure_lead: float = DEFAULT_PROFILE.sure_lead
+    sure_weak: float = DEFAULT_PROFILE.sure_weak
+    sure_coverage: float = DEFAULT_PROFILE.sure_coverage
     #: Min-max fusion: weight of the keyword channel; the vector channel gets ``1 - keyword``.
     keyword: float = 0.5
     recency: float = 0.05
@@ -53,6 +57,17 @@ class RankingWeights:
     def __post_init__(self) -> None:
         if self.fusion not in ("evidence", "minmax", "learned"):
             raise ValidationError(f"fusion must be 'evidence', 'learned' or 'minmax', not {self.fusion!r}")
+
+
+def weights_for(profile: FusionProfile, base: RankingWeights | None = None) -> RankingWeights:
+    """``base`` (the default weights if None) with ``profile``'s fusion constants: one embedder's ranking."""
+    return dataclasses.replace(
+        base if base is not None else RankingWeights(),
+        coverage=profile.coverage,
+        sure_lead=profile.sure_lead,
+        sure_weak=profile.sure_weak,
+        sure_coverage=profile.sure_coverage,
+    )
 
 
 @dataclass(frozen=True, slots=True)

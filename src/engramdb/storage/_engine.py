@@ -110,6 +110,13 @@ class SQLVectors:
         """See :meth:`VectorRepo.count_stale`."""
         vectors = all_vectors(self._d, "memory_id, model_id")
         with self._d.read_apart() as conn:  # a scan of every memory: no search waits for it
+            # As iter_stale: a memory has at most one vector row, so as many of the model's vectors as memories means
+            # none is stale (on SQLite an index count); only otherwise is each memory looked at.
+            counted = conn.execute(
+                f"SELECT count(*), (SELECT count(*) FROM {vectors} v WHERE v.model_id = ?) FROM memories", (model_id,)
+            ).fetchone()
+            if counted is not None and int(counted[0]) == int(counted[1]):
+                return 0
             row = conn.execute(
                 f"SELECT count(*) FROM memories m LEFT JOIN {vectors} v ON v.memory_id = m.id "
                 "WHERE v.memory_id IS NULL OR v.model_id <> ?",

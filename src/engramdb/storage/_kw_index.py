@@ -62,6 +62,7 @@ from engramdb.storage._kw_persist import (
     remove_postings,
     save_postings,
 )
+from engramdb.storage._readahead import yield_cpu
 
 __all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked", "build", "fts_totals"]
 
@@ -194,6 +195,7 @@ class KeywordIndex:
                     with self._guard:
                         self._loading = False
                     if built is None:
+                        yield_cpu()  # seconds of work beside the searches, which use FTS5 meanwhile
                         built = build(conn)
                         self._save(built)
             except sqlite3.Error:
@@ -459,9 +461,10 @@ class KeywordIndex:
         minimum = self.min_memories  # read once: a test may change it meanwhile
         if minimum is None or self.ready():
             return
+        database = str(Path(database).absolute())  # a store opened by a relative path: fixed now, as SQLite's
         try:
             # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
-            conn = sqlite3.connect(f"{Path(database).as_uri()}?mode=ro", uri=True, isolation_level=None)
+            conn = sqlite3.connect(f"{Path(database).absolute().as_uri()}?mode=ro", uri=True, isolation_level=None)
             try:
                 large = max_rid(conn) >= minimum
             finally:

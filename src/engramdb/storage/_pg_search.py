@@ -315,7 +315,8 @@ class PgSearch:
         # The reader's partition holds its own rows and maybe another agent's: its graph is at least that large.
         own = self._terms.agent_rows(conn, flt.agent) if flt.agent is not None else 0.0
         ef = self._ef(model, limit, graph_rows=max(model.partition_rows, own))
-        for branch in vector_branches(model, flt, self._plan(conn, model, flt, limit)):
+        plan = self._plan(conn, model, flt, limit)
+        for branch in vector_branches(model, flt, plan):
             # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after d and model.
             # The relaxed iterative scan of the HNSW path returns rows roughly in order: each part sorts its head.
             parts.append(
@@ -342,13 +343,23 @@ class PgSearch:
         # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
         # session settings (no transaction: BEGIN and COMMIT would cost a round trip each); only this method
         # searches the HNSW index on the store's connections, and it sets both every time.
-        # The statement runs prepared, on a generic plan: with the query vector a constant of a custom plan, the HNSW
-        # scan itself took 13-18 ms where the generic plan's took 0.9-1.5 ms for the same 892 buffers and rows
-        # (100k, EXPLAIN ANALYZE, load ~15), and whole statements 29-33 against 12 ms p50 at 100k and 1M (120 alike).
-        # Each part's plan is fixed by its SQL (the graph or an exact scan, the model's partial index by literals, the
-        # LIMITs literal), so the generic plan is the custom one's; the agent's partition is pruned as it starts. The
+        # A reader's search of its own many rows through its graph runs prepared, on a generic plan: planned for its
+        # values, the statement's HNSW scan took 13-24 ms where the generic plan's took 0.9-1.5 ms for the same 892
+        # buffers and rows (100k, EXPLAIN ANALYZE, load ~15; the graph scan alone, outside this statement, is fast on
+        # both), and whole statements 27-33 against 12-14 ms p50 at 100k and 1M, agent and agent + kind (120 alike).
+        # Only there: a generic plan always walks the graph, where a custom one may find few rows cheaper by their
+        # indexes. An agent the statistics do not list (its rows a guess: 3 rows at 1M) then lost a row and took
+        # 408 ms against 16; a batch of lookups 10.7 s against 0.43. So only listed agents whose filter is the plain
+        # one (nothing narrows their rows further). Each part's plan is fixed by its SQL (the graph or an exact scan,
+        # the model's partial index and the LIMITs by literals); the agent's partition is pruned as it starts. The
         # mode is local to the pipeline's implicit transaction: the store's other statements keep custom plans.
-        generic = self.generic_vector_plans
+        generic = (
+            self.generic_vector_plans
+            and plan.own
+            and flt.agent is not None
+            and replace(flt, agent=None, include_shared=True) == Filter(agent=None)
+            and self._terms.agent_listed(conn, flt.agent)
+        )
         with conn.pipeline():
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false), "

@@ -195,6 +195,12 @@ class TermStats:
         with self._lock:
             return self._agents.get(agent, self._other_agent)
 
+    def agent_listed(self, conn: Raw, agent: str) -> bool:
+        """Whether the statistics list ``agent`` among the most common (its row count is the planner's, not a guess)."""
+        self._estimates(conn)
+        with self._lock:
+            return agent in self._agents
+
     def total_rows(self, conn: Raw) -> float:
         """About how many memories the store holds (0 without statistics)."""
         self._estimates(conn)

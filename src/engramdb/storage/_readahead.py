@@ -13,9 +13,13 @@ pages are asked for through the descriptors SQLite already holds open (found in 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
+
+#: The nice value a background thread of the open takes (see yield_cpu): the lowest priority.
+_BACKGROUND_NICE: Final = 19
 
 #: Bytes asked for at most per store: a 1M store's database (~3 GB) is not pulled in whole
 #: (the files named first, the vector sidecar, are the ones every search reads).
@@ -91,3 +95,17 @@ def _advise(fd: int, budget: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def yield_cpu() -> bool:
+    """Give the calling thread the lowest CPU priority (its own nice value: Linux schedules threads one by one), so
+    a search's threads run first when both want a core; whether it was lowered. Only for threads that hold no lock a
+    search waits for (a starved holder would make the search wait the longer). Best effort: elsewhere nothing."""
+    if not hasattr(os, "setpriority"):
+        return False
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), _BACKGROUND_NICE))
+    except OSError:
+        return False
+    return True

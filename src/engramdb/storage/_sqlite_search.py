@@ -139,8 +139,12 @@ class SQLiteSearch:
         """Every minority agent's keys and plan (see _few_rows) before its first search, on a connection of its
         own: the store's stays free for the first searches meanwhile."""
         bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
+        # Not at a lower CPU priority (see yield_cpu): the first searches need what it gathers, and at load 14 a
+        # starved prefill (1.2 s to start) left each first search to gather its own tenant's keys, 15-20 ms of CPU.
         # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
-        conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None)
+        conn = sqlite3.connect(
+            f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None
+        )
         try:
             found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
         finally:

@@ -397,7 +397,7 @@ class SQLiteBackend:
         try:
             # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
             apart = sqlite3.connect(
-                f"{self.path.as_uri()}?mode=ro", uri=True, timeout=self._busy_ms / 1000, isolation_level=None
+                f"{self.path.absolute().as_uri()}?mode=ro", uri=True, timeout=self._busy_ms / 1000, isolation_level=None
             )
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
