@@ -132,6 +132,7 @@ def run_stream(
     exploration: float,
     expand: tuple[int, float] | None = None,
     decompose: bool = False,
+    choose_config: RecommendConfig | None = None,
 ) -> dict[str, Any]:
     stream = make_drift_stream(seed, steps, shape)
     asked = questions(seed)
@@ -198,7 +199,13 @@ def run_stream(
                 answers.append(answer)
         nb = neighbours(step.context, i)
         action = rc.choose(
-            step.context, step.situation.options, nb, now=now, config=config, seed=seed + i, exploration=exploration
+            step.context,
+            step.situation.options,
+            nb,
+            now=now,
+            config=config if choose_config is None else choose_config,
+            seed=seed + i,
+            exploration=exploration,
         )
         successes.append(step.draw < step.probs[action])
         records.append(
@@ -353,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--decompose", action="store_true", help="put every lost settled question in a bucket (bench/_drift_losses.py)"
     )
+    parser.add_argument("--suggest-only", action="store_true", help="--config for suggest only; choose as shipped")
     parser.add_argument("--merge", nargs="+", type=Path, default=None, help="REPORT DUMP ...: pool rows, then stop")
     args = parser.parse_args(argv)
     if args.merge is not None:
@@ -365,6 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.output.write_text(json.dumps(pooled, indent=2) + "\n", encoding="utf-8")
         return 0
     cfg = replace(parse_config(args.config), calibration=CALIBRATION, pooled_calibration=CALIBRATION_POOLED)
+    # --suggest-only: the decisions (and so the records, recovery and success) are the shipped rule's; only what
+    # suggest says follows --config.
+    shipped = replace(parse_config(""), calibration=CALIBRATION, pooled_calibration=CALIBRATION_POOLED)
+    choose_cfg = shipped if args.suggest_only else None
     exploration = load_settings({}).exploration if args.exploration is None else args.exploration
     embedder = make_embedder(load_settings({}))
     first = (900 if args.held_out else 200) if args.first_seed is None else args.first_seed
@@ -375,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seeds": list(seeds),
         "steps": args.steps,
         "config": args.config,
+        "suggest_only": args.suggest_only,
         "exploration": exploration,
         "shapes": {},
     }
@@ -386,7 +399,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     for shape in args.shapes.split(","):
         started = time.perf_counter()
         runs = [
-            run_stream(embedder, seed, args.steps, shape, cfg, exploration, expand, decompose=args.decompose)
+            run_stream(
+                embedder,
+                seed,
+                args.steps,
+                shape,
+                cfg,
+                exploration,
+                expand,
+                decompose=args.decompose,
+                choose_config=choose_cfg,
+            )
             for seed in seeds
         ]
         all_runs += runs

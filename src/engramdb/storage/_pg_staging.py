@@ -59,7 +59,8 @@ MOVE_BATCH: Final = 1000
 #: After a batch, the mover waits this share of the time the batch took (while staged rows stay under HIGH_WATER).
 REST: Final = 0.5
 #: Staged rows past which background vector writes wait for the mover (``PostgresBackend.background_turn``): each
-#: search scans an agent's staged rows exactly, ~1 ms per 100 (bench/RESULTS.md, issue 26, third round of writes).
+#: search scans an agent's staged rows exactly (nearest first: 1-2 ms a search at 3-5k staged; a paced mover with a
+#: 16,000 cap wrote a fifth fewer memories/s at 400k: bench/RESULTS.md, issue 26, fourth round of writes).
 STAGED_CAP: Final = 4_000
 #: Longest a background vector write waits for room in the staging table, seconds (no mover may be at work).
 ROOM_WAIT: Final = 10.0
