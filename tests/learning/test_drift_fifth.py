@@ -4,11 +4,18 @@ not on what the actions are called, when the clock started, or on evidence that 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engramdb.learning._prior import Prior
 from engramdb.learning.forgetting import best_horizon
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from _drift_losses import BUCKETS, losses, oracle_close
 
 ROWS = st.lists(
     st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 0.5, 1.0]), st.floats(0.05, 1.0)),
@@ -45,3 +52,35 @@ def test_evidence_that_does_not_count_does_not_move_the_pick(
 ) -> None:
     padded = [*rows[:where], (action, 1.0, 0.0), *rows[where:]]
     assert _pick(padded, candidates) == _pick(rows, candidates)
+
+
+RATE = st.floats(0.0, 1.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(p1=RATE, p2=RATE, n=st.integers(0, 5000), more=st.integers(0, 5000))
+def test_more_outcomes_never_make_two_rates_harder_to_tell_apart(p1: float, p2: float, n: int, more: int) -> None:
+    assert oracle_close(p1, p2, n) == oracle_close(p2, p1, n)
+    if not oracle_close(p1, p2, n):
+        assert not oracle_close(p1, p2, n + more)
+
+
+def _answer(**fields: Any) -> dict[str, Any]:
+    base = {"right": "a", "given": "a", "top": "a", "confidence": 0.9, "p1": 0.85, "p2": 0.3, "n_since": 60}
+    return {**base, "old_best": "b", "own_top": "a", **fields}
+
+
+def test_every_lost_question_is_in_exactly_one_bucket() -> None:
+    settled = [
+        _answer(),  # right and given: not lost
+        _answer(p2=0.8, given="b", top="b"),  # close
+        _answer(given=None),  # abstained: the top was right
+        _answer(given="c", top="c"),  # matching: the own records put "a" on top
+        _answer(given="b", top="b", own_top="b"),  # stale: "b" was the best before the change
+        _answer(given=None, top="c", own_top="c"),  # other
+    ]
+    table = losses(settled)
+    assert [sum(table["pct"][b].values()) for b in BUCKETS] == [round(100 / 6, 1)] * 5
+    assert table["lost_pct"] == round(500 / 6, 1)
+    # Under a threshold above its confidence, the right answer counts as abstained too.
+    assert losses(settled, 0.95)["pct"]["abstained"]["none"] == round(200 / 6, 1)

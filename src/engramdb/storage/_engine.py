@@ -108,12 +108,13 @@ class SQLVectors:
 
     def count_stale(self, model_id: str) -> int:
         """See :meth:`VectorRepo.count_stale`."""
-        vectors = all_vectors(self._d, "memory_id, model_id")
+        vectors = all_vectors(self._d, "memory_id, model_id, dim")
         with self._d.read_apart() as conn:  # a scan of every memory: no search waits for it
             # As iter_stale: a memory has at most one vector row, so as many of the model's vectors as memories means
             # none is stale (on SQLite an index count); only otherwise is each memory looked at.
             counted = conn.execute(
-                f"SELECT count(*), (SELECT count(*) FROM {vectors} v WHERE v.model_id = ?) FROM memories", (model_id,)
+                f"SELECT count(*), (SELECT count(*) FROM {vectors} v WHERE v.model_id = ? AND v.dim > 0) FROM memories",
+                (model_id,),
             ).fetchone()
             if counted is not None and int(counted[0]) == int(counted[1]):
                 return 0
@@ -127,7 +128,7 @@ class SQLVectors:
     def iter_stale(self, model_id: str, *, batch: int = 256) -> Iterator[list[tuple[str, str]]]:
         """See :meth:`VectorRepo.iter_stale` (batching: :func:`~engramdb.storage._planning.keyset_batches`)."""
 
-        vectors = all_vectors(self._d, "memory_id, model_id")
+        vectors = all_vectors(self._d, "memory_id, model_id, dim")
 
         def fetch(after: int, upto: int, size: int) -> list[Any]:
             with self._d.read() as conn:
@@ -143,7 +144,8 @@ class SQLVectors:
             # means none is stale. Every process opening the store asks; the scan below reads every memory and its
             # vector row (at 1M, 4 writer processes' scans were the server's largest load, bench/RESULTS.md).
             row = conn.execute(
-                f"SELECT max(rid), count(*), (SELECT count(*) FROM {vectors} v WHERE v.model_id = ?) FROM memories",
+                f"SELECT max(rid), count(*), (SELECT count(*) FROM {vectors} v WHERE v.model_id = ? AND v.dim > 0) "
+                "FROM memories",
                 (model_id,),
             ).fetchone()
         if row is None or row[0] is None or int(row[1]) == int(row[2]):
