@@ -565,6 +565,23 @@ def test_vector_query_must_match_the_dimension(store: Store) -> None:
         store.memories.add([memory("b")], unit_vectors(1, dim=DIM + 1), model_id=MODEL, actor="t")
 
 
+def test_a_model_keeps_one_dimension_unless_every_other_row_is_replaced(store: Store) -> None:
+    ms = [memory(f"m{i}") for i in range(3)]
+    add(store, ms)
+    with pytest.raises(ValidationError, match="dimension"):  # two of three replaced: the third keeps DIM
+        store.vectors.set([ms[0].id, ms[1].id], unit_vectors(2, dim=DIM + 1), model_id=MODEL)
+    assert store.vectors.count_stale(MODEL) == 0  # nothing changed
+    assert {len(v) for v in store.vectors.get([m.id for m in ms], model_id=MODEL).values()} == {DIM}
+    store.vectors.set([m.id for m in ms], unit_vectors(3, dim=DIM + 1), model_id=MODEL)  # all of them: allowed
+    assert {len(v) for v in store.vectors.get([m.id for m in ms], model_id=MODEL).values()} == {DIM + 1}
+    assert store.vectors.count_stale(MODEL) == 0
+    with pytest.raises(ValidationError, match="dimension"):
+        store.memories.add([memory("new")], unit_vectors(1), model_id=MODEL, actor="t")
+    store.memories.delete(ms[0].id, actor="t", at=NOW)
+    assert store.vectors.count_stale(MODEL) == 0
+    assert store.vectors.count_stale("other-model") == 2
+
+
 def test_vector_cache_stays_in_step_with_writes(store: Store) -> None:
     ms = [memory(f"m{i}") for i in range(10)]
     vecs = add(store, ms)

@@ -97,7 +97,7 @@ def test_a_release_2_store_migrates_in_place(backend: str, tmp_path: Path, embed
         assert mem.count(agent="bot") == 2
     if backend == "sqlite":
         conn = sqlite3.connect(Path(location) / "engram.db")
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_schema.SCHEMA_VERSION == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_schema.SCHEMA_VERSION == 7
         conn.close()
 
 

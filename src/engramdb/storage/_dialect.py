@@ -87,6 +87,12 @@ class Dialect(Protocol):
         ...
 
     @property
+    def vector_counts(self) -> bool:
+        """Whether triggers keep ``vector_counts`` (rows per model and dimension): counts and the dimension check
+        read it instead of every vector row."""
+        ...
+
+    @property
     def vector_tables(self) -> tuple[str, ...]:
         """The tables holding vectors, each memory's in one of them: new ones go into the first. PostgreSQL stages new
         vectors in a small table a mover folds into ``vectors`` (:mod:`engramdb.storage._pg_staging`)."""

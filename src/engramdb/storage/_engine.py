@@ -112,10 +112,12 @@ class SQLVectors:
         with self._d.read_apart() as conn:  # a scan of every memory: no search waits for it
             # As iter_stale: a memory has at most one vector row, so as many of the model's vectors as memories means
             # none is stale (on SQLite an index count); only otherwise is each memory looked at.
-            counted = conn.execute(
-                f"SELECT count(*), (SELECT count(*) FROM {vectors} v WHERE v.model_id = ? AND v.dim > 0) FROM memories",
-                (model_id,),
-            ).fetchone()
+            current = (
+                "SELECT coalesce(sum(n), 0) FROM vector_counts WHERE model_id = ? AND dim > 0"
+                if self._d.vector_counts
+                else f"SELECT count(*) FROM {vectors} v WHERE v.model_id = ? AND v.dim > 0"
+            )
+            counted = conn.execute(f"SELECT count(*), ({current}) FROM memories", (model_id,)).fetchone()
             if counted is not None and int(counted[0]) == int(counted[1]):
                 return 0
             row = conn.execute(

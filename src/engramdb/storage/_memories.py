@@ -110,11 +110,21 @@ def write_vectors(
     dim = int(unit.shape[1])
     ids = [m.id for m in memories]
     these, ids_param = d.one_of("memory_id", ids)
-    for table in d.vector_tables:
-        other = conn.execute(
-            f"SELECT dim FROM {table} WHERE model_id = ? AND (dim < ? OR dim > ?) AND NOT {these} LIMIT 1",
-            (model_id, dim, dim, ids_param),
-        ).fetchone()
+    if d.vector_counts:
+        # Another dimension counts against this one unless every such row is one being replaced here.
+        checks = [
+            "SELECT c.dim FROM vector_counts c WHERE c.model_id = ? AND c.dim <> ? AND c.n > "
+            f"(SELECT count(*) FROM vectors v WHERE {these} AND v.model_id = c.model_id AND v.dim = c.dim) LIMIT 1"
+        ]
+        params: tuple[Any, ...] = (model_id, dim, ids_param)
+    else:
+        checks = [
+            f"SELECT dim FROM {table} WHERE model_id = ? AND (dim < ? OR dim > ?) AND NOT {these} LIMIT 1"
+            for table in d.vector_tables
+        ]
+        params = (model_id, dim, dim, ids_param)
+    for check in checks:
+        other = conn.execute(check, params).fetchone()
         if other is not None:
             raise ValidationError(f"model {model_id!r} vectors have dimension {other[0]} in this store, not {dim}")
     d.prepare_vectors(model_id, dim)

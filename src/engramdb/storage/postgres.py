@@ -170,6 +170,8 @@ class PostgresBackend:
     vector_column: Final = "embedding"
     #: Schema step 5: ``vectors`` is partitioned by agent (each agent's search reads one HNSW graph).
     vectors_by_agent: Final = True
+    #: Its vectors are counted by an index on (model_id, dim) (``vectors_model``), its checks planned on it.
+    vector_counts: Final = False
     #: Schema step 6: new vectors are staged, then folded into ``vectors`` by one mover (``_pg_staging``).
     vector_tables: Final = ("vectors_staged", "vectors")
 

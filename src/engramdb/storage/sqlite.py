@@ -127,6 +127,8 @@ class SQLiteBackend:
     internal_meta: Final = _INTERNAL_META
     vector_column: Final = "vec"
     vectors_by_agent: Final = False
+    #: Schema step 7.
+    vector_counts: Final = True
     vector_tables: Final = ("vectors",)
 
     def __init__(
