@@ -12,6 +12,7 @@ FTS5's ``bm25()`` otherwise; both give the same ranking.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sqlite3
@@ -122,8 +123,9 @@ class SQLiteSearch:
         """Make the first searches after opening as fast as later ones (on a thread of its own, at open).
 
         Brings the vector cache up (the HNSW sidecar mapped, faiss imported, or a small store's vectors read),
-        which the first search would otherwise do while the caller waits, then gathers the tenants' keys (see
-        _prefill). Best effort: a failure here is met again, and reported, by the search that needs it.
+        which the first search would otherwise do while the caller waits, runs both channels once (see
+        _rehearse), then gathers the tenants' keys (see _prefill).
+        Best effort: a failure here is met again, and reported, by the search that needs it.
         """
         try:
             with self._reading() as conn:
@@ -132,7 +134,9 @@ class SQLiteSearch:
             with self._reading(snapshot=True) as conn:
                 self._sync_index(conn)
             self.warmed["vectors"] = time.monotonic()
-            self._rehearse()
+            # The prefill still runs after a failed rehearsal; the search that meets the failure reports it.
+            with contextlib.suppress(EngramError, sqlite3.Error, OSError, ValueError):
+                self._rehearse()
             self.warmed["rehearsed"] = time.monotonic()
             if path and rows >= KW_INDEX_MIN_MEMORIES:
                 self._prefill(path, rows)
@@ -162,6 +166,8 @@ class SQLiteSearch:
             return
         _, agent, user, content = row
         blob = got[0]
+        if not isinstance(blob, bytes) or len(blob) % 4:
+            return  # a damaged row: the search that reads it reports it
         vector = np.frombuffer(blob, dtype=np.float32)
         if not vector.size or not np.all(np.isfinite(vector)) or not np.any(vector):
             return

@@ -1,0 +1,150 @@
+"""The first searches after opening: the warm-up's rehearsal of both channels changes no answer and no row.
+
+At open a file store's warm-up runs each channel once for the newest memory's agent (and user), so that what a
+search does only the first time is done before the caller's first search (issue 27). On real SQLite files: a
+store searched at once answers exactly as the same store searched once its warm-up ended, and as one opened
+without warming; the rehearsal writes nothing; a damaged store reports the same error (or answer) with or without
+it, and the warm-up thread never raises.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings
+from storage_helpers import add, memory, unit_vectors
+from test_keyword_speedpath import _QUERIES, _texts
+
+from engramdb.errors import EngramError
+from engramdb.storage import _sqlite_search
+from engramdb.storage.base import Candidate, Filter, Store
+from engramdb.storage.sqlite import open_sqlite
+
+Answers = list[list[tuple[str, float]]]
+
+
+def _join_warm() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "engramdb-warm":
+            thread.join(timeout=60)
+
+
+def _build(location: Path, *, rows: int, agents: int, users: int, seed: int) -> None:
+    with open_sqlite(location, warm=False) as store:
+        texts = _texts(rows, seed=seed)
+        add(
+            store,
+            [
+                memory(t, agent=f"t{i % agents}", user=None if not users or i % 3 == 0 else f"u{i % users}")
+                for i, t in enumerate(texts)
+            ],
+            seed=seed,
+        )
+
+
+def _filters(agents: int, users: int) -> list[Filter]:
+    out = [Filter(agent=f"t{a}") for a in range(min(agents, 3))]
+    out += [Filter(agent="t0", users=(None, f"u{u}")) for u in range(min(users, 2))]
+    return out
+
+
+def _ask(store: Store, filters: list[Filter], *, seed: int) -> Answers:
+    vectors = unit_vectors(len(_QUERIES), seed=seed + 100)
+    out: Answers = []
+    for flt in filters:
+        for terms, vector in zip(_QUERIES, vectors, strict=True):
+            found: list[Candidate] = store.search.keyword_candidates(terms, flt, limit=20)
+            found += store.search.vector_candidates(vector, flt, limit=20)
+            out.append([(c.id, round(c.score, 9)) for c in found])
+    return out
+
+
+@pytest.fixture
+def large(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Small stores warmed as large ones: the keyword postings, the tenants' prefill and the rehearsal all run."""
+    monkeypatch.setattr(_sqlite_search, "KW_INDEX_MIN_MEMORIES", 0)
+    yield
+    _join_warm()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.integers(min_value=1, max_value=300),
+    agents=st.integers(min_value=1, max_value=8),
+    users=st.integers(min_value=0, max_value=4),
+    seed=st.integers(min_value=0, max_value=10_000),
+)
+def test_a_store_searched_at_once_answers_as_a_warm_one_and_as_an_unwarmed_one(
+    large: None, rows: int, agents: int, users: int, seed: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        location = Path(tmp) / "s"
+        _build(location, rows=rows, agents=agents, users=users, seed=seed)
+        filters = _filters(agents, users)
+        with open_sqlite(location) as store:
+            at_once = _ask(store, filters, seed=seed)  # beside the warm-up
+        _join_warm()
+        with open_sqlite(location) as store:
+            _join_warm()
+            warmed = store.search.warmed  # type: ignore[attr-defined]
+            assert "rehearsed" in warmed
+            assert "tenants" in warmed
+            warm = _ask(store, filters, seed=seed)
+        with open_sqlite(location, warm=False) as store:
+            cold = _ask(store, filters, seed=seed)
+        assert at_once == warm == cold
+
+
+def test_the_rehearsal_writes_nothing(tmp_path: Path, large: None) -> None:
+    location = tmp_path / "s"
+    _build(location, rows=200, agents=5, users=2, seed=1)
+    with open_sqlite(location, warm=False) as store:
+        before = (store.audit.head(), len(store.memories.history_all(limit=10_000)))
+        counts = {m.id: m.access_count for m in store.memories.list(Filter(agent=None), limit=1000)}
+    with open_sqlite(location) as store:
+        _join_warm()
+        assert "rehearsed" in store.search.warmed  # type: ignore[attr-defined]
+        assert (store.audit.head(), len(store.memories.history_all(limit=10_000))) == before
+        assert {m.id: m.access_count for m in store.memories.list(Filter(agent=None), limit=1000)} == counts
+
+
+def _damage(location: Path, how: str) -> None:
+    conn = sqlite3.connect(location)
+    try:
+        newest = conn.execute("SELECT id FROM memories ORDER BY rid DESC LIMIT 1").fetchone()[0]
+        if how == "vector":
+            conn.execute("UPDATE vectors SET vec = x'000102' WHERE memory_id = ?", (newest,))
+        else:
+            conn.execute("UPDATE vectors SET model_id = 'gone' WHERE memory_id = ?", (newest,))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _outcome(location: Path, *, warm: bool) -> object:
+    try:
+        with open_sqlite(location, warm=warm) as store:
+            _join_warm()
+            return ("answer", _ask(store, _filters(3, 2), seed=3))
+    except EngramError as exc:
+        return ("error", type(exc).__name__)
+
+
+@pytest.mark.parametrize("how", ["vector", "model"])
+def test_a_damaged_store_answers_or_fails_alike_with_or_without_the_warm_up(
+    tmp_path: Path, large: None, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    location = tmp_path / "s"
+    _build(location, rows=120, agents=3, users=2, seed=3)
+    database = next(p for p in location.rglob("*.db")) if location.is_dir() else location
+    _damage(database, how)
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    assert _outcome(location, warm=True) == _outcome(location, warm=False)
+    assert raised == []
