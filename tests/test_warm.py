@@ -52,3 +52,21 @@ def test_the_warm_setting_is_read_from_the_environment(tmp_path: Path, monkeypat
 
     monkeypatch.setenv("ENGRAM_WARM", "off")
     assert load_settings().warm is False
+
+
+def test_opening_starts_the_search_workers_and_a_close_meanwhile_is_clean(tmp_path: Path, embedder: Embedder) -> None:
+    """The keyword workers and the access writer start at open, not in the first search; closing at once is fine."""
+    with Engram(tmp_path / "s", embedder=embedder) as mem:
+        mem.remember("The staging deploy needs the VPN", agent="ops")
+    for _ in range(3):
+        with Engram(tmp_path / "s", embedder=embedder):
+            pass  # closed while its warm-up may still be starting them
+    before = {t.ident for t in threading.enumerate()}
+    with Engram(tmp_path / "s", embedder=embedder, access_flush_seconds=1.0) as mem:
+        for thread in threading.enumerate():
+            if thread.name == "engramdb-warm-retrieval":
+                thread.join(timeout=30)
+        started = {t.name.split("_")[0] for t in threading.enumerate() if t.ident not in before}
+        assert {"engram-keyword", "engramdb-access-flush"} <= started
+        hits = mem.search("staging deploy VPN", agent="ops")
+    assert [h.memory.content for h in hits] == ["The staging deploy needs the VPN"]

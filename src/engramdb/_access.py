@@ -92,10 +92,20 @@ class AccessBatch:
                     PENDING_LIMIT,
                 )
             if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._run, name="engramdb-access-flush", daemon=True)
-                self._thread.start()
+                self._start()
             elif len(self._pending) >= FLUSH_CHUNK:
                 self._cond.notify()
+
+    def start(self) -> None:
+        """Start the writing thread now (at open, in the background) rather than in the first search (~1-3 ms)."""
+        with self._cond:
+            if self._thread is None and not self._closed:
+                self._start()
+
+    def _start(self) -> None:
+        """Start the thread (under the condition's lock)."""
+        self._thread = threading.Thread(target=self._run, name="engramdb-access-flush", daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         while True:

@@ -125,8 +125,20 @@ class Recall:
         # On a server store a search's read-audit entry waits with its access counts (a commit there is a round trip
         # and a wait for the server: ~7 ms of a 100k search, bench/RESULTS.md issue 26); SQLite appends it locally.
         self._audit_later = self._accesses is not None and store.concurrent_reads and settings.audit
-        if settings.warm and not _warmed.is_set():
-            threading.Thread(target=_warm_retrieval, name="engramdb-warm-retrieval", daemon=True).start()
+        if settings.warm:
+            threading.Thread(target=self._warm, name="engramdb-warm-retrieval", daemon=True).start()
+
+    def _warm(self) -> None:
+        """What the first search would start itself (bench/RESULTS.md, first2): the process's tables, this
+        instance's keyword workers and access writer (each thread's start costs the first search ~1-3 ms when
+        the open's other warm-up holds the interpreter). Best effort: closed meanwhile, nothing is started."""
+        _warm_retrieval()
+        try:
+            self._searcher.start_workers()
+            if self._accesses is not None:
+                self._accesses.start()
+        except RuntimeError:
+            pass  # closed meanwhile: the pool takes no new work
 
     @property
     def weights(self) -> RankingWeights:

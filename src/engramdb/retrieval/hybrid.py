@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
@@ -63,6 +64,8 @@ _SPREAD = 2 * _HEAD
 #: Candidates the related words' keyword query adds (:mod:`engramdb.retrieval.related`; 20 measured alike on
 #: LongMemEval and the recall set, 0.1-0.3 lower on LoCoMo, and dearer).
 _RELATED_DEPTH = 10
+#: How long each of :meth:`HybridSearcher.start_workers`'s two tasks keeps its thread.
+_WORKER_START_SECONDS = 0.01
 
 
 class HybridSearcher:
@@ -126,6 +129,13 @@ class HybridSearcher:
         #: channel (True), or after them on the calling thread (False: ~0.4 ms less CPU per search, but slower
         #: at 100k under load, bench/search_path.py --whole). The hits are the same either way.
         self.overlap_keyword = True
+
+    def start_workers(self) -> None:
+        """Start the keyword worker threads now (at open, in the background) rather than in the first search."""
+        # A task busy for a moment: the second submit then finds no idle thread and starts the second (a search
+        # may use two), and a close() meanwhile waits that moment at most.
+        for done in [self._pool.submit(time.sleep, _WORKER_START_SECONDS) for _ in range(2)]:
+            done.result()
 
     def close(self) -> None:
         """Stop the worker threads (waits for running searches)."""
