@@ -93,7 +93,8 @@ class AccessBatch:
                 )
             if self._thread is None and not self._closed:
                 self._start()
-            elif len(self._pending) >= FLUSH_CHUNK:
+            elif len(self._pending) == 1 or len(self._pending) >= FLUSH_CHUNK:
+                # The first pending search: a thread started idle (at open) waits without a deadline until told.
                 self._cond.notify()
 
     def start(self) -> None:
