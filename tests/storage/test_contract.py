@@ -565,6 +565,18 @@ def test_vector_query_must_match_the_dimension(store: Store) -> None:
         store.memories.add([memory("b")], unit_vectors(1, dim=DIM + 1), model_id=MODEL, actor="t")
 
 
+def test_percent_signs_in_agent_and_model_names_are_plain_text(store: Store) -> None:
+    """Names reach PostgreSQL's statements written inline (for its plans): a ``%`` must stay text, not a placeholder."""
+    ms = [memory(f"note {i}", agent="100%_a") for i in range(3)]
+    vecs = add(store, ms, model_id="model-%s-%")
+    store.meta.set(MODEL_META_KEY, "model-%s-%")
+    flt = Filter(agent="100%_a")
+    assert ids_of(store.search.vector_candidates(vecs[1], flt, limit=1)) == [ms[1].id]
+    near = store.search.vector_candidates_many([(vecs[0], flt), (vecs[2], flt)], limit=1, near=0.95)
+    assert [ids_of(c) for c in near] == [[ms[0].id], [ms[2].id]]
+    assert store.search.vector_candidates(vecs[1], Filter(agent="100%"), limit=5) == []
+
+
 def test_a_model_keeps_one_dimension_unless_every_other_row_is_replaced(store: Store) -> None:
     ms = [memory(f"m{i}") for i in range(3)]
     add(store, ms)

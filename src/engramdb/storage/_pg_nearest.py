@@ -34,6 +34,7 @@ __all__ = [
     "VectorBranch",
     "VectorPlan",
     "from_rows",
+    "inline",
     "near_ef",
     "near_plan",
     "nearest_many",
@@ -117,6 +118,12 @@ def _distance(model: CurrentModel, *, index: bool) -> sql.Composable:
     return sql.SQL("v.embedding <=> %s::vector")
 
 
+def inline(value: str) -> sql.Composable:
+    """``value`` written into a statement that also takes ``%s`` parameters: quoted, its ``%`` doubled (psycopg reads
+    the whole composed text for placeholders, so an agent named ``%`` was refused as a bad placeholder)."""
+    return sql.SQL(sql.Literal(value).as_string(None).replace("%", "%%"))
+
+
 def vector_branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[VectorBranch]:
     """The parts of a vector search under ``flt``; its answer is the nearest rows of their union.
 
@@ -127,12 +134,12 @@ def vector_branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[
     and row by row: the table is small.
     """
     current = sql.SQL("s.model_id = {model} AND s.dim = {dim}").format(
-        model=sql.Literal(model.model_id), dim=sql.Literal(model.dim)
+        model=inline(model.model_id), dim=sql.Literal(model.dim)
     )
     if flt.agent is None:
         own, others = current, current
     else:
-        reader = sql.Literal(flt.agent)
+        reader = inline(flt.agent)
         own = sql.SQL("s.agent = {reader} AND {current}").format(reader=reader, current=current)
         # Other agents' staged rows: only those not private (an index of them), each then tested as above.
         others = sql.SQL("s.agent <> {reader} AND s.open AND {current}").format(reader=reader, current=current)
@@ -238,7 +245,7 @@ def _rows(
                     pos=sql.Literal(pos),
                     rows=from_rows(branch),
                     distance=branch.distance,
-                    model=sql.Literal(model.model_id),
+                    model=inline(model.model_id),
                     dim=sql.Literal(model.dim),
                     where=sql.SQL(pg_statement(branch.where)),
                 )

@@ -24,7 +24,15 @@ from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_analyze import StatisticsKeeper
-from engramdb.storage._pg_nearest import VectorPlan, from_rows, near_ef, near_plan, nearest_many, vector_branches
+from engramdb.storage._pg_nearest import (
+    VectorPlan,
+    from_rows,
+    inline,
+    near_ef,
+    near_plan,
+    nearest_many,
+    vector_branches,
+)
 from engramdb.storage._pg_sql import (
     CurrentModel,
     ModelCache,
@@ -330,7 +338,7 @@ class PgSearch:
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),
                     columns=sql.SQL(MEMORY_COLUMNS),
-                    model=sql.Literal(model.model_id),
+                    model=inline(model.model_id),
                     dim=sql.Literal(model.dim),
                     where=sql.SQL(pg_statement(branch.where)),
                     limit=sql.Literal(limit),
