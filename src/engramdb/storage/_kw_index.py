@@ -63,6 +63,7 @@ from engramdb.storage._kw_persist import (
     save_postings,
 )
 from engramdb.storage._readahead import yield_cpu
+from engramdb.storage._sqlite_files import connect_read_only
 
 __all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked", "build", "fts_totals"]
 
@@ -467,8 +468,7 @@ class KeywordIndex:
             return
         database = str(Path(database).absolute())  # a store opened by a relative path: fixed now, as SQLite's
         try:
-            # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
-            conn = sqlite3.connect(f"{Path(database).absolute().as_uri()}?mode=ro", uri=True, isolation_level=None)
+            conn = connect_read_only(database)
             try:
                 large = max_rid(conn) >= minimum
             finally:

@@ -21,11 +21,20 @@ from typing import Final
 
 from engramdb.errors import CorruptStoreError, StorageError
 
-__all__ = ["MARKER_FILENAME", "check_present", "create_atomically", "ensure_marker"]
+__all__ = ["MARKER_FILENAME", "check_present", "connect_read_only", "create_atomically", "ensure_marker"]
 
 #: Written beside the database once the store exists: "this directory holds an engramdb store".
 MARKER_FILENAME: Final = "engram.store"
 _MARKER_TEXT: Final = json.dumps({"engramdb": "store", "database": "engram.db"}) + "\n"
+
+
+def connect_read_only(path: str | Path, *, timeout: float = 5.0) -> sqlite3.Connection:
+    """A read-only connection of its own to the database file ``path`` (autocommit), for reads beside the store's.
+
+    Opened as a ``file:`` URI, so a path's "?" or "#" is escaped rather than read as the URI's query; made absolute
+    first, as a URI must be (a store opened by a relative path).
+    """
+    return sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=timeout, isolation_level=None)
 
 
 def _recover(directory: Path) -> str:

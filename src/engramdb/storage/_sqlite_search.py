@@ -33,6 +33,7 @@ from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
 from engramdb.storage._kw_index import KW_INDEX_MIN_MEMORIES, KeywordIndex, Ranked, fts_totals
+from engramdb.storage._sqlite_files import connect_read_only
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._tenant_rows import Scope, TenantRows
 from engramdb.storage._vector_index import SyncState, VectorIndex, rerank_depth
@@ -185,10 +186,7 @@ class SQLiteSearch:
         bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
         # Not at a lower CPU priority (see yield_cpu): the first searches need what it gathers, and at load 14 a
         # starved prefill (1.2 s to start) left each first search to gather its own tenant's keys, 15-20 ms of CPU.
-        # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
-        conn = sqlite3.connect(
-            f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=30.0, isolation_level=None
-        )
+        conn = connect_read_only(path, timeout=30.0)
         try:
             found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
         finally:

@@ -45,7 +45,7 @@ from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._kw_persist import postings_path
 from engramdb.storage._readahead import READAHEAD_BUDGET, read_ahead, read_ahead_open, sidecar_files
-from engramdb.storage._sqlite_files import check_present, create_atomically, ensure_marker
+from engramdb.storage._sqlite_files import check_present, connect_read_only, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
 from engramdb.storage._sqlite_sql import filter_sql, ids_json, insert_statement, one_of
@@ -397,10 +397,7 @@ class SQLiteBackend:
             return
         self._require_open()
         try:
-            # Read-only; as a URI, so a path's "?" or "#" is escaped, not read as the URI's query.
-            apart = sqlite3.connect(
-                f"{self.path.absolute().as_uri()}?mode=ro", uri=True, timeout=self._busy_ms / 1000, isolation_level=None
-            )
+            apart = connect_read_only(self.path, timeout=self._busy_ms / 1000)
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
         try:
