@@ -67,7 +67,7 @@ _TABLES: Final = {
     "cs": "<i8",
     "crc": "<u4",  # CRC-32 of its key bytes, then its count bytes
 }
-#: zlib's fastest level for the format 2 files this module still reads.
+#: The deflated ``.npz`` format written before this one, still read (then written anew at close).
 _LEGACY_FORMAT: Final = 2
 
 
@@ -305,14 +305,22 @@ def _read(view: mmap.mmap) -> SavedPostings | None:
             return None
     if len(set(names)) != len(names) or (tables["n"] < 0).any():
         return None
+    return _saved(meta, TermPostings(names, tables, sections, doc_len.size), doc_len, current=True)
+
+
+def _saved(
+    meta: dict[str, Any], terms: Mapping[str, tuple[_I32, npt.NDArray[Any]]], doc_len: _I32, *, current: bool
+) -> SavedPostings:
+    """What a file's header says the postings reflect, with its terms (either format)."""
     return SavedPostings(
         seq=int(meta["seq"]),
         anchor=str(meta["anchor"]),
         rows=int(meta["rows"]),
         tokens=int(meta["tokens"]),
         structure=bytes.fromhex(str(meta["structure"])),
-        terms=TermPostings(names, tables, sections, doc_len.size),
+        terms=terms,
         doc_len=doc_len,
+        current=current,
     )
 
 
@@ -337,16 +345,7 @@ def _load_legacy(path: Path) -> SavedPostings | None:
         docs, counts = keys.astype(np.int32), counts.astype(np.int32, copy=False)
         bounds = offsets.tolist()
         terms = {t: (docs[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]]) for i, t in enumerate(names)}
-        return SavedPostings(
-            seq=int(meta["seq"]),
-            anchor=str(meta["anchor"]),
-            rows=int(meta["rows"]),
-            tokens=int(meta["tokens"]),
-            structure=bytes.fromhex(str(meta["structure"])),
-            terms=terms,
-            doc_len=doc_len,
-            current=False,
-        )
+        return _saved(meta, terms, doc_len, current=False)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile):
         return None
 
