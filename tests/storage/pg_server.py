@@ -19,12 +19,17 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from hypothesis import strategies as st
+
 import server_helpers
+from engramdb.storage.base import Filter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -232,3 +237,34 @@ def old_store(
                 "INSERT INTO vector_indexes (model_id, dim, index_name) VALUES (%s, %s, %s)", (model, dim, name)
             )
         conn.execute("INSERT INTO meta (key, value) VALUES ('model_id', %s)", (model,))
+
+
+@contextmanager
+def graph_and_exact(
+    url: str, memories: Sequence[Memory], *, seed: int, shares: Sequence[tuple[Sequence[str], str, str]]
+) -> Iterator[tuple[Any, Any]]:
+    """``memories`` stored with seeded vectors and ``shares`` ((ids, from agent, to agent), a day apart), the
+    statistics analysed, then the store opened twice: searching its HNSW graphs, and scanning exactly."""
+    import psycopg
+    from storage_helpers import MODEL, NOW, unit_vectors
+
+    from engramdb.storage.postgres import open_postgres
+
+    with open_postgres(url) as store:
+        store.memories.add(memories, unit_vectors(len(memories), seed=seed), model_id=MODEL, actor="t")
+        for day, (ids, owner, reader) in enumerate(shares, start=1):
+            store.shares.share(list(ids), from_agent=owner, to_agent=reader, at=NOW + timedelta(days=day))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    with open_postgres(url, exact_search_below=0) as index, open_postgres(url, exact_search_below=10**9) as exact:
+        yield index, exact
+
+
+#: Filters over the agents, kinds and users of the mixed stores (test_pg_search_plans, test_pg_carried_rows).
+FILTERS = st.builds(
+    Filter,
+    agent=st.sampled_from(("agent-0", "agent-1", "agent-2", None)),
+    kinds=st.sampled_from((None, ("knowledge",), ("conversation", "knowledge"))),
+    include_shared=st.booleans(),
+    users=st.sampled_from((None, (None,), (None, "user-1"))),
+)

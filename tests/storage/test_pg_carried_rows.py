@@ -8,18 +8,17 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import numpy as np
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg_server import PgServer
+from pg_server import FILTERS, PgServer, graph_and_exact
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.retrieval.ranking import Fused
 from engramdb.storage.base import Candidate, Filter, Store
-from engramdb.storage.postgres import PgSearch, open_postgres
+from engramdb.storage.postgres import PgSearch
 
 AGENTS = ("agent-0", "agent-1", "agent-2")
 WORDS = ("alpha beta", "beta gamma", "gamma delta", "delta alpha")
@@ -35,23 +34,9 @@ def stores(postgres_server: PgServer) -> Iterator[tuple[Store, Store]]:
                tags=("t1",) if i % 7 == 0 else (), at=NOW + timedelta(seconds=i))
         for i in range(300)
     ]  # fmt: skip
-    with open_postgres(url) as store:
-        store.memories.add(ms, unit_vectors(300, seed=11), model_id=MODEL, actor="t")
-        store.shares.share([ms[1].id, ms[4].id], from_agent="agent-1", to_agent="agent-0", at=NOW + timedelta(days=1))
-        store.shares.share([ms[2].id], from_agent="agent-2", to_agent="*", at=NOW + timedelta(days=2))
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("ANALYZE")
-    with open_postgres(url, exact_search_below=0) as index, open_postgres(url, exact_search_below=10**9) as exact:
-        yield index, exact
-
-
-filters = st.builds(
-    Filter,
-    agent=st.sampled_from((*AGENTS, None)),
-    kinds=st.sampled_from((None, ("knowledge",), ("conversation", "knowledge"))),
-    include_shared=st.booleans(),
-    users=st.sampled_from((None, (None,), (None, "user-1"))),
-)
+    shares = [([ms[1].id, ms[4].id], "agent-1", "agent-0"), ([ms[2].id], "agent-2", "*")]
+    with graph_and_exact(url, ms, seed=11, shares=shares) as pair:
+        yield pair
 
 
 def _same_as_get_many(store: Store, found: list[Candidate], flt: Filter) -> None:
@@ -86,7 +71,7 @@ def test_the_index_store_takes_the_hnsw_path(stores: tuple[Store, Store]) -> Non
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flt=filters, seed=st.integers(0, 1000), words=st.sampled_from((["alpha"], ["beta", "delta"], ["note"])))
+@given(flt=FILTERS, seed=st.integers(0, 1000), words=st.sampled_from((["alpha"], ["beta", "delta"], ["note"])))
 def test_carried_rows_are_what_get_many_returns(stores: tuple[Store, Store], flt: Filter, seed: int, words: list[str]):
     query = unit_vectors(1, seed=seed)[0]
     for store in stores:

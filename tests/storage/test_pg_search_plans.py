@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg_server import PgServer
+from pg_server import FILTERS, PgServer, graph_and_exact
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 import engramdb.storage._pg_search as pg_search
@@ -34,23 +34,9 @@ def stores(postgres_server: PgServer) -> Iterator[tuple[Store, Store]]:
                user=None if i % 5 else f"user-{i % 2}", at=NOW + timedelta(seconds=i))
         for i in range(300)
     ]  # fmt: skip
-    with open_postgres(url) as store:
-        store.memories.add(ms, unit_vectors(300, seed=5), model_id=MODEL, actor="t")
-        store.shares.share([ms[1].id, ms[4].id], from_agent="agent-1", to_agent="agent-0", at=NOW + timedelta(days=1))
-        store.shares.share([ms[2].id, ms[5].id], from_agent="agent-2", to_agent="*", at=NOW + timedelta(days=2))
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("ANALYZE")
-    with open_postgres(url, exact_search_below=0) as index, open_postgres(url, exact_search_below=10**9) as exact:
-        yield index, exact
-
-
-filters = st.builds(
-    Filter,
-    agent=st.sampled_from((*AGENTS, None)),
-    kinds=st.sampled_from((None, ("knowledge",), ("conversation", "knowledge"))),
-    include_shared=st.booleans(),
-    users=st.sampled_from((None, (None,), (None, "user-1"))),
-)
+    shares = [([ms[1].id, ms[4].id], "agent-1", "agent-0"), ([ms[2].id, ms[5].id], "agent-2", "*")]
+    with graph_and_exact(url, ms, seed=5, shares=shares) as pair:
+        yield pair
 
 
 def _answer(found: list[Candidate]) -> list[tuple[str, float, object, object]]:
@@ -67,7 +53,7 @@ def _one_arm(flt: Filter, f: FilterSQL, *, indexed: bool) -> list[tuple[str, tup
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    flt=filters,
+    flt=FILTERS,
     words=st.sampled_from((["alpha"], ["beta", "delta"], ["note"], ["epsilon", "gamma"], ["nothing"])),
     limit=st.sampled_from((1, 5, 50)),
     budget=st.sampled_from((20, 500)),
@@ -95,7 +81,7 @@ def test_the_other_agents_part_brings_their_open_rows(stores: tuple[Store, Store
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flt=filters, seed=st.integers(0, 1000), limit=st.sampled_from((1, 5, 20)))
+@given(flt=FILTERS, seed=st.integers(0, 1000), limit=st.sampled_from((1, 5, 20)))
 def test_generic_vector_plans_answer_as_custom_ones(
     stores: tuple[Store, Store], flt: Filter, seed: int, limit: int
 ) -> None:
