@@ -19,6 +19,7 @@ else:
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.profile import profile_of
 from engramdb.embeddings.query import QueryCache
+from engramdb.embeddings.rewrite import statement_form
 from engramdb.models import Hit, Memory
 from engramdb.retrieval.collapse import collapse
 from engramdb.retrieval.context import (
@@ -131,6 +132,9 @@ class HybridSearcher:
         #: channel (True), or after them on the calling thread (False: ~0.4 ms less CPU per search, but slower
         #: at 100k under load, bench/search_path.py --whole). The hits are the same either way.
         self.overlap_keyword = True
+        #: Embed a question in statement form (:func:`~engramdb.embeddings.rewrite.statement_form`) for the vector
+        #: channel (measured, not adopted: bench/RESULTS.md "Issue 21, models, third round").
+        self.statement_query = False
 
     def start_workers(self) -> None:
         """Start the keyword worker threads now (at open, in the background) rather than in the first search."""
@@ -201,7 +205,8 @@ class HybridSearcher:
             else None
         )
         try:
-            qvec = self._queries.embed_query(query) if vector is None else vector
+            asked = statement_form(query) if self.statement_query else query
+            qvec = self._queries.embed_query(asked) if vector is None else vector
             vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
         finally:
             keyword = pending.result() if pending is not None else []
