@@ -174,7 +174,7 @@ class SQLiteBackend:
             asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
             wal = self.path.with_name(self.path.name + "-wal")
             read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
-        self.search.warm()
+        self.search.warm(self.path)
 
     # -- lifecycle --------------------------------------------------------------------------
     def _connect(self, busy_timeout: float) -> sqlite3.Connection:
