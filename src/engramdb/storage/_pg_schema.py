@@ -11,7 +11,8 @@ The tables mirror the SQLite store's (see ``_sqlite_schema``): timestamps are th
 fixed-width UTC ISO strings and JSON the same compact text, so rows decode with the
 same code on both backends. What differs:
 
-* keywords: a generated ``tsvector`` column (English stemming, content and tags) with a GIN index;
+* keywords: a generated ``tsvector`` column (English stemming, content and tags) with a GIN index, copied with the
+  columns an agent's keyword search filters on to ``memory_words`` (step 8, kept in step by triggers);
 * vectors: a dimensionless ``vector`` column; an HNSW index needs a fixed dimension, so one
   partial expression index per (model, dimension) is created when that pair is first
   written (see ``PostgresBackend._ensure_vector_index``) and recorded in ``vector_indexes``;
