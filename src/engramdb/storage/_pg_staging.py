@@ -68,8 +68,9 @@ MOVE_BATCH: Final = 250
 REST: Final = 0.5
 #: Staged rows past which background vector writes wait for the mover (``PostgresBackend.background_turn``): each
 #: search scans an agent's staged rows exactly (nearest first: 1-2 ms a search at 3-5k staged; a paced mover with a
-#: 16,000 cap wrote a fifth fewer memories/s at 400k: bench/RESULTS.md, issue 26, fourth round of writes).
-STAGED_CAP: Final = 4_000
+#: 16,000 cap wrote a fifth fewer memories/s at 400k: bench/RESULTS.md, issue 26, fourth round of writes). Room for
+#: ~20 s of a burst at 600 memories/s, which a mover yielding to searches leaves staged (fifth round).
+STAGED_CAP: Final = 12_000
 #: Longest a background vector write waits for room in the staging table, seconds (no mover may be at work).
 ROOM_WAIT: Final = 10.0
 #: Staged rows past which the mover neither rests nor yields to reads.
@@ -91,8 +92,6 @@ _ROOM_POLL: Final = 0.1
 _SETTLE: Final = 0.2
 #: How often a yielding mover counts the staged rows again, seconds (the count reads the table).
 _RECOUNT: Final = 0.5
-#: A mover without the turn yields this many times longer than YIELD_MAX before it tries a batch.
-_STANDBY: Final = 4
 
 # The first words of the mover's own statements (and of the staged count the background writes poll): not reads
 # another mover yields to.
@@ -277,9 +276,10 @@ class StagedMover:
             return False
         if self._yielding_since is None:
             self._yielding_since = now
-        elif now - self._yielding_since >= self._yield_max * (1 if self._turn else _STANDBY):
-            # One batch, then it may yield again. The others' movers wait longer: one batch per YIELD_MAX for the
-            # store, from the mover at work, unless it is gone.
+        elif self._turn and now - self._yielding_since >= self._yield_max:
+            # One batch, then it may yield again: one batch per YIELD_MAX for the store, from the mover at work (the
+            # others' movers wait for the reads to pause, or for the high water: 6 processes each folding a batch
+            # every so often kept 0.75 sessions at work in the HNSW graphs during a burst of writes).
             self._yielding_since = None
             return False
         count, at = self._staged_seen
