@@ -521,6 +521,8 @@ def parse_config(text: str) -> RecommendConfig:
             points[k[3:]] = v if k == "cp_scope" else float(v)
         elif k == "nochange":
             overrides["change"] = None
+        elif k == "learned_in_choose":
+            overrides[k] = v == "1"
         else:
             overrides[k] = None if v == "none" else tuple(map(float, v.split(":"))) if ":" in v else float(v)
     cfg = RecommendConfig(calibration=None, pooled_calibration=None, **overrides)

@@ -57,6 +57,8 @@ from typing import Any
 import numpy as np
 
 from _drift_losses import diagnose, losses, markdown
+from _drift_rescore import as_table, rescore
+from _drift_switch import one_change, switch_table
 from _learning_data import SITUATIONS, Situation, fill
 from _learning_rec import parse_config
 from engramdb.config import load_settings
@@ -123,6 +125,20 @@ def change_points(shape: str, steps: int, s: Situation) -> list[int]:
     return [i for i in range(1, steps) if bests[i] != bests[i - 1]]
 
 
+#: The newest assessment ``suggest`` made (kept by :func:`_keeping`, so the bench need not judge twice).
+_KEPT: list[rc.Assessment] = []
+_assess = rc.assess
+
+
+def _keeping(*args: Any, **kwargs: Any) -> rc.Assessment:
+    judged = _assess(*args, **kwargs)
+    _KEPT[:] = [judged]
+    return judged
+
+
+rc.assess = _keeping  # suggest looks assess up in its module at each call
+
+
 def run_stream(
     embedder: Embedder,
     seed: int,
@@ -170,6 +186,7 @@ def run_stream(
                 since = i - max([0, *(c for c in changes[sit.name] if c <= i)])
                 nb_q = neighbours(text, i)
                 s = rc.suggest(text, nb_q, now=now, config=config, seed=seed, options=sit.options)
+                judged = _KEPT[-1]
                 answer = {
                     "seed": seed,
                     "shape": shape,
@@ -180,6 +197,12 @@ def run_stream(
                     "confidence": s.confidence,
                     # The question's best match among the records (the situation-match margin's input).
                     "match": max((n.cosine for n in nb_q), default=0.0),
+                    # What suggest judged on, so the answer can be scored again with other tables (--rescore).
+                    "a_top": judged.ranked[0].action if judged.ranked else None,
+                    "a_long": judged.long,
+                    "a_recent": judged.recent,
+                    "a_evidence": judged.evidence,
+                    "a_pooled": judged.pooled,
                 }
                 if decompose and since >= SETTLED:
                     last = max([0, *(c for c in changes[sit.name] if c <= i)])
@@ -225,15 +248,24 @@ def run_stream(
     window = steps // 4
     got: list[float] = []
     oracle: list[float] = []
+    switches = []
     for sit in SITUATIONS:
         cps = changes[sit.name]
         for k, c in enumerate(cps):
             end = min(c + window, cps[k + 1] if k + 1 < len(cps) else steps)
-            for i in range(c, end):
-                if stream[i].situation is sit:
-                    got.append(float(successes[i]))
-                    oracle.append(max(stream[i].probs.values()))
-    return {"successes": successes, "answers": answers, "recovery": got, "oracle": oracle}
+            visits = [i for i in range(c, end) if stream[i].situation is sit]
+            for i in visits:
+                got.append(float(successes[i]))
+                oracle.append(max(stream[i].probs.values()))
+            switches.append(
+                one_change(
+                    [records[i].action for i in visits],
+                    [stream[i].probs for i in visits],
+                    old=best_of(probs_at(sit, shape, c - 1, steps)),
+                    new=best_of(probs_at(sit, shape, c, steps)),
+                )
+            )
+    return {"successes": successes, "answers": answers, "recovery": got, "oracle": oracle, "switches": switches}
 
 
 def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -256,6 +288,8 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "success_n": sum(len(r["successes"]) for r in runs),
         "oracle_recovery": 100 * statistics.fmean(orc) if orc else float("nan"),
         "success": 100 * statistics.fmean(x for r in runs for x in r["successes"]),
+        # How the learner switches after a change, beside the oracle (bench/_drift_switch.py).
+        "switch": switch_table([c for r in runs for c in r.get("switches", [])]),
         **{f"at_{t:g}": _at_threshold(settled, t) for t in THRESHOLDS},
         "given_at_95": _given_at_precision(settled, 0.95),
         "given_at_95_match": _given_at_precision_and_match(settled, 0.95),
@@ -318,10 +352,24 @@ def _rounded(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in summary.items()}
 
 
-def merge(reports: Sequence[Path], dumps: Sequence[Path]) -> dict[str, Any]:
+def merge(
+    reports: Sequence[Path], dumps: Sequence[Path], tables: Path | None = None, seeds: set[int] | None = None
+) -> dict[str, Any]:
     """Rows of several processes (seed groups or shapes run side by side) pooled: the settled answers from their
-    ``--dump`` files, recovery and success weighted by their counts."""
+    ``--dump`` files, recovery and success weighted by their counts. ``tables``: a calibration report of
+    ``bench/learning.py --calibrate`` whose fitted tables state the confidence instead (bench/_drift_rescore.py).
+    ``seeds``: only these seeds' answers (recovery and success stay the reports')."""
     answers = [a for d in dumps for a in json.loads(d.read_text(encoding="utf-8"))]
+    if seeds is not None:
+        answers = [a for a in answers if a["seed"] in seeds]
+    if tables is not None:
+        fitted = json.loads(tables.read_text(encoding="utf-8"))
+        answers = rescore(
+            answers,
+            close=as_table(fitted["fitted_table"]),
+            pooled=as_table(fitted["fitted_pooled_table"]),
+            config=RecommendConfig(),
+        )
     parts = [(shape, row) for r in reports for shape, row in json.loads(r.read_text())["shapes"].items()]
     out: dict[str, Any] = {}
     for shape in [*dict.fromkeys(s for s, _ in parts), "all"]:
@@ -362,9 +410,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--suggest-only", action="store_true", help="--config for suggest only; choose as shipped")
     parser.add_argument("--merge", nargs="+", type=Path, default=None, help="REPORT DUMP ...: pool rows, then stop")
+    parser.add_argument("--rescore", type=Path, default=None, help="--merge: state confidence by these fitted tables")
+    parser.add_argument("--only-seeds", default=None, help="--merge: only these seeds' answers (1,2,...)")
     args = parser.parse_args(argv)
     if args.merge is not None:
-        pooled = merge(args.merge[0::2], args.merge[1::2])
+        only = None if args.only_seeds is None else {int(x) for x in args.only_seeds.split(",")}
+        pooled = merge(args.merge[0::2], args.merge[1::2], args.rescore, only)
         for shape, row in pooled.items():
             print(f"{shape:9s} {json.dumps({k: v for k, v in row.items() if not k.startswith('losses')})}")
         for key in ("losses", "losses_at_95"):

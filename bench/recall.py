@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from _clauses import clause_store
 from _data import LOCOMO_CATEGORIES, Doc, cached_positions, event_time, load_locomo, load_longmemeval
 from _recall_data import RecallSet, load_recall_set
 from _report import write_json
@@ -155,7 +156,12 @@ class Corpus:
         and ``ask_now``: the question asked at ``asked`` (its time words count from then) without the
         ``as_of`` filter, which drops the sessions some LongMemEval haystacks date after their question."""
         if name not in self._searchers:
-            self._searchers[name] = HybridSearcher(self.mem.store, self.embedder, weights=weights)
+            store = self.mem.store
+            if (attrs or {}).get("clause_head"):
+                store = clause_store(
+                    store, lambda i: self.text[self.doc_of[i]], self.embedder.embed, int(attrs["clause_head"])
+                )
+            self._searchers[name] = HybridSearcher(store, self.embedder, weights=weights)
             self._searchers[name].other_speaker_weight = other_speaker
             for attr, value in (attrs or {}).items():
                 if attr not in RankingWeights.__dataclass_fields__ and attr not in BENCH_ATTRS:
@@ -180,9 +186,9 @@ class Corpus:
         return dict(zip(ids, (rows @ np.asarray(qvec, dtype=np.float32)).tolist(), strict=True))
 
 
-#: ``--variant`` names that are no searcher attribute: ``ask_now`` (see ``Corpus.engine``) and ``fold=0`` (near-
-#: identical turns not folded into one hit).
-BENCH_ATTRS = frozenset({"ask_now", "fold"})
+#: ``--variant`` names that are no searcher attribute: ``ask_now`` (see ``Corpus.engine``), ``fold=0`` (near-
+#: identical turns not folded into one hit) and ``clause_head=N`` (``_clauses.py``).
+BENCH_ATTRS = frozenset({"ask_now", "fold", "clause_head"})
 
 #: Searcher attributes that are counts (``--variant`` reads every value as a float).
 INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth", "related_depth", "related_most"})

@@ -32,7 +32,9 @@ _FOUNDATION = {
     "errors", "_util", "config", "_validate", "auditchain", "auditcoverage", "_retry", "_keys", "_progress", "packs",
     "_lazy",
 }  # fmt: skip
-_PATHS = {"pipeline", "transfers", "vectorqueue", "recall", "_access", "facts", "shortterm", "sessions_redis"}
+_PATHS = {
+    "pipeline", "transfers", "vectorqueue", "recall", "_access", "facts", "shortterm", "sessions_redis", "_reembed",
+}  # fmt: skip
 _RULES = {"learning", "privacy", "knowledge", "brain"}
 
 

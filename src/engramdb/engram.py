@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from engramdb import _validate as check
 from engramdb._areas import Areas
-from engramdb._progress import Progress, terminal_progress
+from engramdb._progress import Progress
+from engramdb._reembed import check_model, reembed
 from engramdb._validate import DEFAULT_TOKEN_BUDGET
 from engramdb.config import Settings, load_settings
 from engramdb.embeddings import count_tokens, make_embedder
 from engramdb.embeddings.base import Embedder
-from engramdb.errors import ConfigError, ModelMismatchError, ValidationError
+from engramdb.errors import ConfigError, ValidationError
 from engramdb.models import (
     AddResult,
     Change,
@@ -46,7 +47,7 @@ from engramdb.pipeline import UPDATABLE, WritePipeline
 from engramdb.recall import Recall, scope_filter
 from engramdb.services._base import ServiceContext
 from engramdb.shortterm import SessionContext, SessionRegistry
-from engramdb.storage import MODEL_META_KEY, open_store, require_store
+from engramdb.storage import open_store, require_store
 from engramdb.storage.base import Filter, Store
 from engramdb.vectorqueue import VectorQueue, waiting_store
 
@@ -231,29 +232,14 @@ class Engram(Areas):
 
     # -- embedding model --------------------------------------------------------------------------------
     def _check_model(self, progress: Progress | None) -> None:
-        stored = self.store.meta.get(MODEL_META_KEY)
-        current = self.embedder.model_id
-        if stored is None:
-            self.store.meta.set(MODEL_META_KEY, current)
-            return
-        if stored == current:
-            # Same model: memories without a vector were written in background mode and their process
-            # ended first (or is still running). Queue them (background) or embed them now (sync).
-            # In background mode the worker looks for them: counting them here is a scan of every
-            # memory (seconds at a million), which would make every open that slow.
-            if self._vectors is not None:
-                self._vectors.rebuild()
-            elif self._plain_store.vectors.count_stale(current):
-                self.reembed(progress=progress)
-            return
-        if self.settings.on_model_mismatch == "reembed":
-            self.reembed(progress=progress)
-            return
-        pending = self.store.vectors.count_stale(current)
-        raise ModelMismatchError(
-            f"the store at {self.location} holds vectors from model {stored!r} but this engram embeds with "
-            f"{current!r}: open it with on_model_mismatch='reembed' (CLI: engram reembed) to re-embed "
-            f"{pending} memories, or use the original model"
+        check_model(
+            self.store,
+            self.embedder,
+            self.settings,
+            plain=self._plain_store,
+            queue=self._vectors,
+            location=self.location,
+            progress=progress,
         )
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -285,18 +271,7 @@ class Engram(Areas):
         continues with the rest. Shows a progress bar on an interactive terminal unless
         ``progress`` is given.
         """
-        current = self.embedder.model_id
-        total = self.store.vectors.count_stale(current)
-        report = progress if progress is not None else terminal_progress(total)
-        done = 0
-        for batch in self.store.vectors.iter_stale(current, batch=self.settings.embed_batch_size * 4):
-            ids = [i for i, _ in batch]
-            vectors = self.embedder.embed([text for _, text in batch])
-            self.store.vectors.set(ids, vectors, model_id=current)
-            done += len(ids)
-            report(done, total)
-        self.store.meta.set(MODEL_META_KEY, current)
-        return done
+        return reembed(self.store, self.embedder, self.settings, progress=progress)
 
     # -- writes -----------------------------------------------------------------------------------------
     def remember(

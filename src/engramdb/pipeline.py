@@ -17,11 +17,9 @@ transaction (the key's lock): its vectors are queued once it commits. The rules 
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -39,7 +37,7 @@ from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
 from engramdb.errors import NotFound, ValidationError
 from engramdb.facts import KeyedWrites
-from engramdb.knowledge.dedupe import batch_neighbours, find_duplicate, merge_changes
+from engramdb.knowledge.dedupe import DedupePlan, merge_changes, plan_batch
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
@@ -47,7 +45,7 @@ from engramdb.storage.base import Filter, Store
 from engramdb.transfers import TransferWrites
 from engramdb.vectorqueue import VectorQueue
 
-__all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "DedupePlan", "WritePipeline", "key_of", "key_tag", "write_record"]
+__all__ = ["KEY_TAG_PREFIX", "UPDATABLE", "WritePipeline", "key_of", "key_tag", "write_record"]
 
 
 #: Fields a caller may change with ``update``.
@@ -61,12 +59,6 @@ _ITEM_FIELDS: Final = frozenset(
 )
 
 
-def _count(value: object, *, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-        raise ValidationError(f"{what} must be a non-negative number, not {check.shown(value)}")
-    return float(value)
-
-
 #: The check of each field ``update`` accepts (the public ones, and the outcome counters learning keeps).
 _CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
     "content": check.content,
@@ -75,8 +67,8 @@ _CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
     "kind": check.kind,
     "confidence": check.confidence,
     "visibility": check.visibility,
-    "successes": lambda v: _count(v, what="successes"),
-    "attempts": lambda v: _count(v, what="attempts"),
+    "successes": lambda v: check.non_negative(v, what="successes"),
+    "attempts": lambda v: check.non_negative(v, what="attempts"),
     # Internal: a keyed fact's new value moves into its thread and time (engramdb.facts), never a caller's update.
     "session": lambda v: check.scope(v, what="session"),
     "occurred_at": lambda v: check.event_time(v, what="occurred_at"),
@@ -100,18 +92,6 @@ def _dedupe_filter(memory: Memory) -> Filter:
 def _checked(memory: Memory) -> bool:
     """Whether a write (with dedupe on) looks for ``memory``'s near-duplicates: not an event, not a keyed fact."""
     return memory.kind not in NO_MERGE_KINDS and key_of(memory) is None
-
-
-@dataclass(slots=True)
-class DedupePlan:
-    """What a batch write does: memories to add (with their vector rows) and merges into stored ones."""
-
-    new: list[Memory] = field(default_factory=list)
-    rows: list[int] = field(default_factory=list)
-    #: (stored memory id, incoming memory, similarity), in input order.
-    merges: list[tuple[str, Memory, float]] = field(default_factory=list)
-    #: For each input item, the id of the memory it ended up in.
-    targets: list[str] = field(default_factory=list)
 
 
 def write_record(
@@ -178,8 +158,8 @@ class WritePipeline:
                 raise ValidationError(f"tags has too many entries with the key's tag (the limit is {check.MAX_TAGS})")
             metadata = check.metadata({**metadata, "key": key})
         at = check.event_time(item.get("at"))
-        successes = _count(item.get("successes", 0.0), what="successes")
-        attempts = _count(item.get("attempts", 0.0), what="attempts")
+        successes = check.non_negative(item.get("successes", 0.0), what="successes")
+        attempts = check.non_negative(item.get("attempts", 0.0), what="attempts")
         if successes > attempts:
             raise ValidationError(f"successes ({successes:g}) exceed attempts ({attempts:g})")
         return Memory(
@@ -548,55 +528,13 @@ class WritePipeline:
         return memory
 
     def _plan_dedupe(self, memories: Sequence[Memory], vectors: Vector, *, force: bool) -> DedupePlan:
-        """Decide, for each new (redacted, embedded) memory, whether it is added or merged into another.
-
-        A near-duplicate is looked for among the stored memories of the same agent
-        and kind, and among the earlier items of the same batch.
-        """
-        plan = DedupePlan()
+        """:func:`~engramdb.knowledge.dedupe.plan_batch` over the stored candidates of the rows it checks."""
         enabled = self._settings.dedupe and not force
-        threshold = self._settings.dedupe_threshold
-        batch: dict[str, int] = {}  # position in plan.new of each new memory, by id
-        neighbours = batch_neighbours(memories, vectors, threshold=threshold) if enabled else []
         checked = [r for r, m in enumerate(memories) if enabled and _checked(m)]
         # The stored candidates do not depend on the batch's own decisions: looked up first, all at once.
         stored = dict(zip(checked, self._stored_candidates_many([memories[r] for r in checked], vectors[checked]),
                           strict=True))  # fmt: skip
-        for row, memory in enumerate(memories):
-            duplicate = None
-            if row in stored:
-                # Earlier rows of the batch that stayed new (the others were folded into a memory already).
-                earlier = [
-                    (plan.new[batch[memories[j].id]], similarity)
-                    for j, similarity in neighbours[row]
-                    if memories[j].id in batch
-                ]
-                duplicate = find_duplicate(
-                    memory.content,
-                    agent=memory.agent,
-                    kind=memory.kind,
-                    visibility=memory.visibility,
-                    candidates=[*earlier, *stored[row]],
-                    threshold=threshold,
-                    user=memory.user,
-                    session=memory.session,
-                )
-            if duplicate is None:
-                batch[memory.id] = len(plan.new)
-                plan.new.append(memory)
-                plan.rows.append(row)
-                plan.targets.append(memory.id)
-                continue
-            target = duplicate.memory.id
-            plan.targets.append(target)
-            if target in batch:
-                # A duplicate inside the batch: fold it into the pending new memory before it is stored.
-                pending = plan.new[batch[target]]
-                changes = merge_changes(pending, memory, similarity=duplicate.similarity, at=memory.created_at)
-                plan.new[batch[target]] = dataclasses.replace(pending, **changes)
-            else:
-                plan.merges.append((target, memory, duplicate.similarity))
-        return plan
+        return plan_batch(memories, vectors, stored=stored, threshold=self._settings.dedupe_threshold)
 
     def _apply_merges(self, plan: DedupePlan, *, model_id: str) -> dict[str, Memory]:
         """Fold the planned merges into the stored memories (inside the caller's transaction)."""

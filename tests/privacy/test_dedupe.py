@@ -196,3 +196,43 @@ def test_batch_neighbours_only_look_back_within_agent_kind_and_visibility() -> N
     assert found[3] == [(0, 0.0)]  # identical normalised text, whatever the similarity
     assert found[4] == []  # events never merge
     assert found[5] == [(1, 1.0)]
+
+
+def test_plan_batch_folds_in_batch_twins_and_merges_into_stored_ones() -> None:
+    import numpy as np
+
+    from engramdb.knowledge.dedupe import plan_batch
+
+    stored = m("Deploys go out on Tuesdays")
+    batch = [m("Deploys go out on Tuesdays."), m("The rota changes on Monday"), m("the rota changes on monday!")]
+    batch.append(m("the rota changes on monday", kind="conversation"))  # an event: never checked
+    plan = plan_batch(batch, np.eye(4, dtype=np.float32), stored={0: [(stored, 0.97)], 1: [], 2: []}, threshold=0.9)
+    assert plan.merges == [(stored.id, batch[0], 0.97)]
+    assert [x.id for x in plan.new] == [batch[1].id, batch[3].id]
+    assert plan.rows == [1, 3]
+    assert plan.targets == [stored.id, batch[1].id, batch[1].id, batch[3].id]
+    assert plan.new[0].metadata[MERGE_COUNT_KEY] == 1  # row 2 folded into row 1 before it is stored
+
+
+@given(st.lists(st.sampled_from(["a", "A!", "b", "c"]), max_size=8), st.data())
+def test_plan_batch_places_every_row_once(texts: list[str], data: st.DataObject) -> None:
+    import numpy as np
+
+    from engramdb.knowledge.dedupe import plan_batch
+
+    batch = [m(t) for t in texts]
+    checked = data.draw(st.sets(st.sampled_from(range(len(batch)))) if batch else st.just(set()))
+    vectors = np.eye(max(len(batch), 1), dtype=np.float32)[: len(batch)]
+    plan = plan_batch(batch, vectors, stored={r: [] for r in checked}, threshold=0.9)
+    by_id = {x.id: x for x in batch}
+    assert len(plan.targets) == len(batch)
+    assert plan.rows == sorted(plan.rows)
+    assert [x.id for x in plan.new] == [batch[r].id for r in plan.rows]
+    assert plan.merges == []  # nothing stored to merge into
+    assert {r for r in range(len(batch)) if r not in checked} <= set(plan.rows)  # unchecked rows are always added
+    assert set(plan.targets) == {x.id for x in plan.new}
+    # A row folds only when checked, into an earlier row of the same normalised text.
+    for row, target in enumerate(plan.targets):
+        if target != batch[row].id:
+            assert row in checked
+            assert normalise(by_id[target].content) == normalise(texts[row])

@@ -14,6 +14,7 @@ Kinds in :data:`~engramdb.models.NO_MERGE_KINDS` (events) are never merged.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,12 +33,14 @@ from engramdb.models import NO_MERGE_KINDS, Memory
 __all__ = [
     "MERGED_FROM_KEY",
     "MERGE_COUNT_KEY",
+    "DedupePlan",
     "Duplicate",
     "batch_neighbours",
     "compatible",
     "find_duplicate",
     "merge_changes",
     "normalise",
+    "plan_batch",
 ]
 
 #: Metadata key counting how many writes were merged into a memory.
@@ -208,3 +211,69 @@ def merge_changes(
     if redacted != existing.redacted:
         changes["redacted"] = redacted
     return changes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DedupePlan:
+    """What a batch write does: memories to add (with their vector rows) and merges into stored ones."""
+
+    new: list[Memory]
+    rows: list[int]
+    #: (stored memory id, incoming memory, similarity), in input order.
+    merges: list[tuple[str, Memory, float]]
+    #: For each input item, the id of the memory it ended up in.
+    targets: list[str]
+
+
+def plan_batch(
+    memories: Sequence[Memory],
+    vectors: npt.NDArray[np.float32],
+    *,
+    stored: Mapping[int, Sequence[tuple[Memory, float]]],
+    threshold: float,
+) -> DedupePlan:
+    """Decide, for each new (redacted, embedded) memory, whether it is added or merged into another.
+
+    ``stored`` holds, for each row checked for near-duplicates, its stored candidates (memory, cosine); a
+    near-duplicate of such a row is looked for among them and among the earlier items of the same batch. The
+    other rows are added as they are.
+    """
+    new: list[Memory] = []
+    rows: list[int] = []
+    merges: list[tuple[str, Memory, float]] = []
+    targets: list[str] = []
+    batch: dict[str, int] = {}  # position in new of each new memory, by id
+    neighbours = batch_neighbours(memories, vectors, threshold=threshold) if stored else []
+    for row, memory in enumerate(memories):
+        duplicate = None
+        if row in stored:
+            # Earlier rows of the batch that stayed new (the others were folded into a memory already).
+            earlier = [
+                (new[batch[memories[j].id]], similarity) for j, similarity in neighbours[row] if memories[j].id in batch
+            ]
+            duplicate = find_duplicate(
+                memory.content,
+                agent=memory.agent,
+                kind=memory.kind,
+                visibility=memory.visibility,
+                candidates=[*earlier, *stored[row]],
+                threshold=threshold,
+                user=memory.user,
+                session=memory.session,
+            )
+        if duplicate is None:
+            batch[memory.id] = len(new)
+            new.append(memory)
+            rows.append(row)
+            targets.append(memory.id)
+            continue
+        target = duplicate.memory.id
+        targets.append(target)
+        if target in batch:
+            # A duplicate inside the batch: fold it into the pending new memory before it is stored.
+            pending = new[batch[target]]
+            changes = merge_changes(pending, memory, similarity=duplicate.similarity, at=memory.created_at)
+            new[batch[target]] = dataclasses.replace(pending, **changes)
+        else:
+            merges.append((target, memory, duplicate.similarity))
+    return DedupePlan(new=new, rows=rows, merges=merges, targets=targets)

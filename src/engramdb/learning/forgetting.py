@@ -28,18 +28,23 @@ def best_horizon(
     candidates: Sequence[float],
     prior: Prior,
     score_horizon: float,
+    margin: float = 0.0,
 ) -> float:
     """The candidate horizon with the best discounted one-step-ahead log-likelihood of the evidence.
 
     Evidence is replayed in time order (``times``, POSIX seconds); before each item, every action's counts are
     discounted by ``(1 - 1/h) ** relevance`` as :func:`engramdb.learning.stats.discount_weights` does, the item's
     outcome is scored under its action's posterior mean, then counted. The scores of older items fade by
-    ``(1 - 1/score_horizon)`` per relevance of newer ones. Ties (and no evidence) go to the first candidate.
+    ``(1 - 1/score_horizon)`` per relevance of newer ones. Ties (and no evidence) go to the first candidate, and
+    another candidate replaces it only when its score is higher by more than ``margin`` (nats): with the shipped
+    horizon first, a horizon is learned only where the neighbourhood's own outcomes clearly favour it.
     """
     if not candidates:
         raise ValueError("candidates must not be empty")
     if any(not h >= 1.0 for h in candidates) or not score_horizon >= 1.0:
         raise ValueError("horizons must be at least 1")
+    if not (margin >= 0.0 and math.isfinite(margin)):
+        raise ValueError("margin must be a non-negative number")
     n = len(actions)
     if n == 0 or len(candidates) == 1:
         return float(candidates[0])
@@ -64,4 +69,5 @@ def best_horizon(
         score = score * math.exp(fade * wi) + wi * (xi * np.log(p) + (1.0 - xi) * np.log1p(-p))
         succ[:, a] += wi * xi
         att[:, a] += wi
-    return float(hs[int(np.argmax(score))])
+    best = int(np.argmax(score))
+    return float(hs[best] if score[best] - score[0] > margin else hs[0])

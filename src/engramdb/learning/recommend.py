@@ -189,9 +189,14 @@ class RecommendConfig:
     #: descriptions sit well below their best training match; bench/RESULTS.md, issue 25, item 11, third round).
     contrast: float | None = None
     #: Candidate horizons, one picked per question by how well it predicted the neighbourhood's outcomes (None: always
-    #: ``horizon``; :mod:`engramdb.learning.forgetting`), and the horizon of that score.
+    #: ``horizon``; :mod:`engramdb.learning.forgetting`), and the horizon of that score. The first candidate is kept
+    #: unless another predicted better by more than ``learned_margin`` nats. They serve :func:`suggest`; :func:`choose`
+    #: uses them only with ``learned_in_choose``: there a short horizon picked on a few recent failures dropped a
+    #: sound favourite's record and recovery fell (bench/RESULTS.md, issue 25, item 11, fifth round).
     learned_horizons: tuple[float, ...] | None = None
     learned_score_horizon: float = 50.0
+    learned_margin: float = 0.0
+    learned_in_choose: bool = False
     #: Most-similar decision records considered per question.
     candidates: int = 500
     #: Monte Carlo draws for the confidence.
@@ -220,6 +225,8 @@ class RecommendConfig:
             self.option_exponent >= 0.0 and math.isfinite(self.option_exponent)
         ):
             raise ValueError("option_exponent must be a non-negative number (or None)")
+        if not (self.learned_margin >= 0.0 and math.isfinite(self.learned_margin)):
+            raise ValueError("learned_margin must be a non-negative number")
         if self.explore_after_change is not None and not 0.0 <= self.explore_after_change <= 1.0:
             raise ValueError("explore_after_change must be within [0, 1] (or None)")
         if self.thin_evidence is not None and not (self.thin_evidence > 0.0 and math.isfinite(self.thin_evidence)):
@@ -343,6 +350,7 @@ def option_posteriors(
             candidates=config.learned_horizons,
             prior=config.prior,
             score_horizon=config.learned_score_horizon,
+            margin=config.learned_margin,
         )
     post = posteriors(
         ev,
@@ -568,7 +576,9 @@ def choose(
     # The close neighbourhood only: choosing learns fast enough from it, and the draws stay those of the same
     # evidence however wide the caller's search was (the wider one serves suggest's thin questions).
     neighbours = [n for n in neighbours if n.cosine > config.similarity_floor]
-    config = replace(config, contrast=None)
+    config = replace(
+        config, contrast=None, learned_horizons=config.learned_horizons if config.learned_in_choose else None
+    )
     post = option_posteriors(context, neighbours, now=now, config=config, options=options)
     rng = rng_for(seed, "choose", normalise_context(context), tuple(options), _fingerprint(neighbours))
     if not math.isfinite(exploration):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import time
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
@@ -18,6 +19,7 @@ else:
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.profile import profile_of
 from engramdb.embeddings.query import QueryCache
+from engramdb.embeddings.rewrite import statement_form
 from engramdb.models import Hit, Memory
 from engramdb.retrieval.collapse import collapse
 from engramdb.retrieval.context import (
@@ -64,8 +66,18 @@ _SPREAD = 2 * _HEAD
 #: Candidates the related words' keyword query adds (:mod:`engramdb.retrieval.related`; 20 measured alike on
 #: LongMemEval and the recall set, 0.1-0.3 lower on LoCoMo, and dearer).
 _RELATED_DEPTH = 10
-#: How long each of :meth:`HybridSearcher.start_workers`'s two tasks keeps its thread.
-_WORKER_START_SECONDS = 0.01
+#: The longest :meth:`HybridSearcher.start_workers`'s two tasks wait for each other: a guard only, as both
+#: meet as soon as the pool has started both threads.
+_WORKER_START_GUARD_SECONDS = 5.0
+
+
+def _higher_of(first: Sequence[Candidate], second: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates of two vector searches, each at its higher score, best first."""
+    best: dict[str, Candidate] = {}
+    for c in (*first, *second):
+        if c.id not in best or c.score > best[c.id].score:
+            best[c.id] = c
+    return sorted(best.values(), key=lambda c: (-c.score, c.id))
 
 
 class HybridSearcher:
@@ -132,13 +144,28 @@ class HybridSearcher:
         #: channel (True), or after them on the calling thread (False: ~0.4 ms less CPU per search, but slower
         #: at 100k under load, bench/search_path.py --whole). The hits are the same either way.
         self.overlap_keyword = True
+        #: A question in statement form (:func:`~engramdb.embeddings.rewrite.statement_form`) for the vector channel:
+        #: 0 the question as asked, 1 the statement instead, 2 both, each candidate at its higher cosine (measured,
+        #: not adopted: bench/RESULTS.md "Issue 21, models, third round").
+        self.statement_query = 0
 
     def start_workers(self) -> None:
         """Start the keyword worker threads now (at open, in the background) rather than in the first search."""
-        # A task busy for a moment: the second submit then finds no idle thread and starts the second (a search
-        # may use two), and a close() meanwhile waits that moment at most.
-        for done in [self._pool.submit(time.sleep, _WORKER_START_SECONDS) for _ in range(2)]:
-            done.result()
+        # Each task holds its thread until the other runs too: the second submit then finds no idle thread and
+        # starts the second (a search may use two), and both return the moment it has.
+        both = threading.Barrier(2)
+
+        def meet() -> None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both.wait(timeout=_WORKER_START_GUARD_SECONDS)
+
+        try:
+            tasks = [self._pool.submit(meet) for _ in range(2)]
+        except RuntimeError:
+            both.abort()  # closed meanwhile: the first task must not hold up the close's wait for it
+            raise
+        for task in tasks:
+            task.result()
 
     def close(self) -> None:
         """Stop the worker threads (waits for running searches)."""
@@ -193,8 +220,14 @@ class HybridSearcher:
             else None
         )
         try:
-            qvec = self._queries.embed_query(query) if vector is None else vector
+            stated = statement_form(query) if self.statement_query and vector is None else query
+            qvec = (
+                self._queries.embed_query(stated if self.statement_query == 1 else query) if vector is None else vector
+            )
             vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
+            if self.statement_query == 2 and stated != query:
+                second = search.vector_candidates(self._queries.embed_query(stated), flt, limit=depth)
+                vec = _higher_of(vec, second)
         finally:
             keyword = pending.result() if pending is not None else []
             extra = pending_related.result() if pending_related is not None else []
@@ -214,8 +247,17 @@ class HybridSearcher:
             if w.fusion == "learned":
                 fused = fuse_learned(keyword, vec, texts, terms, scorer=self.scorer)
             else:
+                note_first = bool(vec) and vec[0].id in memories and memories[vec[0].id].kind != "conversation"
                 fused = fuse_by(
-                    w, keyword, vec, texts, terms, related=related, related_credit=self.related_credit, scale=scale
+                    w,
+                    keyword,
+                    vec,
+                    texts,
+                    terms,
+                    related=related,
+                    related_credit=self.related_credit,
+                    scale=scale,
+                    note_first=note_first,
                 )
             head = fused[: max(_HEAD, limit)]
         else:

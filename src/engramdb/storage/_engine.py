@@ -100,6 +100,10 @@ def all_vectors(d: Dialect, columns: str) -> str:
     return "(" + " UNION ALL ".join(f"SELECT {columns} FROM {table}" for table in d.vector_tables) + ")"
 
 
+#: The vector row columns the stale counts read (of :func:`all_vectors`).
+_STALE_COLUMNS = "memory_id, model_id, dim"
+
+
 class SQLVectors:
     """:class:`~engramdb.storage.base.VectorRepo` over a SQL dialect."""
 
@@ -108,18 +112,19 @@ class SQLVectors:
 
     def count_stale(self, model_id: str) -> int:
         """See :meth:`VectorRepo.count_stale`."""
-        vectors = all_vectors(self._d, "memory_id, model_id, dim")
         with self._d.read_apart() as conn:  # a scan of every memory: no search waits for it
             # As iter_stale: a memory has at most one vector row, so as many of the model's vectors as memories means
             # none is stale (on SQLite an index count); only otherwise is each memory looked at.
             current = (
                 "SELECT coalesce(sum(n), 0) FROM vector_counts WHERE model_id = ? AND dim > 0"
                 if self._d.vector_counts
-                else f"SELECT count(*) FROM {vectors} v WHERE v.model_id = ? AND v.dim > 0"
+                else f"SELECT count(*) FROM {all_vectors(self._d, _STALE_COLUMNS)} v WHERE v.model_id = ? AND v.dim > 0"
             )
             counted = conn.execute(f"SELECT count(*), ({current}) FROM memories", (model_id,)).fetchone()
             if counted is not None and int(counted[0]) == int(counted[1]):
                 return 0
+            # The union of PostgreSQL's two vector tables is built only for the memory-by-memory count.
+            vectors = all_vectors(self._d, _STALE_COLUMNS)
             row = conn.execute(
                 f"SELECT count(*) FROM memories m LEFT JOIN {vectors} v ON v.memory_id = m.id "
                 "WHERE v.memory_id IS NULL OR v.model_id <> ?",
@@ -130,7 +135,7 @@ class SQLVectors:
     def iter_stale(self, model_id: str, *, batch: int = 256) -> Iterator[list[tuple[str, str]]]:
         """See :meth:`VectorRepo.iter_stale` (batching: :func:`~engramdb.storage._planning.keyset_batches`)."""
 
-        vectors = all_vectors(self._d, "memory_id, model_id, dim")
+        vectors = all_vectors(self._d, _STALE_COLUMNS)
 
         def fetch(after: int, upto: int, size: int) -> list[Any]:
             with self._d.read() as conn:

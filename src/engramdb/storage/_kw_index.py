@@ -57,6 +57,7 @@ from engramdb.storage._kw_build import (
 )
 from engramdb.storage._kw_persist import (
     DamagedPostings,
+    TermPostings,
     load_postings,
     postings_path,
     remove_postings,
@@ -311,7 +312,7 @@ class KeywordIndex:
         if stems is None:
             return None
         if budget is not None and len(stems) > 1:
-            counts = [int(self._term_postings(postings, s)[0].size) for s in stems]
+            counts = [self._term_count(postings, s) for s in stems]
             # By position: two query terms may share a stem, and each counts as FTS5 counts it.
             kept = bounded_terms([str(i) for i in range(len(stems))], counts, budget=budget)
             stems = [stems[int(i)] for i in kept]
@@ -393,10 +394,20 @@ class KeywordIndex:
         if postings is None or stems is None:
             return None
         try:
-            return [int(self._term_postings(postings, s)[0].size) for s in stems]
+            return [self._term_count(postings, s) for s in stems]
         except DamagedPostings:
             self._damaged(conn)
             return None
+
+    @staticmethod
+    def _term_count(p: Postings, stem: str) -> int:
+        """How many rows hold ``stem`` now, as :meth:`_term_postings` counts them. A saved term is counted from its
+        file's table, not decoded: the budget drops a query's commonest terms, whose decoding (a cumulative sum
+        over up to 1M keys) was most of a first search's keyword work at 1M memories."""
+        if not p.base_dead and isinstance(p.terms, TermPostings):
+            # No row of the build changed since: the delta holds only new rows, none of them in the build's keys.
+            return p.terms.count(stem) + len(p.delta_terms.get(stem, ()))
+        return int(KeywordIndex._term_postings(p, stem)[0].size)
 
     @staticmethod
     def _term_postings(p: Postings, stem: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:

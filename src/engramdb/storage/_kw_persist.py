@@ -3,13 +3,14 @@
 Building the postings from FTS5 takes seconds at 100k memories, and until they are ready the keyword
 channel falls back to FTS5 (tens of ms for a tenant among many, seconds for a big one at 1M).
 
-``engram.db.kw`` (format 3) is read in place: a fixed prefix, a JSON header (what the postings reflect: the
-``history`` position and the memory id of the history row there, FTS5's totals and structure record; the terms;
-where each section lies), then plain arrays, each aligned, memory-mapped and never copied whole. Per term its row
-keys are stored as differences from the previous key in the narrowest unsigned width that holds the term's largest
-difference (1, 2 or 4 bytes), its counts likewise, each term with a CRC-32 of its bytes. Opening reads the header and
-the small per-term tables (milliseconds at 1M memories, where inflating the deflated format 2 took 1-2 s that the
-first search waited for); a term's keys are decoded (a cumulative sum) and checked the first time a query names it.
+``engram.db.kw`` (format 3, in the container of :mod:`engramdb.storage._sections`) is read in place: a fixed
+prefix, a JSON header (what the postings reflect: the ``history`` position and the memory id of the history row
+there, FTS5's totals and structure record; the terms; where each section lies), then plain arrays, each aligned,
+memory-mapped and never copied whole. Per term its row keys are stored as differences from the previous key in the
+narrowest unsigned width that holds the term's largest difference (1, 2 or 4 bytes), its counts likewise, each term
+with a CRC-32 of its bytes. Opening reads the header and the small per-term tables (milliseconds at 1M memories, where
+inflating the deflated format 2 took 1-2 s that the first search waited for); a term's keys are decoded (a cumulative
+sum) and checked the first time a query ranks it (its count, for the postings budget, is read from the table).
 The file is 1.5x format 2's (1 byte a key difference and 1 a count for most postings): 7 MB at 100k memories.
 
 SQLite stays the only truth: a file whose history row is not this store's is not used, and a loaded one is checked
@@ -26,9 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import mmap
-import os
-import struct
-import uuid
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -37,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
+from engramdb.storage._sections import WIDTHS, narrowest, packed, read_mapped, read_sections, write_sections
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I32 as _I32
@@ -54,10 +53,6 @@ __all__ = [
 
 _FORMAT: Final = 3
 _MAGIC: Final = b"ENGRAMKW"
-#: magic, format, header length, header CRC-32.
-_PREFIX: Final = struct.Struct("<8sIII")
-_ALIGN: Final = 64
-_WIDTHS: Final = {1: "u1", 2: "<u2", 4: "<u4"}
 #: The per-term tables (one entry per term) and their types.
 _TABLES: Final = {
     "n": "<i8",  # postings of the term
@@ -96,22 +91,6 @@ def postings_path(database: str) -> Path:
     return Path(database + ".kw")
 
 
-def _width(largest: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The narrowest of 1, 2, 4 bytes holding each of ``largest`` (non-negative, below 2**32)."""
-    return np.where(largest < 1 << 8, 1, np.where(largest < 1 << 16, 2, 4)).astype(np.int64)
-
-
-def _packed(values: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], widths: npt.NDArray[np.int64]) -> Any:
-    """``values`` (terms' runs of ``sizes``) split by each term's width: the sections and each term's start."""
-    per_value = np.repeat(widths, sizes)
-    sections = {w: values[per_value == w].astype(_WIDTHS[w]) for w in _WIDTHS}
-    starts = np.zeros(sizes.size, dtype=np.int64)
-    for w in _WIDTHS:
-        mine = widths == w
-        starts[mine] = np.cumsum(sizes[mine]) - sizes[mine]
-    return sections, starts
-
-
 def save_postings(
     path: Path,
     *,
@@ -147,10 +126,10 @@ def save_postings(
         raise ValueError("postings must be ascending, distinct, non-negative row keys with counts")
     if flat.size and max(int(flat.max()), int(tf.max())) >= 1 << 32:
         raise ValueError("row keys and counts must fit 32 bits")
-    dw = _width(np.maximum.reduceat(deltas, firsts)) if names else np.zeros(0, np.int64)
-    cw = _width(np.maximum.reduceat(tf, firsts)) if names else np.zeros(0, np.int64)
-    doc_sections, ds = _packed(deltas, sizes, dw)
-    count_sections, cs = _packed(tf, sizes, cw)
+    dw = narrowest(np.maximum.reduceat(deltas, firsts)) if names else np.zeros(0, np.int64)
+    cw = narrowest(np.maximum.reduceat(tf, firsts)) if names else np.zeros(0, np.int64)
+    doc_sections, ds = packed(deltas, sizes, dw)
+    count_sections, cs = packed(tf, sizes, cw)
     crc = np.zeros(len(names), dtype=np.uint32)
     for i in range(len(names)):
         a, b = int(ds[i]), int(cs[i])
@@ -170,47 +149,20 @@ def save_postings(
         "crc": crc,
         **{f"d{w}": a for w, a in doc_sections.items()},
         **{f"c{w}": a for w, a in count_sections.items()},
-        "doc_len": lengths.astype(_WIDTHS[int(_width(np.array([top]))[0])] if top < 1 << 32 else "<i8"),
+        "doc_len": lengths.astype(WIDTHS[int(narrowest(np.array([top]))[0])] if top < 1 << 32 else "<i8"),
     }
     typed = {k: np.ascontiguousarray(v, dtype=_TABLES[k]) if k in _TABLES else v for k, v in sections.items()}
-    layout: dict[str, list[Any]] = {}
-    position = 0
-    for name, array in typed.items():
-        position += -position % _ALIGN
-        layout[name] = [position, int(array.size), array.dtype.str]
-        position += array.nbytes
+    meta = {
+        "format": _FORMAT,
+        "seq": seq,
+        "anchor": anchor,
+        "rows": rows,
+        "tokens": tokens,
+        "structure": structure.hex(),
+        "terms": names,
+    }
     # The small parts are checked at load; the big ones term by term when decoded.
-    small = (*_TABLES, "doc_len")
-    header = json.dumps(
-        {
-            "format": _FORMAT,
-            "seq": seq,
-            "anchor": anchor,
-            "rows": rows,
-            "tokens": tokens,
-            "structure": structure.hex(),
-            "terms": names,
-            "sections": layout,
-            "crc": {k: zlib.crc32(typed[k].tobytes()) for k in small},
-        }
-    ).encode("utf-8")
-    start = _PREFIX.size + len(header)
-    start += -start % _ALIGN
-    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(_PREFIX.pack(_MAGIC, _FORMAT, len(header), zlib.crc32(header)))
-            fh.write(header)
-            for name, array in typed.items():
-                fh.seek(start + layout[name][0])
-                fh.write(array.tobytes())
-            fh.truncate(start + position)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    write_sections(path, magic=_MAGIC, version=_FORMAT, meta=meta, arrays=typed, checked=(*_TABLES, "doc_len"))
 
 
 class TermPostings(Mapping[str, tuple["_I32", "npt.NDArray[Any]"]]):
@@ -239,6 +191,11 @@ class TermPostings(Mapping[str, tuple["_I32", "npt.NDArray[Any]"]]):
     def __contains__(self, term: object) -> bool:
         return term in self._position
 
+    def count(self, term: str) -> int:
+        """How many rows hold ``term`` (0: none), from the checked table: its keys are not decoded."""
+        i = self._position.get(term)
+        return 0 if i is None else int(self._tables["n"][i])
+
     def _decode(self, i: int) -> tuple[_I32, npt.NDArray[Any]]:
         n, dw, ds, cw, cs, crc = (int(self._tables[k][i]) for k in _TABLES)
         keys = self._sections[f"d{dw}"][ds : ds + n]
@@ -258,37 +215,20 @@ def load_postings(path: Path) -> SavedPostings | None:
         with open(path, "rb") as fh:
             if fh.read(2) == b"PK":
                 return _load_legacy(path)
-            fh.seek(0)
-            view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # missing, unreadable, or empty (nothing to map)
+    except OSError:
         return None
-    try:
-        return _read(view)
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError, struct.error, OverflowError):
-        return None
+    return read_mapped(path, _read, keep=True)  # the terms are decoded from the map as queries name them
 
 
 def _read(view: mmap.mmap) -> SavedPostings | None:
-    magic, version, size, crc = _PREFIX.unpack_from(view, 0)
-    body = view[_PREFIX.size : _PREFIX.size + size]
-    if magic != _MAGIC or version != _FORMAT or len(body) != size or zlib.crc32(body) != crc:
+    allowed = (*WIDTHS.values(), *_TABLES.values(), "<i8")
+    found = read_sections(view, magic=_MAGIC, version=_FORMAT, allowed=allowed)
+    if found is None:
         return None
-    meta = json.loads(body.decode("utf-8"))
-    start = _PREFIX.size + size
-    start += -start % _ALIGN
-    allowed = {np.dtype(d).str for d in (*_WIDTHS.values(), *_TABLES.values(), "<i8")}
-    sections: dict[str, npt.NDArray[Any]] = {}
-    for name, (offset, count, dtype) in meta["sections"].items():
-        kind = np.dtype(dtype)
-        if kind.str not in allowed or offset % kind.itemsize:
-            return None
-        sections[name] = np.frombuffer(view, dtype=kind, count=int(count), offset=start + int(offset))
+    meta, sections = found
     names = [str(t) for t in meta["terms"]]
     if set(meta["crc"]) != {*_TABLES, "doc_len"}:
         return None
-    for name, expected in meta["crc"].items():
-        if zlib.crc32(sections[name].data) != expected:
-            return None
     tables = {k: sections[k] for k in _TABLES}
     if any(a.size != len(names) for a in tables.values()):
         return None
@@ -296,12 +236,12 @@ def _read(view: mmap.mmap) -> SavedPostings | None:
     # Every term's slice inside its section (its bytes are checked when decoded).
     for kind in ("d", "c"):
         widths, starts = tables[f"{kind}w"], tables[f"{kind}s"]
-        for w in _WIDTHS:
+        for w in WIDTHS:
             mine = widths == w
             ends = starts[mine] + tables["n"][mine]
             if mine.any() and (int(starts[mine].min()) < 0 or int(ends.max()) > sections[f"{kind}{w}"].size):
                 return None
-        if not np.isin(widths, list(_WIDTHS)).all():
+        if not np.isin(widths, list(WIDTHS)).all():
             return None
     if len(set(names)) != len(names) or (tables["n"] < 0).any():
         return None

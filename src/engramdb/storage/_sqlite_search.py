@@ -35,7 +35,8 @@ from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequen
 from engramdb.storage._kw_index import KW_INDEX_MIN_MEMORIES, KeywordIndex, Ranked, fts_totals
 from engramdb.storage._sqlite_files import connect_read_only
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
-from engramdb.storage._tenant_rows import Scope, TenantRows
+from engramdb.storage._tenant_persist import drop_tenants, load_tenants, save_tenants, tenants_path
+from engramdb.storage._tenant_rows import Prefilled, Scope, TenantRows
 from engramdb.storage._vector_index import SyncState, VectorIndex, rerank_depth
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter
 
@@ -120,18 +121,25 @@ class SQLiteSearch:
         open's own checks, which may hold the store's lock for seconds at 1M memories, do not delay it)."""
         self.keyword_index.warm(str(database))
 
-    def warm(self) -> None:
+    def warm(self, database: Path | None = None) -> None:
         """Make the first searches after opening as fast as later ones (on a thread of its own, at open).
 
-        Brings the vector cache up (the HNSW sidecar mapped, faiss imported, or a small store's vectors read),
+        Reads back the tenants' keys saved by an earlier open (see _restore) from the database file ``database``,
+        brings the vector cache up (the HNSW sidecar mapped, faiss imported, or a small store's vectors read),
         which the first search would otherwise do while the caller waits, runs both channels once (see
-        _rehearse), then gathers the tenants' keys (see _prefill).
+        _rehearse), then, unless restored, gathers the tenants' keys (see _prefill).
         Best effort: a failure here is met again, and reported, by the search that needs it.
         """
         try:
+            # First the saved sets (milliseconds, on a connection of their own: the open's checks may hold the
+            # store's lock meanwhile), so the rehearsal and the first searches find them.
+            restored = database is not None and self._restore(str(Path(database).absolute()))
+            if restored:
+                self.warmed["restored"] = time.monotonic()
             with self._reading() as conn:
                 path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
                 rows = fts_totals(conn)[0]
+            large = bool(path) and rows >= KW_INDEX_MIN_MEMORIES
             with self._reading(snapshot=True) as conn:
                 self._sync_index(conn)
             self.warmed["vectors"] = time.monotonic()
@@ -139,7 +147,7 @@ class SQLiteSearch:
             with contextlib.suppress(EngramError, sqlite3.Error, OSError, ValueError):
                 self._rehearse()
             self.warmed["rehearsed"] = time.monotonic()
-            if path and rows >= KW_INDEX_MIN_MEMORIES:
+            if large and not restored:
                 self._prefill(path, rows)
             self.warmed["tenants"] = time.monotonic()
         except (EngramError, sqlite3.Error, OSError):
@@ -180,9 +188,26 @@ class SQLiteSearch:
             self.keyword_candidates(terms or ["warm"], flt, limit=_REHEARSAL_LIMIT)
             self.vector_candidates(vector, flt, limit=_REHEARSAL_LIMIT)
 
+    def _restore(self, path: str) -> bool:
+        """The tenants' keys and plans as the last prefill saved them (see _tenant_persist), if still this store's
+        (else False: prefill)."""
+        saved = load_tenants(tenants_path(path))
+        if saved is None:
+            return False
+        conn = connect_read_only(path, timeout=30.0)
+        try:
+            rows = fts_totals(conn)[0]
+            found = self._tenant_rows.restore(conn, saved) if rows >= KW_INDEX_MIN_MEMORIES else None
+        finally:
+            conn.close()
+        if found is None:
+            return False
+        self._plan(found, rows)
+        return True
+
     def _prefill(self, path: str, rows: int) -> None:
         """Every minority agent's keys and plan (see _few_rows) before its first search, on a connection of its
-        own: the store's stays free for the first searches meanwhile."""
+        own: the store's stays free for the first searches meanwhile. Then saved for the next open."""
         bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
         # Not at a lower CPU priority (see yield_cpu): the first searches need what it gathers, and at load 14 a
         # starved prefill (1.2 s to start) left each first search to gather its own tenant's keys, 15-20 ms of CPU.
@@ -191,6 +216,15 @@ class SQLiteSearch:
             found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
         finally:
             conn.close()
+        self._plan(found, rows)
+        try:
+            save_tenants(tenants_path(path), found)
+        except (OSError, ValueError):
+            drop_tenants(tenants_path(path))  # best effort: the next open prefills again
+
+    def _plan(self, found: Prefilled, rows: int) -> None:
+        """Each agent's and each plain user read's plan from the counts of a prefill (or its saved file)."""
+        bound = max(_SELECTIVE_ROWS, int(rows * _SELECTIVE_SHARE))
         if len(found.agents) <= _PLAN_CACHE_AGENTS:
             for agent, count in found.agents.items():
                 self._agent_rows.setdefault(agent, (count < bound, _RECOUNT))

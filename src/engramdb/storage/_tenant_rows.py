@@ -16,7 +16,8 @@ were added: a server's steady state) the scope's new rows are added to its set, 
 :meth:`TenantRows.prefill` gathers every minority agent's set in one pass on a connection of its own, so an
 agent's first search does not pay it (7-19 ms at 1M over 50 agents, issue 27 fifth round), then each user's set of
 a plain read for that user (``search(q, agent=A, user=U)``), smallest first: ~10 ms for 20,000 rows otherwise paid
-by the user's first search.
+by the user's first search. What it gathered is saved beside the database (:mod:`engramdb.storage._tenant_persist`)
+and kept again by :meth:`TenantRows.restore` at the next open while the counters allow.
 
 An agent's set (:attr:`Scope.users` None) is a superset: its own rows of any user and validity and, with
 ``shared``, others' public and shared ones; the rest of the filter applies to the ranked head. A user scope's set
@@ -27,6 +28,7 @@ vector channel trusts it as its filter (kinds are the index's own) and skips che
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -49,6 +51,10 @@ _PREFILL_OPEN_ROWS: Final = 100_000
 
 #: User scopes prefill gathers at most (each a query of its own; the rest are gathered by their first search).
 _PREFILL_USER_SCOPES: Final = 4096
+
+#: New memories since a saved file's counters beyond which :meth:`TenantRows.restore` leaves it to a prefill: each
+#: set's first search reads them all by key range (see _newer_rids).
+_RESTORE_NEW_ROWS: Final = 2_000
 
 _COUNTERS_SQL: Final = (
     "SELECT (SELECT max(rid) FROM memories), (SELECT value FROM meta WHERE key = 'vec_epoch'), "
@@ -76,6 +82,11 @@ class Prefilled:
 
     agents: dict[str, int]
     users: dict[tuple[str, str | None], int]
+    #: The store's counters when counted, and the memory id at their largest key (see _tenant_persist).
+    token: tuple[object, ...] = ()
+    anchor: str = ""
+    #: The key sets gathered, each valid at ``token`` (an agent's at its first three counters).
+    sets: tuple[tuple[Scope, I64], ...] = ()
 
     def user_scope_rows(self, agent: str, user: str) -> int:
         """The agent's rows a plain read for ``user`` admits of its own: the user's and those of no user."""
@@ -145,6 +156,12 @@ def gather_rids(conn: sqlite3.Connection, scope: Scope) -> I64:
     return rids
 
 
+def _anchor(conn: sqlite3.Connection, rid: object) -> str:
+    """The memory id at key ``rid`` ("" if none): which store a saved file's counters are of."""
+    row = conn.execute("SELECT id FROM memories WHERE rid = ?", (rid,)).fetchone()
+    return "" if row is None else str(row[0])
+
+
 def _newer_rids(conn: sqlite3.Connection, scope: Scope, *, after: object) -> I64:
     """``scope``'s keys above ``after`` (a share of a new memory moves ``share_epoch``: never this way)."""
     # Unary + keeps SQLite off the agent's index: the key range is the narrow side.
@@ -183,9 +200,11 @@ class TenantRows:
         read transaction on ``conn`` (the caller's own connection, on a background thread), smallest first while
         the bound on kept keys allows; kept unless a search kept one meanwhile. Returns the rows it counted.
         Others' public and shared rows are read once for all agents (skipped when they alone are many)."""
+        gathered: list[tuple[Scope, I64]] = []
         conn.execute("BEGIN")
         try:
             counters: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())
+            found = Prefilled(agents={}, users={}, token=counters, anchor=_anchor(conn, counters[0]))
             # One pass over the (agent, user) index counts both agents and their users.
             users = {
                 (str(a), None if u is None else str(u)): int(c)
@@ -194,14 +213,16 @@ class TenantRows:
             counts: dict[str, int] = {}
             for (agent, _), count in users.items():
                 counts[agent] = counts.get(agent, 0) + count
-            found = Prefilled(agents=counts, users=users)
+            found = dataclasses.replace(found, agents=counts, users=users)
             public = conn.execute("SELECT agent, rid FROM memories WHERE visibility = 'public'").fetchall()
             shared = conn.execute(
                 "SELECT s.to_agent, m.rid FROM shares s JOIN memories m ON m.id = s.memory_id"
             ).fetchall()
             if len(public) + len(shared) > _PREFILL_OPEN_ROWS:
                 return found
-            budget = self._prefill_agents(conn, counts, public, shared, counters=counters[:3], bound=bound)
+            budget = self._prefill_agents(
+                conn, counts, public, shared, counters=counters[:3], bound=bound, gathered=gathered
+            )
             scopes = sorted(
                 ((a, u) for a, u in users if u is not None and found.user_scope_rows(a, u) < user_bound),
                 key=lambda pair: found.user_scope_rows(*pair),
@@ -214,12 +235,44 @@ class TenantRows:
                 rids = gather_rids(conn, scope)
                 rids.flags.writeable = False
                 budget -= rids.size
+                gathered.append((scope, rids))
                 with self._guard:
                     if scope not in self._sets:
                         self._remember(scope, counters, rids)
         finally:
             conn.execute("COMMIT")
-        return found
+        return dataclasses.replace(found, sets=tuple(gathered))
+
+    def restore(self, conn: sqlite3.Connection, saved: Prefilled | None) -> Prefilled | None:
+        """Keep the sets of a :meth:`prefill` saved earlier (see _tenant_persist) and return its counts, brought up
+        to the store; None (nothing kept) unless the store's counters read as the saved ones, or differ only by
+        at most ``_RESTORE_NEW_ROWS`` memories added (then counted here, and each set brought up by :meth:`get`),
+        and the memory at the saved largest key is the same (another store's file names another)."""
+        if saved is None or len(saved.token) != 4 or not isinstance(saved.token[0], int):
+            return None
+        conn.execute("BEGIN")
+        try:
+            counters: _Token = tuple(conn.execute(_COUNTERS_SQL).fetchone())
+            top, old = counters[0], saved.token[0]
+            if counters[1:] != saved.token[1:] or not isinstance(top, int) or not old <= top <= old + _RESTORE_NEW_ROWS:
+                return None
+            if not saved.anchor or _anchor(conn, old) != saved.anchor:
+                return None
+            users = dict(saved.users)
+            agents = dict(saved.agents)
+            if top > old:
+                added = "SELECT agent, user_id, count(*) FROM memories WHERE rid > ? GROUP BY agent, user_id"
+                for a, u, c in conn.execute(added, (old,)):
+                    pair = (str(a), None if u is None else str(u))
+                    users[pair] = users.get(pair, 0) + int(c)
+                    agents[pair[0]] = agents.get(pair[0], 0) + int(c)
+        finally:
+            conn.execute("COMMIT")
+        with self._guard:
+            for scope, rids in saved.sets:
+                if scope not in self._sets:  # a search kept a newer one meanwhile
+                    self._remember(scope, saved.token if scope.users is not None else saved.token[:3], rids)
+        return Prefilled(agents=agents, users=users, token=counters, anchor=saved.anchor, sets=saved.sets)
 
     def _prefill_agents(
         self,
@@ -230,6 +283,7 @@ class TenantRows:
         *,
         counters: _Token,
         bound: int,
+        gathered: list[tuple[Scope, I64]],
     ) -> int:
         """The agents' part of :meth:`prefill`; returns the keys left in the budget."""
         # Agents by number (-1: everyone), so each agent's share of those rows is picked out in numpy.
@@ -248,6 +302,7 @@ class TenantRows:
             rids = np.concatenate([own, pub_rids[pub_owner != i], to_rids[(to == i) | (to == -1)]])
             rids.flags.writeable = False
             budget -= rids.size
+            gathered.append((Scope(agent, shared=True), rids))
             with self._guard:
                 if Scope(agent, shared=True) not in self._sets:
                     self._remember(Scope(agent, shared=True), counters, rids)

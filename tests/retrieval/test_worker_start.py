@@ -1,0 +1,73 @@
+"""HybridSearcher.start_workers: both keyword threads run when it returns, and a close meanwhile never waits on it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from engramdb import Engram
+from engramdb.retrieval.hybrid import _WORKER_START_GUARD_SECONDS, HybridSearcher
+from engramdb.storage.base import Filter
+
+
+def _keyword_threads() -> set[int | None]:
+    return {t.ident for t in threading.enumerate() if t.name.startswith("engram-keyword")}
+
+
+def test_both_workers_run_when_it_returns_and_the_first_search_starts_none(mem: Engram) -> None:
+    mem.remember("The staging deploy needs the VPN", agent="ops")
+    before = _keyword_threads()
+    searcher = HybridSearcher(mem.store, mem.embedder)
+    try:
+        searcher.start_workers()
+        started = _keyword_threads() - before
+        assert len(started) == 2
+        searcher.start_workers()  # again: the same two threads meet
+        hits = searcher.search("staging deploy VPN", Filter(agent="ops"), limit=5, now=datetime.now(UTC), touch=False)
+        assert [h.memory.content for h in hits] == ["The staging deploy needs the VPN"]
+        assert _keyword_threads() - before == started
+    finally:
+        searcher.close()
+    assert not _keyword_threads() - before
+
+
+def test_a_search_while_the_workers_start_is_answered(mem: Engram) -> None:
+    mem.remember("Pottery class was fun, I made a blue bowl", agent="a")
+    searcher = HybridSearcher(mem.store, mem.embedder)
+    warm = threading.Thread(target=searcher.start_workers)
+    try:
+        warm.start()
+        hits = searcher.search("pottery class", Filter(agent="a"), limit=5, now=datetime.now(UTC), touch=False)
+        warm.join(timeout=_WORKER_START_GUARD_SECONDS / 2)
+        assert not warm.is_alive()
+        assert [h.memory.content for h in hits] == ["Pottery class was fun, I made a blue bowl"]
+    finally:
+        searcher.close()
+
+
+def test_a_close_between_the_two_starts_releases_the_first(mem: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool shuts down after the first task is queued: the second submit fails, and the first task, which
+    waits for the second, is let go at once rather than at the guard (a close would wait for it)."""
+    searcher = HybridSearcher(mem.store, mem.embedder)
+    pool = searcher._pool
+    submitted: list[Future[Any]] = []
+    submit = pool.submit
+
+    def submit_then_close(fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = submit(fn, *args, **kwargs)
+        submitted.append(future)
+        pool.shutdown(wait=False)
+        return future
+
+    monkeypatch.setattr(pool, "submit", submit_then_close)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError):
+        searcher.start_workers()
+    submitted[0].result(timeout=_WORKER_START_GUARD_SECONDS)
+    assert time.monotonic() - started < _WORKER_START_GUARD_SECONDS / 2
+    searcher.close()
