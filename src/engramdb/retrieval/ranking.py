@@ -51,6 +51,12 @@ class RankingWeights:
     #: bench/RESULTS.md "Issue 21, models, third round").
     common_cut: float = 0.0
     common_head: int = 10
+    #: The sure-model rule's three values when the vector channel's best candidate is a note (any kind but a
+    #: conversation turn); None: the same as for turns. From the embedder's profile like the four above (the bundled
+    #: model: None; bench/RESULTS.md "Issue 21, models, third round").
+    note_sure_lead: float | None = None
+    note_sure_weak: float | None = None
+    note_sure_coverage: float | None = None
     #: Min-max fusion: weight of the keyword channel; the vector channel gets ``1 - keyword``.
     keyword: float = 0.5
     recency: float = 0.05
@@ -72,6 +78,9 @@ def weights_for(profile: FusionProfile, base: RankingWeights | None = None) -> R
         sure_lead=profile.sure_lead,
         sure_weak=profile.sure_weak,
         sure_coverage=profile.sure_coverage,
+        note_sure_lead=profile.note_sure_lead,
+        note_sure_weak=profile.note_sure_weak,
+        note_sure_coverage=profile.note_sure_coverage,
     )
 
 
@@ -232,17 +241,23 @@ def fuse_by(
     *,
     related: Mapping[str, Sequence[str]] | None = None,
     related_credit: float = 0.0,
+    note_first: bool = False,
 ) -> list[Fused]:
-    """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields."""
+    """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields; ``note_first``: the vector channel's
+    best candidate is a note, not a conversation turn (the ``note_sure_*`` fields then apply where set)."""
+
+    def sure(value: float, note: float | None) -> float:
+        return note if note_first and note is not None else value
+
     return fuse_evidence(
         keyword,
         vector,
         texts,
         terms,
         coverage_weight=weights.coverage,
-        sure_lead=weights.sure_lead,
-        sure_weak=weights.sure_weak,
-        sure_coverage=weights.sure_coverage,
+        sure_lead=sure(weights.sure_lead, weights.note_sure_lead),
+        sure_weak=sure(weights.sure_weak, weights.note_sure_weak),
+        sure_coverage=sure(weights.sure_coverage, weights.note_sure_coverage),
         related=related,
         related_credit=related_credit,
         common_cut=weights.common_cut,
