@@ -148,6 +148,7 @@ def fuse_evidence(
     sure_coverage: float = 0.5,
     related: Mapping[str, Sequence[str]] | None = None,
     related_credit: float = 0.0,
+    scale: Mapping[str, float] | None = None,
     common_cut: float = 0.0,
     common_head: int = 10,
 ) -> list[Fused]:
@@ -169,6 +170,8 @@ def fuse_evidence(
     ``related`` and ``related_credit``: a candidate holding a term's related word covers a share of it
     (:func:`~engramdb.retrieval.evidence.pool_coverage`).
 
+    ``scale``: a term -> a factor in [0, 1] on its weight in coverage (the question's form words: "how many",
+    "in total", "how long"; :func:`~engramdb.retrieval.text.form_words`).
     ``common_cut``: a query word held by a share ``s`` of the ``common_head`` best candidates of this fusion counts
     ``1 - common_cut x s`` of its weight, and the candidates are fused again (0: off).
     """
@@ -180,11 +183,15 @@ def fuse_evidence(
         raise ValueError("sure_lead must be within [0, 2], sure_coverage and sure_weak within [0, 1]")
     if not 0.0 <= related_credit <= 1.0:
         raise ValueError("related_credit must be within [0, 1]")
+    if scale and not all(0.0 <= f <= 1.0 for f in scale.values()):
+        raise ValueError("scale factors must be within [0, 1]")
     vec_raw = {c.id: c.score for c in vector}
     kw_raw = {c.id: c.score for c in keyword}
     floor = min(vec_raw.values(), default=0.0)
     ids = list(dict.fromkeys([*vec_raw, *kw_raw]))
-    cover = pool_coverage(terms, {i: texts[i] for i in ids if i in texts}, related=related, credit=related_credit)
+    cover = pool_coverage(
+        terms, {i: texts[i] for i in ids if i in texts}, related=related, credit=related_credit, scale=scale
+    )
     lead = vector[0].score - vector[1].score if len(vector) > 1 else 0.0
     if sure_lead > 0 and lead >= sure_lead and max(cover.values(), default=0.0) < sure_weak:
         coverage_weight *= sure_coverage
@@ -241,6 +248,7 @@ def fuse_by(
     *,
     related: Mapping[str, Sequence[str]] | None = None,
     related_credit: float = 0.0,
+    scale: Mapping[str, float] | None = None,
     note_first: bool = False,
 ) -> list[Fused]:
     """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields; ``note_first``: the vector channel's
@@ -260,6 +268,7 @@ def fuse_by(
         sure_coverage=sure(weights.sure_coverage, weights.note_sure_coverage),
         related=related,
         related_credit=related_credit,
+        scale=scale,
         common_cut=weights.common_cut,
         common_head=weights.common_head,
     )
