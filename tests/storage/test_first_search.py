@@ -23,6 +23,7 @@ from test_keyword_speedpath import _QUERIES, _texts
 
 from engramdb.errors import EngramError
 from engramdb.storage import _sqlite_search
+from engramdb.storage._sqlite_files import begin_log
 from engramdb.storage.base import Candidate, Filter, Store
 from engramdb.storage.sqlite import open_sqlite
 
@@ -148,3 +149,46 @@ def test_a_damaged_store_answers_or_fails_alike_with_or_without_the_warm_up(
     monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
     assert _outcome(location, warm=True) == _outcome(location, warm=False)
     assert raised == []
+
+
+def _state(location: Path) -> tuple[object, ...]:
+    conn = sqlite3.connect(location / "engram.db")
+    try:
+        return (
+            conn.execute("PRAGMA user_version").fetchone(),
+            conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall(),
+            conn.execute("SELECT count(*), max(rid), sum(access_count) FROM memories").fetchone(),
+        )
+    finally:
+        conn.close()
+
+
+def test_the_warm_up_begins_the_write_ahead_log_and_changes_nothing(tmp_path: Path, large: None) -> None:
+    """A search's first write (its audit entry) used to make the log anew after each clean close: a header and two
+    syncs on the first search's path. The warm-up makes it with a write that changes nothing."""
+    location = tmp_path / "s"
+    _build(location, rows=50, agents=2, users=1, seed=2)  # closed: its log removed
+    wal = location / "engram.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    before = _state(location)
+    with open_sqlite(location):
+        _join_warm()
+        assert wal.exists()
+        assert wal.stat().st_size > 0  # begun before any search
+        assert _state(location) == before
+
+
+def test_beginning_the_log_never_waits_for_another_writer_nor_fails(tmp_path: Path) -> None:
+    location = tmp_path / "s"
+    _build(location, rows=5, agents=1, users=0, seed=1)
+    before = _state(location)
+    other = sqlite3.connect(location / "engram.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the store
+        assert begin_log(location / "engram.db") is False
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    assert begin_log(location / "engram.db") is True
+    assert begin_log(tmp_path / "missing" / "engram.db") is False
+    assert _state(location) == before

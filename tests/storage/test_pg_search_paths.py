@@ -36,7 +36,7 @@ def test_the_keyword_index_by_agent_returns_what_the_word_index_alone_returns(po
         store.shares.share([ms[1].id], from_agent="agent-1", to_agent="agent-0", at=NOW + timedelta(days=1))
         store.shares.share([ms[2].id], from_agent="agent-2", to_agent="*", at=NOW + timedelta(days=1))
         with psycopg.connect(url, autocommit=True) as conn:
-            assert conn.execute("SELECT to_regclass('memories_agent_tsv') IS NOT NULL").fetchone() == (True,)
+            assert conn.execute("SELECT to_regclass('memory_words_agent_tsv') IS NOT NULL").fetchone() == (True,)
             conn.execute("ANALYZE")
         filters = [Filter(agent=f"agent-{a}") for a in range(6)] + [
             Filter(agent="agent-0", include_shared=False),
@@ -46,7 +46,7 @@ def test_the_keyword_index_by_agent_returns_what_the_word_index_alone_returns(po
         queries = [["alpha"], ["beta", "delta"], ["gamma", "note"], ["nothing"]]
         with_index = [store.search.keyword_candidates(q, f, limit=20) for f in filters for q in queries]
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DROP INDEX memories_agent_tsv")
+            conn.execute("DROP INDEX memory_words_agent_tsv")
     with open_postgres(url) as store:  # statistics and the index's presence are cached: a fresh store
         without = [store.search.keyword_candidates(q, f, limit=20) for f in filters for q in queries]
     assert with_index == without
@@ -186,7 +186,7 @@ def test_the_keyword_indexes_pending_lists_are_merged_after_writes(postgres_serv
 
         def pending() -> int:
             rows = conn.execute(
-                "SELECT sum(p.pending_tuples) FROM unnest(ARRAY['memories_agent_tsv', 'memories_tsv']) AS i "
+                "SELECT sum(p.pending_tuples) FROM unnest(ARRAY['memory_words_agent_tsv', 'memories_tsv']) AS i "
                 "CROSS JOIN LATERAL pgstatginindex(to_regclass(i)) p WHERE to_regclass(i) IS NOT NULL"
             ).fetchone()
             assert rows is not None

@@ -46,9 +46,9 @@ def _answer(found: list[Candidate]) -> list[tuple[str, float, object, object]]:
     ]
 
 
-def _one_arm(flt: Filter, f: FilterSQL, *, indexed: bool) -> list[tuple[str, tuple[object, ...]]]:
-    """The statement before the arms: the whole visibility rule OR-ed in one scan."""
-    return [(f.where, f.params)]
+def _one_arm(flt: Filter, f: FilterSQL, *, indexed: bool) -> list[tuple[str, str, str, tuple[object, ...]]]:
+    """The statement before the arms: the whole visibility rule OR-ed in one scan of ``memories``."""
+    return [("memories m", "m", f.where, f.params)]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -43,6 +43,8 @@ _RETRY_AFTER_S: Final = 600.0
 #: Changed rows since the last ANALYZE that make a table stale: a fifth of it, and at least this many.
 _MIN_CHANGED: Final = 1000
 _TABLES: Final = ("memories", "vectors")
+#: ``memory_words`` (schema step 8) changes with ``memories``, row for row: analysed with it.
+_ANALYSED_TOGETHER: Final = {"memories": "memories, memory_words"}
 #: Row versions written to ``memories`` (inserts and non-HOT updates) after which the keyword indexes' pending lists
 #: are merged: a few hundred keep each list within a few dozen pages.
 _CLEAN_AFTER: Final = 500
@@ -51,7 +53,7 @@ _INDEXED_WRITES_SQL: Final = (
     "SELECT s.n_tup_ins + s.n_tup_upd - s.n_tup_hot_upd FROM pg_stat_user_tables s "
     "WHERE s.relid = to_regclass('memories')"
 )
-_KEYWORD_INDEXES: Final = ("memories_agent_tsv", "memories_tsv")
+_KEYWORD_INDEXES: Final = ("memory_words_agent_tsv", "memory_words_tsv", "memories_agent_tsv", "memories_tsv")
 # gin_clean_pending_list of each keyword index the store has (the one keyed by agent needs btree_gin).
 _CLEAN_SQL: Final = (
     "SELECT gin_clean_pending_list(to_regclass(i)) FROM unnest(%s::text[]) AS i WHERE to_regclass(i) IS NOT NULL"
@@ -141,7 +143,7 @@ class StatisticsKeeper:
                     self._cleaned_at = writes
                     conn.execute(_CLEAN_SQL, (list(_KEYWORD_INDEXES),)).fetchall()
                 for table in tables:
-                    conn.execute(f"ANALYZE {table}")  # names from _TABLES only
+                    conn.execute(f"ANALYZE {_ANALYSED_TOGETHER.get(table, table)}")  # names from _TABLES only
             if tables:
                 self._on_analysed()
         except Exception as exc:  # noqa: BLE001 - a background thread: report, never raise

@@ -97,15 +97,44 @@ def _as_array(value: Any) -> npt.NDArray[np.float32]:
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
 
 
-def _visible_arms(flt: Filter, f: FilterSQL, *, indexed: bool) -> list[tuple[str, tuple[Any, ...]]]:
-    """``flt``'s WHERE clause as disjoint parts whose union it admits: the reader's own rows, then the rows of other
-    agents it may see (one part when the filter names no reader, or only the reader's own rows)."""
-    if flt.agent is None or not flt.include_shared:
-        return [(f.where, f.params)]
+#: The reader's own matches are read from ``memory_words`` (schema step 8) alone when the filter tests no column beyond
+#: its copies (agent, kind, user, validity); otherwise it is joined to ``memories`` for the rest of the filter.
+_WORDS_ALONE: Final = "memory_words m"
+_WORDS_JOINED: Final = "memory_words w JOIN memories m ON m.rid = w.rid"
+
+
+def _narrow(flt: Filter) -> bool:
+    """Whether ``flt`` tests only columns ``memory_words`` copies (besides the reader's visibility)."""
+    return (
+        not flt.tags
+        and flt.ids is None
+        and flt.created_after is None
+        and flt.created_before is None
+        and flt.sessions is None
+        and not flt.metadata
+        and flt.as_of is None
+    )
+
+
+def _visible_arms(flt: Filter, f: FilterSQL, *, indexed: bool) -> list[tuple[str, str, str, tuple[Any, ...]]]:
+    """``flt``'s WHERE clause as disjoint parts whose union it admits, each with the rows it reads (a FROM list) and
+    the alias of their ``rid`` and ``tsv``: the reader's own rows (from ``memory_words``), then the rows of other agents
+    it may see (one part when the filter names no reader, or only the reader's own rows)."""
+    if flt.agent is None:
+        return [("memories m", "m", f.where, f.params)]
     rest = filter_sql(replace(flt, agent=None))
+    source, alias = (_WORDS_ALONE, "m") if _narrow(flt) else (_WORDS_JOINED, "w")
+    own = (source, alias, f"{alias}.agent = ? AND {rest.where}", (flt.agent, *rest.params))
+    if not flt.include_shared:
+        return [own]
     return [
-        (f"m.agent = ? AND {rest.where}", (flt.agent, *rest.params)),
-        (f"m.agent <> ? AND {open_rows(indexed=indexed)} AND {rest.where}", (flt.agent, flt.agent, *rest.params)),
+        own,
+        (
+            "memories m",
+            "m",
+            f"m.agent <> ? AND {open_rows(indexed=indexed)} AND {rest.where}",
+            (flt.agent, flt.agent, *rest.params),
+        ),
     ]
 
 
@@ -157,12 +186,12 @@ class PgSearch:
         with self._backend.reading() as conn:
             self.statistics.check(conn)
             chosen, over_budget = self._terms.selecting(conn, term_params, scope=self._scope(conn, flt))
-            # Matches come from the keyword index. With the index keyed by agent (schema step 4), the reader's own
-            # matches come from one scan of it, others' public and shared ones from their indexes: only the reader's
-            # matches are read. Without it, a reader with few memories has its visible rows gathered from indexes
-            # and intersected with the matches; the bitmap of a reader with many costs more than testing the matches
-            # one by one (at 1M, an agent's 100k rows: 52 ms, and the keyword p50 went 65 -> 106 ms; at 100k, 10k
-            # rows: 16 -> 14 ms; bench/scale_pg.py).
+            # Matches come from the keyword index. With the index keyed by agent (schema step 4, on ``memory_words``
+            # since step 8), the reader's own matches come from one scan of it, others' public and shared ones from
+            # their indexes: only the reader's matches are read. Without it, a reader with few memories has its
+            # visible rows gathered from indexes and intersected with the matches; the bitmap of a reader with many
+            # costs more than testing the matches one by one (at 1M, an agent's 100k rows: 52 ms, and the keyword p50
+            # went 65 -> 106 ms; at 100k, 10k rows: 16 -> 14 ms; bench/scale_pg.py).
             few = flt.agent is not None and (
                 self._terms.agent_words(conn) or self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
             )
@@ -175,41 +204,46 @@ class PgSearch:
             model = self._models.current(conn)
             model_id = model.model_id if model is not None else None
             # One part per arm of the visibility rule, each sorted and cut, then merged: the reader's own matches
-            # come from the agent's keyword index alone, so each matched row's ``tsv`` is read once (to rank it).
-            # With the arms OR-ed in one scan, every row fetched was tested against the query again before ranking:
-            # twice the detoasting (1,498 against 1,058 buffers, 8.5-11.7 against 4.3-6.7 ms for 389 rows at 100k).
+            # come from its keyword index alone, so each matched row's ``tsv`` is read once (to rank it). With the
+            # arms OR-ed in one scan, every row fetched was tested against the query again before ranking: twice the
+            # detoasting (1,498 against 1,058 buffers, 8.5-11.7 against 4.3-6.7 ms for 389 rows at 100k). Each part
+            # yields row numbers and ranks only: the memories' columns are read for the ``limit`` best.
             outer = f"{_CARRIED_VECTOR}, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS}"
             outer_params = (model_id, model_id, *f.shared_by_params, *f.shared_at_params)
             if not over_budget:
                 # Expressions inline (not a CTE): the planner folds them to constants and uses the GIN index. The
                 # subqueries of the outer list run for the LIMIT's rows only.
                 parts = " UNION ALL ".join(
-                    f"(SELECT m.rid, ts_rank_cd(m.tsv, {expr}) AS rank, {MEMORY_COLUMNS} FROM memories m "
-                    f"WHERE m.tsv @@ {select[0]} AND {where} ORDER BY rank DESC, m.rid LIMIT ?)"
-                    for where, _ in arms
+                    f"(SELECT {a}.rid, ts_rank_cd({a}.tsv, {expr}) AS rank FROM {source} "
+                    f"WHERE {a}.tsv @@ {select[0]} AND {where} ORDER BY rank DESC, {a}.rid LIMIT ?)"
+                    for source, a, where, _ in arms
                 )
-                statement = f"SELECT m.id, m.rank, {outer} FROM ({parts}) m ORDER BY m.rank DESC, m.rid LIMIT ?"
+                statement = (
+                    f"SELECT m.id, t.rank, {outer} FROM (SELECT h.rid, h.rank FROM ({parts}) h "
+                    "ORDER BY h.rank DESC, h.rid LIMIT ?) t JOIN memories m ON m.rid = t.rid "
+                    "ORDER BY t.rank DESC, t.rid"
+                )
                 params: tuple[Any, ...] = (
                     *outer_params,
-                    *(p for _, where_params in arms for p in (*term_params, *select[1], *where_params, limit)),
+                    *(p for *_, where_params in arms for p in (*term_params, *select[1], *where_params, limit)),
                     limit,
                 )
             else:
                 # The newest matches ranked, then the rows of the top ``limit`` read (not of every ranked match).
                 parts = " UNION ALL ".join(
-                    f"(SELECT m.id, m.rid, m.tsv FROM memories m WHERE m.tsv @@ {select[0]} AND {where} "
-                    "ORDER BY m.rid DESC LIMIT ?)"
-                    for where, _ in arms
+                    f"(SELECT {a}.rid, {a}.tsv FROM {source} WHERE {a}.tsv @@ {select[0]} AND {where} "
+                    f"ORDER BY {a}.rid DESC LIMIT ?)"
+                    for source, a, where, _ in arms
                 )
                 statement = (
-                    f"WITH hits AS (SELECT h.id, h.rid, h.tsv FROM ({parts}) h ORDER BY h.rid DESC LIMIT ?), "
-                    f"top AS (SELECT h.id, h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
+                    f"WITH hits AS (SELECT h.rid, h.tsv FROM ({parts}) h ORDER BY h.rid DESC LIMIT ?), "
+                    f"top AS (SELECT h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
                     "ORDER BY rank DESC, h.rid LIMIT ?) "
-                    f"SELECT t.id, t.rank, {outer} FROM top t JOIN memories m ON m.id = t.id "
+                    f"SELECT m.id, t.rank, {outer} FROM top t JOIN memories m ON m.rid = t.rid "
                     "ORDER BY t.rank DESC, t.rid"
                 )
                 params = (
-                    *(p for _, where_params in arms for p in (*select[1], *where_params, self._rank_rows)),
+                    *(p for *_, where_params in arms for p in (*select[1], *where_params, self._rank_rows)),
                     self._rank_rows,
                     *term_params,
                     limit,

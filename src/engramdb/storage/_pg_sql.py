@@ -119,7 +119,8 @@ _LEXEME_CACHE: Final = 4096
 # with three extra numbers (min, max, nulls).
 _STATS_SQL: Final = (
     "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples, "
-    "a.most_common_vals::text::text[], a.most_common_freqs, to_regclass('memories_agent_tsv') IS NOT NULL, "
+    "a.most_common_vals::text::text[], a.most_common_freqs, "
+    "coalesce(to_regclass('memory_words_agent_tsv'), to_regclass('memories_agent_tsv')) IS NOT NULL, "
     "(SELECT p.most_common_freqs[array_position(p.most_common_vals::text::text[], 'public')] FROM pg_stats p "
     "WHERE p.schemaname = c.relnamespace::regnamespace::text AND p.tablename = 'memories' "
     "AND p.attname = 'visibility'), "
@@ -220,7 +221,7 @@ class TermStats:
             self._expires = 0.0
 
     def agent_words(self, conn: Raw) -> bool:
-        """Whether the store has the keyword index keyed by agent (schema step 4; btree_gin may be missing)."""
+        """Whether the store has the keyword index keyed by agent (schema steps 4 and 8; btree_gin may be missing)."""
         self._estimates(conn)
         with self._lock:
             return self._agent_words

@@ -21,7 +21,7 @@ from typing import Final
 
 from engramdb.errors import CorruptStoreError, StorageError
 
-__all__ = ["MARKER_FILENAME", "check_present", "connect_read_only", "create_atomically", "ensure_marker"]
+__all__ = ["MARKER_FILENAME", "begin_log", "check_present", "connect_read_only", "create_atomically", "ensure_marker"]
 
 #: Written beside the database once the store exists: "this directory holds an engramdb store".
 MARKER_FILENAME: Final = "engram.store"
@@ -35,6 +35,34 @@ def connect_read_only(path: str | Path, *, timeout: float = 5.0) -> sqlite3.Conn
     first, as a URI must be (a store opened by a relative path).
     """
     return sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True, timeout=timeout, isolation_level=None)
+
+
+def begin_log(path: str | Path) -> bool:
+    """Have the database's write-ahead log begun, by a write that changes nothing (the schema version set to itself,
+    read in the same transaction); whether it wrote.
+
+    The last connection's close removes the log, and the next write makes it anew: its header written, the log
+    and its directory synced (5-15 ms of waiting). Done at open, on the warm-up thread, it is not the first search's
+    (its audit entry was that write: bench/RESULTS.md, issue 27, seventh round). Never waits: a store another
+    writer holds (whose log then exists) or one that cannot be written is left as it is.
+    """
+    try:
+        conn = sqlite3.connect(Path(path).absolute().as_uri(), uri=True, timeout=0.0, isolation_level=None)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("PRAGMA synchronous = NORMAL")  # nothing changes: the commit need not wait for the disk
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            conn.execute(f"PRAGMA user_version = {int(version)}")
+        finally:
+            conn.execute("COMMIT")
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
 
 
 def _recover(directory: Path) -> str:

@@ -121,23 +121,25 @@ class SQLiteSearch:
         open's own checks, which may hold the store's lock for seconds at 1M memories, do not delay it)."""
         self.keyword_index.warm(str(database))
 
-    def warm(self) -> None:
+    def warm(self, database: Path | None = None) -> None:
         """Make the first searches after opening as fast as later ones (on a thread of its own, at open).
 
-        Brings the vector cache up (the HNSW sidecar mapped, faiss imported, or a small store's vectors read),
+        Reads back the tenants' keys saved by an earlier open (see _restore) from the database file ``database``,
+        brings the vector cache up (the HNSW sidecar mapped, faiss imported, or a small store's vectors read),
         which the first search would otherwise do while the caller waits, runs both channels once (see
-        _rehearse), then gathers the tenants' keys (see _prefill).
+        _rehearse), then, unless restored, gathers the tenants' keys (see _prefill).
         Best effort: a failure here is met again, and reported, by the search that needs it.
         """
         try:
+            # First the saved sets (milliseconds, on a connection of their own: the open's checks may hold the
+            # store's lock meanwhile), so the rehearsal and the first searches find them.
+            restored = database is not None and self._restore(str(Path(database).absolute()))
+            if restored:
+                self.warmed["restored"] = time.monotonic()
             with self._reading() as conn:
                 path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
                 rows = fts_totals(conn)[0]
             large = bool(path) and rows >= KW_INDEX_MIN_MEMORIES
-            # First the tenants' saved sets (milliseconds), so the rehearsal and the first searches find them.
-            restored = large and self._restore(path, rows)
-            if restored:
-                self.warmed["restored"] = time.monotonic()
             with self._reading(snapshot=True) as conn:
                 self._sync_index(conn)
             self.warmed["vectors"] = time.monotonic()
@@ -186,7 +188,7 @@ class SQLiteSearch:
             self.keyword_candidates(terms or ["warm"], flt, limit=_REHEARSAL_LIMIT)
             self.vector_candidates(vector, flt, limit=_REHEARSAL_LIMIT)
 
-    def _restore(self, path: str, rows: int) -> bool:
+    def _restore(self, path: str) -> bool:
         """The tenants' keys and plans as the last prefill saved them (see _tenant_persist), if still this store's
         (else False: prefill)."""
         saved = load_tenants(tenants_path(path))
@@ -194,7 +196,8 @@ class SQLiteSearch:
             return False
         conn = connect_read_only(path, timeout=30.0)
         try:
-            found = self._tenant_rows.restore(conn, saved)
+            rows = fts_totals(conn)[0]
+            found = self._tenant_rows.restore(conn, saved) if rows >= KW_INDEX_MIN_MEMORIES else None
         finally:
             conn.close()
         if found is None:

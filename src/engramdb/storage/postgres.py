@@ -470,8 +470,18 @@ class PostgresBackend:
                 "SELECT count(*) FROM memories WHERE tsv IS DISTINCT FROM "
                 "to_tsvector('english'::regconfig, content || ' ' || tags)"
             ).fetchone()
+            # The keyword channel ranks from memory_words (schema step 8), a copy the triggers keep in step.
+            copy = conn.execute(
+                "SELECT count(*) FROM memories m FULL JOIN memory_words w ON w.rid = m.rid "
+                "WHERE m.rid IS NULL OR w.rid IS NULL OR (w.agent, w.kind, w.user_id, w.valid_until, w.tsv) "
+                "IS DISTINCT FROM (m.agent, m.kind, m.user_id, m.valid_until, m.tsv)"
+            ).fetchone()
         stale = int(row[0]) if row is not None else 0
-        return [f"{stale} memories have keyword index entries out of step with their text"] if stale else []
+        drift = int(copy[0]) if copy is not None else 0
+        return [
+            *([f"{stale} memories have keyword index entries out of step with their text"] if stale else []),
+            *([f"{drift} memories have a keyword copy (memory_words) out of step"] if drift else []),
+        ]
 
     def _ensure_vector_index(self, conn: Raw, model_id: str, dim: int) -> None:
         """Create the HNSW index of ``model_id``'s ``dim``-dimensional vectors if it does not exist yet.
