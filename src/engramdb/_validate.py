@@ -13,6 +13,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -185,10 +186,10 @@ def exploration_and_seed(exploration: object, seed: object, settings: Settings) 
     """
     exp = settings.exploration if exploration is None else exploration
     if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0.0 <= exp <= 1.0:
-        raise ValidationError(f"exploration must be a number within [0, 1], not {exploration!r}")
+        raise ValidationError(f"exploration must be a number within [0, 1], not {shown(exploration)}")
     chosen = settings.learning_seed if seed is None else seed
     if isinstance(chosen, bool) or not isinstance(chosen, int):
-        raise ValidationError(f"seed must be an integer, not {seed!r}")
+        raise ValidationError(f"seed must be an integer, not {shown(seed)}")
     return float(exp), chosen
 
 
@@ -378,6 +379,14 @@ def confidence(value: object, *, what: str = "confidence") -> float:
     # Compared before any conversion: float(10**400) would overflow.
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ValidationError(f"{what} must be a number from 0 to 1, not {shown(value)}")
+    return float(value)
+
+
+def non_negative(value: object, *, what: str) -> float:
+    """A number from 0 to the largest float (an integer larger than any float is refused, not overflowed)."""
+    # Compared before any conversion, as in confidence(); NaN fails the comparison.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= sys.float_info.max:
+        raise ValidationError(f"{what} must be a non-negative number, not {shown(value)}")
     return float(value)
 
 

@@ -59,12 +59,6 @@ _ITEM_FIELDS: Final = frozenset(
 )
 
 
-def _count(value: object, *, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-        raise ValidationError(f"{what} must be a non-negative number, not {check.shown(value)}")
-    return float(value)
-
-
 #: The check of each field ``update`` accepts (the public ones, and the outcome counters learning keeps).
 _CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
     "content": check.content,
@@ -73,8 +67,8 @@ _CHECKS: Final[dict[str, Callable[[Any], Any]]] = {
     "kind": check.kind,
     "confidence": check.confidence,
     "visibility": check.visibility,
-    "successes": lambda v: _count(v, what="successes"),
-    "attempts": lambda v: _count(v, what="attempts"),
+    "successes": lambda v: check.non_negative(v, what="successes"),
+    "attempts": lambda v: check.non_negative(v, what="attempts"),
     # Internal: a keyed fact's new value moves into its thread and time (engramdb.facts), never a caller's update.
     "session": lambda v: check.scope(v, what="session"),
     "occurred_at": lambda v: check.event_time(v, what="occurred_at"),
@@ -164,8 +158,8 @@ class WritePipeline:
                 raise ValidationError(f"tags has too many entries with the key's tag (the limit is {check.MAX_TAGS})")
             metadata = check.metadata({**metadata, "key": key})
         at = check.event_time(item.get("at"))
-        successes = _count(item.get("successes", 0.0), what="successes")
-        attempts = _count(item.get("attempts", 0.0), what="attempts")
+        successes = check.non_negative(item.get("successes", 0.0), what="successes")
+        attempts = check.non_negative(item.get("attempts", 0.0), what="attempts")
         if successes > attempts:
             raise ValidationError(f"successes ({successes:g}) exceed attempts ({attempts:g})")
         return Memory(

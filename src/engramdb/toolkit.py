@@ -57,12 +57,13 @@ def examine(location: str | os.PathLike[str] | None = None, *, quick: bool = Fal
     cannot be opened gives a report with one failed ``open`` check; a folder holding no store raises
     :class:`~engramdb.errors.NotFound` (a mistyped path is not a healthy new store).
     """
+    from engramdb._validate import shown
     from engramdb.config import load_settings
     from engramdb.errors import ValidationError
     from engramdb.services.doctor import examine as run
 
     if not isinstance(quick, bool):
-        raise ValidationError(f"quick must be true or false, not {quick!r}")
+        raise ValidationError(f"quick must be true or false, not {shown(quick)}")
     settings = load_settings()
     where = _location(location) if location is not None else str(settings.home)
     require_store(where)
@@ -127,11 +128,12 @@ def learning_curves(
     ``records`` are ``mem.learning.outcomes``; a record without a category counts for ``general``.
     The bucket is the finest that holds ``min_per_point`` outcomes a point on average (at most 40 points).
     """
+    from engramdb._validate import shown
     from engramdb.errors import ValidationError
     from engramdb.learning.analytics import GENERAL, choose_bucket, timeline
 
     if isinstance(min_per_point, bool) or not isinstance(min_per_point, int) or min_per_point < 1:
-        raise ValidationError(f"min_per_point must be a positive integer, not {min_per_point!r}")
+        raise ValidationError(f"min_per_point must be a positive integer, not {shown(min_per_point)}")
     out: list[tuple[CategoryTrend, str, list[TimelinePoint]]] = []
     for trend in trends:
         mine = [r for r in records if (r.category or GENERAL) == trend.category]

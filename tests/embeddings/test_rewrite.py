@@ -57,20 +57,23 @@ def test_the_searcher_embeds_the_statement_only_when_asked(tmp_path: Path, local
     with Engram(tmp_path / "store", embedder=local_embedder) as mem:
         mem.remember("Vacation requests go into Personio two weeks ahead", agent="t")
         mem.remember("Does anyone know how to book the company car?", agent="t")
-        rewritten = HybridSearcher(mem.store, local_embedder)
-        rewritten.statement_query = True
-        plain = HybridSearcher(mem.store, local_embedder)
+        searchers = [HybridSearcher(mem.store, local_embedder) for _ in range(3)]
         try:
-            now = datetime.now(UTC)
-            a = rewritten.search(question, Filter(agent="t"), limit=2, now=now, touch=False)
-            b = plain.search(question, Filter(agent="t"), limit=2, now=now, touch=False)
+            results = []
+            for mode, searcher in enumerate(searchers):
+                searcher.statement_query = mode
+                results.append(
+                    searcher.search(question, Filter(agent="t"), limit=2, now=datetime.now(UTC), touch=False)
+                )
         finally:
-            rewritten.close()
-            plain.close()
-    vectors = local_embedder.embed([statement_form(question), question])
-    # The vector channel's cosines are the statement's with the option, the question's without it.
-    for hits, vector in ((a, vectors[0]), (b, vectors[1])):
+            for searcher in searchers:
+                searcher.close()
+    asked, stated = local_embedder.embed([question, statement_form(question)])
+    # The vector channel's cosines: the question's (0), the statement's (1), the higher of the two (2).
+    for mode, hits in enumerate(results):
+        assert len(hits) == 2
         for hit in hits:
             stored = local_embedder.embed([hit.memory.content])[0]
-            assert hit.vector_score == pytest.approx(float(np.dot(vector, stored)), abs=1e-4)
-    assert {h.vector_score for h in a} != {h.vector_score for h in b}
+            both = (float(np.dot(asked, stored)), float(np.dot(stated, stored)))
+            assert hit.vector_score == pytest.approx((both[0], both[1], max(both))[mode], abs=1e-4)
+    assert {h.vector_score for h in results[0]} != {h.vector_score for h in results[1]}

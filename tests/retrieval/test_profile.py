@@ -71,14 +71,24 @@ def test_the_bundled_model_keeps_the_constants_it_was_tuned_with(embedder: Embed
 def test_weights_for_takes_the_fusion_fields_and_keeps_the_rest(base: RankingWeights) -> None:
     got = weights_for(SHARP, base)
     assert (got.coverage, got.sure_lead, got.sure_weak, got.sure_coverage) == (0.2, 0.02, 0.4, 0.25)
-    fusion = {"coverage", "sure_lead", "sure_weak", "sure_coverage"}
+    assert (got.note_sure_lead, got.note_sure_weak, got.note_sure_coverage) == (None, None, None)
+    fusion = {"coverage", "sure_lead", "sure_weak", "sure_coverage", "note_sure_lead", "note_sure_weak"}
+    fusion |= {"note_sure_coverage"}
     rest = {f.name for f in dataclasses.fields(RankingWeights)} - fusion
     assert all(getattr(got, name) == getattr(base, name) for name in rest)
 
 
 @pytest.mark.parametrize(
     "bad",
-    [{"coverage": -0.1}, {"coverage": 11.0}, {"sure_lead": 3.0}, {"sure_weak": 1.5}, {"sure_coverage": -1.0}],
+    [
+        {"coverage": -0.1},
+        {"coverage": 11.0},
+        {"sure_lead": 3.0},
+        {"sure_weak": 1.5},
+        {"sure_coverage": -1.0},
+        {"note_sure_lead": -0.1},
+        {"note_sure_coverage": 2.0},
+    ],
 )
 def test_a_profile_out_of_range_is_refused(bad: dict[str, float]) -> None:
     fields = {"coverage": 0.6, "sure_lead": 0.05, "sure_weak": 0.3, "sure_coverage": 0.5, **bad}
@@ -112,3 +122,34 @@ def test_a_search_uses_its_embedders_profile_and_given_weights_win(tmp_path: Pat
             searcher.close()
     with Engram(tmp_path / "default", embedder=embedder) as mem:
         assert mem._recall.weights == RankingWeights()
+
+
+#: The sure-model rule off for conversation turns and on for notes (the vector channel's first's kind decides).
+NOTES_ONLY = FusionProfile(
+    coverage=0.6,
+    sure_lead=0.0,
+    sure_weak=0.3,
+    sure_coverage=0.5,
+    calibration=CALIBRATION,
+    note_sure_lead=0.03,
+    note_sure_weak=0.3,
+    note_sure_coverage=0.5,
+)
+
+
+@pytest.mark.parametrize(("kind", "right_first"), [("knowledge", True), ("conversation", False)])
+def test_the_note_values_apply_when_a_note_comes_first(
+    tmp_path: Path, embedder: Embedder, kind: str, right_first: bool
+) -> None:
+    # The question shares "logins" with a decoy; the memory meant shares no word, but the model puts it first by a
+    # clear lead. Stored as notes the sure rule lets the model's choice stand; as conversation turns it is off.
+    assert weights_for(NOTES_ONLY).note_sure_lead == 0.03
+    with Engram(tmp_path / "store", embedder=_Profiled(embedder, NOTES_ONLY)) as mem:
+        right = mem.remember(
+            "OAuth access tokens expire after 60 minutes and the client never refreshed them", agent="t", kind=kind
+        )
+        mem.remember("Login page redesign ships next sprint", agent="t", kind=kind)
+        for noise in ("Lunch is at noon in the big room", "The printer on three is jammed again"):
+            mem.remember(noise, agent="t", kind=kind)
+        hits = mem.search("why do logins fail after an hour?", agent="t", limit=2)
+    assert (hits[0].memory.id == right.id) is right_first

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from engramdb._validate import shown
 from engramdb.errors import ValidationError
 from engramdb.models import ModelTier
 
@@ -115,7 +116,7 @@ def normalise_task_type(task_type: object) -> str | None:
     if task_type is None:
         return None
     if not isinstance(task_type, str) or not task_type.strip():
-        raise ValidationError(f"task_type must be a non-empty string, not {task_type!r}")
+        raise ValidationError(f"task_type must be a non-empty string, not {shown(task_type)}")
     key = re.sub(r"[\s\-]+", "_", task_type.strip().lower())
     if len(key) > 100:
         raise ValidationError(f"task_type is too long ({len(key)} characters; the limit is 100)")
@@ -131,7 +132,7 @@ def normalise_complexity(complexity: object) -> Complexity | None:
         for c in COMPLEXITIES:
             if key == c:
                 return c
-    raise ValidationError(f"complexity must be one of {', '.join(COMPLEXITIES)}, not {complexity!r}")
+    raise ValidationError(f"complexity must be one of {', '.join(COMPLEXITIES)}, not {shown(complexity)}")
 
 
 def table_prior(task_type: str | None, tier: ModelTier) -> float:

@@ -119,7 +119,8 @@ _INSTALL_HINT: Final = (
 #: Fitted on the recall dev split with the int8 graph (the ``mpnet`` embedder), checked on LoCoMo dev (bench/RESULTS.md,
 #: "Issue 21, models, second round"). MPNet tells a paraphrase from a memory sharing a word better than MiniLM, so a
 #: shared word counts for less: coverage 0.4 (MiniLM 0.6; 0.3 won one more dev question and cost LoCoMo 1.4-1.7). The
-#: sure-model rule keeps MiniLM's values (mpnet's grid found nothing there that LoCoMo did not pay for 2-3 points).
+#: sure-model rule keeps MiniLM's values for conversation turns (mpnet's grid found nothing there that LoCoMo did not
+#: pay for 2-3 points) and is stronger when a note comes first (third round).
 #: The calibration is its own fit.
 MPNET_PROFILE: Final = FusionProfile(
     coverage=0.4,
@@ -127,6 +128,12 @@ MPNET_PROFILE: Final = FusionProfile(
     sure_weak=0.3,
     sure_coverage=0.5,
     calibration=Calibration(bias=-3.19, cosine_weight=9.51, coverage_weight=2.02),
+    # A note mpnet puts first by 0.02 stands unless a candidate holds 0.4 of the words (bench/RESULTS.md, "Issue 21,
+    # models, third round": its hybrid then reaches its vector search's top-1 on the recall dev split, and
+    # conversations, where the rule costs LoCoMo 2 points, keep the turns' values).
+    note_sure_lead=0.02,
+    note_sure_weak=0.4,
+    note_sure_coverage=0.0,
 )
 
 

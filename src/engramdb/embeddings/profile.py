@@ -50,12 +50,22 @@ class FusionProfile:
     sure_weak: float
     sure_coverage: float
     calibration: Calibration
+    #: The sure-model rule's three values when the vector channel's best candidate is a note (any kind but a
+    #: conversation turn); None: the turns' values. On conversations a sure model is no evidence (mpnet's first turn
+    #: is right for 17% of the LoCoMo questions where the rule would fire, against 83% of the recall set's notes).
+    note_sure_lead: float | None = None
+    note_sure_weak: float | None = None
+    note_sure_coverage: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.coverage <= 10.0:
             raise ValidationError(f"coverage must be within [0, 10], not {self.coverage!r}")
-        if not (0.0 <= self.sure_lead <= 2.0 and 0.0 <= self.sure_weak <= 1.0 and 0.0 <= self.sure_coverage <= 1.0):
-            raise ValidationError("sure_lead must be within [0, 2], sure_weak and sure_coverage within [0, 1]")
+        for lead, weak, share in (
+            (self.sure_lead, self.sure_weak, self.sure_coverage),
+            (self.note_sure_lead or 0.0, self.note_sure_weak or 0.0, self.note_sure_coverage or 0.0),
+        ):
+            if not (0.0 <= lead <= 2.0 and 0.0 <= weak <= 1.0 and 0.0 <= share <= 1.0):
+                raise ValidationError("sure_lead must be within [0, 2], sure_weak and sure_coverage within [0, 1]")
 
 
 #: all-MiniLM-L6-v2's (the bundled model): fitted on the recall dev split and LoCoMo dev (bench/RESULTS.md, issue 21,

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from engramdb._validate import shown
 from engramdb.errors import ValidationError
 
 __all__ = ["ALL_AGENTS", "Selection", "recipient", "selection"]
@@ -46,7 +47,7 @@ class Selection:
 
 def _nonempty(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be a non-empty string, not {value!r}")
+        raise ValidationError(f"{what} must be a non-empty string, not {shown(value)}")
     if "\x00" in value:
         raise ValidationError(f"{what} must not contain NUL characters")
     return value.strip()
@@ -64,6 +65,8 @@ def selection(memory_ids: str | Iterable[str] | None, *, tag: str | None, patter
     if len(given) > 1:
         raise ValidationError(f"give only one of memory ids, a tag or a pattern (got {' and '.join(given)})")
     if memory_ids:
+        if not isinstance(memory_ids, str | Iterable):
+            raise ValidationError(f"memory ids must be an id or a list of ids, not {type(memory_ids).__name__}")
         ids = (memory_ids,) if isinstance(memory_ids, str) else tuple(memory_ids)
         clean = tuple(dict.fromkeys(_nonempty(i, "memory id") for i in ids))
         return Selection(memory_ids=clean)
@@ -77,7 +80,7 @@ def recipient(to_agent: object, *, from_agent: str) -> str:
     if to_agent == ALL_AGENTS:
         return ALL_AGENTS
     if not isinstance(to_agent, str) or not to_agent.strip() or to_agent != to_agent.strip():
-        raise ValidationError(f"to_agent must be an agent name or '*', not {to_agent!r}")
+        raise ValidationError(f"to_agent must be an agent name or '*', not {shown(to_agent)}")
     if to_agent == from_agent:
         raise ValidationError(f"agent {from_agent!r} cannot share with itself")
     return to_agent

@@ -48,7 +48,7 @@ from engramdb.retrieval.sessions import (
     session_key,
     weigh_by_session,
 )
-from engramdb.retrieval.text import query_terms
+from engramdb.retrieval.text import FORM_WEIGHT, form_words, query_terms
 from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
 
@@ -69,6 +69,15 @@ _RELATED_DEPTH = 10
 #: The longest :meth:`HybridSearcher.start_workers`'s two tasks wait for each other: a guard only, as both
 #: meet as soon as the pool has started both threads.
 _WORKER_START_GUARD_SECONDS = 5.0
+
+
+def _higher_of(first: Sequence[Candidate], second: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates of two vector searches, each at its higher score, best first."""
+    best: dict[str, Candidate] = {}
+    for c in (*first, *second):
+        if c.id not in best or c.score > best[c.id].score:
+            best[c.id] = c
+    return sorted(best.values(), key=lambda c: (-c.score, c.id))
 
 
 class HybridSearcher:
@@ -117,6 +126,9 @@ class HybridSearcher:
         self.related_gated = RELATED_GATED
         self.related_depth = _RELATED_DEPTH
         self.related_most = RELATED_MOST
+        #: What a word of the question's form ("how many", "in total", "how long"; :func:`form_words`) counts for
+        #: in evidence fusion's coverage, against 1 for a word of its topic (1: as any word). It is still searched.
+        self.form_weight = FORM_WEIGHT
         #: Candidates fetched from the vector and the keyword channel (each at least ``limit``).
         self.depth = _DEPTH
         self.keyword_depth = _DEPTH
@@ -132,9 +144,10 @@ class HybridSearcher:
         #: channel (True), or after them on the calling thread (False: ~0.4 ms less CPU per search, but slower
         #: at 100k under load, bench/search_path.py --whole). The hits are the same either way.
         self.overlap_keyword = True
-        #: Embed a question in statement form (:func:`~engramdb.embeddings.rewrite.statement_form`) for the vector
-        #: channel (measured, not adopted: bench/RESULTS.md "Issue 21, models, third round").
-        self.statement_query = False
+        #: A question in statement form (:func:`~engramdb.embeddings.rewrite.statement_form`) for the vector channel:
+        #: 0 the question as asked, 1 the statement instead, 2 both, each candidate at its higher cosine (measured,
+        #: not adopted: bench/RESULTS.md "Issue 21, models, third round").
+        self.statement_query = 0
 
     def start_workers(self) -> None:
         """Start the keyword worker threads now (at open, in the background) rather than in the first search."""
@@ -180,6 +193,8 @@ class HybridSearcher:
         # "last Saturday": counted from the moment the question is asked (``as_of``), else from now.
         window = find_time(query, reference=flt.as_of or now) if self.time_weight > 0 else None
         terms = query_terms(query if window is None or self.time_words else window.rest)
+        form = form_words(query) if self.form_weight < 1 else frozenset()
+        scale = {t: self.form_weight for t in terms if t in form}
         gathers = asks_across_sessions(query)
         across = not self.session_gated or gathers
         related = (
@@ -205,9 +220,14 @@ class HybridSearcher:
             else None
         )
         try:
-            asked = statement_form(query) if self.statement_query else query
-            qvec = self._queries.embed_query(asked) if vector is None else vector
+            stated = statement_form(query) if self.statement_query and vector is None else query
+            qvec = (
+                self._queries.embed_query(stated if self.statement_query == 1 else query) if vector is None else vector
+            )
             vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
+            if self.statement_query == 2 and stated != query:
+                second = search.vector_candidates(self._queries.embed_query(stated), flt, limit=depth)
+                vec = _higher_of(vec, second)
         finally:
             keyword = pending.result() if pending is not None else []
             extra = pending_related.result() if pending_related is not None else []
@@ -227,7 +247,18 @@ class HybridSearcher:
             if w.fusion == "learned":
                 fused = fuse_learned(keyword, vec, texts, terms, scorer=self.scorer)
             else:
-                fused = fuse_by(w, keyword, vec, texts, terms, related=related, related_credit=self.related_credit)
+                note_first = bool(vec) and vec[0].id in memories and memories[vec[0].id].kind != "conversation"
+                fused = fuse_by(
+                    w,
+                    keyword,
+                    vec,
+                    texts,
+                    terms,
+                    related=related,
+                    related_credit=self.related_credit,
+                    scale=scale,
+                    note_first=note_first,
+                )
             head = fused[: max(_HEAD, limit)]
         else:
             fused = fuse(keyword, vec, keyword_weight=self.weights.keyword)

@@ -51,6 +51,12 @@ class RankingWeights:
     #: bench/RESULTS.md "Issue 21, models, third round").
     common_cut: float = 0.0
     common_head: int = 10
+    #: The sure-model rule's three values when the vector channel's best candidate is a note (any kind but a
+    #: conversation turn); None: the same as for turns. From the embedder's profile like the four above (the bundled
+    #: model: None; bench/RESULTS.md "Issue 21, models, third round").
+    note_sure_lead: float | None = None
+    note_sure_weak: float | None = None
+    note_sure_coverage: float | None = None
     #: Min-max fusion: weight of the keyword channel; the vector channel gets ``1 - keyword``.
     keyword: float = 0.5
     recency: float = 0.05
@@ -72,6 +78,9 @@ def weights_for(profile: FusionProfile, base: RankingWeights | None = None) -> R
         sure_lead=profile.sure_lead,
         sure_weak=profile.sure_weak,
         sure_coverage=profile.sure_coverage,
+        note_sure_lead=profile.note_sure_lead,
+        note_sure_weak=profile.note_sure_weak,
+        note_sure_coverage=profile.note_sure_coverage,
     )
 
 
@@ -139,6 +148,7 @@ def fuse_evidence(
     sure_coverage: float = 0.5,
     related: Mapping[str, Sequence[str]] | None = None,
     related_credit: float = 0.0,
+    scale: Mapping[str, float] | None = None,
     common_cut: float = 0.0,
     common_head: int = 10,
 ) -> list[Fused]:
@@ -160,6 +170,8 @@ def fuse_evidence(
     ``related`` and ``related_credit``: a candidate holding a term's related word covers a share of it
     (:func:`~engramdb.retrieval.evidence.pool_coverage`).
 
+    ``scale``: a term -> a factor in [0, 1] on its weight in coverage (the question's form words: "how many",
+    "in total", "how long"; :func:`~engramdb.retrieval.text.form_words`).
     ``common_cut``: a query word held by a share ``s`` of the ``common_head`` best candidates of this fusion counts
     ``1 - common_cut x s`` of its weight, and the candidates are fused again (0: off).
     """
@@ -171,11 +183,15 @@ def fuse_evidence(
         raise ValueError("sure_lead must be within [0, 2], sure_coverage and sure_weak within [0, 1]")
     if not 0.0 <= related_credit <= 1.0:
         raise ValueError("related_credit must be within [0, 1]")
+    if scale and not all(0.0 <= f <= 1.0 for f in scale.values()):
+        raise ValueError("scale factors must be within [0, 1]")
     vec_raw = {c.id: c.score for c in vector}
     kw_raw = {c.id: c.score for c in keyword}
     floor = min(vec_raw.values(), default=0.0)
     ids = list(dict.fromkeys([*vec_raw, *kw_raw]))
-    cover = pool_coverage(terms, {i: texts[i] for i in ids if i in texts}, related=related, credit=related_credit)
+    cover = pool_coverage(
+        terms, {i: texts[i] for i in ids if i in texts}, related=related, credit=related_credit, scale=scale
+    )
     lead = vector[0].score - vector[1].score if len(vector) > 1 else 0.0
     if sure_lead > 0 and lead >= sure_lead and max(cover.values(), default=0.0) < sure_weak:
         coverage_weight *= sure_coverage
@@ -232,19 +248,27 @@ def fuse_by(
     *,
     related: Mapping[str, Sequence[str]] | None = None,
     related_credit: float = 0.0,
+    scale: Mapping[str, float] | None = None,
+    note_first: bool = False,
 ) -> list[Fused]:
-    """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields."""
+    """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields; ``note_first``: the vector channel's
+    best candidate is a note, not a conversation turn (the ``note_sure_*`` fields then apply where set)."""
+
+    def sure(value: float, note: float | None) -> float:
+        return note if note_first and note is not None else value
+
     return fuse_evidence(
         keyword,
         vector,
         texts,
         terms,
         coverage_weight=weights.coverage,
-        sure_lead=weights.sure_lead,
-        sure_weak=weights.sure_weak,
-        sure_coverage=weights.sure_coverage,
+        sure_lead=sure(weights.sure_lead, weights.note_sure_lead),
+        sure_weak=sure(weights.sure_weak, weights.note_sure_weak),
+        sure_coverage=sure(weights.sure_coverage, weights.note_sure_coverage),
         related=related,
         related_credit=related_credit,
+        scale=scale,
         common_cut=weights.common_cut,
         common_head=weights.common_head,
     )

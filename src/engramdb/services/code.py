@@ -74,6 +74,8 @@ class CodeService(Service):
         if not source.strip():
             # An empty file is a mistake (a wrong path, an unread stream), not code without patterns.
             raise ValidationError("source must not be empty")
+        if filename is not None and not isinstance(filename, str):
+            raise ValidationError(f"filename must be text, not {type(filename).__name__}")
         agent = check.agent_name(agent)
         user_tags = list(check.tags(tags if not isinstance(tags, str) else [tags]))
         extra = dict(check.metadata(metadata))
@@ -186,7 +188,7 @@ class CodeService(Service):
         agent = check.agent_or_default(agent, self._settings)
         types = (*code.PATTERN_TYPES, NAMED)
         if pattern_type is not None and pattern_type not in types:
-            raise ValidationError(f"pattern_type must be one of {', '.join(types)}, not {pattern_type!r}")
+            raise ValidationError(f"pattern_type must be one of {', '.join(types)}, not {check.shown(pattern_type)}")
         wanted = dict(check.metadata(metadata)) if metadata is not None else {}
         tags = [pattern_type] if pattern_type else []
         if language is not None:

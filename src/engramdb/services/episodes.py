@@ -185,7 +185,7 @@ class EpisodeService(Service):
         agent = self._owner(episode_id, agent)
         word = ("success" if outcome else "failure") if isinstance(outcome, bool) else outcome
         if word not in ("success", "failure"):
-            raise ValidationError(f"an episode ends as success or failure, not {outcome!r}")
+            raise ValidationError(f"an episode ends as success or failure, not {check.shown(outcome)}")
         extra = check.metadata(metrics)
         error = None if error is None else check.content(error, what="error")
         memory = self._running(episode_id, agent)
@@ -249,7 +249,9 @@ class EpisodeService(Service):
         agent = check.agent_or_default(agent, self._settings)
         task = check.content(task, what="task")
         if outcome is not None and outcome not in ep.EPISODE_OUTCOMES:
-            raise ValidationError(f"outcome must be one of {', '.join(ep.EPISODE_OUTCOMES)}, not {outcome!r}")
+            raise ValidationError(
+                f"outcome must be one of {', '.join(ep.EPISODE_OUTCOMES)}, not {check.shown(outcome)}"
+            )
         tags = [ep.OUTCOME_TAG + outcome] if outcome else None
         hits = self._recall.search(task, agent=agent, kind="episode", tags=tags, limit=limit, fold=False)
         out = []

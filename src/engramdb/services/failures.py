@@ -283,7 +283,7 @@ class FailureService(Service):
         agent = check.agent_or_default(agent, self._settings)
         limit = check.limit(limit)
         if isinstance(min_similarity, bool) or not isinstance(min_similarity, int | float):
-            raise ValidationError(f"min_similarity must be a number, not {min_similarity!r}")
+            raise ValidationError(f"min_similarity must be a number, not {check.shown(min_similarity)}")
         flt = Filter(agent=agent, kinds=_FAILURE)
         query = self._embedder.embed([action])[0]
         cands = [c for c in self._store.search.vector_candidates(query, flt, limit=50) if c.score >= min_similarity]

@@ -144,7 +144,7 @@ class Feedback:
             )
         reward = self._rate_text(text)
         if isinstance(reward, bool) or not isinstance(reward, int | float) or not -1.0 <= reward <= 1.0:
-            raise ValidationError(f"the text rater must give a reward within [-1, 1], not {reward!r}")
+            raise ValidationError(f"the text rater must give a reward within [-1, 1], not {check.shown(reward)}")
         return text, float(reward)
 
     def visible_ids(self, memory_ids: Iterable[str], agent: str, user: str | None) -> list[str]:

@@ -489,7 +489,7 @@ class LearningService(Service):
         """
         rate = parse_rate_filter(success_rate) if isinstance(success_rate, str) else success_rate
         if isinstance(min_attempts, bool) or not isinstance(min_attempts, int) or min_attempts < 1:
-            raise ValidationError(f"min_attempts must be a positive integer, not {min_attempts!r}")
+            raise ValidationError(f"min_attempts must be a positive integer, not {check.shown(min_attempts)}")
         found = self.outcomes(agent=agent, since=since, user=user)
         return find_approaches(found, rate=rate, min_attempts=min_attempts)
 
@@ -514,11 +514,10 @@ class LearningService(Service):
         since = _args.since(since)
         if chart is not None and not isinstance(chart, str | os.PathLike):
             raise ValidationError(f"chart must be a file path, not {type(chart).__name__}")
-        for value, what in ((success_target, "success_target"), (slow_seconds, "slow_seconds")):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-                raise ValidationError(f"{what} must be a non-negative number, not {value!r}")
+        success_target = check.non_negative(success_target, what="success_target")
+        slow_seconds = check.non_negative(slow_seconds, what="slow_seconds")
         if success_target > 1:
-            raise ValidationError(f"success_target is a share within [0, 1], not {success_target!r}")
+            raise ValidationError(f"success_target is a share within [0, 1], not {check.shown(success_target)}")
         failures = self._failures.patterns(agent=agent, recurring=True, since=since)
         report = build_report(
             self.outcomes(agent=agent, since=since, user=user),

@@ -115,13 +115,15 @@ class Reasoner(Service):
         goal = check.content(goal, what="goal")
         agent = check.agent_name(agent)
         if mode not in REASONING_MODES:
-            raise ValidationError(f"unknown reasoning mode {mode!r} (choose from {', '.join(REASONING_MODES)})")
+            raise ValidationError(
+                f"unknown reasoning mode {check.shown(mode)} (choose from {', '.join(REASONING_MODES)})"
+            )
         opts = _options(options)
         if mode == "decide" and len(opts) < 2:
             raise ValidationError("mode 'decide' needs at least two options")
         budget = self.token_budget if token_budget is None else token_budget
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise ValidationError(f"token_budget must be a positive integer, not {budget!r}")
+            raise ValidationError(f"token_budget must be a positive integer, not {check.shown(budget)}")
         if self._llm is None:
             raise LLMNotConfigured(f"reasoning needs an LLM and none is configured: {HOW_TO_CONFIGURE}")
         block = self._context.build(goal, agent=agent, token_budget=budget).render() if self._context else ""
@@ -199,7 +201,7 @@ def _options(options: Sequence[str] | None) -> list[str]:
     out: list[str] = []
     for o in options:
         if not isinstance(o, str) or not o.strip():
-            raise ValidationError(f"each option must be a non-empty string, not {o!r}")
+            raise ValidationError(f"each option must be a non-empty string, not {check.shown(o)}")
         if len(o) > MAX_ACTION_CHARS:
             raise ValidationError(f"an option is too long ({len(o)} characters; the limit is {MAX_ACTION_CHARS})")
         out.append(o.strip())

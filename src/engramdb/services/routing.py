@@ -178,9 +178,9 @@ class RoutingService(Service):
         fast = _flag(require_fast, "require_fast")
         cheap = _flag(require_cheap, "require_cheap")
         rule = table_rule(ttype, complexity=level, context_length=tokens, require_fast=fast, require_cheap=cheap)
-        cw = _weight(self.config.cost_weight if cost_weight is None else cost_weight, "cost_weight")
+        cw = check.non_negative(self.config.cost_weight if cost_weight is None else cost_weight, what="cost_weight")
         default_lw = max(self.config.latency_weight, self.config.fast_latency_weight if fast else 0.0)
-        lw = _weight(default_lw if latency_weight is None else latency_weight, "latency_weight")
+        lw = check.non_negative(default_lw if latency_weight is None else latency_weight, what="latency_weight")
         exp, chosen_seed = check.exploration_and_seed(exploration, seed, self._settings)
 
         names = [s.name for s in specs]
@@ -402,7 +402,7 @@ def _specs(models: object) -> list[ModelSpec]:
             elif isinstance(m, str):
                 out.append(ModelSpec(name=m))
             else:
-                raise ValidationError(f"each model must be a name or a ModelSpec, not {m!r}")
+                raise ValidationError(f"each model must be a name or a ModelSpec, not {check.shown(m)}")
     for spec in out:
         check.name(spec.name, what="model")
     names = [s.name for s in out]
@@ -415,16 +415,10 @@ def _specs(models: object) -> list[ModelSpec]:
     return out
 
 
-def _weight(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValidationError(f"{what} must be a non-negative number, not {value!r}")
-    return float(value)
-
-
 def _non_negative(value: object, what: str) -> float | None:
     if value is None:
         return None
-    return _weight(value, what)
+    return check.non_negative(value, what=what)
 
 
 def _observe(records: Sequence[Memory], names: Sequence[str], cost_window: int) -> dict[str, _Observed]:
@@ -462,13 +456,13 @@ def _relative(values: np.ndarray[Any, np.dtype[np.float64]]) -> np.ndarray[Any, 
 
 def _context_length(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(f"context_length must be a non-negative whole number of tokens, not {value!r}")
+        raise ValidationError(f"context_length must be a non-negative whole number of tokens, not {check.shown(value)}")
     return value
 
 
 def _flag(value: object, what: str) -> bool:
     if not isinstance(value, bool):
-        raise ValidationError(f"{what} must be true or false, not {value!r}")
+        raise ValidationError(f"{what} must be true or false, not {check.shown(value)}")
     return value
 
 

@@ -136,7 +136,9 @@ def require_store(location: str) -> None:
         return
     if (folder / DB_FILENAME).exists() or (folder / MARKER_FILENAME).exists():
         return  # a marker without its database: opening it reports the lost database
+    where = str(folder.absolute())
     raise NotFound(
-        f"no engramdb store at {folder.absolute()}: check the path (--store, $ENGRAM_HOME); "
-        "a store is created by the first command that writes to it, such as 'engram memory record'"
+        # A control character in the path is escaped: the error stays one line.
+        f"no engramdb store at {where if where.isprintable() else repr(where)}: check the path (--store, "
+        "$ENGRAM_HOME); a store is created by the first command that writes to it, such as 'engram memory record'"
     )

@@ -10,10 +10,14 @@ instance, of which one at a time per store moves (a transaction-scoped advisory 
 and a crashed one's turn passes on), in batches of up to :data:`MOVE_BATCH` rows, oldest first, grouped by agent (one
 partition's graph after another). One HNSW inserter per store instead of one per writer process: 4 inserting at
 once kept 2.7 sessions on the cores of a 2-core server and searches ran at 3x their idle time (bench/RESULTS.md,
-issue 26). Between batches the mover rests a share of the time its batch took (:data:`REST`), so that searches
-get the cores first during a burst of writes, unless the staged rows pile up past :data:`HIGH_WATER`. Background
-vector writes wait while :data:`STAGED_CAP` vectors are staged (``PostgresBackend.background_turn``): the exact scan
-each search makes of them stays small, and what waits meanwhile is in the writer's queue (stored, keyword-searchable).
+issue 26). Between batches the mover rests a share of the time its batch took (:data:`REST`), and it yields to
+reads: while a read is at work on the store's database (:func:`reads_at_work`, from ``pg_stat_activity``: any
+process or machine's searches) it waits for them to end, so that searches get the server's cores and buffers during a
+burst of writes, with its HNSW inserts done after the burst or between searches. Neither while the staged rows are
+past :data:`HIGH_WATER` (searches scan them exactly) nor for longer than :data:`YIELD_MAX` at a time (a store searched
+without pause still gets its graphs). Background vector writes wait while :data:`STAGED_CAP` vectors are staged
+(``PostgresBackend.background_turn``): the exact scan each search makes of them stays bounded, and what waits
+meanwhile is in the writer's queue (stored, keyword-searchable).
 
 Nothing is lost: a batch is one transaction (the staged rows deleted and the graphs' rows inserted together), so a
 mover killed mid-batch, or a server crash before its commit, leaves the rows staged for the next one. A memory's
@@ -44,8 +48,10 @@ __all__ = [
     "REST",
     "ROOM_WAIT",
     "STAGED_CAP",
+    "YIELD_MAX",
     "StagedMover",
     "move_batch",
+    "reads_at_work",
     "staged_rows",
     "wait_for_room",
 ]
@@ -54,8 +60,9 @@ log = logging.getLogger("engramdb.vectors")
 
 Raw = psycopg.Connection[tuple[Any, ...]]
 
-#: Most staged rows one mover transaction folds into the graphs.
-MOVE_BATCH: Final = 1000
+#: Most staged rows one mover transaction folds into the graphs: small enough that a mover yielding to searches
+#: looks again soon (a batch at 1M memories takes ~1 s: the graphs are read from disk).
+MOVE_BATCH: Final = 250
 #: After a batch, the mover waits this share of the time the batch took (while staged rows stay under HIGH_WATER).
 REST: Final = 0.5
 #: Staged rows past which background vector writes wait for the mover (``PostgresBackend.background_turn``): each
@@ -64,8 +71,12 @@ REST: Final = 0.5
 STAGED_CAP: Final = 4_000
 #: Longest a background vector write waits for room in the staging table, seconds (no mover may be at work).
 ROOM_WAIT: Final = 10.0
-#: Staged rows past which the mover does not rest.
+#: Staged rows past which the mover neither rests nor yields to reads.
 HIGH_WATER: Final = STAGED_CAP
+#: Longest a mover yields to reads in a row, seconds; then it folds one batch and may yield again.
+YIELD_MAX: Final = 5.0
+#: How often a yielding mover looks whether the reads ended, seconds.
+YIELD_POLL: Final = 0.02
 #: How often an idle mover looks for staged rows (another process's writes), seconds.
 POLL: Final = 1.0
 #: After an error (the server restarting, a lost connection), seconds before the mover tries again.
@@ -74,11 +85,18 @@ RETRY: Final = 5.0
 _ROOM_POLL: Final = 0.1
 #: After a batch that emptied the staging table, seconds before the next look at least.
 _SETTLE: Final = 0.2
+#: How often a yielding mover counts the staged rows again, seconds (the count reads the table).
+_RECOUNT: Final = 0.5
+#: A mover without the turn yields this many times longer than YIELD_MAX before it tries a batch.
+_STANDBY: Final = 4
 
+# The first words of the mover's own statements (and of the staged count the background writes poll): not reads
+# another mover yields to.
+_MOVER: Final = "/* engramdb mover */ "
 # The rows to move, oldest first: skipped while a writer holds one (it replaces or deletes that vector) or its memory
 # (a forget, which then waits for this batch rather than deadlocking on the foreign key check of the insert).
 _TAKE: Final = (
-    "SELECT s.memory_id FROM vectors_staged s JOIN memories m ON m.id = s.memory_id ORDER BY s.seq LIMIT %s "
+    f"{_MOVER}SELECT s.memory_id FROM vectors_staged s JOIN memories m ON m.id = s.memory_id ORDER BY s.seq LIMIT %s "
     "FOR UPDATE OF s SKIP LOCKED FOR KEY SHARE OF m SKIP LOCKED"
 )
 # A vector replaced while its first one was being folded: the folded one goes (a memory has one vector).
@@ -91,9 +109,26 @@ _MOVE: Final = (
 )
 
 
+# Reads at work on this database: active statements of other sessions that have written nothing in their transaction
+# (no transaction id: searches, not the writers' COPYs, which get one with their first row) and wait for no lock (the
+# background vector writes waiting for their turn). Another mover's look is no read. The writers' near-duplicate
+# lookups count: they are reads, and yielding to them only defers the graphs' inserts.
+_READS: Final = (
+    f"{_MOVER}SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid() AND backend_xid IS NULL "
+    f"AND wait_event_type IS DISTINCT FROM 'Lock' AND NOT starts_with(query, '{_MOVER}')"
+)
+
+
+def reads_at_work(conn: Raw) -> int:
+    """How many reads other sessions are running on the store's database now (searches: see ``_READS``)."""
+    row = conn.execute(_READS).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 def staged_rows(conn: Raw) -> int:
     """How many vectors are staged (not yet in the HNSW graphs)."""
-    row = conn.execute("SELECT count(*) FROM vectors_staged").fetchone()
+    row = conn.execute(f"{_MOVER}SELECT count(*) FROM vectors_staged").fetchone()
     return int(row[0]) if row is not None else 0
 
 
@@ -110,7 +145,7 @@ def move_batch(conn: Raw, *, limit: int = MOVE_BATCH) -> int | None:
     Returns how many were moved, or None when another mover holds the store's turn.
     """
     with conn.transaction():
-        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (LOCK_MOVER,)).fetchone()
+        row = conn.execute(f"{_MOVER}SELECT pg_try_advisory_xact_lock(%s)", (LOCK_MOVER,)).fetchone()
         if row is None or not row[0]:
             return None
         # Atomic either way: lost with the commit, the rows are still staged. Not waiting for the WAL flush of the
@@ -139,18 +174,27 @@ class StagedMover:
         rest: float = REST,
         high_water: int = HIGH_WATER,
         poll: float = POLL,
+        yield_max: float = YIELD_MAX,
     ) -> None:
         self._connection = connection
         self._batch = max(1, batch)
         self._rest = max(0.0, rest)
         self._high_water = high_water
         self._poll = poll
+        self._yield_max = max(0.0, yield_max)
+        # When this mover began yielding to the reads at work (None: it is not yielding), and the staged rows it last
+        # counted while yielding, with when (a count reads the table: not every poll).
+        self._yielding_since: float | None = None
+        # Whether this instance had the store's turn at its last batch (it is the mover at work; at first, maybe).
+        self._turn = True
+        self._staged_seen = (0, -1.0)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._busy: Raw | None = None
         self._lock = threading.Lock()
-        #: Rows this instance moved (for tests and benchmarks).
+        #: Rows this instance moved, and seconds it left them staged for reads at work (for tests and benchmarks).
         self.moved = 0
+        self.yielded = 0.0
         self._thread = threading.Thread(target=self._run, name="engramdb-vector-mover", daemon=True)
         self._thread.start()
 
@@ -194,7 +238,14 @@ class StagedMover:
                     return 0.0
                 self._busy = conn
             try:
+                if self._yields(conn, began):
+                    # Only the instance that moved last looks often: the others' movers wait for the turn anyway.
+                    wait = YIELD_POLL if self._turn else self._poll
+                    self.yielded += wait
+                    return wait
                 moved = move_batch(conn, limit=self._batch)
+                self._turn = moved is not None
+                self._staged_seen = (0, -1.0)
                 more = bool(moved) and moved == self._batch and staged_rows(conn) >= self._high_water
             finally:
                 with self._lock:
@@ -207,3 +258,24 @@ class StagedMover:
         rest = (time.monotonic() - began) * self._rest
         # After emptying the table, a moment gathers more of what a burst of writes keeps staging.
         return rest if moved == self._batch else max(rest, _SETTLE)
+
+    def _yields(self, conn: Raw, now: float) -> bool:
+        """Whether to leave the staged rows for now: reads are at work, the staged rows are under the high water,
+        and the mover at work has not yielded for :data:`YIELD_MAX` in a row."""
+        if self._yield_max <= 0 or reads_at_work(conn) == 0:
+            self._yielding_since = None
+            return False
+        if self._yielding_since is None:
+            self._yielding_since = now
+        elif now - self._yielding_since >= self._yield_max * (1 if self._turn else _STANDBY):
+            # One batch, then it may yield again. The others' movers wait longer: one batch per YIELD_MAX for the
+            # store, from the mover at work, unless it is gone.
+            self._yielding_since = None
+            return False
+        count, at = self._staged_seen
+        if at < 0 or now - at >= _RECOUNT:
+            count = staged_rows(conn)
+            self._staged_seen = (count, now)
+        if count == 0:
+            return False
+        return count < self._high_water

@@ -1,0 +1,159 @@
+"""The vector mover yields to reads (``_pg_staging``): while another session's read is at work on the store's database
+the staged vectors stay staged (searchable exactly), and they are folded once the reads end, after ``yield_max``
+seconds of reads without pause, or at once past the high water. Writers and lock waiters are not reads."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from pg_server import PgServer, fold_staged
+from storage_helpers import MODEL, memory, unit_vectors
+
+from engramdb.config import load_settings
+from engramdb.storage._pg_staging import StagedMover, reads_at_work, staged_rows
+from engramdb.storage.base import Filter
+from engramdb.storage.postgres import open_postgres
+
+LIMIT = 60.0
+NO_MOVER = load_settings({}, pg_vector_mover=False)
+Raw = psycopg.Connection[tuple[Any, ...]]
+
+
+def _staged_store(url: str, n: int) -> list[Any]:
+    """A store with ``n`` vectors staged (the model's graph made by a first, folded one); the memories."""
+    ms = [memory(f"note {i}", agent=f"a{i % 3}") for i in range(n + 1)]
+    vecs = unit_vectors(n + 1, seed=21)
+    with open_postgres(url, settings=NO_MOVER) as store:
+        store.memories.add(ms[:1], vecs[:1], model_id=MODEL, actor="t")
+        fold_staged(url)
+        store.memories.add(ms[1:], vecs[1:], model_id=MODEL, actor="t")
+    return ms
+
+
+def _connections(url: str) -> Any:
+    @contextmanager
+    def connect() -> Iterator[Raw]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            yield conn
+
+    return connect
+
+
+class _Read:
+    """Another session's read at work for ``seconds`` (a statement sleeping on the server), in a thread."""
+
+    def __init__(self, url: str, seconds: float, *, after_write: bool = False) -> None:
+        self._conn = psycopg.connect(url, autocommit=not after_write)
+        if after_write:  # the same sleep in a transaction that has written a row: a writer, not a read
+            self._conn.execute("UPDATE meta SET value = value WHERE key = (SELECT min(key) FROM meta)")
+        self._thread = threading.Thread(target=self._sleep, args=(seconds,))
+        self._thread.start()
+
+    def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(psycopg.errors.QueryCanceled):  # ended by end()
+            self._conn.execute("SELECT pg_sleep(%s)", (seconds,))
+
+    def __enter__(self) -> _Read:
+        return self
+
+    def end(self) -> None:
+        if not self._conn.closed:
+            self._conn.cancel()
+            self._thread.join(LIMIT)
+            self._conn.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
+
+
+def _until(condition: Any, what: str) -> float:
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > LIMIT:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+    return time.monotonic() - began
+
+
+def _staged(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return staged_rows(conn)
+
+
+def test_reads_at_work_counts_reads_not_writers_lock_waiters_or_other_databases(postgres_server: PgServer) -> None:
+    url, other = postgres_server.new_database(), postgres_server.new_database()
+    _staged_store(url, 3)
+    with psycopg.connect(url, autocommit=True) as look:
+        assert reads_at_work(look) == 0
+        with _Read(url, 30):
+            _until(lambda: reads_at_work(look) == 1, "the read to be seen")
+            with _Read(other, 30), _Read(url, 30, after_write=True):
+                time.sleep(0.3)
+                assert reads_at_work(look) == 1  # another database's read, and a writer's statement, are not
+        _until(lambda: reads_at_work(look) == 0, "the read to end")
+        holder = psycopg.connect(url)
+        waiter = psycopg.connect(url, autocommit=True)
+        try:
+            holder.execute("SELECT pg_advisory_xact_lock(4242)")
+            thread = threading.Thread(target=waiter.execute, args=("SELECT pg_advisory_xact_lock(4242)",))
+            thread.start()
+            time.sleep(0.3)
+            assert reads_at_work(look) == 0  # waiting for a lock (a background write's turn) is no read at work
+            holder.rollback()
+            thread.join(LIMIT)
+        finally:
+            holder.close()
+            waiter.close()
+
+
+def test_the_mover_leaves_staged_vectors_while_a_read_runs_and_folds_them_after(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    ms = _staged_store(url, 120)
+    with _Read(url, 30) as read:
+        mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
+        try:
+            time.sleep(1.5)
+            assert _staged(url) == 120
+            assert mover.moved == 0
+            assert mover.yielded > 0
+            with open_postgres(url, settings=NO_MOVER) as store:  # still found by meaning meanwhile
+                query = unit_vectors(121, seed=21)[7]
+                assert store.search.vector_candidates(query, Filter(agent=ms[7].agent), limit=1)[0].id == ms[7].id
+            read.end()
+            _until(lambda: _staged(url) == 0, "the mover to fold once the read ended")
+            assert mover.moved == 120
+        finally:
+            mover.close()
+
+
+def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    _staged_store(url, 60)
+    with _Read(url, 60):
+        mover = StagedMover(_connections(url), poll=0.05, batch=20, rest=0.0, yield_max=1.0)
+        try:
+            took = _until(lambda: _staged(url) == 0, "the mover to fold under reads without pause")
+            # Three batches of 20, one a second or so: it yielded between them, and did not wait for the read.
+            assert took >= 1.0
+            assert mover.yielded >= 1.0
+            assert mover.moved == 60
+        finally:
+            mover.close()
+    url = postgres_server.new_database()
+    _staged_store(url, 60)
+    with _Read(url, 60):
+        mover = StagedMover(_connections(url), poll=0.05, batch=20, rest=0.0, high_water=50, yield_max=30.0)
+        try:
+            # Past the high water it folds a batch at once; under it again, it yields to the read.
+            _until(lambda: mover.moved > 0, "the mover to fold past the high water")
+            time.sleep(1.0)
+            assert mover.moved == 20
+            assert _staged(url) == 40
+        finally:
+            mover.close()
