@@ -218,13 +218,14 @@ class SQLiteSearch:
         conn = connect_read_only(path, timeout=30.0)
         try:
             found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
-        finally:
-            conn.close()
-        self._plan(found, rows)
-        try:
-            save_tenants(tenants_path(path), found)
+            self._plan(found, rows)
+            # Not when the store changed meanwhile (a forget deletes the file: it is not written back).
+            if self._tenant_rows.counters(conn) == found.token:
+                save_tenants(tenants_path(path), found)
         except (OSError, ValueError):
             drop_tenants(tenants_path(path))  # best effort: the next open prefills again
+        finally:
+            conn.close()
 
     def _plan(self, found: Prefilled, rows: int) -> None:
         """Each agent's and each plain user read's plan from the counts of a prefill (or its saved file)."""

@@ -49,6 +49,7 @@ from engramdb.storage._sqlite_files import check_present, connect_read_only, cre
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
 from engramdb.storage._sqlite_sql import filter_sql, ids_json, insert_statement, one_of
+from engramdb.storage._tenant_persist import drop_tenants, tenants_path
 from engramdb.storage._vector_index import (
     ANN_DEFAULT_THRESHOLD,
     IndexOp,
@@ -512,6 +513,8 @@ class SQLiteBackend:
         if self.path is not None:
             # The keyword postings saved beside the database name the forgotten memory's terms.
             w.after_commit["drop_saved_postings"] = functools.partial(self.search.keyword_index.drop_saved, self.path)
+            # The tenants' saved sets name its agent and user (written anew by the next open's prefill).
+            w.after_commit["drop_saved_tenants"] = functools.partial(drop_tenants, tenants_path(str(self.path)))
 
     def lock_audit(self, conn: Conn) -> None:
         """Nothing beyond ``BEGIN IMMEDIATE``, which already serialises every writer."""
