@@ -33,7 +33,9 @@ def test_only_library_errors_escape_and_a_rejected_call_changes_nothing(
     name: str, tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # file arguments land here
-    with Engram(tmp_path / "store", embedder=embedder) as mem:
+    # Access counts written before a search returns: the background writer could otherwise change the store between
+    # a rejected call's two fingerprints (an earlier search's counts), which is not the call's doing.
+    with Engram(tmp_path / "store", embedder=embedder, access_flush_seconds=0) as mem:
         seed(mem)
         method = resolve(mem, name)
 

@@ -16,7 +16,11 @@ from engramdb.storage.base import Filter
 
 
 def _keyword_threads() -> set[int | None]:
-    return {t.ident for t in threading.enumerate() if t.name.startswith("engram-keyword")}
+    """The keyword worker threads alive now, once the store's own warm-up has started its searcher's."""
+    for thread in threading.enumerate():
+        if thread.name == "engramdb-warm-retrieval":
+            thread.join(timeout=30)
+    return {t.ident for t in threading.enumerate() if t.name.startswith("engram-keyword_")}
 
 
 def test_both_workers_run_when_it_returns_and_the_first_search_starts_none(mem: Engram) -> None:

@@ -71,7 +71,7 @@ class Patch:
     action: str = "merge"
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     """The writes an import or merge makes: memories to add, patches to existing ones, imported history."""
 
@@ -188,6 +188,7 @@ def plan_import(
     """
     plan = Plan()
     merger = _Merger(plan, at)
+    unchanged = 0
     for item in incoming:
         m = item.memory
         old = existing.get(m.id)
@@ -204,13 +205,13 @@ def plan_import(
                 merger.apply(old, changes, action="import", vector=vector)
                 plan.folded.append((old.id, item, "import"))
             else:
-                plan.unchanged += 1
+                unchanged += 1
             continue
         dup = find_duplicate(m, item.vector) if find_duplicate is not None and m.kind not in NO_MERGE_KINDS else None
         if dup is not None:
             current = merger.current(dup.memory)
             if (item.source.agent, item.source.id) in rules.origins(current):
-                plan.unchanged += 1  # merged by an earlier import
+                unchanged += 1  # merged by an earlier import
                 continue
             changes = rules.combined(current, item.source, similarity=dup.similarity, at=at)
             merger.apply(dup.memory, changes, action="merge")
@@ -222,7 +223,7 @@ def plan_import(
         entries.append(Change(seq=0, memory_id=m.id, action="import", at=at, actor=actor, before=None, after=None))
         plan.history.extend(entries)
     merger.finish()
-    return plan
+    return dataclasses.replace(plan, unchanged=unchanged)
 
 
 def plan_merge(
@@ -243,13 +244,14 @@ def plan_merge(
     """
     plan = Plan()
     merger = _Merger(plan, at)
+    unchanged = 0
     seen = set(known_origins)
     for item in incoming:
         origin = (item.source.agent, item.source.id)
         # A copy of a copy points at the first original: that one counts as well.
         first = rules.origins(item.source)
         if origin in seen or first & seen:
-            plan.unchanged += 1
+            unchanged += 1
             continue
         seen |= first | {origin}
         dup = find_duplicate(item.memory, item.vector) if item.memory.kind not in NO_MERGE_KINDS else None
@@ -262,7 +264,7 @@ def plan_merge(
         else:
             plan.add.append(item)
     merger.finish()
-    return plan
+    return dataclasses.replace(plan, unchanged=unchanged)
 
 
 def audit_record(action: str, memory_id: str, item: Incoming, at: datetime, detail: Mapping[str, Any]) -> AuditRecord:

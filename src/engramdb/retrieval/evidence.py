@@ -143,6 +143,7 @@ def pool_coverage(
     *,
     related: Mapping[str, Sequence[str]] | None = None,
     credit: float = 0.0,
+    scale: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Each text's share of ``terms``, every term weighted by its BM25 IDF *among these texts*.
 
@@ -152,12 +153,16 @@ def pool_coverage(
 
     ``related`` (a term -> its related words, :mod:`engramdb.retrieval.related`): a text without a term but
     with one of its related words gets ``credit`` x that term's weight ("sisters" for "siblings").
+
+    ``scale`` (a term -> a factor in [0, 1]): that term's weight times the factor, in the share and in the whole
+    (a question's form words, :func:`engramdb.retrieval.text.form_words`, count less than its topic's).
     """
     if not terms or not texts:
         return dict.fromkeys(texts, 0.0)
     pool = pool_terms(terms, texts)
-    weighted = list(zip(pool.stems, pool.idf, strict=True))
-    total = sum(pool.idf)
+    factors = {stem(t): f for t, f in (scale or {}).items()}
+    weighted = [(s, w * factors.get(s, 1.0)) for s, w in zip(pool.stems, pool.idf, strict=True)]
+    total = sum(w for _, w in weighted)
     if total <= 0:
         return dict.fromkeys(texts, 0.0)
     out = {i: sum(w for s, w in weighted if s in p) / total for i, p in pool.present.items()}

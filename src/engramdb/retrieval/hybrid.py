@@ -48,7 +48,7 @@ from engramdb.retrieval.sessions import (
     session_key,
     weigh_by_session,
 )
-from engramdb.retrieval.text import query_terms
+from engramdb.retrieval.text import FORM_WEIGHT, form_words, query_terms
 from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
 from engramdb.storage.base import Candidate, Filter, Store
 
@@ -126,6 +126,9 @@ class HybridSearcher:
         self.related_gated = RELATED_GATED
         self.related_depth = _RELATED_DEPTH
         self.related_most = RELATED_MOST
+        #: What a word of the question's form ("how many", "in total", "how long"; :func:`form_words`) counts for
+        #: in evidence fusion's coverage, against 1 for a word of its topic (1: as any word). It is still searched.
+        self.form_weight = FORM_WEIGHT
         #: Candidates fetched from the vector and the keyword channel (each at least ``limit``).
         self.depth = _DEPTH
         self.keyword_depth = _DEPTH
@@ -190,6 +193,8 @@ class HybridSearcher:
         # "last Saturday": counted from the moment the question is asked (``as_of``), else from now.
         window = find_time(query, reference=flt.as_of or now) if self.time_weight > 0 else None
         terms = query_terms(query if window is None or self.time_words else window.rest)
+        form = form_words(query) if self.form_weight < 1 else frozenset()
+        scale = {t: self.form_weight for t in terms if t in form}
         gathers = asks_across_sessions(query)
         across = not self.session_gated or gathers
         related = (
@@ -251,6 +256,7 @@ class HybridSearcher:
                     terms,
                     related=related,
                     related_credit=self.related_credit,
+                    scale=scale,
                     note_first=note_first,
                 )
             head = fused[: max(_HEAD, limit)]

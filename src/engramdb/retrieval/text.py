@@ -4,6 +4,9 @@ A question like "What did Caroline do after the support group?" must match
 memories that share *any* of its content words, so keyword search ORs the terms;
 stopwords are dropped because under OR they would match nearly every memory and
 only add noise and latency.
+
+A question's form words ("how many different", "in total", "how long": :func:`form_words`) are searched like the
+others, but count less as evidence that a memory is the one meant (:data:`FORM_WEIGHT`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["STOPWORDS", "query_terms"]
+__all__ = ["FORM_WEIGHT", "STOPWORDS", "form_words", "query_terms"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -42,3 +45,24 @@ def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
         if len(seen) >= max_terms:
             break
     return list(seen)
+
+
+#: What a word of a question's form (:func:`form_words`) counts for in evidence fusion's coverage, against 1 for
+#: a word of its topic (bench/RESULTS.md, issue 21 seventh round: 0.5 measured best of 0, 0.25, 0.5 and 1).
+FORM_WEIGHT: Final = 0.5
+
+# How a question asks for a count, a sum or a measure ("how many different", "the total number of", "in total",
+# "so far", "how long", "how often"). Not "every", "each" or "all the": those quantify the topic ("on every
+# keystroke").
+_FORM: Final = re.compile(
+    r"\bhow (?:many|much|long|often|old|far|soon)(?: different)?\b|\b(?:the )?total(?: number)?\b|\bso far\b"
+    r"|\baltogether\b|\bcombined\b",
+    re.IGNORECASE,
+)
+
+
+def form_words(text: str) -> frozenset[str]:
+    """The lowercase words by which ``text`` asks for a count, a sum or a measure ("how many different", "in
+    total", "how long"): its form, not its topic. A memory holding "long" or "total" is no more likely the one
+    meant by "how long have I been in my current role?" or "how many games in total?"."""
+    return frozenset(w.lower() for m in _FORM.finditer(text) for w in m.group(0).split())
