@@ -51,6 +51,11 @@ class RankingWeights:
     #: bench/RESULTS.md "Issue 21, models, third round").
     common_cut: float = 0.0
     common_head: int = 10
+    #: Evidence fusion, a sure model on a paraphrase: when the vector channel's best candidate is a note (not a
+    #: conversation turn), holds none of the query's words and leads by ``bare_lead`` or more (0: never), coverage
+    #: counts ``bare_coverage`` x. From the embedder's profile.
+    bare_lead: float = DEFAULT_PROFILE.bare_lead
+    bare_coverage: float = DEFAULT_PROFILE.bare_coverage
     #: The sure-model rule's three values when the vector channel's best candidate is a note (any kind but a
     #: conversation turn); None: the same as for turns. From the embedder's profile like the four above (the bundled
     #: model: None; bench/RESULTS.md "Issue 21, models, third round").
@@ -81,6 +86,8 @@ def weights_for(profile: FusionProfile, base: RankingWeights | None = None) -> R
         note_sure_lead=profile.note_sure_lead,
         note_sure_weak=profile.note_sure_weak,
         note_sure_coverage=profile.note_sure_coverage,
+        bare_lead=profile.bare_lead,
+        bare_coverage=profile.bare_coverage,
     )
 
 
@@ -151,6 +158,8 @@ def fuse_evidence(
     scale: Mapping[str, float] | None = None,
     common_cut: float = 0.0,
     common_head: int = 10,
+    bare_lead: float = 0.0,
+    bare_coverage: float = 1.0,
 ) -> list[Fused]:
     """Evidence fusion: ``cosine + coverage_weight * coverage`` for every candidate of either channel.
 
@@ -166,6 +175,11 @@ def fuse_evidence(
     meant, while a word or two the question shares with other memories is as often a decoy's; a candidate
     holding most of the question's words (a name and a rare word) still counts in full (bench/RESULTS.md,
     issue 21 third round).
+
+    A sure model on a paraphrase (otherwise): when ``vector``'s best candidate holds none of the query's words and
+    leads the next by ``bare_lead`` or more (0: never), coverage counts ``bare_coverage`` x ``coverage_weight``. The
+    model found the memory meant in other words; the words the question shares with others are a decoy's
+    (bench/RESULTS.md, "Issue 21, models, third round").
 
     ``related`` and ``related_credit``: a candidate holding a term's related word covers a share of it
     (:func:`~engramdb.retrieval.evidence.pool_coverage`).
@@ -183,6 +197,8 @@ def fuse_evidence(
         raise ValueError("sure_lead must be within [0, 2], sure_coverage and sure_weak within [0, 1]")
     if not 0.0 <= related_credit <= 1.0:
         raise ValueError("related_credit must be within [0, 1]")
+    if not (0.0 <= bare_lead <= 2.0 and 0.0 <= bare_coverage <= 1.0):
+        raise ValueError("bare_lead must be within [0, 2] and bare_coverage within [0, 1]")
     if scale and not all(0.0 <= f <= 1.0 for f in scale.values()):
         raise ValueError("scale factors must be within [0, 1]")
     vec_raw = {c.id: c.score for c in vector}
@@ -195,6 +211,8 @@ def fuse_evidence(
     lead = vector[0].score - vector[1].score if len(vector) > 1 else 0.0
     if sure_lead > 0 and lead >= sure_lead and max(cover.values(), default=0.0) < sure_weak:
         coverage_weight *= sure_coverage
+    elif bare_lead > 0 and lead >= bare_lead and cover.get(vector[0].id, 0.0) == 0.0:
+        coverage_weight *= bare_coverage
     evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) for i in ids}
     if common_cut > 0 and terms and len(ids) > 1:
         pool = pool_terms(terms, {i: texts[i] for i in ids if i in texts})
@@ -252,7 +270,8 @@ def fuse_by(
     note_first: bool = False,
 ) -> list[Fused]:
     """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields; ``note_first``: the vector channel's
-    best candidate is a note, not a conversation turn (the ``note_sure_*`` fields then apply where set)."""
+    best candidate is a note, not a conversation turn (the ``note_sure_*`` fields and the paraphrase rule,
+    ``bare_lead``, then apply)."""
 
     def sure(value: float, note: float | None) -> float:
         return note if note_first and note is not None else value
@@ -271,6 +290,9 @@ def fuse_by(
         scale=scale,
         common_cut=weights.common_cut,
         common_head=weights.common_head,
+        # On conversations a model's clear first is no evidence (bench/RESULTS.md, "Issue 21, models, third round").
+        bare_lead=weights.bare_lead if note_first else 0.0,
+        bare_coverage=weights.bare_coverage,
     )
 
 
