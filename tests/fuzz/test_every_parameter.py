@@ -41,22 +41,8 @@ HOSTILE: tuple[Any, ...] = (
 )
 #: Calls that act on the whole store (left out: they would empty what the others read).
 SKIP = frozenset({"clear", "keys.revoke", "retention.cleanup"})
-#: Known escapes in code another engineer owns (learning/), (method, parameter): left for them to fix there.
-KNOWN: dict[tuple[str, str], str] = {
-    ("episodes.event", "kind"): "learning/episodes.py: repr of a 5,000-digit integer",
-    ("episodes.event", "role"): "learning/episodes.py: repr of a 5,000-digit integer",
-    ("failures.checks", "stage"): "learning/checks.py: repr of a 5,000-digit integer",
-    ("failures.run_checks", "stage"): "learning/checks.py: repr of a 5,000-digit integer",
-    ("failures.remove_check", "check_id"): "learning/_args.py: repr of a 5,000-digit integer",
-    ("learning.pending", "episode"): "learning/_args.py: repr of a 5,000-digit integer",
-    ("learning.record_execution", "complexity"): "learning/_args.py: repr of a 5,000-digit integer",
-    ("learning.record_execution", "task_type"): "learning/_args.py: repr of a 5,000-digit integer",
-    ("learning.record", "outcome"): "learning/stats.py: float() of a 5,000-digit integer",
-    ("learning.feedback", "outcome"): "learning/stats.py: float() of a 5,000-digit integer",
-    ("learning.record_execution", "outcome"): "learning/stats.py: float() of a 5,000-digit integer",
-    ("routing.record", "outcome"): "learning/stats.py: float() of a 5,000-digit integer",
-    ("learning.record_execution", "calls"): "learning/executions.py: repr of a 5,000-digit integer",
-}
+#: Known escapes, (method, parameter) -> where: none left; a new one is fixed, not listed.
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _plain(name: str, ids: list[str]) -> Any:
