@@ -83,6 +83,7 @@ from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
+from engramdb.learning.recommend import CALIBRATION_LEARNED, CALIBRATION_LEARNED_POOLED
 from engramdb.learning.stats import ChangeRule
 
 AGENT = "bench"
@@ -575,10 +576,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.seeds, args.steps, args.failures, args.episodes = 1, 800, 150, 200
     overrides: dict[str, Any] = {
-        # learned_horizons=25:10:60: a tuple
-        k: tuple(map(float, v.split(":"))) if ":" in v else float(v)
+        # learned_horizons=25:10:60: a tuple; calibration=learned: the learned horizon's tables (sixth round)
+        k: tuple(map(float, v.split(":"))) if ":" in v else v if k == "calibration" else float(v)
         for k, v in (kv.split("=") for kv in args.config.split(",") if kv)
     }
+    if overrides.pop("calibration", None) == "learned":
+        overrides.update(calibration=CALIBRATION_LEARNED, pooled_calibration=CALIBRATION_LEARNED_POOLED)
     if rule := {k[7:]: overrides.pop(k) for k in list(overrides) if k.startswith("change_")}:
         overrides["change"] = ChangeRule(**rule)  # change_cusum=1.5: the change rule's fields
 

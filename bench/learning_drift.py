@@ -32,6 +32,8 @@ bench/_learning_rec.py's overrides (``change_z=1.5``, ``recent_horizon=3``, ...)
     python bench/learning_drift.py --seeds 8 --config change_cusum=1.5      # Page-Hinkley change test
     python bench/learning_drift.py --seeds 8 --config contrast=2            # soft contrast in suggest
     python bench/learning_drift.py --seeds 8 --config optimism=0.5,change_restore=1   # fourth round's finalist
+    python bench/learning_drift.py --merge R1.json D1.json R2.json D2.json \
+        --rescore results/learning_calibration_s6_learned_tables.json    # sixth round: dumps stated by other tables
 
 Each summary's ``given_at_95`` is the lowest stated confidence from which the settled recommendations are right 95%
 of the time, with right and given / precision there (abstaining to reach the precision target): read it on dev and

@@ -139,3 +139,23 @@ def test_the_switch_table_accounts_for_every_point_lost_against_the_oracle(
         assert sum(table["loss"].values()) == pytest.approx(
             100 * sum(one["loss"].values()) / (2 * len(chosen)), abs=0.05 * len(table["loss"])
         )
+
+
+@pytest.mark.parametrize("table", [rc.CALIBRATION_LEARNED, rc.CALIBRATION_LEARNED_POOLED])
+def test_the_learned_rules_tables_are_monotone_probabilities(
+    table: tuple[tuple[float, tuple[tuple[float, float], ...]], ...],
+) -> None:
+    bands = [lo for lo, _ in table]
+    assert bands == sorted(bands)
+    for _, knots in table:
+        xs, ys = [x for x, _ in knots], [y for _, y in knots]
+        assert xs == sorted(xs)
+        assert ys == sorted(ys)
+        assert all(0.0 <= y <= 1.0 for y in ys)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.floats(0.0, 1.0), more=st.floats(0.0, 1.0), evidence=st.floats(0.0, 50.0))
+def test_the_learned_rules_confidence_rises_with_the_lead(raw: float, more: float, evidence: float) -> None:
+    low = rc.calibrated(raw, evidence, rc.CALIBRATION_LEARNED)
+    assert 0.0 <= low <= rc.calibrated(min(1.0, raw + more), evidence, rc.CALIBRATION_LEARNED) <= 1.0

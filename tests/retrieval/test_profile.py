@@ -54,6 +54,7 @@ def test_the_bundled_model_keeps_the_constants_it_was_tuned_with(embedder: Embed
     assert Calibration(bias=-2.92, cosine_weight=9.18, coverage_weight=1.78) == CALIBRATION
     assert weights_for(DEFAULT_PROFILE) == RankingWeights()
     assert (DEFAULT_PROFILE.coverage, DEFAULT_PROFILE.sure_lead, DEFAULT_PROFILE.sure_weak) == (0.6, 0.05, 0.3)
+    assert (DEFAULT_PROFILE.bare_lead, DEFAULT_PROFILE.bare_coverage) == (0.02, 0.0)
     # An embedder without a profile (a user's own, openai:) gets the same.
     assert profile_of(object()) is DEFAULT_PROFILE
     assert profile_of(CachedEmbedder(_Profiled(embedder, SHARP))) is SHARP  # the cache passes it on
@@ -73,7 +74,8 @@ def test_weights_for_takes_the_fusion_fields_and_keeps_the_rest(base: RankingWei
     assert (got.coverage, got.sure_lead, got.sure_weak, got.sure_coverage) == (0.2, 0.02, 0.4, 0.25)
     assert (got.note_sure_lead, got.note_sure_weak, got.note_sure_coverage) == (None, None, None)
     fusion = {"coverage", "sure_lead", "sure_weak", "sure_coverage", "note_sure_lead", "note_sure_weak"}
-    fusion |= {"note_sure_coverage"}
+    fusion |= {"note_sure_coverage", "bare_lead", "bare_coverage"}
+    assert (got.bare_lead, got.bare_coverage) == (0.0, 1.0)
     rest = {f.name for f in dataclasses.fields(RankingWeights)} - fusion
     assert all(getattr(got, name) == getattr(base, name) for name in rest)
 
@@ -88,6 +90,8 @@ def test_weights_for_takes_the_fusion_fields_and_keeps_the_rest(base: RankingWei
         {"sure_coverage": -1.0},
         {"note_sure_lead": -0.1},
         {"note_sure_coverage": 2.0},
+        {"bare_lead": -0.01},
+        {"bare_coverage": 1.5},
     ],
 )
 def test_a_profile_out_of_range_is_refused(bad: dict[str, float]) -> None:

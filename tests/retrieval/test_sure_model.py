@@ -92,10 +92,65 @@ def test_in_a_real_search_the_memory_the_model_is_sure_of_comes_first(tmp_path: 
             mem.remember(noise, agent="t")
         question = "why do logins fail after an hour?"
         hits = mem.search(question, agent="t", limit=3)
-        plain = HybridSearcher(mem.store, embedder, weights=RankingWeights(sure_lead=0.0))
+        plain = HybridSearcher(mem.store, embedder, weights=RankingWeights(sure_lead=0.0, bare_lead=0.0))
         try:
             before = plain.search(question, Filter(agent="t"), limit=3, now=datetime.now(UTC), touch=False)
         finally:
             plain.close()
     assert hits[0].memory.id == right.id
     assert before[0].memory.id != right.id  # without the rule, the shared word wins
+
+
+def _bare(right: float, *, bare_lead: float, right_text: str = TEXTS["right"]) -> list[str]:
+    # "catalog" is in the decoy and the keyword channel; the memory the model puts first holds no word of the question.
+    texts = {**TEXTS, "right": right_text, "other": "The catalog export runs nightly and the catalog is fast"}
+    vector = [Candidate("right", right), Candidate("decoy", 0.55), Candidate("noise", 0.10)]
+    keyword = [Candidate("other", 4.0), Candidate("decoy", 3.0)]
+    return [f.id for f in fuse_evidence(keyword, vector, texts, TERMS, bare_lead=bare_lead, bare_coverage=0.0)]
+
+
+def test_a_sure_model_on_a_paraphrase_outweighs_the_words_others_share() -> None:
+    # A candidate holds both words (0.5 or more of them), so the weak-words rule does not apply; the model's first
+    # holds none and leads by 0.03: with the paraphrase rule the words count for nothing in this search.
+    assert _bare(0.58, bare_lead=0.0)[0] == "decoy"
+    assert _bare(0.58, bare_lead=0.02)[0] == "right"
+    # Below the lead, or when the model's first holds a word of the question, the words keep their weight.
+    assert _bare(0.56, bare_lead=0.02) == _bare(0.56, bare_lead=0.0)
+    held = TEXTS["right"] + " for the catalog"
+    assert _bare(0.58, bare_lead=0.02, right_text=held) == _bare(0.58, bare_lead=0.0, right_text=held)
+
+
+@pytest.mark.parametrize(("lead", "share"), [(-0.1, 0.0), (2.5, 0.0), (0.02, 1.5)])
+def test_out_of_range_paraphrase_settings_are_refused(lead: float, share: float) -> None:
+    with pytest.raises(ValueError, match="bare_lead"):
+        fuse_evidence([], [Candidate("a", 0.5)], {"a": "x"}, ["x"], bare_lead=lead, bare_coverage=share)
+
+
+@pytest.mark.parametrize(("kind", "right_first"), [("knowledge", True), ("conversation", False)])
+def test_in_a_real_search_the_paraphrase_rule_holds_for_notes_only(
+    tmp_path: Path, embedder: Embedder, kind: str, right_first: bool
+) -> None:
+    # The weak-words rule off: the paraphrase rule alone lets the model's clear first (no word of the question in
+    # it) stand over "logins" in a decoy, for notes; conversation turns keep the words' full weight.
+    with Engram(tmp_path / "store", embedder=embedder) as mem:
+        right = mem.remember(
+            "OAuth access tokens expire after 60 minutes and the client never refreshed them", agent="t", kind=kind
+        )
+        mem.remember("Login page redesign ships next sprint", agent="t", kind=kind)
+        for noise in ("Lunch is at noon in the big room", "The printer on three is jammed again"):
+            mem.remember(noise, agent="t", kind=kind)
+        searchers = [
+            HybridSearcher(mem.store, embedder, weights=RankingWeights(sure_lead=0.0, bare_lead=b)) for b in (0.02, 0.0)
+        ]
+        try:
+            firsts = [
+                s.search(
+                    "why do logins fail after an hour?", Filter(agent="t"), limit=2, now=datetime.now(UTC), touch=False
+                )[0]
+                for s in searchers
+            ]
+        finally:
+            for s in searchers:
+                s.close()
+    assert (firsts[0].memory.id == right.id) is right_first
+    assert firsts[1].memory.id != right.id  # without the rule, the shared word wins either way

@@ -191,4 +191,7 @@ def test_beginning_the_log_never_waits_for_another_writer_nor_fails(tmp_path: Pa
         other.close()
     assert begin_log(location / "engram.db") is True
     assert begin_log(tmp_path / "missing" / "engram.db") is False
+    (tmp_path / "gone").mkdir()
+    assert begin_log(tmp_path / "gone" / "engram.db") is False
+    assert list((tmp_path / "gone").iterdir()) == []  # nothing made where the database is gone
     assert _state(location) == before

@@ -157,3 +157,30 @@ def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgre
             assert _staged(url) == 40
         finally:
             mover.close()
+
+
+def test_short_gaps_between_a_clients_searches_do_not_start_a_batch(postgres_server: PgServer) -> None:
+    """A client searching without pause leaves gaps of milliseconds between statements (its own work on the hits)."""
+    url = postgres_server.new_database()
+    _staged_store(url, 40)
+    stop = threading.Event()
+
+    def searches() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not stop.is_set():
+                conn.execute("SELECT pg_sleep(0.08)")
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=searches)
+    thread.start()
+    mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
+    try:
+        time.sleep(2.0)
+        assert mover.moved == 0
+        assert _staged(url) == 40
+        stop.set()
+        thread.join(LIMIT)
+        _until(lambda: _staged(url) == 0, "the mover to fold once the searches stopped")
+    finally:
+        stop.set()
+        mover.close()

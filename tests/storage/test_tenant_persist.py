@@ -276,3 +276,20 @@ def _postings(index: KeywordIndex, location: Path) -> object:
         conn.close()
     assert found is not None
     return found
+
+
+def test_forgetting_deletes_the_saved_sets_at_once(tmp_path: Path, large: None) -> None:
+    """The file names agents and users: a forget removes it (as the saved postings), the next open writes it anew."""
+    location = tmp_path / "s"
+    _build(location, rows=60, agents=3, users=2, seed=5)
+    path = tenants_path(str(location / "engram.db"))
+    store, _ = _warm_open(location)
+    with store:
+        assert path.exists()
+        some = store.memories.list(Filter(agent="t1"), limit=1)[0].id
+        store.memories.delete(some, actor="t", at=NOW)
+        assert not path.exists()
+    store, warmed = _warm_open(location)
+    store.close()
+    assert "restored" not in warmed
+    assert path.exists()

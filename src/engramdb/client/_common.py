@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Final, NoReturn, Protocol, TypeVar
 
 from engramdb.client._transport import Call
-from engramdb.errors import EngramError
+from engramdb.errors import EngramError, NotFound, ValidationError
 from engramdb.models._decode import from_dict
 
 __all__ = ["LOCAL_ONLY", "Send"]
@@ -59,16 +59,43 @@ def _none(data: Any) -> None:
     return None
 
 
-def _kinds(kind: str | Sequence[str] | None) -> builtins.list[str] | None:
-    return None if kind is None else [kind] if isinstance(kind, str) else list(kind)
+def _listed(value: Any) -> Any:
+    """``value`` as a list when it is a collection; anything else as it is, for the server to refuse in its words."""
+    return list(value) if isinstance(value, Iterable) else value
+
+
+def _kinds(kind: str | Sequence[str] | None) -> Any:
+    return None if kind is None else [kind] if isinstance(kind, str) else _listed(kind)
+
+
+def _unusable(path: object) -> ValidationError:
+    return ValidationError(f"path must be a file path or an open binary stream, not {type(path).__name__}")
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0][:200]
 
 
 def _text(path: str | os.PathLike[str] | IO[bytes]) -> tuple[str, str]:
-    """A knowledge file's text and name, read on this side (the server never sees client paths)."""
+    """A knowledge file's text and name, read on this side (the server never sees client paths); the embedded
+    store's errors for a path it cannot read."""
     if isinstance(path, str | os.PathLike):
-        p = Path(path)
-        return p.read_bytes().decode("utf-8"), p.name
-    return path.read().decode("utf-8"), str(getattr(path, "name", "upload.jsonl"))
+        try:
+            p = Path(path)
+            return p.read_bytes().decode("utf-8"), p.name
+        except FileNotFoundError:
+            raise NotFound(f"no knowledge file at {os.fspath(path)!s}") from None
+        except (OSError, ValueError) as exc:
+            raise ValidationError(f"cannot read knowledge file {os.fspath(path)!s}: {_reason(exc)}") from None
+    if not callable(getattr(path, "read", None)):
+        raise _unusable(path)
+    data = path.read()
+    if not isinstance(data, bytes):
+        raise _unusable(path)
+    try:
+        return data.decode("utf-8"), str(getattr(path, "name", "upload.jsonl"))
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"cannot read the knowledge stream: {_reason(exc)}") from None
 
 
 def _set(body: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
-from engramdb.client._common import _Area, _local_only, _many, _none, _one, _str
+from engramdb.client._common import _Area, _listed, _local_only, _many, _none, _one, _str
 from engramdb.client._transport import Call
 from engramdb.errors import EngramError
 from engramdb.models import (
@@ -57,12 +57,12 @@ class RemoteLearning(_Area):
             "action": action,
             "outcome": outcome,
             "agent": agent,
-            "alternatives": list(alternatives),
+            "alternatives": _listed(alternatives),
             "duration": duration,
             "metadata": metadata,
             "category": category,
-            "used": list(used),
-            "tags": list(tags),
+            "used": _listed(used),
+            "tags": _listed(tags),
             "visibility": visibility,
         }
         if episode is not None:
@@ -112,7 +112,7 @@ class RemoteLearning(_Area):
         context: str | None = None,
         user: str | None = None,
     ) -> builtins.list[Memory]:
-        ids = None if memory_ids is None else [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
+        ids = None if memory_ids is None else [memory_ids] if isinstance(memory_ids, str) else _listed(memory_ids)
         body = {"memory_ids": ids, "outcome": outcome, "agent": agent, "context": context, "user": user}
         return self._send(Call("POST", "/learning/feedback", _many(Memory, "memories"), body=body))
 
@@ -222,13 +222,13 @@ class RemoteLearning(_Area):
             "category": category,
             "task_type": task_type,
             "complexity": complexity,
-            "success_factors": list(success_factors),
-            "tools": list(tools),
+            "success_factors": _listed(success_factors),
+            "tools": _listed(tools),
             "duration": duration,
             "calls": calls,
-            "alternatives": list(alternatives),
+            "alternatives": _listed(alternatives),
             "metadata": metadata,
-            "used": list(used),
+            "used": _listed(used),
             "user": user,
         }
         return self._send(Call("POST", "/learning/executions", _one(Memory), body=body))
@@ -277,8 +277,8 @@ class RemoteFailures(_Area):
             "agent": agent,
             "context": context,
             "solution": solution,
-            "failed_solutions": list(failed_solutions),
-            "tags": list(tags),
+            "failed_solutions": _listed(failed_solutions),
+            "tags": _listed(tags),
             "metadata": metadata,
             "visibility": visibility,
         }
@@ -343,10 +343,10 @@ class RemoteFailures(_Area):
             "check_text": check_text,
             "stage": stage,
             "agent": agent,
-            "files": list(files),
-            "env": list(env),
-            "commands": list(commands),
-            "modules": list(modules),
+            "files": _listed(files),
+            "env": _listed(env),
+            "commands": _listed(commands),
+            "modules": _listed(modules),
         }
         return self._send(Call("POST", "/checks", _one(PreventionCheck), body=body))
 
@@ -361,8 +361,9 @@ class RemoteFailures(_Area):
         _local_only("failures.run_checks")
 
 
-def _error_text(error: BaseException | str) -> str:
-    return error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+def _error_text(error: BaseException | str) -> Any:
+    """An exception as its type and message; anything else as it is (text, or a value for the server to refuse)."""
+    return f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
 
 
 class RemoteEpisodes(_Area):
@@ -377,7 +378,7 @@ class RemoteEpisodes(_Area):
         metadata: Mapping[str, Any] | None = None,
         context: Mapping[str, Any] | None = None,
     ) -> str:
-        body = {"task": task, "agent": agent, "tags": list(tags), "metadata": metadata, "context": context}
+        body = {"task": task, "agent": agent, "tags": _listed(tags), "metadata": metadata, "context": context}
         return self._send(Call("POST", "/episodes/start", _str("episode_id"), body=body))
 
     def event(
@@ -440,7 +441,7 @@ class RemoteCode(_Area):
             "agent": agent,
             "filename": filename,
             "language": language,
-            "tags": list(tags),
+            "tags": _listed(tags),
             "min_lines": min_lines,
             "visibility": visibility,
             "metadata": metadata,

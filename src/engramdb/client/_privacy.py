@@ -9,9 +9,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from engramdb.client._common import _Area, _int, _kinds, _local_only, _many, _one, _set, _str, _text
+from engramdb.client._common import (
+    _Area,
+    _int,
+    _kinds,
+    _listed,
+    _local_only,
+    _many,
+    _one,
+    _reason,
+    _set,
+    _str,
+    _text,
+    _unusable,
+)
 from engramdb.client._transport import Call
-from engramdb.errors import EngramError
+from engramdb.errors import EngramError, ValidationError
 from engramdb.models import (
     ApiKey,
     AuditEvent,
@@ -30,7 +43,7 @@ class RemoteSharing(_Area):
     """``mem.sharing`` through a server."""
 
     def _body(self, memory_ids: str | Iterable[str] | None, **rest: Any) -> dict[str, Any]:
-        ids = None if memory_ids is None else [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
+        ids = None if memory_ids is None else [memory_ids] if isinstance(memory_ids, str) else _listed(memory_ids)
         return {"memory_ids": ids, **rest}
 
     def share(
@@ -79,13 +92,19 @@ class RemoteKnowledge(_Area):
         def write(data: Any) -> int:
             content = str(data["content"]).encode("utf-8")
             if isinstance(path, str | os.PathLike):
-                target = Path(path)
-                partial = target.with_name(target.name + ".partial")
-                partial.write_bytes(content)
-                partial.replace(target)  # atomic, as the embedded export
+                try:
+                    target = Path(path)
+                    partial = target.with_name(target.name + ".partial")
+                    partial.write_bytes(content)
+                    partial.replace(target)  # atomic, as the embedded export
+                except (OSError, ValueError) as exc:
+                    raise ValidationError(f"cannot write knowledge file {os.fspath(path)!s}: {_reason(exc)}") from None
             else:
                 path.write(content)
             return int(data["count"])
+
+        if not isinstance(path, str | os.PathLike) and not callable(getattr(path, "write", None)):
+            raise _unusable(path)  # before the export is asked for
 
         query = {
             "agent": agent,
@@ -271,7 +290,12 @@ class RemoteRouting(_Area):
 def _route_body(task: str, models: Any, *, exploration: float | None, seed: int | None, **rest: Any) -> dict[str, Any]:
     if exploration is not None or seed is not None:
         raise EngramError("routing through a server uses the server's exploration: exploration and seed stay local")
-    names = list(models) if isinstance(models, Mapping) else [m if isinstance(m, str) else m.name for m in models]
+    if isinstance(models, Mapping):
+        names: Any = list(models)
+    elif isinstance(models, Iterable):
+        names = [m if isinstance(m, str) else getattr(m, "name", m) for m in models]
+    else:
+        names = models  # for the server to refuse
     return {"task": task, "models": names, **rest}
 
 

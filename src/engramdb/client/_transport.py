@@ -90,10 +90,19 @@ class Call(Generic[T]):
     body: Any = None
 
     def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
-        params = {k: plain(v) for k, v in (self.query or {}).items() if v is not None}
-        if self.body is None:
-            return client.build_request(self.method, self.path, params=params)
-        return client.build_request(self.method, self.path, params=params, json=plain(self.body))
+        """The request, or ValidationError for arguments JSON cannot carry (an integer of over 4,300 digits, NaN,
+        a lone surrogate, an object, a structure nested past the interpreter's recursion limit): the server would
+        refuse them, so they are refused here, before anything is sent."""
+        try:
+            params = {k: plain(v) for k, v in (self.query or {}).items() if v is not None}
+            if self.body is None:
+                return client.build_request(self.method, self.path, params=params)
+            return client.build_request(self.method, self.path, params=params, json=plain(self.body))
+        except (TypeError, ValueError, RecursionError) as exc:
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise ValidationError(
+                f"the arguments of {self.method} {self.path} cannot be sent as JSON: {reason}"
+            ) from None
 
 
 def _raise(response: httpx.Response) -> NoReturn:

@@ -37,7 +37,7 @@ from engramdb.models import (
 
 __all__ = ["LOCAL_ONLY", "RemoteEngram", "Send"]
 
-from engramdb.client._common import LOCAL_ONLY, Send, _int, _kinds, _local_only, _many, _none, _one, _set
+from engramdb.client._common import LOCAL_ONLY, Send, _int, _kinds, _listed, _local_only, _many, _none, _one, _set
 from engramdb.client._learning import RemoteCode, RemoteEpisodes, RemoteFailures, RemoteLearning
 from engramdb.client._privacy import (
     RemoteAudit,
@@ -138,7 +138,7 @@ class RemoteEngram:
             "content": content,
             "agent": agent,
             "kind": kind,
-            "tags": [tags] if isinstance(tags, str) else list(tags),
+            "tags": [tags] if isinstance(tags, str) else _listed(tags),
             "metadata": metadata,
             "visibility": visibility,
             "confidence": confidence,
@@ -168,7 +168,12 @@ class RemoteEngram:
         return self._send(Call("POST", "/memories/add", _one(AddResult), body=_set(body)))
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, force: bool = False) -> builtins.list[Memory]:
-        body = {"items": [dict(item) if isinstance(item, Mapping) else item for item in items], "force": force}
+        listed = (
+            [dict(item) if isinstance(item, Mapping) else item for item in items]
+            if isinstance(items, Iterable)
+            else items
+        )
+        body = {"items": listed, "force": force}
         return self._send(Call("POST", "/memories/batch", _many(Memory, "memories"), body=body))
 
     def update(self, memory_id: str, *, agent: str | None = None, **changes: Any) -> Memory:
@@ -215,14 +220,14 @@ class RemoteEngram:
         metadata: Mapping[str, Any] | None = None,
     ) -> builtins.list[Hit]:
         body = {
-            "metadata": None if metadata is None else dict(metadata),
+            "metadata": dict(metadata) if isinstance(metadata, Mapping) else metadata,
             "user": user,
             "session": session,
             "as_of": as_of,
             "query": query,
             "agent": agent,
             "kind": kind,
-            "tags": None if tags is None else [tags] if isinstance(tags, str) else list(tags),
+            "tags": None if tags is None else [tags] if isinstance(tags, str) else _listed(tags),
             "limit": limit,
             "since": since,
             "until": until,
@@ -252,7 +257,7 @@ class RemoteEngram:
             "as_of": as_of,
             "agent": agent,
             "kind": _kinds(kind),
-            "tag": None if tags is None else [tags] if isinstance(tags, str) else list(tags),
+            "tag": None if tags is None else [tags] if isinstance(tags, str) else _listed(tags),
             "limit": limit,
             "offset": offset,
             "since": since,
@@ -298,7 +303,7 @@ class RemoteEngram:
     def reason(
         self, goal: str, *, agent: str | None = None, mode: str = "plan", options: Sequence[str] | None = None
     ) -> Reasoning:
-        body = {"goal": goal, "agent": agent, "mode": mode, "options": None if options is None else list(options)}
+        body = {"goal": goal, "agent": agent, "mode": mode, "options": None if options is None else _listed(options)}
         return self._send(Call("POST", "/reason", _one(Reasoning), body=body))
 
     def doctor(self, *, quick: bool = False) -> HealthReport:

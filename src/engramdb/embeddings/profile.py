@@ -56,6 +56,10 @@ class FusionProfile:
     note_sure_lead: float | None = None
     note_sure_weak: float | None = None
     note_sure_coverage: float | None = None
+    #: A sure model on a paraphrase: the vector channel's first is a note, holds none of the query's words and leads
+    #: its runner-up by ``bare_lead`` or more (0: never); coverage then counts ``bare_coverage`` x.
+    bare_lead: float = 0.0
+    bare_coverage: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.coverage <= 10.0:
@@ -63,15 +67,22 @@ class FusionProfile:
         for lead, weak, share in (
             (self.sure_lead, self.sure_weak, self.sure_coverage),
             (self.note_sure_lead or 0.0, self.note_sure_weak or 0.0, self.note_sure_coverage or 0.0),
+            (self.bare_lead, 0.0, self.bare_coverage),
         ):
             if not (0.0 <= lead <= 2.0 and 0.0 <= weak <= 1.0 and 0.0 <= share <= 1.0):
                 raise ValidationError("sure_lead must be within [0, 2], sure_weak and sure_coverage within [0, 1]")
 
 
 #: all-MiniLM-L6-v2's (the bundled model): fitted on the recall dev split and LoCoMo dev (bench/RESULTS.md, issue 21,
-#: first and third rounds).
+#: first and third rounds; the paraphrase rule: "Issue 21, models, third round").
 DEFAULT_PROFILE: Final = FusionProfile(
-    coverage=0.6, sure_lead=0.05, sure_weak=0.3, sure_coverage=0.5, calibration=CALIBRATION
+    coverage=0.6,
+    sure_lead=0.05,
+    sure_weak=0.3,
+    sure_coverage=0.5,
+    calibration=CALIBRATION,
+    bare_lead=0.02,
+    bare_coverage=0.0,
 )
 
 

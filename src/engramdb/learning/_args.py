@@ -44,7 +44,7 @@ def options(values: Sequence[str] | None) -> list[str]:
 def label(value: object, what: str) -> str:
     """A non-empty string of valid Unicode without NUL (it is stored and sent back as JSON), stripped."""
     if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be a non-empty string, not {value!r}")
+        raise ValidationError(f"{what} must be a non-empty string, not {check.shown(value)}")
     return check.text(value, what=what).strip()
 
 

@@ -5,7 +5,7 @@ Fitted on simulated streams by ``python bench/learning.py --calibrate`` (bench/R
 
 from __future__ import annotations
 
-__all__ = ["CALIBRATION", "CALIBRATION_POOLED"]
+__all__ = ["CALIBRATION", "CALIBRATION_LEARNED", "CALIBRATION_LEARNED_POOLED", "CALIBRATION_POOLED"]
 
 #: Calibration of the confidence: (evidence band, knots). A band applies when the top option's weighted
 #: outcomes are at least its lower bound; its knots map the raw confidence (the top option's lead: the posterior
@@ -93,4 +93,49 @@ CALIBRATION: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
 #: with enough pooled evidence, 5 of them at a calibrated 0.5 or more), so the table rises only to two in three.
 CALIBRATION_POOLED: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
     (0.0, ((0.0, 0.0), (0.394, 0.136), (0.502, 0.207), (0.553, 0.318), (0.601, 0.667))),
+)
+
+
+#: The tables of the horizon learned per question in :func:`~engramdb.learning.recommend.suggest`
+#: (``RecommendConfig(learned_horizons=(25, 10, 60), calibration=CALIBRATION_LEARNED,
+#: pooled_calibration=CALIBRATION_LEARNED_POOLED)``): with it a top option's lead is stated lower than at the fixed
+#: horizon, so the fixed horizon's tables undersell it. The same fit as above on the learned rule's answers:
+#: ``python bench/learning.py --calibrate --seeds 4 --config learned_horizons=25:10:60`` (dev seeds 100-103 only,
+#: 4,608 questions; ``choose`` keeps the fixed horizon, see ``RecommendConfig.learned_in_choose``; bench/RESULTS.md,
+#: issue 25, item 11, sixth round).
+CALIBRATION_LEARNED: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
+    (0.0, ((0.0, 0.0), (0.495, 0.196), (0.509, 0.256), (0.527, 0.513), (0.55, 0.513), (0.583, 0.692), (0.629, 0.714))),
+    (0.5, ((0.0, 0.0), (0.516, 0.405), (0.579, 0.419), (0.611, 0.661), (0.645, 0.755))),
+    (
+        1.0,
+        (
+            (0.0, 0.0),
+            (0.479, 0.429),
+            (0.533, 0.662),
+            (0.579, 0.686),
+            (0.637, 0.842),
+            (0.688, 0.914),
+            (0.71, 0.914),
+            (0.744, 0.932),
+        ),
+    ),
+    (3.0, ((0.0, 0.0), (0.433, 0.469), (0.535, 0.772), (0.588, 0.92), (0.636, 0.932), (0.724, 0.988), (0.801, 0.994))),
+    (
+        10.0,
+        (
+            (0.0, 0.0),
+            (0.473, 0.662),
+            (0.584, 0.876),
+            (0.63, 0.952),
+            (0.675, 0.967),
+            (0.71, 0.99),
+            (0.731, 0.995),
+            (0.75, 0.995),
+            (0.772, 0.995),
+            (0.8, 0.995),
+        ),
+    ),
+)
+CALIBRATION_LEARNED_POOLED: tuple[tuple[float, tuple[tuple[float, float], ...]], ...] = (
+    (0.0, ((0.0, 0.0), (0.499, 0.238), (0.544, 0.308), (0.575, 0.667))),
 )

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from engramdb._validate import shown
 from engramdb.errors import ValidationError
 from engramdb.learning.signatures import variable_parts
 from engramdb.models import CheckResult, FailurePattern, Memory, PreventionCheck
@@ -50,7 +51,7 @@ _MAX_ITEMS: Final = 50
 def stage_name(value: object) -> str:
     """A workflow stage name: non-empty, at most 100 characters, lower-cased, no spaces."""
     if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"stage must be a non-empty string, not {value!r}")
+        raise ValidationError(f"stage must be a non-empty string, not {shown(value)}")
     stage = "-".join(value.strip().lower().split())
     if len(stage) > 100:
         raise ValidationError("stage is too long (at most 100 characters)")

@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any, Final, Literal
 
 from engramdb._util import parse_ts, utcnow
+from engramdb._validate import shown
 from engramdb.errors import ValidationError
 from engramdb.learning.signatures import error_signature, error_text
 from engramdb.models import EpisodeAnalysis, EpisodeEvent, EpisodeFactor, EpisodeRecord, Memory
@@ -159,9 +160,9 @@ class Episode:
 def event_parts(kind: object, data: Any, role: object) -> tuple[str, Any, str | None]:
     """A validated event: (kind stripped, data as JSON round-tripped, role stripped or None)."""
     if not isinstance(kind, str) or not kind.strip():
-        raise ValidationError(f"event kind must be a non-empty string, not {kind!r}")
+        raise ValidationError(f"event kind must be a non-empty string, not {shown(kind)}")
     if role is not None and (not isinstance(role, str) or not role.strip() or len(role) > 200):
-        raise ValidationError(f"role must be a non-empty string of at most 200 characters, not {role!r}")
+        raise ValidationError(f"role must be a non-empty string of at most 200 characters, not {shown(role)}")
     try:
         value = json.loads(json.dumps(data, allow_nan=False))
     except (TypeError, ValueError) as exc:

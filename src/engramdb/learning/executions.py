@@ -104,7 +104,7 @@ class Executions:
         """See :meth:`~engramdb.services.learning.LearningService.record_execution`."""
         agent = check.agent_or_default(agent, self._settings)
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
-            raise ValidationError(f"calls must be a non-negative integer, not {calls!r}")
+            raise ValidationError(f"calls must be a non-negative integer, not {check.shown(calls)}")
         given = _args.optional_label(complexity, "complexity")
         # Seed 000's task and result facts may come in ``metadata``: dependencies and effort weigh on the
         # complexity, files created, API calls, tools used... are the success factors when none are given.

@@ -61,7 +61,12 @@ from typing import Final
 
 import numpy as np
 
-from engramdb.learning._calibration import CALIBRATION, CALIBRATION_POOLED
+from engramdb.learning._calibration import (
+    CALIBRATION,
+    CALIBRATION_LEARNED,
+    CALIBRATION_LEARNED_POOLED,
+    CALIBRATION_POOLED,
+)
 from engramdb.learning.exploring import draw_widths, fresh_attempts, optimistic_floors
 from engramdb.learning.forgetting import best_horizon
 from engramdb.learning.matching import contrast_factors, relative_agreements
@@ -82,6 +87,8 @@ from engramdb.models import DecisionRecord, OptionStats, Suggestion
 
 __all__ = [
     "CALIBRATION",
+    "CALIBRATION_LEARNED",
+    "CALIBRATION_LEARNED_POOLED",
     "CALIBRATION_POOLED",
     "Assessment",
     "Neighbour",

@@ -29,6 +29,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from engramdb._validate import shown
 from engramdb.errors import ValidationError
 from engramdb.learning._prior import Prior
 from engramdb.learning.change import (
@@ -86,12 +87,15 @@ def success_weight(outcome: object) -> float:
         if word in OUTCOME_WORDS:
             return OUTCOME_WORDS[word]
         raise ValidationError(
-            f"unknown outcome {outcome!r}: use success, failure, partial, a boolean or a reward in [-1, 1]"
+            f"unknown outcome {shown(outcome)}: use success, failure, partial, a boolean or a reward in [-1, 1]"
         )
     if isinstance(outcome, int | float) and not isinstance(outcome, bool):
-        reward = float(outcome)
+        try:
+            reward = float(outcome)
+        except OverflowError:
+            reward = math.inf  # a huge integer: refused below like any reward out of range
         if not math.isfinite(reward) or not -1.0 <= reward <= 1.0:
-            raise ValidationError(f"a reward must be a number within [-1, 1], not {outcome!r}")
+            raise ValidationError(f"a reward must be a number within [-1, 1], not {shown(outcome)}")
         return (reward + 1.0) / 2.0
     raise ValidationError(
         f"an outcome must be success, failure, partial, a boolean or a reward in [-1, 1], not {type(outcome).__name__}"

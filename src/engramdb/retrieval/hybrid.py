@@ -19,7 +19,6 @@ else:
 from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.profile import profile_of
 from engramdb.embeddings.query import QueryCache
-from engramdb.embeddings.rewrite import statement_form
 from engramdb.models import Hit, Memory
 from engramdb.retrieval.collapse import collapse
 from engramdb.retrieval.context import (
@@ -69,15 +68,6 @@ _RELATED_DEPTH = 10
 #: The longest :meth:`HybridSearcher.start_workers`'s two tasks wait for each other: a guard only, as both
 #: meet as soon as the pool has started both threads.
 _WORKER_START_GUARD_SECONDS = 5.0
-
-
-def _higher_of(first: Sequence[Candidate], second: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates of two vector searches, each at its higher score, best first."""
-    best: dict[str, Candidate] = {}
-    for c in (*first, *second):
-        if c.id not in best or c.score > best[c.id].score:
-            best[c.id] = c
-    return sorted(best.values(), key=lambda c: (-c.score, c.id))
 
 
 class HybridSearcher:
@@ -144,10 +134,6 @@ class HybridSearcher:
         #: channel (True), or after them on the calling thread (False: ~0.4 ms less CPU per search, but slower
         #: at 100k under load, bench/search_path.py --whole). The hits are the same either way.
         self.overlap_keyword = True
-        #: A question in statement form (:func:`~engramdb.embeddings.rewrite.statement_form`) for the vector channel:
-        #: 0 the question as asked, 1 the statement instead, 2 both, each candidate at its higher cosine (measured,
-        #: not adopted: bench/RESULTS.md "Issue 21, models, third round").
-        self.statement_query = 0
 
     def start_workers(self) -> None:
         """Start the keyword worker threads now (at open, in the background) rather than in the first search."""
@@ -220,14 +206,8 @@ class HybridSearcher:
             else None
         )
         try:
-            stated = statement_form(query) if self.statement_query and vector is None else query
-            qvec = (
-                self._queries.embed_query(stated if self.statement_query == 1 else query) if vector is None else vector
-            )
+            qvec = self._queries.embed_query(query) if vector is None else vector
             vec = search.vector_candidates(np.asarray(qvec, dtype=np.float32), flt, limit=depth)
-            if self.statement_query == 2 and stated != query:
-                second = search.vector_candidates(self._queries.embed_query(stated), flt, limit=depth)
-                vec = _higher_of(vec, second)
         finally:
             keyword = pending.result() if pending is not None else []
             extra = pending_related.result() if pending_related is not None else []

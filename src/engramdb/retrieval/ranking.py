@@ -23,7 +23,7 @@ from typing import Literal
 from engramdb.embeddings.profile import DEFAULT_PROFILE, FusionProfile
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
-from engramdb.retrieval.evidence import PoolTerms, pool_coverage, pool_terms
+from engramdb.retrieval.evidence import pool_coverage
 from engramdb.storage.base import Candidate
 
 __all__ = ["Fused", "RankingWeights", "boost", "fuse", "fuse_by", "fuse_evidence", "rank", "scaled", "weights_for"]
@@ -46,11 +46,11 @@ class RankingWeights:
     sure_lead: float = DEFAULT_PROFILE.sure_lead
     sure_weak: float = DEFAULT_PROFILE.sure_weak
     sure_coverage: float = DEFAULT_PROFILE.sure_coverage
-    #: Evidence fusion, words common in the head: a query word held by a share ``s`` of the ``common_head`` best
-    #: candidates (by the first fusion) counts ``1 - common_cut x s`` of its weight (0: off; measured, not adopted,
-    #: bench/RESULTS.md "Issue 21, models, third round").
-    common_cut: float = 0.0
-    common_head: int = 10
+    #: Evidence fusion, a sure model on a paraphrase: when the vector channel's best candidate is a note (not a
+    #: conversation turn), holds none of the query's words and leads by ``bare_lead`` or more (0: never), coverage
+    #: counts ``bare_coverage`` x. From the embedder's profile.
+    bare_lead: float = DEFAULT_PROFILE.bare_lead
+    bare_coverage: float = DEFAULT_PROFILE.bare_coverage
     #: The sure-model rule's three values when the vector channel's best candidate is a note (any kind but a
     #: conversation turn); None: the same as for turns. From the embedder's profile like the four above (the bundled
     #: model: None; bench/RESULTS.md "Issue 21, models, third round").
@@ -81,6 +81,8 @@ def weights_for(profile: FusionProfile, base: RankingWeights | None = None) -> R
         note_sure_lead=profile.note_sure_lead,
         note_sure_weak=profile.note_sure_weak,
         note_sure_coverage=profile.note_sure_coverage,
+        bare_lead=profile.bare_lead,
+        bare_coverage=profile.bare_coverage,
     )
 
 
@@ -149,8 +151,8 @@ def fuse_evidence(
     related: Mapping[str, Sequence[str]] | None = None,
     related_credit: float = 0.0,
     scale: Mapping[str, float] | None = None,
-    common_cut: float = 0.0,
-    common_head: int = 10,
+    bare_lead: float = 0.0,
+    bare_coverage: float = 1.0,
 ) -> list[Fused]:
     """Evidence fusion: ``cosine + coverage_weight * coverage`` for every candidate of either channel.
 
@@ -167,22 +169,25 @@ def fuse_evidence(
     holding most of the question's words (a name and a rare word) still counts in full (bench/RESULTS.md,
     issue 21 third round).
 
+    A sure model on a paraphrase (otherwise): when ``vector``'s best candidate holds none of the query's words and
+    leads the next by ``bare_lead`` or more (0: never), coverage counts ``bare_coverage`` x ``coverage_weight``. The
+    model found the memory meant in other words; the words the question shares with others are a decoy's
+    (bench/RESULTS.md, "Issue 21, models, third round").
+
     ``related`` and ``related_credit``: a candidate holding a term's related word covers a share of it
     (:func:`~engramdb.retrieval.evidence.pool_coverage`).
 
     ``scale``: a term -> a factor in [0, 1] on its weight in coverage (the question's form words: "how many",
     "in total", "how long"; :func:`~engramdb.retrieval.text.form_words`).
-    ``common_cut``: a query word held by a share ``s`` of the ``common_head`` best candidates of this fusion counts
-    ``1 - common_cut x s`` of its weight, and the candidates are fused again (0: off).
     """
-    if not 0.0 <= common_cut <= 1.0 or common_head < 1:
-        raise ValueError("common_cut must be within [0, 1] and common_head at least 1")
     if not 0.0 <= coverage_weight <= 10.0:
         raise ValueError("coverage_weight must be within [0, 10]")
     if not (0.0 <= sure_lead <= 2.0 and 0.0 <= sure_coverage <= 1.0 and 0.0 <= sure_weak <= 1.0):
         raise ValueError("sure_lead must be within [0, 2], sure_coverage and sure_weak within [0, 1]")
     if not 0.0 <= related_credit <= 1.0:
         raise ValueError("related_credit must be within [0, 1]")
+    if not (0.0 <= bare_lead <= 2.0 and 0.0 <= bare_coverage <= 1.0):
+        raise ValueError("bare_lead must be within [0, 2] and bare_coverage within [0, 1]")
     if scale and not all(0.0 <= f <= 1.0 for f in scale.values()):
         raise ValueError("scale factors must be within [0, 1]")
     vec_raw = {c.id: c.score for c in vector}
@@ -195,33 +200,10 @@ def fuse_evidence(
     lead = vector[0].score - vector[1].score if len(vector) > 1 else 0.0
     if sure_lead > 0 and lead >= sure_lead and max(cover.values(), default=0.0) < sure_weak:
         coverage_weight *= sure_coverage
+    elif bare_lead > 0 and lead >= bare_lead and cover.get(vector[0].id, 0.0) == 0.0:
+        coverage_weight *= bare_coverage
     evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) for i in ids}
-    if common_cut > 0 and terms and len(ids) > 1:
-        pool = pool_terms(terms, {i: texts[i] for i in ids if i in texts})
-        evidence = _cut_common(evidence, cover, pool, weight=coverage_weight, cut=common_cut, head_size=common_head)
     return scaled(evidence, keyword, vector)
-
-
-def _cut_common(
-    evidence: dict[str, float],
-    cover: Mapping[str, float],
-    pool: PoolTerms,
-    *,
-    weight: float,
-    cut: float,
-    head_size: int,
-) -> dict[str, float]:
-    """``evidence`` with each query word's share of coverage cut by how common it is among the head."""
-    total = sum(pool.idf)
-    if total <= 0:
-        return evidence
-    head = sorted(evidence, key=lambda i: (-evidence[i], i))[: int(head_size)]
-    share = {s: sum(s in pool.present.get(i, ()) for i in head) / len(head) for s in pool.stems}
-    out = dict(evidence)
-    for i, held in pool.present.items():
-        lost = sum(w * cut * share[s] for s, w in zip(pool.stems, pool.idf, strict=True) if s in held) / total
-        out[i] = evidence[i] - weight * min(lost, cover.get(i, 0.0))
-    return out
 
 
 def scaled(evidence: Mapping[str, float], keyword: Sequence[Candidate], vector: Sequence[Candidate]) -> list[Fused]:
@@ -252,7 +234,8 @@ def fuse_by(
     note_first: bool = False,
 ) -> list[Fused]:
     """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields; ``note_first``: the vector channel's
-    best candidate is a note, not a conversation turn (the ``note_sure_*`` fields then apply where set)."""
+    best candidate is a note, not a conversation turn (the ``note_sure_*`` fields and the paraphrase rule,
+    ``bare_lead``, then apply)."""
 
     def sure(value: float, note: float | None) -> float:
         return note if note_first and note is not None else value
@@ -269,8 +252,9 @@ def fuse_by(
         related=related,
         related_credit=related_credit,
         scale=scale,
-        common_cut=weights.common_cut,
-        common_head=weights.common_head,
+        # On conversations a model's clear first is no evidence (bench/RESULTS.md, "Issue 21, models, third round").
+        bare_lead=weights.bare_lead if note_first else 0.0,
+        bare_coverage=weights.bare_coverage,
     )
 
 

@@ -4,6 +4,9 @@ A question like "What did Caroline do after the support group?" must match
 memories that share *any* of its content words, so keyword search ORs the terms;
 stopwords are dropped because under OR they would match nearly every memory and
 only add noise and latency.
+
+A question's form words ("how many different", "in total", "how long": :func:`form_words`) are searched like the
+others, but count less as evidence that a memory is the one meant (:data:`FORM_WEIGHT`).
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ partition's graph after another). One HNSW inserter per store instead of one per
 once kept 2.7 sessions on the cores of a 2-core server and searches ran at 3x their idle time (bench/RESULTS.md,
 issue 26). Between batches the mover rests a share of the time its batch took (:data:`REST`), and it yields to
 reads: while a read is at work on the store's database (:func:`reads_at_work`, from ``pg_stat_activity``: any
-process or machine's searches) it waits for them to end, so that searches get the server's cores and buffers during a
-burst of writes, with its HNSW inserts done after the burst or between searches. Neither while the staged rows are
-past :data:`HIGH_WATER` (searches scan them exactly) nor for longer than :data:`YIELD_MAX` at a time (a store searched
-without pause still gets its graphs). Background vector writes wait while :data:`STAGED_CAP` vectors are staged
-(``PostgresBackend.background_turn``): the exact scan each search makes of them stays bounded, and what waits
-meanwhile is in the writer's queue (stored, keyword-searchable).
+process or machine's searches) it waits until none ran for :data:`QUIET` seconds, so that searches get the server's
+cores and buffers during a burst of writes, with its HNSW inserts done after the burst or between searches. Neither
+while the staged rows are past :data:`HIGH_WATER` (searches scan them exactly) nor for longer than
+:data:`YIELD_MAX` at a time (a store searched without pause still gets its graphs). Background vector writes wait
+while :data:`STAGED_CAP` vectors are staged (``PostgresBackend.background_turn``): the exact scan each search makes
+of them stays bounded, and what waits meanwhile is in the writer's queue (stored, keyword-searchable).
 
 Nothing is lost: a batch is one transaction (the staged rows deleted and the graphs' rows inserted together), so a
 mover killed mid-batch, or a server crash before its commit, leaves the rows staged for the next one. A memory's
@@ -45,6 +45,7 @@ from engramdb.storage._pg_schema import LOCK_MOVER
 __all__ = [
     "HIGH_WATER",
     "MOVE_BATCH",
+    "QUIET",
     "REST",
     "ROOM_WAIT",
     "STAGED_CAP",
@@ -67,16 +68,21 @@ MOVE_BATCH: Final = 250
 REST: Final = 0.5
 #: Staged rows past which background vector writes wait for the mover (``PostgresBackend.background_turn``): each
 #: search scans an agent's staged rows exactly (nearest first: 1-2 ms a search at 3-5k staged; a paced mover with a
-#: 16,000 cap wrote a fifth fewer memories/s at 400k: bench/RESULTS.md, issue 26, fourth round of writes).
-STAGED_CAP: Final = 4_000
+#: 16,000 cap wrote a fifth fewer memories/s at 400k: bench/RESULTS.md, issue 26, fourth round of writes). Room for
+#: ~20 s of a burst at 600 memories/s, which a mover yielding to searches leaves staged (fifth round).
+STAGED_CAP: Final = 12_000
 #: Longest a background vector write waits for room in the staging table, seconds (no mover may be at work).
 ROOM_WAIT: Final = 10.0
 #: Staged rows past which the mover neither rests nor yields to reads.
 HIGH_WATER: Final = STAGED_CAP
-#: Longest a mover yields to reads in a row, seconds; then it folds one batch and may yield again.
-YIELD_MAX: Final = 5.0
+#: Longest a mover yields to reads in a row, seconds; then it folds one batch and may yield again. At 1M memories a
+#: batch takes 1.4 s alone and several under load: with 5 s the mover was at work most of a burst of writes.
+YIELD_MAX: Final = 30.0
 #: How often a yielding mover looks whether the reads ended, seconds.
 YIELD_POLL: Final = 0.02
+#: Seconds without a read at work before a yielding mover folds again: a client searching without pause leaves gaps
+#: of a few milliseconds between its statements (its own fusion), and a batch begun in one runs into its next search.
+QUIET: Final = 0.3
 #: How often an idle mover looks for staged rows (another process's writes), seconds.
 POLL: Final = 1.0
 #: After an error (the server restarting, a lost connection), seconds before the mover tries again.
@@ -87,8 +93,6 @@ _ROOM_POLL: Final = 0.1
 _SETTLE: Final = 0.2
 #: How often a yielding mover counts the staged rows again, seconds (the count reads the table).
 _RECOUNT: Final = 0.5
-#: A mover without the turn yields this many times longer than YIELD_MAX before it tries a batch.
-_STANDBY: Final = 4
 
 # The first words of the mover's own statements (and of the staged count the background writes poll): not reads
 # another mover yields to.
@@ -185,6 +189,8 @@ class StagedMover:
         # When this mover began yielding to the reads at work (None: it is not yielding), and the staged rows it last
         # counted while yielding, with when (a count reads the table: not every poll).
         self._yielding_since: float | None = None
+        # When this mover last saw a read at work.
+        self._read_seen = -QUIET
         # Whether this instance had the store's turn at its last batch (it is the mover at work; at first, maybe).
         self._turn = True
         self._staged_seen = (0, -1.0)
@@ -260,16 +266,21 @@ class StagedMover:
         return rest if moved == self._batch else max(rest, _SETTLE)
 
     def _yields(self, conn: Raw, now: float) -> bool:
-        """Whether to leave the staged rows for now: reads are at work, the staged rows are under the high water,
-        and the mover at work has not yielded for :data:`YIELD_MAX` in a row."""
-        if self._yield_max <= 0 or reads_at_work(conn) == 0:
+        """Whether to leave the staged rows for now: a read was at work within :data:`QUIET` seconds, the staged rows
+        are under the high water, and the mover at work has not yielded for :data:`YIELD_MAX` in a row."""
+        if self._yield_max <= 0:
+            return False
+        if reads_at_work(conn) > 0:
+            self._read_seen = now
+        elif now - self._read_seen >= QUIET:
             self._yielding_since = None
             return False
         if self._yielding_since is None:
             self._yielding_since = now
-        elif now - self._yielding_since >= self._yield_max * (1 if self._turn else _STANDBY):
-            # One batch, then it may yield again. The others' movers wait longer: one batch per YIELD_MAX for the
-            # store, from the mover at work, unless it is gone.
+        elif self._turn and now - self._yielding_since >= self._yield_max:
+            # One batch, then it may yield again: one batch per YIELD_MAX for the store, from the mover at work (the
+            # others' movers wait for the reads to pause, or for the high water: 6 processes each folding a batch
+            # every so often kept 0.75 sessions at work in the HNSW graphs during a burst of writes).
             self._yielding_since = None
             return False
         count, at = self._staged_seen

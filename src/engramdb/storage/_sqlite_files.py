@@ -47,7 +47,8 @@ def begin_log(path: str | Path) -> bool:
     writer holds (whose log then exists) or one that cannot be written is left as it is.
     """
     try:
-        conn = sqlite3.connect(Path(path).absolute().as_uri(), uri=True, timeout=0.0, isolation_level=None)
+        # mode=rw: never creates a database (a store's file removed meanwhile stays removed).
+        conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=rw", uri=True, timeout=0.0, isolation_level=None)
     except sqlite3.Error:
         return False
     try:

@@ -33,7 +33,7 @@ from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
 from engramdb.storage._kw_index import KW_INDEX_MIN_MEMORIES, KeywordIndex, Ranked, fts_totals
-from engramdb.storage._sqlite_files import connect_read_only
+from engramdb.storage._sqlite_files import begin_log, connect_read_only
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._tenant_persist import drop_tenants, load_tenants, save_tenants, tenants_path
 from engramdb.storage._tenant_rows import Prefilled, Scope, TenantRows
@@ -125,9 +125,10 @@ class SQLiteSearch:
         """Make the first searches after opening as fast as later ones (on a thread of its own, at open).
 
         Reads back the tenants' keys saved by an earlier open (see _restore) from the database file ``database``,
-        brings the vector cache up (the HNSW sidecar mapped, faiss imported, or a small store's vectors read),
-        which the first search would otherwise do while the caller waits, runs both channels once (see
-        _rehearse), then, unless restored, gathers the tenants' keys (see _prefill).
+        begins its write-ahead log (see begin_log), brings the vector cache up (the HNSW sidecar mapped, faiss
+        imported, or a small store's vectors read), which the first search would otherwise do while the caller
+        waits, runs both channels once (see _rehearse), then, unless restored, gathers the tenants' keys (see
+        _prefill).
         Best effort: a failure here is met again, and reported, by the search that needs it.
         """
         try:
@@ -136,6 +137,9 @@ class SQLiteSearch:
             restored = database is not None and self._restore(str(Path(database).absolute()))
             if restored:
                 self.warmed["restored"] = time.monotonic()
+            if database is not None:
+                # Before the rehearsal: a write by another connection empties the store's page cache.
+                begin_log(database)
             with self._reading() as conn:
                 path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
                 rows = fts_totals(conn)[0]
@@ -214,13 +218,14 @@ class SQLiteSearch:
         conn = connect_read_only(path, timeout=30.0)
         try:
             found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
-        finally:
-            conn.close()
-        self._plan(found, rows)
-        try:
-            save_tenants(tenants_path(path), found)
+            self._plan(found, rows)
+            # Not when the store changed meanwhile (a forget deletes the file: it is not written back).
+            if self._tenant_rows.counters(conn) == found.token:
+                save_tenants(tenants_path(path), found)
         except (OSError, ValueError):
             drop_tenants(tenants_path(path))  # best effort: the next open prefills again
+        finally:
+            conn.close()
 
     def _plan(self, found: Prefilled, rows: int) -> None:
         """Each agent's and each plain user read's plan from the counts of a prefill (or its saved file)."""

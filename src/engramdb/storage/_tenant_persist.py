@@ -10,7 +10,8 @@ SQLite stays the only truth: the file says at which counters (``max(rid)`` and t
 :mod:`engramdb.storage._tenant_rows`) it was gathered and the memory id at that largest key, and
 :meth:`TenantRows.restore` uses it only when the store's read the same (or only a few memories were added since:
 then each set is brought up by :meth:`TenantRows.get` as after any add). A missing, damaged, foreign or stale file
-means a prefill, as before, which writes it anew.
+means a prefill, as before, which writes it anew. It names agents and users: a forget deletes it, as it does the
+saved postings.
 """
 
 from __future__ import annotations

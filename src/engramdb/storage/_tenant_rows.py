@@ -243,6 +243,11 @@ class TenantRows:
             conn.execute("COMMIT")
         return dataclasses.replace(found, sets=tuple(gathered))
 
+    @staticmethod
+    def counters(conn: sqlite3.Connection) -> tuple[object, ...]:
+        """The store's counters now (what :attr:`Prefilled.token` holds)."""
+        return tuple(conn.execute(_COUNTERS_SQL).fetchone())
+
     def restore(self, conn: sqlite3.Connection, saved: Prefilled | None) -> Prefilled | None:
         """Keep the sets of a :meth:`prefill` saved earlier (see _tenant_persist) and return its counts, brought up
         to the store; None (nothing kept) unless the store's counters read as the saved ones, or differ only by

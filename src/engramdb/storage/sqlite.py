@@ -45,16 +45,11 @@ from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._kw_persist import postings_path
 from engramdb.storage._readahead import READAHEAD_BUDGET, read_ahead, read_ahead_open, sidecar_files
-from engramdb.storage._sqlite_files import (
-    begin_log,
-    check_present,
-    connect_read_only,
-    create_atomically,
-    ensure_marker,
-)
+from engramdb.storage._sqlite_files import check_present, connect_read_only, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
 from engramdb.storage._sqlite_sql import filter_sql, ids_json, insert_statement, one_of
+from engramdb.storage._tenant_persist import drop_tenants, tenants_path
 from engramdb.storage._vector_index import (
     ANN_DEFAULT_THRESHOLD,
     IndexOp,
@@ -176,8 +171,6 @@ class SQLiteBackend:
         if self.path is not None:
             # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
             self.search.warm_keywords(self.path)
-            # The log before the caches: a write by another connection empties the store's page cache.
-            begin_log(self.path)
             # The pages next: the caches below then load from memory, not from the disk (issue 27).
             asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
             wal = self.path.with_name(self.path.name + "-wal")
@@ -520,6 +513,8 @@ class SQLiteBackend:
         if self.path is not None:
             # The keyword postings saved beside the database name the forgotten memory's terms.
             w.after_commit["drop_saved_postings"] = functools.partial(self.search.keyword_index.drop_saved, self.path)
+            # The tenants' saved sets name its agent and user (written anew by the next open's prefill).
+            w.after_commit["drop_saved_tenants"] = functools.partial(drop_tenants, tenants_path(str(self.path)))
 
     def lock_audit(self, conn: Conn) -> None:
         """Nothing beyond ``BEGIN IMMEDIATE``, which already serialises every writer."""
