@@ -75,8 +75,9 @@ STAGED_CAP: Final = 12_000
 ROOM_WAIT: Final = 10.0
 #: Staged rows past which the mover neither rests nor yields to reads.
 HIGH_WATER: Final = STAGED_CAP
-#: Longest a mover yields to reads in a row, seconds; then it folds one batch and may yield again.
-YIELD_MAX: Final = 5.0
+#: Longest a mover yields to reads in a row, seconds; then it folds one batch and may yield again. At 1M memories a
+#: batch takes 1.4 s alone and several under load: with 5 s the mover was at work most of a burst of writes.
+YIELD_MAX: Final = 30.0
 #: How often a yielding mover looks whether the reads ended, seconds.
 YIELD_POLL: Final = 0.02
 #: Seconds without a read at work before a yielding mover folds again: a client searching without pause leaves gaps
