@@ -9,6 +9,7 @@ it, and the warm-up thread never raises.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import tempfile
 import threading
@@ -195,3 +196,13 @@ def test_beginning_the_log_never_waits_for_another_writer_nor_fails(tmp_path: Pa
     assert begin_log(tmp_path / "gone" / "engram.db") is False
     assert list((tmp_path / "gone").iterdir()) == []  # nothing made where the database is gone
     assert _state(location) == before
+
+
+def test_beginning_the_log_leaves_an_emptied_database_empty(tmp_path: Path) -> None:
+    # A warm-up still running when the file is emptied (a truncated copy, a full disk during a restore) must not
+    # write a fresh header into it: the next open has to see 0 bytes and refuse (CorruptStoreError).
+    location = tmp_path / "s"
+    _build(location, rows=5, agents=1, users=0, seed=1)
+    os.truncate(location / "engram.db", 0)
+    assert begin_log(location / "engram.db") is False
+    assert (location / "engram.db").stat().st_size == 0

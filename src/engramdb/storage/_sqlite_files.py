@@ -52,6 +52,10 @@ def begin_log(path: str | Path) -> bool:
     except sqlite3.Error:
         return False
     try:
+        # Version 0: not a store's database. An emptied file above all: a write transaction begun on it writes a
+        # fresh header, and the next open would no longer see that the data is gone (CorruptStoreError).
+        if int(conn.execute("PRAGMA user_version").fetchone()[0]) == 0:
+            return False
         conn.execute("PRAGMA synchronous = NORMAL")  # nothing changes: the commit need not wait for the disk
         conn.execute("BEGIN IMMEDIATE")
         try:
