@@ -5,18 +5,17 @@ visit?" finds the turn about Dr. Lee only with them weighed down."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from searcher_rank import rank_of
 
 from engramdb import Engram
 from engramdb.retrieval.evidence import pool_coverage
-from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import fuse_evidence
 from engramdb.retrieval.text import FORM_WEIGHT, form_words, query_terms
-from engramdb.storage.base import Candidate, Filter
+from engramdb.storage.base import Candidate
 
 
 @pytest.mark.parametrize(
@@ -91,14 +90,7 @@ RIGHT = "user: Dr. Lee did the biopsy on that suspicious mole."
 
 
 def _rank(mem: Engram, query: str, *, form_weight: float) -> int | None:
-    searcher = HybridSearcher(mem.store, mem.embedder)  # type: ignore[arg-type]
-    searcher.form_weight = form_weight
-    try:
-        hits = searcher.search(query, Filter(agent="a"), limit=10, now=datetime.now(UTC), touch=False)
-    finally:
-        searcher.close()
-    contents = [h.memory.content for h in hits]
-    return contents.index(RIGHT) + 1 if RIGHT in contents else None
+    return rank_of(mem, query, RIGHT, form_weight=form_weight)
 
 
 def test_in_a_real_search_the_doctor_outranks_a_turn_sharing_only_how_many_different(mem: Engram) -> None:

@@ -3,21 +3,20 @@ credit for them, and a real search where "siblings" finds "my 3 sisters"."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from importlib import resources
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from searcher_rank import rank_of
 
 from engramdb import Engram
 from engramdb.retrieval.evidence import pool_coverage, stem
-from engramdb.retrieval.hybrid import HybridSearcher
 from engramdb.retrieval.ranking import RankingWeights, fuse_evidence
 from engramdb.retrieval.related import flat, related_terms, related_words
 from engramdb.retrieval.sessions import gathering_words
 from engramdb.retrieval.text import query_terms
-from engramdb.storage.base import Candidate, Filter
+from engramdb.storage.base import Candidate
 
 
 def test_the_shipped_table_is_well_formed() -> None:
@@ -114,15 +113,8 @@ SISTERS = (
 
 
 def _rank(mem: Engram, query: str, *, credit: float, gated: bool = False, fusion: str = "evidence") -> int | None:
-    searcher = HybridSearcher(mem.store, mem.embedder, weights=RankingWeights(fusion=fusion))  # type: ignore[arg-type]
-    searcher.related_credit = credit
-    searcher.related_gated = gated
-    try:
-        hits = searcher.search(query, Filter(agent="a"), limit=10, now=datetime.now(UTC), touch=False)
-    finally:
-        searcher.close()
-    contents = [h.memory.content for h in hits]
-    return contents.index(SISTERS) + 1 if SISTERS in contents else None
+    weights = RankingWeights(fusion=fusion)
+    return rank_of(mem, query, SISTERS, weights=weights, related_credit=credit, related_gated=gated)
 
 
 def test_in_a_real_search_siblings_finds_the_turn_about_sisters(mem: Engram) -> None:
