@@ -112,6 +112,8 @@ def test_a_warm_open_reads_the_store_ahead_and_a_cold_one_does_not(
 ) -> None:
     with Engram(tmp_path / "s", embedder=embedder) as mem:
         mem.remember("The staging deploy needs the VPN", agent="ops")
+    # The first open's warm-up may still be reading ahead after its close: only the later opens are watched.
+    _join_warmers()
     seen = _advised(monkeypatch)
     with Engram(tmp_path / "s", embedder=embedder, warm=False) as mem:
         assert [h.memory.content for h in mem.search("staging VPN", agent="ops")] == [
