@@ -166,6 +166,8 @@ def test_a_file_saved_before_another_process_forgot_is_dropped_at_the_next_open(
     _fill(tmp_path / "s")
     with _open(tmp_path / "s") as first:
         _both(first, ["guitar"], Filter(agent="alice"))  # its postings hold every row
+        # Loaded before the forget below deletes the file (a search meanwhile may have answered from FTS5).
+        assert first.search.keyword_index.wait(timeout=30)
         with _open(tmp_path / "s") as second:
             gone = second.search.keyword_candidates(["guitar"], Filter(agent="alice"), limit=1)[0].id
             with sqlite3.connect(tmp_path / "s" / "engram.db") as conn:
