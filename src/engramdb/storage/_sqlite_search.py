@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
+from engramdb.storage._btree_pages import PageHints
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
@@ -82,9 +83,11 @@ def sync_state(conn: sqlite3.Connection) -> SyncState:
 class SQLiteSearch:
     """:class:`~engramdb.storage.base.CandidateSource` of a SQLite store."""
 
-    def __init__(self, reading: Reading, index: VectorIndex) -> None:
+    def __init__(self, reading: Reading, index: VectorIndex, *, pages: PageHints | None = None) -> None:
         self._reading = reading
         self._index = index
+        #: Where the memory rows lie in the file: a keyword head's pages are asked for together (a cold disk).
+        self._pages = pages
         # Keys of memories shared with each agent (for the vector filter), valid for one share epoch.
         self._shared: dict[str, _I64] = {}
         self._share_epoch = -1
@@ -393,14 +396,17 @@ class SQLiteSearch:
         self._agent_rows[agent] = (few, _RECOUNT)
         return few
 
-    @staticmethod
-    def _filtered_head(conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int) -> list[Candidate] | None:
+    def _filtered_head(
+        self, conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int
+    ) -> list[Candidate] | None:
         """The ranked head's rows that pass the filter, best first; None if too few (rank every match instead)."""
         found: list[Candidate] = []
         start, size = 0, limit
         # The best `limit` first (usually all pass), then the rest of the head only if needed.
         while start < len(ranked.rids) and len(found) < limit:
             rids = ranked.rids[start : start + size]
+            if self._pages is not None:
+                self._pages.ahead("memories", rids)
             ids = dict(
                 conn.execute(
                     f"SELECT m.rid, m.id FROM memories m WHERE m.rid IN (SELECT value FROM json_each(?)) AND {f.where}",

@@ -38,6 +38,7 @@ from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, Val
 from engramdb.models import Memory
 from engramdb.storage._ann import sidecar_dir
 from engramdb.storage._bookkeeping import write_deferred
+from engramdb.storage._btree_pages import PageHints
 from engramdb.storage._codecs import AUDIT_HEAD_KEY
 from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
@@ -156,10 +157,16 @@ class SQLiteBackend:
         self.search = SQLiteSearch(self._reading, self._index)
         self.path: Path | None = None
         self._conn: sqlite3.Connection | None = self._connect(busy_timeout)
+        #: Where a file store's rows lie in it (read at open): a search asks for the pages it reads together.
+        self._pages = PageHints(self.path) if self.path is not None else None
+        if self._pages is not None:
+            self.search = SQLiteSearch(self._reading, self._index, pages=self._pages)
         if self.path is not None and ann_threshold:
             # Only a file store persists an ANN index; it lives beside the database file.
-            self._index = VectorIndex(sidecar_dir(self.path), database=self.path, ann_threshold=ann_threshold)
-            self.search = SQLiteSearch(self._reading, self._index)
+            self._index = VectorIndex(
+                sidecar_dir(self.path), database=self.path, ann_threshold=ann_threshold, pages=self._pages
+            )
+            self.search = SQLiteSearch(self._reading, self._index, pages=self._pages)
         if self.path is not None and warm:
             # A file store may be large: its caches come up now, not in the first searches (issue 27).
             threading.Thread(target=self._warm, name="engramdb-warm", daemon=True).start()
@@ -171,6 +178,11 @@ class SQLiteBackend:
         if self.path is not None:
             # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
             self.search.warm_keywords(self.path)
+            if self._pages is not None:
+                # Where the rows lie (a few hundred pages), then the id indexes every search looks rows up in: the
+                # first searches' own reads then go to the disk side by side (see _btree_pages).
+                for index in self._pages.load():
+                    self._pages.advise(index)
             # The pages next: the caches below then load from memory, not from the disk (issue 27).
             asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
             wal = self.path.with_name(self.path.name + "-wal")
@@ -248,6 +260,8 @@ class SQLiteBackend:
                     self._conn = None
                     self._index.close()  # also stops a background index build
                     self.search.clear()
+                    if self._pages is not None:
+                        self._pages.close()
 
     # -- transactions -----------------------------------------------------------------------
     def _translate(self, exc: sqlite3.Error) -> StorageError:
