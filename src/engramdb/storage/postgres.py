@@ -60,6 +60,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from engramdb._threads import JOIN_SECONDS
 from engramdb.errors import StorageError, ValidationError
 from engramdb.models import Memory
 from engramdb.storage._bookkeeping import write_deferred
@@ -220,11 +221,16 @@ class PostgresBackend:
     def close(self) -> None:
         """Close every pooled connection (idempotent); further calls raise StorageError.
 
-        A mover's batch under way is rolled back (its vectors stay staged for the next mover).
+        A mover's batch under way is rolled back (its vectors stay staged for the next mover); a statistics
+        thread under way is waited for (bounded).
         """
         mover, self._mover = self._mover, None
         if mover is not None:
             mover.close()
+        # Before the pool closes: an ANALYZE or a lexeme sample under way ends on its own connection, not on a
+        # closed one after the store is gone (see engramdb._threads).
+        self.search.statistics.wait(JOIN_SECONDS)
+        self.search.lexemes.wait(JOIN_SECONDS)
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
@@ -487,8 +493,8 @@ class PostgresBackend:
         """Create the HNSW index of ``model_id``'s ``dim``-dimensional vectors if it does not exist yet.
 
         pgvector's HNSW needs a fixed dimension while the column holds any, so the index is a
-        partial expression index per (model, dimension): ``embedding::vector(dim)`` over the
-        rows of that model. It is created in the writer's transaction (DDL is transactional)
+        partial expression index per (model, dimension): ``embedding::halfvec(dim)`` (half precision, schema
+        step 9) over the rows of that model. It is created in the writer's transaction (DDL is transactional)
         under an advisory lock, so concurrent first writers create it exactly once.
         """
         # Looked up on every vector write rather than cached: a cached "exists" could outlive the
@@ -507,7 +513,7 @@ class PostgresBackend:
             name = f"vectors_hnsw_{digest}"
             conn.execute(
                 sql.SQL(
-                    "CREATE INDEX {name} ON vectors USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                    "CREATE INDEX {name} ON vectors USING hnsw ((embedding::halfvec({dim})) halfvec_cosine_ops) "
                     "WHERE model_id = {model} AND dim = {dim}"
                 ).format(name=sql.Identifier(name), dim=sql.Literal(dim), model=sql.Literal(model_id))
             )

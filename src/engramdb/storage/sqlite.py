@@ -169,25 +169,35 @@ class SQLiteBackend:
             self.search = SQLiteSearch(self._reading, self._index, pages=self._pages)
         if self.path is not None and warm:
             # A file store may be large: its caches come up now, not in the first searches (issue 27).
-            threading.Thread(target=self._warm, name="engramdb-warm", daemon=True).start()
+            self.search.background.start("engramdb-warm", self._warm)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
 
     def _warm(self) -> None:
-        if self.path is not None:
-            # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
-            self.search.warm_keywords(self.path)
-            if self._pages is not None:
-                # Where the rows lie (a few hundred pages), then the id indexes every search looks rows up in: the
-                # first searches' own reads then go to the disk side by side (see _btree_pages).
-                for index in self._pages.load():
-                    self._pages.advise(index)
-            # The pages next: the caches below then load from memory, not from the disk (issue 27).
-            asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
-            wal = self.path.with_name(self.path.name + "-wal")
-            read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
-        self.search.warm(self.path)
+        background = self.search.background
+        # A close interrupts the warm-up's reads on the store's connection (the close then waits for no long read).
+        with background.interruptible(self._interrupt):
+            if self.path is not None:
+                if background.stopping:
+                    return
+                # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
+                self.search.warm_keywords(self.path)
+                if self._pages is not None and not background.stopping:
+                    # Where the rows lie (a few hundred pages), then the id indexes every search looks rows up in:
+                    # the first searches' own reads then go to the disk side by side (see _btree_pages).
+                    for index in self._pages.load():
+                        self._pages.advise(index)
+                # The pages next: the caches below then load from memory, not from the disk (issue 27).
+                asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
+                wal = self.path.with_name(self.path.name + "-wal")
+                read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
+            self.search.warm(self.path)
+
+    def _interrupt(self) -> None:
+        conn = self._conn
+        if conn is not None:
+            conn.interrupt()
 
     # -- lifecycle --------------------------------------------------------------------------
     def _connect(self, busy_timeout: float) -> sqlite3.Connection:
@@ -251,7 +261,11 @@ class SQLiteBackend:
         return True
 
     def close(self) -> None:
-        """Close the connection (idempotent); further calls raise StorageError."""
+        """Stop and join the warm-up, close the connection (idempotent); further calls raise StorageError."""
+        if self._pages is not None:
+            self._pages.close()  # a warm-up reading where rows lie stops at the next tree
+        # Outside the lock: a warm-up waiting for it could not end, and the close would wait for it.
+        self.search.background.stop()
         with self._lock:
             if self._conn is not None:
                 try:
@@ -260,8 +274,6 @@ class SQLiteBackend:
                     self._conn = None
                     self._index.close()  # also stops a background index build
                     self.search.clear()
-                    if self._pages is not None:
-                        self._pages.close()
 
     # -- transactions -----------------------------------------------------------------------
     def _translate(self, exc: sqlite3.Error) -> StorageError:
