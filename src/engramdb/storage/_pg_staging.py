@@ -193,13 +193,13 @@ class StagedMover:
         self._high_water = high_water
         self._poll = poll
         self._yield_max = max(0.0, yield_max)
-        # When this mover began yielding to the reads at work (None: it is not yielding), and the staged rows it last
-        # counted while yielding, with when (a count reads the table: not every poll).
+        # When this mover began yielding to the reads at work (None: it is not yielding).
         self._yielding_since: float | None = None
         # When this mover last saw a read at work.
         self._read_seen = -QUIET
         # Whether this instance had the store's turn at its last batch (it is the mover at work; at first, maybe).
         self._turn = True
+        # The staged rows it last counted while yielding, with when (a count reads the table: not every poll).
         self._staged_seen = (0, -1.0)
         self._wake = threading.Event()
         self._stopping = threading.Event()

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
     from engramdb.storage.base import Vectors
 
+from engramdb._threads import Background
 from engramdb.errors import EngramError
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
@@ -101,6 +102,8 @@ class SQLiteSearch:
         self.postings_budget: int | None = KEYWORD_POSTINGS_BUDGET
         #: BM25 over cached postings, exactly as FTS5 ranks (see engramdb.storage._kw_index).
         self.keyword_index = KeywordIndex()
+        #: The store's threads (the warm-up), stopped and joined by its close (see engramdb._threads).
+        self.background = Background()
         #: When (``time.monotonic()``) each part of :meth:`warm` was done: "vectors", "tenants" (for benches).
         self.warmed: dict[str, float] = {}
 
@@ -128,7 +131,7 @@ class SQLiteSearch:
         begins its write-ahead log (see begin_log), brings the vector cache up (the HNSW sidecar mapped, faiss
         imported, or a small store's vectors read), which the first search would otherwise do while the caller
         waits, runs both channels once (see _rehearse), then, unless restored, gathers the tenants' keys (see
-        _prefill).
+        _prefill); once the store closes, no further step (its close interrupts the reads under way).
         Best effort: a failure here is met again, and reported, by the search that needs it.
         """
         try:
@@ -137,6 +140,8 @@ class SQLiteSearch:
             restored = database is not None and self._restore(str(Path(database).absolute()))
             if restored:
                 self.warmed["restored"] = time.monotonic()
+            if self.background.stopping:
+                return
             if database is not None:
                 # Before the rehearsal: a write by another connection empties the store's page cache.
                 begin_log(database)
@@ -147,11 +152,13 @@ class SQLiteSearch:
             with self._reading(snapshot=True) as conn:
                 self._sync_index(conn)
             self.warmed["vectors"] = time.monotonic()
+            if self.background.stopping:
+                return
             # The prefill still runs after a failed rehearsal; the search that meets the failure reports it.
             with contextlib.suppress(EngramError, sqlite3.Error, OSError, ValueError):
                 self._rehearse()
             self.warmed["rehearsed"] = time.monotonic()
-            if large and not restored:
+            if large and not restored and not self.background.stopping:
                 self._prefill(path, rows)
             self.warmed["tenants"] = time.monotonic()
         except (EngramError, sqlite3.Error, OSError):
@@ -200,8 +207,9 @@ class SQLiteSearch:
             return False
         conn = connect_read_only(path, timeout=30.0)
         try:
-            rows = fts_totals(conn)[0]
-            found = self._tenant_rows.restore(conn, saved) if rows >= KW_INDEX_MIN_MEMORIES else None
+            with self.background.interruptible(conn.interrupt):
+                rows = fts_totals(conn)[0]
+                found = self._tenant_rows.restore(conn, saved) if rows >= KW_INDEX_MIN_MEMORIES else None
         finally:
             conn.close()
         if found is None:
@@ -217,11 +225,12 @@ class SQLiteSearch:
         # starved prefill (1.2 s to start) left each first search to gather its own tenant's keys, 15-20 ms of CPU.
         conn = connect_read_only(path, timeout=30.0)
         try:
-            found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
-            self._plan(found, rows)
-            # Not when the store changed meanwhile (a forget deletes the file: it is not written back).
-            if self._tenant_rows.counters(conn) == found.token:
-                save_tenants(tenants_path(path), found)
+            with self.background.interruptible(conn.interrupt):
+                found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
+                self._plan(found, rows)
+                # Not when the store changed meanwhile (a forget deletes the file: it is not written back).
+                if self._tenant_rows.counters(conn) == found.token:
+                    save_tenants(tenants_path(path), found)
         except (OSError, ValueError):
             drop_tenants(tenants_path(path))  # best effort: the next open prefills again
         finally:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from engramdb.storage._arrays import F32 as _F32
     from engramdb.storage._arrays import I64 as _I64
 
+from engramdb._threads import Background
 from engramdb.errors import CorruptStoreError, ValidationError
 from engramdb.storage._ann import (
     ANN_DEFAULT_THRESHOLD,
@@ -160,9 +161,11 @@ class VectorIndex:
         self._dirty = False
         #: The contents generation whose build failed (e.g. a read-only directory): not retried for it.
         self._failed = -1
+        #: The import thread, joined by close() (see engramdb._threads).
+        self._background = Background()
         if self._root is not None and (self._root / "CURRENT").exists():
             # Importing faiss takes 0.3-1.8 s: start it now, so the first search finds it loaded.
-            threading.Thread(target=prewarm, name="engramdb-ann-import", daemon=True).start()
+            self._background.start("engramdb-ann-import", prewarm)
 
     @property
     def _exact(self) -> ExactRows:
@@ -215,6 +218,7 @@ class VectorIndex:
         if build is not None:
             build.cancel.set()
             build.thread.join()
+        self._background.stop()
         if self._source is not None:
             self._source.close()
 

@@ -60,6 +60,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from engramdb._threads import JOIN_SECONDS
 from engramdb.config import WRITES_YIELD
 from engramdb.errors import StorageError, ValidationError
 from engramdb.models import Memory
@@ -224,11 +225,16 @@ class PostgresBackend:
     def close(self) -> None:
         """Close every pooled connection (idempotent); further calls raise StorageError.
 
-        A mover's batch under way is rolled back (its vectors stay staged for the next mover).
+        A mover's batch under way is rolled back (its vectors stay staged for the next mover); a statistics
+        thread under way is waited for (bounded).
         """
         mover, self._mover = self._mover, None
         if mover is not None:
             mover.close()
+        # Before the pool closes: an ANALYZE or a lexeme sample under way ends on its own connection, not on a
+        # closed one after the store is gone (see engramdb._threads).
+        self.search.statistics.wait(JOIN_SECONDS)
+        self.search.lexemes.wait(JOIN_SECONDS)
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()

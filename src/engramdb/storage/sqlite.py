@@ -162,20 +162,30 @@ class SQLiteBackend:
             self.search = SQLiteSearch(self._reading, self._index)
         if self.path is not None and warm:
             # A file store may be large: its caches come up now, not in the first searches (issue 27).
-            threading.Thread(target=self._warm, name="engramdb-warm", daemon=True).start()
+            self.search.background.start("engramdb-warm", self._warm)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
 
     def _warm(self) -> None:
-        if self.path is not None:
-            # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
-            self.search.warm_keywords(self.path)
-            # The pages next: the caches below then load from memory, not from the disk (issue 27).
-            asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
-            wal = self.path.with_name(self.path.name + "-wal")
-            read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
-        self.search.warm(self.path)
+        background = self.search.background
+        # A close interrupts the warm-up's reads on the store's connection (the close then waits for no long read).
+        with background.interruptible(self._interrupt):
+            if self.path is not None:
+                if background.stopping:
+                    return
+                # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
+                self.search.warm_keywords(self.path)
+                # The pages next: the caches below then load from memory, not from the disk (issue 27).
+                asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
+                wal = self.path.with_name(self.path.name + "-wal")
+                read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
+            self.search.warm(self.path)
+
+    def _interrupt(self) -> None:
+        conn = self._conn
+        if conn is not None:
+            conn.interrupt()
 
     # -- lifecycle --------------------------------------------------------------------------
     def _connect(self, busy_timeout: float) -> sqlite3.Connection:
@@ -239,7 +249,9 @@ class SQLiteBackend:
         return True
 
     def close(self) -> None:
-        """Close the connection (idempotent); further calls raise StorageError."""
+        """Stop and join the warm-up, close the connection (idempotent); further calls raise StorageError."""
+        # Outside the lock: a warm-up waiting for it could not end, and the close would wait for it.
+        self.search.background.stop()
         with self._lock:
             if self._conn is not None:
                 try:
