@@ -366,9 +366,10 @@ class PgSearch:
                 sql.SQL(
                     "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
                     "{shared_by}, {shared_at}, {columns} FROM {rows} "
-                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT {limit})"
+                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY {order} LIMIT {limit})"
                 ).format(
                     distance=branch.distance,
+                    order=branch.order_by(),
                     rows=from_rows(branch),
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),

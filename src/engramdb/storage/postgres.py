@@ -509,8 +509,8 @@ class PostgresBackend:
         """Create the HNSW index of ``model_id``'s ``dim``-dimensional vectors if it does not exist yet.
 
         pgvector's HNSW needs a fixed dimension while the column holds any, so the index is a
-        partial expression index per (model, dimension): ``embedding::vector(dim)`` over the
-        rows of that model. It is created in the writer's transaction (DDL is transactional)
+        partial expression index per (model, dimension): ``embedding::halfvec(dim)`` (half precision, schema
+        step 9) over the rows of that model. It is created in the writer's transaction (DDL is transactional)
         under an advisory lock, so concurrent first writers create it exactly once.
         """
         # Looked up on every vector write rather than cached: a cached "exists" could outlive the
@@ -529,7 +529,7 @@ class PostgresBackend:
             name = f"vectors_hnsw_{digest}"
             conn.execute(
                 sql.SQL(
-                    "CREATE INDEX {name} ON vectors USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                    "CREATE INDEX {name} ON vectors USING hnsw ((embedding::halfvec({dim})) halfvec_cosine_ops) "
                     "WHERE model_id = {model} AND dim = {dim}"
                 ).format(name=sql.Identifier(name), dim=sql.Literal(dim), model=sql.Literal(model_id))
             )
