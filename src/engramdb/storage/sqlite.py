@@ -456,6 +456,10 @@ class SQLiteBackend:
     def background_turn(self) -> None:
         """See :meth:`Dialect.background_turn`: nothing, the store's write lock serialises writes already."""
 
+    def give_way(self, seconds: float) -> float:
+        """See :meth:`Dialect.give_way`: no wait (one process's writes and reads take turns at the store's lock)."""
+        return 0.0
+
     def in_write(self) -> bool:
         """See :meth:`Dialect.in_write` (under the store's lock, only the writing thread gets here)."""
         with self._lock:
