@@ -20,12 +20,14 @@ import os
 import sqlite3
 import struct
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from engramdb.storage._arrays import np
+from engramdb.storage._readahead import Pace, Span, read_spans
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
@@ -41,6 +43,9 @@ _INDEX_INTERIOR: Final = 0x02
 _INDEX_LEAF: Final = 0x0A
 #: Interior pages read at most per tree (a 1M-row vectors table has ~220; 4 MB at 8 KiB pages).
 MAX_INTERIOR_PAGES: Final = 512
+#: A search counts as reading for this long after it last said so (see PageHints.searching): the open's read-ahead
+#: asks for no new piece meanwhile.
+_BUSY_SECONDS: Final = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,14 @@ class LeafMap:
     #: For a table tree: ``keys[i]`` is the largest rowid of leaf ``i`` (one fewer than pages); empty for an index.
     keys: _I64
     page_size: int
+
+    def spans(self) -> list[Span]:
+        """Every leaf as byte ranges of the file (adjacent leaves as one), in page order."""
+        ordered = np.unique(self.pages)
+        breaks = np.flatnonzero(np.diff(ordered) != 1) + 1
+        return [
+            ((int(run[0]) - 1) * self.page_size, int(run.size) * self.page_size) for run in np.split(ordered, breaks)
+        ]
 
     def leaves_of(self, rowids: npt.NDArray[np.int64]) -> _I64:
         """The distinct leaf pages holding ``rowids`` (a table tree), ascending."""
@@ -196,6 +209,7 @@ class PageHints:
         self._maps: dict[str, LeafMap] = {}
         self._fd: tuple[int, int, int] | None = None
         self._stopped = threading.Event()
+        self._busy_until = 0.0
 
     def load(self) -> list[LeafMap]:
         """Read the tables' interior pages (their maps then serve :meth:`ahead`); the leaves of the unique indexes a
@@ -234,8 +248,21 @@ class PageHints:
             conn.close()
         return indexes
 
+    def searching(self) -> None:
+        """A search is reading now: the open's read-ahead waits (see busy)."""
+        self._busy_until = time.monotonic() + _BUSY_SECONDS
+
+    def busy(self) -> bool:
+        """Whether a search said it was reading within the last ``_BUSY_SECONDS``."""
+        return time.monotonic() < self._busy_until
+
+    def table(self, name: str) -> LeafMap | None:
+        """The leaf map of table ``name`` (``memories``, ``vectors``) once loaded."""
+        return self._maps.get(name)
+
     def ahead(self, table: str, keys: npt.ArrayLike) -> int:
         """Ask for the pages of ``table``'s rows with rowids ``keys`` (about to be read); how many pages."""
+        self.searching()
         found = self._maps.get(table)
         if found is None:
             return 0
@@ -247,13 +274,10 @@ class PageHints:
         except (OSError, ValueError):
             return 0
 
-    def advise(self, found: LeafMap) -> int:
-        """Ask for every leaf of one tree (an index the searches look rows up in)."""
-        try:
-            fd = self._descriptor()
-            return 0 if fd is None else advise_pages(fd, found.pages, found.page_size)
-        except (OSError, ValueError):
-            return 0
+    def read_ahead(self, found: LeafMap, *, budget: int, pace: Pace) -> int:
+        """Ask for every leaf of one tree, paced (see _readahead.read_spans), until ``budget`` bytes; the bytes."""
+        fd = self._descriptor()
+        return 0 if fd is None else read_spans(fd, found.spans(), budget=budget, pace=pace)
 
     def _descriptor(self) -> int | None:
         """SQLite's descriptor of the database, found once and checked (by inode) at each use: it may be reused."""

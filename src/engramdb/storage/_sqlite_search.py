@@ -270,6 +270,8 @@ class SQLiteSearch:
         # the query run again with the filter applied to every match. A selective scope (a user,
         # a thread, an agent owning few rows) is ranked among its own rows instead (below).
         head = limit * _KEYWORD_HEAD_FACTOR
+        if self._pages is not None:
+            self._pages.searching()  # the open's read-ahead asks for nothing new meanwhile (see _readahead)
         self.keyword_index.settle()  # a load in progress (at open) is waited for without the store's lock
         with self._reading() as conn:
             budget = self.postings_budget
@@ -443,6 +445,8 @@ class SQLiteSearch:
         query = as_unit_rows(vector, rows=1)[0]
         if limit <= 0:
             return []
+        if self._pages is not None:
+            self._pages.searching()
         past: list[tuple[str, float]] = []
         only: _I64 | None
         with self._reading(snapshot=True) as conn:

@@ -45,7 +45,7 @@ from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._kw_persist import postings_path
-from engramdb.storage._readahead import READAHEAD_BUDGET, read_ahead, read_ahead_open, sidecar_files
+from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files
 from engramdb.storage._sqlite_files import check_present, connect_read_only, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
@@ -183,16 +183,27 @@ class SQLiteBackend:
                     return
                 # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
                 self.search.warm_keywords(self.path)
-                if self._pages is not None and not background.stopping:
-                    # Where the rows lie (a few hundred pages), then the id indexes every search looks rows up in:
-                    # the first searches' own reads then go to the disk side by side (see _btree_pages).
-                    for index in self._pages.load():
-                        self._pages.advise(index)
-                # The pages next: the caches below then load from memory, not from the disk (issue 27).
-                asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
-                wal = self.path.with_name(self.path.name + "-wal")
-                read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
+                # The pages beside the warm-up below, paced so that its rehearsal and the first searches go first.
+                background.start("engramdb-readahead", self._read_ahead)
             self.search.warm(self.path)
+
+    def _read_ahead(self) -> None:
+        """Read the store's pages ahead, in the order searches need them (issue 27, cold first searches): where the
+        rows lie, then the id indexes every search looks rows up in, the postings and the vector sidecar, the
+        memory rows, then the rest of the database from the front, within ``READAHEAD_BUDGET`` bytes."""
+        path, pages, background = self.path, self._pages, self.search.background
+        if path is None:
+            return
+        pace = Pace(stopping=lambda: background.stopping, busy=pages.busy if pages is not None else Pace().busy)
+        left = READAHEAD_BUDGET
+        if pages is not None:
+            for index in pages.load():
+                left -= pages.read_ahead(index, budget=left, pace=pace)
+        left -= read_ahead([postings_path(str(path)), *sidecar_files(sidecar_dir(path))], budget=left, pace=pace)
+        memories = pages.table("memories") if pages is not None else None
+        if memories is not None and pages is not None:
+            left -= pages.read_ahead(memories, budget=left, pace=pace)
+        read_ahead_open([path, path.with_name(path.name + "-wal")], budget=max(0, left), pace=pace)
 
     def _interrupt(self) -> None:
         conn = self._conn
