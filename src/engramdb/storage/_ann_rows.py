@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 from engramdb.errors import StorageError
 
+if TYPE_CHECKING:
+    from engramdb.storage._btree_pages import PageHints
+
 __all__ = ["SQLiteVectors", "VectorSource"]
 
 #: Keys per statement (one JSON array each).
@@ -47,12 +50,18 @@ class VectorSource(Protocol):
         """The vector seq of each memory id (distinct) under ``model_id`` (-1 where it has none)."""
         ...
 
+    def ahead(self, rids: _I64) -> None:
+        """A hint: the memory rows of keys ``rids`` are about to be read (a search's candidates)."""
+        ...
+
 
 class SQLiteVectors:
     """:class:`VectorSource` over a SQLite store's ``vectors`` table (a connection of its own, opened on use)."""
 
-    def __init__(self, database: Path) -> None:
+    def __init__(self, database: Path, *, pages: PageHints | None = None) -> None:
         self._database = database
+        #: Where the rows lie in the file: a search asks for their pages together before reading them (cold disk).
+        self._pages = pages
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._utf8 = False
@@ -79,6 +88,8 @@ class SQLiteVectors:
             return out, found
         order = np.argsort(seqs, kind="stable")
         ordered = seqs[order]
+        if self._pages is not None:
+            self._pages.ahead("vectors", ordered[ordered >= 0])
         try:
             with self._lock:
                 conn = self._connection()
@@ -118,6 +129,10 @@ class SQLiteVectors:
         ).fetchall()
         got = np.fromiter((seq for seq, _ in rows), dtype=np.int64, count=len(rows))
         return got, np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(-1, dim)
+
+    def ahead(self, rids: _I64) -> None:
+        if self._pages is not None:
+            self._pages.ahead("memories", rids)
 
     def seqs_of(self, model_id: str | None, ids: npt.NDArray[np.bytes_]) -> _I64:
         seqs = np.full(ids.size, -1, dtype=np.int64)
