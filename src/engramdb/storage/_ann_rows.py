@@ -2,8 +2,8 @@
 
 The sidecar (:mod:`engramdb.storage._ann`) keeps the graph over 8-bit codes and, per row, the ``seq`` of the
 vector it was built from; the one float32 copy of each vector is SQLite's row. A search re-scores its head
-(64-150 rows) by ``seq``, the table's integer key (about half the time of a read by memory id; 0.26 ms of CPU
-for 150 rows at 100k, bench/RESULTS.md, issue 27, fourth round). A row whose seq is gone (forgotten,
+(64-150 rows) by ``seq``, the table's integer key (about half the time of a read by memory id: bench/RESULTS.md,
+issue 27, fourth round). A row whose seq is gone (forgotten,
 re-embedded since) is reported missing, never guessed.
 
 Reads go through a connection of their own, under a lock of their own: the store's connection may be
@@ -108,7 +108,7 @@ class SQLiteVectors:
         """The rows of the seqs in ``keys`` (a JSON array) whose vector has ``dim`` dimensions: seqs, vectors.
 
         One row of two aggregates where the database's text is UTF-8 (its bytes pass through unchanged): a
-        Python object per row costs about 2.5x the CPU (0.64 against 0.26 ms for 150 rows at 100k). Both
+        Python object per row costs over twice the CPU (bench/RESULTS.md, "Figures moved out of the source"). Both
         aggregates read the same rows in the same order, so the i-th seq goes with the i-th vector.
         """
         width = 4 * dim

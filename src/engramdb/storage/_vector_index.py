@@ -308,7 +308,7 @@ class VectorIndex:
         that existed when this index last looked (``seq`` up to its ``max_seq``). Rows missing
         from them were forgotten or re-embedded (a new vector has a new ``seq``: the caller
         appends it next), and kind or visibility changes are taken over. At a million
-        memories this is one pass of ~12 s (bench/RESULTS.md, 3h), where a rebuild takes
+        memories this is one pass of seconds (bench/RESULTS.md, 3h), where a rebuild takes
         many minutes and the exact scan meanwhile holds every vector in memory.
         Returns False, changing nothing, when it cannot (no index, another model, or a
         memory moved to another agent): the caller then reloads everything.
