@@ -24,7 +24,7 @@ from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
 from engramdb.learning.recommend import CALIBRATION, CALIBRATION_POOLED, RecommendConfig, calibrated
-from engramdb.learning.stats import ChangePoints, ChangeRule
+from engramdb.learning.stats import ChangePoints, ChangeRule, RunLengths
 
 AGENT = "bench"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -508,10 +508,12 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def parse_config(text: str) -> RecommendConfig:
     """``--config`` overrides (``k=v,...``; ``change_*`` for the change rule, ``cp_*`` for change points,
-    ``nochange``), on the shipped defaults with the calibration off (raw confidences are what is kept)."""
+    ``rl`` / ``rl_*`` for run lengths, ``nochange``), on the shipped defaults with the calibration off (raw
+    confidences are what is kept)."""
     overrides: dict[str, Any] = {}
     change: dict[str, Any] = {}
     points: dict[str, Any] = {}
+    runs: dict[str, Any] = {}
     for kv in (x for x in text.split(",") if x):
         k, v = kv.split("=") if "=" in kv else (kv, "")
         if k.startswith("change_"):
@@ -519,6 +521,10 @@ def parse_config(text: str) -> RecommendConfig:
             change[k[7:]] = v if k == "change_scope" else (v == "1" if flag else float(v))
         elif k.startswith("cp_"):  # Bayesian change points instead of the change rule
             points[k[3:]] = v if k == "cp_scope" else float(v)
+        elif k == "rl":  # run lengths with their defaults
+            pass
+        elif k.startswith("rl_"):  # run lengths (a change posterior) instead of the change rule
+            runs[k[3:]] = v if k == "rl_scope" else tuple(map(float, v.split(":")))
         elif k == "nochange":
             overrides["change"] = None
         elif k == "learned_in_choose":
@@ -530,6 +536,8 @@ def parse_config(text: str) -> RecommendConfig:
         cfg = replace(cfg, change=ChangeRule(**change))
     if points:
         cfg = replace(cfg, change=ChangePoints(**points))
+    if runs or "rl" in text.split(","):
+        cfg = replace(cfg, change=RunLengths(**runs))
     return cfg
 
 

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, str]] = [
 ]
 _FOUNDATION = {
     "errors", "_util", "config", "_validate", "auditchain", "auditcoverage", "_retry", "_keys", "_progress", "packs",
-    "_lazy",
+    "_lazy", "_threads",
 }  # fmt: skip
 _PATHS = {
     "pipeline", "transfers", "vectorqueue", "recall", "_access", "facts", "shortterm", "sessions_redis", "_reembed",

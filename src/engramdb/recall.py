@@ -19,6 +19,7 @@ from typing import Any
 from engramdb import _validate as check
 from engramdb._access import AccessBatch, FlushedAudit
 from engramdb._keys import key_of, key_tag
+from engramdb._threads import Background
 from engramdb._util import utcnow
 from engramdb.config import Settings
 from engramdb.embeddings.base import Embedder
@@ -39,9 +40,9 @@ _warmed = threading.Event()
 
 
 def _warm_retrieval() -> None:
-    """Load what the first search of a process would (the vocabulary's word ranks: ~50-100 ms; the related
-    words' table: ~30 ms; dateparser's tables, for a question naming a time: 0.2-0.9 s), so the first
-    searches are as fast as later ones."""
+    """Load what the first search of a process would (the vocabulary's word ranks, the related words' table,
+    dateparser's tables for a question naming a time: together up to a second, bench/RESULTS.md, "Figures moved
+    out of the source"), so the first searches are as fast as later ones."""
     if _warmed.is_set():
         return
     _warmed.set()
@@ -125,14 +126,18 @@ class Recall:
         # On a server store a search's read-audit entry waits with its access counts (a commit there is a round trip
         # and a wait for the server: ~7 ms of a 100k search, bench/RESULTS.md issue 26); SQLite appends it locally.
         self._audit_later = self._accesses is not None and store.concurrent_reads and settings.audit
+        #: The warm-up thread, stopped and joined by close() (see engramdb._threads).
+        self._background = Background()
         if settings.warm:
-            threading.Thread(target=self._warm, name="engramdb-warm-retrieval", daemon=True).start()
+            self._background.start("engramdb-warm-retrieval", self._warm)
 
     def _warm(self) -> None:
         """What the first search would start itself (bench/RESULTS.md, first2): the process's tables, this
         instance's keyword workers and access writer (each thread's start costs the first search ~1-3 ms when
         the open's other warm-up holds the interpreter). Best effort: closed meanwhile, nothing is started."""
         _warm_retrieval()
+        if self._background.stopping:
+            return
         try:
             self._searcher.start_workers()
             if self._accesses is not None:
@@ -147,6 +152,7 @@ class Recall:
 
     def close(self) -> None:
         """Write the searches' pending access counts, stop the worker threads."""
+        self._background.stop()
         try:
             if self._accesses is not None:
                 self._accesses.close()

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engramdb.learning._prior import Prior
+from engramdb.learning.runlength import _run_starts
 
 __all__ = [
     "ChangePoints",
@@ -359,34 +360,12 @@ def _segment_start_posterior(
     prior: Prior,
     n_actions: int,
 ) -> npt.NDArray[np.float64]:
-    """P(the current segment starts at item s), for items in time order (exact recursion, O(n^2))."""
-    n = len(codes)
-    # Cumulative weighted successes and attempts per action: a segment's counts are differences of these.
-    succ_cum = np.zeros((n_actions, n + 1))
-    att_cum = np.zeros((n_actions, n + 1))
-    for a in range(n_actions):
-        mask = codes == a
-        succ_cum[a, 1:] = np.cumsum(np.where(mask, weights * successes, 0.0))
-        att_cum[a, 1:] = np.cumsum(np.where(mask, weights, 0.0))
-    # like[t, s]: the predictive probability of outcome t if the segment started at s <= t (the counts of
-    # t's action over items s..t-1), tempered by the outcome's relevance. All at once: n x n is small.
-    t_idx = np.arange(n)
-    rows = codes[:, None]
-    s_succ = succ_cum[rows, t_idx[:, None]] - succ_cum[rows, t_idx[None, :]]
-    s_att = att_cum[rows, t_idx[:, None]] - att_cum[rows, t_idx[None, :]]
-    p = (prior.alpha + np.maximum(s_succ, 0.0)) / (prior.alpha + prior.beta + np.maximum(s_att, 0.0))
-    x, w = successes[:, None], weights[:, None]
-    like = np.exp(w * (x * np.log(p) + (1.0 - x) * np.log1p(-p)))
-    hazards = -np.expm1(weights * math.log1p(-hazard))
-    probs = np.ones(1)
-    for t in range(1, n):
-        grown = np.empty(t + 1)
-        grown[:t] = probs * (1.0 - hazards[t])
-        grown[t] = hazards[t]
-        grown *= like[t, : t + 1]
-        total = grown.sum()
-        probs = grown / total if total > 0 else np.full(t + 1, 1.0 / (t + 1))
-    return probs
+    """P(the current segment starts at item s), for items in time order (exact recursion, O(n^2); the run-length
+    recursion of :mod:`engramdb.learning.runlength` at one hazard, the change before each item by its weight)."""
+    change = -np.expm1(weights * math.log1p(-hazard))[None, :]
+    starts = _run_starts(codes, successes, weights, change, prior=prior, n_codes=n_actions)[0]
+    out: npt.NDArray[np.float64] = starts[0]
+    return out
 
 
 def changepoint_weights(

@@ -77,6 +77,7 @@ from engramdb.learning.stats import (
     Evidence,
     Posterior,
     Prior,
+    RunLengths,
     credible_intervals,
     posteriors,
     prob_best,
@@ -134,7 +135,9 @@ class RecommendConfig:
     #: mixed records, and episode credit that changes as later steps are learnt), so it is an option, not the default.
     #: So is the fifth session's ``ChangeRule(horizon=150, effective_n=True)`` (the test's own longer memory): store
     #: run recovery 56.7 -> 64.2%, but multi-step episodes 78.5 -> 65.8% and top-1 before the change 99.7 -> 90.3%.
-    change: ChangeRule | ChangePoints | None = field(default_factory=ChangeRule)
+    #: :class:`~engramdb.learning.runlength.RunLengths` (a change model that is a posterior, not a test) replaces the
+    #: rule, the recency horizon and the recent view: an option; bench/RESULTS.md, issue 25, item 11, seventh round.
+    change: ChangeRule | ChangePoints | RunLengths | None = field(default_factory=ChangeRule)
     prior: Prior = field(default_factory=Prior)
     #: Credible level of the intervals.
     level: float = 0.95
@@ -442,7 +445,11 @@ def _leads(
     failures of a favourite are what a change of the world looks like; the caller takes the smaller."""
     top = ranked[0].action
     lead = _lead(ranked, top, config.prior, rng=rng, draws=config.draws)
-    if config.recent_horizon is None or config.recent_horizon == config.horizon:
+    if (
+        config.recent_horizon is None
+        or config.recent_horizon == config.horizon
+        or isinstance(config.change, RunLengths)
+    ):
         return lead, lead
     recent = option_posteriors(
         context,

@@ -40,6 +40,7 @@ from engramdb.learning.change import (
     changepoint_weights,
     earlier_regime,
 )
+from engramdb.learning.runlength import RunLengths, beta_of, run_length_estimates
 from engramdb.models import TrendTest
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "Evidence",
     "Posterior",
     "Prior",
+    "RunLengths",
     "change_discounts",
     "changepoint_weights",
     "credible_interval",
@@ -211,21 +213,26 @@ def posteriors(
     half_life_days: float | None = None,
     horizon: float | None = None,
     actions: Iterable[str] = (),
-    change: ChangeRule | ChangePoints | None = None,
+    change: ChangeRule | ChangePoints | RunLengths | None = None,
 ) -> dict[str, Posterior]:
     """Beta posteriors per action from relevance-weighted, recency-discounted evidence.
 
     Each piece adds ``w * success`` to alpha and ``w * (1 - success)`` to beta, where
     ``w = relevance * discount`` (see :func:`discount_weights`), times the multiplier of
     :func:`change_discounts` (a :class:`ChangeRule`) or :func:`changepoint_weights` (:class:`ChangePoints`)
-    when a ``change`` rule is given. ``actions`` are included
-    even without evidence (they get the prior). Keys keep first-seen order.
+    when a ``change`` rule is given. With :class:`RunLengths` each action's posterior is instead the moment-matched
+    run-length mixture of :mod:`engramdb.learning.runlength` (``horizon`` is not used, the age half-life is).
+    ``actions`` are included even without evidence (they get the prior). Keys keep first-seen order.
     """
     prior = prior or Prior()
     items = [e for e in evidence if e.relevance > 0.0]
     for e in items:
         if not 0.0 <= e.success <= 1.0 or not math.isfinite(e.success):
             raise ValueError(f"success weight must be within [0, 1], not {e.success!r}")
+    if isinstance(change, RunLengths):
+        return _run_length_posteriors(
+            items, now=now, prior=prior, half_life_days=half_life_days, actions=actions, model=change
+        )
     discounts = discount_weights(
         [e.at for e in items],
         [e.relevance for e in items],
@@ -282,6 +289,37 @@ def posteriors(
         )
         for a in att
     }
+
+
+def _run_length_posteriors(
+    items: Sequence[Evidence],
+    *,
+    now: datetime,
+    prior: Prior,
+    half_life_days: float | None,
+    actions: Iterable[str],
+    model: RunLengths,
+) -> dict[str, Posterior]:
+    """:func:`posteriors` under :class:`RunLengths`: the mixture as one Beta, its counts the evidence it amounts to."""
+    ages = discount_weights(
+        [e.at for e in items], [e.relevance for e in items], now=now, half_life_days=half_life_days, horizon=None
+    )
+    est = run_length_estimates(
+        [e.action for e in items],
+        [e.success for e in items],
+        [min(1.0, e.relevance) * d for e, d in zip(items, ages, strict=True)],
+        [e.at.timestamp() for e in items],
+        model=model,
+        prior=prior,
+        universe=actions,
+    )
+    out = {}
+    for a, (mean, var) in est.items():
+        alpha, beta = beta_of(mean, var)
+        attempts = max(0.0, alpha + beta - prior.alpha - prior.beta)
+        succ = min(attempts, max(0.0, alpha - prior.alpha))
+        out[a] = Posterior(action=a, alpha=alpha, beta=beta, successes=succ, attempts=attempts)
+    return out
 
 
 def _restored(

@@ -128,8 +128,8 @@ _RELATIVE = re.compile(
     r"\b(?:ago|back|earlier|last|past|previous|this|next|yesterday|today|tonight|tomorrow)\b", re.IGNORECASE
 )
 #: A turn that dates what it tells from the day it was said (the sixth round's list; bench/RESULTS.md), on
-#: lowercased text. Two patterns, each tried only if a substring it needs is there: a scan of a long alternation
-#: costs ~0.3 ms for a 600-character turn, and a search reads up to 60 turns.
+#: lowercased text. Two patterns, each tried only if a substring it needs is there: scanning every turn with a long
+#: alternation was a measurable cost on the questions that count back (bench/RESULTS.md, issue 21 eighth round).
 _REPORTS = re.compile(
     rf"(?<!\w)(?:today|yesterday|tonight|last\s+(?:night|week|weekend|month|{_WD})|this\s+(?:morning|afternoon|evening))\b"
 )

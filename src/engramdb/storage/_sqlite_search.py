@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
+from engramdb.storage._btree_pages import PageHints
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
     from engramdb.storage.base import Vectors
 
+from engramdb._threads import Background
 from engramdb.errors import EngramError
 from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
@@ -82,9 +84,11 @@ def sync_state(conn: sqlite3.Connection) -> SyncState:
 class SQLiteSearch:
     """:class:`~engramdb.storage.base.CandidateSource` of a SQLite store."""
 
-    def __init__(self, reading: Reading, index: VectorIndex) -> None:
+    def __init__(self, reading: Reading, index: VectorIndex, *, pages: PageHints | None = None) -> None:
         self._reading = reading
         self._index = index
+        #: Where the memory rows lie in the file: a keyword head's pages are asked for together (a cold disk).
+        self._pages = pages
         # Keys of memories shared with each agent (for the vector filter), valid for one share epoch.
         self._shared: dict[str, _I64] = {}
         self._share_epoch = -1
@@ -101,6 +105,8 @@ class SQLiteSearch:
         self.postings_budget: int | None = KEYWORD_POSTINGS_BUDGET
         #: BM25 over cached postings, exactly as FTS5 ranks (see engramdb.storage._kw_index).
         self.keyword_index = KeywordIndex()
+        #: The store's threads (the warm-up), stopped and joined by its close (see engramdb._threads).
+        self.background = Background()
         #: When (``time.monotonic()``) each part of :meth:`warm` was done: "vectors", "tenants" (for benches).
         self.warmed: dict[str, float] = {}
 
@@ -128,7 +134,7 @@ class SQLiteSearch:
         begins its write-ahead log (see begin_log), brings the vector cache up (the HNSW sidecar mapped, faiss
         imported, or a small store's vectors read), which the first search would otherwise do while the caller
         waits, runs both channels once (see _rehearse), then, unless restored, gathers the tenants' keys (see
-        _prefill).
+        _prefill); once the store closes, no further step (its close interrupts the reads under way).
         Best effort: a failure here is met again, and reported, by the search that needs it.
         """
         try:
@@ -137,6 +143,8 @@ class SQLiteSearch:
             restored = database is not None and self._restore(str(Path(database).absolute()))
             if restored:
                 self.warmed["restored"] = time.monotonic()
+            if self.background.stopping:
+                return
             if database is not None:
                 # Before the rehearsal: a write by another connection empties the store's page cache.
                 begin_log(database)
@@ -147,11 +155,13 @@ class SQLiteSearch:
             with self._reading(snapshot=True) as conn:
                 self._sync_index(conn)
             self.warmed["vectors"] = time.monotonic()
+            if self.background.stopping:
+                return
             # The prefill still runs after a failed rehearsal; the search that meets the failure reports it.
             with contextlib.suppress(EngramError, sqlite3.Error, OSError, ValueError):
                 self._rehearse()
             self.warmed["rehearsed"] = time.monotonic()
-            if large and not restored:
+            if large and not restored and not self.background.stopping:
                 self._prefill(path, rows)
             self.warmed["tenants"] = time.monotonic()
         except (EngramError, sqlite3.Error, OSError):
@@ -200,8 +210,9 @@ class SQLiteSearch:
             return False
         conn = connect_read_only(path, timeout=30.0)
         try:
-            rows = fts_totals(conn)[0]
-            found = self._tenant_rows.restore(conn, saved) if rows >= KW_INDEX_MIN_MEMORIES else None
+            with self.background.interruptible(conn.interrupt):
+                rows = fts_totals(conn)[0]
+                found = self._tenant_rows.restore(conn, saved) if rows >= KW_INDEX_MIN_MEMORIES else None
         finally:
             conn.close()
         if found is None:
@@ -217,11 +228,12 @@ class SQLiteSearch:
         # starved prefill (1.2 s to start) left each first search to gather its own tenant's keys, 15-20 ms of CPU.
         conn = connect_read_only(path, timeout=30.0)
         try:
-            found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
-            self._plan(found, rows)
-            # Not when the store changed meanwhile (a forget deletes the file: it is not written back).
-            if self._tenant_rows.counters(conn) == found.token:
-                save_tenants(tenants_path(path), found)
+            with self.background.interruptible(conn.interrupt):
+                found = self._tenant_rows.prefill(conn, bound=bound, user_bound=_KEPT_SCOPE_ROWS)
+                self._plan(found, rows)
+                # Not when the store changed meanwhile (a forget deletes the file: it is not written back).
+                if self._tenant_rows.counters(conn) == found.token:
+                    save_tenants(tenants_path(path), found)
         except (OSError, ValueError):
             drop_tenants(tenants_path(path))  # best effort: the next open prefills again
         finally:
@@ -258,6 +270,8 @@ class SQLiteSearch:
         # the query run again with the filter applied to every match. A selective scope (a user,
         # a thread, an agent owning few rows) is ranked among its own rows instead (below).
         head = limit * _KEYWORD_HEAD_FACTOR
+        if self._pages is not None:
+            self._pages.searching()  # the open's read-ahead asks for nothing new meanwhile (see _readahead)
         self.keyword_index.settle()  # a load in progress (at open) is waited for without the store's lock
         with self._reading() as conn:
             budget = self.postings_budget
@@ -393,14 +407,17 @@ class SQLiteSearch:
         self._agent_rows[agent] = (few, _RECOUNT)
         return few
 
-    @staticmethod
-    def _filtered_head(conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int) -> list[Candidate] | None:
+    def _filtered_head(
+        self, conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int
+    ) -> list[Candidate] | None:
         """The ranked head's rows that pass the filter, best first; None if too few (rank every match instead)."""
         found: list[Candidate] = []
         start, size = 0, limit
         # The best `limit` first (usually all pass), then the rest of the head only if needed.
         while start < len(ranked.rids) and len(found) < limit:
             rids = ranked.rids[start : start + size]
+            if self._pages is not None:
+                self._pages.ahead("memories", rids)
             ids = dict(
                 conn.execute(
                     f"SELECT m.rid, m.id FROM memories m WHERE m.rid IN (SELECT value FROM json_each(?)) AND {f.where}",
@@ -428,6 +445,8 @@ class SQLiteSearch:
         query = as_unit_rows(vector, rows=1)[0]
         if limit <= 0:
             return []
+        if self._pages is not None:
+            self._pages.searching()
         past: list[tuple[str, float]] = []
         only: _I64 | None
         with self._reading(snapshot=True) as conn:
