@@ -63,25 +63,16 @@ class RunLengths:
             raise ValueError("run lengths: scope must be action or all")
 
 
-def _log_predictive(
-    *,
-    succ_cum: npt.NDArray[np.float64],
-    att_cum: npt.NDArray[np.float64],
-    codes: npt.NDArray[np.int64],
-    x: npt.NDArray[np.float64],
-    w: npt.NDArray[np.float64],
-    prior: Prior,
-) -> npt.NDArray[np.float64]:
-    """``out[t, s]`` (s <= t): the log predictive probability of item t if the current run started at item s (the
-    counts of t's code over items s..t-1), tempered by the item's weight."""
-    t_idx = np.arange(len(codes))
-    rows = codes[:, None]
-    s_succ = np.maximum(succ_cum[rows, t_idx[:, None]] - succ_cum[rows, t_idx[None, :]], 0.0)
-    s_att = np.maximum(att_cum[rows, t_idx[:, None]] - att_cum[rows, t_idx[None, :]], 0.0)
-    p = (prior.alpha + s_succ) / (prior.alpha + prior.beta + s_att)
-    p = np.clip(p, 1e-12, 1.0 - 1e-12)
-    out: npt.NDArray[np.float64] = w[:, None] * (x[:, None] * np.log(p) + (1.0 - x[:, None]) * np.log1p(-p))
-    return out
+def _predictive(p: npt.NDArray[np.float64], x: float, w: float) -> npt.NDArray[np.float64]:
+    """The probability of outcome ``x`` under success probabilities ``p``, tempered by its weight ``w``."""
+    q: npt.NDArray[np.float64]
+    if x == 1.0:
+        q = p
+    elif x == 0.0:
+        q = 1.0 - p
+    else:
+        q = np.exp(x * np.log(p) + (1.0 - x) * np.log1p(-p))
+    return q if w == 1.0 else np.asarray(q**w, dtype=np.float64)
 
 
 def _run_starts(
@@ -105,15 +96,22 @@ def _run_starts(
         mask = codes == c
         succ_cum[c, 1:] = np.cumsum(np.where(mask, w * x, 0.0))
         att_cum[c, 1:] = np.cumsum(np.where(mask, w, 0.0))
-    like = np.exp(_log_predictive(succ_cum=succ_cum, att_cum=att_cum, codes=codes, x=x, w=w, prior=prior))
+    a, ab = prior.alpha, prior.alpha + prior.beta
     k = change.shape[0]
     probs = np.ones((k, 1))
-    log_ev = np.full(k, math.log(max(float(like[0, 0]), _TINY)))
+    first = _predictive(np.array([a / ab]), float(x[0]), float(w[0]))
+    log_ev = np.full(k, math.log(max(float(first[0]), _TINY)))
     for t in range(1, m):
+        # The predictive of item t for each run start s <= t: the counts of its code over items s..t-1. Computed
+        # row by row (not as an n x n matrix): this loop is the model's whole cost.
+        c = codes[t]
+        s_succ = np.maximum(succ_cum[c, t] - succ_cum[c, : t + 1], 0.0)
+        s_att = np.maximum(att_cum[c, t] - att_cum[c, : t + 1], 0.0)
+        p = np.clip((a + s_succ) / (ab + s_att), 1e-12, 1.0 - 1e-12)
         grown = np.empty((k, t + 1))
         grown[:, :t] = probs * (1.0 - change[:, t : t + 1])
         grown[:, t] = change[:, t]
-        grown *= like[t, : t + 1]
+        grown *= _predictive(p, float(x[t]), float(w[t]))
         total = grown.sum(axis=1)
         safe = np.maximum(total, _TINY)
         log_ev += np.log(safe)
