@@ -98,24 +98,29 @@ def _run_starts(
         att_cum[c, 1:] = np.cumsum(np.where(mask, w, 0.0))
     a, ab = prior.alpha, prior.alpha + prior.beta
     k = change.shape[0]
-    probs = np.ones((k, 1))
-    first = _predictive(np.array([a / ab]), float(x[0]), float(w[0]))
+    stay = 1.0 - change
+    xs, ws, cs = x.tolist(), w.tolist(), codes.tolist()
+    # One buffer, its first t + 1 columns the run-start distribution after item t (fewer numpy calls per item: this
+    # loop is the model's whole cost).
+    buf = np.zeros((k, m))
+    buf[:, 0] = 1.0
+    first = _predictive(np.array([a / ab]), xs[0], ws[0])
     log_ev = np.full(k, math.log(max(float(first[0]), _TINY)))
     for t in range(1, m):
-        # The predictive of item t for each run start s <= t: the counts of its code over items s..t-1. Computed
-        # row by row (not as an n x n matrix): this loop is the model's whole cost.
-        c = codes[t]
-        s_succ = np.maximum(succ_cum[c, t] - succ_cum[c, : t + 1], 0.0)
-        s_att = np.maximum(att_cum[c, t] - att_cum[c, : t + 1], 0.0)
-        p = np.clip((a + s_succ) / (ab + s_att), 1e-12, 1.0 - 1e-12)
-        grown = np.empty((k, t + 1))
-        grown[:, :t] = probs * (1.0 - change[:, t : t + 1])
-        grown[:, t] = change[:, t]
-        grown *= _predictive(p, float(x[t]), float(w[t]))
-        total = grown.sum(axis=1)
-        safe = np.maximum(total, _TINY)
-        log_ev += np.log(safe)
-        probs = np.where(total[:, None] > 0.0, grown / safe[:, None], 1.0 / (t + 1))
+        # The predictive of item t for each run start s <= t: the counts of its code over items s..t-1.
+        sc, ac = succ_cum[cs[t]], att_cum[cs[t]]
+        p = (a + (sc[t] - sc[: t + 1])) / (ab + (ac[t] - ac[: t + 1]))
+        head = buf[:, : t + 1]
+        head[:, :t] *= stay[:, t : t + 1]
+        head[:, t] = change[:, t]
+        head *= _predictive(np.clip(p, 1e-12, 1.0 - 1e-12), xs[t], ws[t])
+        total = head.sum(axis=1)
+        if float(total.min()) <= 0.0:  # every start's predictive underflowed: no opinion on where the run starts
+            head[:, :] = 1.0
+            total = head.sum(axis=1)
+        log_ev += np.log(total)
+        head /= total[:, None]
+    probs = buf
     return probs, log_ev, succ_cum, att_cum
 
 
