@@ -578,7 +578,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     items = [kv.split("=") if "=" in kv else (kv, "") for kv in args.config.split(",") if kv]
     # rl, rl_scope=all, rl_hazards=0.01:0.1: the run-length change model (seventh round) instead of the change rule
     runs: dict[str, Any] = {
-        k[3:]: v if k == "rl_scope" else tuple(map(float, v.split(":"))) for k, v in items if k[:3] == "rl_"
+        k[3:]: v if k == "rl_scope" else v == "1" if k == "rl_recent" else tuple(map(float, v.split(":")))
+        for k, v in items
+        if k[:3] == "rl_"
     }
     overrides: dict[str, Any] = {
         # learned_horizons=25:10:60: a tuple; calibration=learned: the learned horizon's tables (sixth round)

@@ -45,12 +45,15 @@ class RunLengths:
     ``hazards``: candidate probabilities of a change per relevance-weighted outcome of the neighbourhood, weighed by
     the neighbourhood's outcomes (``1 / hazard`` is the expected number of outcomes between changes); one hazard is
     a fixed rate. ``scope``: ``"action"`` (one run per option, the default) or ``"all"`` (one for the neighbourhood).
-    Replaces the recency horizon and the recent view (``RecommendConfig.horizon``, ``recent_horizon``); the age
+    Replaces the recency horizon (``RecommendConfig.horizon``) and, unless ``recent``, the recent view; the age
     half-life still applies.
     """
 
     hazards: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1)
     scope: str = "action"
+    #: In ``suggest``, the confidence is still the smaller of the top option's lead on these posteriors and in the
+    #: recent view (``RecommendConfig.recent_horizon``, with the default change rule); False: the lead alone.
+    recent: bool = False
 
     def __post_init__(self) -> None:
         if (
