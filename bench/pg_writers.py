@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import json
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from _cpu_split import CpuSplit
 from _pg_bulk import MODEL_ID, BulkLoader, scalar
 from _report import pct
 from engramdb import Engram
@@ -335,12 +337,18 @@ def run(args: Any) -> dict[str, Any]:
         sampler = threading.Thread(target=_lock_waits, args=(url, stop, locks))
         probes: list[float] = []
         prober = threading.Thread(target=_probe_freshness, args=(url, reader, stop, args.probe_every, probes))
+        postmaster = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
+        # The bench process holds the searcher (and the freshness probes, a memory every --probe-every s).
+        split = CpuSplit(postmaster, {"writers": [p.pid for p in procs if p.pid], "searcher": [os.getpid()]})
         start.set()
         t0 = time.perf_counter()
+        split.start()
         sampler.start()
         if args.probe_every > 0:
             prober.start()
         during = _searches(searcher, queries, args.agents, args.seconds)
+        with psycopg.connect(url, autocommit=True) as conn:
+            out["cpu_cores_during_writes"] = split.stop(conn, time.perf_counter() - t0)
         stop.set()
         sampler.join()
         if args.probe_every > 0:
@@ -412,6 +420,7 @@ def run(args: Any) -> dict[str, Any]:
         out["during_over_idle_warm_p50"] = round(during["p50_ms"] / out["idle_search_warm"]["p50_ms"], 2)
         print(f"writers: {out['writers']}", flush=True)
         print(f"lock waits: {locks}", flush=True)
+        print(f"cpu cores during the writes: {out['cpu_cores_during_writes']}", flush=True)
         print(
             f"search during writes: {during} ({out['during_over_idle_p50']}x idle p50 cold, "
             f"{out['during_over_idle_warm_p50']}x warm, {out['during_over_idle_after_p50']}x idle after)",

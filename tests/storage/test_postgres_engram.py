@@ -62,7 +62,7 @@ def test_hnsw_index_path_returns_the_true_neighbours(postgres_server: PgServer) 
                 r[0]
                 for r in conn.execute(
                     "EXPLAIN SELECT memory_id FROM vectors WHERE model_id = %s AND dim = 16 "
-                    "ORDER BY embedding::vector(16) <=> %s::vector(16) LIMIT 5",
+                    "ORDER BY embedding::halfvec(16) <=> %s::halfvec(16) LIMIT 5",
                     (MODEL, str(vecs[0].tolist())),
                 ).fetchall()
             )

@@ -34,6 +34,7 @@ __all__ = [
     "VectorBranch",
     "VectorPlan",
     "from_rows",
+    "graph_order",
     "inline",
     "near_ef",
     "near_plan",
@@ -83,13 +84,21 @@ class VectorBranch:
     #: A staged branch's test of the staged row alone (literals): the rows it admits are ordered by distance before
     #: their memories are looked up (:func:`from_rows`).
     staged_where: sql.Composable | None = None
+    #: What the branch's rows are ordered by when it is not their distance ``d``: the graph's own half-precision
+    #: distance (:func:`graph_order`), which takes the query once more, after the WHERE clause's parameters.
+    order: sql.Composable | None = None
 
     def ordered_params(self, query: Any, *middle: Any) -> list[Any]:
         """The branch's parameters in statement order: its distance's ``query``, ``middle`` (the caller's, between
-        the SELECT list and FROM), the WHERE clause's. A staged branch takes the query in its FROM clause."""
+        the SELECT list and FROM), the WHERE clause's, then the ORDER BY's ``query`` where it has its own order. A
+        staged branch takes the query in its FROM clause."""
         if self.table == STAGED_TABLE:
             return [*middle, query, *self.params]
-        return [query, *middle, *self.params]
+        return [query, *middle, *self.params, *((query,) if self.order is not None else ())]
+
+    def order_by(self) -> sql.Composable:
+        """The branch's ORDER BY expression: the graph's order, or its distance column ``d``."""
+        return self.order if self.order is not None else sql.SQL("d")
 
 
 def near_ef(model: CurrentModel, limit: int) -> str:
@@ -110,12 +119,14 @@ def near_plan(plan: VectorPlan, model: CurrentModel, *, exact_below: int) -> Vec
     return replace(plan, own=True)
 
 
-def _distance(model: CurrentModel, *, index: bool) -> sql.Composable:
-    if index:
-        # The expression the model's partial HNSW index is built on: rows come in the index's order.
-        return sql.SQL("v.embedding::vector({dim}) <=> %s::vector({dim})").format(dim=sql.Literal(model.dim))
-    # Not the indexed expression: the planner scans the rows that pass the filter, gathered from indexes.
-    return sql.SQL("v.embedding <=> %s::vector")
+#: The distance a search reports, in full precision: computed for the rows a branch returns only.
+_DISTANCE: Final = sql.SQL("v.embedding <=> %s::vector")
+
+
+def graph_order(model: CurrentModel) -> sql.Composable:
+    """The expression the model's partial HNSW index is built on (schema step 9: half precision): ordered by it, the
+    rows come in the graph's order. Only the order is half precision; the distance reported is the full one."""
+    return sql.SQL("v.embedding::halfvec({dim}) <=> %s::halfvec({dim})").format(dim=sql.Literal(model.dim))
 
 
 def inline(value: str) -> sql.Composable:
@@ -144,7 +155,9 @@ def vector_branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[
         # Other agents' staged rows: only those not private (an index of them), each then tested as above.
         others = sql.SQL("s.agent <> {reader} AND s.open AND {current}").format(reader=reader, current=current)
     staged = [
-        replace(branch, distance=_STAGED_DISTANCE, table=STAGED_TABLE, staged_where=own if n == 0 else others)
+        replace(
+            branch, distance=_STAGED_DISTANCE, table=STAGED_TABLE, staged_where=own if n == 0 else others, order=None
+        )
         for n, branch in enumerate(_branches(model, flt, VectorPlan(own=True, others=True)))
     ]
     return _branches(model, flt, plan) + staged
@@ -169,26 +182,34 @@ def from_rows(branch: VectorBranch) -> sql.Composable:
     return sql.SQL("{table} v JOIN memories m ON m.id = v.memory_id").format(table=sql.Identifier(branch.table))
 
 
+def _order(model: CurrentModel, *, index: bool) -> sql.Composable | None:
+    # Not the indexed expression for an exact scan: the planner scans the rows that pass the filter, gathered from
+    # indexes, and sorts them by their full distance.
+    return graph_order(model) if index else None
+
+
 def _branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[VectorBranch]:
     if flt.agent is None:
         f = filter_sql(flt, indexed=not plan.own)
-        return [VectorBranch(_distance(model, index=plan.own), f.where, f.params)]
+        return [VectorBranch(_DISTANCE, f.where, f.params, order=_order(model, index=plan.own))]
     rest = filter_sql(replace(flt, agent=None))
     reader = flt.agent
     branches = [
         VectorBranch(
-            _distance(model, index=plan.own),
+            _DISTANCE,
             f"v.agent = ? AND m.agent = ? AND {rest.where}",
             (reader, reader, *rest.params),
+            order=_order(model, index=plan.own),
         )
     ]
     if flt.include_shared:
         visible = open_rows(indexed=not plan.others)
         branches.append(
             VectorBranch(
-                _distance(model, index=plan.others),
+                _DISTANCE,
                 f"v.agent <> ? AND m.agent <> ? AND {visible} AND {rest.where}",
                 (reader, reader, reader, *rest.params),
+                order=_order(model, index=plan.others),
             )
         )
     return branches
@@ -204,8 +225,11 @@ def nearest_many(
     iterative: str,
     queries: Sequence[tuple[Vectors, Filter]],
     limit: int,
+    note: str = "",
 ) -> list[list[Candidate]]:
-    """For each (unit vector, filter) of ``queries``, its ``limit`` nearest candidates, best first, in order."""
+    """For each (unit vector, filter) of ``queries``, its ``limit`` nearest candidates, best first, in order.
+
+    ``note`` begins the statement (a comment saying whose read it is, see ``_pg_staging.WRITE_READ``)."""
     unit = [(as_unit_rows(vector, rows=1)[0], flt) for vector, flt in queries]
     if limit <= 0 or not unit:
         return [[] for _ in unit]
@@ -223,7 +247,9 @@ def nearest_many(
                 if not fresh:
                     continue  # the cached model may be stale: once more with the store's own
                 raise ValidationError(f"query vector has dimension {wrong}, the store's vectors have {model.dim}")
-            rows = _rows(conn, model, unit, limit, plan_of=plan_of, ef=ef_search(model, limit), iterative=iterative)
+            rows = _rows(
+                conn, model, unit, limit, plan_of=plan_of, ef=ef_search(model, limit), iterative=iterative, note=note
+            )
             if rows is not None:
                 return rows
             # The model changed since it was cached (the statement reads it): once more with the new one.
@@ -231,7 +257,15 @@ def nearest_many(
 
 
 def _rows(
-    conn: Any, model: CurrentModel, unit: Sequence[Query], limit: int, *, plan_of: PlanOf, ef: str, iterative: str
+    conn: Any,
+    model: CurrentModel,
+    unit: Sequence[Query],
+    limit: int,
+    *,
+    plan_of: PlanOf,
+    ef: str,
+    iterative: str,
+    note: str,
 ) -> list[list[Candidate]] | None:
     branches: list[sql.Composable] = []
     params: list[Any] = []
@@ -240,9 +274,10 @@ def _rows(
             branches.append(
                 sql.SQL(
                     "(SELECT {pos} AS q, v.memory_id, {distance} AS d FROM {rows} "
-                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT %s)"
+                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY {order} LIMIT %s)"
                 ).format(
                     pos=sql.Literal(pos),
+                    order=branch.order_by(),
                     rows=from_rows(branch),
                     distance=branch.distance,
                     model=inline(model.model_id),
@@ -254,9 +289,9 @@ def _rows(
     # The store's current model travels with the answer (one row even when no branch finds any): a model
     # changed since it was cached makes the caller ask again.
     statement = sql.SQL(
-        "SELECT NULL, NULL, NULL, (SELECT x.value FROM meta x WHERE x.key = %s) UNION ALL SELECT h.q, h.memory_id, "
-        "h.d, NULL FROM ({branches}) h ORDER BY 1 NULLS FIRST, 3"
-    ).format(branches=sql.SQL(" UNION ALL ").join(branches))
+        "{note}SELECT NULL, NULL, NULL, (SELECT x.value FROM meta x WHERE x.key = %s) UNION ALL SELECT h.q, "
+        "h.memory_id, h.d, NULL FROM ({branches}) h ORDER BY 1 NULLS FIRST, 3"
+    ).format(note=sql.SQL(note.replace("%", "%%")), branches=sql.SQL(" UNION ALL ").join(branches))
     # No parallel workers for a batch's lookups: with the staged parts the planner gathered them in parallel, and
     # the workers' start and shutdown for a statement of 25 small searches made mixed batches 3.5x slower (25k
     # memories, bench/RESULTS.md, issue 26, third round of writes). Reset after: the connection is the pool's.

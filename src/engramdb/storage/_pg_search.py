@@ -42,6 +42,7 @@ from engramdb.storage._pg_sql import (
     pg_statement,
     tsquery_sql,
 )
+from engramdb.storage._pg_staging import WRITE_READ
 from engramdb.storage._pg_terms import LexemeSample
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
@@ -312,7 +313,7 @@ class PgSearch:
 
         return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
                             plan_of=plan_of, ef_search=ef, iterative=self._iterative,
-                            queries=queries, limit=limit)  # fmt: skip
+                            queries=queries, limit=limit, note="" if near is None else WRITE_READ)  # fmt: skip
 
     def _ef(self, model: CurrentModel, limit: int, *, graph_rows: float | None = None) -> str:
         """``hnsw.ef_search`` for a search of ``limit`` rows in a graph of ``graph_rows`` vectors (a partition's).
@@ -365,9 +366,10 @@ class PgSearch:
                 sql.SQL(
                     "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
                     "{shared_by}, {shared_at}, {columns} FROM {rows} "
-                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY d LIMIT {limit})"
+                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY {order} LIMIT {limit})"
                 ).format(
                     distance=branch.distance,
+                    order=branch.order_by(),
                     rows=from_rows(branch),
                     shared_by=sql.SQL(pg_statement(f.shared_by)),
                     shared_at=sql.SQL(pg_statement(f.shared_at)),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
+from engramdb.storage._btree_pages import PageHints
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
@@ -83,9 +84,11 @@ def sync_state(conn: sqlite3.Connection) -> SyncState:
 class SQLiteSearch:
     """:class:`~engramdb.storage.base.CandidateSource` of a SQLite store."""
 
-    def __init__(self, reading: Reading, index: VectorIndex) -> None:
+    def __init__(self, reading: Reading, index: VectorIndex, *, pages: PageHints | None = None) -> None:
         self._reading = reading
         self._index = index
+        #: Where the memory rows lie in the file: a keyword head's pages are asked for together (a cold disk).
+        self._pages = pages
         # Keys of memories shared with each agent (for the vector filter), valid for one share epoch.
         self._shared: dict[str, _I64] = {}
         self._share_epoch = -1
@@ -267,6 +270,8 @@ class SQLiteSearch:
         # the query run again with the filter applied to every match. A selective scope (a user,
         # a thread, an agent owning few rows) is ranked among its own rows instead (below).
         head = limit * _KEYWORD_HEAD_FACTOR
+        if self._pages is not None:
+            self._pages.searching()  # the open's read-ahead asks for nothing new meanwhile (see _readahead)
         self.keyword_index.settle()  # a load in progress (at open) is waited for without the store's lock
         with self._reading() as conn:
             budget = self.postings_budget
@@ -402,14 +407,17 @@ class SQLiteSearch:
         self._agent_rows[agent] = (few, _RECOUNT)
         return few
 
-    @staticmethod
-    def _filtered_head(conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int) -> list[Candidate] | None:
+    def _filtered_head(
+        self, conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int
+    ) -> list[Candidate] | None:
         """The ranked head's rows that pass the filter, best first; None if too few (rank every match instead)."""
         found: list[Candidate] = []
         start, size = 0, limit
         # The best `limit` first (usually all pass), then the rest of the head only if needed.
         while start < len(ranked.rids) and len(found) < limit:
             rids = ranked.rids[start : start + size]
+            if self._pages is not None:
+                self._pages.ahead("memories", rids)
             ids = dict(
                 conn.execute(
                     f"SELECT m.rid, m.id FROM memories m WHERE m.rid IN (SELECT value FROM json_each(?)) AND {f.where}",
@@ -437,6 +445,8 @@ class SQLiteSearch:
         query = as_unit_rows(vector, rows=1)[0]
         if limit <= 0:
             return []
+        if self._pages is not None:
+            self._pages.searching()
         past: list[tuple[str, float]] = []
         only: _I64 | None
         with self._reading(snapshot=True) as conn:
