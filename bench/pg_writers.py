@@ -39,6 +39,7 @@ import numpy as np
 
 from _cpu_split import CpuSplit
 from _pg_bulk import MODEL_ID, BulkLoader, scalar
+from _pg_explain import ExplainLog
 from _report import pct
 from engramdb import Engram
 from engramdb.storage.postgres import open_postgres
@@ -312,6 +313,10 @@ def run(args: Any) -> dict[str, Any]:
         # One reader for both measurements, opened before the writers start: opening a store with sync vectors
         # embeds what has none yet, which during the writes would be the writers' queued memories.
         searcher = Engram(url, embedder=reader, access_flush_seconds=1.0, vectors="sync")
+        explain = ExplainLog(server.root / "log") if args.explain else None
+        if explain is not None:
+            explain.attach(searcher)
+            explain.mark("idle, cold")
         # Twice: the first pass after a server start reads the graphs from disk (cold); then, after ``--warm-seconds``
         # more, the warm reference the searches during the writes are compared with (the idle after them, on a grown
         # store, too).
@@ -319,6 +324,8 @@ def run(args: Any) -> dict[str, Any]:
         print(f"idle search (cold): {out['idle_search']}", flush=True)
         if args.warm_seconds > 0:
             _searches(searcher, queries, args.agents, args.warm_seconds)
+        if explain is not None:
+            explain.mark("idle, warm")
         out["idle_search_warm"] = _searches(searcher, queries, args.agents, args.search_seconds)
         print(f"idle search (warm): {out['idle_search_warm']}", flush=True)
 
@@ -343,12 +350,18 @@ def run(args: Any) -> dict[str, Any]:
         start.set()
         t0 = time.perf_counter()
         split.start()
+        if explain is not None:
+            explain.mark("during the writes")
         sampler.start()
         if args.probe_every > 0:
             prober.start()
         during = _searches(searcher, queries, args.agents, args.seconds)
         with psycopg.connect(url, autocommit=True) as conn:
             out["cpu_cores_during_writes"] = split.stop(conn, time.perf_counter() - t0)
+        if explain is not None:
+            explain.mark("end")
+            out["search_plans"] = explain.summary()
+            print(f"search plans: {out['search_plans']}", flush=True)
         stop.set()
         sampler.join()
         if args.probe_every > 0:
@@ -461,6 +474,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tmp-root", help="where a new server's data directory goes (default: the system temp)")
     parser.add_argument(
         "--probe-every", type=float, default=3.0, help="seconds between freshness probes during the writes (0: none)"
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="log the searcher's statements with auto_explain (ANALYZE, BUFFERS): plans idle and during the writes",
     )
     parser.add_argument("--out", default=str(RESULTS_DIR / "pg_writers.json"))
     args = parser.parse_args(argv)
