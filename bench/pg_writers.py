@@ -82,6 +82,17 @@ class TurnEmbedder:
 def _writer(url: str, wid: int, args: Any, texts: list[str], base: Vec, start: Any, stop: Any, out: Any) -> None:
     """Call ``remember_many`` with ``args.batch`` items until ``stop`` is set; report ids and timings."""
     mem = Engram(url, embedder=TurnEmbedder(texts, base), access_flush_seconds=0.0)  # type: ignore[arg-type]
+    waits: list[float] = []
+    store = mem._pipeline._store
+    if hasattr(store, "_give_way"):  # the seconds each batch gave way to searches (code before it has no such wait)
+        real = store._give_way
+
+        def give_way(seconds: float) -> float:
+            waited = float(real(seconds))
+            waits.append(waited)
+            return waited
+
+        object.__setattr__(store, "_give_way", give_way)
     n = len(texts)
     ids: list[str] = []
     calls: list[float] = []
@@ -108,7 +119,17 @@ def _writer(url: str, wid: int, args: Any, texts: list[str], base: Vec, start: A
         window = time.perf_counter() - began
         t = time.perf_counter()
         mem.close()  # drains this process's vector queue
-        out.put({"wid": wid, "ids": ids, "calls_ms": calls, "window_s": window, "drain_s": time.perf_counter() - t})
+        out.put(
+            {
+                "wid": wid,
+                "ids": ids,
+                "calls_ms": calls,
+                "window_s": window,
+                "drain_s": time.perf_counter() - t,
+                "gave_way_s": sum(waits),
+                "gave_way_batches": sum(1 for w in waits if w > 0),
+            }
+        )
     except BaseException as exc:
         out.put({"wid": wid, "error": repr(exc), "ids": ids, "calls_ms": calls, "window_s": 0.0, "drain_s": 0.0})
         raise
@@ -418,6 +439,12 @@ def run(args: Any) -> dict[str, Any]:
             if calls
             else {},
             "queue_drain_s": round(max(r["drain_s"] for r in reports), 1),
+            # Of the writers' time, the share their batches waited for searches (pg_writes_yield).
+            "gave_way_share": round(
+                sum(r.get("gave_way_s", 0.0) for r in reports) / max(1e-9, elapsed * len(reports)), 3
+            ),
+            "gave_way_batches": sum(r.get("gave_way_batches", 0) for r in reports),
+            "batches": len(calls),
             "errors": errors,
         }
         out["search_during_writes"] = during
