@@ -74,6 +74,16 @@ class Background:
             with self._lock:
                 del self._interrupts[key]
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the threads started so far to end, without stopping them; whether none is alive (for tests
+        and benches that must know a warm-up is over before they go on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            threads = [t for t in self._threads if t is not threading.current_thread()]
+        for thread in threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
+
     def stop(self, timeout: float = JOIN_SECONDS) -> list[threading.Thread]:
         """Tell every thread to stop, interrupt their reads until they end, join them (``timeout`` seconds
         altogether); the threads still alive then (logged). Idempotent. Call it without holding a lock the

@@ -118,10 +118,10 @@ def test_the_mover_leaves_staged_vectors_while_a_read_runs_and_folds_them_after(
     with _Read(url, 30) as read:
         mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
         try:
-            time.sleep(1.5)
+            # A second of its own yielding, not of the test's clock: a starved mover had not yet looked in 1.5 s.
+            _until(lambda: mover.yielded >= 1.0, "the mover to yield to the read for a second")
             assert _staged(url) == 120
             assert mover.moved == 0
-            assert mover.yielded > 0
             with open_postgres(url, settings=NO_MOVER) as store:  # still found by meaning meanwhile
                 query = unit_vectors(121, seed=21)[7]
                 assert store.search.vector_candidates(query, Filter(agent=ms[7].agent), limit=1)[0].id == ms[7].id

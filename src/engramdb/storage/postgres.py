@@ -155,7 +155,7 @@ def _configure(conn: Raw) -> None:
     psycopg prepares a statement on its fifth run, and PostgreSQL then switches to a generic plan
     once that looks no costlier. For the store's parameter-sensitive predicates the generic plan
     scans: the dimension check of every vector write (``dim < ? OR dim > ?``, empty for the real
-    values) became a sequential scan of ``vectors`` (3 s per write at 1M memories, bench/scale_pg.py).
+    values) became a sequential scan of ``vectors`` (seconds per write at 1M memories, bench/scale_pg.py).
     Planning each execution costs well under a millisecond.
     """
     register_vector(conn)
@@ -426,8 +426,8 @@ class PostgresBackend:
 
     def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """See :meth:`Dialect.fetch_vectors`: binary results. In text, the server prints every float of a vector
-        and pgvector parses it back: 2.9 ms for 5 vectors of 384 dimensions, 0.26 ms in binary (100k store, load 7;
-        bench/RESULTS.md, issue 26, fourth round)."""
+        and pgvector parses it back, about ten times the binary transfer (bench/RESULTS.md, issue 26, fourth
+        round)."""
         with self.reading() as conn:
             return conn.execute(pg_statement(statement), params, binary=True).fetchall()
 
