@@ -12,7 +12,7 @@ pages are asked for through the descriptors SQLite already holds open (found in 
 Asked for in pieces, paced: the kernel reads at most its read-ahead window per ``WILLNEED`` call (Linux caps
 ``force_page_cache_ra`` at the device's window: one call for a whole 2.5 GB file read its first 8 MB on this machine,
 bench/RESULTS.md, issue 27, eighth round), and pieces asked for all at once would queue ahead of a search's own
-reads. So each piece is at most the window (and 1 MB), at most ``_IN_FLIGHT`` bytes are asked for and not yet read,
+reads. So each piece is at most the window (and 256 KiB), at most ``_IN_FLIGHT`` bytes are asked for and not yet read,
 and a :class:`Pace` lets the searches go first (no new piece while one runs) and a close stop it between pieces.
 """
 
@@ -35,8 +35,8 @@ _BACKGROUND_NICE: Final = 19
 READAHEAD_BUDGET: Final = 1 << 30
 _FDS: Final = Path("/proc/self/fd")
 #: Bytes per WILLNEED call at most (see the module docstring), and asked for but not yet read at most.
-_PIECE: Final = 1 << 20
-_IN_FLIGHT: Final = 4 << 20
+_PIECE: Final = 256 << 10
+_IN_FLIGHT: Final = 1 << 20
 #: The kernel's window where the device's is not found (Linux's default, 128 KiB).
 _DEFAULT_WINDOW: Final = 128 << 10
 #: How long a read-ahead waits for the searches at most before asking for one more piece (it never starves).

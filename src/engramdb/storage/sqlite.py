@@ -45,7 +45,7 @@ from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._kw_persist import postings_path
-from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files
+from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files, yield_cpu
 from engramdb.storage._sqlite_files import check_present, connect_read_only, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
@@ -194,6 +194,7 @@ class SQLiteBackend:
         path, pages, background = self.path, self._pages, self.search.background
         if path is None:
             return
+        yield_cpu()  # its loop's CPU (one call a piece) after a search's, on a busy machine
         pace = Pace(stopping=lambda: background.stopping, busy=pages.busy if pages is not None else Pace().busy)
         left = READAHEAD_BUDGET
         if pages is not None:
