@@ -84,7 +84,7 @@ from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
 from engramdb.learning.recommend import CALIBRATION_LEARNED, CALIBRATION_LEARNED_POOLED
-from engramdb.learning.stats import ChangeRule
+from engramdb.learning.stats import ChangeRule, RunLengths
 
 AGENT = "bench"
 
@@ -575,11 +575,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return calibrate_main(args)
     if args.quick:
         args.seeds, args.steps, args.failures, args.episodes = 1, 800, 150, 200
+    items = [kv.split("=") if "=" in kv else (kv, "") for kv in args.config.split(",") if kv]
+    # rl, rl_scope=all, rl_hazards=0.01:0.1: the run-length change model (seventh round) instead of the change rule
+    runs: dict[str, Any] = {
+        k[3:]: v if k == "rl_scope" else v == "1" if k == "rl_recent" else tuple(map(float, v.split(":")))
+        for k, v in items
+        if k[:3] == "rl_"
+    }
     overrides: dict[str, Any] = {
         # learned_horizons=25:10:60: a tuple; calibration=learned: the learned horizon's tables (sixth round)
         k: tuple(map(float, v.split(":"))) if ":" in v else v if k == "calibration" else float(v)
-        for k, v in (kv.split("=") for kv in args.config.split(",") if kv)
+        for k, v in items
+        if k != "rl" and k[:3] != "rl_"
     }
+    if runs or any(k == "rl" for k, _ in items):
+        overrides["change"] = RunLengths(**runs)
     if overrides.pop("calibration", None) == "learned":
         overrides.update(calibration=CALIBRATION_LEARNED, pooled_calibration=CALIBRATION_LEARNED_POOLED)
     if rule := {k[7:]: overrides.pop(k) for k in list(overrides) if k.startswith("change_")}:

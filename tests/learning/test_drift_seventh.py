@@ -16,6 +16,7 @@ from engramdb.learning import recommend as rc
 from engramdb.learning._prior import Prior
 from engramdb.learning.runlength import RunLengths, run_length_estimates, run_length_posterior
 from engramdb.learning.stats import ChangeRule, Evidence, posteriors
+from engramdb.models import DecisionRecord
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 HAZARDS = st.lists(st.floats(0.001, 0.5), min_size=1, max_size=4).map(tuple)
@@ -186,3 +187,32 @@ def test_the_service_learns_a_change_with_run_lengths(tmp_path: Path, embedder: 
         assert 0.0 <= after.confidence <= 1.0
         picks = [mem.learning.choose(ctx, ["blue-green", "canary"], agent="ops", seed=k) for k in range(20)]
         assert picks.count("canary") >= 15
+
+
+def test_the_recent_view_with_run_lengths_only_ever_lowers_the_raw_confidence() -> None:
+    # RunLengths(recent=True) keeps the shipped recent view (the last few outcomes, the change rule) beside the
+    # run-length lead, and the confidence is the smaller of the two.
+    history = [("blue-green", 1.0)] * 20 + [("canary", 0.0)] * 6 + [("blue-green", 0.0)] * 3
+    nb = [
+        rc.Neighbour(
+            DecisionRecord(
+                id=str(i),
+                agent="a",
+                context="deploy the payments service",
+                action=a,
+                success=x,
+                at=NOW + timedelta(seconds=i),
+                alternatives=("blue-green", "canary"),
+            ),
+            1.0,
+        )
+        for i, (a, x) in enumerate(history)
+    ]
+    at = NOW + timedelta(seconds=len(history))
+    judged = {}
+    for recent in (False, True):
+        cfg = rc.RecommendConfig(change=RunLengths(scope="all", recent=recent))
+        judged[recent] = rc.assess("deploy the payments service", nb, now=at, config=cfg, seed=1)
+    assert judged[False].recent == judged[False].long
+    assert judged[True].long == judged[False].long
+    assert judged[True].raw < judged[False].raw  # the last few outcomes separate the options less than the runs do
