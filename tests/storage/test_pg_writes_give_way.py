@@ -156,3 +156,26 @@ def test_sqlite_never_waits(tmp_path: Any) -> None:
     with open_sqlite(tmp_path / "m.db") as store:
         store.memories.add([memory("x")], unit_vectors(1, seed=3), model_id=MODEL, actor="t")
         assert store.give_way(5.0) == 0.0
+
+
+def test_a_client_searching_without_pause_is_seen_between_its_statements(postgres_server: PgServer) -> None:
+    """Its statements come with short gaps (its own work on the hits), in which one look would find no read."""
+    url = postgres_server.new_database()
+    stop = threading.Event()
+
+    def searches() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not stop.is_set():
+                conn.execute("SELECT pg_sleep(0.06)")
+                time.sleep(0.015)
+
+    thread = threading.Thread(target=searches)
+    thread.start()
+    try:
+        _seen(url, lookups=False)
+        with _store(url, 1.0) as store:
+            waits = [store.give_way(0.3) for _ in range(12)]
+            assert min(waits) > 0.25, waits
+    finally:
+        stop.set()
+        thread.join(LIMIT)

@@ -23,7 +23,7 @@ import psycopg
 
 from engramdb.storage._pg_staging import QUIET, reads_at_work
 
-__all__ = ["POLL", "WAIT_MAX", "give_way"]
+__all__ = ["LOOKS", "LOOK_GAP", "POLL", "RECENT", "WAIT_MAX", "give_way"]
 
 Raw = psycopg.Connection[tuple[Any, ...]]
 
@@ -31,23 +31,44 @@ Raw = psycopg.Connection[tuple[Any, ...]]
 WAIT_MAX: Final = 5.0
 #: How often a waiting write looks whether the reads ended, seconds (a catalog read each time).
 POLL: Final = 0.1
+#: Looks before a write finds no read at work, and the pause between them, seconds: a client searching without pause
+#: spends a fifth to a third of its time in its own code between statements, where one look would miss it.
+LOOKS: Final = 3
+LOOK_GAP: Final = 0.01
+#: Seconds after a read was last seen within which a write's wait takes the searches to go on without looking first
+#: (they are looked for at every poll of the wait, which ends after :data:`~._pg_staging.QUIET` without one).
+RECENT: Final = 5.0
 
 
-def give_way(conn: Raw, *, budget: float, quiet: float = QUIET, poll: float = POLL) -> float:
+def give_way(
+    conn: Raw, *, budget: float, seen: float | None = None, quiet: float = QUIET, poll: float = POLL
+) -> tuple[float, float | None]:
     """Wait while other sessions' reads are at work on ``conn``'s database, at most ``budget`` seconds (capped at
-    :data:`WAIT_MAX`), returning early once none ran for ``quiet`` seconds. Returns the seconds waited."""
+    :data:`WAIT_MAX`), returning early once none ran for ``quiet`` seconds.
+
+    ``seen`` is when this writer last saw a read at work (``time.monotonic()``; None: never): within :data:`RECENT`
+    of it, the searches are taken to go on (one look may fall in a gap between a client's statements), and the wait
+    ends after ``quiet`` seconds if they did not.
+    Returns the seconds waited and when a read was last seen.
+    """
     budget = min(budget, WAIT_MAX)
     if budget <= 0:
-        return 0.0
+        return 0.0, seen
     began = time.monotonic()
-    if reads_at_work(conn, lookups=False) == 0:
-        return 0.0
-    seen = began
+    if seen is None or began - seen >= RECENT:
+        for look in range(LOOKS):
+            if reads_at_work(conn, lookups=False) > 0:
+                break
+            if look == LOOKS - 1:
+                return 0.0, seen
+            time.sleep(LOOK_GAP)
+    # Seen now, or taken to go on: the wait ends after a quiet period without one.
+    seen = time.monotonic()
     while True:
         now = time.monotonic()
         left = budget - (now - began)
         if left <= 0 or now - seen >= quiet:
-            return now - began
+            return now - began, seen
         time.sleep(min(poll, left))
         if reads_at_work(conn, lookups=False) > 0:
             seen = time.monotonic()

@@ -208,6 +208,9 @@ class StagedMover:
         #: Rows this instance moved, and seconds it left them staged for reads at work (for tests and benchmarks).
         self.moved = 0
         self.yielded = 0.0
+        # When the last step that yielded began: the time to the next step is counted, not the wait alone (a step
+        # on a loaded machine takes longer than its wait, and the waits undercounted a yield of YIELD_MAX).
+        self._yield_at: float | None = None
         self._thread = threading.Thread(target=self._run, name="engramdb-vector-mover", daemon=True)
         self._thread.start()
 
@@ -251,11 +254,13 @@ class StagedMover:
                     return 0.0
                 self._busy = conn
             try:
-                if self._yields(conn, began):
+                yields = self._yields(conn, began)
+                if self._yield_at is not None:
+                    self.yielded += began - self._yield_at
+                self._yield_at = began if yields else None
+                if yields:
                     # Only the instance that moved last looks often: the others' movers wait for the turn anyway.
-                    wait = YIELD_POLL if self._turn else self._poll
-                    self.yielded += wait
-                    return wait
+                    return YIELD_POLL if self._turn else self._poll
                 moved = move_batch(conn, limit=self._batch)
                 self._turn = moved is not None
                 self._staged_seen = (0, -1.0)

@@ -219,6 +219,8 @@ class PostgresBackend:
         mover = settings.pg_vector_mover if settings is not None else True
         #: Share of a bulk write's previous time it waits for searches at work (:mod:`._pg_giveway`).
         self._yield_share = settings.pg_writes_yield if settings is not None else WRITES_YIELD
+        # When this process's bulk writes last saw a search at work (``time.monotonic()``; None: never).
+        self._reads_seen: float | None = None
         self._mover = StagedMover(self._mover_connection) if mover else None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -386,7 +388,8 @@ class PostgresBackend:
             return 0.0
         try:
             with self._require_pool().connection() as conn:
-                return give_way(conn, budget=budget)
+                waited, self._reads_seen = give_way(conn, budget=budget, seen=self._reads_seen)
+                return waited
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._translate(exc) from exc
 

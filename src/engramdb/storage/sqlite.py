@@ -188,19 +188,21 @@ class SQLiteBackend:
             self.search.warm(self.path)
 
     def _read_ahead(self) -> None:
-        """Read the store's pages ahead, in the order searches need them (issue 27, cold first searches): where the
-        rows lie, then the id indexes every search looks rows up in, the postings and the vector sidecar, the
-        memory rows, then the rest of the database from the front, within ``READAHEAD_BUDGET`` bytes."""
+        """Read the store's pages ahead, in the order searches need them (issue 27, cold first searches): the vector
+        sidecar and the postings, where the rows lie, the id indexes every search looks rows up in, the memory
+        rows, then the rest of the database from the front, within ``READAHEAD_BUDGET`` bytes."""
         path, pages, background = self.path, self._pages, self.search.background
         if path is None:
             return
         yield_cpu()  # its loop's CPU (one call a piece) after a search's, on a busy machine
         pace = Pace(stopping=lambda: background.stopping, busy=pages.busy if pages is not None else Pace().busy)
+        # The sidecar and the postings first: the warm-up's vector load and rehearsal read them (cold, both took
+        # twice as long when the id indexes came first: bench/RESULTS.md, issue 27, eighth round).
         left = READAHEAD_BUDGET
+        left -= read_ahead([*sidecar_files(sidecar_dir(path)), postings_path(str(path))], budget=left, pace=pace)
         if pages is not None:
             for index in pages.load():
                 left -= pages.read_ahead(index, budget=left, pace=pace)
-        left -= read_ahead([postings_path(str(path)), *sidecar_files(sidecar_dir(path))], budget=left, pace=pace)
         memories = pages.table("memories") if pages is not None else None
         if memories is not None and pages is not None:
             left -= pages.read_ahead(memories, budget=left, pace=pace)
