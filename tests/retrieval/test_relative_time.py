@@ -4,6 +4,7 @@ eighth round)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -186,3 +187,24 @@ def test_a_week_ago_counts_from_as_of_and_sees_nothing_after_it(mem: Engram) -> 
     # Asked after the later turn was said, the later book is the one of that week.
     hits = mem.search("Which book did I finish a week ago?", agent="a", as_of=ASKED + timedelta(days=9), limit=5)
     assert hits[0].memory.id == later
+
+
+_SALAD = (
+    "last next this past ago back earlier in on since the a an two ten 10 weeks days months years day week month "
+    "year Saturday May 3rd 2021 yesterday today weekend summer before after what did I do buy"
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.sampled_from(_SALAD.split()), max_size=12), text=st.text(max_size=80))
+def test_the_phrase_words_are_words_of_the_question_and_counted_ones_a_part(words: list[str], text: str) -> None:
+    question = " ".join(words) + " " + text
+    reports_event(question)  # never raises
+    window = find_time(question, reference=ASKED)
+    if window is None:
+        return
+    every, counted = relative_words(window), relative_words(window, counted=True)
+    assert counted <= every <= set(question.lower().split()) | {w for s in window.spans for w in s.text.lower().split()}
+    # A phrase counting back is relative, and a relative phrase names no year of the calendar.
+    assert all(s.relative for s in window.spans if counted_back(s))
+    assert not any(s.relative and re.search(r"(?:19|20)\d\d", s.text) for s in window.spans)

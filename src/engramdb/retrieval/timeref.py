@@ -10,6 +10,10 @@ the trip") is not resolved: it needs the event's own date first.
 The interval of a phrase follows its granularity: "last Saturday" and "yesterday" are that day, "last
 week" and "in May" the calendar week or month, "two weeks ago" the week around the day fourteen days back
 (people round: it is rarely exactly 14 days). Days begin at midnight in the reference's time zone.
+
+A phrase that counts back ("a week ago", "10 days ago"; :func:`counted_back`) says when, not what: its words
+count for little as evidence (:data:`RELATIVE_WEIGHT`), and a memory that tells an event on the day it was said
+("today", "yesterday"; :func:`reports_event`) is the likelier answer (:data:`EVENT_WEIGHT`).
 """
 
 from __future__ import annotations
