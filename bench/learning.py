@@ -556,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-decisions", action="store_true")
     parser.add_argument("--skip-failures", action="store_true")
     parser.add_argument("--skip-multistep", action="store_true")
+    parser.add_argument("--only-ours", action="store_true", help="decisions: the shipped-exploration policy alone")
     parser.add_argument("--episodes", type=int, default=400, help="multi-step episodes per seed")
     parser.add_argument("--config", default="", help="RecommendConfig overrides, e.g. 'similarity_floor=0.4'")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "learning.json")
@@ -624,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     SituationThompson(seed, gamma=1.0, scale=0.3, knows_change=True),
                     Oracle(),
                 ]
-                for policy in policies:
+                for policy in policies[:1] if args.only_ours else policies:
                     res = run_decisions(policy, stream, queries)
                     decisions[policy.name].append(res.summary(args.steps))
                     console.print(f"seed {seed} {policy.name}: {_pct(statistics.fmean(res.successes))}% success")
@@ -681,7 +682,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ms/step",
         ):
             table.add_column(col, justify="right" if col != "system" else "left")
-        for name in DECISION_SYSTEMS:
+        shown_systems = [name for name in DECISION_SYSTEMS if name in results["decisions"]]
+        for name in shown_systems:
             r = results["decisions"][name]
             table.add_row(
                 name,
@@ -694,7 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{r['ms_per_step']:.2f}",
             )
         console.print(table)
-        console.print(held_out_table(results["decisions"], DECISION_SYSTEMS, args.seeds, args.steps))
+        console.print(held_out_table(results["decisions"], shown_systems, args.seeds, args.steps))
         buckets = stated_vs_right(held_out["engramdb"])
         results["held_out_calibration"] = buckets
         console.print(

@@ -129,16 +129,17 @@ def test_a_contradicted_record_stays_faded_when_the_option_is_no_longer_chosen()
     ev = [Evidence(action=a, success=x, relevance=1.0, at=NOW + timedelta(seconds=i)) for i, (a, x) in enumerate(rows)]
     at = NOW + timedelta(seconds=len(rows))
     shipped = posteriors(ev, now=at, horizon=25.0, change=ChangeRule())
-    runs = posteriors(ev, now=at, change=RunLengths())
     assert shipped["a"].mean > 0.6  # the flicker, as shipped (0.66)
-    assert runs["a"].mean < 0.4  # 0.33
+    for scope in ("all", "action"):
+        assert posteriors(ev, now=at, change=RunLengths(scope=scope))["a"].mean < 0.4
     # Right after the failures, both see the change.
     early = ev[:46]
     assert posteriors(early, now=NOW + timedelta(seconds=46), change=RunLengths())["a"].mean < 0.3
 
 
 def test_an_option_left_alone_drifts_back_to_the_prior_and_widens() -> None:
-    # "b" failed 10 times long ago; the longer the neighbourhood goes on without trying it, the likelier it changed.
+    # Per option: "b" failed 10 times long ago; the longer the neighbourhood goes on without trying it, the likelier
+    # it changed.
     rows = [("b", 0.0)] * 10
     means, spreads = [], []
     for later in (0, 20, 200):
@@ -148,7 +149,7 @@ def test_an_option_left_alone_drifts_back_to_the_prior_and_widens() -> None:
             [x[1] for x in r],
             [1.0] * len(r),
             list(map(float, range(len(r)))),
-            model=RunLengths(),
+            model=RunLengths(scope="action"),
             prior=Prior(),
         )["b"]
         means.append(mean)

@@ -14,8 +14,8 @@ run starts, for each candidate hazard, with the hazards weighed by how well they
 outcomes (a posterior over a small grid, uniform prior), makes the option's success probability a mixture of Betas,
 which also counts the chance of a change since its newest outcome. An old record fades as fast as the outcomes say,
 and stays faded: the run-length posterior moves with the option's own outcomes and the time since them, not with how
-other options' outcomes happen to weigh recent ones. ``scope="all"`` has one run for the whole neighbourhood instead
-(a change resets every option).
+other options' outcomes happen to weigh recent ones. ``scope="all"`` (the default) has one run for the whole
+neighbourhood instead: a change resets every option, and the clock is each outcome's own weight.
 
 The mixture is returned moment-matched to one Beta (its mean and variance), so Thompson draws and the confidence read
 it like any posterior: right after a change its spread is wide, and narrows as the new run's outcomes come.
@@ -44,16 +44,19 @@ class RunLengths:
 
     ``hazards``: candidate probabilities of a change per relevance-weighted outcome of the neighbourhood, weighed by
     the neighbourhood's outcomes (``1 / hazard`` is the expected number of outcomes between changes); one hazard is
-    a fixed rate. ``scope``: ``"action"`` (one run per option, the default) or ``"all"`` (one for the neighbourhood).
+    a fixed rate. ``scope``: ``"all"`` (one run for the neighbourhood, the default) or ``"action"`` (one per option).
     Replaces the recency horizon (``RecommendConfig.horizon``) and, unless ``recent``, the recent view; the age
     half-life still applies.
     """
 
     hazards: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1)
-    scope: str = "action"
+    #: "all" (one run for the neighbourhood: a change resets every option) measured better than "action" on the
+    #: drift streams (bench/RESULTS.md, issue 25, item 11, seventh round).
+    scope: str = "all"
     #: In ``suggest``, the confidence is still the smaller of the top option's lead on these posteriors and in the
-    #: recent view (``RecommendConfig.recent_horizon``, with the default change rule); False: the lead alone.
-    recent: bool = False
+    #: recent view (``RecommendConfig.recent_horizon``, with the default change rule); False: the lead alone (which
+    #: states stale favourites of a gradual drift too high: at 95% precision 75.8 against 83.0 on dev streams).
+    recent: bool = True
 
     def __post_init__(self) -> None:
         if (
