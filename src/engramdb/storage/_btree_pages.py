@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 from engramdb.storage._arrays import np
 from engramdb.storage._readahead import Pace, Span, read_spans
+from engramdb.storage._sqlite_files import connect_read_only
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
@@ -218,7 +219,7 @@ class PageHints:
         search looks rows up by id in (memories' id, vectors' memory id), for the open's read-ahead to ask for."""
         indexes: list[LeafMap] = []
         try:
-            conn = sqlite3.connect(f"file:{self._database}?mode=ro", uri=True, timeout=30.0, check_same_thread=False)
+            conn = connect_read_only(self._database, timeout=30.0)  # a path's "?" or "#" escaped
         except sqlite3.Error:
             return indexes
         try:
