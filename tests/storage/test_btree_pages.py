@@ -241,3 +241,10 @@ def test_searches_answer_the_same_with_and_without_the_hints(tmp_path: Path, mon
     monkeypatch.setattr(PageHints, "ahead", lambda self, table, keys: 0)
     monkeypatch.setattr(_btree_pages, "read_leaf_map", lambda fd, root, **kw: None)
     assert _answers(path) == hinted
+
+
+def test_a_search_of_any_store_makes_every_read_ahead_of_the_process_wait(tmp_path: Path) -> None:
+    first, second = PageHints(tmp_path / "a.db"), PageHints(tmp_path / "b.db")
+    second.searching()
+    assert first.busy()
+    assert second.busy()

@@ -102,9 +102,12 @@ def _advised(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _join_warmers() -> None:
-    for thread in threading.enumerate():
-        if thread.name == "engramdb-warm":
-            thread.join(timeout=30)
+    """The warm-up, then the read-ahead it starts: a thread of its own, paced, which may still be reading when the
+    warm-up has ended (joining the warm-up alone left the advice unseen on a loaded machine)."""
+    for name in ("engramdb-warm", "engramdb-readahead"):
+        for thread in threading.enumerate():
+            if thread.name == name:
+                thread.join(timeout=30)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names the advised files through /proc")

@@ -72,12 +72,8 @@ def test_a_sqlite_store_closed_after_its_warm_up_leaves_no_thread(tmp_path: Path
     assert _new_threads(before) == []
 
 
-@pytest.mark.parametrize("exit_by", ["close", "context"])
-def test_an_engram_leaves_no_thread_after_close_or_context_exit(
-    tmp_path: Path, embedder: Embedder, before: set[threading.Thread], exit_by: str
-) -> None:
-    path = tmp_path / "s"
-    mem = Engram(path, embedder=embedder, access_flush_seconds=1.0)
+def _use_and_close(mem: Engram, exit_by: str) -> None:
+    """A write and searches (starting the search workers and the access writer), then ``close()`` or a ``with`` exit."""
     mem.remember("the staging cluster needs the VPN", agent="ops")
     assert mem.search("staging VPN", agent="ops")
     if exit_by == "close":
@@ -85,6 +81,14 @@ def test_an_engram_leaves_no_thread_after_close_or_context_exit(
     else:
         with mem:
             mem.search("cluster", agent="ops")
+
+
+@pytest.mark.parametrize("exit_by", ["close", "context"])
+def test_an_engram_leaves_no_thread_after_close_or_context_exit(
+    tmp_path: Path, embedder: Embedder, before: set[threading.Thread], exit_by: str
+) -> None:
+    path = tmp_path / "s"
+    _use_and_close(Engram(path, embedder=embedder, access_flush_seconds=1.0), exit_by)
     assert _new_threads(before) == []
     for _ in range(3):  # reopened and closed at once: its warm-ups are mid-way
         with Engram(path, embedder=embedder):
@@ -193,14 +197,7 @@ def test_a_postgres_store_and_engram_leave_no_thread(
     store = open_store(url, settings=SETTINGS)
     store.close()
     assert _new_threads(before) == []
-    mem = Engram(url, embedder=embedder, access_flush_seconds=1.0)
-    mem.remember("the staging cluster needs the VPN", agent="ops")
-    assert mem.search("staging VPN", agent="ops")
-    if exit_by == "close":
-        mem.close()
-    else:
-        with mem:
-            pass
+    _use_and_close(Engram(url, embedder=embedder, access_flush_seconds=1.0), exit_by)
     assert _new_threads(before) == []
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 from engramdb.storage._arrays import np
 from engramdb.storage._readahead import Pace, Span, read_spans
+from engramdb.storage._sqlite_files import connect_read_only
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
@@ -46,6 +47,9 @@ MAX_INTERIOR_PAGES: Final = 512
 #: A search counts as reading for this long after it last said so (see PageHints.searching): the open's read-ahead
 #: asks for no new piece meanwhile.
 _BUSY_SECONDS: Final = 0.05
+#: Until when (``time.monotonic()``) some search of this process reads: any store's read-ahead yields to any store's
+#: search (a process that opens six 1M stores in turn had their read-aheads beside each next store's first searches).
+_busy_until = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,14 +213,13 @@ class PageHints:
         self._maps: dict[str, LeafMap] = {}
         self._fd: tuple[int, int, int] | None = None
         self._stopped = threading.Event()
-        self._busy_until = 0.0
 
     def load(self) -> list[LeafMap]:
         """Read the tables' interior pages (their maps then serve :meth:`ahead`); the leaves of the unique indexes a
         search looks rows up by id in (memories' id, vectors' memory id), for the open's read-ahead to ask for."""
         indexes: list[LeafMap] = []
         try:
-            conn = sqlite3.connect(f"file:{self._database}?mode=ro", uri=True, timeout=30.0, check_same_thread=False)
+            conn = connect_read_only(self._database, timeout=30.0)  # a path's "?" or "#" escaped
         except sqlite3.Error:
             return indexes
         try:
@@ -249,12 +252,13 @@ class PageHints:
         return indexes
 
     def searching(self) -> None:
-        """A search is reading now: the open's read-ahead waits (see busy)."""
-        self._busy_until = time.monotonic() + _BUSY_SECONDS
+        """A search is reading now: every read-ahead of this process waits (see busy)."""
+        global _busy_until  # noqa: PLW0603 - one process-wide mark, read by every store's read-ahead
+        _busy_until = time.monotonic() + _BUSY_SECONDS
 
     def busy(self) -> bool:
-        """Whether a search said it was reading within the last ``_BUSY_SECONDS``."""
-        return time.monotonic() < self._busy_until
+        """Whether a search of this process (of any store) said it was reading within the last ``_BUSY_SECONDS``."""
+        return time.monotonic() < _busy_until
 
     def table(self, name: str) -> LeafMap | None:
         """The leaf map of table ``name`` (``memories``, ``vectors``) once loaded."""
