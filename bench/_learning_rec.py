@@ -524,7 +524,7 @@ def parse_config(text: str) -> RecommendConfig:
         elif k == "rl":  # run lengths with their defaults
             pass
         elif k.startswith("rl_"):  # run lengths (a change posterior) instead of the change rule
-            runs[k[3:]] = v if k == "rl_scope" else tuple(map(float, v.split(":")))
+            runs[k[3:]] = v if k == "rl_scope" else v == "1" if k == "rl_recent" else tuple(map(float, v.split(":")))
         elif k == "nochange":
             overrides["change"] = None
         elif k == "learned_in_choose":

@@ -84,7 +84,7 @@ from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
 from engramdb.learning.recommend import CALIBRATION_LEARNED, CALIBRATION_LEARNED_POOLED
-from engramdb.learning.stats import ChangeRule
+from engramdb.learning.stats import ChangeRule, RunLengths
 
 AGENT = "bench"
 
@@ -556,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-decisions", action="store_true")
     parser.add_argument("--skip-failures", action="store_true")
     parser.add_argument("--skip-multistep", action="store_true")
+    parser.add_argument("--only-ours", action="store_true", help="decisions: the shipped-exploration policy alone")
     parser.add_argument("--episodes", type=int, default=400, help="multi-step episodes per seed")
     parser.add_argument("--config", default="", help="RecommendConfig overrides, e.g. 'similarity_floor=0.4'")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "learning.json")
@@ -575,11 +576,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return calibrate_main(args)
     if args.quick:
         args.seeds, args.steps, args.failures, args.episodes = 1, 800, 150, 200
+    items = [kv.split("=") if "=" in kv else (kv, "") for kv in args.config.split(",") if kv]
+    # rl, rl_scope=all, rl_hazards=0.01:0.1: the run-length change model (seventh round) instead of the change rule
+    runs: dict[str, Any] = {
+        k[3:]: v if k == "rl_scope" else v == "1" if k == "rl_recent" else tuple(map(float, v.split(":")))
+        for k, v in items
+        if k[:3] == "rl_"
+    }
     overrides: dict[str, Any] = {
         # learned_horizons=25:10:60: a tuple; calibration=learned: the learned horizon's tables (sixth round)
         k: tuple(map(float, v.split(":"))) if ":" in v else v if k == "calibration" else float(v)
-        for k, v in (kv.split("=") for kv in args.config.split(",") if kv)
+        for k, v in items
+        if k != "rl" and k[:3] != "rl_"
     }
+    if runs or any(k == "rl" for k, _ in items):
+        overrides["change"] = RunLengths(**runs)
     if overrides.pop("calibration", None) == "learned":
         overrides.update(calibration=CALIBRATION_LEARNED, pooled_calibration=CALIBRATION_LEARNED_POOLED)
     if rule := {k[7:]: overrides.pop(k) for k in list(overrides) if k.startswith("change_")}:
@@ -614,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     SituationThompson(seed, gamma=1.0, scale=0.3, knows_change=True),
                     Oracle(),
                 ]
-                for policy in policies:
+                for policy in policies[:1] if args.only_ours else policies:
                     res = run_decisions(policy, stream, queries)
                     decisions[policy.name].append(res.summary(args.steps))
                     console.print(f"seed {seed} {policy.name}: {_pct(statistics.fmean(res.successes))}% success")
@@ -671,7 +682,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ms/step",
         ):
             table.add_column(col, justify="right" if col != "system" else "left")
-        for name in DECISION_SYSTEMS:
+        shown_systems = [name for name in DECISION_SYSTEMS if name in results["decisions"]]
+        for name in shown_systems:
             r = results["decisions"][name]
             table.add_row(
                 name,
@@ -684,7 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{r['ms_per_step']:.2f}",
             )
         console.print(table)
-        console.print(held_out_table(results["decisions"], DECISION_SYSTEMS, args.seeds, args.steps))
+        console.print(held_out_table(results["decisions"], shown_systems, args.seeds, args.steps))
         buckets = stated_vs_right(held_out["engramdb"])
         results["held_out_calibration"] = buckets
         console.print(

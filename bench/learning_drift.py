@@ -34,6 +34,8 @@ bench/_learning_rec.py's overrides (``change_z=1.5``, ``recent_horizon=3``, ...)
     python bench/learning_drift.py --seeds 8 --config optimism=0.5,change_restore=1   # fourth round's finalist
     python bench/learning_drift.py --merge R1.json D1.json R2.json D2.json \
         --rescore results/learning_calibration_s6_learned_tables.json    # sixth round: dumps stated by other tables
+    python bench/learning_drift.py --seeds 3 --config rl_scope=all      # seventh round: run lengths (a posterior)
+    python bench/learning_drift.py --merge R1.json D1.json --given-at 0.7           # pooled, scored at a threshold
 
 Each summary's ``given_at_95`` is the lowest stated confidence from which the settled recommendations are right 95%
 of the time, with right and given / precision there (abstaining to reach the precision target): read it on dev and
@@ -415,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rescore", type=Path, default=None, help="--merge: state confidence by these fitted tables")
     parser.add_argument("--only-seeds", default=None, help="--merge: only these seeds' answers (1,2,...)")
     args = parser.parse_args(argv)
+    if args.given_at is not None:
+        THRESHOLDS.append(args.given_at)
     if args.merge is not None:
         only = None if args.only_seeds is None else {int(x) for x in args.only_seeds.split(",")}
         pooled = merge(args.merge[0::2], args.merge[1::2], args.rescore, only)
@@ -446,8 +450,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     expand = None if args.expand is None else (int(args.expand.split(",")[0]), float(args.expand.split(",")[1]))
     report["expand"] = args.expand
-    if args.given_at is not None:
-        THRESHOLDS.append(args.given_at)
     all_runs = []
     for shape in args.shapes.split(","):
         started = time.perf_counter()

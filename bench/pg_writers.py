@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import json
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -36,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from _cpu_split import CpuSplit
 from _pg_bulk import MODEL_ID, BulkLoader, scalar
+from _pg_explain import ExplainLog
 from _report import pct
 from engramdb import Engram
 from engramdb.storage.postgres import open_postgres
@@ -79,6 +82,17 @@ class TurnEmbedder:
 def _writer(url: str, wid: int, args: Any, texts: list[str], base: Vec, start: Any, stop: Any, out: Any) -> None:
     """Call ``remember_many`` with ``args.batch`` items until ``stop`` is set; report ids and timings."""
     mem = Engram(url, embedder=TurnEmbedder(texts, base), access_flush_seconds=0.0)  # type: ignore[arg-type]
+    waits: list[float] = []
+    store = mem._pipeline._store
+    if hasattr(store, "_give_way"):  # the seconds each batch gave way to searches (code before it has no such wait)
+        real = store._give_way
+
+        def give_way(seconds: float) -> float:
+            waited = float(real(seconds))
+            waits.append(waited)
+            return waited
+
+        object.__setattr__(store, "_give_way", give_way)
     n = len(texts)
     ids: list[str] = []
     calls: list[float] = []
@@ -105,7 +119,17 @@ def _writer(url: str, wid: int, args: Any, texts: list[str], base: Vec, start: A
         window = time.perf_counter() - began
         t = time.perf_counter()
         mem.close()  # drains this process's vector queue
-        out.put({"wid": wid, "ids": ids, "calls_ms": calls, "window_s": window, "drain_s": time.perf_counter() - t})
+        out.put(
+            {
+                "wid": wid,
+                "ids": ids,
+                "calls_ms": calls,
+                "window_s": window,
+                "drain_s": time.perf_counter() - t,
+                "gave_way_s": sum(waits),
+                "gave_way_batches": sum(1 for w in waits if w > 0),
+            }
+        )
     except BaseException as exc:
         out.put({"wid": wid, "error": repr(exc), "ids": ids, "calls_ms": calls, "window_s": 0.0, "drain_s": 0.0})
         raise
@@ -310,6 +334,10 @@ def run(args: Any) -> dict[str, Any]:
         # One reader for both measurements, opened before the writers start: opening a store with sync vectors
         # embeds what has none yet, which during the writes would be the writers' queued memories.
         searcher = Engram(url, embedder=reader, access_flush_seconds=1.0, vectors="sync")
+        explain = ExplainLog(server.root / "log") if args.explain else None
+        if explain is not None:
+            explain.attach(searcher)
+            explain.mark("idle, cold")
         # Twice: the first pass after a server start reads the graphs from disk (cold); then, after ``--warm-seconds``
         # more, the warm reference the searches during the writes are compared with (the idle after them, on a grown
         # store, too).
@@ -317,6 +345,8 @@ def run(args: Any) -> dict[str, Any]:
         print(f"idle search (cold): {out['idle_search']}", flush=True)
         if args.warm_seconds > 0:
             _searches(searcher, queries, args.agents, args.warm_seconds)
+        if explain is not None:
+            explain.mark("idle, warm")
         out["idle_search_warm"] = _searches(searcher, queries, args.agents, args.search_seconds)
         print(f"idle search (warm): {out['idle_search_warm']}", flush=True)
 
@@ -335,12 +365,24 @@ def run(args: Any) -> dict[str, Any]:
         sampler = threading.Thread(target=_lock_waits, args=(url, stop, locks))
         probes: list[float] = []
         prober = threading.Thread(target=_probe_freshness, args=(url, reader, stop, args.probe_every, probes))
+        postmaster = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
+        # The bench process holds the searcher (and the freshness probes, a memory every --probe-every s).
+        split = CpuSplit(postmaster, {"writers": [p.pid for p in procs if p.pid], "searcher": [os.getpid()]})
         start.set()
         t0 = time.perf_counter()
+        split.start()
+        if explain is not None:
+            explain.mark("during the writes")
         sampler.start()
         if args.probe_every > 0:
             prober.start()
         during = _searches(searcher, queries, args.agents, args.seconds)
+        with psycopg.connect(url, autocommit=True) as conn:
+            out["cpu_cores_during_writes"] = split.stop(conn, time.perf_counter() - t0)
+        if explain is not None:
+            explain.mark("end")
+            out["search_plans"] = explain.summary()
+            print(f"search plans: {out['search_plans']}", flush=True)
         stop.set()
         sampler.join()
         if args.probe_every > 0:
@@ -397,6 +439,12 @@ def run(args: Any) -> dict[str, Any]:
             if calls
             else {},
             "queue_drain_s": round(max(r["drain_s"] for r in reports), 1),
+            # Of the writers' time, the share their batches waited for searches (pg_writes_yield).
+            "gave_way_share": round(
+                sum(r.get("gave_way_s", 0.0) for r in reports) / max(1e-9, elapsed * len(reports)), 3
+            ),
+            "gave_way_batches": sum(r.get("gave_way_batches", 0) for r in reports),
+            "batches": len(calls),
             "errors": errors,
         }
         out["search_during_writes"] = during
@@ -412,6 +460,7 @@ def run(args: Any) -> dict[str, Any]:
         out["during_over_idle_warm_p50"] = round(during["p50_ms"] / out["idle_search_warm"]["p50_ms"], 2)
         print(f"writers: {out['writers']}", flush=True)
         print(f"lock waits: {locks}", flush=True)
+        print(f"cpu cores during the writes: {out['cpu_cores_during_writes']}", flush=True)
         print(
             f"search during writes: {during} ({out['during_over_idle_p50']}x idle p50 cold, "
             f"{out['during_over_idle_warm_p50']}x warm, {out['during_over_idle_after_p50']}x idle after)",
@@ -452,6 +501,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tmp-root", help="where a new server's data directory goes (default: the system temp)")
     parser.add_argument(
         "--probe-every", type=float, default=3.0, help="seconds between freshness probes during the writes (0: none)"
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="log the searcher's statements with auto_explain (ANALYZE, BUFFERS): plans idle and during the writes",
     )
     parser.add_argument("--out", default=str(RESULTS_DIR / "pg_writers.json"))
     args = parser.parse_args(argv)

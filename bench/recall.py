@@ -191,7 +191,7 @@ class Corpus:
 BENCH_ATTRS = frozenset({"ask_now", "fold", "clause_head"})
 
 #: Searcher attributes that are counts (``--variant`` reads every value as a float).
-INT_ATTRS = frozenset({"session_free", "depth", "keyword_depth", "related_depth", "related_most"})
+INT_ATTRS = frozenset({"relative_counted", "session_free", "depth", "keyword_depth", "related_depth", "related_most"})
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()
@@ -590,7 +590,20 @@ def _gathering_questions() -> list[str]:
     return [q.text for q in iter_longmemeval(None) if asks_across_sessions(q.text)]
 
 
-def run_speed(directory: Path, size: int, queries: int, *, gathering: bool = False) -> dict[str, Any]:
+def _counted_back_questions() -> list[str]:
+    """LongMemEval_S's and LoCoMo's questions whose time phrase counts back ("a week ago"): the searches that read
+    their candidates' texts for a dated event (issue 21, eighth round)."""
+    from _data import iter_longmemeval
+    from engramdb.retrieval.timeref import counted_back, find_time
+
+    texts = [q.text for q in iter_longmemeval(None)] + [q.text for c in load_locomo() for q in c.questions]
+    now = datetime.now(UTC)
+    return [t for t in texts if (w := find_time(t, reference=now)) is not None and any(map(counted_back, w.spans))]
+
+
+def run_speed(
+    directory: Path, size: int, queries: int, *, gathering: bool = False, temporal: bool = False
+) -> dict[str, Any]:
     import os
 
     import scale
@@ -602,7 +615,11 @@ def run_speed(directory: Path, size: int, queries: int, *, gathering: bool = Fal
         print(f"built {size} memories in {seconds:.0f} s")
     emb = scale._embedder()
     # ``--speed-gathering``: questions that count or list ("how many ... in total"), else LoCoMo's.
+    # ``--speed-temporal``: the few questions that count back, taken in turn until there are ``queries``.
     every = _gathering_questions() if gathering else [q.text for c in load_locomo() for q in c.questions]
+    if temporal:
+        few = _counted_back_questions()
+        every = [few[i % len(few)] for i in range(queries)]
     questions = every[:queries]
     qvecs = emb.embed(questions)
     mem = Engram(directory, embedder=emb, vectors="sync")
@@ -705,6 +722,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--speed-gathering", action="store_true", help="time questions that gather across sessions, not LoCoMo's"
     )
+    parser.add_argument(
+        "--speed-temporal", action="store_true", help="time questions that count back ('a week ago'), taken in turn"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--per-question", type=Path, default=None, help="write each question's gold ranks here")
     args = parser.parse_args(argv)
@@ -729,7 +749,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["calibration"] = calibration_report(rs, embedder)
         print(results["calibration"])
     if args.speed is not None:
-        results["speed"] = run_speed(args.speed, args.speed_size, args.speed_queries, gathering=args.speed_gathering)
+        results["speed"] = run_speed(
+            args.speed,
+            args.speed_size,
+            args.speed_queries,
+            gathering=args.speed_gathering,
+            temporal=args.speed_temporal,
+        )
         print(results["speed"])
     for name in [d.strip() for d in args.datasets.split(",") if d.strip() and d.strip() != "none"]:
         scores = Scores()

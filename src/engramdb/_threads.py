@@ -74,6 +74,21 @@ class Background:
             with self._lock:
                 del self._interrupts[key]
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the threads started so far to end, without stopping them; whether none is alive (for tests
+        and benches that must know a warm-up is over before they go on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            # Again after each join: a thread may start another (the warm-up starts the read-ahead).
+            with self._lock:
+                alive = [t for t in self._threads if t.is_alive() and t is not threading.current_thread()]
+            if not alive:
+                return True
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            alive[0].join(left)
+
     def stop(self, timeout: float = JOIN_SECONDS) -> list[threading.Thread]:
         """Tell every thread to stop, interrupt their reads until they end, join them (``timeout`` seconds
         altogether); the threads still alive then (logged). Idempotent. Call it without holding a lock the

@@ -30,6 +30,7 @@ __all__ = [
     "LIBRARY_PG_POOL_SIZE",
     "LLM_PROVIDERS",
     "SERVER_PG_POOL_SIZE",
+    "WRITES_YIELD",
     "Settings",
     "default_home",
     "load_settings",
@@ -45,6 +46,9 @@ LIBRARY_PG_POOL_SIZE: Final = 4
 SERVER_PG_POOL_SIZE: Final = 10
 #: Providers an ``llm`` setting may name (``ollama:llama3.1:8b``); engramdb.brain.llm knows each one's default URL.
 LLM_PROVIDERS: Final = ("openai", "ollama", "lmstudio", "vllm", "llamacpp")
+#: ``pg_writes_yield`` by default: bulk writes keep at least two thirds of their rate while searches run
+#: (bench/RESULTS.md, issue 26, sixth round of writes).
+WRITES_YIELD: Final = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +161,10 @@ class Settings:
     #: at a time per store does, see engramdb.storage._pg_staging). Off only where other processes of the store keep
     #: it on: staged vectors are searched exactly, so they must not pile up.
     pg_vector_mover: bool = True
+    #: While other sessions search a PostgreSQL store, a bulk write (``remember_many`` of several memories) first
+    #: waits up to this share of its previous one's time (at most 5 s; 0: never), so a burst of writes leaves the
+    #: searches the server's cores and keeps at least ``1 / (1 + share)`` of its rate (engramdb.storage._pg_giveway).
+    pg_writes_yield: float = WRITES_YIELD
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated)."""
@@ -244,6 +252,7 @@ _TYPES: dict[str, Any] = {
     "otel_traces": bool,
     "pg_pool_size": int,
     "pg_vector_mover": bool,
+    "pg_writes_yield": float,
 }
 # Settings read from an environment variable whose name is not ``ENGRAM_`` plus the upper-cased key.
 _ENV_NAMES: dict[str, str] = {"session_url": "ENGRAM_SESSIONS"}
@@ -313,6 +322,8 @@ def _validated(settings: Settings) -> Settings:
         raise ConfigError(f"log_format must be 'text' or 'json', not {settings.log_format!r}")
     if not 0 <= settings.pg_pool_size <= 1000:
         raise ConfigError("pg_pool_size must be within [0, 1000] (0: automatic)")
+    if not 0.0 <= settings.pg_writes_yield <= 10.0:
+        raise ConfigError("pg_writes_yield must be within [0, 10] (0: bulk writes never wait for searches)")
     if settings.vectors not in ("background", "sync"):
         raise ConfigError(f"vectors must be 'background' or 'sync', not {settings.vectors!r}")
     if settings.synchronous != settings.synchronous.upper():

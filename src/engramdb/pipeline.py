@@ -18,6 +18,7 @@ transaction (the key's lock): its vectors are queued once it commits. The rules 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -115,6 +116,8 @@ class WritePipeline:
         self._settings = settings
         self._vectors = vectors
         self._local = threading.local()  # .keyed: this thread is inside a keyed write's transaction
+        # Seconds the last bulk write took (without its wait for searches): what the next one may give way for.
+        self._bulk_seconds = 0.0
         self._keyed = KeyedWrites(store, self)
         #: Imports and merges: planned (redacted, embedded, deduplicated) and written here, never by the caller.
         self.transfers = TransferWrites(
@@ -223,6 +226,7 @@ class WritePipeline:
         force = check.flag(force, what="force")
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
             raise ValidationError(f"items must be a list of mappings, not {type(items).__name__}")
+        began = time.monotonic()
         now = utcnow()
         memories: list[Memory] = []
         for i, item in enumerate(items):
@@ -230,7 +234,15 @@ class WritePipeline:
                 memories.append(self.new_memory(item, now=now))
             except ValidationError as exc:
                 raise ValidationError(f"item {i}: {exc}") from exc
-        return self._keyed_write(link_turns(memories), force=force, now=now)
+        if len(memories) < 2:
+            return self._keyed_write(link_turns(memories), force=force, now=now)
+        # A bulk write gives way to searches at work for a share of its previous one's time (PostgreSQL). The
+        # memories were made when the call came, as without a wait.
+        waited = self._store.give_way(self._bulk_seconds)
+        try:
+            return self._keyed_write(link_turns(memories), force=force, now=now)
+        finally:
+            self._bulk_seconds = time.monotonic() - began - waited
 
     def keyed(self, agent: str, key: str, user: str | None = None) -> Memory | None:
         """The current memory of ``agent``'s (and ``user``'s) ``key`` (its own, never a shared one), or None."""

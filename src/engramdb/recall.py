@@ -40,9 +40,9 @@ _warmed = threading.Event()
 
 
 def _warm_retrieval() -> None:
-    """Load what the first search of a process would (the vocabulary's word ranks: ~50-100 ms; the related
-    words' table: ~30 ms; dateparser's tables, for a question naming a time: 0.2-0.9 s), so the first
-    searches are as fast as later ones."""
+    """Load what the first search of a process would (the vocabulary's word ranks, the related words' table,
+    dateparser's tables for a question naming a time: together up to a second, bench/RESULTS.md, "Figures moved
+    out of the source"), so the first searches are as fast as later ones."""
     if _warmed.is_set():
         return
     _warmed.set()

@@ -16,6 +16,7 @@ from engramdb.learning import recommend as rc
 from engramdb.learning._prior import Prior
 from engramdb.learning.runlength import RunLengths, run_length_estimates, run_length_posterior
 from engramdb.learning.stats import ChangeRule, Evidence, posteriors
+from engramdb.models import DecisionRecord
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 HAZARDS = st.lists(st.floats(0.001, 0.5), min_size=1, max_size=4).map(tuple)
@@ -128,16 +129,17 @@ def test_a_contradicted_record_stays_faded_when_the_option_is_no_longer_chosen()
     ev = [Evidence(action=a, success=x, relevance=1.0, at=NOW + timedelta(seconds=i)) for i, (a, x) in enumerate(rows)]
     at = NOW + timedelta(seconds=len(rows))
     shipped = posteriors(ev, now=at, horizon=25.0, change=ChangeRule())
-    runs = posteriors(ev, now=at, change=RunLengths())
     assert shipped["a"].mean > 0.6  # the flicker, as shipped (0.66)
-    assert runs["a"].mean < 0.4  # 0.33
+    for scope in ("all", "action"):
+        assert posteriors(ev, now=at, change=RunLengths(scope=scope))["a"].mean < 0.4
     # Right after the failures, both see the change.
     early = ev[:46]
     assert posteriors(early, now=NOW + timedelta(seconds=46), change=RunLengths())["a"].mean < 0.3
 
 
 def test_an_option_left_alone_drifts_back_to_the_prior_and_widens() -> None:
-    # "b" failed 10 times long ago; the longer the neighbourhood goes on without trying it, the likelier it changed.
+    # Per option: "b" failed 10 times long ago; the longer the neighbourhood goes on without trying it, the likelier
+    # it changed.
     rows = [("b", 0.0)] * 10
     means, spreads = [], []
     for later in (0, 20, 200):
@@ -147,7 +149,7 @@ def test_an_option_left_alone_drifts_back_to_the_prior_and_widens() -> None:
             [x[1] for x in r],
             [1.0] * len(r),
             list(map(float, range(len(r)))),
-            model=RunLengths(),
+            model=RunLengths(scope="action"),
             prior=Prior(),
         )["b"]
         means.append(mean)
@@ -186,3 +188,32 @@ def test_the_service_learns_a_change_with_run_lengths(tmp_path: Path, embedder: 
         assert 0.0 <= after.confidence <= 1.0
         picks = [mem.learning.choose(ctx, ["blue-green", "canary"], agent="ops", seed=k) for k in range(20)]
         assert picks.count("canary") >= 15
+
+
+def test_the_recent_view_with_run_lengths_only_ever_lowers_the_raw_confidence() -> None:
+    # RunLengths(recent=True) keeps the shipped recent view (the last few outcomes, the change rule) beside the
+    # run-length lead, and the confidence is the smaller of the two.
+    history = [("blue-green", 1.0)] * 20 + [("canary", 0.0)] * 6 + [("blue-green", 0.0)] * 3
+    nb = [
+        rc.Neighbour(
+            DecisionRecord(
+                id=str(i),
+                agent="a",
+                context="deploy the payments service",
+                action=a,
+                success=x,
+                at=NOW + timedelta(seconds=i),
+                alternatives=("blue-green", "canary"),
+            ),
+            1.0,
+        )
+        for i, (a, x) in enumerate(history)
+    ]
+    at = NOW + timedelta(seconds=len(history))
+    judged = {}
+    for recent in (False, True):
+        cfg = rc.RecommendConfig(change=RunLengths(scope="all", recent=recent))
+        judged[recent] = rc.assess("deploy the payments service", nb, now=at, config=cfg, seed=1)
+    assert judged[False].recent == judged[False].long
+    assert judged[True].long == judged[False].long
+    assert judged[True].raw < judged[False].raw  # the last few outcomes separate the options less than the runs do

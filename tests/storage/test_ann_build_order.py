@@ -48,6 +48,9 @@ class _Rows:
     def seqs_of(self, model_id: str | None, ids: npt.NDArray[np.bytes_]) -> npt.NDArray[np.int64]:
         return np.array([int(bytes(i)[1:]) for i in ids], dtype=np.int64)
 
+    def ahead(self, rids: npt.NDArray[np.int64]) -> None:
+        pass  # in memory: nothing to ask the disk for
+
 
 def _build(root: Path, vectors: npt.NDArray[np.float32]) -> AnnBase:
     n = len(vectors)

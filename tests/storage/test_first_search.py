@@ -206,3 +206,31 @@ def test_beginning_the_log_leaves_an_emptied_database_empty(tmp_path: Path) -> N
     os.truncate(location / "engram.db", 0)
     assert begin_log(location / "engram.db") is False
     assert (location / "engram.db").stat().st_size == 0
+
+
+def test_a_callers_search_before_the_rehearsal_ends_it_and_changes_no_answer(
+    tmp_path: Path, large: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    location = tmp_path / "s"
+    _build(location, rows=120, agents=3, users=2, seed=4)
+    filters = _filters(3, 2)
+    asked: list[str] = []
+    real = _sqlite_search.SQLiteSearch.keyword_candidates
+
+    def counting(self: _sqlite_search.SQLiteSearch, terms: list[str], flt: Filter, *, limit: int) -> list[Candidate]:
+        asked.append(threading.current_thread().name)
+        return real(self, terms, flt, limit=limit)
+
+    monkeypatch.setattr(_sqlite_search.SQLiteSearch, "keyword_candidates", counting)
+    with open_sqlite(location, warm=False) as store:
+        store.search.warm(location / "engram.db")  # type: ignore[attr-defined]
+        assert asked  # nobody searched first: the rehearsal ran the channels
+        plain = _ask(store, filters, seed=4)
+    asked.clear()
+    with open_sqlite(location, warm=False) as store:
+        first = _ask(store, filters, seed=4)  # a caller's search came first
+        before = len(asked)
+        store.search.warm(location / "engram.db")  # type: ignore[attr-defined]
+        assert len(asked) == before  # the rehearsal stopped before its first step
+        assert "rehearsed" in store.search.warmed  # type: ignore[attr-defined]
+        assert _ask(store, filters, seed=4) == first == plain

@@ -5,6 +5,7 @@ seconds of reads without pause, or at once past the high water. Writers and lock
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pg_server import PgServer, fold_staged
 from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb.config import load_settings
-from engramdb.storage._pg_staging import StagedMover, reads_at_work, staged_rows
+from engramdb.storage._pg_staging import QUIET, StagedMover, reads_at_work, staged_rows
 from engramdb.storage.base import Filter
 from engramdb.storage.postgres import open_postgres
 
@@ -118,10 +119,10 @@ def test_the_mover_leaves_staged_vectors_while_a_read_runs_and_folds_them_after(
     with _Read(url, 30) as read:
         mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
         try:
-            time.sleep(1.5)
+            # A second of its own yielding, not of the test's clock: a starved mover had not yet looked in 1.5 s.
+            _until(lambda: mover.yielded >= 1.0, "the mover to yield to the read for a second")
             assert _staged(url) == 120
             assert mover.moved == 0
-            assert mover.yielded > 0
             with open_postgres(url, settings=NO_MOVER) as store:  # still found by meaning meanwhile
                 query = unit_vectors(121, seed=21)[7]
                 assert store.search.vector_candidates(query, Filter(agent=ms[7].agent), limit=1)[0].id == ms[7].id
@@ -160,15 +161,38 @@ def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgre
 
 
 def test_short_gaps_between_a_clients_searches_do_not_start_a_batch(postgres_server: PgServer) -> None:
-    """A client searching without pause leaves gaps of milliseconds between statements (its own work on the hits)."""
+    """A client searching without pause leaves gaps of milliseconds between statements (its own work on the hits).
+
+    The gaps are the client's: on a loaded machine its thread may not run for longer than QUIET, and then the gap the
+    server sees is a real pause the mover is right to use. So the client times each round (sent to sent again), and
+    the assertion holds for a window in which every gap stayed under half QUIET; a window with a longer stall is
+    watched again on a fresh store (a few times), never judged."""
+    for _ in range(_GAP_WINDOWS):
+        moved, longest = _a_window_of_short_gaps(postgres_server)
+        if longest < QUIET / 2:
+            assert moved == 0
+            return
+    raise AssertionError(f"the client never kept its gaps under {QUIET / 2} s in {_GAP_WINDOWS} windows")
+
+
+#: Windows of searches watched at most, each on a fresh store, for one whose client was never stalled.
+_GAP_WINDOWS = 5
+_SEARCH_SECONDS = 0.08
+
+
+def _a_window_of_short_gaps(postgres_server: PgServer) -> tuple[int, float]:
+    """Two seconds of a client's searches with 0.05 s gaps beside a mover: the rows it moved meanwhile, and the
+    longest gap the client left (an upper bound: a round's time less the statement's own)."""
     url = postgres_server.new_database()
     _staged_store(url, 40)
     stop = threading.Event()
+    rounds: list[float] = []
 
     def searches() -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             while not stop.is_set():
-                conn.execute("SELECT pg_sleep(0.08)")
+                rounds.append(time.monotonic())
+                conn.execute("SELECT pg_sleep(%s)", (_SEARCH_SECONDS,))
                 time.sleep(0.05)
 
     thread = threading.Thread(target=searches)
@@ -176,11 +200,14 @@ def test_short_gaps_between_a_clients_searches_do_not_start_a_batch(postgres_ser
     mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
     try:
         time.sleep(2.0)
-        assert mover.moved == 0
-        assert _staged(url) == 40
+        moved = mover.moved
+        if moved == 0:
+            assert _staged(url) == 40
         stop.set()
         thread.join(LIMIT)
         _until(lambda: _staged(url) == 0, "the mover to fold once the searches stopped")
     finally:
         stop.set()
         mover.close()
+    longest = max((b - a - _SEARCH_SECONDS for a, b in itertools.pairwise(rounds)), default=float("inf"))
+    return moved, longest

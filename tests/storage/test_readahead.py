@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
-from engramdb.storage._readahead import read_ahead, read_ahead_open, sidecar_files, yield_cpu
+from engramdb.storage._readahead import Pace, read_ahead, read_ahead_open, read_spans, sidecar_files, yield_cpu
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is Linux/BSD only")
 
@@ -101,9 +102,12 @@ def _advised(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _join_warmers() -> None:
-    for thread in threading.enumerate():
-        if thread.name == "engramdb-warm":
-            thread.join(timeout=30)
+    """The warm-up, then the read-ahead it starts: a thread of its own, paced, which may still be reading when the
+    warm-up has ended (joining the warm-up alone left the advice unseen on a loaded machine)."""
+    for name in ("engramdb-warm", "engramdb-readahead"):
+        for thread in threading.enumerate():
+            if thread.name == name:
+                thread.join(timeout=30)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names the advised files through /proc")
@@ -142,3 +146,81 @@ def test_a_background_thread_yields_the_cpu_and_the_caller_keeps_its_priority() 
     worker.join(timeout=30)
     assert seen == [(True, 19)]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # only that thread
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from _residency import evict, resident  # noqa: E402  - the bench's mincore, from its folder
+
+
+def _share_resident(path: Path) -> float:
+    flags = resident(path)
+    return float(flags.mean()) if flags.size else 0.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="mincore through libc (Linux)")
+def test_a_file_larger_than_the_kernels_window_is_read_whole(tmp_path: Path) -> None:
+    # One WILLNEED for a whole file reads only the device's read-ahead window (8 MB here, 128 KiB by default):
+    # the read-ahead asks in pieces, so the whole file comes in.
+    path = tmp_path / "big"
+    path.write_bytes(os.urandom(24 << 20))
+    evict(tmp_path)
+    if _share_resident(path) > 0.1:
+        pytest.skip("this file system keeps the pages (tmpfs?): nothing to read ahead")
+    assert read_ahead([path]) == 24 << 20
+    # The last piece asked for may still be on its way: wait for the disk, not a fixed time.
+    for _ in range(400):
+        if _share_resident(path) == 1.0:
+            break
+        time.sleep(0.05)
+    assert _share_resident(path) == 1.0
+
+
+def test_a_read_ahead_stops_between_pieces_and_waits_for_the_searches(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(6 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        calls: list[str] = []
+
+        def stopping() -> bool:
+            calls.append("stopping?")
+            return calls.count("asked") >= 2
+
+        def busy() -> bool:
+            calls.append("busy?")
+            return calls.count("busy?") <= 3  # a search reads during the first three looks
+
+        advise = os.posix_fadvise
+
+        def recording(fd_: int, offset: int, length: int, advice: int) -> None:
+            calls.append("asked")
+            advise(fd_, offset, length, advice)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(os, "posix_fadvise", recording)
+            asked = read_spans(fd, [(0, 6 << 20)], pace=Pace(stopping=stopping, busy=busy))
+        assert calls.count("asked") == 2  # then stopped: the rest is never asked for
+        assert 0 < asked < 6 << 20
+        assert calls.index("asked") > calls.index("busy?") + 2  # not before the search was done
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("how", ["shrunk", "vanished"])
+def test_a_read_ahead_tolerates_a_file_that_shrinks_or_vanishes_meanwhile(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(8 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+
+        def busy() -> bool:
+            if how == "shrunk":
+                os.truncate(path, 100)
+            elif path.exists():
+                path.unlink()
+            return False
+
+        asked = read_spans(fd, [(0, 8 << 20), (12 << 20, 4096)], pace=Pace(busy=busy))
+        assert 0 <= asked <= 8 << 20
+    finally:
+        os.close(fd)

@@ -30,7 +30,7 @@ from engramdb.models import Memory  # noqa: E402
 
 N = 100_000
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
-#: A page must come back within this many seconds (about 0.2-0.8 s on an idle laptop; CI machines are busy).
+#: A page must take less than this many seconds of CPU (about 0.2-0.8 s on an idle laptop).
 SLOW = 10.0
 
 
@@ -68,12 +68,14 @@ def client(site: str) -> Iterator[httpx.Client]:
 
 
 def timed(client: httpx.Client, url: str) -> str:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     r = client.get(url)
-    elapsed = time.perf_counter() - started
-    print(f"{elapsed * 1000:7.1f} ms  {url}")
+    elapsed, used = time.perf_counter() - started, time.process_time() - cpu
+    print(f"{elapsed * 1000:7.1f} ms ({used * 1000:7.1f} ms of CPU)  {url}")
     assert r.status_code == 200, r.text[-300:]
-    assert elapsed < SLOW, f"{url} took {elapsed:.2f} s"
+    # The work a page does (the server runs in this process), not the wall clock: what this guards against is a
+    # scan per page, and a busy machine (other test runs beside this one) stretched the wall time towards SLOW.
+    assert used < SLOW, f"{url} took {used:.2f} s of CPU"
     return r.text
 
 

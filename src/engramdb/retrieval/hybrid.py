@@ -48,7 +48,17 @@ from engramdb.retrieval.sessions import (
     weigh_by_session,
 )
 from engramdb.retrieval.text import FORM_WEIGHT, form_words, query_terms
-from engramdb.retrieval.timeref import TIME_ONLY_WEIGHT, TIME_WEIGHT, find_time, weigh_by_time
+from engramdb.retrieval.timeref import (
+    EVENT_WEIGHT,
+    RELATIVE_WEIGHT,
+    TIME_ONLY_WEIGHT,
+    TIME_WEIGHT,
+    counted_back,
+    find_time,
+    relative_words,
+    weigh_by_time,
+    weigh_reported_events,
+)
 from engramdb.storage.base import Candidate, Filter, Store
 
 __all__ = ["HybridSearcher"]
@@ -124,6 +134,11 @@ class HybridSearcher:
         self.keyword_depth = _DEPTH
         #: Keep a question's time words ("Saturday") in its keyword query (True), or search the rest (False).
         self.time_words = True
+        #: See :data:`engramdb.retrieval.timeref.RELATIVE_WEIGHT` (1: as any word) and ``EVENT_WEIGHT`` (0: off).
+        self.relative_weight = RELATIVE_WEIGHT
+        self.event_weight = EVENT_WEIGHT
+        #: Both only for phrases that count back ("a week ago"; True), or for any relative phrase (False).
+        self.relative_counted = True
         #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
         self.time_additive = True
         #: The weights of learned fusion (``RankingWeights(fusion="learned")``); bench/fit_ranker.py fits others.
@@ -181,6 +196,14 @@ class HybridSearcher:
         terms = query_terms(query if window is None or self.time_words else window.rest)
         form = form_words(query) if self.form_weight < 1 else frozenset()
         scale = {t: self.form_weight for t in terms if t in form}
+        # "a week ago": resolved to a window, its words say when, not what (a turn saying "weeks ago" is no match).
+        counted = bool(self.relative_counted)
+        relative = (
+            relative_words(window, counted=counted)
+            if window is not None and self.relative_weight < 1
+            else frozenset[str]()
+        )
+        scale |= {t: min(self.relative_weight, scale.get(t, 1.0)) for t in terms if t in relative}
         gathers = asks_across_sessions(query)
         across = not self.session_gated or gathers
         related = (
@@ -262,6 +285,10 @@ class HybridSearcher:
             if unread:
                 memories.update(self._read(unread, flt, vec, keyword))
             if window is not None:
+                if self.event_weight > 0 and any(counted_back(s) if counted else s.relative for s in window.spans):
+                    # "a week ago" of a past conversation: its answer was said as "today" on that day.
+                    texts = {m.id: m.content for m in memories.values()}
+                    reach = weigh_reported_events(reach, texts, weight=self.event_weight)
                 when = {m.id: m.occurred_at for m in memories.values()}
                 # "what did I do last Saturday?": no other words to go by, so the time decides.
                 weight = self.time_weight if query_terms(window.rest) else max(self.time_weight, TIME_ONLY_WEIGHT)

@@ -10,6 +10,10 @@ the trip") is not resolved: it needs the event's own date first.
 The interval of a phrase follows its granularity: "last Saturday" and "yesterday" are that day, "last
 week" and "in May" the calendar week or month, "two weeks ago" the week around the day fourteen days back
 (people round: it is rarely exactly 14 days). Days begin at midnight in the reference's time zone.
+
+A phrase that counts back ("a week ago", "10 days ago"; :func:`counted_back`) says when, not what: its words
+count for little as evidence (:data:`RELATIVE_WEIGHT`), and a memory that tells an event on the day it was said
+("today", "yesterday"; :func:`reports_event`) is the likelier answer (:data:`EVENT_WEIGHT`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,21 @@ from typing import Any, Literal
 
 from engramdb.retrieval.ranking import Fused
 
-__all__ = ["TIME_ONLY_WEIGHT", "TIME_WEIGHT", "TimeSpan", "TimeWindow", "find_time", "nearness", "weigh_by_time"]
+__all__ = [
+    "EVENT_WEIGHT",
+    "RELATIVE_WEIGHT",
+    "TIME_ONLY_WEIGHT",
+    "TIME_WEIGHT",
+    "TimeSpan",
+    "TimeWindow",
+    "counted_back",
+    "find_time",
+    "nearness",
+    "relative_words",
+    "reports_event",
+    "weigh_by_time",
+    "weigh_reported_events",
+]
 
 #: What a candidate inside the question's time gains, against fused relevance in [0, 1] (bench/RESULTS.md,
 #: "time in questions").
@@ -31,6 +49,18 @@ TIME_WEIGHT = 0.3
 #: The weight when the question has no other words to go by ("what did I do last Saturday?"): above any
 #: fused relevance (at most 1), so the time decides and relevance orders what lies equally near it.
 TIME_ONLY_WEIGHT = 2.0
+#: What a word of a phrase that counts back from the question ("a week ago", "10 days ago": "week", "days",
+#: "ago", "10") counts for in evidence fusion's coverage, against 1 for a word of its topic (it is still
+#: searched). Resolved, the phrase says *when*; a turn saying "three weeks ago" of something else is no
+#: evidence, and the turn that tells the event, said on its day, says "today" instead (bench/RESULTS.md, issue
+#: 21 eighth round: 0, 0.25 and 0.5 measured alike with the event weight, 0 best without). Not "last weekend" or
+#: "last year": speakers say those of the very event asked about (LoCoMo lost R@5 when they counted less).
+RELATIVE_WEIGHT = 0.0
+#: What a candidate gains whose text reports an event dated from the day it was said ("today", "yesterday",
+#: "last week", "3 days ago"), for a question whose time phrase counts back: "which book did I finish a week
+#: ago?" was answered by "I just finished it today" a week earlier (issue 21, eighth round: 0.05 / 0.1 / 0.2
+#: measured; 0.1 the smallest with the whole gain). Against fused relevance in [0, 1].
+EVENT_WEIGHT = 0.1
 
 Unit = Literal["day", "week", "weekend", "month", "season", "year"]
 
@@ -97,6 +127,21 @@ _OFFSET = re.compile(
     rf"\b(?:({_NUM})\s+(day|week|month|year)s?|the\s+(day|week|weekend|month))\s+(before|after)\s+(?:the\s+)?$",
     re.IGNORECASE,
 )
+#: A phrase counted from the moment the question is asked (with no calendar date in it).
+_RELATIVE = re.compile(
+    r"\b(?:ago|back|earlier|last|past|previous|this|next|yesterday|today|tonight|tomorrow)\b", re.IGNORECASE
+)
+#: A turn that dates what it tells from the day it was said (the sixth round's list; bench/RESULTS.md), on
+#: lowercased text. Two patterns, each tried only if a substring it needs is there: scanning every turn with a long
+#: alternation was a measurable cost on the questions that count back (bench/RESULTS.md, issue 21 eighth round).
+_REPORTS = re.compile(
+    rf"(?<!\w)(?:today|yesterday|tonight|last\s+(?:night|week|weekend|month|{_WD})|this\s+(?:morning|afternoon|evening))\b"
+)
+_DAYS_AGO = re.compile(rf"(?<!\w){_NUM}\s+days?\s+ago\b")
+_REPORT_HINTS = ("today", "yesterday", "tonight", "last", "this morning", "this afternoon", "this evening")
+_AGO = re.compile(r"\b(?:ago|back|earlier)$", re.IGNORECASE)
+_CALENDAR_WORDS = frozenset(_WEEKDAYS) | frozenset(_MONTHS)
+_WORDS = re.compile(r"\w+")
 _NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 _NUMBER_WORDS = {w: i for i, w in enumerate(_NUMBERS)} | {"a": 1, "an": 1}
 _MAX_CHARS = 4000  # a question longer than this is scanned only up to here (a pasted document is no question)
@@ -110,6 +155,9 @@ class TimeSpan:
     start: datetime
     end: datetime
     unit: Unit
+    #: Counted from the question's reference ("a week ago", "last Saturday"), not a date of the calendar ("in
+    #: May", "on 3 August 2023", "two weeks before August 3").
+    relative: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,6 +182,7 @@ class TimeWindow:
             "end": self.end.isoformat(),
             "unit": self.unit,
             "expressions": [s.text for s in self.spans],
+            "relative": [s.text for s in self.spans if s.relative],
             "rest": self.rest,
         }
 
@@ -157,6 +206,8 @@ def find_time(question: str, *, reference: datetime) -> TimeWindow | None:
         span = _resolve(match.group(0), ref if absolute or anchor is None else anchor, future=future)
         if span is None:
             continue
+        if not absolute and anchor is None and _RELATIVE.search(match.group(0)) is not None:
+            span = dataclasses.replace(span, relative=True)
         if absolute and anchor is None:
             anchor = span.start
         offset = _OFFSET.search(text, 0, start) if absolute else None
@@ -229,6 +280,43 @@ def weigh_by_time(
         out = [
             dataclasses.replace(f, relevance=f.relevance * (1.0 - weight * (1.0 - near.get(f.id, 0.0)))) for f in fused
         ]
+    out.sort(key=lambda f: (-f.relevance, f.id))
+    return out
+
+
+def counted_back(span: TimeSpan) -> bool:
+    """Whether ``span`` counts back from the question ("a week ago", "10 days back"), unlike "last weekend", which
+    a speaker says of the same event too."""
+    return span.relative and _AGO.search(span.text) is not None
+
+
+def relative_words(window: TimeWindow, *, counted: bool = False) -> frozenset[str]:
+    """The lowercase words of ``window``'s phrases counted from the question's reference ("a", "week", "ago",
+    "last"; with ``counted``, only of those that count back: :func:`counted_back`), without weekday and month
+    names ("Saturday" in "last Saturday" may be a turn's own word)."""
+    return frozenset(
+        w
+        for s in window.spans
+        if (counted_back(s) if counted else s.relative)
+        for w in _WORDS.findall(s.text.lower())
+        if w not in _CALENDAR_WORDS
+    )
+
+
+def reports_event(text: str) -> bool:
+    """Whether ``text`` dates something from the day it was said ("I finished it today", "3 days ago")."""
+    low = text[:_MAX_CHARS].lower()
+    if " ago" in low and _DAYS_AGO.search(low) is not None:
+        return True
+    return any(h in low for h in _REPORT_HINTS) and _REPORTS.search(low) is not None
+
+
+def weigh_reported_events(fused: Sequence[Fused], texts: Mapping[str, str], *, weight: float) -> list[Fused]:
+    """Candidates whose text (``texts``, by id) reports a dated event gain ``weight``; the rest keep theirs."""
+    out = [
+        dataclasses.replace(f, relevance=f.relevance + weight) if reports_event(texts.get(f.id, "")) else f
+        for f in fused
+    ]
     out.sort(key=lambda f: (-f.relevance, f.id))
     return out
 

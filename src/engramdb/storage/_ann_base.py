@@ -260,6 +260,8 @@ class AnnBase:
                 rows, scores = self.search(query, depth, allowed, passing, key=key if cacheable else None)
                 if rows.size < min(limit, passing):  # the walk ran out (a narrow filter): scan exactly
                     rows, scores = self._scan_mask(query, mask, limit, depth)
+        # The search reads these rows next (their memories): asked for now, they come from the disk side by side.
+        self._source.ahead(np.asarray(self.rids[rows[:limit]], dtype=np.int64))
         return [(self.id_of(int(r)), float(s)) for r, s in zip(rows[:limit], scores[:limit], strict=True)]
 
     def _scan_mask(self, query: _F32, mask: _Bool | None, limit: int, depth: int) -> tuple[_I64, _F32]:

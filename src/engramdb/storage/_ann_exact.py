@@ -392,8 +392,8 @@ def dot(matrix: _F32, query: _F32) -> _F32:
     threads spin-wait for each other. The scan is bound by memory bandwidth, so the extra
     thread gains little on an idle machine, but when the cores are busy (the search's own
     keyword query runs on a second thread, a background embedder on both cores, other
-    processes) the waiting costs up to 30x: measured at 10k rows under load ~17, 36.7 ms p50
-    through BLAS against 1.3 ms here, and 84 against 76 ms at 100k rows (same process, interleaved).
+    processes) the waiting costs many times the scan (bench/RESULTS.md, "Figures moved out of the
+    source": BLAS against this einsum, same process, interleaved).
     """
     scores: _F32 = np.einsum("ij,j->i", matrix, query)
     return scores

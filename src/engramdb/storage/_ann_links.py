@@ -5,15 +5,13 @@ closer to a neighbour already kept than to the node. A tight group of near-dupli
 remembered many times, a log line repeated with small changes) is closer to itself than to anything else, so
 its members keep links only among themselves and the group becomes an island: a walk that descends into it
 from the upper levels finds only its members and stops, short of the rows asked for (the store then scans
-every vector exactly, ~50 ms at 100k), and a walk from elsewhere never reaches its members.
+every vector exactly), and a walk from elsewhere never reaches its members.
 
 :func:`link_islands` finds every node that the graph's largest strongly connected part cannot reach, or that
-cannot reach it (SciPy over the level-0 links: ~0.15 s per 100k nodes, all a connected graph costs), and gives
+cannot reach it (SciPy over the level-0 links: all a connected graph costs), and gives
 one node of each such group the missing links: from it to its nearest node in that part, and from the nearest such
-node with a free slot back to it. Walks then leave and enter the islands as they do any other region. On
-compare.py's 100k rows (LoCoMo turns and their perturbed copies) added in store order, that was 10,761 groups
-(23k nodes outside the largest part, 58 closed islands), linked in 3-5 s of the background build; added in a
-random order and filled (:mod:`._ann_fill`), ~7,100 groups.
+node with a free slot back to it. Walks then leave and enter the islands as they do any other region (how many
+groups a real corpus has, and what linking them costs: bench/RESULTS.md, "Figures moved out of the source").
 """
 
 from __future__ import annotations

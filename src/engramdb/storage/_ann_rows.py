@@ -2,8 +2,8 @@
 
 The sidecar (:mod:`engramdb.storage._ann`) keeps the graph over 8-bit codes and, per row, the ``seq`` of the
 vector it was built from; the one float32 copy of each vector is SQLite's row. A search re-scores its head
-(64-150 rows) by ``seq``, the table's integer key (about half the time of a read by memory id; 0.26 ms of CPU
-for 150 rows at 100k, bench/RESULTS.md, issue 27, fourth round). A row whose seq is gone (forgotten,
+(64-150 rows) by ``seq``, the table's integer key (about half the time of a read by memory id: bench/RESULTS.md,
+issue 27, fourth round). A row whose seq is gone (forgotten,
 re-embedded since) is reported missing, never guessed.
 
 Reads go through a connection of their own, under a lock of their own: the store's connection may be
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 from engramdb.errors import StorageError
 
+if TYPE_CHECKING:
+    from engramdb.storage._btree_pages import PageHints
+
 __all__ = ["SQLiteVectors", "VectorSource"]
 
 #: Keys per statement (one JSON array each).
@@ -47,12 +50,18 @@ class VectorSource(Protocol):
         """The vector seq of each memory id (distinct) under ``model_id`` (-1 where it has none)."""
         ...
 
+    def ahead(self, rids: _I64) -> None:
+        """A hint: the memory rows of keys ``rids`` are about to be read (a search's candidates)."""
+        ...
+
 
 class SQLiteVectors:
     """:class:`VectorSource` over a SQLite store's ``vectors`` table (a connection of its own, opened on use)."""
 
-    def __init__(self, database: Path) -> None:
+    def __init__(self, database: Path, *, pages: PageHints | None = None) -> None:
         self._database = database
+        #: Where the rows lie in the file: a search asks for their pages together before reading them (cold disk).
+        self._pages = pages
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._utf8 = False
@@ -79,6 +88,8 @@ class SQLiteVectors:
             return out, found
         order = np.argsort(seqs, kind="stable")
         ordered = seqs[order]
+        if self._pages is not None:
+            self._pages.ahead("vectors", ordered[ordered >= 0])
         try:
             with self._lock:
                 conn = self._connection()
@@ -97,7 +108,7 @@ class SQLiteVectors:
         """The rows of the seqs in ``keys`` (a JSON array) whose vector has ``dim`` dimensions: seqs, vectors.
 
         One row of two aggregates where the database's text is UTF-8 (its bytes pass through unchanged): a
-        Python object per row costs about 2.5x the CPU (0.64 against 0.26 ms for 150 rows at 100k). Both
+        Python object per row costs over twice the CPU (bench/RESULTS.md, "Figures moved out of the source"). Both
         aggregates read the same rows in the same order, so the i-th seq goes with the i-th vector.
         """
         width = 4 * dim
@@ -118,6 +129,10 @@ class SQLiteVectors:
         ).fetchall()
         got = np.fromiter((seq for seq, _ in rows), dtype=np.int64, count=len(rows))
         return got, np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(-1, dim)
+
+    def ahead(self, rids: _I64) -> None:
+        if self._pages is not None:
+            self._pages.ahead("memories", rids)
 
     def seqs_of(self, model_id: str | None, ids: npt.NDArray[np.bytes_]) -> _I64:
         seqs = np.full(ids.size, -1, dtype=np.int64)

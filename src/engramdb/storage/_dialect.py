@@ -131,6 +131,10 @@ class Dialect(Protocol):
         """:meth:`~engramdb.storage.base.Store.background_turn`: wait for the store's other background writes."""
         ...
 
+    def give_way(self, seconds: float) -> float:
+        """:meth:`~engramdb.storage.base.Store.give_way`: a bulk write waits a bounded time for searches at work."""
+        ...
+
     @property
     def deferred(self) -> Deferred:
         """Read bookkeeping waiting for the next write transaction, which writes it first (full disk)."""

@@ -62,6 +62,7 @@ def sql_store(dialect: Dialect) -> Store:
         concurrent_reads=dialect.concurrent_reads,
         _in_write=dialect.in_write,
         _background=dialect.background_turn,
+        _give_way=dialect.give_way,
     )
 
 

@@ -316,6 +316,8 @@ class KeywordIndex:
             # By position: two query terms may share a stem, and each counts as FTS5 counts it.
             kept = bounded_terms([str(i) for i in range(len(stems))], counts, budget=budget)
             stems = [stems[int(i)] for i in kept]
+        if isinstance(postings.terms, TermPostings):
+            postings.terms.ahead(stems)  # their pages read side by side, not one fault at a time (a cold disk)
         rows, tokens = postings.rows, postings.tokens  # equal to FTS5's own (checked in _current)
         if rows <= 0:
             return Ranked([], [], 0)

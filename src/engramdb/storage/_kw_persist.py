@@ -168,13 +168,47 @@ def save_postings(
 class TermPostings(Mapping[str, tuple["_I32", "npt.NDArray[Any]"]]):
     """A saved file's terms, each decoded and checked when first asked for (then kept)."""
 
-    def __init__(self, names: list[str], tables: dict[str, npt.NDArray[Any]], sections: dict[str, Any], rows: int):
+    def __init__(
+        self,
+        names: list[str],
+        tables: dict[str, npt.NDArray[Any]],
+        sections: dict[str, Any],
+        rows: int,
+        *,
+        view: mmap.mmap | None = None,
+    ):
         self._names = names
         self._position = {t: i for i, t in enumerate(names)}
         self._tables = tables
         self._sections = sections
         self._rows = rows
         self._decoded: dict[str, tuple[_I32, npt.NDArray[Any]]] = {}
+        #: The map the sections are views of (see ahead), and its address.
+        self._view = view
+        self._base = np.frombuffer(view, dtype=np.uint8).ctypes.data if view is not None and len(view) else 0
+
+    def ahead(self, terms: Iterable[str]) -> None:
+        """Ask for the bytes of ``terms``' postings not decoded yet, all at once (a hint: a query decodes them next).
+
+        With the file out of the page cache, each term's first touch would otherwise fault in its pages one read at
+        a time, and a mapped file's faults read megabytes around each (the device's read-ahead): bench/RESULTS.md,
+        issue 27, eighth round.
+        """
+        view = self._view
+        if view is None or not self._base or not hasattr(mmap, "MADV_WILLNEED"):
+            return
+        for term in terms:
+            i = self._position.get(term)
+            if i is None or term in self._decoded:
+                continue
+            n, dw, ds, cw, cs = (int(self._tables[k][i]) for k in ("n", "dw", "ds", "cw", "cs"))
+            for part, start in ((self._sections[f"d{dw}"], ds), (self._sections[f"c{cw}"], cs)):
+                lo = int(part.ctypes.data) - self._base + start * part.itemsize
+                hi = min(lo + n * part.itemsize, len(view))
+                lo -= lo % mmap.PAGESIZE
+                if 0 <= lo < hi:
+                    with contextlib.suppress(OSError, ValueError):
+                        view.madvise(mmap.MADV_WILLNEED, lo, hi - lo)
 
     def __getitem__(self, term: str) -> tuple[_I32, npt.NDArray[Any]]:
         hit = self._decoded.get(term)
@@ -245,7 +279,12 @@ def _read(view: mmap.mmap) -> SavedPostings | None:
             return None
     if len(set(names)) != len(names) or (tables["n"] < 0).any():
         return None
-    return _saved(meta, TermPostings(names, tables, sections, doc_len.size), doc_len, current=True)
+    if hasattr(mmap, "MADV_RANDOM"):
+        # Terms are read where queries name them (see TermPostings.ahead): a fault here should read its page, not
+        # the megabytes around it that the device's read-ahead would (8 MB on this machine).
+        with contextlib.suppress(OSError, ValueError):
+            view.madvise(mmap.MADV_RANDOM)
+    return _saved(meta, TermPostings(names, tables, sections, doc_len.size, view=view), doc_len, current=True)
 
 
 def _saved(

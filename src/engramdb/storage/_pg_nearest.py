@@ -225,8 +225,11 @@ def nearest_many(
     iterative: str,
     queries: Sequence[tuple[Vectors, Filter]],
     limit: int,
+    note: str = "",
 ) -> list[list[Candidate]]:
-    """For each (unit vector, filter) of ``queries``, its ``limit`` nearest candidates, best first, in order."""
+    """For each (unit vector, filter) of ``queries``, its ``limit`` nearest candidates, best first, in order.
+
+    ``note`` begins the statement (a comment saying whose read it is, see ``_pg_staging.WRITE_READ``)."""
     unit = [(as_unit_rows(vector, rows=1)[0], flt) for vector, flt in queries]
     if limit <= 0 or not unit:
         return [[] for _ in unit]
@@ -244,7 +247,9 @@ def nearest_many(
                 if not fresh:
                     continue  # the cached model may be stale: once more with the store's own
                 raise ValidationError(f"query vector has dimension {wrong}, the store's vectors have {model.dim}")
-            rows = _rows(conn, model, unit, limit, plan_of=plan_of, ef=ef_search(model, limit), iterative=iterative)
+            rows = _rows(
+                conn, model, unit, limit, plan_of=plan_of, ef=ef_search(model, limit), iterative=iterative, note=note
+            )
             if rows is not None:
                 return rows
             # The model changed since it was cached (the statement reads it): once more with the new one.
@@ -252,7 +257,15 @@ def nearest_many(
 
 
 def _rows(
-    conn: Any, model: CurrentModel, unit: Sequence[Query], limit: int, *, plan_of: PlanOf, ef: str, iterative: str
+    conn: Any,
+    model: CurrentModel,
+    unit: Sequence[Query],
+    limit: int,
+    *,
+    plan_of: PlanOf,
+    ef: str,
+    iterative: str,
+    note: str,
 ) -> list[list[Candidate]] | None:
     branches: list[sql.Composable] = []
     params: list[Any] = []
@@ -276,9 +289,9 @@ def _rows(
     # The store's current model travels with the answer (one row even when no branch finds any): a model
     # changed since it was cached makes the caller ask again.
     statement = sql.SQL(
-        "SELECT NULL, NULL, NULL, (SELECT x.value FROM meta x WHERE x.key = %s) UNION ALL SELECT h.q, h.memory_id, "
-        "h.d, NULL FROM ({branches}) h ORDER BY 1 NULLS FIRST, 3"
-    ).format(branches=sql.SQL(" UNION ALL ").join(branches))
+        "{note}SELECT NULL, NULL, NULL, (SELECT x.value FROM meta x WHERE x.key = %s) UNION ALL SELECT h.q, "
+        "h.memory_id, h.d, NULL FROM ({branches}) h ORDER BY 1 NULLS FIRST, 3"
+    ).format(note=sql.SQL(note.replace("%", "%%")), branches=sql.SQL(" UNION ALL ").join(branches))
     # No parallel workers for a batch's lookups: with the staged parts the planner gathered them in parallel, and
     # the workers' start and shutdown for a statement of 25 small searches made mixed batches 3.5x slower (25k
     # memories, bench/RESULTS.md, issue 26, third round of writes). Reset after: the connection is the pool's.

@@ -42,6 +42,7 @@ from engramdb.storage._pg_sql import (
     pg_statement,
     tsquery_sql,
 )
+from engramdb.storage._pg_staging import WRITE_READ
 from engramdb.storage._pg_terms import LexemeSample
 from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter, Vectors
 
@@ -329,7 +330,7 @@ class PgSearch:
 
         return nearest_many(self._backend, self._models, check_statistics=self.statistics.check,
                             plan_of=plan_of, ef_search=ef, iterative=self._iterative,
-                            queries=queries, limit=limit)  # fmt: skip
+                            queries=queries, limit=limit, note="" if near is None else WRITE_READ)  # fmt: skip
 
     def _ef(self, model: CurrentModel, limit: int, *, graph_rows: float | None = None) -> str:
         """``hnsw.ef_search`` for a search of ``limit`` rows in a graph of ``graph_rows`` vectors (a partition's).

@@ -49,6 +49,7 @@ __all__ = [
     "REST",
     "ROOM_WAIT",
     "STAGED_CAP",
+    "WRITE_READ",
     "YIELD_MAX",
     "StagedMover",
     "move_batch",
@@ -95,8 +96,12 @@ _SETTLE: Final = 0.2
 _RECOUNT: Final = 0.5
 
 # The first words of the mover's own statements (and of the staged count the background writes poll): not reads
-# another mover yields to.
-_MOVER: Final = "/* engramdb mover */ "
+# another mover yields to. Nor are statements starting with WRITE_READ (a batch's near-duplicate lookups, one writer's
+# reads the others' writes need not wait for); both start with _OWN.
+_OWN: Final = "/* engramdb "
+_MOVER: Final = f"{_OWN}mover */ "
+#: The first words of the reads a write makes for itself (near-duplicate lookups): not searches anything yields to.
+WRITE_READ: Final = f"{_OWN}write */ "
 # The rows to move, oldest first: skipped while a writer holds one (it replaces or deletes that vector) or its memory
 # (a forget, which then waits for this batch rather than deadlocking on the foreign key check of the insert).
 _TAKE: Final = (
@@ -115,18 +120,20 @@ _MOVE: Final = (
 
 # Reads at work on this database: active statements of other sessions that have written nothing in their transaction
 # (no transaction id: searches, not the writers' COPYs, which get one with their first row) and wait for no lock (the
-# background vector writes waiting for their turn). Another mover's look is no read. The writers' near-duplicate
-# lookups count: they are reads, and yielding to them only defers the graphs' inserts.
+# background vector writes waiting for their turn). Another mover's or a waiting write's look is no read. The writers'
+# near-duplicate lookups (WRITE_READ) count for the mover (yielding to them only defers the graphs' inserts), not for
+# writes giving way (writers waiting for one another would only slow the writes).
 _READS: Final = (
     f"{_MOVER}SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
     "AND state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid() AND backend_xid IS NULL "
-    f"AND wait_event_type IS DISTINCT FROM 'Lock' AND NOT starts_with(query, '{_MOVER}')"
+    "AND wait_event_type IS DISTINCT FROM 'Lock' AND NOT starts_with(query, %s)"
 )
 
 
-def reads_at_work(conn: Raw) -> int:
-    """How many reads other sessions are running on the store's database now (searches: see ``_READS``)."""
-    row = conn.execute(_READS).fetchone()
+def reads_at_work(conn: Raw, *, lookups: bool = True) -> int:
+    """How many reads other sessions are running on the store's database now (searches: see ``_READS``); with
+    ``lookups=False``, not counting the writers' near-duplicate lookups."""
+    row = conn.execute(_READS, (_MOVER if lookups else _OWN,)).fetchone()
     return int(row[0]) if row is not None else 0
 
 
@@ -201,6 +208,9 @@ class StagedMover:
         #: Rows this instance moved, and seconds it left them staged for reads at work (for tests and benchmarks).
         self.moved = 0
         self.yielded = 0.0
+        # When the last step that yielded began: the time to the next step is counted, not the wait alone (a step
+        # on a loaded machine takes longer than its wait, and the waits undercounted a yield of YIELD_MAX).
+        self._yield_at: float | None = None
         self._thread = threading.Thread(target=self._run, name="engramdb-vector-mover", daemon=True)
         self._thread.start()
 
@@ -244,11 +254,13 @@ class StagedMover:
                     return 0.0
                 self._busy = conn
             try:
-                if self._yields(conn, began):
+                yields = self._yields(conn, began)
+                if self._yield_at is not None:
+                    self.yielded += began - self._yield_at
+                self._yield_at = began if yields else None
+                if yields:
                     # Only the instance that moved last looks often: the others' movers wait for the turn anyway.
-                    wait = YIELD_POLL if self._turn else self._poll
-                    self.yielded += wait
-                    return wait
+                    return YIELD_POLL if self._turn else self._poll
                 moved = move_batch(conn, limit=self._batch)
                 self._turn = moved is not None
                 self._staged_seen = (0, -1.0)

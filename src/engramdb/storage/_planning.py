@@ -115,8 +115,8 @@ def keyset_batches(
 
     Each query is fresh, so the caller may write between batches, and looks at no more than ``window``
     keys: a scan that finds few rows (the open-time check for memories without a vector, which usually
-    finds none) never holds the store for long. As one query over a million memories it took 5 s, and
-    every search waited for it.
+    finds none) never holds the store for long. As one query over a million memories it took seconds,
+    and every search waited for it (bench/RESULTS.md, "Figures moved out of the source").
     """
     if batch < 1:
         raise ValidationError("batch must be at least 1")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engramdb.storage._arrays import np
+from engramdb.storage._btree_pages import PageHints
 
 if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
@@ -34,6 +35,7 @@ from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._keyword_budget import KEYWORD_POSTINGS_BUDGET, DocFrequencies, bounded_terms
 from engramdb.storage._kw_index import KW_INDEX_MIN_MEMORIES, KeywordIndex, Ranked, fts_totals
+from engramdb.storage._rehearsal import Rehearsal
 from engramdb.storage._sqlite_files import begin_log, connect_read_only
 from engramdb.storage._sqlite_sql import filter_sql, fts_phrase, fts_query
 from engramdb.storage._tenant_persist import drop_tenants, load_tenants, save_tenants, tenants_path
@@ -63,9 +65,6 @@ _SCOPE_HEAD_FACTOR: Final = 2
 _RECOUNT: Final = 64
 _PLAN_CACHE_AGENTS: Final = 4096
 
-#: Candidates each channel's rehearsal at open asks for (a search's depth, retrieval.hybrid).
-_REHEARSAL_LIMIT: Final = 50
-
 #: Opens a read on the store's connection (``snapshot``: in one read transaction; refused inside a write).
 Reading = Callable[..., AbstractContextManager[sqlite3.Connection]]
 
@@ -83,9 +82,11 @@ def sync_state(conn: sqlite3.Connection) -> SyncState:
 class SQLiteSearch:
     """:class:`~engramdb.storage.base.CandidateSource` of a SQLite store."""
 
-    def __init__(self, reading: Reading, index: VectorIndex) -> None:
+    def __init__(self, reading: Reading, index: VectorIndex, *, pages: PageHints | None = None) -> None:
         self._reading = reading
         self._index = index
+        #: Where the memory rows lie in the file: a keyword head's pages are asked for together (a cold disk).
+        self._pages = pages
         # Keys of memories shared with each agent (for the vector filter), valid for one share epoch.
         self._shared: dict[str, _I64] = {}
         self._share_epoch = -1
@@ -106,6 +107,8 @@ class SQLiteSearch:
         self.background = Background()
         #: When (``time.monotonic()``) each part of :meth:`warm` was done: "vectors", "tenants" (for benches).
         self.warmed: dict[str, float] = {}
+        #: The warm-up's run of both channels, which a caller's first search ends (see _rehearsal).
+        self._rehearsal = Rehearsal()
 
     def clear(self) -> None:
         """Drop the cached share keys and term counts (the store closed)."""
@@ -165,39 +168,10 @@ class SQLiteSearch:
             pass
 
     def _rehearse(self) -> None:
-        """Both channels once, for the newest memory's agent (and its user, if any), answers discarded.
-
-        What a search does only the first time is then done (bench/RESULTS.md, first2): the FTS5 tokeniser's
-        temp tables on the store's connection (~1.3 ms), the vector rows' own connection (~1 ms), each
-        statement's preparation (~2-3 ms over a search), the first pages of rows, graph and postings. Reads only.
-        """
+        """Both channels once for the newest memory's agent and user, answers discarded (see _rehearsal)."""
         state = self._index.state
-        if state is None:
-            return
-        with self._reading() as conn:
-            # Two lookups by key: as one join ordered by rid SQLite scanned the vectors (~0.3 s at 100k).
-            row = conn.execute("SELECT id, agent, user_id, content FROM memories ORDER BY rid DESC LIMIT 1").fetchone()
-            got = None
-            if row is not None:
-                got = conn.execute(
-                    "SELECT vec FROM vectors WHERE memory_id = ? AND model_id = ?", (row[0], state.model_id)
-                ).fetchone()
-        if row is None or got is None:
-            return
-        _, agent, user, content = row
-        blob = got[0]
-        if not isinstance(blob, bytes) or len(blob) % 4:
-            return  # a damaged row: the search that reads it reports it
-        vector = np.frombuffer(blob, dtype=np.float32)
-        if not vector.size or not np.all(np.isfinite(vector)) or not np.any(vector):
-            return
-        terms = [w for w in (t.strip(".,;:!?\"'()").lower() for t in str(content).split()) if w.isalnum()][:3]
-        scopes = [Filter(agent=str(agent))]
-        if user is not None:
-            scopes.append(Filter(agent=str(agent), users=(None, str(user))))
-        for flt in scopes:
-            self.keyword_candidates(terms or ["warm"], flt, limit=_REHEARSAL_LIMIT)
-            self.vector_candidates(vector, flt, limit=_REHEARSAL_LIMIT)
+        if state is not None:
+            self._rehearsal.run(self._reading, state.model_id, self.keyword_candidates, self.vector_candidates)
 
     def _restore(self, path: str) -> bool:
         """The tenants' keys and plans as the last prefill saved them (see _tenant_persist), if still this store's
@@ -267,6 +241,9 @@ class SQLiteSearch:
         # the query run again with the filter applied to every match. A selective scope (a user,
         # a thread, an agent owning few rows) is ranked among its own rows instead (below).
         head = limit * _KEYWORD_HEAD_FACTOR
+        self._rehearsal.note()
+        if self._pages is not None:
+            self._pages.searching()  # the open's read-ahead asks for nothing new meanwhile (see _readahead)
         self.keyword_index.settle()  # a load in progress (at open) is waited for without the store's lock
         with self._reading() as conn:
             budget = self.postings_budget
@@ -402,14 +379,17 @@ class SQLiteSearch:
         self._agent_rows[agent] = (few, _RECOUNT)
         return few
 
-    @staticmethod
-    def _filtered_head(conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int) -> list[Candidate] | None:
+    def _filtered_head(
+        self, conn: sqlite3.Connection, ranked: Ranked, f: FilterSQL, *, limit: int
+    ) -> list[Candidate] | None:
         """The ranked head's rows that pass the filter, best first; None if too few (rank every match instead)."""
         found: list[Candidate] = []
         start, size = 0, limit
         # The best `limit` first (usually all pass), then the rest of the head only if needed.
         while start < len(ranked.rids) and len(found) < limit:
             rids = ranked.rids[start : start + size]
+            if self._pages is not None:
+                self._pages.ahead("memories", rids)
             ids = dict(
                 conn.execute(
                     f"SELECT m.rid, m.id FROM memories m WHERE m.rid IN (SELECT value FROM json_each(?)) AND {f.where}",
@@ -437,6 +417,9 @@ class SQLiteSearch:
         query = as_unit_rows(vector, rows=1)[0]
         if limit <= 0:
             return []
+        self._rehearsal.note()
+        if self._pages is not None:
+            self._pages.searching()
         past: list[tuple[str, float]] = []
         only: _I64 | None
         with self._reading(snapshot=True) as conn:

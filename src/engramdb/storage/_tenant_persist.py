@@ -1,7 +1,7 @@
 """The tenants' key sets and counts (what :meth:`TenantRows.prefill` gathers) saved beside the database.
 
-At 1M memories the prefill took 0.5-1.4 s after each open (one ``GROUP BY`` over the (agent, user) index, then each
-tenant's keys), beside the first searches, which it slowed 3-20x (bench/RESULTS.md, issue 27, seventh round). Written
+At 1M memories the prefill (one ``GROUP BY`` over the (agent, user) index, then each tenant's keys) ran for a long
+while after each open, beside the first searches, and slowed them (bench/RESULTS.md, issue 27, seventh round). Written
 after a prefill as ``engram.db.tenants`` (the container of :mod:`engramdb.storage._sections`: per set its keys as
 differences from the previous key in the narrowest width holding them, or whole where a set is not ascending; the
 counts per (agent, user)), they are read back at the next open in milliseconds.

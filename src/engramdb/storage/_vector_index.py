@@ -60,6 +60,7 @@ from engramdb.storage._ann_base import AnnBase
 from engramdb.storage._ann_exact import Codes, ExactRows, IndexRow, RowFilter
 from engramdb.storage._ann_rows import SQLiteVectors
 from engramdb.storage._ann_snapshot import fill_snapshot, overlay_rows, take_snapshot
+from engramdb.storage._btree_pages import PageHints
 
 __all__ = [
     "ANN_DEFAULT_THRESHOLD",
@@ -132,7 +133,8 @@ class VectorIndex:
 
     ``sidecar``: the directory of the persisted HNSW index (None: exact scan only, e.g. an
     in-memory store); ``database``: the SQLite file whose ``vectors`` rows the index re-scores on
-    (required with a sidecar); ``ann_threshold``: vectors above which the index is used (None: never).
+    (required with a sidecar); ``ann_threshold``: vectors above which the index is used (None: never); ``pages``:
+    where that file's rows lie, so a search asks for the pages of the rows it re-scores together (a cold disk).
     """
 
     def __init__(
@@ -141,13 +143,14 @@ class VectorIndex:
         *,
         database: Path | None = None,
         ann_threshold: int | None = ANN_DEFAULT_THRESHOLD,
+        pages: PageHints | None = None,
     ) -> None:
         self._lock = threading.RLock()
         self.state: SyncState | None = None
         usable = sidecar is not None and database is not None and ann_threshold is not None and ann_available()
         self._root = sidecar if usable else None
         #: The float32 vectors of the index's rows: SQLite's own (the sidecar keeps no copy).
-        self._source = SQLiteVectors(database) if usable and database is not None else None
+        self._source = SQLiteVectors(database, pages=pages) if usable and database is not None else None
         self._threshold = ann_threshold if ann_threshold is not None else 0
         self._codes_agent = Codes()
         self._codes_kind = Codes()
@@ -305,7 +308,7 @@ class VectorIndex:
         that existed when this index last looked (``seq`` up to its ``max_seq``). Rows missing
         from them were forgotten or re-embedded (a new vector has a new ``seq``: the caller
         appends it next), and kind or visibility changes are taken over. At a million
-        memories this is one pass of ~12 s (bench/RESULTS.md, 3h), where a rebuild takes
+        memories this is one pass of seconds (bench/RESULTS.md, 3h), where a rebuild takes
         many minutes and the exact scan meanwhile holds every vector in memory.
         Returns False, changing nothing, when it cannot (no index, another model, or a
         memory moved to another agent): the caller then reloads everything.

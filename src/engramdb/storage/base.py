@@ -430,6 +430,7 @@ class Store:
     concurrent_reads: bool = False
     _in_write: Callable[[], bool] = field(repr=False, default=lambda: False)
     _background: Callable[[], None] = field(repr=False, default=lambda: None)
+    _give_way: Callable[[float], float] = field(repr=False, default=lambda _seconds: 0.0)
 
     def in_write(self) -> bool:
         """Whether the calling thread holds an open write (:meth:`atomic`): its reads must stay on this thread."""
@@ -457,6 +458,13 @@ class Store:
         concurrent HNSW inserts took the server's cores from searches and slowed one another). SQLite: no-op,
         its writes are serialised already."""
         self._background()
+
+    def give_way(self, seconds: float) -> float:
+        """Before a bulk write outside :meth:`atomic`: wait while other sessions search the store, for at most a
+        configured share of ``seconds`` (the caller's previous bulk write's time), so that a burst of bulk writes
+        leaves searches the server's cores (PostgreSQL, ``pg_writes_yield``; SQLite: no wait, its writes and reads
+        already take turns). Returns the seconds waited."""
+        return self._give_way(seconds)
 
     def close(self) -> None:
         """Release connections (idempotent); further calls raise StorageError."""

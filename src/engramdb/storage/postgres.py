@@ -61,6 +61,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engramdb._threads import JOIN_SECONDS
+from engramdb.config import WRITES_YIELD
 from engramdb.errors import StorageError, ValidationError
 from engramdb.models import Memory
 from engramdb.storage._bookkeeping import write_deferred
@@ -70,6 +71,7 @@ from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_copy import copy_rows
+from engramdb.storage._pg_giveway import give_way
 from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_BACKGROUND, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
 from engramdb.storage._pg_search import KEYWORD_RANK_ROWS, PgSearch
 from engramdb.storage._pg_sql import (
@@ -153,7 +155,7 @@ def _configure(conn: Raw) -> None:
     psycopg prepares a statement on its fifth run, and PostgreSQL then switches to a generic plan
     once that looks no costlier. For the store's parameter-sensitive predicates the generic plan
     scans: the dimension check of every vector write (``dim < ? OR dim > ?``, empty for the real
-    values) became a sequential scan of ``vectors`` (3 s per write at 1M memories, bench/scale_pg.py).
+    values) became a sequential scan of ``vectors`` (seconds per write at 1M memories, bench/scale_pg.py).
     Planning each execution costs well under a millisecond.
     """
     register_vector(conn)
@@ -215,6 +217,10 @@ class PostgresBackend:
             self._pool = None
             raise StorageError(f"{self.location}: cannot open a connection pool ({exc})") from exc
         mover = settings.pg_vector_mover if settings is not None else True
+        #: Share of a bulk write's previous time it waits for searches at work (:mod:`._pg_giveway`).
+        self._yield_share = settings.pg_writes_yield if settings is not None else WRITES_YIELD
+        # When this process's bulk writes last saw a search at work (``time.monotonic()``; None: never).
+        self._reads_seen: float | None = None
         self._mover = StagedMover(self._mover_connection) if mover else None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -374,6 +380,19 @@ class PostgresBackend:
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
 
+    def give_way(self, seconds: float) -> float:
+        """See :meth:`Dialect.give_way`: :func:`~engramdb.storage._pg_giveway.give_way` for ``pg_writes_yield`` of
+        ``seconds``; never inside an open transaction (it may hold locks the searches or other writers wait for)."""
+        budget = self._yield_share * seconds
+        if budget <= 0 or self.in_write():
+            return 0.0
+        try:
+            with self._require_pool().connection() as conn:
+                waited, self._reads_seen = give_way(conn, budget=budget, seen=self._reads_seen)
+                return waited
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._translate(exc) from exc
+
     def in_write(self) -> bool:
         """See :meth:`Dialect.in_write`."""
         return getattr(self._local, "conn", None) is not None
@@ -407,8 +426,8 @@ class PostgresBackend:
 
     def fetch_vectors(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """See :meth:`Dialect.fetch_vectors`: binary results. In text, the server prints every float of a vector
-        and pgvector parses it back: 2.9 ms for 5 vectors of 384 dimensions, 0.26 ms in binary (100k store, load 7;
-        bench/RESULTS.md, issue 26, fourth round)."""
+        and pgvector parses it back, about ten times the binary transfer (bench/RESULTS.md, issue 26, fourth
+        round)."""
         with self.reading() as conn:
             return conn.execute(pg_statement(statement), params, binary=True).fetchall()
 

@@ -38,13 +38,14 @@ from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, Val
 from engramdb.models import Memory
 from engramdb.storage._ann import sidecar_dir
 from engramdb.storage._bookkeeping import write_deferred
+from engramdb.storage._btree_pages import LeafMap, PageHints
 from engramdb.storage._codecs import AUDIT_HEAD_KEY
 from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._kw_persist import postings_path
-from engramdb.storage._readahead import READAHEAD_BUDGET, read_ahead, read_ahead_open, sidecar_files
+from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files
 from engramdb.storage._sqlite_files import check_present, connect_read_only, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
@@ -156,10 +157,16 @@ class SQLiteBackend:
         self.search = SQLiteSearch(self._reading, self._index)
         self.path: Path | None = None
         self._conn: sqlite3.Connection | None = self._connect(busy_timeout)
+        #: Where a file store's rows lie in it (read at open): a search asks for the pages it reads together.
+        self._pages = PageHints(self.path) if self.path is not None else None
+        if self._pages is not None:
+            self.search = SQLiteSearch(self._reading, self._index, pages=self._pages)
         if self.path is not None and ann_threshold:
             # Only a file store persists an ANN index; it lives beside the database file.
-            self._index = VectorIndex(sidecar_dir(self.path), database=self.path, ann_threshold=ann_threshold)
-            self.search = SQLiteSearch(self._reading, self._index)
+            self._index = VectorIndex(
+                sidecar_dir(self.path), database=self.path, ann_threshold=ann_threshold, pages=self._pages
+            )
+            self.search = SQLiteSearch(self._reading, self._index, pages=self._pages)
         if self.path is not None and warm:
             # A file store may be large: its caches come up now, not in the first searches (issue 27).
             self.search.background.start("engramdb-warm", self._warm)
@@ -176,11 +183,33 @@ class SQLiteBackend:
                     return
                 # The keyword postings first: their thread takes no lock and maps the saved file in milliseconds.
                 self.search.warm_keywords(self.path)
-                # The pages next: the caches below then load from memory, not from the disk (issue 27).
-                asked = read_ahead([postings_path(str(self.path)), *sidecar_files(sidecar_dir(self.path))])
-                wal = self.path.with_name(self.path.name + "-wal")
-                read_ahead_open([self.path, wal], budget=max(0, READAHEAD_BUDGET - asked))
+                # The pages beside the warm-up below, paced so that its rehearsal and the first searches go first.
+                background.start("engramdb-readahead", self._read_ahead)
             self.search.warm(self.path)
+
+    def _read_ahead(self) -> None:
+        """Read the store's pages ahead, in the order searches need them (issue 27, cold first searches): where the
+        rows lie, the vector sidecar and the postings, the id indexes every search looks rows up in, the memory
+        rows, then the rest of the database from the front, within ``READAHEAD_BUDGET`` bytes."""
+        path, pages, background = self.path, self._pages, self.search.background
+        if path is None:
+            return
+        # Not at a lower CPU priority (yield_cpu): its loop runs Python between the calls, and a thread holding the
+        # interpreter's lock while a busy machine leaves it waiting for a core would hold up the searches' threads.
+        pace = Pace(stopping=lambda: background.stopping, busy=pages.busy if pages is not None else Pace().busy)
+        # Where the rows lie first (a few hundred pages: the rehearsal's and the first searches' reads then go side
+        # by side), then the sidecar and the postings, which the warm-up's vector load and rehearsal read (cold,
+        # both took twice as long when the id indexes came before them: bench/RESULTS.md, issue 27, eighth round).
+        indexes: list[LeafMap] = pages.load() if pages is not None else []
+        left = READAHEAD_BUDGET
+        left -= read_ahead([*sidecar_files(sidecar_dir(path)), postings_path(str(path))], budget=left, pace=pace)
+        if pages is not None:
+            for index in indexes:
+                left -= pages.read_ahead(index, budget=left, pace=pace)
+        memories = pages.table("memories") if pages is not None else None
+        if memories is not None and pages is not None:
+            left -= pages.read_ahead(memories, budget=left, pace=pace)
+        read_ahead_open([path, path.with_name(path.name + "-wal")], budget=max(0, left), pace=pace)
 
     def _interrupt(self) -> None:
         conn = self._conn
@@ -250,6 +279,8 @@ class SQLiteBackend:
 
     def close(self) -> None:
         """Stop and join the warm-up, close the connection (idempotent); further calls raise StorageError."""
+        if self._pages is not None:
+            self._pages.close()  # a warm-up reading where rows lie stops at the next tree
         # Outside the lock: a warm-up waiting for it could not end, and the close would wait for it.
         self.search.background.stop()
         with self._lock:
@@ -441,6 +472,10 @@ class SQLiteBackend:
 
     def background_turn(self) -> None:
         """See :meth:`Dialect.background_turn`: nothing, the store's write lock serialises writes already."""
+
+    def give_way(self, seconds: float) -> float:
+        """See :meth:`Dialect.give_way`: no wait (one process's writes and reads take turns at the store's lock)."""
+        return 0.0
 
     def in_write(self) -> bool:
         """See :meth:`Dialect.in_write` (under the store's lock, only the writing thread gets here)."""
