@@ -38,14 +38,14 @@ from engramdb.errors import CorruptStoreError, NotAStoreError, StorageError, Val
 from engramdb.models import Memory
 from engramdb.storage._ann import sidecar_dir
 from engramdb.storage._bookkeeping import write_deferred
-from engramdb.storage._btree_pages import PageHints
+from engramdb.storage._btree_pages import LeafMap, PageHints
 from engramdb.storage._codecs import AUDIT_HEAD_KEY
 from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._kw_persist import postings_path
-from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files, yield_cpu
+from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files
 from engramdb.storage._sqlite_files import check_present, connect_read_only, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
@@ -188,20 +188,23 @@ class SQLiteBackend:
             self.search.warm(self.path)
 
     def _read_ahead(self) -> None:
-        """Read the store's pages ahead, in the order searches need them (issue 27, cold first searches): the vector
-        sidecar and the postings, where the rows lie, the id indexes every search looks rows up in, the memory
+        """Read the store's pages ahead, in the order searches need them (issue 27, cold first searches): where the
+        rows lie, the vector sidecar and the postings, the id indexes every search looks rows up in, the memory
         rows, then the rest of the database from the front, within ``READAHEAD_BUDGET`` bytes."""
         path, pages, background = self.path, self._pages, self.search.background
         if path is None:
             return
-        yield_cpu()  # its loop's CPU (one call a piece) after a search's, on a busy machine
+        # Not at a lower CPU priority (yield_cpu): its loop runs Python between the calls, and a thread holding the
+        # interpreter's lock while a busy machine leaves it waiting for a core would hold up the searches' threads.
         pace = Pace(stopping=lambda: background.stopping, busy=pages.busy if pages is not None else Pace().busy)
-        # The sidecar and the postings first: the warm-up's vector load and rehearsal read them (cold, both took
-        # twice as long when the id indexes came first: bench/RESULTS.md, issue 27, eighth round).
+        # Where the rows lie first (a few hundred pages: the rehearsal's and the first searches' reads then go side
+        # by side), then the sidecar and the postings, which the warm-up's vector load and rehearsal read (cold,
+        # both took twice as long when the id indexes came before them: bench/RESULTS.md, issue 27, eighth round).
+        indexes: list[LeafMap] = pages.load() if pages is not None else []
         left = READAHEAD_BUDGET
         left -= read_ahead([*sidecar_files(sidecar_dir(path)), postings_path(str(path))], budget=left, pace=pace)
         if pages is not None:
-            for index in pages.load():
+            for index in indexes:
                 left -= pages.read_ahead(index, budget=left, pace=pace)
         memories = pages.table("memories") if pages is not None else None
         if memories is not None and pages is not None:
