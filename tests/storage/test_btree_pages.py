@@ -151,7 +151,30 @@ def _hinted_store(path: Path, rows: int = 3_000) -> tuple[sqlite3.Connection, Pa
     conn.commit()
     hints = PageHints(path)
     hints.load()
+    _evict(path)
     return conn, hints
+
+
+def _evict(path: Path) -> None:
+    """Out of the page cache (synced first: a dirty page stays), so the hints have pages to ask for."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_hints_ask_for_pages_out_of_the_cache_and_not_for_cached_ones(tmp_path: Path) -> None:
+    path = tmp_path / "engram.db"
+    conn, hints = _hinted_store(path)
+    try:
+        keys = np.arange(1, 3_000, 11, dtype=np.int64)
+        assert hints.ahead("memories", keys) > 0  # evicted: asked for
+        conn.execute("SELECT count(*) FROM memories WHERE rid % 11 = 1").fetchone()  # every leaf read: cached now
+        assert hints.ahead("memories", keys) == 0
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("how", ["shrunk", "emptied", "vanished"])
@@ -161,6 +184,7 @@ def test_hints_tolerate_a_file_that_shrinks_or_vanishes(tmp_path: Path, how: str
     try:
         keys = np.arange(1, 3_000, 7, dtype=np.int64)
         assert hints.ahead("memories", keys) > 0
+        _evict(path)
         if how == "vanished":
             path.unlink()
         else:
@@ -179,6 +203,7 @@ def test_closed_hints_ask_for_nothing_and_a_load_after_close_reads_nothing(tmp_p
     try:
         keys = np.arange(1, 3_000, dtype=np.int64)
         assert hints.ahead("memories", keys) > 0
+        _evict(path)
         hints.close()
         assert hints.ahead("memories", keys) == 0
         assert hints.load() == []
@@ -236,6 +261,9 @@ def test_searches_answer_the_same_with_and_without_the_hints(tmp_path: Path, mon
         return got
 
     monkeypatch.setattr(PageHints, "ahead", counting)
+    for file in path.rglob("*"):
+        if file.is_file():
+            _evict(file)  # cold, so the hints have pages to ask for
     hinted = _answers(path)
     assert sum(asked) > 0  # the hints were taken: pages of rows were asked for
     monkeypatch.setattr(PageHints, "ahead", lambda self, table, keys: 0)

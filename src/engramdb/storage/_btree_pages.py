@@ -188,6 +188,24 @@ def _varints(raw: npt.NDArray[np.uint8], at: _I64) -> _I64 | None:
     return value
 
 
+#: Pages looked at (spread over those asked for) to tell whether they are cached already.
+_PROBES: Final = 4
+_probe = bytearray(1)
+
+
+def _cached(fd: int, pages: _I64, page_size: int) -> bool:
+    """Whether ``pages`` look cached: a few of them, spread, each read without waiting (``RWF_NOWAIT``: refused,
+    not waited for, when the page is not in the cache). False where that is not available."""
+    if not pages.size or not hasattr(os, "RWF_NOWAIT") or not hasattr(os, "preadv"):
+        return False
+    for i in np.linspace(0, pages.size - 1, num=min(_PROBES, pages.size)).astype(np.int64).tolist():
+        try:
+            os.preadv(fd, [_probe], (int(pages[i]) - 1) * page_size, os.RWF_NOWAIT)
+        except OSError:  # BlockingIOError: not cached; others: cannot tell
+            return False
+    return True
+
+
 def advise_pages(fd: int, pages: Iterable[int] | _I64, page_size: int) -> int:
     """Ask the kernel to start reading database pages ``pages`` (adjacent ones as one range); how many asked."""
     ordered = np.unique(np.asarray(list(pages) if not isinstance(pages, np.ndarray) else pages, dtype=np.int64))
@@ -274,7 +292,10 @@ class PageHints:
             fd = self._descriptor()
             if fd is None:
                 return 0
-            return advise_pages(fd, found.leaves_of(np.asarray(keys, dtype=np.int64).ravel()), found.page_size)
+            pages = found.leaves_of(np.asarray(keys, dtype=np.int64).ravel())
+            if _cached(fd, pages, found.page_size):
+                return 0  # warm: asking costs ~2.5 us a page (0.4-0.6 ms a search at 1M) and saves nothing
+            return advise_pages(fd, pages, found.page_size)
         except (OSError, ValueError):
             return 0
 

@@ -368,6 +368,16 @@ END
 $$;
 """
 
+# An over-budget keyword search ranks the newest matches of its rarest term among the reader's own rows (``ORDER BY rid
+# DESC LIMIT``). Without an index in that order per agent, the planner walked ``memory_words``' primary key backwards
+# through every agent's rows, testing each against the words: for a common word at 1.26M memories 70-74k rows and
+# 280-490 ms for one statement, the searches' slowest (bench/RESULTS.md, issue 26, seventh round). By (agent, rid) the
+# walk reads the reader's rows only.
+_V10_WORDS_NEWEST = """
+CREATE INDEX IF NOT EXISTS memory_words_agent_rid ON memory_words (agent, rid);
+ANALYZE memory_words;
+"""
+
 #: Every schema step, in order. Append only.
 MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
@@ -379,6 +389,7 @@ MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=7, description="staged vectors by agent, open ones apart", script=_V7_STAGED_BY_AGENT),
     PgMigration(version=8, description="the keyword columns in a narrow table", script=_V8_MEMORY_WORDS),
     PgMigration(version=9, description="HNSW graphs in half precision", script=_V9_HALF_GRAPHS),
+    PgMigration(version=10, description="keyword copies by agent, newest first", script=_V10_WORDS_NEWEST),
 )
 
 #: The schema version this code writes and understands.

@@ -74,6 +74,11 @@ _CARRIED_VECTOR: Final = (
 #: 0.42 / 0.35 / 0.32: ``ts_rank_cd`` has no inverse document frequency, and leaving common terms out of the
 #: selection stands in for it. Ranking 500 rows took 13 ms at 1M (load 13).
 KEYWORD_RANK_ROWS: Final = 500
+#: ``random_page_cost`` of an over-budget keyword statement (see :meth:`PgSearch.keyword_candidates`): a page read out
+#: of order costs about what a page in order does once the store's pages are cached. Measured at 1.26M memories (77
+#: over-budget statements of 100 searches, alternated, identical answers): the slowest 97.5 against 282.9 ms, at most
+#: 14,540 against 73,680 buffers, mean 29.8 against 35.2 ms (bench/RESULTS.md, issue 26, seventh round).
+_CACHED_PAGE_COST: Final = "1.1"
 #: The HNSW search breadth (``hnsw.ef_search``) at least, on a graph of :data:`_EF_SCALE_ROWS` vectors; a deeper
 #: search raises it to its ``limit``. Measured on the partitioned store (bench/scale_pg.py, 100k memories over 10
 #: agents, an agent's graph of 20k vectors, depth 50, 40 questions): ef 64 gave recall@10 0.983 (agent + kind 0.973),
@@ -251,7 +256,19 @@ class PgSearch:
                     *outer_params,
                 )
             # Binary results: a vector's text form costs the server ~0.5 ms to print (PostgresBackend.fetch_vectors).
-            rows = conn.execute(pg_statement(statement), params, binary=True).fetchall()
+            if not over_budget:
+                rows = conn.execute(pg_statement(statement), params, binary=True).fetchall()
+            else:
+                # The newest matches of the reader's own rows come from ``memory_words_agent_rid`` (schema step 10),
+                # walked backwards. Costed at the server's default 4 for a page out of order, the planner walked the
+                # primary key through every agent's rows instead: 70-74k rows for a common word at 1.26M memories,
+                # 280-490 ms, the searches' slowest statements. A store's pages are in memory while it is searched, so
+                # the statement is planned as for cached pages (local to the pipeline's implicit transaction); same
+                # rows, as they are ordered by a unique key.
+                with conn.pipeline():
+                    conn.execute("SELECT set_config('random_page_cost', %s, true)", (_CACHED_PAGE_COST,))
+                    cur = conn.execute(pg_statement(statement), params, binary=True)
+                rows = cur.fetchall()
         return [
             Candidate(
                 row[0],

@@ -45,7 +45,7 @@ from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._kw_persist import postings_path
-from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files, yield_cpu
+from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files
 from engramdb.storage._sqlite_files import check_present, connect_read_only, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
@@ -194,7 +194,8 @@ class SQLiteBackend:
         path, pages, background = self.path, self._pages, self.search.background
         if path is None:
             return
-        yield_cpu()  # its loop's CPU (one call a piece) after a search's, on a busy machine
+        # Not at a lower CPU priority (yield_cpu): its loop runs Python between the calls, and a thread holding the
+        # interpreter's lock while a busy machine leaves it waiting for a core would hold up the searches' threads.
         pace = Pace(stopping=lambda: background.stopping, busy=pages.busy if pages is not None else Pace().busy)
         # Where the rows lie first (a few hundred pages: the rehearsal's and the first searches' reads then go side
         # by side), then the sidecar and the postings, which the warm-up's vector load and rehearsal read (cold,
