@@ -19,6 +19,7 @@ from engramdb.learning.stats import ChangeRule, Evidence, posteriors
 from engramdb.models import DecisionRecord
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
+GRID = (0.003, 0.01, 0.03, 0.1)
 HAZARDS = st.lists(st.floats(0.001, 0.5), min_size=1, max_size=4).map(tuple)
 ROWS = st.lists(
     st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 0.5, 1.0]), st.floats(0.0, 1.0)),
@@ -83,13 +84,20 @@ def _steady(rate: float, n: int) -> list[float]:
 @settings(max_examples=60, deadline=None)
 @given(rate=st.floats(0.2, 0.8), scope=st.sampled_from(["action", "all"]))
 def test_a_steady_stream_is_estimated_at_its_rate(rate: float, scope: str) -> None:
-    # Rates near 0 or 1 converge more slowly: each rare outcome is then nearly as well explained by a change (a new
-    # run predicts it at the prior's 1/2) as by the long run, at the grid's largest hazard.
+    # With a grid of hazards, whose low end a steady stream comes to believe (a fixed hazard keeps its spread by
+    # design: it expects a change every 1 / hazard outcomes). Rates near 0 or 1 converge more slowly: each rare
+    # outcome is then nearly as well explained by a change (a new run predicts it at the prior's 1/2) as by the long
+    # run, at the grid's largest hazard.
     est = {}
     for n in (50, 400):
         xs = _steady(rate, n)
         est[n] = run_length_estimates(
-            ["a"] * n, xs, [1.0] * n, [float(i) for i in range(n)], model=RunLengths(scope=scope), prior=Prior()
+            ["a"] * n,
+            xs,
+            [1.0] * n,
+            [float(i) for i in range(n)],
+            model=RunLengths(hazards=GRID, scope=scope),
+            prior=Prior(),
         )["a"]
     assert abs(est[400][0] - rate) < 0.05
     # More outcomes of the same world: no further from the rate (beyond the prior's pull at 50), and no wider.
@@ -156,7 +164,9 @@ def test_an_option_left_alone_drifts_back_to_the_prior_and_widens() -> None:
         spreads.append(var)
     assert means == sorted(means)
     assert means[-1] < 0.5 + 1e-9
-    assert spreads == sorted(spreads)
+    # Wider than its own record says, once the time since it may have changed it (the mixture of "unchanged" and
+    # "anything" can be wider than the prior on the way).
+    assert spreads[0] < min(spreads[1:])
 
 
 def test_bad_models_are_refused() -> None:

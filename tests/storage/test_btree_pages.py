@@ -10,6 +10,7 @@ import os
 import random
 import sqlite3
 import struct
+import sys
 import tempfile
 from pathlib import Path
 
@@ -23,6 +24,9 @@ from engramdb.storage import _btree_pages
 from engramdb.storage._btree_pages import PageHints, database_fd, read_leaf_map
 from engramdb.storage.base import Filter
 from engramdb.storage.sqlite import open_sqlite
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from _residency import evict  # the bench's eviction (fsync, then DONTNEED), from its folder
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="finds SQLite's descriptor in /proc")
 
@@ -156,13 +160,9 @@ def _hinted_store(path: Path, rows: int = 3_000) -> tuple[sqlite3.Connection, Pa
 
 
 def _evict(path: Path) -> None:
-    """Out of the page cache (synced first: a dirty page stays), so the hints have pages to ask for."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    """The file's folder out of the page cache (synced first: a dirty page stays), so the hints have pages to ask
+    for."""
+    evict(path.parent)
 
 
 def test_hints_ask_for_pages_out_of_the_cache_and_not_for_cached_ones(tmp_path: Path) -> None:
@@ -261,9 +261,7 @@ def test_searches_answer_the_same_with_and_without_the_hints(tmp_path: Path, mon
         return got
 
     monkeypatch.setattr(PageHints, "ahead", counting)
-    for file in path.rglob("*"):
-        if file.is_file():
-            _evict(file)  # cold, so the hints have pages to ask for
+    evict(path)  # the store's files cold, so the hints have pages to ask for
     hinted = _answers(path)
     assert sum(asked) > 0  # the hints were taken: pages of rows were asked for
     monkeypatch.setattr(PageHints, "ahead", lambda self, table, keys: 0)

@@ -136,7 +136,7 @@ class RecommendConfig:
     #: So is the fifth session's ``ChangeRule(horizon=150, effective_n=True)`` (the test's own longer memory): store
     #: run recovery 56.7 -> 64.2%, but multi-step episodes 78.5 -> 65.8% and top-1 before the change 99.7 -> 90.3%.
     #: :class:`~engramdb.learning.runlength.RunLengths` (a change model that is a posterior, not a test) replaces the
-    #: rule, the recency horizon and the recent view: an option; bench/RESULTS.md, issue 25, item 11, seventh round.
+    #: rule and the recency horizon: an option (bench/RESULTS.md, issue 25, item 11, seventh round).
     change: ChangeRule | ChangePoints | RunLengths | None = field(default_factory=ChangeRule)
     prior: Prior = field(default_factory=Prior)
     #: Credible level of the intervals.
