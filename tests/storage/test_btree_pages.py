@@ -238,9 +238,15 @@ def _answers(path: Path) -> list[list[tuple[str, float]]]:
     filters = [Filter(agent="t0"), Filter(agent="t3"), Filter(agent="t1", users=(None, "u2")), Filter(agent=None)]
     out = []
     with open_sqlite(path, ann_threshold=1_000, warm=False) as store:
-        store.search.keyword_index.min_memories = 0  # type: ignore[attr-defined]
+        index = store.search.keyword_index  # type: ignore[attr-defined]
+        index.min_memories = 0
+        store.search.keyword_candidates(["lake"], Filter(agent=None), limit=1)  # starts its load (or build)
+        # Every query below ranks from the index: answers taken from FTS5 while it loads may order equal scores
+        # (this store has many) apart from the index's, which would differ by timing, not by the hints.
+        assert index.wait(timeout=120)
         assert store.search._pages is not None  # type: ignore[attr-defined]
         store.search._pages.load()  # type: ignore[attr-defined]
+        evict(path)  # the store's files cold, so the hints have pages to ask for
         for flt in filters:
             for i, vector in enumerate(queries):
                 found = store.search.keyword_candidates(["lake", "note", ["pine", "ember"][i % 2]], flt, limit=20)
@@ -261,7 +267,6 @@ def test_searches_answer_the_same_with_and_without_the_hints(tmp_path: Path, mon
         return got
 
     monkeypatch.setattr(PageHints, "ahead", counting)
-    evict(path)  # the store's files cold, so the hints have pages to ask for
     hinted = _answers(path)
     assert sum(asked) > 0  # the hints were taken: pages of rows were asked for
     monkeypatch.setattr(PageHints, "ahead", lambda self, table, keys: 0)
