@@ -148,6 +148,8 @@ def _real_file(factory: pytest.TempPathFactory) -> bytes:
 def test_forgetting_deletes_the_saved_postings_at_once(tmp_path: Path) -> None:
     _fill(tmp_path / "s")
     with _open(tmp_path / "s") as store:
+        # The warm-up over first: a load it began could otherwise still be writing the file when it is checked.
+        assert store.search.background.wait(timeout=60)
         store.search.keyword_index.min_memories = None  # no search follows: only the forget itself acts
         gone = store.search.keyword_candidates(["guitar"], Filter(agent="alice"), limit=1)[0].id
         with sqlite3.connect(tmp_path / "s" / "engram.db") as conn:
@@ -160,6 +162,20 @@ def test_forgetting_deletes_the_saved_postings_at_once(tmp_path: Path) -> None:
     saved = load_postings(_saved(tmp_path / "s"))
     assert saved is not None
     assert all(rid not in docs for docs, _ in saved.terms.values())
+
+
+def test_a_close_right_after_a_forget_does_not_write_the_forgotten_terms_back(tmp_path: Path) -> None:
+    _fill(tmp_path / "s")
+    with _open(tmp_path / "s") as store:
+        assert store.search.background.wait(timeout=60)
+        _both(store, ["guitar"], Filter(agent="alice"))
+        assert store.search.keyword_index.wait(timeout=30)
+        gone = store.search.keyword_candidates(["guitar"], Filter(agent="alice"), limit=1)[0].id  # from the index
+        with sqlite3.connect(tmp_path / "s" / "engram.db") as conn:
+            rid = conn.execute("SELECT rid FROM memories WHERE id = ?", (gone,)).fetchone()[0]
+        store.memories.delete(gone, actor="t", at=NOW)  # no search after it: the index never catches up
+    saved = load_postings(_saved(tmp_path / "s"))
+    assert saved is None or all(rid not in docs for docs, _ in saved.terms.values())
 
 
 def test_a_file_saved_before_another_process_forgot_is_dropped_at_the_next_open(tmp_path: Path) -> None:

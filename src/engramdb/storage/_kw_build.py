@@ -48,6 +48,8 @@ class Postings:
     delta_docs: dict[int, tuple[str, ...]] = field(default_factory=dict)
     #: The memory id of the history row at ``seq``: which database this is (see _kw_persist).
     anchor: str = ""
+    #: The index's count of forgets when this content was read: saved only while no forget came since.
+    forgets: int = 0
 
 
 def _varints(blob: bytes) -> list[int]:

@@ -121,6 +121,10 @@ class KeywordIndex:
         #: The saved postings beside the database (None: an in-memory store), and what they reflect.
         self._saved_path: Path | None = None
         self._saved_key: tuple[int, int, int] | None = None
+        #: Forgets in this process so far, and the lock that orders them against saves: postings read before a
+        #: forget hold its terms, so they are never written beside the database (see _save).
+        self._forgets = 0
+        self._save_lock = threading.Lock()
         #: Whether the next build may start from the saved file (only the first: a rebuild distrusts it).
         self._try_saved = True
         #: The builder is reading the saved file (a search waits for it: see _current).
@@ -191,6 +195,7 @@ class KeywordIndex:
         if conn is not None:
             with self._guard:
                 self._build_conn = conn
+            forgets = self._forgets  # before the read: a forget after it makes these postings unsaveable
             try:
                 if not self._closed:
                     built = self._load(conn)
@@ -199,7 +204,10 @@ class KeywordIndex:
                     if built is None:
                         yield_cpu()  # seconds of work beside the searches, which use FTS5 meanwhile
                         built = build(conn)
+                        built.forgets = forgets
                         self._save(built)
+                    else:
+                        built.forgets = forgets
             except sqlite3.Error:
                 built = None  # interrupted (the store closed) or unreadable: searches keep using FTS5
             finally:
@@ -242,13 +250,21 @@ class KeywordIndex:
 
     def drop_saved(self, database: Path) -> None:
         """Delete the postings saved beside ``database`` (a memory was forgotten); written anew at close."""
-        remove_postings(postings_path(str(database)))
-        self._saved_key = None
+        with self._save_lock:
+            self._forgets += 1
+            remove_postings(postings_path(str(database)))
+            self._saved_key = None
 
     def _save(self, p: Postings | None) -> None:
-        """Write ``p`` (build and delta merged) beside the database, unless the file already holds it."""
+        """Write ``p`` (build and delta merged) beside the database, unless the file already holds it or ``p`` was
+        read before one of this process's forgets (it would put the forgotten terms back on disk)."""
+        with self._save_lock:
+            if p is not None and p.forgets == self._forgets:
+                self._save_current(p)
+
+    def _save_current(self, p: Postings) -> None:
         path = self._saved_path
-        if p is None or path is None or (p.seq, p.rows, p.tokens) == self._saved_key:
+        if path is None or (p.seq, p.rows, p.tokens) == self._saved_key:
             return
         names = set(p.terms) | set(p.delta_terms)
         try:
@@ -445,6 +461,7 @@ class KeywordIndex:
                 p = self._swap_in()  # or built in place for an in-memory store
             if p is None:
                 return None
+        forgets = self._forgets  # before the read, as in _build_in_background
         # One read transaction: the history position and FTS5's state are of the same commit.
         conn.execute("BEGIN")
         try:
@@ -460,6 +477,7 @@ class KeywordIndex:
         if (rows, tokens) != (p.rows, p.tokens) or (seq == p.seq_checked and structure != p.structure):
             return self._rebuild(conn)
         p.structure, p.seq_checked = structure, seq
+        p.forgets = forgets  # caught up with every forget committed before the read
         if len(p.delta_docs) > max(_MAX_CATCH_UP, p.rows // 5):
             # The delta (Python dicts, ~20x the bytes of the arrays) has grown: a fresh build
             # replaces it once ready; this one serves meanwhile.
