@@ -88,8 +88,12 @@ QUIET: Final = 0.3
 POLL: Final = 1.0
 #: After an error (the server restarting, a lost connection), seconds before the mover tries again.
 RETRY: Final = 5.0
-#: How often a background write waiting for room in the staging table looks again, seconds.
-_ROOM_POLL: Final = 0.1
+#: How often a background write waiting for room in the staging table looks again, seconds. Each look counts the
+#: staged rows, a scan of the table (4-17 ms at 12,000 staged on the loaded 2-core machine), while the mover frees
+#: room a batch at a time (~1.4 s a batch at 1M): the movers' and the waiting writes' counts kept 0.11 sessions on
+#: the server's cores during 4 writers' burst at 1M with a look every 0.1 s (bench/RESULTS.md, issue 26, sixth round
+#: of writes).
+_ROOM_POLL: Final = 0.5
 #: After a batch that emptied the staging table, seconds before the next look at least.
 _SETTLE: Final = 0.2
 #: How often a yielding mover counts the staged rows again, seconds (the count reads the table).
