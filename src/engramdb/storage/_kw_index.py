@@ -70,8 +70,6 @@ from engramdb.storage._sqlite_files import connect_read_only
 
 __all__ = ["KW_INDEX_MIN_MEMORIES", "KeywordIndex", "Ranked", "build", "fts_totals"]
 
-log = logging.getLogger("engramdb")
-
 #: Stores with fewer memories (by their largest key) keep plain FTS5: it takes ~1-3 ms there.
 KW_INDEX_MIN_MEMORIES: Final = 10_000
 #: FTS5's bm25() constants (k1, b), unchanged from its defaults.
@@ -86,8 +84,6 @@ _RETRY_SECONDS: Final = 30.0
 _LOAD_WAIT_SECONDS: Final = 2.0
 #: Postings whose BM25 parts are kept between queries (12 bytes each with their row keys).
 _MAX_CACHED_SCORES: Final = 4_000_000
-#: A SQLite interrupt is lost between two statements: a close repeats it this often until the build ends.
-_INTERRUPT_EVERY: Final = 0.05
 _TOK: Final = "temp.engram_kw_tok"
 _TOKV: Final = "temp.engram_kw_tokv"
 
@@ -140,10 +136,8 @@ class KeywordIndex:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def clear(self) -> None:
-        """Save the postings if they changed, forget the index and stop a running build (the store closed): the
-        build is interrupted and joined within ``JOIN_SECONDS``, as the store's other threads are (engramdb._threads).
-        The index stays closed: a caller left running after the close (a warm-up past its bounded join) starts no
-        load or build, and a build still running then keeps nothing and writes nothing beside the database."""
+        """Save the postings if they changed, forget the index and stop a running build within ``JOIN_SECONDS`` (the
+        store closed). It stays closed: a build left running keeps and writes nothing, a late caller starts none."""
         with self._guard:
             self._closed = True
             builder = self._builder
@@ -154,18 +148,15 @@ class KeywordIndex:
             with self._guard:  # the builder closes its connection under this lock
                 if self._build_conn is not None:
                     self._build_conn.interrupt()
-            builder.join(_INTERRUPT_EVERY)
+            builder.join(0.05)
         if builder is not None and builder.is_alive():
-            log.warning("engramdb: %s still running %.0f s after the close; left to end", builder.name, JOIN_SECONDS)
+            logging.getLogger("engramdb").warning("engramdb: %s still running after the close", builder.name)
         with self._save_lock:  # after a save under way, none: the path is gone
             self._saved_path = self._saved_key = None
         with self._guard:
             self._postings = self._built = self._builder = None
-            self._retry_at = 0.0
-            self._try_saved = True
         self._stems.clear()
-        self._tokenize = None
-        self._terms_key, self._term_scores, self._cached = None, {}, 0
+        self._tokenize, self._terms_key, self._term_scores, self._cached = None, None, {}, 0
 
     def ready(self) -> bool:
         """Whether a built index is in place (or waiting to be swapped in)."""
@@ -189,12 +180,10 @@ class KeywordIndex:
         self._start(path, replace=replace)
 
     def _start(self, path: str, *, replace: bool = False) -> None:
-        """Load or build on a thread of its own, unless one is running or has postings ready (``replace``: even
-        with postings in use, which a fresh build is to replace)."""
+        """Load or build on a thread of its own, unless one runs or postings are ready (``replace``: even in use)."""
         self._saved_path = postings_path(path)
         with self._guard:
-            # A load may have ended since the caller saw no postings (a loaded machine: the warm-up's look at the
-            # store's size came after the first search's load): its postings serve, not a build of seconds.
+            # A load may have ended since the caller saw none (a loaded machine): its postings serve, not a build.
             ready = self._built is not None or (self._postings is not None and not replace)
             if ready or self._builder is not None or self._closed or time.monotonic() < self._retry_at:
                 return
