@@ -183,3 +183,22 @@ def _a_window_of_short_gaps(postgres_server: PgServer) -> tuple[int, float]:
         mover.close()
     longest = max((b - a - _SEARCH_SECONDS for a, b in itertools.pairwise(rounds)), default=float("inf"))
     return moved, longest
+
+
+def test_after_its_thread_stalled_one_look_finding_no_read_does_not_end_a_yield(postgres_server: PgServer) -> None:
+    """The mover's looks are what it judges quiet by: a read seen, then its thread stalled past QUIET (a loaded
+    machine), then a look finding none (it may fall in a gap between a client's statements): it yields on until its
+    looks have found none for QUIET seconds."""
+    url = postgres_server.new_database()
+    _staged_store(url, 3)
+    mover = StagedMover(_connections(url), poll=60.0, yield_max=30.0)
+    mover.close()  # its own thread stopped: the test makes the looks
+    with psycopg.connect(url, autocommit=True) as conn:
+        with Read(url, 30):
+            _until(lambda: reads_at_work(conn) == 1, "the read to be seen")
+            assert mover._yields(conn, time.monotonic())
+        _until(lambda: reads_at_work(conn) == 0, "the read to end")
+        time.sleep(QUIET * 2)  # the stall: no look for longer than QUIET
+        assert mover._yields(conn, time.monotonic())  # one fresh look: not yet quiet
+        time.sleep(QUIET)
+        assert not mover._yields(conn, time.monotonic())  # looks finding none for QUIET: quiet
