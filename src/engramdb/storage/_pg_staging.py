@@ -195,8 +195,10 @@ class StagedMover:
         self._yield_max = max(0.0, yield_max)
         # When this mover began yielding to the reads at work (None: it is not yielding).
         self._yielding_since: float | None = None
-        # When this mover last saw a read at work.
-        self._read_seen = -QUIET
+        # Since when its looks find no read at work (None: the last one found one). Quiet is QUIET seconds of such
+        # looks, not QUIET since the last read seen: after its thread stalled (a loaded machine), one look falling
+        # in a gap between a client's statements would otherwise end the yield by itself.
+        self._none_since: float | None = -QUIET
         # Whether this instance had the store's turn at its last batch (it is the mover at work; at first, maybe).
         self._turn = True
         # The staged rows it last counted while yielding, with when (a count reads the table: not every poll).
@@ -278,15 +280,20 @@ class StagedMover:
         return rest if moved == self._batch else max(rest, _SETTLE)
 
     def _yields(self, conn: Raw, now: float) -> bool:
-        """Whether to leave the staged rows for now: a read was at work within :data:`QUIET` seconds, the staged rows
+        """Whether to leave the staged rows for now: its looks found a read at work, then none for less than
+        :data:`QUIET` seconds of looks (a fresh look's, not the last read's age: see ``_none_since``), the staged rows
         are under the high water, and the mover at work has not yielded for :data:`YIELD_MAX` in a row."""
         if self._yield_max <= 0:
             return False
         if reads_at_work(conn) > 0:
-            self._read_seen = now
-        elif now - self._read_seen >= QUIET:
-            self._yielding_since = None
-            return False
+            self._none_since = None
+        else:
+            looked = time.monotonic()
+            if self._none_since is None:
+                self._none_since = looked
+            if looked - self._none_since >= QUIET:
+                self._yielding_since = None
+                return False
         if self._yielding_since is None:
             self._yielding_since = now
         elif self._turn and now - self._yielding_since >= self._yield_max:
