@@ -4,7 +4,6 @@ seconds of reads without pause, or at once past the high water. Writers and lock
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 import time
@@ -14,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_server import PgServer, fold_staged
+from pg_server import PgServer, Read, fold_staged
 from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb.config import load_settings
@@ -48,33 +47,6 @@ def _connections(url: str) -> Any:
     return connect
 
 
-class _Read:
-    """Another session's read at work for ``seconds`` (a statement sleeping on the server), in a thread."""
-
-    def __init__(self, url: str, seconds: float, *, after_write: bool = False) -> None:
-        self._conn = psycopg.connect(url, autocommit=not after_write)
-        if after_write:  # the same sleep in a transaction that has written a row: a writer, not a read
-            self._conn.execute("UPDATE meta SET value = value WHERE key = (SELECT min(key) FROM meta)")
-        self._thread = threading.Thread(target=self._sleep, args=(seconds,))
-        self._thread.start()
-
-    def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(psycopg.errors.QueryCanceled):  # ended by end()
-            self._conn.execute("SELECT pg_sleep(%s)", (seconds,))
-
-    def __enter__(self) -> _Read:
-        return self
-
-    def end(self) -> None:
-        if not self._conn.closed:
-            self._conn.cancel()
-            self._thread.join(LIMIT)
-            self._conn.close()
-
-    def __exit__(self, *exc: object) -> None:
-        self.end()
-
-
 def _until(condition: Any, what: str) -> float:
     began = time.monotonic()
     while not condition():
@@ -94,9 +66,9 @@ def test_reads_at_work_counts_reads_not_writers_lock_waiters_or_other_databases(
     _staged_store(url, 3)
     with psycopg.connect(url, autocommit=True) as look:
         assert reads_at_work(look) == 0
-        with _Read(url, 30):
+        with Read(url, 30):
             _until(lambda: reads_at_work(look) == 1, "the read to be seen")
-            with _Read(other, 30), _Read(url, 30, after_write=True):
+            with Read(other, 30), Read(url, 30, after_write=True):
                 time.sleep(0.3)
                 assert reads_at_work(look) == 1  # another database's read, and a writer's statement, are not
         _until(lambda: reads_at_work(look) == 0, "the read to end")
@@ -118,7 +90,7 @@ def test_reads_at_work_counts_reads_not_writers_lock_waiters_or_other_databases(
 def test_the_mover_leaves_staged_vectors_while_a_read_runs_and_folds_them_after(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     ms = _staged_store(url, 120)
-    with _Read(url, 30) as read:
+    with Read(url, 30) as read:
         mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
         try:
             # A second of its own yielding, not of the test's clock: a starved mover had not yet looked in 1.5 s.
@@ -138,7 +110,7 @@ def test_the_mover_leaves_staged_vectors_while_a_read_runs_and_folds_them_after(
 def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     _staged_store(url, 60)
-    with _Read(url, 60):
+    with Read(url, 60):
         mover = StagedMover(_connections(url), poll=0.05, batch=20, rest=0.0, yield_max=1.0)
         try:
             took = _until(lambda: _staged(url) == 0, "the mover to fold under reads without pause")
@@ -150,7 +122,7 @@ def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgre
             mover.close()
     url = postgres_server.new_database()
     _staged_store(url, 60)
-    with _Read(url, 60):
+    with Read(url, 60):
         mover = StagedMover(_connections(url), poll=0.05, batch=20, rest=0.0, high_water=50, yield_max=30.0)
         try:
             # Past the high water it folds a batch at once; under it again, it yields to the read.
@@ -233,3 +205,22 @@ def _a_window_of_short_gaps(postgres_server: PgServer, *, turn: bool) -> tuple[i
         holder.close()
     longest = max((b - a - _SEARCH_SECONDS for a, b in itertools.pairwise(rounds)), default=float("inf"))
     return moved, longest
+
+
+def test_after_its_thread_stalled_one_look_finding_no_read_does_not_end_a_yield(postgres_server: PgServer) -> None:
+    """The mover's looks are what it judges quiet by: a read seen, then its thread stalled past QUIET (a loaded
+    machine), then a look finding none (it may fall in a gap between a client's statements): it yields on until its
+    looks have found none for QUIET seconds."""
+    url = postgres_server.new_database()
+    _staged_store(url, 3)
+    mover = StagedMover(_connections(url), poll=60.0, yield_max=30.0)
+    mover.close()  # its own thread stopped: the test makes the looks
+    with psycopg.connect(url, autocommit=True) as conn:
+        with Read(url, 30):
+            _until(lambda: reads_at_work(conn) == 1, "the read to be seen")
+            assert mover._yields(conn, time.monotonic())
+        _until(lambda: reads_at_work(conn) == 0, "the read to end")
+        time.sleep(QUIET * 2)  # the stall: no look for longer than QUIET
+        assert mover._yields(conn, time.monotonic())  # one fresh look: not yet quiet
+        time.sleep(QUIET)
+        assert not mover._yields(conn, time.monotonic())  # looks finding none for QUIET: quiet
