@@ -96,3 +96,27 @@ def test_a_warm_open_builds_the_date_tables_before_it_returns(tmp_path: Path, wa
         env=env, capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     assert out.stdout.split()[-1] == ("1" if warm == "on" else "0")
+
+
+_FAILED_OPEN = """
+import sys, threading
+from engramdb import Engram
+from engramdb.errors import EngramError
+
+open(sys.argv[1], "w").write("not a database")
+try:
+    Engram(sys.argv[1], embedder="static")
+except EngramError:
+    pass
+print(sorted(t.name for t in threading.enumerate() if t.name.startswith("engram")))
+"""
+
+
+def test_an_open_that_fails_leaves_no_table_builder_running(tmp_path: Path) -> None:
+    """In a fresh process the tables' builder starts before the store opens; a failed open still joins it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", _FAILED_OPEN, str(tmp_path / "store.db")],
+        env=env, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert out.stdout.split("\n")[-2] == "[]"

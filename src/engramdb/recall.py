@@ -34,10 +34,21 @@ from engramdb.retrieval.related import related_words
 from engramdb.retrieval.timeref import find_time
 from engramdb.storage.base import Filter, Store
 
-__all__ = ["Recall", "read_filter", "scope_filter"]
+__all__ = ["Recall", "read_filter", "scope_filter", "warm_retrieval_early"]
 
 _warmed = threading.Event()
 _warming = threading.Lock()
+
+
+def warm_retrieval_early() -> threading.Thread | None:
+    """Start building the tables :func:`_warm_retrieval` builds on a short-lived thread of their own (the open's
+    other work, loading the embedder and reading the store, waits on the disk meanwhile), which the open joins;
+    its Recall waits for them before answering. None: built already (once a process)."""
+    if _warmed.is_set():
+        return None
+    thread = threading.Thread(target=_warm_retrieval, name="engramdb-warm-tables", daemon=True)
+    thread.start()
+    return thread
 
 
 def _warm_retrieval() -> None:

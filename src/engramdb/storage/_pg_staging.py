@@ -84,12 +84,26 @@ YIELD_POLL: Final = 0.02
 #: Seconds without a read at work before a yielding mover folds again: a client searching without pause leaves gaps
 #: of a few milliseconds between its statements (its own fusion), and a batch begun in one runs into its next search.
 QUIET: Final = 0.3
+#: Longest pause between two looks that still watch the same quiet period, seconds: a mover that looked longer ago (one
+#: without the store's turn looks every :data:`POLL`; a thread stalled on a loaded machine) watches for :data:`QUIET`
+#: seconds, looking every :data:`YIELD_POLL`, before it folds, since one look may fall in a gap between a client's
+#: statements. With one look a second, the movers of 5 processes without the turn each took such a gap for quiet now
+#: and then: 0.6-0.75 sessions folded during 4 writers' burst at 700k while a client searched without pause
+#: (bench/RESULTS.md, issue 26, seventh round of writes).
+_WATCH_GAP: Final = 0.5
+#: Seconds since this mover last saw a read after which one look that finds none is quiet enough (no client is taken
+#: to be searching): folding after a burst of writes without searches waits for no watch.
+_READS_GONE: Final = 5.0
 #: How often an idle mover looks for staged rows (another process's writes), seconds.
 POLL: Final = 1.0
 #: After an error (the server restarting, a lost connection), seconds before the mover tries again.
 RETRY: Final = 5.0
-#: How often a background write waiting for room in the staging table looks again, seconds.
-_ROOM_POLL: Final = 0.1
+#: How often a background write waiting for room in the staging table looks again, seconds. Each look counts the
+#: staged rows, a scan of the table (4-17 ms at 12,000 staged on the loaded 2-core machine), while the mover frees
+#: room a batch at a time (~1.4 s a batch at 1M): the movers' and the waiting writes' counts kept 0.11 sessions on
+#: the server's cores during 4 writers' burst at 1M with a look every 0.1 s (bench/RESULTS.md, issue 26, sixth round
+#: of writes).
+_ROOM_POLL: Final = 0.5
 #: After a batch that emptied the staging table, seconds before the next look at least.
 _SETTLE: Final = 0.2
 #: How often a yielding mover counts the staged rows again, seconds (the count reads the table).
@@ -195,10 +209,13 @@ class StagedMover:
         self._yield_max = max(0.0, yield_max)
         # When this mover began yielding to the reads at work (None: it is not yielding).
         self._yielding_since: float | None = None
-        # Since when its looks find no read at work (None: the last one found one). Quiet is QUIET seconds of such
-        # looks, not QUIET since the last read seen: after its thread stalled (a loaded machine), one look falling
-        # in a gap between a client's statements would otherwise end the yield by itself.
-        self._none_since: float | None = -QUIET
+        # When this mover last saw a read at work, when it last looked, and since when its looks find none (None: the
+        # last one found one). Quiet is QUIET seconds of looks finding none, each at most _WATCH_GAP after the one
+        # before: after its thread stalled (a loaded machine), or for a mover looking once a second (without the
+        # store's turn), one look falling in a gap between a client's statements would otherwise end the yield.
+        self._read_seen = -_READS_GONE
+        self._looked = -_READS_GONE
+        self._none_since: float | None = None
         # Whether this instance had the store's turn at its last batch (it is the mover at work; at first, maybe).
         self._turn = True
         # The staged rows it last counted while yielding, with when (a count reads the table: not every poll).
@@ -261,8 +278,9 @@ class StagedMover:
                     self.yielded += began - self._yield_at
                 self._yield_at = began if yields else None
                 if yields:
-                    # Only the instance that moved last looks often: the others' movers wait for the turn anyway.
-                    return YIELD_POLL if self._turn else self._poll
+                    # Only the instance that moved last looks often (the others' movers wait for the turn anyway),
+                    # and any instance watching whether the reads paused.
+                    return YIELD_POLL if self._turn or self._none_since is not None else self._poll
                 moved = move_batch(conn, limit=self._batch)
                 self._turn = moved is not None
                 self._staged_seen = (0, -1.0)
@@ -281,19 +299,24 @@ class StagedMover:
 
     def _yields(self, conn: Raw, now: float) -> bool:
         """Whether to leave the staged rows for now: its looks found a read at work, then none for less than
-        :data:`QUIET` seconds of looks (a fresh look's, not the last read's age: see ``_none_since``), the staged rows
-        are under the high water, and the mover at work has not yielded for :data:`YIELD_MAX` in a row."""
+        :data:`QUIET` seconds of looks at most :data:`_WATCH_GAP` apart (a fresh look's time, not the step's: see
+        ``_none_since``), the staged rows are under the high water, and the mover at work has not yielded for
+        :data:`YIELD_MAX` in a row."""
         if self._yield_max <= 0:
             return False
-        if reads_at_work(conn) > 0:
+        found = reads_at_work(conn) > 0
+        looked = time.monotonic()
+        if found:
+            self._read_seen = looked
             self._none_since = None
         else:
-            looked = time.monotonic()
-            if self._none_since is None:
+            if self._none_since is None or looked - self._looked > _WATCH_GAP:
                 self._none_since = looked
-            if looked - self._none_since >= QUIET:
+            if looked - self._none_since >= QUIET or looked - self._read_seen >= _READS_GONE:
+                self._looked = looked
                 self._yielding_since = None
                 return False
+        self._looked = looked
         if self._yielding_since is None:
             self._yielding_since = now
         elif self._turn and now - self._yielding_since >= self._yield_max:
