@@ -132,6 +132,20 @@ def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgre
             assert _staged(url) == 40
         finally:
             mover.close()
+    # One agent's high water too (a search scans its agent's staged rows): 20 of each of 3 agents, past 15.
+    url = postgres_server.new_database()
+    _staged_store(url, 60)
+    with Read(url, 60):
+        mover = StagedMover(
+            _connections(url), poll=0.05, batch=20, rest=0.0, high_water=1000, agent_high_water=15, yield_max=30.0
+        )
+        try:
+            _until(lambda: mover.moved > 0, "the mover to fold past one agent's high water")
+            time.sleep(1.0)
+            assert 20 <= mover.moved <= 40  # then under it again (oldest first: each agent loses a third a batch)
+            assert _staged(url) == 60 - mover.moved
+        finally:
+            mover.close()
 
 
 @pytest.mark.parametrize("turn", [True, False], ids=["the mover at work", "a mover without the turn"])

@@ -372,7 +372,8 @@ class PostgresBackend:
         """See :meth:`Dialect.background_turn`: an advisory lock held until the commit.
 
         One background vector write at a time per store, and (schema step 6) only while the staged vectors are
-        fewer than :data:`~engramdb.storage._pg_staging.STAGED_CAP`: searches scan them exactly, so their cost
+        fewer than :data:`~engramdb.storage._pg_staging.AGENT_CAP` for every agent (and
+        :data:`~engramdb.storage._pg_staging.STAGED_CAP` in all): a search scans its agent's exactly, so its cost
         stays bounded while the mover catches up; the worker's queue grows meanwhile and its next batch takes more
         at once (memories waiting there are stored and keyword-searchable). Without a mover at work the wait ends
         after :data:`~engramdb.storage._pg_staging.ROOM_WAIT` seconds.
