@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -70,3 +73,50 @@ def test_opening_starts_the_search_workers_and_a_close_meanwhile_is_clean(tmp_pa
         assert {"engram-keyword", "engramdb-access-flush"} <= started
         hits = mem.search("staging deploy VPN", agent="ops")
     assert [h.memory.content for h in hits] == ["The staging deploy needs the VPN"]
+
+
+_FRESH_OPEN = """
+import sys
+from engramdb import Engram
+from dateparser import timezone_parser
+
+with Engram(sys.argv[1], embedder="static", warm=sys.argv[2] == "on"):
+    # Read as Engram(...) returns: the tables a question naming a time needs are built, or not.
+    print(timezone_parser._build_tz_regexes.cache_info().currsize)
+"""
+
+
+@pytest.mark.parametrize("warm", ["on", "off"])
+def test_a_warm_open_builds_the_date_tables_before_it_returns(tmp_path: Path, warm: str) -> None:
+    """In a fresh process: a warm open builds dateparser's tables itself (on a thread beside the first searches
+    they held the interpreter ~150 ms); a one-shot open (warm off) builds nothing until a question needs them."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", _FRESH_OPEN, str(tmp_path / "s"), warm],
+        env=env, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert out.stdout.split()[-1] == ("1" if warm == "on" else "0")
+
+
+_FAILED_OPEN = """
+import sys, threading
+from engramdb import Engram
+from engramdb.errors import EngramError
+
+open(sys.argv[1], "w").write("not a database")
+try:
+    Engram(sys.argv[1], embedder="static")
+except EngramError:
+    pass
+print(sorted(t.name for t in threading.enumerate() if t.name.startswith("engram")))
+"""
+
+
+def test_an_open_that_fails_leaves_no_table_builder_running(tmp_path: Path) -> None:
+    """In a fresh process the tables' builder starts before the store opens; a failed open still joins it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", _FAILED_OPEN, str(tmp_path / "store.db")],
+        env=env, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert out.stdout.split("\n")[-2] == "[]"

@@ -34,21 +34,36 @@ from engramdb.retrieval.related import related_words
 from engramdb.retrieval.timeref import find_time
 from engramdb.storage.base import Filter, Store
 
-__all__ = ["Recall", "read_filter", "scope_filter"]
+__all__ = ["Recall", "read_filter", "scope_filter", "warm_retrieval_early"]
 
 _warmed = threading.Event()
+_warming = threading.Lock()
+
+
+def warm_retrieval_early() -> threading.Thread | None:
+    """Start building the tables :func:`_warm_retrieval` builds on a short-lived thread of their own (the open's
+    other work, loading the embedder and reading the store, waits on the disk meanwhile), which the open joins;
+    its Recall waits for them before answering. None: built already (once a process)."""
+    if _warmed.is_set():
+        return None
+    thread = threading.Thread(target=_warm_retrieval, name="engramdb-warm-tables", daemon=True)
+    thread.start()
+    return thread
 
 
 def _warm_retrieval() -> None:
     """Load what the first search of a process would (the vocabulary's word ranks, the related words' table,
-    dateparser's tables for a question naming a time: together up to a second, bench/RESULTS.md, "Figures moved
-    out of the source"), so the first searches are as fast as later ones."""
+    dateparser's tables for a question naming a time: ~170 ms of CPU in all, dateparser's regexes 150 of it), so
+    the first searches are as fast as later ones. Once a process; a second caller meanwhile waits for the first."""
     if _warmed.is_set():
         return
-    _warmed.set()
-    term_weight("warm")
-    related_words("warm")
-    find_time("last saturday", reference=utcnow())
+    with _warming:
+        if _warmed.is_set():
+            return
+        term_weight("warm")
+        related_words("warm")
+        find_time("last saturday", reference=utcnow())
+        _warmed.set()
 
 
 def scope_filter(
@@ -129,13 +144,16 @@ class Recall:
         #: The warm-up thread, stopped and joined by close() (see engramdb._threads).
         self._background = Background()
         if settings.warm:
+            # Before answering, not beside the first searches: on a thread, dateparser's pure-Python regex builds
+            # held the interpreter through a fresh process's first search (its CPU 66-125 ms against ~8 warm, 1 of
+            # 12 within 2x on a cold cache; bench/RESULTS.md, issue 27, ninth round). Once a process.
+            _warm_retrieval()
             self._background.start("engramdb-warm-retrieval", self._warm)
 
     def _warm(self) -> None:
-        """What the first search would start itself (bench/RESULTS.md, first2): the process's tables, this
-        instance's keyword workers and access writer (each thread's start costs the first search ~1-3 ms when
-        the open's other warm-up holds the interpreter). Best effort: closed meanwhile, nothing is started."""
-        _warm_retrieval()
+        """What the first search would start itself (bench/RESULTS.md, first2): this instance's keyword workers
+        and access writer (each thread's start costs the first search ~1-3 ms when the open's other warm-up holds
+        the interpreter). Best effort: closed meanwhile, nothing is started."""
         if self._background.stopping:
             return
         try:
