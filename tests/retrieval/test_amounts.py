@@ -13,6 +13,7 @@ from searcher_rank import rank_of
 
 from engramdb import Engram
 from engramdb.retrieval.amounts import AMOUNT_WEIGHT, asked_amount, states_amount, weigh_amounts
+from engramdb.retrieval.ranking import Fused
 
 _UNITS = {"years", "months", "weeks", "days", "hours", "minutes"}
 
@@ -55,6 +56,22 @@ def test_what_a_question_asks_the_amount_of(question: str, words: set[str]) -> N
 )
 def test_which_memories_state_an_amount(text: str, question: str, states: bool) -> None:
     assert states_amount(text, asked_amount(question)) is states
+
+
+def test_an_amount_of_something_else_gains_nothing() -> None:
+    question = "How many weeks in total did I spend reading The Nightingale?"
+    words = asked_amount(question)
+    assert words == {"weeks"}
+    gym = "user: I go to the gym 4 times a week."
+    book = "user: I spent 3 weeks reading The Nightingale."
+    fused = [Fused("gym", 0.5, None, None), Fused("book", 0.4, None, None)]
+    texts = {"gym": gym, "book": book}
+    topic = frozenset({"spend", "reading", "nightingale"})
+    out = {f.id: f.relevance for f in weigh_amounts(fused, texts, words, weight=0.2, topic=topic)}
+    assert out == {"gym": 0.5, "book": 0.4 + 0.2}
+    # Without a topic to hold, any amount of the unit counts.
+    out = {f.id: f.relevance for f in weigh_amounts(fused, texts, words, weight=0.2)}
+    assert out == {"gym": 0.5 + 0.2, "book": 0.4 + 0.2}
 
 
 _TEXTS = st.sampled_from(["I have 57 rare records", "a collection of rare items", "it took 5 hours", "pasta", ""])

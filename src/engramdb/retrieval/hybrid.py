@@ -313,7 +313,8 @@ class HybridSearcher:
                 reach = weigh_by_time(reach, when, window, weight=weight, additive=self.time_additive, told=told)
             if amount:
                 texts = {m.id: m.content for m in memories.values()}
-                reach = weigh_amounts(reach, texts, amount, weight=self.amount_weight)
+                topic = frozenset(terms) - form_words(query) - amount
+                reach = weigh_amounts(reach, texts, amount, weight=self.amount_weight, topic=topic)
             if spoken:
                 roles = {m.id: m.metadata.get(ROLE_KEY) for m in memories.values()}
                 reach = weigh_speakers(reach, roles, query=query, weight=self.assistant_weight)
