@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["jsonable", "pct", "write_json"]
+__all__ = ["jsonable", "pct", "spread", "write_json"]
 
 
 def pct(values: Sequence[float], q: float) -> float:
     """The nearest-rank ``q`` quantile (0-1) of ``values``: the figure the bench tables call p95, p99."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """The p50, p95 (upper nearest rank) and mean of ``values``, to 2 decimals: the A/B benches' rows."""
+    v = sorted(values)
+    return {
+        "p50": round(v[len(v) // 2], 2),
+        "p95": round(v[int(len(v) * 0.95)], 2),
+        "mean": round(statistics.mean(v), 2),
+    }
 
 
 def jsonable(value: Any) -> Any:

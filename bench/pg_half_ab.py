@@ -34,6 +34,7 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale_pg as sp
+from _report import spread
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
@@ -50,15 +51,6 @@ def old_order(model: Any) -> sql.Composable:
 
 
 FORMS = {"old": old_order, "new": NEW_ORDER}
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    v = sorted(values)
-    return {
-        "p50": round(v[len(v) // 2], 2),
-        "p95": round(v[int(len(v) * 0.95)], 2),
-        "mean": round(statistics.mean(v), 2),
-    }
 
 
 def explain(conn: psycopg.Connection[Any], statement: str, params: Any, settings: Any) -> tuple[float, int, int]:
@@ -176,9 +168,9 @@ def main() -> int:
     }
     for name in FORMS:
         out[name] = {
-            "vector_channel_ms": summary(times[name]["vector"]),
-            "engram_search_ms": summary(times[name]["search"]),
-            "statement_execution_ms": summary([s[0] for s in server[name]]),
+            "vector_channel_ms": spread(times[name]["vector"]),
+            "engram_search_ms": spread(times[name]["search"]),
+            "statement_execution_ms": spread([s[0] for s in server[name]]),
             "buffers_hit_p50": statistics.median(s[1] for s in server[name]),
             "buffers_read_p50": statistics.median(s[2] for s in server[name]),
         }

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale_pg as sp
+from _report import spread
 from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings import make_embedder
@@ -46,15 +46,6 @@ def old_arms(flt: Filter, f: Any, *, indexed: bool) -> list[tuple[str, str, str,
         ("memories m" if source.startswith("memory_words") else source, "m", where.replace("w.", "m."), params)
         for source, _, where, params in NEW_ARMS(flt, f, indexed=indexed)
     ]
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    v = sorted(values)
-    return {
-        "p50": round(v[len(v) // 2], 2),
-        "p95": round(v[int(len(v) * 0.95)], 2),
-        "mean": round(statistics.mean(v), 2),
-    }
 
 
 def statements(url: str, queries: list[str], agents: int) -> dict[str, list[tuple[str, Any]]]:
@@ -122,7 +113,7 @@ def main() -> None:
                     for name, (statement, params) in (("old", old), ("new", new))[:: 1 if (i + r) % 2 else -1]:
                         server[name].append(explained(conn, statement, params))
             result["server"] = {
-                name: {"execution_ms": summary([t for t, _ in v]), "buffers": summary([float(b) for _, b in v])}
+                name: {"execution_ms": spread([t for t, _ in v]), "buffers": spread([float(b) for _, b in v])}
                 for name, v in server.items()
             }
             result["statements"] = len(sent["new"])
@@ -143,7 +134,7 @@ def main() -> None:
             finally:
                 pg_search._visible_arms = NEW_ARMS
                 mem.close()
-            result["engram_search_ms"] = {name: summary(v) for name, v in times.items()}
+            result["engram_search_ms"] = {name: spread(v) for name, v in times.items()}
         finally:
             conn.execute("DROP INDEX IF EXISTS memories_agent_tsv")
     result["load1_after"] = sp.load1()

@@ -458,12 +458,17 @@ def run(args: Any) -> dict[str, Any]:
         out["during_over_idle_p50"] = round(during["p50_ms"] / out["idle_search"]["p50_ms"], 2)
         out["during_over_idle_after_p50"] = round(during["p50_ms"] / out["idle_search_after"]["p50_ms"], 2)
         out["during_over_idle_warm_p50"] = round(during["p50_ms"] / out["idle_search_warm"]["p50_ms"], 2)
+        # Against the idle passes on either side of the writes (the warm one before, the one after): the machine's
+        # load drifts over a run on shared cores, and either one alone moves the ratio with it.
+        around = (out["idle_search_warm"]["p50_ms"] + out["idle_search_after"]["p50_ms"]) / 2
+        out["during_over_idle_around_p50"] = round(during["p50_ms"] / around, 2)
         print(f"writers: {out['writers']}", flush=True)
         print(f"lock waits: {locks}", flush=True)
         print(f"cpu cores during the writes: {out['cpu_cores_during_writes']}", flush=True)
         print(
             f"search during writes: {during} ({out['during_over_idle_p50']}x idle p50 cold, "
-            f"{out['during_over_idle_warm_p50']}x warm, {out['during_over_idle_after_p50']}x idle after)",
+            f"{out['during_over_idle_warm_p50']}x warm, {out['during_over_idle_after_p50']}x idle after, "
+            f"{out['during_over_idle_around_p50']}x their mean)",
             flush=True,
         )
     finally:

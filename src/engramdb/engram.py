@@ -44,7 +44,7 @@ from engramdb.models import (
     Visibility,
 )
 from engramdb.pipeline import UPDATABLE, WritePipeline
-from engramdb.recall import Recall, scope_filter
+from engramdb.recall import Recall, scope_filter, warm_retrieval_early
 from engramdb.services._base import ServiceContext
 from engramdb.shortterm import SessionContext, SessionRegistry
 from engramdb.storage import open_store, require_store
@@ -126,20 +126,26 @@ class Engram(Areas):
             raise ConfigError("location must be a text path, not bytes")
         if not create:
             require_store(self.location)
-        self.embedder: Embedder = embedder if embedder is not None else make_embedder(self.settings)
-        self._vectors: VectorQueue | None = None
-        self._plain_store = open_store(self.location, settings=self.settings)
-        # What close() releases, registered as it is opened: the store last, the vector queue (flushed) before it.
-        self._closing = ExitStack()
-        self._closing.callback(self._plain_store.close)
+        # The retrieval tables are built beside the embedder's load and the store's open; Recall waits for them.
+        tables = warm_retrieval_early() if self.settings.warm else None
         try:
-            self._wire(weights=weights, recommend=recommend, llm=llm)
-            self._check_model(progress)
-            if self.settings.retention_interval_hours > 0:  # else there is no schedule: the area stays unbuilt
-                self.retention.run_scheduled()
-        except BaseException:
-            self.close()
-            raise
+            self.embedder: Embedder = embedder if embedder is not None else make_embedder(self.settings)
+            self._vectors: VectorQueue | None = None
+            self._plain_store = open_store(self.location, settings=self.settings)
+            # What close() releases, registered as it is opened: the store last, the vector queue (flushed) first.
+            self._closing = ExitStack()
+            self._closing.callback(self._plain_store.close)
+            try:
+                self._wire(weights=weights, recommend=recommend, llm=llm)
+                self._check_model(progress)
+                if self.settings.retention_interval_hours > 0:  # else no schedule: the area stays unbuilt
+                    self.retention.run_scheduled()
+            except BaseException:
+                self.close()
+                raise
+        finally:
+            if tables is not None:
+                tables.join()  # done already unless the open failed before its Recall: no thread outlives it
 
     def _wire(self, *, weights: RankingWeights | None, recommend: RecommendConfig | None, llm: LLM | None) -> None:
         """Create the write pipeline, the reads and the services over the open store."""

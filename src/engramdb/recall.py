@@ -10,11 +10,12 @@ services that read whole selections (exports, retention, analytics): not audited
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from engramdb import _validate as check
 from engramdb._access import AccessBatch, FlushedAudit
@@ -34,21 +35,49 @@ from engramdb.retrieval.related import related_words
 from engramdb.retrieval.timeref import find_time
 from engramdb.storage.base import Filter, Store
 
-__all__ = ["Recall", "read_filter", "scope_filter"]
+__all__ = ["Recall", "read_filter", "scope_filter", "warm_retrieval_early"]
 
 _warmed = threading.Event()
+_warming = threading.Lock()
+
+
+def warm_retrieval_early() -> threading.Thread | None:
+    """Start building the tables :func:`_warm_retrieval` builds on a short-lived thread of their own (the open's
+    other work, loading the embedder and reading the store, waits on the disk meanwhile), which the open joins;
+    its Recall waits for them before answering. None: built already (once a process)."""
+    if _warmed.is_set():
+        return None
+    thread = threading.Thread(target=_warm_retrieval, name="engramdb-warm-tables", daemon=True)
+    thread.start()
+    return thread
 
 
 def _warm_retrieval() -> None:
     """Load what the first search of a process would (the vocabulary's word ranks, the related words' table,
-    dateparser's tables for a question naming a time: together up to a second, bench/RESULTS.md, "Figures moved
-    out of the source"), so the first searches are as fast as later ones."""
+    dateparser's tables for a question naming a time: ~170 ms of CPU in all, dateparser's regexes 150 of it), so
+    the first searches are as fast as later ones. Once a process; a second caller meanwhile waits for the first."""
     if _warmed.is_set():
         return
-    _warmed.set()
-    term_weight("warm")
-    related_words("warm")
-    find_time("last saturday", reference=utcnow())
+    with _warming:
+        if _warmed.is_set():
+            return
+        term_weight("warm")
+        related_words("warm")
+        find_time("last saturday", reference=utcnow())
+        _warmed.set()
+
+
+def _model_loader(embedder: object) -> Callable[[], object] | None:
+    """The ``load`` of a local model under ``embedder``'s wrappers (its first embedding would read it: 0.1-0.3 s of
+    CPU, bench/RESULTS.md, issue 27, ninth round); None for a remote one (a warm-up never calls out)."""
+    for _ in range(4):
+        load = getattr(embedder, "load", None)
+        if callable(load):
+            return cast("Callable[[], object]", load)
+        embedder = getattr(embedder, "inner", None)
+        if embedder is None:
+            return None
+    return None
 
 
 def scope_filter(
@@ -115,6 +144,7 @@ class Recall:
         settle: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._embedder = embedder
         self._settle = settle
         self._settings = settings
         self._audit = audit
@@ -129,13 +159,16 @@ class Recall:
         #: The warm-up thread, stopped and joined by close() (see engramdb._threads).
         self._background = Background()
         if settings.warm:
+            # Before answering, not beside the first searches: on a thread, dateparser's pure-Python regex builds
+            # held the interpreter through a fresh process's first search (its CPU 66-125 ms against ~8 warm, 1 of
+            # 12 within 2x on a cold cache; bench/RESULTS.md, issue 27, ninth round). Once a process.
+            _warm_retrieval()
             self._background.start("engramdb-warm-retrieval", self._warm)
 
     def _warm(self) -> None:
-        """What the first search would start itself (bench/RESULTS.md, first2): the process's tables, this
-        instance's keyword workers and access writer (each thread's start costs the first search ~1-3 ms when
-        the open's other warm-up holds the interpreter). Best effort: closed meanwhile, nothing is started."""
-        _warm_retrieval()
+        """What the first search would start itself (bench/RESULTS.md, first2): this instance's keyword workers
+        and access writer (each thread's start costs the first search ~1-3 ms when the open's other warm-up holds
+        the interpreter). Best effort: closed meanwhile, nothing is started."""
         if self._background.stopping:
             return
         try:
@@ -143,7 +176,13 @@ class Recall:
             if self._accesses is not None:
                 self._accesses.start()
         except RuntimeError:
-            pass  # closed meanwhile: the pool takes no new work
+            return  # closed meanwhile: the pool takes no new work
+        load = _model_loader(self._embedder)
+        if load is not None and not self._background.stopping:
+            # Every search needs the model (unlike the date tables): a first search meeting this load waits for
+            # its end, as it would have loaded it itself. A model that cannot load is reported by that search.
+            with contextlib.suppress(Exception):
+                load()
 
     @property
     def weights(self) -> RankingWeights:

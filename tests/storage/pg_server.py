@@ -12,6 +12,7 @@ fail instead: a broken install must not pass silently.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pwd
@@ -171,6 +172,41 @@ def fold_staged(url: str, *, timeout: float = 60.0) -> None:
                 time.sleep(0.02)  # another mover's batch: it commits soon
             if time.monotonic() > deadline:
                 raise AssertionError(f"vectors still staged after {timeout} s")
+
+
+class Read:
+    """Another session's statement at work on the server for ``seconds`` (a ``pg_sleep``), in a thread, until
+    :meth:`end` cancels it. ``text`` begins the statement (a marker the store's own checks look for);
+    ``after_write``: the sleep runs in a transaction that has written a row (a writer, not a read)."""
+
+    def __init__(self, url: str, seconds: float, *, text: str = "", after_write: bool = False) -> None:
+        import threading
+
+        import psycopg
+
+        self._conn = psycopg.connect(url, autocommit=not after_write)
+        if after_write:
+            self._conn.execute("UPDATE meta SET value = value WHERE key = (SELECT min(key) FROM meta)")
+        self._thread = threading.Thread(target=self._sleep, args=(seconds, text))
+        self._thread.start()
+
+    def _sleep(self, seconds: float, text: str) -> None:
+        import psycopg
+
+        with contextlib.suppress(psycopg.errors.QueryCanceled):  # ended by end()
+            self._conn.execute(f"{text}SELECT pg_sleep(%s)", (seconds,))
+
+    def __enter__(self) -> Read:
+        return self
+
+    def end(self, timeout: float = 60.0) -> None:
+        if not self._conn.closed:
+            self._conn.cancel()
+            self._thread.join(timeout)
+            self._conn.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
 
 
 def schema_at(conn: psycopg.Connection[Any], step: int) -> None:

@@ -4,7 +4,6 @@ seconds of reads without pause, or at once past the high water. Writers and lock
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 import time
@@ -13,11 +12,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from pg_server import PgServer, fold_staged
+import pytest
+from pg_server import PgServer, Read, fold_staged
 from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb.config import load_settings
-from engramdb.storage._pg_staging import QUIET, StagedMover, reads_at_work, staged_rows
+from engramdb.storage._pg_schema import LOCK_MOVER
+from engramdb.storage._pg_staging import _READS_GONE, QUIET, StagedMover, reads_at_work, staged_rows
 from engramdb.storage.base import Filter
 from engramdb.storage.postgres import open_postgres
 
@@ -46,33 +47,6 @@ def _connections(url: str) -> Any:
     return connect
 
 
-class _Read:
-    """Another session's read at work for ``seconds`` (a statement sleeping on the server), in a thread."""
-
-    def __init__(self, url: str, seconds: float, *, after_write: bool = False) -> None:
-        self._conn = psycopg.connect(url, autocommit=not after_write)
-        if after_write:  # the same sleep in a transaction that has written a row: a writer, not a read
-            self._conn.execute("UPDATE meta SET value = value WHERE key = (SELECT min(key) FROM meta)")
-        self._thread = threading.Thread(target=self._sleep, args=(seconds,))
-        self._thread.start()
-
-    def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(psycopg.errors.QueryCanceled):  # ended by end()
-            self._conn.execute("SELECT pg_sleep(%s)", (seconds,))
-
-    def __enter__(self) -> _Read:
-        return self
-
-    def end(self) -> None:
-        if not self._conn.closed:
-            self._conn.cancel()
-            self._thread.join(LIMIT)
-            self._conn.close()
-
-    def __exit__(self, *exc: object) -> None:
-        self.end()
-
-
 def _until(condition: Any, what: str) -> float:
     began = time.monotonic()
     while not condition():
@@ -92,9 +66,9 @@ def test_reads_at_work_counts_reads_not_writers_lock_waiters_or_other_databases(
     _staged_store(url, 3)
     with psycopg.connect(url, autocommit=True) as look:
         assert reads_at_work(look) == 0
-        with _Read(url, 30):
+        with Read(url, 30):
             _until(lambda: reads_at_work(look) == 1, "the read to be seen")
-            with _Read(other, 30), _Read(url, 30, after_write=True):
+            with Read(other, 30), Read(url, 30, after_write=True):
                 time.sleep(0.3)
                 assert reads_at_work(look) == 1  # another database's read, and a writer's statement, are not
         _until(lambda: reads_at_work(look) == 0, "the read to end")
@@ -116,7 +90,7 @@ def test_reads_at_work_counts_reads_not_writers_lock_waiters_or_other_databases(
 def test_the_mover_leaves_staged_vectors_while_a_read_runs_and_folds_them_after(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     ms = _staged_store(url, 120)
-    with _Read(url, 30) as read:
+    with Read(url, 30) as read:
         mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
         try:
             # A second of its own yielding, not of the test's clock: a starved mover had not yet looked in 1.5 s.
@@ -136,7 +110,7 @@ def test_the_mover_leaves_staged_vectors_while_a_read_runs_and_folds_them_after(
 def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     _staged_store(url, 60)
-    with _Read(url, 60):
+    with Read(url, 60):
         mover = StagedMover(_connections(url), poll=0.05, batch=20, rest=0.0, yield_max=1.0)
         try:
             took = _until(lambda: _staged(url) == 0, "the mover to fold under reads without pause")
@@ -148,7 +122,7 @@ def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgre
             mover.close()
     url = postgres_server.new_database()
     _staged_store(url, 60)
-    with _Read(url, 60):
+    with Read(url, 60):
         mover = StagedMover(_connections(url), poll=0.05, batch=20, rest=0.0, high_water=50, yield_max=30.0)
         try:
             # Past the high water it folds a batch at once; under it again, it yields to the read.
@@ -158,17 +132,33 @@ def test_a_mover_yields_no_longer_than_yield_max_nor_past_the_high_water(postgre
             assert _staged(url) == 40
         finally:
             mover.close()
+    # One agent's high water too (a search scans its agent's staged rows): 20 of each of 3 agents, past 15.
+    url = postgres_server.new_database()
+    _staged_store(url, 60)
+    with Read(url, 60):
+        mover = StagedMover(
+            _connections(url), poll=0.05, batch=20, rest=0.0, high_water=1000, agent_high_water=15, yield_max=30.0
+        )
+        try:
+            _until(lambda: mover.moved > 0, "the mover to fold past one agent's high water")
+            time.sleep(1.0)
+            assert 20 <= mover.moved <= 40  # then under it again (oldest first: each agent loses a third a batch)
+            assert _staged(url) == 60 - mover.moved
+        finally:
+            mover.close()
 
 
-def test_short_gaps_between_a_clients_searches_do_not_start_a_batch(postgres_server: PgServer) -> None:
+@pytest.mark.parametrize("turn", [True, False], ids=["the mover at work", "a mover without the turn"])
+def test_short_gaps_between_a_clients_searches_do_not_start_a_batch(postgres_server: PgServer, turn: bool) -> None:
     """A client searching without pause leaves gaps of milliseconds between statements (its own work on the hits).
 
     The gaps are the client's: on a loaded machine its thread may not run for longer than QUIET, and then the gap the
     server sees is a real pause the mover is right to use. So the client times each round (sent to sent again), and
     the assertion holds for a window in which every gap stayed under half QUIET; a window with a longer stall is
-    watched again on a fresh store (a few times), never judged."""
+    watched again on a fresh store (a few times), never judged. A mover that lost the store's turn to another looks
+    once a second (POLL): one look in a gap is not a pause either."""
     for _ in range(_GAP_WINDOWS):
-        moved, longest = _a_window_of_short_gaps(postgres_server)
+        moved, longest = _a_window_of_short_gaps(postgres_server, turn=turn)
         if longest < QUIET / 2:
             assert moved == 0
             return
@@ -180,9 +170,9 @@ _GAP_WINDOWS = 5
 _SEARCH_SECONDS = 0.08
 
 
-def _a_window_of_short_gaps(postgres_server: PgServer) -> tuple[int, float]:
-    """Two seconds of a client's searches with 0.05 s gaps beside a mover: the rows it moved meanwhile, and the
-    longest gap the client left (an upper bound: a round's time less the statement's own)."""
+def _a_window_of_short_gaps(postgres_server: PgServer, *, turn: bool) -> tuple[int, float]:
+    """Two seconds (five without the turn) of a client's searches with 0.05 s gaps beside a mover: the rows it moved
+    meanwhile, and the longest gap the client left (an upper bound: a round's time less the statement's own)."""
     url = postgres_server.new_database()
     _staged_store(url, 40)
     stop = threading.Event()
@@ -196,18 +186,66 @@ def _a_window_of_short_gaps(postgres_server: PgServer) -> tuple[int, float]:
                 time.sleep(0.05)
 
     thread = threading.Thread(target=searches)
-    thread.start()
-    mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
+    holder = psycopg.connect(url)
     try:
-        time.sleep(2.0)
-        moved = mover.moved
-        if moved == 0:
-            assert _staged(url) == 40
-        stop.set()
-        thread.join(LIMIT)
-        _until(lambda: _staged(url) == 0, "the mover to fold once the searches stopped")
+        if turn:
+            mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
+            thread.start()
+        else:
+            # Another mover's batch holds the store's turn when this one first tries (no read at work yet): it loses
+            # the turn, and looks once a second (its poll) from then on. The turn is free once it has seen the
+            # searches at work (a mover that never saw a read takes one look without one for a pause).
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_MOVER,))
+            mover = StagedMover(_connections(url), poll=1.0, yield_max=30.0)
+            _until(lambda: not mover._turn, "the mover to try for the turn")  # type: ignore[attr-defined]
+            thread.start()
+            _until(lambda: mover._read_seen > 0, "the mover to see the searches")  # type: ignore[attr-defined]
+            assert mover.moved == 0
+            holder.rollback()
+        try:
+            time.sleep(2.0 if turn else 5.0)
+            moved = mover.moved
+            if moved == 0:
+                assert _staged(url) == 40
+            stop.set()
+            thread.join(LIMIT)
+            _until(lambda: _staged(url) == 0, "the mover to fold once the searches stopped")
+        finally:
+            mover.close()
     finally:
         stop.set()
-        mover.close()
+        if thread.is_alive():
+            thread.join(LIMIT)
+        holder.close()
     longest = max((b - a - _SEARCH_SECONDS for a, b in itertools.pairwise(rounds)), default=float("inf"))
     return moved, longest
+
+
+def test_after_its_thread_stalled_one_look_finding_no_read_does_not_end_a_yield(postgres_server: PgServer) -> None:
+    """The mover's looks are what it judges quiet by: a read seen, then its thread stalled past QUIET (a loaded
+    machine), then a look finding none (it may fall in a gap between a client's statements): it yields on until its
+    looks have found none for QUIET seconds."""
+    url = postgres_server.new_database()
+    _staged_store(url, 3)
+    mover = StagedMover(_connections(url), poll=60.0, yield_max=30.0)
+    mover.close()  # its own thread stopped: the test makes the looks
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(3):
+            with Read(url, 30):
+                _until(lambda: reads_at_work(conn) == 1, "the read to be seen")
+                before = time.monotonic()
+                assert mover._yields(conn, before)
+            _until(lambda: reads_at_work(conn) == 0, "the read to end")
+            time.sleep(QUIET * 2)  # the stall: no look for longer than QUIET
+            began = time.monotonic()
+            first = mover._yields(conn, began)
+            if time.monotonic() - before < _READS_GONE:
+                break
+            # Past _READS_GONE since the read was seen (the test itself stalled): one look is rightly enough then.
+        else:
+            raise AssertionError("the test never looked within _READS_GONE of the read")
+        assert first  # one fresh look: not yet quiet
+        while mover._yields(conn, time.monotonic()):
+            assert time.monotonic() - began < LIMIT
+            time.sleep(0.05)
+        assert time.monotonic() - began >= QUIET  # quiet after QUIET of looks finding none

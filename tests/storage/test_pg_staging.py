@@ -22,7 +22,7 @@ from engramdb import Engram
 from engramdb.config import load_settings
 from engramdb.embeddings.base import Embedder
 from engramdb.storage import _pg_schema
-from engramdb.storage._pg_staging import move_batch, staged_rows, wait_for_room
+from engramdb.storage._pg_staging import move_batch, staged_load, staged_rows, wait_for_room
 from engramdb.storage.base import Filter
 from engramdb.storage.postgres import open_postgres
 
@@ -346,6 +346,34 @@ def test_background_writes_wait_for_room_in_the_staging_table(postgres_server: P
         wait_for_room(conn, cap=10, timeout=0.5)
         assert 0.5 <= time.monotonic() - began < LIMIT
         assert staged_rows(conn) == 30
+
+
+def test_background_writes_wait_while_one_agent_has_its_cap_staged(postgres_server: PgServer) -> None:
+    """A search scans its own agent's staged rows: the cap that bounds it is one agent's, whatever the others'."""
+    url = postgres_server.new_database()
+    with open_postgres(url, settings=NO_MOVER) as store:
+        ms = [memory(f"n{i}", agent="busy" if i < 12 else f"quiet-{i}") for i in range(30)]
+        store.memories.add(ms, unit_vectors(30, seed=4), model_id=MODEL, actor="t")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert staged_load(conn) == (30, 12)
+        began = time.monotonic()
+        wait_for_room(conn, cap=100, agent_cap=20, timeout=LIMIT)  # 30 in all, 12 of one agent: room
+        assert time.monotonic() - began < LIMIT
+    done = threading.Event()
+
+    def waiter() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            wait_for_room(conn, cap=100, agent_cap=10, timeout=LIMIT)
+        done.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    try:
+        assert not done.wait(1.0)  # 12 of "busy" staged, room below 10 an agent
+        fold_staged(url)
+        assert done.wait(LIMIT)
+    finally:
+        thread.join(LIMIT)
 
 
 def test_a_store_at_the_first_staging_step_gets_the_open_flags(postgres_server: PgServer) -> None:

@@ -5,14 +5,13 @@ the writers' own near-duplicate lookups. Nothing is lost: every memory is stored
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from typing import Any
 
 import psycopg
 import pytest
-from pg_server import PgServer, fold_staged
+from pg_server import PgServer, Read, fold_staged
 from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb import Engram
@@ -23,31 +22,6 @@ from engramdb.storage._pg_staging import WRITE_READ, reads_at_work
 from engramdb.storage.postgres import open_postgres
 
 LIMIT = 60.0
-
-
-class _Read:
-    """Another session's statement at work for ``seconds`` (a sleep on the server), in a thread; ``text`` begins it."""
-
-    def __init__(self, url: str, seconds: float, *, text: str = "") -> None:
-        self._conn = psycopg.connect(url, autocommit=True)
-        self._thread = threading.Thread(target=self._sleep, args=(seconds, text))
-        self._thread.start()
-
-    def _sleep(self, seconds: float, text: str) -> None:
-        with contextlib.suppress(psycopg.errors.QueryCanceled):  # ended by end()
-            self._conn.execute(f"{text}SELECT pg_sleep(%s)", (seconds,))
-
-    def __enter__(self) -> _Read:
-        return self
-
-    def end(self) -> None:
-        if not self._conn.closed:
-            self._conn.cancel()
-            self._thread.join(LIMIT)
-            self._conn.close()
-
-    def __exit__(self, *exc: object) -> None:
-        self.end()
 
 
 def _seen(url: str, *, lookups: bool) -> None:
@@ -66,14 +40,14 @@ def test_a_bulk_write_waits_its_share_while_a_read_runs_and_not_without(postgres
     url = postgres_server.new_database()
     with _store(url, 0.5) as store:
         assert store.give_way(2.0) == 0.0  # no read at work: no wait
-        with _Read(url, 30):
+        with Read(url, 30):
             _seen(url, lookups=False)
             waited = store.give_way(2.0)
             assert 0.9 <= waited < 1.9  # half of the previous write's 2 s, not the read's 30 s
             assert store.give_way(100.0) >= WAIT_MAX - 0.1  # capped at WAIT_MAX, not 50 s
             with store.atomic():
                 assert store.give_way(2.0) == 0.0  # inside a transaction: never (it may hold locks)
-    with _store(url, 0.0) as store, _Read(url, 30):
+    with _store(url, 0.0) as store, Read(url, 30):
         _seen(url, lookups=False)
         assert store.give_way(2.0) == 0.0  # pg_writes_yield 0: writes never wait
 
@@ -81,7 +55,7 @@ def test_a_bulk_write_waits_its_share_while_a_read_runs_and_not_without(postgres
 def test_the_wait_ends_once_the_reads_pause(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     with _store(url, 1.0) as store:
-        read = _Read(url, 30)
+        read = Read(url, 30)
         _seen(url, lookups=False)
         threading.Timer(0.5, read.end).start()
         waited = store.give_way(WAIT_MAX)
@@ -91,10 +65,10 @@ def test_the_wait_ends_once_the_reads_pause(postgres_server: PgServer) -> None:
 def test_writers_lookups_and_waiting_writes_are_no_reads_to_give_way_to(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
     with _store(url, 1.0) as store:
-        with _Read(url, 30, text=WRITE_READ):
+        with Read(url, 30, text=WRITE_READ):
             _seen(url, lookups=True)  # the mover still counts a writer's lookup ...
             assert store.give_way(2.0) == 0.0  # ... a bulk write does not
-        with _store(url, 1.0) as other, _Read(url, 30):
+        with _store(url, 1.0) as other, Read(url, 30):
             _seen(url, lookups=False)
             # Two writers waiting at once: each sees the read, neither sees the other's look as one.
             results: list[float] = []
@@ -124,7 +98,7 @@ def test_remember_many_gives_way_for_a_share_of_its_previous_batch_and_loses_not
         object.__setattr__(store, "_give_way", spy)
         mem.remember_many([{"content": f"first note {i}", "agent": "a"} for i in range(5)])
         mem.remember("a single memory never waits", agent="a")
-        with _Read(url, 30):
+        with Read(url, 30):
             _seen(url, lookups=False)
             written = mem.remember_many([{"content": f"second note {i}", "agent": "a"} for i in range(5)])
         # The first batch had no previous one; the second was offered the first's time and waited half of it.

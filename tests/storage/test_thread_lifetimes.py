@@ -8,23 +8,28 @@ assertion here is made right after ``close()`` returns, without waiting, because
 from __future__ import annotations
 
 import ast
+import logging
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pg_server import PgServer
+from storage_helpers import add, memory
 
 import engramdb
 from engramdb import Engram
 from engramdb._threads import JOIN_SECONDS, THREAD_PREFIX, Background
 from engramdb.config import load_settings
 from engramdb.embeddings.base import Embedder
-from engramdb.storage import _sqlite_search, open_store
+from engramdb.storage import _kw_index, _sqlite_search, open_store
+from engramdb.storage._kw_persist import postings_path
 from engramdb.storage._sqlite_search import SQLiteSearch
 from engramdb.storage._tenant_rows import TenantRows
 from engramdb.storage.base import Filter
+from engramdb.storage.sqlite import open_sqlite
 
 #: A read that takes far longer than any close may wait (SQLite counts to 10^12): only an interrupt ends it.
 _ENDLESS_READ = (
@@ -186,6 +191,68 @@ def test_a_thread_that_cannot_be_interrupted_is_reported_after_the_bounded_wait(
         release.set()
         thread.join(60)
     assert JOIN_SECONDS > 0.1
+
+
+def _keyword_store(path: Path) -> Any:
+    """A store of a few memories whose keyword index is used (no saved postings: the first search builds them)."""
+    with open_sqlite(path, warm=False) as store:
+        add(store, [memory(f"deploy note {i} staging cluster") for i in range(30)])
+    store = open_sqlite(path, warm=False)
+    store.search.keyword_index.min_memories = 0
+    return store
+
+
+def _keyword_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "engram-keyword-index"]
+
+
+def test_a_close_during_a_keyword_build_interrupts_its_read_and_joins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = threading.Event()
+    monkeypatch.setattr(_kw_index, "build", lambda conn: _read_forever(conn, started))
+    store = _keyword_store(tmp_path / "s")
+    assert store.search.keyword_candidates(["staging"], Filter(agent="alice"), limit=5)  # FTS5 while it builds
+    assert started.wait(60), "the build never began its read"
+    began = time.monotonic()
+    store.close()
+    assert time.monotonic() - began < JOIN_SECONDS
+    assert _keyword_threads() == []
+
+
+def test_a_keyword_build_that_outlives_the_bounded_close_keeps_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A step no interrupt reaches (numpy's, after the reads): the close waits its bound, then returns; the build,
+    ending later, leaves no postings beside the database a caller may already have removed."""
+    started, release = threading.Event(), threading.Event()
+    real = _kw_index.build
+
+    def uninterruptible(conn: sqlite3.Connection) -> Any:
+        started.set()
+        release.wait(60)
+        return real(conn)
+
+    monkeypatch.setattr(_kw_index, "build", uninterruptible)
+    monkeypatch.setattr(_kw_index, "JOIN_SECONDS", 0.3)
+    path = tmp_path / "s"
+    store = _keyword_store(path)
+    index = store.search.keyword_index
+    store.search.keyword_candidates(["staging"], Filter(agent="alice"), limit=5)
+    assert started.wait(60), "the build never began"
+    [builder] = _keyword_threads()
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="engramdb"):
+        store.close()
+    assert time.monotonic() - began < 5.0  # the bound (0.3 s), not the build's minute
+    assert "engram-keyword-index still running after the close" in caplog.text
+    release.set()
+    builder.join(60)
+    assert not builder.is_alive()
+    assert not postings_path(str(path / "engram.db")).exists()
+    assert not index.ready()
+    index.warm(str(path / "engram.db"))  # a warm-up left running past the close starts nothing
+    assert _keyword_threads() == []
 
 
 @pytest.mark.parametrize("exit_by", ["close", "context"])

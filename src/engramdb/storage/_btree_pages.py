@@ -27,6 +27,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from engramdb.storage._arrays import np
+
+try:
+    import resource as _resource
+except ImportError:  # not POSIX: no per-thread read counts (the probe re-arms on samples and idle gaps only)
+    _resource = None  # type: ignore[assignment]
 from engramdb.storage._readahead import Pace, Span, read_spans
 from engramdb.storage._sqlite_files import connect_read_only
 
@@ -34,7 +39,7 @@ if TYPE_CHECKING:
     from engramdb.storage._arrays import I64 as _I64
     from engramdb.storage._arrays import npt
 
-__all__ = ["LeafMap", "PageHints", "advise_pages", "database_fd", "read_leaf_map"]
+__all__ = ["LeafMap", "PageHints", "advise_pages", "database_fd", "read_leaf_map", "thread_reads"]
 
 _FDS: Final = Path("/proc/self/fd")
 #: B-tree page types (the first byte of a page's header).
@@ -219,6 +224,25 @@ def advise_pages(fd: int, pages: Iterable[int] | _I64, page_size: int) -> int:
 
 #: The rowid tables a search reads rows of by key, and the column it reads them by.
 _TABLES: Final = ("memories", "vectors")
+#: Probes in a row that found a search's pages cached before :meth:`PageHints.ahead` stops probing: the store's
+#: pages are known resident. The probe (finding the leaves, four reads without waiting) cost 0.3-0.5 ms a warm
+#: search at 100k (bench/RESULTS.md, idle re-runs 09:32-09:54), 5-8% of it, to save nothing once all is cached.
+WARM_AFTER: Final = 16
+#: Once warm, one call in this many still probes: pages pushed out by other programs while the store is in use.
+SAMPLE_EVERY: Final = 64
+#: Once warm, a call after this long without one probes: an idle store's pages may have been pushed out meanwhile.
+IDLE_SECONDS: Final = 10.0
+
+
+def thread_reads() -> int:
+    """Blocks the calling thread has read from the disk so far (page-cache hits do not count); 0 where unknown."""
+    who = getattr(_resource, "RUSAGE_THREAD", None)
+    if who is None:
+        return 0
+    try:
+        return int(_resource.getrusage(who).ru_inblock)
+    except (OSError, ValueError):
+        return 0
 
 
 class PageHints:
@@ -231,6 +255,12 @@ class PageHints:
         self._maps: dict[str, LeafMap] = {}
         self._fd: tuple[int, int, int] | None = None
         self._stopped = threading.Event()
+        #: Probes in a row that found the pages cached (WARM_AFTER or more: warm, see ahead); races only blur it.
+        self._streak = 0
+        self._skipped = 0
+        self._last = 0.0
+        #: Per thread, its disk reads at its last call (see thread_reads): any since is evidence to probe again.
+        self._reads = threading.local()
 
     def load(self) -> list[LeafMap]:
         """Read the tables' interior pages (their maps then serve :meth:`ahead`); the leaves of the unique indexes a
@@ -282,20 +312,46 @@ class PageHints:
         """The leaf map of table ``name`` (``memories``, ``vectors``) once loaded."""
         return self._maps.get(name)
 
+    @property
+    def warm(self) -> bool:
+        """Whether the store's pages are known resident: :meth:`ahead` then neither probes nor asks (mostly)."""
+        return self._streak >= WARM_AFTER
+
     def ahead(self, table: str, keys: npt.ArrayLike) -> int:
-        """Ask for the pages of ``table``'s rows with rowids ``keys`` (about to be read); how many pages."""
+        """Ask for the pages of ``table``'s rows with rowids ``keys`` (about to be read); how many pages.
+
+        Once WARM_AFTER probes in a row found the pages cached, nothing is probed or asked for, except one call in
+        SAMPLE_EVERY, a call after IDLE_SECONDS without one, and a call on a thread that read from the disk since
+        its last (a search that waited for the disk): any of those finding pages out of the cache re-arms the
+        probe for every call.
+        """
         self.searching()
         found = self._maps.get(table)
         if found is None:
             return 0
+        now = time.monotonic()
+        last, self._last = self._last, now
+        reads = thread_reads()
+        before = getattr(self._reads, "value", -1)
+        self._reads.value = reads
+        if self._streak >= WARM_AFTER and reads == before and now - last < IDLE_SECONDS:
+            self._skipped += 1
+            if self._skipped < SAMPLE_EVERY:
+                return 0
+        self._skipped = 0
         try:
             fd = self._descriptor()
             if fd is None:
                 return 0
             pages = found.leaves_of(np.asarray(keys, dtype=np.int64).ravel())
             if _cached(fd, pages, found.page_size):
+                self._streak += 1
                 return 0  # warm: asking costs ~2.5 us a page (0.4-0.6 ms a search at 1M) and saves nothing
-            return advise_pages(fd, pages, found.page_size)
+            self._streak = 0
+            asked = advise_pages(fd, pages, found.page_size)
+            # The reads just asked for are this thread's: not evidence for its next call.
+            self._reads.value = thread_reads()
+            return asked
         except (OSError, ValueError):
             return 0
 
@@ -330,3 +386,4 @@ class PageHints:
         self._stopped.set()
         self._maps = {}
         self._fd = None
+        self._streak = 0

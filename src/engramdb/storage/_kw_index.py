@@ -29,6 +29,7 @@ exactly as ``bm25()`` reads them, so scores equal FTS5's to the last bit or two.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sqlite3
 import threading
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from engramdb._threads import JOIN_SECONDS
 from engramdb.storage._arrays import np
 
 if TYPE_CHECKING:
@@ -134,25 +136,27 @@ class KeywordIndex:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def clear(self) -> None:
-        """Save the postings if they changed, forget the index and stop a running build (the store closed)."""
+        """Save the postings if they changed, forget the index and stop a running build within ``JOIN_SECONDS`` (the
+        store closed). It stays closed: a build left running keeps and writes nothing, a late caller starts none."""
         with self._guard:
             self._closed = True
             builder = self._builder
         self._save(self._postings)
+        deadline = time.monotonic() + JOIN_SECONDS
         # Interrupt until it stops: an interrupt between two statements is lost.
-        while builder is not None and builder.is_alive():
+        while builder is not None and builder.is_alive() and time.monotonic() < deadline:
             with self._guard:  # the builder closes its connection under this lock
                 if self._build_conn is not None:
                     self._build_conn.interrupt()
             builder.join(0.05)
+        if builder is not None and builder.is_alive():
+            logging.getLogger("engramdb").warning("engramdb: %s still running after the close", builder.name)
+        with self._save_lock:  # after a save under way, none: the path is gone
+            self._saved_path = self._saved_key = None
         with self._guard:
             self._postings = self._built = self._builder = None
-            self._closed, self._retry_at = False, 0.0
-            self._saved_path = self._saved_key = None
-            self._try_saved = True
         self._stems.clear()
-        self._tokenize = None
-        self._terms_key, self._term_scores, self._cached = None, {}, 0
+        self._tokenize, self._terms_key, self._term_scores, self._cached = None, None, {}, 0
 
     def ready(self) -> bool:
         """Whether a built index is in place (or waiting to be swapped in)."""
@@ -167,19 +171,21 @@ class KeywordIndex:
             builder.join(timeout)
         return self.ready()
 
-    def _start_build(self, conn: sqlite3.Connection) -> None:
+    def _start_build(self, conn: sqlite3.Connection, *, replace: bool = False) -> None:
         """Build on a connection of its own in the background; in place for an in-memory store."""
         path = next((r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
         if not path:
             self._postings = build(conn)  # one connection only: build under the store's lock
             return
-        self._start(path)
+        self._start(path, replace=replace)
 
-    def _start(self, path: str) -> None:
-        """Load or build on a thread of its own."""
+    def _start(self, path: str, *, replace: bool = False) -> None:
+        """Load or build on a thread of its own, unless one runs or postings are ready (``replace``: even in use)."""
         self._saved_path = postings_path(path)
         with self._guard:
-            if self._builder is not None or self._closed or time.monotonic() < self._retry_at:
+            # A load may have ended since the caller saw none (a loaded machine): its postings serve, not a build.
+            ready = self._built is not None or (self._postings is not None and not replace)
+            if ready or self._builder is not None or self._closed or time.monotonic() < self._retry_at:
                 return
             self._loading = self._try_saved and self._saved_path.exists()
             self._builder = threading.Thread(target=self._build_in_background, args=(path,), daemon=True)
@@ -226,10 +232,11 @@ class KeywordIndex:
 
     def _load(self, conn: sqlite3.Connection) -> Postings | None:
         """The saved postings as a build would make them (checked and caught up by _current like one)."""
-        if self._saved_path is None or not self._try_saved:
+        path = self._saved_path  # read once: a close given up on this thread's end clears it
+        if path is None or not self._try_saved:
             return None
         self._try_saved = False
-        saved = load_postings(self._saved_path)
+        saved = load_postings(path)
         if saved is None or not saved.anchor or anchor(conn, saved.seq) != saved.anchor:
             return None  # unreadable, or another store's (a copied or replaced database): build
         # A file of an older format is written anew, in this one, at close.
@@ -481,7 +488,7 @@ class KeywordIndex:
         if len(p.delta_docs) > max(_MAX_CATCH_UP, p.rows // 5):
             # The delta (Python dicts, ~20x the bytes of the arrays) has grown: a fresh build
             # replaces it once ready; this one serves meanwhile.
-            self._start_build(conn)
+            self._start_build(conn, replace=True)
         return self._postings or p
 
     def _swap_in(self) -> Postings | None:

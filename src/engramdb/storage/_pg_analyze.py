@@ -8,13 +8,21 @@ memories never analysed, a vector search was an exact scan of every vector (~200
 therefore look at the tables' change counters every few seconds and, when a table changed by more than a fifth
 since it was last analysed (or never was), run ``ANALYZE`` on a worker thread, once at a time.
 
-The same thread keeps the keyword indexes' pending lists short. A GIN index collects new entries in an unsorted
-pending list (``fastupdate``, up to 4 MB) that every search scans in full, and a search's access counts update
-its hits' rows: on full pages these are not HOT updates, so each adds entries there. At 100k memories after the
-benchmark's searches the agent keyword index had 323 pending pages: its scan for a two-word query took 1.47 ms,
-0.13 ms after ``gin_clean_pending_list`` (bench/RESULTS.md, issue 26, fourth round). Once :data:`_CLEAN_AFTER`
-non-HOT row versions were written since the last clean (and at a process's first look), the lists are merged into
-the indexes, as autovacuum would on its own, rarer, schedule.
+The keyword indexes' pending lists are kept short by whoever fills them. A GIN index collects new entries in an
+unsorted pending list (``fastupdate``) that every search scans in full, merged into the index by the inserting
+session once it passes ``gin_pending_list_limit`` (4 MB by default: ~2,300 memories at 0.22 pages each). The store's
+connections set the limit to :data:`PENDING_LIST_LIMIT` (1 MB, ~580 memories): the writers merge their own entries,
+within their writes (paced by the give-way, :mod:`._pg_giveway`), at the same server cost per memory as a merge every
+500 writes (0.29-0.32 ms of server CPU a memory inserted and merged, on a 700k store; 512 kB cost 0.35, fast update
+off 0.87-1.00: bench/RESULTS.md, issue 26, seventh round of writes), and a search scans at most ~128 pending pages
+of each index. Before, the searching process merged them every 500 writes on this thread: during 4 writers' burst at
+677k, 2.85 s and 114k buffers each, a quarter of a core on the searches' side (sixth round).
+
+What a trickle of writes leaves under the limit (and a search's access counts: on full pages their updates are not HOT
+and add entries too) is merged here between bursts: once :data:`_CLEAN_AFTER` non-HOT row versions were written since
+the last merge (and at a process's first look), unless as many were written since the previous look (a burst: its
+writers merge their own). At 100k memories after the benchmark's searches the agent keyword index had 323 pending
+pages: its scan for a two-word query took 1.47 ms, 0.13 ms after ``gin_clean_pending_list`` (fourth round).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ if TYPE_CHECKING:
 
     Raw = psycopg.Connection[tuple[Any, ...]]
 
-__all__ = ["StatisticsKeeper", "finished", "stale_tables"]
+__all__ = ["PENDING_LIST_LIMIT", "StatisticsKeeper", "clean_due", "finished", "stale_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,8 @@ _ANALYSED_TOGETHER: Final = {"memories": "memories, memory_words"}
 #: Row versions written to ``memories`` (inserts and non-HOT updates) after which the keyword indexes' pending lists
 #: are merged: a few hundred keep each list within a few dozen pages.
 _CLEAN_AFTER: Final = 500
+#: ``gin_pending_list_limit`` of the store's connections: past it, the inserting session merges the pending list.
+PENDING_LIST_LIMIT: Final = "1MB"
 # Inserts and non-HOT updates of memories so far (each adds entries to the keyword indexes' pending lists).
 _INDEXED_WRITES_SQL: Final = (
     "SELECT s.n_tup_ins + s.n_tup_upd - s.n_tup_hot_upd FROM pg_stat_user_tables s "
@@ -81,6 +91,22 @@ def finished(running: threading.Thread | None, timeout: float | None) -> bool:
     return True
 
 
+def clean_due(writes: int | None, *, cleaned_at: int | None, looked_at: int | None) -> bool:
+    """Whether to merge the keyword indexes' pending lists, from the indexed writes counter now (``writes``), at the
+    last merge (``cleaned_at``, None: not yet in this process) and at the previous look (``looked_at``).
+
+    Due after :data:`_CLEAN_AFTER` writes since the last merge, unless as many were written since the previous look:
+    a burst, whose writers merge their own entries (:data:`PENDING_LIST_LIMIT`); the next look after it merges what
+    they left. A counter that went back (statistics reset) counts from zero.
+    """
+    if writes is None:
+        return False
+    if cleaned_at is None or writes < cleaned_at:
+        return True
+    burst = looked_at is not None and looked_at <= writes and writes - looked_at >= _CLEAN_AFTER
+    return writes - cleaned_at >= _CLEAN_AFTER and not burst
+
+
 def stale_tables(rows: list[tuple[Any, ...]]) -> list[str]:
     """The tables among ``rows`` (name, reltuples, live rows, changed since ANALYZE, ever analysed) to analyse."""
     stale: list[str] = []
@@ -107,6 +133,8 @@ class StatisticsKeeper:
         self._running: threading.Thread | None = None
         #: The indexed writes counter when the pending lists were last merged (None: not yet in this process).
         self._cleaned_at: int | None = None
+        # The counter at the previous look: a burst of writes since then merges its own entries.
+        self._looked_at: int | None = None
 
     def check(self, conn: Raw) -> None:
         """Look at the change counters (at most every :data:`CHECK_EVERY_S`); start an ANALYZE or a merge of the
@@ -119,7 +147,8 @@ class StatisticsKeeper:
         tables = stale_tables(conn.execute(_COUNTERS_SQL).fetchall())
         row = conn.execute(_INDEXED_WRITES_SQL).fetchone()
         writes = int(row[0]) if row is not None and row[0] is not None else None
-        clean = writes is not None and (self._cleaned_at is None or writes - self._cleaned_at >= _CLEAN_AFTER)
+        clean = clean_due(writes, cleaned_at=self._cleaned_at, looked_at=self._looked_at)
+        self._looked_at = writes
         if not tables and not clean:
             return
         with self._lock:

@@ -16,8 +16,9 @@ process or machine's searches) it waits until none ran for :data:`QUIET` seconds
 cores and buffers during a burst of writes, with its HNSW inserts done after the burst or between searches. Neither
 while the staged rows are past :data:`HIGH_WATER` (searches scan them exactly) nor for longer than
 :data:`YIELD_MAX` at a time (a store searched without pause still gets its graphs). Background vector writes wait
-while :data:`STAGED_CAP` vectors are staged (``PostgresBackend.background_turn``): the exact scan each search makes
-of them stays bounded, and what waits meanwhile is in the writer's queue (stored, keyword-searchable).
+while one agent has :data:`AGENT_CAP` vectors staged, or the store :data:`STAGED_CAP` (``background_turn``): the
+exact scan each search makes of its agent's staged rows stays bounded, and what waits meanwhile is in the writer's
+queue (stored, keyword-searchable).
 
 Nothing is lost: a batch is one transaction (the staged rows deleted and the graphs' rows inserted together), so a
 mover killed mid-batch, or a server crash before its commit, leaves the rows staged for the next one. A memory's
@@ -43,6 +44,8 @@ from engramdb.errors import EngramError
 from engramdb.storage._pg_schema import LOCK_MOVER
 
 __all__ = [
+    "AGENT_CAP",
+    "AGENT_HIGH_WATER",
     "HIGH_WATER",
     "MOVE_BATCH",
     "QUIET",
@@ -54,6 +57,7 @@ __all__ = [
     "StagedMover",
     "move_batch",
     "reads_at_work",
+    "staged_load",
     "staged_rows",
     "wait_for_room",
 ]
@@ -67,15 +71,20 @@ Raw = psycopg.Connection[tuple[Any, ...]]
 MOVE_BATCH: Final = 250
 #: After a batch, the mover waits this share of the time the batch took (while staged rows stay under HIGH_WATER).
 REST: Final = 0.5
-#: Staged rows past which background vector writes wait for the mover (``PostgresBackend.background_turn``): each
-#: search scans an agent's staged rows exactly (nearest first: 1-2 ms a search at 3-5k staged; a paced mover with a
-#: 16,000 cap wrote a fifth fewer memories/s at 400k: bench/RESULTS.md, issue 26, fourth round of writes). Room for
-#: ~20 s of a burst at 600 memories/s, which a mover yielding to searches leaves staged (fifth round).
-STAGED_CAP: Final = 12_000
+#: Staged rows of one agent past which background vector writes wait for the mover (``background_turn``):
+#: a search scans its agent's staged rows exactly (and others' open ones), so its cost follows the agent's count, not
+#: the store's. 1,200 -> 2,400 of the reader's agent cost 2-4 ms a search (load ~20); with a cap of 12,000 for the
+#: whole store (1,200 an agent over 10 agents) a burst of 4 writers at 1M filled it in ~20 s and the mover then folded
+#: without yielding, 0.6 sessions during the searches (bench/RESULTS.md, issue 26, sixth and seventh rounds of writes).
+AGENT_CAP: Final = 2_400
+#: Staged rows of the whole store past which background vector writes wait for the mover: bounds the table and the
+#: scan of other agents' open staged rows (each search reads those too) when many agents write at once.
+STAGED_CAP: Final = 48_000
 #: Longest a background vector write waits for room in the staging table, seconds (no mover may be at work).
 ROOM_WAIT: Final = 10.0
-#: Staged rows past which the mover neither rests nor yields to reads.
+#: Staged rows (of the store, and of one agent) past which the mover neither rests nor yields to reads.
 HIGH_WATER: Final = STAGED_CAP
+AGENT_HIGH_WATER: Final = AGENT_CAP
 #: Longest a mover yields to reads in a row, seconds; then it folds one batch and may yield again. At 1M memories a
 #: batch takes 1.4 s alone and several under load: with 5 s the mover was at work most of a burst of writes.
 YIELD_MAX: Final = 30.0
@@ -84,12 +93,26 @@ YIELD_POLL: Final = 0.02
 #: Seconds without a read at work before a yielding mover folds again: a client searching without pause leaves gaps
 #: of a few milliseconds between its statements (its own fusion), and a batch begun in one runs into its next search.
 QUIET: Final = 0.3
+#: Longest pause between two looks that still watch the same quiet period, seconds: a mover that looked longer ago (one
+#: without the store's turn looks every :data:`POLL`; a thread stalled on a loaded machine) watches for :data:`QUIET`
+#: seconds, looking every :data:`YIELD_POLL`, before it folds, since one look may fall in a gap between a client's
+#: statements. With one look a second, the movers of 5 processes without the turn each took such a gap for quiet now
+#: and then: 0.6-0.75 sessions folded during 4 writers' burst at 700k while a client searched without pause
+#: (bench/RESULTS.md, issue 26, seventh round of writes).
+_WATCH_GAP: Final = 0.5
+#: Seconds since this mover last saw a read after which one look that finds none is quiet enough (no client is taken
+#: to be searching): folding after a burst of writes without searches waits for no watch.
+_READS_GONE: Final = 5.0
 #: How often an idle mover looks for staged rows (another process's writes), seconds.
 POLL: Final = 1.0
 #: After an error (the server restarting, a lost connection), seconds before the mover tries again.
 RETRY: Final = 5.0
-#: How often a background write waiting for room in the staging table looks again, seconds.
-_ROOM_POLL: Final = 0.1
+#: How often a background write waiting for room in the staging table looks again, seconds. Each look counts the
+#: staged rows, a scan of the table (4-17 ms at 12,000 staged on the loaded 2-core machine), while the mover frees
+#: room a batch at a time (~1.4 s a batch at 1M): the movers' and the waiting writes' counts kept 0.11 sessions on
+#: the server's cores during 4 writers' burst at 1M with a look every 0.1 s (bench/RESULTS.md, issue 26, sixth round
+#: of writes).
+_ROOM_POLL: Final = 0.5
 #: After a batch that emptied the staging table, seconds before the next look at least.
 _SETTLE: Final = 0.2
 #: How often a yielding mover counts the staged rows again, seconds (the count reads the table).
@@ -143,10 +166,23 @@ def staged_rows(conn: Raw) -> int:
     return int(row[0]) if row is not None else 0
 
 
-def wait_for_room(conn: Raw, *, cap: int = STAGED_CAP, timeout: float = ROOM_WAIT) -> None:
-    """Return once fewer than ``cap`` vectors are staged, or after ``timeout`` seconds."""
+def staged_load(conn: Raw) -> tuple[int, int]:
+    """How many vectors are staged, and how many of them the agent with the most has (one scan of the table)."""
+    row = conn.execute(
+        f"{_MOVER}SELECT coalesce(sum(n), 0), coalesce(max(n), 0) "
+        "FROM (SELECT count(*) AS n FROM vectors_staged GROUP BY agent) s"
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
+
+def wait_for_room(conn: Raw, *, cap: int = STAGED_CAP, agent_cap: int = AGENT_CAP, timeout: float = ROOM_WAIT) -> None:
+    """Return once fewer than ``cap`` vectors are staged and fewer than ``agent_cap`` of any one agent, or after
+    ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while staged_rows(conn) >= cap and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        total, most = staged_load(conn)
+        if total < cap and most < agent_cap:
+            return
         time.sleep(_ROOM_POLL)
 
 
@@ -184,6 +220,7 @@ class StagedMover:
         batch: int = MOVE_BATCH,
         rest: float = REST,
         high_water: int = HIGH_WATER,
+        agent_high_water: int = AGENT_HIGH_WATER,
         poll: float = POLL,
         yield_max: float = YIELD_MAX,
     ) -> None:
@@ -191,16 +228,22 @@ class StagedMover:
         self._batch = max(1, batch)
         self._rest = max(0.0, rest)
         self._high_water = high_water
+        self._agent_high_water = agent_high_water
         self._poll = poll
         self._yield_max = max(0.0, yield_max)
         # When this mover began yielding to the reads at work (None: it is not yielding).
         self._yielding_since: float | None = None
-        # When this mover last saw a read at work.
-        self._read_seen = -QUIET
+        # When this mover last saw a read at work, when it last looked, and since when its looks find none (None: the
+        # last one found one). Quiet is QUIET seconds of looks finding none, each at most _WATCH_GAP after the one
+        # before: after its thread stalled (a loaded machine), or for a mover looking once a second (without the
+        # store's turn), one look falling in a gap between a client's statements would otherwise end the yield.
+        self._read_seen = -_READS_GONE
+        self._looked = -_READS_GONE
+        self._none_since: float | None = None
         # Whether this instance had the store's turn at its last batch (it is the mover at work; at first, maybe).
         self._turn = True
         # The staged rows it last counted while yielding, with when (a count reads the table: not every poll).
-        self._staged_seen = (0, -1.0)
+        self._staged_seen = ((0, 0), -1.0)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._busy: Raw | None = None
@@ -259,12 +302,13 @@ class StagedMover:
                     self.yielded += began - self._yield_at
                 self._yield_at = began if yields else None
                 if yields:
-                    # Only the instance that moved last looks often: the others' movers wait for the turn anyway.
-                    return YIELD_POLL if self._turn else self._poll
+                    # Only the instance that moved last looks often (the others' movers wait for the turn anyway),
+                    # and any instance watching whether the reads paused.
+                    return YIELD_POLL if self._turn or self._none_since is not None else self._poll
                 moved = move_batch(conn, limit=self._batch)
                 self._turn = moved is not None
-                self._staged_seen = (0, -1.0)
-                more = bool(moved) and moved == self._batch and staged_rows(conn) >= self._high_water
+                self._staged_seen = ((0, 0), -1.0)
+                more = bool(moved) and moved == self._batch and self._past_high_water(staged_load(conn))
             finally:
                 with self._lock:
                     self._busy = None
@@ -278,15 +322,25 @@ class StagedMover:
         return rest if moved == self._batch else max(rest, _SETTLE)
 
     def _yields(self, conn: Raw, now: float) -> bool:
-        """Whether to leave the staged rows for now: a read was at work within :data:`QUIET` seconds, the staged rows
-        are under the high water, and the mover at work has not yielded for :data:`YIELD_MAX` in a row."""
+        """Whether to leave the staged rows for now: its looks found a read at work, then none for less than
+        :data:`QUIET` seconds of looks at most :data:`_WATCH_GAP` apart (a fresh look's time, not the step's: see
+        ``_none_since``), the staged rows are under the high water, and the mover at work has not yielded for
+        :data:`YIELD_MAX` in a row."""
         if self._yield_max <= 0:
             return False
-        if reads_at_work(conn) > 0:
-            self._read_seen = now
-        elif now - self._read_seen >= QUIET:
-            self._yielding_since = None
-            return False
+        found = reads_at_work(conn) > 0
+        looked = time.monotonic()
+        if found:
+            self._read_seen = looked
+            self._none_since = None
+        else:
+            if self._none_since is None or looked - self._looked > _WATCH_GAP:
+                self._none_since = looked
+            if looked - self._none_since >= QUIET or looked - self._read_seen >= _READS_GONE:
+                self._looked = looked
+                self._yielding_since = None
+                return False
+        self._looked = looked
         if self._yielding_since is None:
             self._yielding_since = now
         elif self._turn and now - self._yielding_since >= self._yield_max:
@@ -295,10 +349,15 @@ class StagedMover:
             # every so often kept 0.75 sessions at work in the HNSW graphs during a burst of writes).
             self._yielding_since = None
             return False
-        count, at = self._staged_seen
+        load, at = self._staged_seen
         if at < 0 or now - at >= _RECOUNT:
-            count = staged_rows(conn)
-            self._staged_seen = (count, now)
-        if count == 0:
+            load = staged_load(conn)
+            self._staged_seen = (load, now)
+        if load[0] == 0:
             return False
-        return count < self._high_water
+        return not self._past_high_water(load)
+
+    def _past_high_water(self, load: tuple[int, int]) -> bool:
+        """Whether ``load`` (staged rows, the most of one agent) is past the store's or one agent's high water."""
+        total, most = load
+        return total >= self._high_water or most >= self._agent_high_water

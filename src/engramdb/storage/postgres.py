@@ -73,6 +73,7 @@ from engramdb.storage._deferred import Deferred
 from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
+from engramdb.storage._pg_analyze import PENDING_LIST_LIMIT
 from engramdb.storage._pg_copy import copy_rows
 from engramdb.storage._pg_giveway import give_way
 from engramdb.storage._pg_schema import LOCK_AUDIT, LOCK_BACKGROUND, LOCK_META_CLASS, LOCK_VECTOR_INDEX, migrate
@@ -160,9 +161,14 @@ def _configure(conn: Raw) -> None:
     scans: the dimension check of every vector write (``dim < ? OR dim > ?``, empty for the real
     values) became a sequential scan of ``vectors`` (seconds per write at 1M memories, bench/scale_pg.py).
     Planning each execution costs well under a millisecond.
+
+    Its writes merge the keyword indexes' pending lists once they pass
+    :data:`~engramdb.storage._pg_analyze.PENDING_LIST_LIMIT`: the writers clean what they add, not the searching
+    processes (see :mod:`engramdb.storage._pg_analyze`).
     """
     register_vector(conn)
     conn.execute("SET plan_cache_mode = force_custom_plan")
+    conn.execute(f"SET gin_pending_list_limit = '{PENDING_LIST_LIMIT}'")
 
 
 class PostgresBackend:
@@ -369,7 +375,8 @@ class PostgresBackend:
         """See :meth:`Dialect.background_turn`: an advisory lock held until the commit.
 
         One background vector write at a time per store, and (schema step 6) only while the staged vectors are
-        fewer than :data:`~engramdb.storage._pg_staging.STAGED_CAP`: searches scan them exactly, so their cost
+        fewer than :data:`~engramdb.storage._pg_staging.AGENT_CAP` for every agent (and
+        :data:`~engramdb.storage._pg_staging.STAGED_CAP` in all): a search scans its agent's exactly, so its cost
         stays bounded while the mover catches up; the worker's queue grows meanwhile and its next batch takes more
         at once (memories waiting there are stored and keyword-searchable). Without a mover at work the wait ends
         after :data:`~engramdb.storage._pg_staging.ROOM_WAIT` seconds.
