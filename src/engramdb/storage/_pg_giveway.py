@@ -1,7 +1,7 @@
 """Bulk writes that give way to searches on a PostgreSQL store, for a bounded share of their own time.
 
 On a server with few cores, a burst of ``remember_many`` batches from several processes takes the cores searches
-need: at 1M memories with 4 writer processes, searches took 4-5x their idle time even with the vector mover kept
+need: searches during several writer processes ran at a multiple of their idle time even with the vector mover kept
 out of the way, waiting for the writers' COPYs, the keyword indexes' upkeep and the writer processes' own Python
 (bench/RESULTS.md, issue 26, fifth and sixth rounds of writes). So before a bulk write (a batch of more than one new
 memory), a writer looks whether reads are at work on the store's database (:func:`~._pg_staging.reads_at_work`:
@@ -32,7 +32,7 @@ WAIT_MAX: Final = 5.0
 #: How often a waiting write looks whether the reads ended, seconds (a catalog read each time).
 POLL: Final = 0.1
 #: Looks before a write finds no read at work, and the pause between them, seconds: a client searching without pause
-#: spends a fifth to a third of its time in its own code between statements, where one look would miss it.
+#: spends part of its time in its own code between statements, where one look would miss it (bench/RESULTS.md).
 LOOKS: Final = 3
 LOOK_GAP: Final = 0.01
 #: Seconds after a read was last seen within which a write's wait takes the searches to go on without looking first
