@@ -518,7 +518,7 @@ def parse_config(text: str) -> RecommendConfig:
         k, v = kv.split("=") if "=" in kv else (kv, "")
         if k.startswith("change_"):
             flag = k in ("change_scan", "change_undiscounted", "change_effective_n", "change_restore")
-            change[k[7:]] = v if k == "change_scope" else (v == "1" if flag else float(v))
+            change[k[7:]] = v if k in ("change_scope", "change_clock") else (v == "1" if flag else float(v))
         elif k.startswith("cp_"):  # Bayesian change points instead of the change rule
             points[k[3:]] = v if k == "cp_scope" else float(v)
         elif k == "rl":  # run lengths with their defaults

@@ -585,7 +585,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     overrides: dict[str, Any] = {
         # learned_horizons=25:10:60: a tuple; calibration=learned: the learned horizon's tables (sixth round)
-        k: tuple(map(float, v.split(":"))) if ":" in v else v if k == "calibration" else float(v)
+        k: tuple(map(float, v.split(":")))
+        if ":" in v
+        else v
+        if k in ("calibration", "change_scope", "change_clock")
+        else float(v)
         for k, v in items
         if k != "rl" and k[:3] != "rl_"
     }

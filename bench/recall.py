@@ -191,7 +191,9 @@ class Corpus:
 BENCH_ATTRS = frozenset({"ask_now", "fold", "clause_head"})
 
 #: Searcher attributes that are counts (``--variant`` reads every value as a float).
-INT_ATTRS = frozenset({"relative_counted", "session_free", "depth", "keyword_depth", "related_depth", "related_most"})
+INT_ATTRS = frozenset(
+    {"relative_counted", "told_times", "session_free", "depth", "keyword_depth", "related_depth", "related_most"}
+)
 
 #: Weights of turns by a speaker the question does not name, measured as extra engramdb rows (``--speaker``).
 SPEAKER: tuple[float, ...] = ()

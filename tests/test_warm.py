@@ -6,8 +6,11 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from engramdb import Engram
@@ -120,3 +123,41 @@ def test_an_open_that_fails_leaves_no_table_builder_running(tmp_path: Path) -> N
         env=env, capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     assert out.stdout.split("\n")[-2] == "[]"
+
+
+def _warmed_up() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "engramdb-warm-retrieval":
+            thread.join(timeout=60)
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_warm_open_loads_the_model_before_the_first_search(tmp_path: Path, warm: bool) -> None:
+    """The query embedding's model is read by the warm-up (a fresh process's first search paid 0.7-1.2 s for it),
+    and not by a one-shot open."""
+    with Engram(tmp_path / "s", embedder="static", warm=warm) as mem:
+        _warmed_up()
+        inner = mem.embedder.inner  # type: ignore[attr-defined]
+        assert (inner._table is not None) is warm
+        assert [h.memory.content for h in mem.search("anything", agent="ops")] == []
+
+
+class _Counting:
+    """A user's own embedder with no ``load`` (a remote one, say): the warm-up must never call it."""
+
+    model_id = "counting-3"
+    dim = 3
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.calls += 1
+        return np.ones((len(texts), 3), dtype=np.float32) / np.sqrt(3)
+
+
+def test_the_warm_up_never_calls_an_embedder_it_cannot_load(tmp_path: Path) -> None:
+    counting = _Counting()
+    with Engram(tmp_path / "s", embedder=counting):
+        _warmed_up()
+        assert counting.calls == 0

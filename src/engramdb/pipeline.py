@@ -42,6 +42,7 @@ from engramdb.knowledge.dedupe import DedupePlan, merge_changes, plan_batch
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
+from engramdb.retrieval.timeref import with_told_time
 from engramdb.storage.base import Filter, Store
 from engramdb.transfers import TransferWrites
 from engramdb.vectorqueue import VectorQueue
@@ -161,6 +162,10 @@ class WritePipeline:
                 raise ValidationError(f"tags has too many entries with the key's tag (the limit is {check.MAX_TAGS})")
             metadata = check.metadata({**metadata, "key": key})
         at = check.event_time(item.get("at"))
+        occurred = now if at is None else at
+        content = check.content(item.get("content"))
+        # "yesterday" said on the 15th: the event of the 14th, found once here rather than at every search.
+        metadata = with_told_time(metadata, content, said=occurred)
         successes = check.non_negative(item.get("successes", 0.0), what="successes")
         attempts = check.non_negative(item.get("attempts", 0.0), what="attempts")
         if successes > attempts:
@@ -169,10 +174,10 @@ class WritePipeline:
             id=new_id(),
             user=check.scope(item.get("user"), what="user"),
             session=check.scope(item.get("session"), what="session"),
-            occurred_at=now if at is None else at,
+            occurred_at=occurred,
             agent=check.agent_or_default(agent, self._settings),
             kind=check.kind(item.get("kind", "knowledge")),
-            content=check.content(item.get("content")),
+            content=content,
             tags=tags,
             metadata=metadata,
             created_at=now,

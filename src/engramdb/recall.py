@@ -10,11 +10,12 @@ services that read whole selections (exports, retention, analytics): not audited
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from engramdb import _validate as check
 from engramdb._access import AccessBatch, FlushedAudit
@@ -64,6 +65,19 @@ def _warm_retrieval() -> None:
         related_words("warm")
         find_time("last saturday", reference=utcnow())
         _warmed.set()
+
+
+def _model_loader(embedder: object) -> Callable[[], object] | None:
+    """The ``load`` of a local model under ``embedder``'s wrappers (its first embedding would read it: 0.1-0.3 s of
+    CPU, bench/RESULTS.md, issue 27, ninth round); None for a remote one (a warm-up never calls out)."""
+    for _ in range(4):  # a few wrappers deep (the cache's ``inner``), never a cycle
+        load = getattr(embedder, "load", None)
+        if callable(load):
+            return cast("Callable[[], object]", load)
+        embedder = getattr(embedder, "inner", None)
+        if embedder is None:
+            return None
+    return None
 
 
 def scope_filter(
@@ -130,6 +144,7 @@ class Recall:
         settle: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._embedder = embedder
         self._settle = settle
         self._settings = settings
         self._audit = audit
@@ -153,7 +168,7 @@ class Recall:
     def _warm(self) -> None:
         """What the first search would start itself (bench/RESULTS.md, first2): this instance's keyword workers
         and access writer (each thread's start costs the first search ~1-3 ms when the open's other warm-up holds
-        the interpreter). Best effort: closed meanwhile, nothing is started."""
+        the interpreter), then the query model. Best effort: closed meanwhile, nothing is started."""
         if self._background.stopping:
             return
         try:
@@ -161,7 +176,13 @@ class Recall:
             if self._accesses is not None:
                 self._accesses.start()
         except RuntimeError:
-            pass  # closed meanwhile: the pool takes no new work
+            return  # closed meanwhile: the pool takes no new work
+        load = _model_loader(self._embedder)
+        if load is not None and not self._background.stopping:
+            # Every search needs the model (unlike the date tables): a first search meeting this load waits for
+            # its end, as it would have loaded it itself. A model that cannot load is reported by that search.
+            with contextlib.suppress(Exception):
+                load()
 
     @property
     def weights(self) -> RankingWeights:

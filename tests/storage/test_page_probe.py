@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engramdb.storage import _btree_pages
 from engramdb.storage._btree_pages import SAMPLE_EVERY, WARM_AFTER, PageHints, thread_reads
@@ -71,10 +73,10 @@ def test_a_sampled_probe_rearms_the_hints_once_pages_left_the_cache(tmp_path: Pa
     try:
         _warm_up(hints)
         evict(tmp_path)
-        asked = [hints.ahead("memories", _KEYS) for _ in range(SAMPLE_EVERY)]
-        assert sum(1 for a in asked if a > 0) == 1  # the sampled call found them out and asked
-        assert not hints.warm
-        assert hints.ahead("memories", _KEYS) >= 0  # re-armed: every call probes (these pages are in flight now)
+        calls = [(hints.ahead("memories", _KEYS), hints.warm) for _ in range(SAMPLE_EVERY)]
+        # The sampled call (or an earlier one, had this thread read from the disk meanwhile) found them out, asked
+        # and re-armed the probe; the calls after it probe, and may ask again while those reads are under way.
+        assert any(asked > 0 and not warm for asked, warm in calls)
         _read_all(tmp_path / "engram.db")
         _warm_up(hints)  # and warm again once the probes find them cached
     finally:
@@ -120,5 +122,29 @@ def test_closing_forgets_the_warm_state(tmp_path: Path) -> None:
         hints.close()
         assert not hints.warm
         assert hints.ahead("memories", _KEYS) == 0
+    finally:
+        conn.close()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.one_of(st.just(-1), st.just(0), st.integers(1, 3 * SAMPLE_EVERY)), min_size=1, max_size=8))
+def test_after_any_history_pages_that_left_the_cache_are_asked_for_within_a_sample(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[int]
+) -> None:
+    """Whatever came before (calls while cached, evictions, reads back), once the pages leave the cache one of the
+    next SAMPLE_EVERY calls asks for them; no call raises or asks for pages that are cached at a probe."""
+    folder = tmp_path_factory.mktemp("probe")
+    conn, hints = _store(folder / "engram.db")
+    try:
+        for step in steps:
+            if step == -1:  # behind the hints' back
+                evict(folder)
+                asked = [hints.ahead("memories", _KEYS) for _ in range(SAMPLE_EVERY)]
+                assert any(a > 0 for a in asked)
+                assert all(a >= 0 for a in asked)
+            elif step == 0:
+                _read_all(folder / "engram.db")
+            else:
+                assert all(hints.ahead("memories", _KEYS) >= 0 for _ in range(step))
     finally:
         conn.close()

@@ -79,6 +79,13 @@ class ChangeRule:
     #: change (of the action, or of any action for the cut of ``scope="all"``), down to ``keep`` (None: cut at once).
     #: A false alarm then costs little, a true change is forgotten as the outcomes since it accumulate.
     fade: float | None = None
+    #: Whose outcomes age the test's weights: ``"neighbourhood"`` (every later similar outcome, as the posterior's
+    #: horizon) or ``"action"`` (only the action's own later outcomes). With the neighbourhood's clock a stale
+    #: favourite that is no longer chosen keeps fading, its test loses the weight it needs, and its old record counts
+    #: again (the flicker: bench/RESULTS.md, issue 25, item 11, sixth round); on its own clock its record stands
+    #: still while it is not chosen, so a detected change stays detected for that action only, while an action that
+    #: is chosen ages nearly as before. The posterior keeps the neighbourhood's clock. Ignored with ``undiscounted``.
+    clock: str = "neighbourhood"
 
     def __post_init__(self) -> None:
         if not self.window > 0 or not self.z > 0 or not 0.0 <= self.keep <= 1.0 or self.scope not in ("action", "all"):
@@ -89,6 +96,8 @@ class ChangeRule:
             raise ValueError("change rule: fade must be at least 1 (or None)")
         if self.horizon is not None and not self.horizon >= 1.0:
             raise ValueError("change rule: horizon must be at least 1 (or None)")
+        if self.clock not in ("neighbourhood", "action"):
+            raise ValueError("change rule: clock must be neighbourhood or action")
 
 
 def change_discounts(

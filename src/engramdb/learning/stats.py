@@ -52,6 +52,7 @@ __all__ = [
     "Prior",
     "RunLengths",
     "change_discounts",
+    "change_test_weights",
     "changepoint_weights",
     "credible_interval",
     "credible_intervals",
@@ -205,6 +206,33 @@ def discount_weights(
     return [float(x) for x in out]
 
 
+def change_test_weights(
+    items: Sequence[Evidence], *, now: datetime, half_life_days: float | None, horizon: float | None, clock: str
+) -> list[float]:
+    """The recency discount of each piece of evidence in the change test: :func:`discount_weights` over all
+    ``items`` (``clock="neighbourhood"``), or over each action's own items (``clock="action"``: only the action's own
+    later outcomes age it; see ``ChangeRule.clock``)."""
+    if clock == "neighbourhood":
+        return discount_weights(
+            [e.at for e in items], [e.relevance for e in items], now=now, half_life_days=half_life_days, horizon=horizon
+        )
+    out = [1.0] * len(items)
+    groups: dict[str, list[int]] = {}
+    for i, e in enumerate(items):
+        groups.setdefault(e.action, []).append(i)
+    for idx in groups.values():
+        own = discount_weights(
+            [items[i].at for i in idx],
+            [items[i].relevance for i in idx],
+            now=now,
+            half_life_days=half_life_days,
+            horizon=horizon,
+        )
+        for i, w in zip(idx, own, strict=True):
+            out[i] = w
+    return out
+
+
 def posteriors(
     evidence: Iterable[Evidence],
     *,
@@ -243,14 +271,14 @@ def posteriors(
     if change is not None and items:
         undiscounted = isinstance(change, ChangeRule) and change.undiscounted
         tested = discounts
-        if isinstance(change, ChangeRule) and change.horizon is not None and not undiscounted:
-            # The test's own, longer memory (see ChangeRule.horizon); the posterior keeps its discount.
-            tested = discount_weights(
-                [e.at for e in items],
-                [e.relevance for e in items],
-                now=now,
-                half_life_days=half_life_days,
-                horizon=change.horizon,
+        if (
+            isinstance(change, ChangeRule)
+            and not undiscounted
+            and (change.horizon is not None or change.clock != "neighbourhood")
+        ):
+            # The test's own memory (ChangeRule.horizon, ChangeRule.clock); the posterior keeps its discount.
+            tested = change_test_weights(
+                items, now=now, half_life_days=half_life_days, horizon=change.horizon or horizon, clock=change.clock
             )
         weights = [min(1.0, e.relevance) * (1.0 if undiscounted else d) for e, d in zip(items, tested, strict=True)]
         args = ([e.action for e in items], [e.success for e in items], weights, [e.at.timestamp() for e in items])

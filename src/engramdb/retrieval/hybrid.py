@@ -20,6 +20,7 @@ from engramdb.embeddings.base import Embedder
 from engramdb.embeddings.profile import profile_of
 from engramdb.embeddings.query import QueryCache
 from engramdb.models import Hit, Memory
+from engramdb.retrieval.amounts import AMOUNT_WEIGHT, asked_amount, weigh_amounts
 from engramdb.retrieval.collapse import collapse
 from engramdb.retrieval.context import (
     ASSISTANT_WEIGHT,
@@ -54,6 +55,7 @@ from engramdb.retrieval.timeref import (
     TIME_ONLY_WEIGHT,
     TIME_WEIGHT,
     counted_back,
+    event_time_of,
     find_time,
     relative_words,
     weigh_by_time,
@@ -137,6 +139,11 @@ class HybridSearcher:
         #: See :data:`engramdb.retrieval.timeref.RELATIVE_WEIGHT` (1: as any word) and ``EVENT_WEIGHT`` (0: off).
         self.relative_weight = RELATIVE_WEIGHT
         self.event_weight = EVENT_WEIGHT
+        #: See :data:`engramdb.retrieval.amounts.AMOUNT_WEIGHT`; 0 turns it off.
+        self.amount_weight = AMOUNT_WEIGHT
+        #: Compare a question's window with the time a memory was said (0), the time its own words date its event to
+        #: (:func:`engramdb.retrieval.timeref.told_time`; 1), or whichever lies nearer (2).
+        self.told_times = 2
         #: Both only for phrases that count back ("a week ago"; True), or for any relative phrase (False).
         self.relative_counted = True
         #: The time as a bonus (True) or as a factor on relevance (False); bench/RESULTS.md measures both.
@@ -277,7 +284,9 @@ class HybridSearcher:
             and (self.session_weight > 0 or self.session_repeat < 1)
             and any(session_key(m) is not None for m in memories.values())
         )
-        if linked or spoken or grouped or window is not None:
+        # "How many rare items do I have?": answered by "my 57 rare records", not by "a collection of rare items".
+        amount = asked_amount(query) if self.amount_weight > 0 else frozenset[str]()
+        if linked or spoken or grouped or window is not None or amount:
             # Conversation turns: a turn below the head may rise with its neighbour or past an assistant's
             # reply, or one of the day the question names, so read them all.
             reach = fused[: max(_SPREAD, limit)]
@@ -289,10 +298,23 @@ class HybridSearcher:
                     # "a week ago" of a past conversation: its answer was said as "today" on that day.
                     texts = {m.id: m.content for m in memories.values()}
                     reach = weigh_reported_events(reach, texts, weight=self.event_weight)
+                # "yesterday" said on the 15th: the event of the 14th (found when the memory was written); a question
+                # may name either day ("what did Maria share on 16 June?" is the day it was said).
                 when = {m.id: m.occurred_at for m in memories.values()}
+                told = (
+                    {m.id: event_time_of(m.occurred_at, m.metadata) for m in memories.values()}
+                    if self.told_times
+                    else {}
+                )
+                if self.told_times == 1:
+                    when, told = told, {}
                 # "what did I do last Saturday?": no other words to go by, so the time decides.
                 weight = self.time_weight if query_terms(window.rest) else max(self.time_weight, TIME_ONLY_WEIGHT)
-                reach = weigh_by_time(reach, when, window, weight=weight, additive=self.time_additive)
+                reach = weigh_by_time(reach, when, window, weight=weight, additive=self.time_additive, told=told)
+            if amount:
+                texts = {m.id: m.content for m in memories.values()}
+                topic = frozenset(terms) - form_words(query) - amount
+                reach = weigh_amounts(reach, texts, amount, weight=self.amount_weight, topic=topic)
             if spoken:
                 roles = {m.id: m.metadata.get(ROLE_KEY) for m in memories.values()}
                 reach = weigh_speakers(reach, roles, query=query, weight=self.assistant_weight)

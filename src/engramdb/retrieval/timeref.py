@@ -14,6 +14,10 @@ week" and "in May" the calendar week or month, "two weeks ago" the week around t
 A phrase that counts back ("a week ago", "10 days ago"; :func:`counted_back`) says when, not what: its words
 count for little as evidence (:data:`RELATIVE_WEIGHT`), and a memory that tells an event on the day it was said
 ("today", "yesterday"; :func:`reports_event`) is the likelier answer (:data:`EVENT_WEIGHT`).
+
+A memory's own words date its event too: "yesterday" said on the 15th happened on the 14th (:func:`told_time`). That
+time is found once, when the memory is written, and kept in its metadata (:data:`TOLD_KEY`, :func:`with_told_time`);
+a question's window is compared with it instead of the day the memory was said (:func:`event_time_of`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from engramdb.retrieval.ranking import Fused
 
@@ -32,15 +36,19 @@ __all__ = [
     "RELATIVE_WEIGHT",
     "TIME_ONLY_WEIGHT",
     "TIME_WEIGHT",
+    "TOLD_KEY",
     "TimeSpan",
     "TimeWindow",
     "counted_back",
+    "event_time_of",
     "find_time",
     "nearness",
     "relative_words",
     "reports_event",
+    "told_time",
     "weigh_by_time",
     "weigh_reported_events",
+    "with_told_time",
 ]
 
 #: What a candidate inside the question's time gains, against fused relevance in [0, 1] (bench/RESULTS.md,
@@ -63,6 +71,14 @@ RELATIVE_WEIGHT = 0.0
 EVENT_WEIGHT = 0.1
 
 Unit = Literal["day", "week", "weekend", "month", "season", "year"]
+
+#: The metadata key of the time a memory's own words date its event to (:func:`told_time`; ISO 8601), set when
+#: it is written. ``occurred_at`` stays the time it was said: ``as_of`` filters by that, so a turn said on the 15th
+#: about the 14th is not seen as of the 14th.
+TOLD_KEY: Final = "told_at"
+#: The units a memory's phrase may date its event by. A month, season or year is no date of an event: its middle
+#: would be further from the event than the day it was told, often.
+_TOLD_UNITS: frozenset[Unit] = frozenset({"day", "weekend", "week"})
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = (
@@ -137,6 +153,22 @@ _RELATIVE = re.compile(
 _REPORTS = re.compile(
     rf"(?<!\w)(?:today|yesterday|tonight|last\s+(?:night|week|weekend|month|{_WD})|this\s+(?:morning|afternoon|evening))\b"
 )
+#: Substrings one of which a phrase naming another day than the one said needs (lowercased text); else a month's
+#: name with a day's number (:data:`_MONTH_DAY`).
+_TOLD_HINTS = ("yesterday", "tomorrow", " ago", " back", "earlier", "last ", "past ", "previous", "next ", "weekend",
+               *_WEEKDAYS, "/19", "/20", "-19", "-20")  # fmt: skip
+_HINT = re.compile(
+    "|".join(re.escape(h) for h in _TOLD_HINTS) + rf"|\b(?:{_MO})\s+\d|\d(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MO})\b"
+)
+_MONTH_DAY = re.compile(rf"\b(?:{_MO})\s+\d|\d(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MO})\b")
+#: The found phrases that may name a day, weekend or week (the rest, "today", "last month", "in 2020", are not
+#: resolved at all).
+_TOLD_PHRASE = re.compile(
+    rf"yesterday|tomorrow|night|\b(?:days?|weeks?)\s+(?:ago|back|earlier)|\bweek(?:end)?\b|{_WD}|\d[/-]\d"
+    rf"|\d.*\b(?:{_MO})\b|\b(?:{_MO})\b.*\d",
+    re.IGNORECASE,
+)
+_BARE_WEEKDAY = re.compile(rf"(?:on\s+)?(?:{_WD})", re.IGNORECASE)
 _DAYS_AGO = re.compile(rf"(?<!\w){_NUM}\s+days?\s+ago\b")
 _REPORT_HINTS = ("today", "yesterday", "tonight", "last", "this morning", "this afternoon", "this evening")
 _AGO = re.compile(r"\b(?:ago|back|earlier)$", re.IGNORECASE)
@@ -262,6 +294,7 @@ def weigh_by_time(
     *,
     weight: float = TIME_WEIGHT,
     additive: bool = True,
+    told: Mapping[str, datetime] | None = None,
 ) -> list[Fused]:
     """Candidates re-weighed by how near their event time (``when``, by id) lies to the question's window.
 
@@ -269,9 +302,13 @@ def weigh_by_time(
     (a question like "what did I do last Saturday" has no other words to go by). Multiplicative: a candidate
     keeps ``1 - weight * (1 - nearness)`` of its relevance. Either way, a candidate of unknown time counts as
     far, and if no candidate is near the window nothing changes: the question names a time the store holds
-    nothing of, and its words alone should decide.
+    nothing of, and its words alone should decide. ``told``: a second time of some candidates (when their words
+    date the event they tell, :func:`told_time`); the nearer of the two counts.
     """
     near = {f.id: nearness(when[f.id], window) for f in fused if f.id in when}
+    for memory_id, at in (told or {}).items():
+        if memory_id in near:
+            near[memory_id] = max(near[memory_id], nearness(at, window))
     if not any(v > 0.0 for v in near.values()):
         return list(fused)
     if additive:
@@ -309,6 +346,80 @@ def reports_event(text: str) -> bool:
     if " ago" in low and _DAYS_AGO.search(low) is not None:
         return True
     return any(h in low for h in _REPORT_HINTS) and _REPORTS.search(low) is not None
+
+
+def told_time(text: str, *, said: datetime) -> datetime | None:
+    """When the event ``text`` tells happened, by its own words counted from ``said`` (naive: UTC): "yesterday" said on
+    the 15th is the 14th, "last Saturday" that Saturday, "two weeks ago" the day 14 days back (the middle of each
+    phrase's interval). None when its words name no day, weekend or week other than the one it was said in ("today",
+    "this week"): the time it was said stands. The first such phrase decides; it is after ``said`` only when the
+    words look forward ("tomorrow", "next Friday"). Never raises on any text.
+
+    Run on every memory written, so it is kept cheap (bench/RESULTS.md, issue 21 ninth round): a few substring
+    tests first, then the phrases only of the kinds that can name another day, and the library only until one does.
+    """
+    ref = said if said.tzinfo is not None else said.replace(tzinfo=UTC)
+    head = text[:_MAX_CHARS]
+    low = head.lower()
+    if not any(h in low for h in _TOLD_HINTS) and not (
+        any(m in low for m in _MONTHS) and _MONTH_DAY.search(low) is not None
+    ):
+        return None
+    future = _FUTURE.search(head) is not None
+    for phrase in _phrases_near(head, low):
+        if _TOLD_PHRASE.search(phrase) is None:
+            continue
+        span = _resolve(phrase, ref, future=future)
+        if span is None or span.unit not in _TOLD_UNITS or span.start <= ref < span.end:
+            continue
+        if _BARE_WEEKDAY.fullmatch(phrase) is not None and span.start.weekday() == ref.weekday():
+            # "I went for a jog on Saturday" said on a Saturday: that day, not the one a week before.
+            continue
+        return span.start + (span.end - span.start) / 2
+    return None
+
+
+def _phrases_near(head: str, low: str) -> Iterator[str]:
+    """The time phrases of ``head`` (``low``: it lowercased) near a hint, in order: the full scan only of stretches
+    around them (scanning a whole turn with the phrases' long alternation was most of the cost)."""
+    reach = 48  # longer than any phrase's part before or after its hint
+    stretches: list[list[int]] = []
+    for hint in _HINT.finditer(low):
+        start, end = max(0, hint.start() - reach), hint.end() + reach
+        if stretches and start <= stretches[-1][1]:
+            stretches[-1][1] = end
+        else:
+            stretches.append([start, end])
+    seen = -1
+    for start, end in stretches:
+        for match in _FIND.finditer(head, start, end):
+            if match.start() > seen:
+                seen = match.end()
+                yield match.group(0)
+
+
+def with_told_time(metadata: Mapping[str, Any], text: str, *, said: datetime) -> dict[str, Any]:
+    """``metadata`` with the time ``text``'s words date its event to (:data:`TOLD_KEY`), if they do and the caller
+    did not set the key."""
+    out = dict(metadata)
+    if TOLD_KEY not in out:
+        told = told_time(text, said=said)
+        if told is not None:
+            out[TOLD_KEY] = told.isoformat()
+    return out
+
+
+def event_time_of(occurred_at: datetime, metadata: Mapping[str, Any]) -> datetime:
+    """When a memory's event happened: the time its words date it to (:data:`TOLD_KEY`), else ``occurred_at``. A
+    value that is no ISO 8601 time (a caller's own key) is ignored."""
+    told = metadata.get(TOLD_KEY)
+    if isinstance(told, str):
+        try:
+            when = datetime.fromisoformat(told)
+        except ValueError:
+            return occurred_at
+        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return occurred_at
 
 
 def weigh_reported_events(fused: Sequence[Fused], texts: Mapping[str, str], *, weight: float) -> list[Fused]:

@@ -17,7 +17,6 @@ other pages. What SQLite reads, and so every answer, is unchanged.
 from __future__ import annotations
 
 import os
-import resource
 import sqlite3
 import struct
 import threading
@@ -28,6 +27,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from engramdb.storage._arrays import np
+
+try:
+    import resource as _resource
+except ImportError:  # not POSIX: no per-thread read counts (the probe re-arms on samples and idle gaps only)
+    _resource = None  # type: ignore[assignment]
 from engramdb.storage._readahead import Pace, Span, read_spans
 from engramdb.storage._sqlite_files import connect_read_only
 
@@ -232,11 +236,11 @@ IDLE_SECONDS: Final = 10.0
 
 def thread_reads() -> int:
     """Blocks the calling thread has read from the disk so far (page-cache hits do not count); 0 where unknown."""
-    who = getattr(resource, "RUSAGE_THREAD", None)
+    who = getattr(_resource, "RUSAGE_THREAD", None)
     if who is None:
         return 0
     try:
-        return int(resource.getrusage(who).ru_inblock)
+        return int(_resource.getrusage(who).ru_inblock)
     except (OSError, ValueError):
         return 0
 
