@@ -36,6 +36,8 @@ bench/_learning_rec.py's overrides (``change_z=1.5``, ``recent_horizon=3``, ...)
         --rescore results/learning_calibration_s6_learned_tables.json    # sixth round: dumps stated by other tables
     python bench/learning_drift.py --seeds 3 --config rl_scope=all      # seventh round: run lengths (a posterior)
     python bench/learning_drift.py --merge R1.json D1.json --given-at 0.7           # pooled, scored at a threshold
+    python bench/learning_drift.py --seeds 3 --decompose --dump D.json --config change_clock=action  # eighth round
+    python bench/_drift_buckets.py 0.685 dev D.json   # the eighth round's buckets: neighbourhood, evidence, stale
 
 Each summary's ``given_at_95`` is the lowest stated confidence from which the settled recommendations are right 95%
 of the time, with right and given / precision there (abstaining to reach the precision target): read it on dev and

@@ -1,5 +1,7 @@
 """The keyword channel's term frequencies on PostgreSQL come from a sample of the store (``_pg_terms``), on a real
-server: rare words the planner's statistics do not list are told apart, and the rarest one selects the rows ranked.
+server: rare words the planner's statistics do not list are told apart, and the rarest one selects the rows ranked
+from their ``tsv`` (a search over every agent, and other agents' open rows; a reader's own rows are ranked from the
+postings, test_pg_memory_terms.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def test_the_rarest_unlisted_word_selects_the_rows_ranked(postgres_server: PgSer
         store.memories.add([*fillers, *commoner, *rare], None, model_id=MODEL, actor="t")
     _analyze(url)
     with open_postgres(url, keyword_rank_rows=20) as store:  # fresh: statistics are cached a minute
-        found = store.search.keyword_candidates(["alpha", "omega"], Filter(agent="alice"), limit=10)
+        found = store.search.keyword_candidates(["alpha", "omega"], Filter(agent=None), limit=10)
         sample = store.search.lexemes.last  # type: ignore[attr-defined]
     # "alpha" comes first in the question, but "omega" is rarer: only its rows are selected (40 alpha rows are over
     # the budget of 20; ranked by the planner's tie, they were the newest 20 alpha rows).
@@ -78,7 +80,7 @@ def test_selected_rows_always_match_the_rarest_term(postgres_server: PgServer, c
         store.memories.add(ms, None, model_id=MODEL, actor="t")
     _analyze(url)
     with open_postgres(url, keyword_rank_rows=budget) as store:
-        found = store.search.keyword_candidates(words, Filter(agent="alice"), limit=200)
+        found = store.search.keyword_candidates(words, Filter(agent=None), limit=200)
     by_id = {m.id: m for m in ms}
     rarest = min(counts)
     holders = {w for w, n in zip(words, counts, strict=True) if n == rarest}

@@ -1,7 +1,7 @@
 """How the PostgreSQL channels run their statements changes their cost, never their answers (bench/RESULTS.md, issue 26,
-fifth round): the keyword statement is one part per arm of the visibility rule (the reader's own rows, the others it
-may see), and a vector search runs prepared on a generic plan. Both are checked here against the forms they replaced,
-on a store with public rows, shares, users and kinds, over filters, words, depths and the ranking budget."""
+fifth round): the keyword statement's part for other agents brings their open rows (its ranking is checked against
+FTS5's BM25 in test_pg_memory_terms.py), and a vector search runs prepared on a generic plan, checked here against
+the custom one on a store with public rows, shares, users and kinds, over filters and depths."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from hypothesis import strategies as st
 from pg_server import FILTERS, PgServer, graph_and_exact
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
-import engramdb.storage._pg_search as pg_search
-from engramdb.storage._filters import FilterSQL
 from engramdb.storage.base import Candidate, Filter, Store
 from engramdb.storage.postgres import PgSearch, open_postgres
 
@@ -44,29 +42,6 @@ def _answer(found: list[Candidate]) -> list[tuple[str, float, object, object]]:
         (c.id, c.score, c.memory, None if c.vector is None else c.vector.tolist())  # type: ignore[union-attr]
         for c in found
     ]
-
-
-def _one_arm(flt: Filter, f: FilterSQL, *, indexed: bool) -> list[tuple[str, str, str, tuple[object, ...]]]:
-    """The statement before the arms: the whole visibility rule OR-ed in one scan of ``memories``."""
-    return [("memories m", "m", f.where, f.params)]
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    flt=FILTERS,
-    words=st.sampled_from((["alpha"], ["beta", "delta"], ["note"], ["epsilon", "gamma"], ["nothing"])),
-    limit=st.sampled_from((1, 5, 50)),
-    budget=st.sampled_from((20, 500)),
-)
-def test_keyword_arms_answer_as_one_scan(
-    stores: tuple[Store, Store], monkeypatch: pytest.MonkeyPatch, flt: Filter, words: list[str], limit: int, budget: int
-) -> None:
-    # Budget 20: common words are over it (the newest matches ranked); 500: every match ranked.
-    search = PgSearch(stores[0].search._backend, exact_search_below=0, keyword_rank_rows=budget)  # type: ignore[attr-defined]
-    arms = search.keyword_candidates(words, flt, limit=limit)
-    with monkeypatch.context() as patch:
-        patch.setattr(pg_search, "_visible_arms", _one_arm)
-        assert _answer(arms) == _answer(search.keyword_candidates(words, flt, limit=limit))
 
 
 def test_the_other_agents_part_brings_their_open_rows(stores: tuple[Store, Store]) -> None:

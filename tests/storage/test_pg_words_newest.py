@@ -1,6 +1,6 @@
-"""An over-budget keyword search on PostgreSQL ranks the reader's newest matches of its rarest term, walked through
-``memory_words_agent_rid`` (schema step 10): a store made before the step gets the index, the answers are the newest
-matches of that reader among interleaved agents, and the statement's planner setting stays inside its statement."""
+"""A keyword search on PostgreSQL ranks each term's newest postings among the reader's rows (since schema step 11,
+from ``memory_terms``); a store made before step 10 gets ``memory_words_agent_rid``, the answers are the newest
+matches of that reader among interleaved agents, and the pooled connection keeps the server's planner settings."""
 
 from __future__ import annotations
 
@@ -35,17 +35,18 @@ def test_a_store_made_before_the_step_gets_the_index(postgres_server: PgServer) 
 
 def test_an_over_budget_search_ranks_the_readers_newest_matches(postgres_server: PgServer) -> None:
     url = postgres_server.new_database()
-    # Three agents' rows interleaved, every one matching "deploy": the store's statistics put the word over budget.
+    # Three agents' rows interleaved, every one matching "deploy": each term reads its newest 40 of the reader's.
     ms = [
         memory(f"deploy step {i} ran", agent=AGENTS[i % 3],
                at=NOW + timedelta(seconds=i))
         for i in range(450)
     ]  # fmt: skip
-    with open_postgres(url, keyword_rank_rows=40) as store:
+    with open_postgres(url) as store:
         store.memories.add(ms, None, model_id=MODEL, actor="t")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE")
-    with open_postgres(url, keyword_rank_rows=40) as store:  # fresh: the statistics are cached a minute
+    with open_postgres(url) as store:  # fresh: the statistics are cached a minute
+        store.search.term_postings = 40  # type: ignore[attr-defined]
         for agent in AGENTS:
             found = store.search.keyword_candidates(["deploy", "step"], Filter(agent=agent), limit=10)
             own = [m for m in ms if m.agent == agent]

@@ -12,7 +12,8 @@ fixed-width UTC ISO strings and JSON the same compact text, so rows decode with 
 same code on both backends. What differs:
 
 * keywords: a generated ``tsvector`` column (English stemming, content and tags) with a GIN index, copied with the
-  columns an agent's keyword search filters on to ``memory_words`` (step 8, kept in step by triggers);
+  columns an agent's keyword search filters on to ``memory_words`` (step 8, kept in step by triggers), and its
+  lexemes with their counts to ``memory_terms`` (step 11: BM25 postings);
 * vectors: a dimensionless ``vector`` column; an HNSW index needs a fixed dimension, so one
   partial expression index per (model, dimension) is created when that pair is first
   written (see ``PostgresBackend._ensure_vector_index``) and recorded in ``vector_indexes``;
@@ -72,6 +73,7 @@ _OUR_TABLES: Final = (
     "meta",
     "vectors_staged",
     "memory_words",
+    "memory_terms",
 )
 
 
@@ -378,6 +380,78 @@ CREATE INDEX IF NOT EXISTS memory_words_agent_rid ON memory_words (agent, rid);
 ANALYZE memory_words;
 """
 
+# The keyword channel ranks by BM25 (FTS5's form, as the embedded store does) from postings: ``memory_terms`` holds
+# one row per (memory, lexeme) with the lexeme's count in it (``tf``) and the memory's length (``dl``, its lexemes'
+# positions), keyed by (agent, lexeme, rid) with both counts in the index, so a reader's matches of a term are
+# ranked from an index-only range scan instead of reading and ranking each matched row's ``tsv`` (100k store, 40
+# questions: 105 against 840 buffers, 1.5 against 4-6 ms; bench/RESULTS.md, issue 26, eighth round). Other agents'
+# public and shared rows (few) are ranked from their ``tsv`` by ``engram_bm25``, the same formula, summed in the
+# query's lexeme order as the postings' statement sums them (so equal rows score equal to the bit). The triggers of
+# step 8 keep the postings in step in the writing statement; an update rewrites a memory's postings only when its
+# words or its agent changed. Frequent autovacuum keeps the new postings' pages all-visible (index-only scans).
+_V11_MEMORY_TERMS = """
+CREATE FUNCTION engram_doc_length(doc tsvector) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(sum(coalesce(array_length(x.positions, 1), 1)), 0)::integer FROM unnest(doc) x
+$$;
+CREATE FUNCTION engram_bm25_part(idf double precision, tf integer, dl integer, mean_length double precision)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT idf * (tf::double precision * 2.2::double precision)
+        / (tf::double precision + 1.2::double precision
+           * (0.25::double precision + 0.75::double precision * dl::double precision / mean_length))
+$$;
+CREATE FUNCTION engram_bm25(doc tsvector, lexemes text[], idf double precision[], mean_length double precision)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(sum(engram_bm25_part(q.idf, coalesce(array_length(x.positions, 1), 1), d.dl, mean_length)
+                        ORDER BY q.n), 0)
+    FROM (SELECT engram_doc_length(doc) AS dl) d, unnest(doc) x
+        JOIN unnest(lexemes, idf) WITH ORDINALITY AS q (lexeme, idf, n) ON q.lexeme = x.lexeme
+$$;
+CREATE TABLE memory_terms (
+    agent  text NOT NULL,
+    lexeme text NOT NULL,
+    rid    bigint NOT NULL,
+    tf     integer NOT NULL,
+    dl     integer NOT NULL
+) WITH (autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_vacuum_scale_factor = 0.02);
+INSERT INTO memory_terms (agent, lexeme, rid, tf, dl)
+    SELECT w.agent, x.lexeme, w.rid, coalesce(array_length(x.positions, 1), 1), w.dl
+    FROM (SELECT rid, agent, tsv, engram_doc_length(tsv) AS dl FROM memory_words OFFSET 0) w, unnest(w.tsv) x;
+ALTER TABLE memory_terms ADD CONSTRAINT memory_terms_pkey PRIMARY KEY (agent, lexeme, rid) INCLUDE (tf, dl);
+CREATE OR REPLACE FUNCTION engram_memory_words_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO memory_words (rid, agent, kind, user_id, valid_until, tsv)
+        SELECT n.rid, n.agent, n.kind, n.user_id, n.valid_until, n.tsv FROM added n;
+    INSERT INTO memory_terms (agent, lexeme, rid, tf, dl)
+        SELECT n.agent, x.lexeme, n.rid, coalesce(array_length(x.positions, 1), 1), n.dl
+        FROM (SELECT a.rid, a.agent, a.tsv, engram_doc_length(a.tsv) AS dl FROM added a OFFSET 0) n, unnest(n.tsv) x;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE FUNCTION engram_memory_words_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memory_words w USING removed o WHERE w.rid = o.rid;
+    DELETE FROM memory_terms t USING removed o, unnest(o.tsv) x
+        WHERE t.agent = o.agent AND t.lexeme = x.lexeme AND t.rid = o.rid;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE FUNCTION engram_memory_words_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE memory_words SET agent = NEW.agent, kind = NEW.kind, user_id = NEW.user_id, valid_until = NEW.valid_until,
+        tsv = NEW.tsv WHERE rid = NEW.rid;
+    IF NEW.tsv IS DISTINCT FROM OLD.tsv OR NEW.agent IS DISTINCT FROM OLD.agent THEN
+        DELETE FROM memory_terms t USING unnest(OLD.tsv) x
+            WHERE t.agent = OLD.agent AND t.lexeme = x.lexeme AND t.rid = OLD.rid;
+        INSERT INTO memory_terms (agent, lexeme, rid, tf, dl)
+            SELECT NEW.agent, x.lexeme, NEW.rid, coalesce(array_length(x.positions, 1), 1), engram_doc_length(NEW.tsv)
+            FROM unnest(NEW.tsv) x;
+    END IF;
+    RETURN NULL;
+END
+$$;
+ANALYZE memory_terms;
+"""
+
 #: Every schema step, in order. Append only.
 MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=1, description="memories, keyword index, vectors, history, shares, meta", script=_V1),
@@ -390,6 +464,7 @@ MIGRATIONS: Final[tuple[PgMigration, ...]] = (
     PgMigration(version=8, description="the keyword columns in a narrow table", script=_V8_MEMORY_WORDS),
     PgMigration(version=9, description="HNSW graphs in half precision", script=_V9_HALF_GRAPHS),
     PgMigration(version=10, description="keyword copies by agent, newest first", script=_V10_WORDS_NEWEST),
+    PgMigration(version=11, description="keyword postings with term and row lengths (BM25)", script=_V11_MEMORY_TERMS),
 )
 
 #: The schema version this code writes and understands.

@@ -24,6 +24,7 @@ from engramdb.storage._checks import as_unit_rows
 from engramdb.storage._codecs import MEMORY_COLUMNS, shared_row_to_memory
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_analyze import StatisticsKeeper
+from engramdb.storage._pg_keywords import KEYWORD_TERM_POSTINGS, Bm25Query, bm25_query, own_scores_sql, tsquery_text
 from engramdb.storage._pg_nearest import (
     VectorPlan,
     from_rows,
@@ -40,7 +41,6 @@ from engramdb.storage._pg_sql import (
     filter_sql,
     open_rows,
     pg_statement,
-    tsquery_sql,
 )
 from engramdb.storage._pg_staging import WRITE_READ
 from engramdb.storage._pg_terms import LexemeSample
@@ -74,16 +74,14 @@ _CARRIED_VECTOR: Final = (
 #: 0.42 / 0.35 / 0.32: ``ts_rank_cd`` has no inverse document frequency, and leaving common terms out of the
 #: selection stands in for it. Ranking 500 rows took 13 ms at 1M (load 13).
 KEYWORD_RANK_ROWS: Final = 500
-#: ``random_page_cost`` of an over-budget keyword statement (see :meth:`PgSearch.keyword_candidates`): a page read out
-#: of order costs about what a page in order does once the store's pages are cached. Measured at 1.26M memories (77
-#: over-budget statements of 100 searches, alternated, identical answers): the slowest 97.5 against 282.9 ms, at most
-#: 14,540 against 73,680 buffers, mean 29.8 against 35.2 ms (bench/RESULTS.md, issue 26, seventh round).
-_CACHED_PAGE_COST: Final = "1.1"
 #: The HNSW search breadth (``hnsw.ef_search``) at least, on a graph of :data:`_EF_SCALE_ROWS` vectors; a deeper
 #: search raises it to its ``limit``. Measured on the partitioned store (bench/scale_pg.py, 100k memories over 10
 #: agents, an agent's graph of 20k vectors, depth 50, 40 questions): ef 64 gave recall@10 0.983 (agent + kind 0.973),
 #: 100 0.995 (0.988), 150 1.0 (0.995), with 1,385 buffers read at 100 against 3,273 at 400.
 MIN_EF_SEARCH: Final = 100
+#: Of the reader's own matches, the best ``limit`` x this many are tested against the rest of the filter first (the
+#: embedded store's head: ``_sqlite_search``); all of them only when fewer than ``limit`` of those pass.
+_KEYWORD_HEAD_FACTOR: Final = 4
 #: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
 #: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
 _INDEXED_READER_ROWS: Final = 20_000
@@ -101,47 +99,6 @@ _MAX_EF_SEARCH: Final = 1000
 def _as_array(value: Any) -> npt.NDArray[np.float32]:
     """A pgvector value as numbers (pgvector >= 0.3 loads a Vector object, older releases a numpy array)."""
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
-
-
-#: The reader's own matches are read from ``memory_words`` (schema step 8) alone when the filter tests no column beyond
-#: its copies (agent, kind, user, validity); otherwise it is joined to ``memories`` for the rest of the filter.
-_WORDS_ALONE: Final = "memory_words m"
-_WORDS_JOINED: Final = "memory_words w JOIN memories m ON m.rid = w.rid"
-
-
-def _narrow(flt: Filter) -> bool:
-    """Whether ``flt`` tests only columns ``memory_words`` copies (besides the reader's visibility)."""
-    return (
-        not flt.tags
-        and flt.ids is None
-        and flt.created_after is None
-        and flt.created_before is None
-        and flt.sessions is None
-        and not flt.metadata
-        and flt.as_of is None
-    )
-
-
-def _visible_arms(flt: Filter, f: FilterSQL, *, indexed: bool) -> list[tuple[str, str, str, tuple[Any, ...]]]:
-    """``flt``'s WHERE clause as disjoint parts whose union it admits, each with the rows it reads (a FROM list) and
-    the alias of their ``rid`` and ``tsv``: the reader's own rows (from ``memory_words``), then the rows of other agents
-    it may see (one part when the filter names no reader, or only the reader's own rows)."""
-    if flt.agent is None:
-        return [("memories m", "m", f.where, f.params)]
-    rest = filter_sql(replace(flt, agent=None))
-    source, alias = (_WORDS_ALONE, "m") if _narrow(flt) else (_WORDS_JOINED, "w")
-    own = (source, alias, f"{alias}.agent = ? AND {rest.where}", (flt.agent, *rest.params))
-    if not flt.include_shared:
-        return [own]
-    return [
-        own,
-        (
-            "memories m",
-            "m",
-            f"m.agent <> ? AND {open_rows(indexed=indexed)} AND {rest.where}",
-            (flt.agent, flt.agent, *rest.params),
-        ),
-    ]
 
 
 class PgSearch:
@@ -165,6 +122,9 @@ class PgSearch:
         #: Lexeme frequencies from a sample of the store (see :mod:`._pg_terms`).
         self.lexemes = LexemeSample(backend.reading)
         self._terms = TermStats(budget_rows=keyword_rank_rows, sample=self.lexemes)
+        #: A question term's postings among the reader's own rows ranked at most, newest first (see
+        #: :mod:`._pg_keywords`).
+        self.term_postings = KEYWORD_TERM_POSTINGS
         #: Vector searches on prepared generic plans (see :meth:`_vector_rows`); False plans each one for its values.
         self.generic_vector_plans = True
         #: Runs ANALYZE when a bulk load left the planner's statistics behind (see :mod:`._pg_analyze`).
@@ -175,100 +135,62 @@ class PgSearch:
         self._models.invalidate()
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
-        """Full-text candidates matching any of ``terms``, best ``ts_rank_cd`` first (higher is better).
+        """Full-text candidates matching any of ``terms``, best BM25 first (FTS5's form, higher is better).
 
-        Ranking reads every selected row, so its cost grows with the matches of the query's
-        commonest terms. Once the table has statistics, terms select rows rarest first while their
-        estimated matches among the rows the reader may see stay within :data:`KEYWORD_RANK_ROWS`
-        together (frequencies from :attr:`lexemes`, a sample of the store); the other terms only add
-        to the rank of what these select (a term in that many rows says little about relevance).
-        When even the rarest term is over that budget, its newest :data:`KEYWORD_RANK_ROWS` matches
-        are ranked. Without statistics (small stores, before the first ANALYZE) every match is ranked.
+        The reader's own matches are ranked from the keyword postings (``memory_terms``, see :mod:`._pg_keywords`):
+        the terms the embedded store would keep, each term's newest :attr:`term_postings` postings among the
+        reader's rows. Other agents' public and shared matches (and a search over every agent) are ranked from their
+        ``tsv`` with the same formula; there ranking reads each row, so terms select those rows rarest first while
+        their estimated matches among the rows the reader may see stay within :data:`KEYWORD_RANK_ROWS` together
+        (frequencies from :attr:`lexemes`); when even the rarest term is over that budget, its newest
+        :data:`KEYWORD_RANK_ROWS` matches are ranked. The other terms still add to the score of what these select.
         """
-        query = tsquery_sql(terms)
-        if query is None or limit <= 0:
+        unique = [t for t in dict.fromkeys(terms) if t and t.strip()]
+        if not unique or limit <= 0:
             return []
-        expr, term_params = query
         with self._backend.reading() as conn:
             self.statistics.check(conn)
-            chosen, over_budget = self._terms.selecting(conn, term_params, scope=self._scope(conn, flt))
-            # Matches come from the keyword index. With the index keyed by agent (schema step 4, on ``memory_words``
-            # since step 8), the reader's own matches come from one scan of it, others' public and shared ones from
-            # their indexes: only the reader's matches are read. Without it, a reader with few memories has its
-            # visible rows gathered from indexes and intersected with the matches; the bitmap of a reader with many
-            # costs more than testing the matches one by one (at 1M, an agent's 100k rows: 52 ms, and the keyword p50
-            # went 65 -> 106 ms; at 100k, 10k rows: 16 -> 14 ms; bench/scale_pg.py).
+            sample = self.lexemes.current(conn, self._terms.total_rows(conn))
+            query = bm25_query(unique, self._terms.lexemes_of(conn, unique), sample=sample)
+            if query is None:
+                return []
+            # Others' matches come from the keyword index of ``memories``. Without the index keyed by agent, a
+            # reader with few memories has its visible rows gathered from indexes and intersected with the matches;
+            # the bitmap of a reader with many costs more than testing the matches one by one (bench/scale_pg.py).
             few = flt.agent is not None and (
                 self._terms.agent_words(conn) or self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
             )
             f = filter_sql(flt, indexed=few)
-            arms = _visible_arms(flt, f, indexed=few)
-            select = tsquery_sql(chosen) if chosen != term_params else query
-            assert select is not None
             # Each candidate's vector of the store's model comes with it (read for the LIMIT's rows only, in its
             # agent's partition): hybrid search needs a keyword-only hit's cosine, one more round trip otherwise.
             model = self._models.current(conn)
             model_id = model.model_id if model is not None else None
-            # One part per arm of the visibility rule, each sorted and cut, then merged: the reader's own matches
-            # come from its keyword index alone, so each matched row's ``tsv`` is read once (to rank it). With the
-            # arms OR-ed in one scan, every row fetched was tested against the query again before ranking: twice the
-            # detoasting (1,498 against 1,058 buffers, 8.5-11.7 against 4.3-6.7 ms for 389 rows at 100k). Each part
-            # yields row numbers and ranks only: the memories' columns are read for the ``limit`` best.
+            others = self._rows_part(conn, flt, f, unique, query, few=few, limit=limit)
+            scored = [q for q in (self._own_part(flt, query, limit), others) if q is not None]
+            own = [p for part in scored[:1] if part[2] for p in part[1]]
+            ctes = [part[0] for part in scored if part[2]]
+            parts = " UNION ALL ".join(part[0] for part in scored if not part[2]) or ""
+            # Each part yields row numbers and scores only: the memories' columns are read for the ``limit`` best.
             outer = f"{_CARRIED_VECTOR}, {f.shared_by}, {f.shared_at}, {MEMORY_COLUMNS}"
-            outer_params = (model_id, model_id, *f.shared_by_params, *f.shared_at_params)
-            if not over_budget:
-                # Expressions inline (not a CTE): the planner folds them to constants and uses the GIN index. The
-                # subqueries of the outer list run for the LIMIT's rows only.
-                parts = " UNION ALL ".join(
-                    f"(SELECT {a}.rid, ts_rank_cd({a}.tsv, {expr}) AS rank FROM {source} "
-                    f"WHERE {a}.tsv @@ {select[0]} AND {where} ORDER BY rank DESC, {a}.rid LIMIT ?)"
-                    for source, a, where, _ in arms
-                )
-                statement = (
-                    f"SELECT m.id, t.rank, {outer} FROM (SELECT h.rid, h.rank FROM ({parts}) h "
-                    "ORDER BY h.rank DESC, h.rid LIMIT ?) t JOIN memories m ON m.rid = t.rid "
-                    "ORDER BY t.rank DESC, t.rid"
-                )
-                params: tuple[Any, ...] = (
-                    *outer_params,
-                    *(p for *_, where_params in arms for p in (*term_params, *select[1], *where_params, limit)),
-                    limit,
-                )
-            else:
-                # The newest matches ranked, then the rows of the top ``limit`` read (not of every ranked match).
-                parts = " UNION ALL ".join(
-                    f"(SELECT {a}.rid, {a}.tsv FROM {source} WHERE {a}.tsv @@ {select[0]} AND {where} "
-                    f"ORDER BY {a}.rid DESC LIMIT ?)"
-                    for source, a, where, _ in arms
-                )
-                statement = (
-                    f"WITH hits AS (SELECT h.rid, h.tsv FROM ({parts}) h ORDER BY h.rid DESC LIMIT ?), "
-                    f"top AS (SELECT h.rid, ts_rank_cd(h.tsv, {expr}) AS rank FROM hits h "
-                    "ORDER BY rank DESC, h.rid LIMIT ?) "
-                    f"SELECT m.id, t.rank, {outer} FROM top t JOIN memories m ON m.rid = t.rid "
-                    "ORDER BY t.rank DESC, t.rid"
-                )
-                params = (
-                    *(p for *_, where_params in arms for p in (*select[1], *where_params, self._rank_rows)),
-                    self._rank_rows,
-                    *term_params,
-                    limit,
-                    *outer_params,
-                )
+            union = " UNION ALL ".join(
+                [*(["(SELECT o.rid, o.score FROM own_best o)"] if ctes else []), *([parts] if parts else [])]
+            )
+            statement = (
+                (f"WITH {ctes[0]} " if ctes else "")
+                + f"SELECT m.id, t.score, {outer} FROM (SELECT h.rid, h.score FROM ({union}) h "
+                "ORDER BY h.score DESC, h.rid LIMIT ?) t JOIN memories m ON m.rid = t.rid ORDER BY t.score DESC, t.rid"
+            )
+            params: tuple[Any, ...] = (
+                *own,
+                model_id,
+                model_id,
+                *f.shared_by_params,
+                *f.shared_at_params,
+                *(p for part in scored if not part[2] for p in part[1]),
+                limit,
+            )
             # Binary results: a vector's text form costs the server ~0.5 ms to print (PostgresBackend.fetch_vectors).
-            if not over_budget:
-                rows = conn.execute(pg_statement(statement), params, binary=True).fetchall()
-            else:
-                # The newest matches of the reader's own rows come from ``memory_words_agent_rid`` (schema step 10),
-                # walked backwards. Costed at the server's default 4 for a page out of order, the planner walked the
-                # primary key through every agent's rows instead: 70-74k rows for a common word at 1.26M memories,
-                # 280-490 ms, the searches' slowest statements. A store's pages are in memory while it is searched, so
-                # the statement is planned as for cached pages (local to the pipeline's implicit transaction); same
-                # rows, as they are ordered by a unique key.
-                with conn.pipeline():
-                    conn.execute("SELECT set_config('random_page_cost', %s, true)", (_CACHED_PAGE_COST,))
-                    cur = conn.execute(pg_statement(statement), params, binary=True)
-                rows = cur.fetchall()
+            rows = conn.execute(pg_statement(statement), params, binary=True).fetchall()
         return [
             Candidate(
                 row[0],
@@ -279,6 +201,67 @@ class PgSearch:
             )
             for row in rows
         ]
+
+    def _own_part(self, flt: Filter, query: Bm25Query, limit: int) -> tuple[str, tuple[Any, ...], bool] | None:
+        """The reader's own best matches as CTEs ending in ``own_best`` (rid, score), with their parameters.
+
+        Scored from the postings alone, then the filter is tested on the best ``4 x limit`` (the embedded store's
+        head): when fewer than ``limit`` of them pass and more rows matched, on every match instead (one statement:
+        the second form runs only when the first fell short).
+        """
+        if flt.agent is None:
+            return None
+        rest = filter_sql(replace(flt, agent=None))
+        where = f"m.agent = ? AND {rest.where}"
+        head = limit * _KEYWORD_HEAD_FACTOR
+        sql_text = (
+            f"own AS MATERIALIZED ({own_scores_sql()}), "
+            "own_head AS (SELECT o.rid, o.score FROM (SELECT rid, score FROM own ORDER BY score DESC, rid LIMIT ?) o "
+            f"JOIN memories m ON m.rid = o.rid WHERE {where} ORDER BY o.score DESC, o.rid LIMIT ?), "
+            "own_enough AS (SELECT (SELECT count(*) FROM own_head) >= ? OR (SELECT count(*) FROM own) <= ? AS ok), "
+            "own_best AS ((SELECT rid, score FROM own_head WHERE (SELECT ok FROM own_enough)) UNION ALL "
+            f"(SELECT o.rid, o.score FROM own o JOIN memories m ON m.rid = o.rid WHERE {where} "
+            "AND NOT (SELECT ok FROM own_enough) ORDER BY o.score DESC, o.rid LIMIT ?))"
+        )
+        params = (
+            query.mean_length, list(query.lexemes), list(query.idf), flt.agent, self.term_postings,
+            head, flt.agent, *rest.params, limit,
+            limit, head,
+            flt.agent, *rest.params, limit,
+        )  # fmt: skip
+        return sql_text, params, True
+
+    def _rows_part(
+        self, conn: Raw, flt: Filter, f: FilterSQL, terms: Sequence[str], query: Bm25Query, *, few: bool, limit: int
+    ) -> tuple[str, tuple[Any, ...], bool] | None:
+        """Other agents' visible matches (or, with no reader, every agent's), found by the keyword index of
+        ``memories`` and ranked from their postings: a part yielding (rid, score), with its parameters; None when the
+        reader sees only its own rows."""
+        if flt.agent is not None and not flt.include_shared:
+            return None
+        if flt.agent is None:
+            where, where_params = f.where, f.params
+        else:
+            rest = filter_sql(replace(flt, agent=None))
+            where = f"m.agent <> ? AND {open_rows(indexed=few)} AND {rest.where}"
+            where_params = (flt.agent, flt.agent, *rest.params)
+        chosen, over_budget = self._terms.selecting(conn, terms, scope=self._scope(conn, flt))
+        stems = self._terms.lexemes_of(conn, chosen)
+        select = tsquery_text(list(dict.fromkeys(x for t in chosen for x in stems.get(t, ()))) or query.lexemes)
+        newest = f"ORDER BY m.rid DESC LIMIT {int(self._rank_rows)}" if over_budget else ""
+        # Each row's counts come from its postings (an index probe per question lexeme): the same numbers, summed
+        # in the same order, as the reader's own rows get; a row's ``tsv`` is never read (ranking it there in SQL
+        # took ~0.3 ms a row).
+        sql_text = (
+            "(SELECT x.rid, s.score FROM (SELECT m.rid, m.agent FROM memories m "
+            f"WHERE m.tsv @@ ?::tsquery AND {where} {newest}) x "
+            "CROSS JOIN LATERAL (SELECT sum(engram_bm25_part(q.idf, p.tf, p.dl, coalesce(?::float8, p.dl::float8)) "
+            "ORDER BY q.n) AS score FROM unnest(?::text[], ?::float8[]) WITH ORDINALITY AS q (lexeme, idf, n) "
+            "JOIN memory_terms p ON p.agent = x.agent AND p.lexeme = q.lexeme AND p.rid = x.rid) s "
+            "WHERE s.score IS NOT NULL ORDER BY s.score DESC, x.rid LIMIT ?)"
+        )
+        params = (select, *where_params, query.mean_length, list(query.lexemes), list(query.idf), limit)
+        return sql_text, params, False
 
     def _scope(self, conn: Raw, flt: Filter) -> float:
         """The fraction of the store's rows a keyword search of ``flt`` may read (its own and the open ones)."""

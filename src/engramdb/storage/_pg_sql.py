@@ -169,7 +169,7 @@ class TermStats:
         sample = self._sample.current(conn, self._total) if self._sample is not None else None
         if not rows and sample is None:
             return tuple(terms), False
-        lexemes = self._lexemes_of(conn, terms)
+        lexemes = self.lexemes_of(conn, terms)
         unlisted = self._unlisted
         if sample is not None:
             estimates = {t: min(sample.rows(x) for x in lexemes[t]) * scope for t in terms if lexemes.get(t)}
@@ -256,7 +256,8 @@ class TermStats:
             self._agents, self._other_agent, self._agent_words = agents, other_agent, agent_words
         return estimates
 
-    def _lexemes_of(self, conn: Raw, terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    def lexemes_of(self, conn: Raw, terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Each of ``terms`` with its stems as the keyword index holds them (``to_tsvector``; cached)."""
         with self._lock:
             known = {t: self._lexemes[t] for t in terms if t in self._lexemes}
         missing = [t for t in terms if t not in known]

@@ -44,16 +44,20 @@ _SAMPLE_SQL: Final = (
     "SELECT word, ndoc FROM ts_stat(format('SELECT tsv FROM memories TABLESAMPLE SYSTEM (%%s) REPEATABLE (7)', "
     "%s::float8)) WHERE ndoc >= 2"
 )
-_SAMPLED_ROWS_SQL: Final = "SELECT count(*) FROM memories TABLESAMPLE SYSTEM (%s) REPEATABLE (7)"
+# The rows sampled and their mean length (lexeme positions, as ``memory_terms.dl`` counts them): BM25's average.
+_SAMPLED_ROWS_SQL: Final = (
+    "SELECT count(*), avg(engram_doc_length(tsv)) FROM memories TABLESAMPLE SYSTEM (%s) REPEATABLE (7)"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class SampledFrequencies:
-    """Lexeme counts in a sample of ``sampled`` memories, of a table of about ``total``."""
+    """Lexeme counts in a sample of ``sampled`` memories, of a table of about ``total``, and their mean length."""
 
     counts: Mapping[str, int]
     sampled: int
     total: float
+    mean_length: float = 0.0
 
     def rows(self, lexeme: str) -> float:
         """About how many memories hold ``lexeme``; one absent from the sample counts as half a sighting."""
@@ -127,4 +131,5 @@ def _take(conn: Raw, total: float) -> SampledFrequencies:
     counts = {str(word): int(n) for word, n in conn.execute(_SAMPLE_SQL, (percent,)).fetchall()}
     row = conn.execute(_SAMPLED_ROWS_SQL, (percent,)).fetchone()
     sampled = int(row[0]) if row is not None else 0
-    return SampledFrequencies(counts, sampled, total)
+    mean = float(row[1]) if row is not None and row[1] is not None else 0.0
+    return SampledFrequencies(counts, sampled, total, mean)

@@ -16,11 +16,14 @@ for the block, so every write of that thread joins the block's transaction while
 other threads keep their own connections.
 
 * keywords: a generated ``tsvector`` (English stemming over content and tags) with a GIN
-  index, and a second one keyed by agent (btree_gin) for an agent's own matches; terms are
-  OR-ed and ranked by ``ts_rank_cd`` (higher is better). Ranking reads every
-  selected row, so on a large store the terms' frequencies (a sample of the store, ``_pg_terms``)
-  decide which terms select rows: the rarest ones, up to about ``KEYWORD_RANK_ROWS`` of the reader's
-  matches together; commoner terms only add to the rank (see :meth:`PgSearch.keyword_candidates`).
+  index, and each memory's lexemes as postings (``memory_terms``, schema step 11: the lexeme's count in the memory
+  and the memory's length, keyed by agent and lexeme); terms are OR-ed and ranked by BM25 as FTS5 computes it (the
+  embedded store's ranking, higher is better; ``_pg_keywords``): a reader's own matches from the postings' index
+  alone, other agents' public and shared matches found by the GIN index and scored from their postings. Document
+  counts and the mean length come from a sample of the store (``_pg_terms``); the terms kept are the embedded
+  store's (the rarest, while their document counts fit its budget), each reading at most its newest
+  ``term_postings`` postings of the reader; others' open rows are selected by the rarest terms, up to about
+  ``KEYWORD_RANK_ROWS`` (see :meth:`PgSearch.keyword_candidates`).
 * vectors: pgvector ``<=>`` cosine distance, score ``1 - distance``. The table is hash-partitioned by agent
   (schema step 5), each partition with its own HNSW graph per model: an agent's search reads its partition's graph
   (``v.agent = reader`` prunes to it) and, apart, the other agents' public and shared rows, exactly when they are

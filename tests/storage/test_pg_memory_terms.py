@@ -1,0 +1,214 @@
+"""The keyword channel's postings on PostgreSQL (schema step 11, ``memory_terms``): kept in step with ``memories`` by
+every write, a store made before the step migrates in place, and the channel's scores are BM25 of FTS5's form (the
+embedded store's), computed here in Python from each memory's ``tsv``: equal to the bit, under every filter form, for
+the reader's own rows (from the postings) and the others it may see (from their ``tsv``)."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pg_server import FILTERS, PgServer, graph_and_exact, old_store
+from storage_helpers import MODEL, NOW, memory, unit_vectors
+
+from engramdb.storage import _pg_schema
+from engramdb.storage._pg_keywords import bm25_query, fts5_idf, tsquery_text
+from engramdb.storage._pg_sql import filter_sql
+from engramdb.storage.base import Filter, Store
+from engramdb.storage.postgres import PgSearch, open_postgres
+
+_WORDS = ("alpha", "beta", "gamma", "delta", "harbor", "violin")
+AGENTS = ("agent-0", "agent-1", "agent-2")
+# The postings against each memory's own words: rows of either side without the other, or whose counts differ.
+_DRIFT = (
+    "SELECT count(*) FROM memory_terms t FULL JOIN (SELECT m.agent, x.lexeme, m.rid, "
+    "coalesce(array_length(x.positions, 1), 1) AS tf, engram_doc_length(m.tsv) AS dl "
+    "FROM memories m, unnest(m.tsv) x) d "
+    "ON (d.agent, d.lexeme, d.rid) = (t.agent, t.lexeme, t.rid) "
+    "WHERE t.rid IS NULL OR d.rid IS NULL OR (t.tf, t.dl) IS DISTINCT FROM (d.tf, d.dl)"
+)
+
+
+def _drift(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(_DRIFT).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _bm25(store: Store, url: str, terms: list[str], flt: Filter, limit: int) -> list[tuple[str, float]]:
+    """The top ``limit`` (id, score) by BM25 as FTS5 computes it, in Python over the visible rows' ``tsv``, with the
+    store's own sample (document counts, rows, mean length) and stems."""
+    search = store.search
+    assert isinstance(search, PgSearch)
+    with search._backend.reading() as conn:  # type: ignore[attr-defined]
+        query = bm25_query(terms, search._terms.lexemes_of(conn, terms), sample=search.lexemes.last)
+    if query is None:
+        return []
+    f = filter_sql(flt)
+    words: dict[tuple[int, str], dict[str, int]] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        sql = (
+            "SELECT m.rid, m.id, x.lexeme, coalesce(array_length(x.positions, 1), 1) FROM memories m, unnest(m.tsv) x "
+            f"WHERE {f.where.replace('?', '%s')}"
+        )
+        for rid, memory_id, lexeme, tf in conn.execute(sql, f.params).fetchall():
+            words.setdefault((int(rid), str(memory_id)), {})[str(lexeme)] = int(tf)
+    scored = []
+    for (rid, memory_id), counts in words.items():
+        if not any(x in counts for x in query.lexemes):
+            continue
+        dl = float(sum(counts.values()))
+        mean = query.mean_length if query.mean_length is not None else dl
+        score: float | None = None
+        for lexeme, idf in zip(query.lexemes, query.idf, strict=True):
+            if lexeme in counts:
+                tf = float(counts[lexeme])
+                part = idf * (tf * 2.2) / (tf + 1.2 * (0.25 + 0.75 * dl / mean))
+                score = part if score is None else score + part
+        assert score is not None
+        scored.append((-score, rid, memory_id))
+    return [(memory_id, -neg) for neg, _, memory_id in sorted(scored)[:limit]]
+
+
+@pytest.fixture(scope="module")
+def analysed(postgres_server: PgServer) -> Any:
+    """300 memories over 3 agents (public rows, shares, users, kinds, repeated words), analysed, with the lexeme
+    sample taken: the keyword channel weighs terms by their document counts."""
+    url = postgres_server.new_database()
+    ms = [
+        memory(f"{_WORDS[i % 6]} {_WORDS[(i * 7) % 6]} note {i} " + "harbor " * (i % 4), agent=AGENTS[i % 3],
+               kind="knowledge" if i % 2 else "conversation", visibility="public" if i % 13 == 0 else "private",
+               user=None if i % 5 else f"user-{i % 2}", at=NOW + timedelta(seconds=i))
+        for i in range(300)
+    ]  # fmt: skip
+    shares = [([ms[1].id, ms[4].id], "agent-1", "agent-0"), ([ms[2].id, ms[5].id], "agent-2", "*")]
+    with graph_and_exact(url, ms, seed=7, shares=shares) as (store, _):
+        search = store.search
+        with search._backend.reading() as conn:
+            search.lexemes.current(conn, search._terms.total_rows(conn))
+        assert search.lexemes.last is not None
+        assert search.lexemes.last.mean_length > 0
+        yield url, store
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    flt=FILTERS,
+    words=st.sampled_from((["alpha"], ["beta", "harbor"], ["note", "violin"], ["harbor"], ["nothing", "gamma"])),
+    limit=st.sampled_from((1, 5, 50, 300)),
+)
+def test_the_channel_ranks_by_fts5s_bm25(analysed: Any, flt: Filter, words: list[str], limit: int) -> None:
+    url, store = analysed
+    found = [(c.id, c.score) for c in store.search.keyword_candidates(words, flt, limit=limit)]
+    assert found == _bm25(store, url, words, flt, limit)
+
+
+def test_idf_is_fts5s() -> None:
+    assert fts5_idf(1, 100) == math.log(99.5 / 1.5)
+    assert fts5_idf(60, 100) == 1e-6  # in more than half the rows: FTS5's floor
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4), min_size=4, max_size=24),
+    edits=st.lists(st.tuples(st.integers(0, 23), st.sampled_from(("edit", "supersede", "forget", "kind"))), max_size=8),
+)
+def test_every_write_keeps_the_postings_in_step(
+    postgres_server: PgServer, texts: list[list[str]], edits: list[tuple[int, str]]
+) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url) as store:
+        ms = [
+            memory(" ".join(words), agent=f"agent-{i % 3}", tags=(words[0],), at=NOW + timedelta(seconds=i))
+            for i, words in enumerate(texts)
+        ]
+        store.memories.add(ms, unit_vectors(len(ms), seed=3), model_id=MODEL, actor="t")
+        assert _drift(url) == 0
+        gone: set[str] = set()
+        for n, (i, what) in enumerate(edits):
+            target = ms[i % len(ms)]
+            if target.id in gone:
+                continue
+            at = NOW + timedelta(days=1, seconds=n)
+            if what == "forget":
+                store.memories.delete(target.id, actor="t", at=at)
+                gone.add(target.id)
+                continue
+            changes: dict[str, Any] = {
+                "edit": {"content": f"{_WORDS[n % len(_WORDS)]} rewritten {_WORDS[n % len(_WORDS)]}", "tags": ("x",)},
+                "supersede": {"valid_until": at},
+                "kind": {"kind": "episode"},
+            }[what]
+            store.memories.update(target.id, changes, vector=None, model_id=MODEL, actor="t", at=at)
+        store.memories.touch([m.id for m in ms if m.id not in gone], at=NOW + timedelta(days=2))
+        assert _drift(url) == 0
+        for flt in (Filter(agent="agent-1"), Filter(agent="agent-2", include_shared=False), Filter(agent=None)):
+            found = [(c.id, c.score) for c in store.search.keyword_candidates(["alpha", "violin"], flt, limit=10)]
+            assert found == _bm25(store, url, ["alpha", "violin"], flt, 10)
+
+
+def test_a_store_made_before_the_step_migrates_in_place(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    ms = [memory(f"{_WORDS[i % 6]} old note {i} {_WORDS[i % 6]}", agent=f"a{i % 3}") for i in range(60)]
+    old_store(url, step=10, memories=ms, vectors=unit_vectors(60, seed=12), model=MODEL)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('memory_terms')").fetchone() == (None,)
+    with open_postgres(url) as store:
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT version FROM engram_schema").fetchone() == (_pg_schema.SCHEMA_VERSION,)
+            # Every memory's lexemes: its word twice, "old", "note" and its number.
+            assert conn.execute("SELECT count(*), sum(tf), min(dl), max(dl) FROM memory_terms").fetchone() == (
+                240,
+                300,
+                5,
+                5,
+            )
+        assert _drift(url) == 0
+        old = {c.id for c in store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)}
+        assert old == {m.id for i, m in enumerate(ms) if i % 6 == 4 and i % 3 == 1}
+        new = memory("harbor written after the step", agent="a1")
+        store.memories.add([new], None, model_id=MODEL, actor="t")
+        found = store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)
+        assert {c.id for c in found} == old | {new.id}
+        assert _drift(url) == 0
+
+
+def test_a_term_ranks_its_newest_postings_of_the_reader(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    with open_postgres(url) as store:
+        ms = [memory(f"deploy step {i} ran", agent=AGENTS[i % 3], at=NOW + timedelta(seconds=i)) for i in range(90)]
+        store.memories.add(ms, None, model_id=MODEL, actor="t")
+        search = store.search
+        assert isinstance(search, PgSearch)
+        search.term_postings = 7
+        found = search.keyword_candidates(["deploy"], Filter(agent="agent-1", include_shared=False), limit=50)
+        assert [c.id for c in found] == [m.id for m in ms if m.agent == "agent-1"][-7:]
+
+
+@pytest.fixture(scope="module")
+def scratch(postgres_server: PgServer) -> str:
+    return postgres_server.new_database()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lexemes=st.lists(
+        st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=12),
+        min_size=1,
+    )
+)
+def test_a_query_of_stems_matches_exactly_them(scratch: str, lexemes: list[str]) -> None:
+    with psycopg.connect(scratch, autocommit=True) as conn:
+        query = tsquery_text(lexemes)
+        row = conn.execute(
+            "SELECT bool_and(array_to_tsvector(ARRAY[x]) @@ %s::tsquery), "
+            "array_to_tsvector(ARRAY['zz-none-of-them']) @@ %s::tsquery FROM unnest(%s::text[]) x",
+            (query, query, lexemes),
+        ).fetchone()
+    assert row == (True, "zz-none-of-them" in lexemes)
