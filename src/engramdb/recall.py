@@ -70,7 +70,7 @@ def _warm_retrieval() -> None:
 def _model_loader(embedder: object) -> Callable[[], object] | None:
     """The ``load`` of a local model under ``embedder``'s wrappers (its first embedding would read it: 0.1-0.3 s of
     CPU, bench/RESULTS.md, issue 27, ninth round); None for a remote one (a warm-up never calls out)."""
-    for _ in range(4):
+    for _ in range(4):  # a few wrappers deep (the cache's ``inner``), never a cycle
         load = getattr(embedder, "load", None)
         if callable(load):
             return cast("Callable[[], object]", load)
@@ -168,7 +168,7 @@ class Recall:
     def _warm(self) -> None:
         """What the first search would start itself (bench/RESULTS.md, first2): this instance's keyword workers
         and access writer (each thread's start costs the first search ~1-3 ms when the open's other warm-up holds
-        the interpreter). Best effort: closed meanwhile, nothing is started."""
+        the interpreter), then the query model. Best effort: closed meanwhile, nothing is started."""
         if self._background.stopping:
             return
         try:
