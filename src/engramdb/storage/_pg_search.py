@@ -67,12 +67,11 @@ _CARRIED_VECTOR: Final = (
     "COALESCE((SELECT v.embedding FROM vectors v WHERE v.memory_id = m.id AND v.agent = m.agent AND v.model_id = ?), "
     "(SELECT s.embedding FROM vectors_staged s WHERE s.memory_id = m.id AND s.model_id = ?))"
 )
-#: About how many of the reader's matching rows a keyword search ranks at most, once the store has statistics
-#: (keyword_candidates). Chosen against the embedded store's BM25 channel on the same 100k rows (bench/RESULTS.md,
-#: issue 26, fourth round; 60 questions, an agent filter): of its top 10, 0.60 / 0.64 / 0.60 / 0.46 / 0.41 are among
-#: the top 50 here at 100 / 250 / 500 / 1,000 / 2,000 rows (0.38 ranking every match), of its top 50 0.33 / 0.40 /
-#: 0.42 / 0.35 / 0.32: ``ts_rank_cd`` has no inverse document frequency, and leaving common terms out of the
-#: selection stands in for it. Ranking 500 rows took 13 ms at 1M (load 13).
+#: About how many rows found by the keyword index of ``memories`` a keyword search ranks at most, once the store has
+#: statistics: other agents' open rows, or every agent's without a reader (keyword_candidates; a reader's own rows
+#: come from the postings, see :mod:`._pg_keywords`). Chosen in the fourth round (bench/RESULTS.md, issue 26) for
+#: ``ts_rank_cd`` against the embedded store's BM25 on the same 100k rows; each such row now costs an index probe
+#: per question lexeme (its postings).
 KEYWORD_RANK_ROWS: Final = 500
 #: The HNSW search breadth (``hnsw.ef_search``) at least, on a graph of :data:`_EF_SCALE_ROWS` vectors; a deeper
 #: search raises it to its ``limit``. Measured on the partitioned store (bench/scale_pg.py, 100k memories over 10
