@@ -79,6 +79,8 @@ def test_a_store_name_the_file_system_refuses_gets_a_storage_error(tmp_path: Pat
     # A folder name over 255 bytes: the existence check itself raised a raw OSError (ENAMETOOLONG).
     with pytest.raises(StorageError, match="cannot create store directory"):
         open_sqlite(tmp_path / ("w" * 300))
+    with pytest.raises(ValidationError, match="embedded null byte"):
+        open_sqlite(tmp_path / "a\x00b")  # a raw ValueError before
     assert list(tmp_path.iterdir()) == []
 
 

@@ -228,6 +228,8 @@ class SQLiteBackend:
                 directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StorageError(f"cannot create store directory {directory}: {exc.strerror or exc}") from exc
+            except ValueError as exc:  # a NUL character: no file system takes it
+                raise ValidationError(f"store path {str(directory)!r} is not usable: {exc}") from None
             self.path = directory / DB_FILENAME
             check_header(self.path)
             if not check_present(self.path):
