@@ -204,7 +204,8 @@ class PgSearch:
             # cost more than running it (100k, 40 questions alternated, identical answers: 5.9 -> 2.8 ms p50 for an
             # agent, 10.2 -> 6.4 with a kind). Not when others' rows are over budget (their newest first: the plan
             # depends on how common the word is) nor without a reader. Local to the pipeline's implicit transaction.
-            generic = flt.agent is not None and not any(part.newest for part in scored)
+            # Never inside a caller's transaction (atomic()): the setting would last until its end.
+            generic = flt.agent is not None and not any(part.newest for part in scored) and not self._backend.in_write()
             with conn.pipeline():
                 conn.execute(
                     "SELECT set_config('plan_cache_mode', %s, true)",
