@@ -467,6 +467,10 @@ def test_a_failed_export_leaves_no_partial_file(mem: Engram, tmp_path: Path):
     assert list(tmp_path.glob(".out.jsonl.*")) == []
     with pytest.raises(ValidationError, match="cannot write knowledge file"):
         mem.knowledge.export_file(tmp_path / "missing-dir" / "out.jsonl", agent="alice")
+    # A name the file system refuses (found by the API fuzz at a higher count: a raw OSError, ENAMETOOLONG).
+    with pytest.raises(ValidationError, match="cannot write knowledge file"):
+        mem.knowledge.export_file(str(tmp_path / ("word " * 300)), agent="alice")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "store"]  # nothing new
 
 
 # -- merge between agents ------------------------------------------------------------------------------------

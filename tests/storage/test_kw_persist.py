@@ -10,6 +10,7 @@ import json
 import shutil
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -494,66 +495,65 @@ def test_a_store_opened_by_a_relative_path_loads_its_postings_at_open(
         store.close()
 
 
+@pytest.fixture
+def reopened(tmp_path: Path, builds: list[int]) -> Iterator[tuple[Store, threading.Event]]:
+    """A filled store reopened without its warm-up (its postings saved beside it), builds counted from here, and a
+    gate by which a test holds a step of the load up (opened at the end)."""
+    _fill(tmp_path / "s")
+    builds.clear()
+    store = open_sqlite(tmp_path / "s", warm=False)
+    gate = threading.Event()
+    try:
+        store.search.keyword_index.min_memories = 0
+        yield store, gate
+    finally:
+        gate.set()
+        store.close()
+
+
 def test_a_load_that_ends_while_a_search_looks_at_the_store_is_not_followed_by_a_build(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, builds: list[int]
+    reopened: tuple[Store, threading.Event], monkeypatch: pytest.MonkeyPatch, builds: list[int]
 ) -> None:
     # The search found no postings yet, and the load ended before it asked for one: it must use the loaded postings,
     # not start a build (one did under load, a build of seconds at 100k memories: test_a_format_2_file failed so).
-    _fill(tmp_path / "s")
-    builds.clear()
-    store = open_sqlite(tmp_path / "s", warm=False)
-    try:
-        index = store.search.keyword_index
-        index.min_memories = 0
-        gate = threading.Event()
-        real_load, real_size = _kw_index.load_postings, _kw_index.max_rid
+    store, gate = reopened
+    index = store.search.keyword_index
+    real_load, real_size = _kw_index.load_postings, _kw_index.max_rid
 
-        def held(path: Path) -> Any:
-            gate.wait(timeout=30)
-            return real_load(path)
+    def held(path: Path) -> Any:
+        gate.wait(timeout=30)
+        return real_load(path)
 
-        def looked(conn: sqlite3.Connection) -> int:
-            gate.set()  # the load goes on, and ends, while the search looks at the store's size
-            assert index.wait(timeout=30)
-            return real_size(conn)
-
-        monkeypatch.setattr(_kw_index, "load_postings", held)
-        store.search.warm_keywords(tmp_path / "s" / "engram.db")
-        monkeypatch.setattr(_kw_index, "max_rid", looked)
-        _assert_same(*_both(store, ["caroline"], Filter(agent="alice")))
+    def looked(conn: sqlite3.Connection) -> int:
+        gate.set()  # the load goes on, and ends, while the search looks at the store's size
         assert index.wait(timeout=30)
-        assert builds == []
-    finally:
-        gate.set()
-        store.close()
+        return real_size(conn)
+
+    monkeypatch.setattr(_kw_index, "load_postings", held)
+    store.search.warm_keywords(Path(store.location) / "engram.db")
+    monkeypatch.setattr(_kw_index, "max_rid", looked)
+    _assert_same(*_both(store, ["caroline"], Filter(agent="alice")))
+    assert index.wait(timeout=30)
+    assert builds == []
 
 
 def test_a_warm_up_that_looks_at_the_store_after_a_search_loaded_the_postings_starts_no_build(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, builds: list[int]
+    reopened: tuple[Store, threading.Event], monkeypatch: pytest.MonkeyPatch, builds: list[int]
 ) -> None:
     # The warm-up's thread saw no postings, then (a loaded machine) looked at the store's size only after the first
     # search had loaded them and used them: it must not build them anew.
-    _fill(tmp_path / "s")
-    builds.clear()
-    store = open_sqlite(tmp_path / "s", warm=False)
-    try:
-        index = store.search.keyword_index
-        index.min_memories = 0
-        gate = threading.Event()
-        real = _kw_index.connect_read_only
+    store, gate = reopened
+    real = _kw_index.connect_read_only
 
-        def late(path: str) -> sqlite3.Connection:
-            gate.wait(timeout=30)
-            return real(path)
+    def late(path: str) -> sqlite3.Connection:
+        gate.wait(timeout=30)
+        return real(path)
 
-        monkeypatch.setattr(_kw_index, "connect_read_only", late)
-        warm = threading.Thread(target=store.search.warm_keywords, args=(tmp_path / "s" / "engram.db",))
-        warm.start()
-        _assert_same(*_both(store, ["caroline"], Filter(agent="alice")))
-        gate.set()
-        warm.join(timeout=30)
-        assert index.wait(timeout=30)
-        assert builds == []
-    finally:
-        gate.set()
-        store.close()
+    monkeypatch.setattr(_kw_index, "connect_read_only", late)
+    warm = threading.Thread(target=store.search.warm_keywords, args=(Path(store.location) / "engram.db",))
+    warm.start()
+    _assert_same(*_both(store, ["caroline"], Filter(agent="alice")))
+    gate.set()
+    warm.join(timeout=30)
+    assert store.search.keyword_index.wait(timeout=30)
+    assert builds == []

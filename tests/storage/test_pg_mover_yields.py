@@ -189,8 +189,15 @@ def _a_window_of_short_gaps(postgres_server: PgServer, *, turn: bool) -> tuple[i
     holder = psycopg.connect(url)
     try:
         if turn:
-            mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
-            thread.start()
+            # A read surely at work at the mover's first look, and the searches begun before it ends: a mover that never
+            # saw a read takes one look without one for a pause, and under load its first look could come before the
+            # client's first statement (40 rows moved before any search, outside the window the client times).
+            with Read(url, 30), psycopg.connect(url, autocommit=True) as look:
+                _until(lambda: reads_at_work(look) == 1, "the read to be seen")
+                mover = StagedMover(_connections(url), poll=0.05, yield_max=30.0)
+                _until(lambda: mover._read_seen > 0, "the mover to see the read")  # type: ignore[attr-defined]
+                thread.start()
+                _until(lambda: reads_at_work(look) == 2, "the searches to be seen beside the read")
         else:
             # Another mover's batch holds the store's turn when this one first tries (no read at work yet): it loses
             # the turn, and looks once a second (its poll) from then on. The turn is free once it has seen the

@@ -75,6 +75,15 @@ def test_a_file_instead_of_a_directory_is_refused_untouched(tmp_path: Path) -> N
     assert fingerprint(path) == before
 
 
+def test_a_store_name_the_file_system_refuses_gets_a_storage_error(tmp_path: Path) -> None:
+    # A folder name over 255 bytes: the existence check itself raised a raw OSError (ENAMETOOLONG).
+    with pytest.raises(StorageError, match="cannot create store directory"):
+        open_sqlite(tmp_path / ("w" * 300))
+    with pytest.raises(ValidationError, match="embedded null byte"):
+        open_sqlite(tmp_path / "a\x00b")  # a raw ValueError before
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_non_sqlite_engram_db_is_refused_untouched(tmp_path: Path) -> None:
     (tmp_path / DB_FILENAME).write_bytes(b"this is not a database at all" * 100)
     before = fingerprint(tmp_path / DB_FILENAME)

@@ -385,7 +385,11 @@ def _opened_for_writing(target: Target) -> Iterator[IO[bytes]]:
         target.flush()
         return
     final = Path(target)
-    if final.is_dir():
+    try:
+        directory = final.is_dir()  # raises for a name the file system refuses (e.g. over 255 bytes)
+    except (OSError, ValueError) as exc:
+        raise ValidationError(f"cannot write knowledge file {final}: {_reason(exc)}") from None
+    if directory:
         raise ValidationError(f"{final} is a directory: name a file to export to")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)

@@ -132,10 +132,13 @@ def require_store(location: str) -> None:
     if location == ":memory:" or "://" in location:
         return
     folder = Path(location).expanduser()
-    if folder.exists() and not folder.is_dir():
-        return
-    if (folder / DB_FILENAME).exists() or (folder / MARKER_FILENAME).exists():
-        return  # a marker without its database: opening it reports the lost database
+    try:
+        if folder.exists() and not folder.is_dir():
+            return
+        if (folder / DB_FILENAME).exists() or (folder / MARKER_FILENAME).exists():
+            return  # a marker without its database: opening it reports the lost database
+    except OSError:
+        pass  # a name the file system refuses (e.g. a part over 255 bytes): no store can be there
     where = str(folder.absolute())
     raise NotFound(
         # A control character in the path is escaped: the error stays one line.

@@ -222,12 +222,14 @@ class SQLiteBackend:
             target = ":memory:"
         else:
             directory = Path(self.location).expanduser()
-            if directory.exists() and not directory.is_dir():
-                raise NotAStoreError(f"{directory} is a file, not an engramdb store directory")
-            try:
+            try:  # exists() raises for a name the file system refuses (e.g. a part over 255 bytes)
+                if directory.exists() and not directory.is_dir():
+                    raise NotAStoreError(f"{directory} is a file, not an engramdb store directory")
                 directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StorageError(f"cannot create store directory {directory}: {exc.strerror or exc}") from exc
+            except ValueError as exc:  # a NUL character: no file system takes it
+                raise ValidationError(f"store path {str(directory)!r} is not usable: {exc}") from None
             self.path = directory / DB_FILENAME
             check_header(self.path)
             if not check_present(self.path):
