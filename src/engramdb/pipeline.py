@@ -42,7 +42,7 @@ from engramdb.knowledge.dedupe import DedupePlan, merge_changes, plan_batch
 from engramdb.models import NO_MERGE_KINDS, AuditRecord, Kind, Memory, RedactionPolicy, Visibility
 from engramdb.privacy.scrub import redact_changes, redact_memory
 from engramdb.retrieval.context import link_turns
-from engramdb.retrieval.timeref import with_told_time
+from engramdb.retrieval.timeref import TOLD_KEY, with_told_time
 from engramdb.storage.base import Filter, Store
 from engramdb.transfers import TransferWrites
 from engramdb.vectorqueue import VectorQueue
@@ -94,6 +94,20 @@ def _dedupe_filter(memory: Memory) -> Filter:
 def _checked(memory: Memory) -> bool:
     """Whether a write (with dedupe on) looks for ``memory``'s near-duplicates: not an event, not a keyed fact."""
     return memory.kind not in NO_MERGE_KINDS and key_of(memory) is None
+
+
+def _told_anew(current: Memory, clean: dict[str, Any]) -> dict[str, Any]:
+    """``clean`` (an update's changes to ``current``) with the told time of the new words: derived from the text, it
+    goes stale when the text changes; metadata given in the update that sets the key keeps the caller's value."""
+    content = clean.get("content", current.content)
+    given = "metadata" in clean and TOLD_KEY in clean["metadata"]
+    base = clean.get("metadata", current.metadata)
+    if not given:
+        base = {k: v for k, v in base.items() if k != TOLD_KEY}
+    metadata = with_told_time(base, content, said=current.occurred_at)
+    if metadata == current.metadata:
+        return {k: v for k, v in clean.items() if k != "metadata"}
+    return {**clean, "metadata": metadata}
 
 
 def write_record(
@@ -403,6 +417,8 @@ class WritePipeline:
                 clean["metadata"] = {**clean["metadata"], "key": key}
         clean = redact_changes(clean, already=current.redacted, policy=self.redaction)
         clean = {k: v for k, v in clean.items() if getattr(current, k) != v}
+        if "content" in clean or "metadata" in clean:
+            clean = _told_anew(current, clean)
         if not clean:
             return current
         # In background mode a changed text loses its old vector in the update (the store drops it) and is queued.

@@ -148,6 +148,22 @@ def test_written_once_with_the_memory(mem: Engram) -> None:
     assert datetime.fromisoformat(many[0].metadata[TOLD_KEY]).date().isoformat() == "2023-05-06"
 
 
+def test_an_update_dates_the_new_words_not_the_old(mem: Engram) -> None:
+    told = mem.remember("user: The jazz concert yesterday was amazing.", agent="a", kind="conversation", at=SAID)
+    moved = mem.update(told.id, agent="a", content="user: The jazz concert last Saturday was amazing.")
+    assert datetime.fromisoformat(moved.metadata[TOLD_KEY]).date().isoformat() == "2023-05-13"
+    plain = mem.update(told.id, agent="a", content="user: I love jazz concerts.")
+    assert TOLD_KEY not in plain.metadata
+    assert TOLD_KEY not in mem.get(told.id).metadata
+    # New metadata without the key: the words still date the event; with the key: the caller's value stands.
+    back = mem.update(told.id, agent="a", content="user: I saw a jazz concert yesterday.", metadata={"mood": "good"})
+    assert back.metadata["mood"] == "good"
+    assert datetime.fromisoformat(back.metadata[TOLD_KEY]).date().isoformat() == "2023-05-19"
+    own = mem.update(told.id, agent="a", metadata={"mood": "good", TOLD_KEY: "2023-01-02T00:00:00+00:00"})
+    assert own.metadata[TOLD_KEY] == "2023-01-02T00:00:00+00:00"
+    assert mem.update(told.id, agent="a", metadata=dict(own.metadata)).metadata == own.metadata
+
+
 @pytest.mark.parametrize("bad", ["not a date", "2023-13-40", 12, "2023-05-20"])
 def test_a_bad_date_from_outside_is_refused_and_nothing_is_stored(mem: Engram, bad: object) -> None:
     if bad == "2023-05-20":

@@ -212,3 +212,31 @@ def test_a_query_of_stems_matches_exactly_them(scratch: str, lexemes: list[str])
             (query, query, lexemes),
         ).fetchone()
     assert row == (True, "zz-none-of-them" in lexemes)
+
+
+def test_a_readers_keyword_statement_runs_on_a_generic_plan(analysed: Any) -> None:
+    """Prepared and planned once for any values (the search's answers are checked against BM25 above); without a
+    reader, planned for its values; the mode never stays on the pooled connection."""
+    url, _ = analysed
+    with open_postgres(url, pool_size=1) as store:  # one connection: its prepared statements are the searches'
+        _count_generic(store)
+
+
+def _count_generic(store: Store) -> None:
+    search = store.search
+    assert isinstance(search, PgSearch)
+
+    def generic_plans() -> int:
+        with search._backend.reading() as conn:  # type: ignore[attr-defined]
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+            row = conn.execute("SELECT coalesce(sum(generic_plans), 0) FROM pg_prepared_statements").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    before = generic_plans()
+    for words in (["alpha"], ["beta", "harbor"], ["violin"]):
+        search.keyword_candidates(words, Filter(agent="agent-1"), limit=5)
+    after = generic_plans()
+    assert after >= before + 3
+    search.keyword_candidates(["alpha"], Filter(agent=None), limit=5)
+    assert generic_plans() == after
