@@ -155,6 +155,8 @@ def test_not_a_chroma_directory_is_one_clear_error(mem: Engram, tmp_path: Path) 
     with pytest.raises(ValidationError, match="does not exist"):
         import_chroma(mem, tmp_path / "nowhere")
     assert not (tmp_path / "nowhere").exists()
+    with pytest.raises(ValidationError, match="no Chroma store at"):
+        import_chroma(mem, tmp_path / ("w" * 300))  # a name the file system refuses: a raw OSError before
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ValidationError, match=r"not a Chroma persist directory \(it has no chroma.sqlite3\)"):

@@ -359,7 +359,11 @@ def _write_reusing(mem: Engram, cache: CachedEmbedder, items: list[dict[str, Any
 def _open(path: str | os.PathLike[str]) -> ClientAPI:
     """A Chroma client on an existing persist directory (Chroma itself would create a new, empty one)."""
     folder = Path(path)
-    if not folder.exists():
+    try:
+        exists = folder.exists()
+    except (OSError, ValueError) as exc:  # a name the file system refuses (over 255 bytes, a NUL)
+        raise ValidationError(f"no Chroma store at {str(folder)!r}: {exc}") from None
+    if not exists:
         raise ValidationError(f"no Chroma store at {folder}: the path does not exist")
     if not folder.is_dir():
         raise ValidationError(f"{folder} is not a Chroma persist directory (it is a file; give its folder)")
