@@ -18,8 +18,11 @@ from engramdb.storage.base import Filter
 from engramdb.storage.postgres import open_postgres
 
 _INDEXES = "ARRAY['memory_words_agent_tsv', 'memories_tsv']"
-# GIN merges once the pending pages' free space passes the limit: 1 MB over ~8 kB pages.
-_LIMIT_PAGES = 1024 * 1024 // 8000 + 1
+# GIN merges once the pending pages' free space passes the limit (in MB here) over ~8 kB pages.
+assert PENDING_LIST_LIMIT.endswith("MB")
+_LIMIT_PAGES = int(PENDING_LIST_LIMIT[:-2]) * 1024 * 1024 // 8000 + 1
+# Memories written: about two and a half limits' worth of entries (~0.125 pending pages a memory and index here).
+_BATCHES = _LIMIT_PAGES * 20 // 200 + 1
 
 _VOCAB = [f"w{n:03d}x" for n in range(600)]
 
@@ -67,23 +70,25 @@ def test_writers_merge_their_own_entries_past_the_limit(postgres_server: PgServe
         with store.search._backend.reading() as raw:  # type: ignore[attr-defined]  # a pooled connection
             assert raw.execute("SHOW gin_pending_list_limit").fetchone() == (PENDING_LIST_LIMIT,)
         most = 0
-        for b in range(12):
+        for b in range(_BATCHES):
             batch = [memory(_text(b * 200 + i), agent=f"agent-{i % 4}") for i in range(200)]
             store.memories.add(batch, None, model_id=MODEL, actor="t")
             most = max(most, _pending_pages(conn))
-        # 2,400 memories' entries are several limits' worth: merged along the way, never past the limit and a row's.
+        # Several limits' worth of entries: merged along the way, never past the limit and a row's.
         assert 0 < most <= _LIMIT_PAGES + 2
-        # A session at the server's default limit (4 MB) leaves more than that bound waiting for a search to scan.
+        # A session with a higher limit leaves more than that bound waiting for a search to scan.
         conn.execute("SELECT gin_clean_pending_list(to_regclass(i)) FROM unnest(" + _INDEXES + ") AS i")
+        conn.execute("SET gin_pending_list_limit = '64MB'")
         conn.execute(
             "INSERT INTO memories (id, agent, kind, content, created_at, updated_at) "
             "SELECT 'raw-' || g, 'agent-0', 'conversation', 'w001x w002x w003x ' || 'z' || g || ' ' "
             "|| (SELECT string_agg('v' || g || '_' || k, ' ') FROM generate_series(1, 40) k), '2026-01-01', "
-            "'2026-01-01' FROM generate_series(1, 2000) g"
+            "'2026-01-01' FROM generate_series(1, %s) g",
+            (_LIMIT_PAGES * 16,),
         )
         assert _pending_pages(conn) > _LIMIT_PAGES + 2
         # Nothing lost in the writers' merges: every memory is found by its own word.
-        for i in (0, 777, 2399):
+        for i in (0, 777, _BATCHES * 200 - 1):
             found = store.search.keyword_candidates([f"turn{i}"], Filter(agent=f"agent-{i % 200 % 4}"), limit=5)
             assert [c.memory.content for c in found] == [_text(i)]
 
