@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from hypothesis import strategies as st
 
 import server_helpers
-from engramdb.storage.base import Filter
+from engramdb.storage.base import Filter, Store
 
 if TYPE_CHECKING:
     import numpy as np
@@ -304,3 +304,37 @@ FILTERS = st.builds(
     include_shared=st.booleans(),
     users=st.sampled_from((None, (None,), (None, "user-1"))),
 )
+
+
+def count(url: str, sql: str) -> int:
+    """The one number ``sql`` answers on the store at ``url`` (a drift check's count)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+#: Hypothesis' writes after a first batch (test_pg_memory_words, test_pg_memory_terms): (which memory, what).
+EDITS = st.lists(st.tuples(st.integers(0, 23), st.sampled_from(("edit", "supersede", "forget", "kind"))), max_size=8)
+
+
+def apply_edits(store: Store, ms: Sequence[Memory], edits: Sequence[tuple[int, str]], *, edit: Any) -> None:
+    """Make ``edits`` (from :data:`EDITS`) to ``ms`` in ``store``, a day after NOW, then touch every memory left:
+    each write path a derived table must follow. ``edit(n)``: the changes of the ``n``-th edit."""
+    from storage_helpers import MODEL, NOW
+
+    gone: set[str] = set()
+    for n, (i, what) in enumerate(edits):
+        target = ms[i % len(ms)]
+        if target.id in gone:
+            continue
+        at = NOW + timedelta(days=1, seconds=n)
+        if what == "forget":
+            store.memories.delete(target.id, actor="t", at=at)
+            gone.add(target.id)
+            continue
+        changes = {"edit": edit(n), "supersede": {"valid_until": at}, "kind": {"kind": "episode"}}[what]
+        store.memories.update(target.id, changes, vector=None, model_id=MODEL, actor="t", at=at)
+    store.memories.touch([m.id for m in ms if m.id not in gone], at=NOW + timedelta(days=2))

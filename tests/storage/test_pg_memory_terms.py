@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg_server import FILTERS, PgServer, graph_and_exact, old_store
+from pg_server import EDITS, FILTERS, PgServer, apply_edits, count, graph_and_exact, old_store
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb.storage import _pg_schema
@@ -35,10 +35,7 @@ _DRIFT = (
 
 
 def _drift(url: str) -> int:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(_DRIFT).fetchone()
-    assert row is not None
-    return int(row[0])
+    return count(url, _DRIFT)
 
 
 def _bm25(store: Store, url: str, terms: list[str], flt: Filter, limit: int) -> list[tuple[str, float]]:
@@ -117,7 +114,7 @@ def test_idf_is_fts5s() -> None:
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     texts=st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4), min_size=4, max_size=24),
-    edits=st.lists(st.tuples(st.integers(0, 23), st.sampled_from(("edit", "supersede", "forget", "kind"))), max_size=8),
+    edits=EDITS,
 )
 def test_every_write_keeps_the_postings_in_step(
     postgres_server: PgServer, texts: list[list[str]], edits: list[tuple[int, str]]
@@ -130,23 +127,15 @@ def test_every_write_keeps_the_postings_in_step(
         ]
         store.memories.add(ms, unit_vectors(len(ms), seed=3), model_id=MODEL, actor="t")
         assert _drift(url) == 0
-        gone: set[str] = set()
-        for n, (i, what) in enumerate(edits):
-            target = ms[i % len(ms)]
-            if target.id in gone:
-                continue
-            at = NOW + timedelta(days=1, seconds=n)
-            if what == "forget":
-                store.memories.delete(target.id, actor="t", at=at)
-                gone.add(target.id)
-                continue
-            changes: dict[str, Any] = {
-                "edit": {"content": f"{_WORDS[n % len(_WORDS)]} rewritten {_WORDS[n % len(_WORDS)]}", "tags": ("x",)},
-                "supersede": {"valid_until": at},
-                "kind": {"kind": "episode"},
-            }[what]
-            store.memories.update(target.id, changes, vector=None, model_id=MODEL, actor="t", at=at)
-        store.memories.touch([m.id for m in ms if m.id not in gone], at=NOW + timedelta(days=2))
+        apply_edits(
+            store,
+            ms,
+            edits,
+            edit=lambda n: {
+                "content": f"{_WORDS[n % len(_WORDS)]} rewritten {_WORDS[n % len(_WORDS)]}",
+                "tags": ("x",),
+            },
+        )
         assert _drift(url) == 0
         for flt in (Filter(agent="agent-1"), Filter(agent="agent-2", include_shared=False), Filter(agent=None)):
             found = [(c.id, c.score) for c in store.search.keyword_candidates(["alpha", "violin"], flt, limit=10)]

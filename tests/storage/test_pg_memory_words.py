@@ -5,13 +5,12 @@ store's doctor, and a store made before the step migrates in place."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg_server import PgServer, old_store
+from pg_server import EDITS, PgServer, apply_edits, count, old_store
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb.storage import _pg_schema
@@ -29,10 +28,7 @@ _DRIFT = (
 
 
 def _drift(url: str) -> int:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(_DRIFT).fetchone()
-    assert row is not None
-    return int(row[0])
+    return count(url, _DRIFT)
 
 
 def _wide(url: str, terms: list[str], flt: Filter, limit: int) -> list[tuple[str, float]]:
@@ -54,7 +50,7 @@ def _ids(found: list[Candidate]) -> list[tuple[str, float]]:
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     texts=st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4), min_size=4, max_size=24),
-    edits=st.lists(st.tuples(st.integers(0, 23), st.sampled_from(("edit", "supersede", "forget", "kind"))), max_size=8),
+    edits=EDITS,
 )
 def test_every_write_keeps_the_narrow_copy_in_step(
     postgres_server: PgServer, texts: list[list[str]], edits: list[tuple[int, str]]
@@ -68,23 +64,9 @@ def test_every_write_keeps_the_narrow_copy_in_step(
         ]  # fmt: skip
         store.memories.add(ms, unit_vectors(len(ms), seed=3), model_id=MODEL, actor="t")
         assert _drift(url) == 0
-        gone: set[str] = set()
-        for n, (i, what) in enumerate(edits):
-            target = ms[i % len(ms)]
-            if target.id in gone:
-                continue
-            at = NOW + timedelta(days=1, seconds=n)
-            if what == "forget":
-                store.memories.delete(target.id, actor="t", at=at)
-                gone.add(target.id)
-                continue
-            changes: dict[str, Any] = {
-                "edit": {"content": f"{_WORDS[n % len(_WORDS)]} rewritten", "tags": ("violin",)},
-                "supersede": {"valid_until": at},
-                "kind": {"kind": "episode"},
-            }[what]
-            store.memories.update(target.id, changes, vector=None, model_id=MODEL, actor="t", at=at)
-        store.memories.touch([m.id for m in ms if m.id not in gone], at=NOW + timedelta(days=2))
+        apply_edits(
+            store, ms, edits, edit=lambda n: {"content": f"{_WORDS[n % len(_WORDS)]} rewritten", "tags": ("violin",)}
+        )
         assert _drift(url) == 0
         assert store.checks.keyword_index() == []
         for flt in (Filter(agent="agent-1"), Filter(agent="agent-2", include_shared=False), Filter(agent=None)):
