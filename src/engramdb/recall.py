@@ -54,7 +54,7 @@ def warm_retrieval_early() -> threading.Thread | None:
 
 def _warm_retrieval() -> None:
     """Load what the first search of a process would (the vocabulary's word ranks, the related words' table,
-    dateparser's tables for a question naming a time: ~170 ms of CPU in all, dateparser's regexes 150 of it), so
+    dateparser's tables for a question naming a time, most of it dateparser's regexes), so
     the first searches are as fast as later ones. Once a process; a second caller meanwhile waits for the first."""
     if _warmed.is_set():
         return
@@ -160,15 +160,15 @@ class Recall:
         self._background = Background()
         if settings.warm:
             # Before answering, not beside the first searches: on a thread, dateparser's pure-Python regex builds
-            # held the interpreter through a fresh process's first search (its CPU 66-125 ms against ~8 warm, 1 of
-            # 12 within 2x on a cold cache; bench/RESULTS.md, issue 27, ninth round). Once a process.
+            # held the interpreter through a fresh process's first search (bench/RESULTS.md, issue 27, ninth
+            # round). Once a process.
             _warm_retrieval()
             self._background.start("engramdb-warm-retrieval", self._warm)
 
     def _warm(self) -> None:
         """What the first search would start itself (bench/RESULTS.md, first2): this instance's keyword workers
-        and access writer (each thread's start costs the first search ~1-3 ms when the open's other warm-up holds
-        the interpreter), then the query model. Best effort: closed meanwhile, nothing is started."""
+        and access writer (a thread's start costs the first search when the open's other warm-up holds the
+        interpreter), then the query model. Best effort: closed meanwhile, nothing is started."""
         if self._background.stopping:
             return
         try:

@@ -22,9 +22,8 @@ from engramdb.retrieval.text import STOPWORDS
 
 __all__ = ["AMOUNT_WEIGHT", "asked_amount", "states_amount", "weigh_amounts"]
 
-#: What a candidate stating an amount of what the question counts gains, against fused relevance in [0, 1]
-#: (bench/RESULTS.md, issue 21 ninth round: 0.05 / 0.1 / 0.15 / 0.2 / 0.3 measured; 0.2 the smallest with the whole
-#: gain, LongMemEval session R@5 96.4 -> 96.9, LoCoMo R@5 66.9 -> 67.1).
+#: What a candidate stating an amount of what the question counts gains, against fused relevance in [0, 1]: the
+#: smallest weight with the whole gain of those measured (bench/RESULTS.md, issue 21 ninth round).
 AMOUNT_WEIGHT: Final = 0.2
 
 #: Units of a duration: what "how long" asks for.

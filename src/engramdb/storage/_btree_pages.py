@@ -225,8 +225,8 @@ def advise_pages(fd: int, pages: Iterable[int] | _I64, page_size: int) -> int:
 #: The rowid tables a search reads rows of by key, and the column it reads them by.
 _TABLES: Final = ("memories", "vectors")
 #: Probes in a row that found a search's pages cached before :meth:`PageHints.ahead` stops probing: the store's
-#: pages are known resident. The probe (finding the leaves, four reads without waiting) cost 0.3-0.5 ms a warm
-#: search at 100k (bench/RESULTS.md, idle re-runs 09:32-09:54), 5-8% of it, to save nothing once all is cached.
+#: pages are known resident. The probe (finding the leaves, four reads without waiting) is a measurable part of a
+#: warm search (bench/RESULTS.md, issue 27, ninth round) that saves nothing once all is cached.
 WARM_AFTER: Final = 16
 #: Once warm, one call in this many still probes: pages pushed out by other programs while the store is in use.
 SAMPLE_EVERY: Final = 64

@@ -13,16 +13,14 @@ unsorted pending list (``fastupdate``) that every search scans in full, merged i
 session once it passes ``gin_pending_list_limit`` (4 MB by default: ~2,300 memories at 0.22 pages each). The store's
 connections set the limit to :data:`PENDING_LIST_LIMIT` (1 MB, ~580 memories): the writers merge their own entries,
 within their writes (paced by the give-way, :mod:`._pg_giveway`), at the same server cost per memory as a merge every
-500 writes (0.29-0.32 ms of server CPU a memory inserted and merged, on a 700k store; 512 kB cost 0.35, fast update
-off 0.87-1.00: bench/RESULTS.md, issue 26, seventh round of writes), and a search scans at most ~128 pending pages
-of each index. Before, the searching process merged them every 500 writes on this thread: during 4 writers' burst at
-677k, 2.85 s and 114k buffers each, a quarter of a core on the searches' side (sixth round).
+500 writes (smaller limits cost more, fast update off most: bench/RESULTS.md, issue 26, seventh round of writes), and
+a search scans at most ~128 pending pages of each index. Before, the searching process merged them every 500 writes
+on this thread, a large share of a core on the searches' side during a burst of writes (sixth round).
 
 What a trickle of writes leaves under the limit (and a search's access counts: on full pages their updates are not HOT
 and add entries too) is merged here between bursts: once :data:`_CLEAN_AFTER` non-HOT row versions were written since
 the last merge (and at a process's first look), unless as many were written since the previous look (a burst: its
-writers merge their own). At 100k memories after the benchmark's searches the agent keyword index had 323 pending
-pages: its scan for a two-word query took 1.47 ms, 0.13 ms after ``gin_clean_pending_list`` (fourth round).
+writers merge their own); a long pending list makes every keyword scan slower (fourth round).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The PostgreSQL store's keyword ranking: BM25 of the embedded store's form (FTS5's ``bm25()``), from postings.
 
-``ts_rank_cd`` read and ranked every matched row's ``tsv`` (100k store: ~840 buffers and 4-6 ms of a statement's
-execution for ~300 matches of an agent's question) and has no inverse document frequency. Since schema step 11 the
+``ts_rank_cd`` read and ranked every matched row's ``tsv`` (most of a keyword statement's work: bench/RESULTS.md,
+issue 26, eighth round) and has no inverse document frequency. Since schema step 11 the
 reader's own matches are ranked from ``memory_terms`` instead: one index-only range scan per question lexeme yields
 each matching memory's count of it and its length, and the score is FTS5's BM25 (k1 1.2, b 0.75, its idf floored at
 1e-6, written once in the schema as ``engram_bm25_part``), summed over the question's lexemes. Other agents' public and

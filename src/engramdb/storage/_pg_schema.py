@@ -383,8 +383,8 @@ ANALYZE memory_words;
 # The keyword channel ranks by BM25 (FTS5's form, as the embedded store does) from postings: ``memory_terms`` holds
 # one row per (memory, lexeme) with the lexeme's count in it (``tf``) and the memory's length (``dl``, its lexemes'
 # positions), keyed by (agent, lexeme, rid) with both counts in the index, so a reader's matches of a term are
-# ranked from an index-only range scan instead of reading and ranking each matched row's ``tsv`` (100k store, 40
-# questions: 105 against 840 buffers, 1.5 against 4-6 ms; bench/RESULTS.md, issue 26, eighth round). Other agents'
+# ranked from an index-only range scan instead of reading and ranking each matched row's ``tsv`` (bench/RESULTS.md,
+# issue 26, eighth round). Other agents'
 # public and shared rows (few) are ranked from their ``tsv`` by ``engram_bm25``, the same formula, summed in the
 # query's lexeme order as the postings' statement sums them (so equal rows score equal to the bit). The triggers of
 # step 8 keep the postings in step in the writing statement; an update rewrites a memory's postings only when its
