@@ -72,14 +72,17 @@ def _amount_pattern(words: frozenset[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w$.]){_NUMBER}(?:[\s-]+[\w'-]+){{0,2}}?[\s-]+(?:{alts})\b")
 
 
+def _stated(low: str, stems: Sequence[str], pattern: re.Pattern[str]) -> bool:
+    """Whether ``low`` (lowercased text) gives a number of a word (``stems``, its ``pattern``): the substring test
+    first, the pattern only where it can match."""
+    return any(s in low for s in stems) and pattern.search(low) is not None
+
+
 def states_amount(text: str, words: frozenset[str]) -> bool:
     """Whether ``text`` gives a number of one of ``words`` ("57 rare records", "3 years and 9 months")."""
     if not words:
         return False
-    low = text[:_MAX_CHARS].lower()
-    if not any(w.rstrip("s") in low for w in words):
-        return False
-    return _amount_pattern(words).search(low) is not None
+    return _stated(text[:_MAX_CHARS].lower(), [w.rstrip("s") for w in words], _amount_pattern(words))
 
 
 def weigh_amounts(
@@ -103,9 +106,7 @@ def weigh_amounts(
 
     def states(text: str) -> bool:
         low = text[:_MAX_CHARS].lower()
-        if not any(s in low for s in stems) or pattern.search(low) is None:
-            return False
-        return not topic or not topic.isdisjoint(_WORD.findall(low))
+        return _stated(low, stems, pattern) and (not topic or not topic.isdisjoint(_WORD.findall(low)))
 
     out = [dataclasses.replace(f, relevance=f.relevance + weight) if states(texts.get(f.id, "")) else f for f in fused]
     out.sort(key=lambda f: (-f.relevance, f.id))

@@ -293,10 +293,10 @@ class HybridSearcher:
             unread = [f.id for f in reach if f.id not in memories]
             if unread:
                 memories.update(self._read(unread, flt, vec, keyword))
+            texts = {m.id: m.content for m in memories.values()}
             if window is not None:
                 if self.event_weight > 0 and any(counted_back(s) if counted else s.relative for s in window.spans):
                     # "a week ago" of a past conversation: its answer was said as "today" on that day.
-                    texts = {m.id: m.content for m in memories.values()}
                     reach = weigh_reported_events(reach, texts, weight=self.event_weight)
                 # "yesterday" said on the 15th: the event of the 14th (found when the memory was written); a question
                 # may name either day ("what did Maria share on 16 June?" is the day it was said).
@@ -312,7 +312,6 @@ class HybridSearcher:
                 weight = self.time_weight if query_terms(window.rest) else max(self.time_weight, TIME_ONLY_WEIGHT)
                 reach = weigh_by_time(reach, when, window, weight=weight, additive=self.time_additive, told=told)
             if amount:
-                texts = {m.id: m.content for m in memories.values()}
                 topic = frozenset(terms) - form_words(query) - amount
                 reach = weigh_amounts(reach, texts, amount, weight=self.amount_weight, topic=topic)
             if spoken:

@@ -157,10 +157,8 @@ _REPORTS = re.compile(
 #: name with a day's number (:data:`_MONTH_DAY`).
 _TOLD_HINTS = ("yesterday", "tomorrow", " ago", " back", "earlier", "last ", "past ", "previous", "next ", "weekend",
                *_WEEKDAYS, "/19", "/20", "-19", "-20")  # fmt: skip
-_HINT = re.compile(
-    "|".join(re.escape(h) for h in _TOLD_HINTS) + rf"|\b(?:{_MO})\s+\d|\d(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MO})\b"
-)
 _MONTH_DAY = re.compile(rf"\b(?:{_MO})\s+\d|\d(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MO})\b")
+_HINT = re.compile("|".join(re.escape(h) for h in _TOLD_HINTS) + "|" + _MONTH_DAY.pattern)
 #: The found phrases that may name a day, weekend or week (the rest, "today", "last month", "in 2020", are not
 #: resolved at all).
 _TOLD_PHRASE = re.compile(
