@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from drift_helpers import follow_a_change
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engramdb import Engram
 from engramdb.embeddings.base import Embedder
 from engramdb.learning import recommend as rc
 from engramdb.learning._prior import Prior
@@ -183,21 +183,10 @@ def test_the_service_learns_a_change_with_run_lengths(tmp_path: Path, embedder: 
     # Through the public API and a real store: the option is one RecommendConfig away, and suggest and choose both
     # follow the world after a change.
     cfg = rc.RecommendConfig(change=RunLengths())
-    ctx = "deploy the payments service to production"
-    with Engram(tmp_path / "s", embedder=embedder, recommend=cfg) as mem:
-        for _ in range(12):
-            mem.learning.record(ctx, "blue-green", "success", alternatives=["canary"], agent="ops")
-            mem.learning.record(ctx, "canary", "failure", alternatives=["blue-green"], agent="ops")
-        before = mem.learning.suggest(ctx, agent="ops", options=["blue-green", "canary"])
-        assert before.recommended == "blue-green"
-        for _ in range(8):
-            mem.learning.record(ctx, "blue-green", "failure", alternatives=["canary"], agent="ops")
-            mem.learning.record(ctx, "canary", "success", alternatives=["blue-green"], agent="ops")
-        after = mem.learning.suggest(ctx, agent="ops", options=["blue-green", "canary"])
-        assert after.recommended == "canary"
-        assert 0.0 <= after.confidence <= 1.0
-        picks = [mem.learning.choose(ctx, ["blue-green", "canary"], agent="ops", seed=k) for k in range(20)]
-        assert picks.count("canary") >= 15
+    after, picks = follow_a_change(tmp_path / "s", embedder, cfg)
+    assert after.recommended == "canary"
+    assert 0.0 <= after.confidence <= 1.0
+    assert picks.count("canary") >= 15
 
 
 def test_the_recent_view_with_run_lengths_only_ever_lowers_the_raw_confidence() -> None:
