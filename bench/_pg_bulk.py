@@ -22,6 +22,8 @@ __all__ = ["MEM_COLS", "MODEL_ID", "BulkLoader", "scalar", "table_rows"]
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MEM_COLS = MEMORY_COLUMNS.replace("m.", "")
 Vec = npt.NDArray[np.float32]
+# The tables whose secondary indexes a load drops (those a store at an older or newer schema step lacks are skipped).
+_INDEXED_TABLES = ("memories", "memory_tags", "history", "vectors", "memory_words", "memory_terms")
 
 
 def scalar(conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
@@ -53,22 +55,35 @@ class BulkLoader:
         self.dropped: list[tuple[str, str]] = []
 
     def drop_indexes(self) -> None:
-        """Drop every index of the loaded tables that no constraint owns, remembering its definition."""
+        """Drop every index of the loaded tables that no constraint owns, and the keyword postings' primary key
+        (schema step 11: ~50 entries a memory, built again faster than inserted), remembering their definitions."""
         rows = self._conn.execute(
             "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i "
-            "WHERE i.indrelid = ANY(ARRAY['memories', 'memory_tags', 'history', 'vectors']::regclass[]) "
-            "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)"
+            "WHERE i.indrelid = ANY(ARRAY(SELECT to_regclass(t) FROM unnest(%s::text[]) t)) "
+            "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)",
+            (list(_INDEXED_TABLES),),
         ).fetchall()
         for name, definition in rows:
             self._conn.execute(f'DROP INDEX "{name}"')
             self.dropped.append((str(name), str(definition)))
+        key = self._conn.execute(
+            "SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
+            "WHERE c.conrelid = to_regclass('memory_terms') AND c.contype = 'p'"
+        ).fetchone()
+        if key is not None:
+            self._conn.execute(f'ALTER TABLE memory_terms DROP CONSTRAINT "{key[0]}"')
+            self.dropped.append((str(key[0]), f'ALTER TABLE memory_terms ADD CONSTRAINT "{key[0]}" {key[1]}'))
 
     def add(self, memories: Sequence[Memory], vecs: Vec) -> None:
         unit = as_unit_rows(vecs, rows=len(memories))  # what the store's write path stores
         with self._conn.transaction(), self._conn.cursor() as cur:
+            # The store's own triggers on memories keep its keyword tables (memory_words, memory_terms) in step: they
+            # fire as in the store (a replica session skips them: the tables stayed empty for the bulk rows).
+            cur.execute("SET LOCAL session_replication_role = origin")
             with cur.copy(f"COPY memories ({MEM_COLS}) FROM STDIN") as cp:
                 for m in memories:
                     cp.write_row(memory_row(m))
+            cur.execute("SET LOCAL session_replication_role = replica")
             with cur.copy("COPY memory_tags (memory_id, tag) FROM STDIN") as cp:
                 for m in memories:
                     for row in tag_rows(m.id, m.tags):
@@ -125,7 +140,11 @@ def table_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
         "memories": f"SELECT {MEM_COLS}, tsv::text FROM memories ORDER BY id",
         "memory_tags": "SELECT memory_id, tag FROM memory_tags ORDER BY 1, 2",
         "history": "SELECT memory_id, action, at, actor, before, after FROM history ORDER BY 1, 2",
-        "vectors": "SELECT memory_id, model_id, dim, embedding::text FROM vectors ORDER BY 1",
+        # A store's new vectors may still be staged for the mover (schema step 6): a memory's is in one of the two.
+        "vectors": "SELECT memory_id, model_id, dim, embedding::text FROM vectors UNION ALL "
+        "SELECT memory_id, model_id, dim, embedding::text FROM vectors_staged ORDER BY 1",
+        "memory_terms": "SELECT m.id, t.agent, t.lexeme, t.tf, t.dl FROM memory_terms t "
+        "JOIN memories m ON m.rid = t.rid ORDER BY 1, 3",
         "meta": "SELECT key, value FROM meta ORDER BY 1",
     }
     with psycopg.connect(url, autocommit=True) as conn:
