@@ -457,6 +457,7 @@ def sizes(conn_url: str, index_name: str | None) -> dict[str, float]:
             for name in ("memories", "vectors", "history", "memory_tags")
         }
         out["memories_tsv_gin"] = round(int(scalar(conn, "SELECT pg_relation_size('memories_tsv')")) / mb, 1)
+        out["memory_terms"] = round(int(scalar(conn, _TOTAL_SIZE, ("memory_terms",) * 2) or 0) / mb, 1)
         if index_name:
             size = scalar(conn, _TOTAL_SIZE.replace("pg_total_relation_size", "pg_relation_size"), (index_name,) * 2)
             out["vectors_hnsw"] = round(int(size) / mb, 1)
