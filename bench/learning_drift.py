@@ -63,6 +63,10 @@ from typing import Any
 import numpy as np
 
 from _drift_losses import diagnose, losses, markdown
+from _drift_oracle import ORACLES
+from _drift_oracle import answer as oracle_answer
+from _drift_oracle import evidence as oracle_evidence
+from _drift_oracle import thompson as oracle_thompson
 from _drift_rescore import as_table, rescore
 from _drift_switch import one_change, switch_table
 from _learning_data import SITUATIONS, Situation, fill
@@ -155,8 +159,21 @@ def run_stream(
     expand: tuple[int, float] | None = None,
     decompose: bool = False,
     choose_config: RecommendConfig | None = None,
+    oracles: bool = False,
+    policy: str = "shipped",
 ) -> dict[str, Any]:
     stream = make_drift_stream(seed, steps, shape)
+    # Per situation, every (step, action, success, rates) so far: the oracles' evidence (bench/_drift_oracle.py).
+    history: dict[str, list[tuple[int, str, bool, dict[str, float]]]] = {s.name: [] for s in SITUATIONS}
+    oracle_rng = np.random.default_rng(seed * 7919 + SHAPES.index(shape))
+
+    def last_change(sit: Situation, i: int) -> int:
+        return max([0, *(c for c in changes[sit.name] if c <= i)])
+
+    def held(sit: Situation, i: int, kind: str) -> dict[str, tuple[int, int]]:
+        probs = probs_at(sit, shape, i, steps)
+        return oracle_evidence(sit.options, history[sit.name], kind=kind, now_probs=probs, since=last_change(sit, i))
+
     asked = questions(seed)
     texts = list(dict.fromkeys([st.context for st in stream] + [t for _, t in asked]))
     vec = dict(zip(texts, embedder.embed(texts), strict=True))
@@ -187,6 +204,11 @@ def run_stream(
     for i, step in enumerate(stream):
         now = t0 + timedelta(seconds=i)
         if i and i % ASK_EVERY == 0:
+            told_by = {
+                (sit.name, kind): oracle_answer(held(sit, i, kind), oracle_rng)
+                for sit in SITUATIONS
+                for kind in (ORACLES if oracles else ())
+            }
             for sit, text in asked:
                 probs = probs_at(sit, shape, i, steps)
                 since = i - max([0, *(c for c in changes[sit.name] if c <= i)])
@@ -210,6 +232,8 @@ def run_stream(
                     "a_evidence": judged.evidence,
                     "a_pooled": judged.pooled,
                 }
+                for kind in ORACLES if oracles else ():
+                    answer[f"o_{kind}_top"], answer[f"o_{kind}_conf"] = told_by[(sit.name, kind)]
                 if decompose and since >= SETTLED:
                     last = max([0, *(c for c in changes[sit.name] if c <= i)])
                     answer.update(
@@ -226,17 +250,20 @@ def run_stream(
                     answer["own_given"] = told.recommended
                     answer["own_confidence"] = told.confidence
                 answers.append(answer)
-        nb = neighbours(step.context, i)
-        action = rc.choose(
-            step.context,
-            step.situation.options,
-            nb,
-            now=now,
-            config=config if choose_config is None else choose_config,
-            seed=seed + i,
-            exploration=exploration,
-        )
+        if policy == "shipped":
+            action = rc.choose(
+                step.context,
+                step.situation.options,
+                neighbours(step.context, i),
+                now=now,
+                config=config if choose_config is None else choose_config,
+                seed=seed + i,
+                exploration=exploration,
+            )
+        else:
+            action = oracle_thompson(held(step.situation, i, policy.removeprefix("oracle-")), oracle_rng)
         successes.append(step.draw < step.probs[action])
+        history[step.situation.name].append((i, action, successes[-1], step.probs))
         records.append(
             DecisionRecord(
                 id=str(i),
@@ -300,7 +327,22 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "given_at_95": _given_at_precision(settled, 0.95),
         "given_at_95_match": _given_at_precision_and_match(settled, 0.95),
         **(_losses(settled) if settled and "p1" in settled[0] else {}),
+        **_oracle_rows(settled),
     }
+
+
+def _oracle_rows(settled: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each oracle's right and given / precision (its top option always given) and at 95% precision (its P(best)
+    as the stated confidence), on the same settled questions (bench/_drift_oracle.py)."""
+    out: dict[str, Any] = {}
+    for kind in ORACLES:
+        if not settled or f"o_{kind}_top" not in settled[0]:
+            continue
+        told = [{**a, "given": a[f"o_{kind}_top"], "confidence": a[f"o_{kind}_conf"]} for a in settled]
+        right = 100 * sum(a["given"] == a["right"] for a in told) / len(told)
+        out[f"oracle_{kind}"] = f"{right:.1f} / {right:.1f}"
+        out[f"oracle_{kind}_at_95"] = _given_at_precision(told, 0.95)
+    return out
 
 
 def _losses(settled: Sequence[dict[str, Any]], at95: float | None = None) -> dict[str, Any]:
@@ -414,6 +456,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--decompose", action="store_true", help="put every lost settled question in a bucket (bench/_drift_losses.py)"
     )
+    parser.add_argument("--oracle", action="store_true", help="also answer by the ceilings' oracles")
+    parser.add_argument(
+        "--policy", default="shipped", choices=["shipped", *(f"oracle-{k}" for k in ORACLES)], help="who chooses"
+    )
     parser.add_argument("--suggest-only", action="store_true", help="--config for suggest only; choose as shipped")
     parser.add_argument("--merge", nargs="+", type=Path, default=None, help="REPORT DUMP ...: pool rows, then stop")
     parser.add_argument("--rescore", type=Path, default=None, help="--merge: state confidence by these fitted tables")
@@ -447,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "steps": args.steps,
         "config": args.config,
         "suggest_only": args.suggest_only,
+        "policy": args.policy,
         "exploration": exploration,
         "shapes": {},
     }
@@ -466,6 +513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 expand,
                 decompose=args.decompose,
                 choose_config=choose_cfg,
+                oracles=args.oracle,
+                policy=args.policy,
             )
             for seed in seeds
         ]
