@@ -23,9 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-#: The oracles, weakest first.
-ORACLES = ("since", "rate")
+#: The ceilings, weakest first, then two diagnostic learners that forget as the shipped rule does (each outcome
+#: discounted by every later outcome of its situation, ``1 - 1/HORIZON`` each): ``since_h25`` with the perfect change
+#: detector, ``all_h25`` with none. Between them and the ceilings: what the forgetting costs, and the change detection.
+ORACLES = ("since", "rate", "since_h25", "all_h25")
 RATE_TOLERANCE = 0.05
+HORIZON = 25.0
 #: Monte Carlo draws per P(best) (the confidence's standard error stays under 0.011).
 DRAWS = 2000
 
@@ -37,20 +40,25 @@ def evidence(
     kind: str,
     now_probs: dict[str, float],
     since: int,
-) -> dict[str, tuple[int, int]]:
-    """(successes, failures) per action from ``history`` (step, action, success, that step's rates) of one
-    situation, as the ``kind`` oracle keeps them; ``since``: the step its best action last changed."""
+) -> dict[str, tuple[float, float]]:
+    """(successes, failures) per action from ``history`` (step, action, success, that step's rates; oldest first)
+    of one situation, as the ``kind`` oracle keeps them; ``since``: the step its best action last changed."""
     if kind not in ORACLES:
         raise ValueError(f"unknown oracle {kind!r}")
-    counts = {a: [0, 0] for a in actions}
-    for step, action, ok, probs in history:
-        keep = step >= since if kind == "since" else abs(probs[action] - now_probs[action]) <= RATE_TOLERANCE
-        if keep and action in counts:
-            counts[action][0 if ok else 1] += 1
+    counts = {a: [0.0, 0.0] for a in actions}
+    for k, (step, action, ok, probs) in enumerate(history):
+        if kind == "rate":
+            weight = float(abs(probs[action] - now_probs[action]) <= RATE_TOLERANCE)
+        else:
+            weight = float(kind == "all_h25" or step >= since)
+            if kind.endswith("_h25"):
+                weight *= (1.0 - 1.0 / HORIZON) ** (len(history) - 1 - k)
+        if weight > 0.0 and action in counts:
+            counts[action][0 if ok else 1] += weight
     return {a: (s, f) for a, (s, f) in counts.items()}
 
 
-def answer(counts: dict[str, tuple[int, int]], rng: np.random.Generator) -> tuple[str, float]:
+def answer(counts: dict[str, tuple[float, float]], rng: np.random.Generator) -> tuple[str, float]:
     """The top option (highest posterior mean) and the posterior probability that it is the best."""
     names = list(counts)
     alpha = np.array([1.0 + counts[a][0] for a in names])
@@ -60,7 +68,7 @@ def answer(counts: dict[str, tuple[int, int]], rng: np.random.Generator) -> tupl
     return names[top], float(np.mean(np.argmax(draws, axis=1) == top))
 
 
-def thompson(counts: dict[str, tuple[int, int]], rng: np.random.Generator) -> str:
+def thompson(counts: dict[str, tuple[float, float]], rng: np.random.Generator) -> str:
     """One Thompson-sampling choice on the posteriors of ``counts``."""
     names = list(counts)
     draws = [rng.beta(1.0 + counts[a][0], 1.0 + counts[a][1]) for a in names]

@@ -170,7 +170,7 @@ def run_stream(
     def last_change(sit: Situation, i: int) -> int:
         return max([0, *(c for c in changes[sit.name] if c <= i)])
 
-    def held(sit: Situation, i: int, kind: str) -> dict[str, tuple[int, int]]:
+    def held(sit: Situation, i: int, kind: str) -> dict[str, tuple[float, float]]:
         probs = probs_at(sit, shape, i, steps)
         return oracle_evidence(sit.options, history[sit.name], kind=kind, now_probs=probs, since=last_change(sit, i))
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from _drift_oracle import DRAWS, RATE_TOLERANCE, answer, evidence, thompson
+from _drift_oracle import DRAWS, HORIZON, RATE_TOLERANCE, answer, evidence, thompson
 
 ACTIONS = ["a", "b", "c"]
 RATES = st.sampled_from([0.2, 0.3, 0.5, 0.53, 0.8, 0.85])
@@ -53,6 +53,28 @@ def test_the_rate_oracle_keeps_an_outcome_only_if_its_action_was_at_todays_rate(
     # What happened at other rates of *other* actions does not matter: a world that changed elsewhere keeps it.
     moved = [(i, act, ok, {**probs, **{b: 0.99 for b in ACTIONS if b != act}}) for i, act, ok, probs in history]
     assert evidence(ACTIONS, moved, kind="rate", now_probs=now, since=0) == counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=HISTORY, since=st.integers(0, 70))
+def test_the_forgetting_learners_keep_less_than_the_oracle_and_at_most_a_horizon(
+    rows: list[tuple[str, bool, dict[str, float]]], since: int
+) -> None:
+    history = _steps(rows)
+    now = dict.fromkeys(ACTIONS, 0.5)
+    full = evidence(ACTIONS, history, kind="since", now_probs=now, since=since)
+    fading = evidence(ACTIONS, history, kind="since_h25", now_probs=now, since=since)
+    blind = evidence(ACTIONS, history, kind="all_h25", now_probs=now, since=since)
+    for a in ACTIONS:
+        for j in (0, 1):
+            assert 0.0 <= fading[a][j] <= full[a][j] + 1e-12
+            assert fading[a][j] <= blind[a][j] + 1e-12
+    # Each outcome counts (1 - 1/horizon) per later one: all of them together at most a horizon's worth.
+    assert sum(s + f for s, f in blind.values()) <= HORIZON
+    # The newest outcome counts whole.
+    if history:
+        _, act, ok, _ = history[-1]
+        assert blind[act][0 if ok else 1] >= 1.0
 
 
 def test_an_unknown_oracle_is_refused() -> None:
