@@ -316,7 +316,7 @@ def count(url: str, sql: str) -> int:
     return int(row[0])
 
 
-#: Hypothesis' writes after a first batch (test_pg_memory_words, test_pg_memory_terms): (which memory, what).
+#: Hypothesis' writes after a first batch (test_pg_memory_terms): (which memory, what).
 EDITS = st.lists(st.tuples(st.integers(0, 23), st.sampled_from(("edit", "supersede", "forget", "kind"))), max_size=8)
 
 
@@ -338,3 +338,54 @@ def apply_edits(store: Store, ms: Sequence[Memory], edits: Sequence[tuple[int, s
         changes = {"edit": edit(n), "supersede": {"valid_until": at}, "kind": {"kind": "episode"}}[what]
         store.memories.update(target.id, changes, vector=None, model_id=MODEL, actor="t", at=at)
     store.memories.touch([m.id for m in ms if m.id not in gone], at=NOW + timedelta(days=2))
+
+
+# The postings against each memory's own words: rows of either side without the other, or whose counts differ.
+POSTINGS_DRIFT = (
+    "SELECT count(*) FROM memory_terms t FULL JOIN (SELECT m.agent, x.lexeme, m.rid, "
+    "coalesce(array_length(x.positions, 1), 1) AS tf, engram_doc_length(m.tsv) AS dl "
+    "FROM memories m, unnest(m.tsv) x) d "
+    "ON (d.agent, d.lexeme, d.rid) = (t.agent, t.lexeme, t.rid) "
+    "WHERE t.rid IS NULL OR d.rid IS NULL OR (t.tf, t.dl) IS DISTINCT FROM (d.tf, d.dl)"
+)
+
+
+def bm25_reference(store: Store, url: str, terms: list[str], flt: Filter, limit: int) -> list[tuple[str, float]]:
+    """The top ``limit`` (id, score) by BM25 as FTS5 computes it, in Python over the visible rows' ``tsv``, with the
+    store's own sample (document counts, rows, mean length) and stems."""
+    import psycopg
+
+    from engramdb.storage._pg_keywords import bm25_query
+    from engramdb.storage._pg_sql import filter_sql
+    from engramdb.storage.postgres import PgSearch
+
+    search = store.search
+    assert isinstance(search, PgSearch)
+    with search._backend.reading() as conn:  # type: ignore[attr-defined]
+        query = bm25_query(terms, search._terms.lexemes_of(conn, terms), sample=search.lexemes.last)
+    if query is None:
+        return []
+    f = filter_sql(flt)
+    words: dict[tuple[int, str], dict[str, int]] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        sql = (
+            "SELECT m.rid, m.id, x.lexeme, coalesce(array_length(x.positions, 1), 1) FROM memories m, unnest(m.tsv) x "
+            f"WHERE {f.where.replace('?', '%s')}"
+        )
+        for rid, memory_id, lexeme, tf in conn.execute(sql, f.params).fetchall():
+            words.setdefault((int(rid), str(memory_id)), {})[str(lexeme)] = int(tf)
+    scored = []
+    for (rid, memory_id), counts in words.items():
+        if not any(x in counts for x in query.lexemes):
+            continue
+        dl = float(sum(counts.values()))
+        mean = query.mean_length if query.mean_length is not None else dl
+        score: float | None = None
+        for lexeme, idf in zip(query.lexemes, query.idf, strict=True):
+            if lexeme in counts:
+                tf = float(counts[lexeme])
+                part = idf * (tf * 2.2) / (tf + 1.2 * (0.25 + 0.75 * dl / mean))
+                score = part if score is None else score + part
+        assert score is not None
+        scored.append((-score, rid, memory_id))
+    return [(memory_id, -neg) for neg, _, memory_id in sorted(scored)[:limit]]

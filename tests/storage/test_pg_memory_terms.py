@@ -13,64 +13,26 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg_server import EDITS, FILTERS, PgServer, apply_edits, count, graph_and_exact, old_store
+from pg_server import (
+    EDITS,
+    FILTERS,
+    POSTINGS_DRIFT,
+    PgServer,
+    apply_edits,
+    bm25_reference,
+    count,
+    graph_and_exact,
+    old_store,
+)
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb.storage import _pg_schema
-from engramdb.storage._pg_keywords import bm25_query, fts5_idf, tsquery_text
-from engramdb.storage._pg_sql import filter_sql
+from engramdb.storage._pg_keywords import fts5_idf, tsquery_text
 from engramdb.storage.base import Filter, Store
 from engramdb.storage.postgres import PgSearch, open_postgres
 
 _WORDS = ("alpha", "beta", "gamma", "delta", "harbor", "violin")
 AGENTS = ("agent-0", "agent-1", "agent-2")
-# The postings against each memory's own words: rows of either side without the other, or whose counts differ.
-_DRIFT = (
-    "SELECT count(*) FROM memory_terms t FULL JOIN (SELECT m.agent, x.lexeme, m.rid, "
-    "coalesce(array_length(x.positions, 1), 1) AS tf, engram_doc_length(m.tsv) AS dl "
-    "FROM memories m, unnest(m.tsv) x) d "
-    "ON (d.agent, d.lexeme, d.rid) = (t.agent, t.lexeme, t.rid) "
-    "WHERE t.rid IS NULL OR d.rid IS NULL OR (t.tf, t.dl) IS DISTINCT FROM (d.tf, d.dl)"
-)
-
-
-def _drift(url: str) -> int:
-    return count(url, _DRIFT)
-
-
-def _bm25(store: Store, url: str, terms: list[str], flt: Filter, limit: int) -> list[tuple[str, float]]:
-    """The top ``limit`` (id, score) by BM25 as FTS5 computes it, in Python over the visible rows' ``tsv``, with the
-    store's own sample (document counts, rows, mean length) and stems."""
-    search = store.search
-    assert isinstance(search, PgSearch)
-    with search._backend.reading() as conn:  # type: ignore[attr-defined]
-        query = bm25_query(terms, search._terms.lexemes_of(conn, terms), sample=search.lexemes.last)
-    if query is None:
-        return []
-    f = filter_sql(flt)
-    words: dict[tuple[int, str], dict[str, int]] = {}
-    with psycopg.connect(url, autocommit=True) as conn:
-        sql = (
-            "SELECT m.rid, m.id, x.lexeme, coalesce(array_length(x.positions, 1), 1) FROM memories m, unnest(m.tsv) x "
-            f"WHERE {f.where.replace('?', '%s')}"
-        )
-        for rid, memory_id, lexeme, tf in conn.execute(sql, f.params).fetchall():
-            words.setdefault((int(rid), str(memory_id)), {})[str(lexeme)] = int(tf)
-    scored = []
-    for (rid, memory_id), counts in words.items():
-        if not any(x in counts for x in query.lexemes):
-            continue
-        dl = float(sum(counts.values()))
-        mean = query.mean_length if query.mean_length is not None else dl
-        score: float | None = None
-        for lexeme, idf in zip(query.lexemes, query.idf, strict=True):
-            if lexeme in counts:
-                tf = float(counts[lexeme])
-                part = idf * (tf * 2.2) / (tf + 1.2 * (0.25 + 0.75 * dl / mean))
-                score = part if score is None else score + part
-        assert score is not None
-        scored.append((-score, rid, memory_id))
-    return [(memory_id, -neg) for neg, _, memory_id in sorted(scored)[:limit]]
 
 
 @pytest.fixture(scope="module")
@@ -100,10 +62,10 @@ def analysed(postgres_server: PgServer) -> Any:
     words=st.sampled_from((["alpha"], ["beta", "harbor"], ["note", "violin"], ["harbor"], ["nothing", "gamma"])),
     limit=st.sampled_from((1, 5, 50, 300)),
 )
-def test_the_channel_ranks_by_fts5s_bm25(analysed: Any, flt: Filter, words: list[str], limit: int) -> None:
+def test_the_channel_ranks_by_fts5sbm25_reference(analysed: Any, flt: Filter, words: list[str], limit: int) -> None:
     url, store = analysed
     found = [(c.id, c.score) for c in store.search.keyword_candidates(words, flt, limit=limit)]
-    assert found == _bm25(store, url, words, flt, limit)
+    assert found == bm25_reference(store, url, words, flt, limit)
 
 
 def test_idf_is_fts5s() -> None:
@@ -126,7 +88,7 @@ def test_every_write_keeps_the_postings_in_step(
             for i, words in enumerate(texts)
         ]
         store.memories.add(ms, unit_vectors(len(ms), seed=3), model_id=MODEL, actor="t")
-        assert _drift(url) == 0
+        assert count(url, POSTINGS_DRIFT) == 0
         apply_edits(
             store,
             ms,
@@ -136,10 +98,10 @@ def test_every_write_keeps_the_postings_in_step(
                 "tags": ("x",),
             },
         )
-        assert _drift(url) == 0
+        assert count(url, POSTINGS_DRIFT) == 0
         for flt in (Filter(agent="agent-1"), Filter(agent="agent-2", include_shared=False), Filter(agent=None)):
             found = [(c.id, c.score) for c in store.search.keyword_candidates(["alpha", "violin"], flt, limit=10)]
-            assert found == _bm25(store, url, ["alpha", "violin"], flt, 10)
+            assert found == bm25_reference(store, url, ["alpha", "violin"], flt, 10)
 
 
 def test_a_store_made_before_the_step_migrates_in_place(postgres_server: PgServer) -> None:
@@ -158,14 +120,14 @@ def test_a_store_made_before_the_step_migrates_in_place(postgres_server: PgServe
                 5,
                 5,
             )
-        assert _drift(url) == 0
+        assert count(url, POSTINGS_DRIFT) == 0
         old = {c.id for c in store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)}
         assert old == {m.id for i, m in enumerate(ms) if i % 6 == 4 and i % 3 == 1}
         new = memory("harbor written after the step", agent="a1")
         store.memories.add([new], None, model_id=MODEL, actor="t")
         found = store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)
         assert {c.id for c in found} == old | {new.id}
-        assert _drift(url) == 0
+        assert count(url, POSTINGS_DRIFT) == 0
 
 
 def test_a_term_ranks_its_newest_postings_of_the_reader(postgres_server: PgServer) -> None:

@@ -17,11 +17,11 @@ from engramdb.storage._pg_analyze import _CLEAN_AFTER, PENDING_LIST_LIMIT, clean
 from engramdb.storage.base import Filter
 from engramdb.storage.postgres import open_postgres
 
-_INDEXES = "ARRAY['memory_words_agent_tsv', 'memories_tsv']"
+_INDEXES = "ARRAY['memories_tsv']"
 # GIN merges once the pending pages' free space passes the limit (in MB here) over ~8 kB pages.
 assert PENDING_LIST_LIMIT.endswith("MB")
 _LIMIT_PAGES = int(PENDING_LIST_LIMIT[:-2]) * 1024 * 1024 // 8000 + 1
-# Memories written: about two and a half limits' worth of entries (~0.125 pending pages a memory and index here).
+# Memories written: about two and a half limits' worth of entries (~0.125 pending pages a memory here).
 _BATCHES = _LIMIT_PAGES * 20 // 200 + 1
 
 _VOCAB = [f"w{n:03d}x" for n in range(600)]
@@ -33,7 +33,7 @@ def _text(i: int) -> str:
 
 
 def _pending_pages(conn: psycopg.Connection[tuple[object, ...]]) -> int:
-    """The most pending pages of either keyword index."""
+    """The pending pages of the keyword index."""
     row = conn.execute(
         f"SELECT max(p.pending_pages) FROM unnest({_INDEXES}) AS i "
         "CROSS JOIN LATERAL pgstatginindex(to_regclass(i)) p WHERE to_regclass(i) IS NOT NULL"
@@ -66,7 +66,6 @@ def test_writers_merge_their_own_entries_past_the_limit(postgres_server: PgServe
     with open_postgres(url) as store, psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
         conn.execute("ALTER TABLE memories SET (autovacuum_enabled = off)")  # autovacuum would merge them too
-        conn.execute("ALTER TABLE memory_words SET (autovacuum_enabled = off)")
         with store.search._backend.reading() as raw:  # type: ignore[attr-defined]  # a pooled connection
             assert raw.execute("SHOW gin_pending_list_limit").fetchone() == (PENDING_LIST_LIMIT,)
         most = 0
@@ -98,7 +97,6 @@ def test_the_statistics_thread_merges_after_a_burst_not_during_it(postgres_serve
     with open_postgres(url) as store, psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
         conn.execute("ALTER TABLE memories SET (autovacuum_enabled = off)")
-        conn.execute("ALTER TABLE memory_words SET (autovacuum_enabled = off)")
         keeper = store.search.statistics  # type: ignore[attr-defined]
 
         def look() -> None:

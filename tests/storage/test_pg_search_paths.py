@@ -1,11 +1,10 @@
-"""The PostgreSQL search paths of issue 26, on a real server: the keyword index keyed by agent, the vector channel's
-single round trip (a cached model, checked in the statement) and its relaxed iterative scan, and statistics kept
-current after a bulk load by the store itself."""
+"""The PostgreSQL search paths of issue 26, on a real server: the vector channel's single round trip (a cached
+model, checked in the statement) and its relaxed iterative scan, and statistics kept current after a bulk load by
+the store itself."""
 
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 
 import numpy as np
 import psycopg
@@ -13,53 +12,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pg_server import PgServer, fold_staged
-from storage_helpers import MODEL, NOW, memory, unit_vectors
+from storage_helpers import MODEL, memory, unit_vectors
 
 from engramdb.storage._pg_analyze import stale_tables
-from engramdb.storage.base import MODEL_META_KEY, Candidate, Filter
+from engramdb.storage.base import MODEL_META_KEY, Filter
 from engramdb.storage.postgres import PgSearch, open_postgres
 
 
 def _words(i: int) -> str:
     return ["alpha beta", "beta gamma", "gamma delta", "delta alpha"][i % 4] + f" note {i}"
-
-
-def test_the_keyword_index_by_agent_returns_what_the_word_index_alone_returns(postgres_server: PgServer) -> None:
-    url = postgres_server.new_database()
-    with open_postgres(url) as store:
-        ms = [
-            memory(_words(i), agent=f"agent-{i % 5}", visibility="public" if i % 17 == 0 else "private",
-                   at=NOW + timedelta(seconds=i))
-            for i in range(400)
-        ]  # fmt: skip
-        store.memories.add(ms, None, model_id=MODEL, actor="t")
-        store.shares.share([ms[1].id], from_agent="agent-1", to_agent="agent-0", at=NOW + timedelta(days=1))
-        store.shares.share([ms[2].id], from_agent="agent-2", to_agent="*", at=NOW + timedelta(days=1))
-        with psycopg.connect(url, autocommit=True) as conn:
-            assert conn.execute("SELECT to_regclass('memory_words_agent_tsv') IS NOT NULL").fetchone() == (True,)
-            conn.execute("ANALYZE")
-        filters = [Filter(agent=f"agent-{a}") for a in range(6)] + [
-            Filter(agent="agent-0", include_shared=False),
-            Filter(agent="agent-3", kinds=("knowledge",)),
-            Filter(agent=None),
-        ]
-        queries = [["alpha"], ["beta", "delta"], ["gamma", "note"], ["nothing"]]
-        with_index = [store.search.keyword_candidates(q, f, limit=20) for f in filters for q in queries]
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DROP INDEX memory_words_agent_tsv")
-    with open_postgres(url) as store:  # statistics and the index's presence are cached: a fresh store
-        without = [store.search.keyword_candidates(q, f, limit=20) for f in filters for q in queries]
-    assert with_index == without
-    assert any(with_index)
-    assert not all(with_index)
-    # Agent 0 finds the memory shared with it and the one shared with everyone among its matches.
-    seen = {c.id for c in store_search_all(url, ["beta", "gamma"], Filter(agent="agent-0"))}
-    assert {ms[1].id, ms[2].id} <= seen
-
-
-def store_search_all(url: str, terms: list[str], flt: Filter) -> list[Candidate]:
-    with open_postgres(url) as store:
-        return list(store.search.keyword_candidates(terms, flt, limit=400))
 
 
 def test_the_vector_channel_follows_a_model_switch_and_sorts_the_relaxed_scan(postgres_server: PgServer) -> None:
@@ -186,7 +147,7 @@ def test_the_keyword_indexes_pending_lists_are_merged_after_writes(postgres_serv
 
         def pending() -> int:
             rows = conn.execute(
-                "SELECT sum(p.pending_tuples) FROM unnest(ARRAY['memory_words_agent_tsv', 'memories_tsv']) AS i "
+                "SELECT sum(p.pending_tuples) FROM unnest(ARRAY['memories_tsv']) AS i "
                 "CROSS JOIN LATERAL pgstatginindex(to_regclass(i)) p WHERE to_regclass(i) IS NOT NULL"
             ).fetchone()
             assert rows is not None

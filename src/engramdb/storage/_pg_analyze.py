@@ -49,8 +49,9 @@ _RETRY_AFTER_S: Final = 600.0
 #: Changed rows since the last ANALYZE that make a table stale: a fifth of it, and at least this many.
 _MIN_CHANGED: Final = 1000
 _TABLES: Final = ("memories", "vectors")
-#: ``memory_words`` (schema step 8) changes with ``memories``, row for row: analysed with it.
-_ANALYSED_TOGETHER: Final = {"memories": "memories, memory_words"}
+#: The keyword postings (``memory_terms``, schema step 11) change with ``memories``, ~50 rows a memory: analysed
+#: with it, so a bulk-loaded store's postings are not planned as the empty table they were.
+_ANALYSED_TOGETHER: Final = {"memories": "memories, memory_terms"}
 #: Row versions written to ``memories`` (inserts and non-HOT updates) after which the keyword indexes' pending lists
 #: are merged: a few hundred keep each list within a few dozen pages.
 _CLEAN_AFTER: Final = 500
@@ -61,8 +62,9 @@ _INDEXED_WRITES_SQL: Final = (
     "SELECT s.n_tup_ins + s.n_tup_upd - s.n_tup_hot_upd FROM pg_stat_user_tables s "
     "WHERE s.relid = to_regclass('memories')"
 )
-_KEYWORD_INDEXES: Final = ("memory_words_agent_tsv", "memory_words_tsv", "memories_agent_tsv", "memories_tsv")
-# gin_clean_pending_list of each keyword index the store has (the one keyed by agent needs btree_gin).
+#: The GIN indexes with pending lists (the postings' index is a b-tree: entries go straight into it).
+_KEYWORD_INDEXES: Final = ("memories_tsv",)
+# gin_clean_pending_list of each keyword index the store has.
 _CLEAN_SQL: Final = (
     "SELECT gin_clean_pending_list(to_regclass(i)) FROM unnest(%s::text[]) AS i WHERE to_regclass(i) IS NOT NULL"
 )

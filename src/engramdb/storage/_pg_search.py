@@ -81,9 +81,6 @@ MIN_EF_SEARCH: Final = 100
 #: Of the reader's own matches, the best ``limit`` x this many are tested against the rest of the filter first (the
 #: embedded store's head: ``_sqlite_search``); all of them only when fewer than ``limit`` of those pass.
 _KEYWORD_HEAD_FACTOR: Final = 4
-#: Up to about this many own memories (planner statistics), the keyword channel intersects the reader's visible
-#: rows with the keyword matches in the indexes (see :meth:`PgSearch.keyword_candidates`).
-_INDEXED_READER_ROWS: Final = 20_000
 #: An exact scan reads a row for about this fraction of what the HNSW index spends on an entry (see _plan).
 _EXACT_COST_RATIO: Final = 4
 #: pgvector 0.8's iterative index scan (``hnsw.iterative_scan``): with a filter, the scan goes on past ``ef_search``
@@ -164,12 +161,9 @@ class PgSearch:
             query = bm25_query(unique, self._terms.lexemes_of(conn, unique), sample=sample)
             if query is None:
                 return []
-            # Others' matches come from the keyword index of ``memories``. Without the index keyed by agent, a
-            # reader with few memories has its visible rows gathered from indexes and intersected with the matches;
-            # the bitmap of a reader with many costs more than testing the matches one by one (bench/scale_pg.py).
-            few = flt.agent is not None and (
-                self._terms.agent_words(conn) or self._terms.agent_rows(conn, flt.agent) <= _INDEXED_READER_ROWS
-            )
+            # Others' matches come from the keyword index of ``memories``, their visibility in the form the planner
+            # answers from indexes (the reader's own rows come from its postings, never from that index).
+            few = flt.agent is not None
             f = filter_sql(flt, indexed=few)
             # Each candidate's vector of the store's model comes with it (read for the LIMIT's rows only, in its
             # agent's partition): hybrid search needs a keyword-only hit's cosine, one more round trip otherwise.

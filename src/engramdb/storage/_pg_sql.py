@@ -120,7 +120,6 @@ _LEXEME_CACHE: Final = 4096
 _STATS_SQL: Final = (
     "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples, "
     "a.most_common_vals::text::text[], a.most_common_freqs, "
-    "coalesce(to_regclass('memory_words_agent_tsv'), to_regclass('memories_agent_tsv')) IS NOT NULL, "
     "(SELECT p.most_common_freqs[array_position(p.most_common_vals::text::text[], 'public')] FROM pg_stats p "
     "WHERE p.schemaname = c.relnamespace::regnamespace::text AND p.tablename = 'memories' "
     "AND p.attname = 'visibility'), "
@@ -152,7 +151,6 @@ class TermStats:
         self._unlisted = 0.0
         self._agents: dict[str, float] = {}
         self._other_agent = 0.0
-        self._agent_words = False
         self._open_rows = 0.0
         self._lexemes: dict[str, tuple[str, ...]] = {}
 
@@ -220,12 +218,6 @@ class TermStats:
         with self._lock:
             self._expires = 0.0
 
-    def agent_words(self, conn: Raw) -> bool:
-        """Whether the store has the keyword index keyed by agent (schema steps 4 and 8; btree_gin may be missing)."""
-        self._estimates(conn)
-        with self._lock:
-            return self._agent_words
-
     def _estimates(self, conn: Raw) -> dict[str, float]:
         now = time.monotonic()
         with self._lock:
@@ -236,7 +228,6 @@ class TermStats:
         unlisted = 0.0
         agents: dict[str, float] = {}
         other_agent = 0.0
-        agent_words = bool(row[5]) if row is not None else False
         open_rows = 0.0
         if row is not None and row[2] is not None:
             total = max(0.0, float(row[2]))
@@ -248,12 +239,12 @@ class TermStats:
             if row[3] is not None and row[4] is not None:
                 agents = {str(a): float(f) * total for a, f in zip(row[3], row[4], strict=False)}
             other_agent = min(agents.values(), default=total)
-            open_rows = float(row[6] or 0) * total + float(row[7] or 0)
+            open_rows = float(row[5] or 0) * total + float(row[6] or 0)
         with self._lock:
             self._open_rows = open_rows
             self._total = max(0.0, float(row[2])) if row is not None and row[2] is not None else 0.0
             self._rows, self._unlisted, self._expires = estimates, unlisted, now + _STATS_TTL_S
-            self._agents, self._other_agent, self._agent_words = agents, other_agent, agent_words
+            self._agents, self._other_agent = agents, other_agent
         return estimates
 
     def lexemes_of(self, conn: Raw, terms: Sequence[str]) -> dict[str, tuple[str, ...]]:
