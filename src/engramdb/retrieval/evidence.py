@@ -97,24 +97,39 @@ class _Finder:
     """Which of some stems a text's words begin with (a stem of 3 letters or fewer must be the whole word but
     for a suffix :func:`stem` strips: "cats" is "cat", "catalog" is not). Most of a search's ~100
     candidates hold none of the stems even as a substring and are passed over at C speed; the others take
-    one regular-expression search per stem they hold."""
+    one look at each place a stem they hold occurs."""
 
     def __init__(self, stems: Iterable[str]) -> None:
         self.wanted = frozenset(s for s in stems if s)
 
     def present(self, text: str) -> set[str]:
         low = text.lower()
-        return {s for s in self.wanted if s in low and _at_word_start(s).search(low) is not None}
+        return {s for s in self.wanted if s in low and _at_word_start(s, low)}
 
 
-@cache
-def _at_word_start(s: str) -> re.Pattern[str]:
-    if len(s) > _SHORT_STEM:
-        return re.compile(rf"(?<!\w){re.escape(s)}")
-    return re.compile(rf"(?<!\w){re.escape(s)}(?:{'|'.join(_SUFFIXES)})?(?!\w)")
+def _at_word_start(s: str, low: str) -> bool:
+    """Whether a word of ``low`` begins with ``s``; one of :data:`_SHORT_STEM` letters or fewer must be ``s``
+    followed by nothing or by one of :data:`_SUFFIXES`. Found with ``str.find``, not a pattern compiled per stem:
+    compiling is pure Python, and each new question brings new stems (a fresh process's first searches paid a
+    compile for nearly every word of theirs)."""
+    short = len(s) <= _SHORT_STEM
+    at = low.find(s)
+    while at >= 0:
+        # \w is what str.isalnum() admits and the underscore.
+        if at == 0 or not (low[at - 1].isalnum() or low[at - 1] == "_"):
+            if not short:
+                return True
+            end = at + len(s)
+            rest = _WORD_RUN.match(low, end)
+            if rest is None or rest.end() == end or low[end : rest.end()] in _SUFFIX_SET:
+                return True
+        at = low.find(s, at + 1)
+    return False
 
 
 _SHORT_STEM: Final = 3
+_SUFFIX_SET: Final = frozenset(_SUFFIXES)
+_WORD_RUN: Final = re.compile(r"\w*")
 
 
 @dataclass(frozen=True, slots=True)
