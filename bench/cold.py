@@ -114,6 +114,37 @@ def _diff(before: dict[Path, Any], after: dict[Path, Any], directory: Path, pmap
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def timeline(directory: Path, open_store: Any, seconds: float = 6.0) -> dict[str, Any]:
+    """How soon after ``open_store()`` (no search) each table's pages are in the page cache: the seconds at which
+    50 / 90 / 99 % of them were resident, polled with ``mincore`` every 50 ms (None: not within ``seconds``)."""
+    names, owner = page_map(directory)
+    db = directory / "engram.db"
+    wanted = {n: np.flatnonzero(owner == names.index(n)) for n in ("vectors", "memories", "history") if n in names}
+    marks = (0.5, 0.9, 0.99)
+    reached: dict[str, dict[str, float | None]] = {n: {str(m): None for m in marks} for n in wanted}
+    t0 = time.perf_counter()
+    mem = open_store()
+    opened = time.perf_counter() - t0
+    try:
+        while time.perf_counter() - t0 < seconds:
+            now = time.perf_counter() - t0
+            flags = resident(db)
+            for n, pages in wanted.items():
+                # Database page p (from 1) is OS pages (p - 1) * 2 and the next (8 KiB pages, 4 KiB OS pages).
+                first = (pages - 1) * (_DB_PAGE // PAGE)
+                first = first[first < flags.size]
+                share = float(flags[first].mean()) if first.size else 0.0
+                for m in marks:
+                    if share >= m and reached[n][str(m)] is None:
+                        reached[n][str(m)] = round(now, 3)
+            if all(v is not None for r in reached.values() for v in r.values()):
+                break
+            time.sleep(0.05)
+    finally:
+        mem.close()
+    return {"open_s": opened, "resident_at_s": reached}
+
+
 def child(args: argparse.Namespace) -> None:
     """One store, opened in this fresh process: prints its measures as one JSON line."""
     from _data import load_locomo
@@ -127,6 +158,9 @@ def child(args: argparse.Namespace) -> None:
         sqlite_mod.read_ahead_open = lambda *a, **k: 0  # type: ignore[attr-defined]
         if hasattr(sqlite_mod.SQLiteBackend, "_read_ahead"):
             sqlite_mod.SQLiteBackend._read_ahead = lambda self: None  # type: ignore[attr-defined]
+    if args.timeline:
+        print(json.dumps(timeline(directory, lambda: Engram(directory, embedder="static", vectors="sync"))))
+        return
     qtexts = [q.text for c in load_locomo() for q in c.questions][: 15 + args.questions]
     files = store_files(directory)
     pmap = page_map(directory) if args.trace else None
@@ -198,7 +232,7 @@ def run_one(args: argparse.Namespace, memories: int, scope: str, n: int, src: st
     directory = _dir(memories, scope, n)
     if not (directory / "done").exists():
         raise SystemExit(f"{directory}: not built (python bench/tenants.py --memories {memories} builds it)")
-    if args.trace:
+    if args.trace or args.timeline:
         page_map(directory)  # reads the whole database once: made before the eviction
     left, total = (0, 0) if args.cached else evict(directory)
     time.sleep(args.settle)
@@ -206,6 +240,7 @@ def run_one(args: argparse.Namespace, memories: int, scope: str, n: int, src: st
            "--questions", str(args.questions)]  # fmt: skip
     cmd += ["--trace"] if args.trace else []
     cmd += ["--no-readahead"] if args.no_readahead else []
+    cmd += ["--timeline"] if args.timeline else []
     env = {**os.environ, "PYTHONPATH": src}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode:
@@ -227,6 +262,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=1.0, help="seconds between the eviction and the open")
     parser.add_argument("--trace", action="store_true")
     parser.add_argument("--no-readahead", action="store_true")
+    parser.add_argument("--timeline", action="store_true", help="no searches: when the tables' pages are resident")
     parser.add_argument("--label", default="now")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--scope", help=argparse.SUPPRESS)
@@ -247,6 +283,14 @@ def main() -> None:
                     res = run_one(args, memories, scope, n, src)
                     res.update(memories=memories, scope=scope, n=n, src=src, run=run, load=os.getloadavg()[0])
                     results.append(res)
+                    if args.timeline:
+                        print(
+                            f"{memories} {n} {scope}s [{Path(src).parent.name or src}] open {res['open_s']:.2f} s; "
+                            f"resident (s from the open's start, at 50/90/99 %): {res['resident_at_s']}; "
+                            f"load {res['load']:.1f}",
+                            flush=True,
+                        )
+                        continue
                     f, w = res["first"], res["warm"]
                     med = statistics.median(x["ms"] for x in f)
                     blocked = " / ".join(f"{x['blocked']:.0f}" for x in f)
