@@ -81,9 +81,11 @@ class VectorBranch:
     #: ``vectors`` (the HNSW graphs, or an exact scan of the filter's rows) or ``vectors_staged`` (new vectors not yet
     #: folded into the graphs, scanned exactly: see :mod:`engramdb.storage._pg_staging`).
     table: str = "vectors"
-    #: A staged branch's test of the staged row alone (literals): the rows it admits are ordered by distance before
-    #: their memories are looked up (:func:`from_rows`).
+    #: A staged branch's test of the staged row alone: the rows it admits are ordered by distance before their
+    #: memories are looked up (:func:`from_rows`).
     staged_where: sql.Composable | None = None
+    #: The parameters of :attr:`staged_where` (the reader: a parameter, so one statement serves every agent).
+    staged_params: tuple[Any, ...] = ()
     #: What the branch's rows are ordered by when it is not their distance ``d``: the graph's own half-precision
     #: distance (:func:`graph_order`), which takes the query once more, after the WHERE clause's parameters.
     order: sql.Composable | None = None
@@ -91,9 +93,9 @@ class VectorBranch:
     def ordered_params(self, query: Any, *middle: Any) -> list[Any]:
         """The branch's parameters in statement order: its distance's ``query``, ``middle`` (the caller's, between
         the SELECT list and FROM), the WHERE clause's, then the ORDER BY's ``query`` where it has its own order. A
-        staged branch takes the query in its FROM clause."""
+        staged branch takes the query and its staged rows' test in its FROM clause."""
         if self.table == STAGED_TABLE:
-            return [*middle, query, *self.params]
+            return [*middle, query, *self.staged_params, *self.params]
         return [query, *middle, *self.params, *((query,) if self.order is not None else ())]
 
     def order_by(self) -> sql.Composable:
@@ -147,16 +149,24 @@ def vector_branches(model: CurrentModel, flt: Filter, plan: VectorPlan) -> list[
     current = sql.SQL("s.model_id = {model} AND s.dim = {dim}").format(
         model=inline(model.model_id), dim=sql.Literal(model.dim)
     )
+    # The reader is a parameter, not a literal: the statement's text is then the same for every agent, so a
+    # connection prepares it once rather than once per agent (psycopg keeps 100 prepared statements a connection).
+    reader: tuple[Any, ...] = ()
     if flt.agent is None:
         own, others = current, current
     else:
-        reader = inline(flt.agent)
-        own = sql.SQL("s.agent = {reader} AND {current}").format(reader=reader, current=current)
+        reader = (flt.agent,)
+        own = sql.SQL("s.agent = %s AND {current}").format(current=current)
         # Other agents' staged rows: only those not private (an index of them), each then tested as above.
-        others = sql.SQL("s.agent <> {reader} AND s.open AND {current}").format(reader=reader, current=current)
+        others = sql.SQL("s.agent <> %s AND s.open AND {current}").format(current=current)
     staged = [
         replace(
-            branch, distance=_STAGED_DISTANCE, table=STAGED_TABLE, staged_where=own if n == 0 else others, order=None
+            branch,
+            distance=_STAGED_DISTANCE,
+            table=STAGED_TABLE,
+            staged_where=own if n == 0 else others,
+            staged_params=reader,
+            order=None,
         )
         for n, branch in enumerate(_branches(model, flt, VectorPlan(own=True, others=True)))
     ]
