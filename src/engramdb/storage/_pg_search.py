@@ -26,6 +26,7 @@ from engramdb.storage._filters import FilterSQL
 from engramdb.storage._pg_analyze import StatisticsKeeper
 from engramdb.storage._pg_keywords import KEYWORD_TERM_POSTINGS, Bm25Query, bm25_query, own_scores_sql, tsquery_text
 from engramdb.storage._pg_nearest import (
+    VectorBranch,
     VectorPlan,
     from_rows,
     inline,
@@ -73,6 +74,8 @@ _CARRIED_VECTOR: Final = (
 #: ``ts_rank_cd`` against the embedded store's BM25 on the same 100k rows; each such row now costs an index probe
 #: per question lexeme (its postings).
 KEYWORD_RANK_ROWS: Final = 500
+#: Vector statements kept composed (one per filter form, model and depth: see :meth:`PgSearch._vector_rows`).
+_STATEMENT_FORMS: Final = 256
 #: The HNSW search breadth (``hnsw.ef_search``) at least, on a graph of :data:`_EF_SCALE_ROWS` vectors; a deeper
 #: search raises it to its ``limit``. Measured on the partitioned store (bench/scale_pg.py, 100k memories over 10
 #: agents, an agent's graph of 20k vectors, depth 50, 40 questions): ef 64 gave recall@10 0.983 (agent + kind 0.973),
@@ -95,6 +98,38 @@ _MAX_EF_SEARCH: Final = 1000
 def _as_array(value: Any) -> npt.NDArray[np.float32]:
     """A pgvector value as numbers (pgvector >= 0.3 loads a Vector object, older releases a numpy array)."""
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
+
+
+def _vector_statement(
+    conn: Raw, model: CurrentModel, branches: Sequence[VectorBranch], f: FilterSQL, limit: int
+) -> str:
+    """The vector search of ``branches`` as text: each part's nearest ``limit`` rows with their memories, merged."""
+    parts: list[sql.Composable] = []
+    for branch in branches:
+        # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after d and model.
+        # The relaxed iterative scan of the HNSW path returns rows roughly in order: each part sorts its head.
+        parts.append(
+            sql.SQL(
+                "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
+                "{shared_by}, {shared_at}, {columns} FROM {rows} "
+                "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY {order} LIMIT {limit})"
+            ).format(
+                distance=branch.distance,
+                order=branch.order_by(),
+                rows=from_rows(branch),
+                shared_by=sql.SQL(pg_statement(f.shared_by)),
+                shared_at=sql.SQL(pg_statement(f.shared_at)),
+                columns=sql.SQL(MEMORY_COLUMNS),
+                model=inline(model.model_id),
+                dim=sql.Literal(model.dim),
+                where=sql.SQL(pg_statement(branch.where)),
+                limit=sql.Literal(limit),
+            )
+        )
+    statement = sql.SQL("SELECT * FROM ({parts}) h ORDER BY h.d LIMIT {limit}").format(
+        parts=sql.SQL(" UNION ALL ").join(parts), limit=sql.Literal(limit)
+    )
+    return statement.as_string(conn)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,10 +171,24 @@ class PgSearch:
         self.generic_vector_plans = True
         #: Runs ANALYZE when a bulk load left the planner's statistics behind (see :mod:`._pg_analyze`).
         self.statistics = StatisticsKeeper(backend.reading, self._analysed)
+        # The vector statements composed so far, by form (see _vector_rows); shared by the searching threads (an entry
+        # lost to a clear is composed again).
+        self._statements: dict[tuple[Any, ...], str] = {}
 
     def _analysed(self) -> None:
         self._terms.invalidate()
         self._models.invalidate()
+
+    def warm(self, conn: Raw) -> None:
+        """Start what a process's first search would start: the first look at the change counters (which may
+        start an ANALYZE or a merge of the keyword indexes' pending lists) and the keyword lexeme sample (taken on
+        its own thread once the store is large: searches before it is ready rank without the store's document
+        counts)."""
+        self.statistics.check(conn)
+        self.lexemes.current(conn, self._terms.total_rows(conn))
+        # Read again by the first search (one small query): a load and ANALYZE right after the open would otherwise
+        # leave its plans on the open's statistics for a minute.
+        self._terms.invalidate()
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """Full-text candidates matching any of ``terms``, best BM25 first (FTS5's form, higher is better).
@@ -370,37 +419,26 @@ class PgSearch:
     ) -> list[tuple[str, float, Memory]] | None:
         """The nearest ``limit`` (id, distance, memory) under ``flt``; None when ``model`` is no longer the store's."""
         f = filter_sql(flt)
-        parts: list[sql.Composable] = []
         params: list[Any] = []
         # The reader's partition holds its own rows and maybe another agent's: its graph is at least that large.
         own = self._terms.agent_rows(conn, flt.agent) if flt.agent is not None else 0.0
         ef = self._ef(model, limit, graph_rows=max(model.partition_rows, own))
         plan = self._plan(conn, model, flt, limit)
-        for branch in vector_branches(model, flt, plan):
-            # The memory's columns come with each of the LIMIT's rows (the join reads them anyway), after d and model.
-            # The relaxed iterative scan of the HNSW path returns rows roughly in order: each part sorts its head.
-            parts.append(
-                sql.SQL(
-                    "(SELECT {distance} AS d, (SELECT x.value FROM meta x WHERE x.key = %s) AS model, "
-                    "{shared_by}, {shared_at}, {columns} FROM {rows} "
-                    "WHERE v.model_id = {model} AND v.dim = {dim} AND {where} ORDER BY {order} LIMIT {limit})"
-                ).format(
-                    distance=branch.distance,
-                    order=branch.order_by(),
-                    rows=from_rows(branch),
-                    shared_by=sql.SQL(pg_statement(f.shared_by)),
-                    shared_at=sql.SQL(pg_statement(f.shared_at)),
-                    columns=sql.SQL(MEMORY_COLUMNS),
-                    model=inline(model.model_id),
-                    dim=sql.Literal(model.dim),
-                    where=sql.SQL(pg_statement(branch.where)),
-                    limit=sql.Literal(limit),
-                )
-            )
+        branches = vector_branches(model, flt, plan)
+        for branch in branches:
             params += branch.ordered_params(query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params)
-        statement = sql.SQL("SELECT * FROM ({parts}) h ORDER BY h.d LIMIT {limit}").format(
-            parts=sql.SQL(" UNION ALL ").join(parts), limit=sql.Literal(limit)
-        )
+        # The statement's text depends on the filter's form, not its values: composed once per form (composing and
+        # converting it took ~1 ms of a search's own thread under load, cProfile at 100k).
+        form = (
+            model.model_id, model.dim, limit, plan, flt.agent is None, flt.include_shared,
+            f.where, filter_sql(replace(flt, agent=None)).where, f.shared_by, f.shared_at,
+        )  # fmt: skip
+        statement = self._statements.get(form)
+        if statement is None:
+            statement = _vector_statement(conn, model, branches, f, limit)
+            if len(self._statements) >= _STATEMENT_FORMS:
+                self._statements.clear()
+            self._statements[form] = statement
         # Pipelined: the HNSW settings travel with the search in one round trip. They are the pooled connection's
         # session settings (no transaction: BEGIN and COMMIT would cost a round trip each); only this method
         # searches the HNSW index on the store's connections, and it sets both every time.

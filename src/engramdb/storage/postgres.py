@@ -50,6 +50,7 @@ other threads keep their own connections.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -63,7 +64,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from engramdb._threads import JOIN_SECONDS
+from engramdb._threads import JOIN_SECONDS, THREAD_PREFIX, Background
 from engramdb.config import WRITES_YIELD
 from engramdb.errors import StorageError, ValidationError
 from engramdb.models import Memory
@@ -100,6 +101,8 @@ __all__ = [
 
 Raw = psycopg.Connection[tuple[Any, ...]]
 
+log = logging.getLogger(__name__)
+
 #: Meta keys the store maintains itself (meta.set refuses them).
 _INTERNAL_META: Final = frozenset({AUDIT_HEAD_KEY})
 # Memories whose keyword postings (``memory_terms``, kept by triggers) disagree with their words: postings without
@@ -115,6 +118,17 @@ _POSTINGS_DRIFT: Final = (
 )
 #: Below this many vectors (planner estimate) searches scan exactly instead of using the HNSW index.
 EXACT_SEARCH_BELOW: Final = 20_000
+#: Connections one hybrid search holds at once (the vector channel, and the keyword channel's two statements on
+#: its worker threads): the pool opens this many (at most its size) at the open's warm-up, not in the first searches.
+SEARCH_CONNECTIONS: Final = 3
+# Planned once on each new connection, by the pool's worker: a new server process reads the catalog entries of every
+# relation a search plans with (the 16 partitions of ``vectors`` and their indexes, the postings, the staged rows),
+# which the first searches on the connection otherwise read on their way. EXPLAIN only: nothing runs.
+_CATALOG_WARM: Final = (
+    "EXPLAIN SELECT 1 FROM vectors v JOIN memories m ON m.id = v.memory_id",
+    "EXPLAIN SELECT 1 FROM memory_terms p JOIN memories m ON m.rid = p.rid",
+    "EXPLAIN SELECT 1 FROM vectors_staged s JOIN shares x ON x.memory_id = s.memory_id JOIN meta k ON k.key = s.agent",
+)
 
 
 def redact_url(location: str) -> str:
@@ -180,6 +194,12 @@ def _configure(conn: Raw) -> None:
     register_vector(conn)
     conn.execute("SET plan_cache_mode = force_custom_plan")
     conn.execute(f"SET gin_pending_list_limit = '{PENDING_LIST_LIMIT}'")
+    try:
+        with conn.pipeline():
+            for statement in _CATALOG_WARM:
+                conn.execute(statement)
+    except psycopg.Error:
+        pass  # best effort: a store missing a relation (an older schema) plans it in its first search instead
 
 
 class PostgresBackend:
@@ -236,6 +256,11 @@ class PostgresBackend:
             self._pool.close()
             self._pool = None
             raise StorageError(f"{self.location}: cannot open a connection pool ({exc})") from exc
+        self._pool_size = max(1, pool_size)
+        #: The open's warm-up (:meth:`_warm`), stopped and joined by close().
+        self._background = Background()
+        if settings is None or settings.warm:
+            self._background.start(f"{THREAD_PREFIX}-pg-warm", self._warm)
         mover = settings.pg_vector_mover if settings is not None else True
         #: Share of a bulk write's previous time it waits for searches at work (:mod:`._pg_giveway`).
         self._yield_share = settings.pg_writes_yield if settings is not None else WRITES_YIELD
@@ -250,6 +275,7 @@ class PostgresBackend:
         A mover's batch under way is rolled back (its vectors stay staged for the next mover); a statistics
         thread under way is waited for (bounded).
         """
+        self._background.stop()
         mover, self._mover = self._mover, None
         if mover is not None:
             mover.close()
@@ -260,6 +286,20 @@ class PostgresBackend:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+
+    def _warm(self) -> None:
+        """What a process's first searches would otherwise do on their way, done at the open on this thread: the
+        pool's connections for a search opened (each plans the store's relations once, see :func:`_configure`),
+        the statistics, the model and the keyword lexeme sample read (:meth:`PgSearch.warm`). Best effort."""
+        try:
+            pool = self._pool
+            if pool is not None:
+                pool.resize(min(self._pool_size, SEARCH_CONNECTIONS), self._pool_size)
+            if not self._background.stopping:
+                with self.reading() as conn:
+                    self.search.warm(conn)
+        except Exception as exc:  # noqa: BLE001 - a background thread: report, never raise
+            log.debug("engramdb: the PostgreSQL store's warm-up stopped (%s)", exc)
 
     # -- connections and transactions -----------------------------------------------------------
     def _translate(self, exc: BaseException) -> StorageError | ValidationError:

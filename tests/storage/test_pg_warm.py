@@ -1,0 +1,91 @@
+"""The PostgreSQL store reaches its steady state at the open, not in its first searches (bench/RESULTS.md, issue 26,
+ninth round): the warm-up opens a search's connections, takes the keyword lexeme sample and the first look at the
+change counters; every new connection plans the store's relations once; a vector search is one prepared statement for every
+agent (its text names no agent)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+from pg_server import PgServer
+from storage_helpers import MODEL, NOW, memory, unit_vectors
+
+from engramdb.config import load_settings
+from engramdb.storage.base import Filter
+from engramdb.storage.postgres import _CATALOG_WARM, SEARCH_CONNECTIONS, PgSearch, PostgresBackend, open_postgres
+
+AGENTS = ("agent-0", "agent-1", "agent-2")
+
+
+def _filled(url: str) -> None:
+    with open_postgres(url, pool_size=1, settings=load_settings(warm=False)) as store:
+        ms = [memory(f"note {i} about gardens", agent=AGENTS[i % 3], at=NOW + timedelta(seconds=i)) for i in range(300)]
+        store.memories.add(ms, unit_vectors(300, seed=3), model_id=MODEL, actor="t")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
+def _backend(store: object) -> PostgresBackend:
+    search = store.search  # type: ignore[attr-defined]
+    search = getattr(search, "_inner", search)
+    assert isinstance(search, PgSearch)
+    backend = search._backend
+    assert isinstance(backend, PostgresBackend)
+    return backend
+
+
+def test_the_open_warms_the_pool_and_the_search_caches(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    _filled(url)
+    with open_postgres(url, pool_size=4, settings=load_settings(warm=True)) as store:
+        backend = _backend(store)
+        assert backend._background.wait(30)
+        search = backend.search
+        assert search.lexemes.wait(30)
+        pool = backend._pool
+        assert pool is not None
+        pool.wait(30)
+        # The connections one search holds at once are open before any search, and the sample it ranks by taken.
+        assert pool.get_stats()["pool_size"] >= SEARCH_CONNECTIONS
+        sample = search.lexemes.last
+        assert sample is not None and sample.sampled == 300
+
+
+def test_without_warming_nothing_is_read_before_the_first_search(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    _filled(url)
+    with open_postgres(url, pool_size=4, settings=load_settings(warm=False)) as store:
+        backend = _backend(store)
+        assert backend._background.wait(5)
+        assert backend._pool is not None and backend._pool.get_stats()["pool_size"] == 1
+        assert backend.search.lexemes.last is None
+
+
+def test_the_catalog_warm_up_plans_on_the_current_schema(postgres_server: PgServer) -> None:
+    """Its errors are swallowed (a connection must not fail for it): each statement is checked here instead, so a
+    schema step renaming a relation shows up."""
+    url = postgres_server.new_database()
+    _filled(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in _CATALOG_WARM:
+            assert conn.execute(statement).fetchall()
+
+
+def test_one_prepared_vector_statement_serves_every_agent(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    _filled(url)
+    with open_postgres(url, pool_size=1, exact_search_below=0, settings=load_settings(warm=False)) as store:
+        search = _backend(store).search
+        for n in range(6):
+            found = search.vector_candidates(unit_vectors(1, seed=n)[0], Filter(agent=AGENTS[n % 3]), limit=5)
+            assert len(found) == 5
+            assert {c.memory.agent for c in found if c.memory is not None} == {AGENTS[n % 3]}
+        with search._backend.reading() as conn:
+            rows = conn.execute(
+                "SELECT statement, generic_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+                ("%vectors_staged%",),
+            ).fetchall()
+        assert len(rows) == 1
+        assert rows[0][1] == 6
+        assert all(agent not in rows[0][0] for agent in AGENTS)
