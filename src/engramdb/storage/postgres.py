@@ -37,6 +37,9 @@ other threads keep their own connections.
   scan exactly in the same statement, and folded into the graphs in batches by one mover per store (a thread of
   every instance, one at a time by an advisory lock; ``pg_vector_mover``): see ``_pg_staging``.
 * statistics: searches run ANALYZE in the background when a bulk load left them behind (``_pg_analyze``).
+* warm-up (``settings.warm``): the open opens a search's connections (:data:`SEARCH_CONNECTIONS`, each planning the
+  store's relations once), takes the first look at the statistics and the keyword lexeme sample on a thread, so a
+  process's first searches find them ready.
 * visibility: statements that gather rows through indexes (keyword matches, the exact vector scan, counts)
   spell the agent filter so the planner can answer it from indexes too (see ``_pg_sql.filter_sql``); the
   HNSW path tests it row by row.
