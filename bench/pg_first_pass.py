@@ -156,9 +156,19 @@ def main(argv: list[str] | None = None) -> int:
                         encoding="utf-8",
                     )
                     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(trees[name]).resolve()), str(BENCH)])}
+                    command = [
+                        sys.executable,
+                        __file__,
+                        "--resume",
+                        args.resume,
+                        "--src",
+                        args.src,
+                        "--child",
+                        str(spec),
+                    ]
                     done = [
                         subprocess.run(
-                            [sys.executable, __file__, "--resume", args.resume, "--src", args.src, "--child", str(spec)],
+                            command,
                             capture_output=True,
                             text=True,
                             env=env,

@@ -1,7 +1,7 @@
 """The PostgreSQL store reaches its steady state at the open, not in its first searches (bench/RESULTS.md, issue 26,
 ninth round): the warm-up opens a search's connections, takes the keyword lexeme sample and the first look at the
-change counters; every new connection plans the store's relations once; a vector search is one prepared statement for every
-agent (its text names no agent)."""
+change counters; every new connection plans the store's relations once; a vector search is one prepared statement
+for every agent (its text names no agent)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def test_the_open_warms_the_pool_and_the_search_caches(postgres_server: PgServer
         # The connections one search holds at once are open before any search, and the sample it ranks by taken.
         assert pool.get_stats()["pool_size"] >= SEARCH_CONNECTIONS
         sample = search.lexemes.last
-        assert sample is not None and sample.sampled == 300
+        assert sample is not None
+        assert sample.sampled == 300
 
 
 def test_without_warming_nothing_is_read_before_the_first_search(postgres_server: PgServer) -> None:
@@ -58,7 +59,8 @@ def test_without_warming_nothing_is_read_before_the_first_search(postgres_server
     with open_postgres(url, pool_size=4, settings=load_settings(warm=False)) as store:
         backend = _backend(store)
         assert backend._background.wait(5)
-        assert backend._pool is not None and backend._pool.get_stats()["pool_size"] == 1
+        assert backend._pool is not None
+        assert backend._pool.get_stats()["pool_size"] == 1
         assert backend.search.lexemes.last is None
 
 
