@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from engramdb.storage._arrays import np
 
@@ -164,7 +164,10 @@ class MaskCache:
     CPU at 1M rows). Each index holds its own cache, keyed by the index's ``version`` (which moves whenever a
     row's visibility or liveness changes), so a stale mask is never used. Bounded by bytes, not by count:
     fifty agents taking turns (a server's load) found none of theirs among the last 8 and built a mask each
-    search (bench/RESULTS.md, issue 27, fourth round); 64 MB keeps 64 masks at 1M rows, 640 at 100k.
+    search (bench/RESULTS.md, issue 27, fourth round); 64 MB keeps 64 masks of 1M rows, 640 of 100k. The bytes
+    are summed over what is kept: a tenant walking the graph keeps two masks of different sizes (its rows', its
+    nodes'), and a bound by count from the newest mask's size kept 64 of them at 1M rows, 32 tenants' pairs, so
+    fifty taking turns built both each search again.
     """
 
     _MIN = 8
@@ -172,17 +175,23 @@ class MaskCache:
 
     def __init__(self) -> None:
         self._masks: dict[tuple[object, ...], tuple[_Bool | None, int]] = {}
+        self._bytes = 0
 
     def get(self, key: tuple[object, ...], make: Callable[[], tuple[_Bool | None, int]]) -> tuple[_Bool | None, int]:
         """The mask and passing count under ``key`` (made by ``make`` when absent). Callers must not change it."""
         found = self._masks.pop(key, None)
         if found is None:
             found = make()
-            size = max(found[0].nbytes if found[0] is not None else 0, 1)
-            while len(self._masks) >= max(self._MIN, self._BYTES // size):
-                del self._masks[next(iter(self._masks))]
+            self._bytes += _nbytes(found[0])
+            while len(self._masks) >= self._MIN and self._bytes > self._BYTES:
+                self._bytes -= _nbytes(self._masks.pop(next(iter(self._masks)))[0])
         self._masks[key] = found  # most recent last
         return found
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the masks kept."""
+        return self._bytes
 
     @staticmethod
     def cacheable(flt: RowFilter) -> bool:
@@ -190,6 +199,14 @@ class MaskCache:
         if flt.kinds is not None:
             return False
         return flt.only_key is not None or (flt.only_rids is None and (flt.also_rids is None or not flt.also_rids.size))
+
+
+def _nbytes(mask: _Bool | None) -> int:
+    """What keeping ``mask`` costs: its array and, roughly, its key and entry (so tiny masks are bounded too)."""
+    return _ENTRY_BYTES + (0 if mask is None else int(mask.nbytes))
+
+
+_ENTRY_BYTES: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
