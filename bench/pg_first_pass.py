@@ -7,7 +7,8 @@ round and each source tree (``--src name=path``, alternated, order swapped each 
 opens ``Engram(url)`` in a new process on that tree, and times ``--passes`` passes over the same questions (each
 question under agent ``i % agents``, limit 10, the query vector precomputed): pass 1 is the first minute of a
 process on a freshly started server, the later passes its steady state. Per pass: ``Engram.search`` p50 / p95 /
-mean, the vector and keyword channels' p50 as they ran inside it, and the open's seconds. The load average is
+mean, the vector and keyword channels' p50 as they ran inside it, the client's and the server's CPU per search (far
+steadier than wall time on a loaded machine), and the open's seconds. The load average is
 written beside every figure.
 
     nice -n 10 python bench/pg_first_pass.py --resume DIR --src base=/tmp/base/src,new=src --rounds 2
@@ -32,6 +33,23 @@ BENCH = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH / "results"
 
 
+def _server_cpu(postmaster: int) -> float:
+    """CPU seconds (user + system) of the server's processes: the postmaster's children, read from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        # After the command's closing parenthesis: state, ppid, ..., utime and stime (fields 14 and 15 of stat).
+        if int(fields[1]) == postmaster or int(entry.name) == postmaster:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def _child(spec_path: str) -> None:
     """Run in a fresh process on the tree under test: open, then time the passes; print one JSON line."""
     import functools
@@ -53,6 +71,7 @@ def _child(spec_path: str) -> None:
 
     phases: dict[str, list[float]] = {}
     lock = threading.Lock()
+    postmaster = int((Path(spec["data"]) / "postmaster.pid").read_text(encoding="utf-8").split()[0])
 
     def timed(obj: Any, name: str, label: str) -> None:
         inner = getattr(obj, name)
@@ -80,12 +99,18 @@ def _child(spec_path: str) -> None:
         for _ in range(int(spec["passes"])):
             phases.clear()
             before = os.getloadavg()[0]
+            cpu, server = time.process_time(), _server_cpu(postmaster)
             ms: list[float] = []
             for i, q in enumerate(queries):
                 t = time.perf_counter()
                 mem.search(q, agent=f"agent-{i % spec['agents']}", limit=10)
                 ms.append((time.perf_counter() - t) * 1000)
+            n = len(queries)
             entry: dict[str, Any] = {
+                # CPU per search moves far less with the machine's load than wall time: the client process's (all
+                # its threads) and the server's (every backend and worker of this server).
+                "client_cpu_ms": round((time.process_time() - cpu) * 1000 / n, 2),
+                "server_cpu_ms": round((_server_cpu(postmaster) - server) * 1000 / n, 2),
                 "p50_ms": round(statistics.median(ms), 2),
                 "p95_ms": round(float(np.percentile(ms, 95)), 2),
                 "mean_ms": round(statistics.fmean(ms), 2),
@@ -145,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                         json.dumps(
                             {
                                 "url": server.url("scale"),
+                                "data": str(Path(args.resume) / "data"),
                                 "queries": queries,
                                 "vectors": str(vec_path),
                                 "model_id": embedder.model_id,

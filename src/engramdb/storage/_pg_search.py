@@ -180,15 +180,10 @@ class PgSearch:
         self._models.invalidate()
 
     def warm(self, conn: Raw) -> None:
-        """Start what a process's first search would start: the first look at the change counters (which may
-        start an ANALYZE or a merge of the keyword indexes' pending lists) and the keyword lexeme sample (taken on
-        its own thread once the store is large: searches before it is ready rank without the store's document
-        counts)."""
+        """Take the first look at the change counters, which a process's first search would take on its way (it may
+        start an ANALYZE or a merge of the keyword indexes' pending lists). Not the keyword lexeme sample: a process
+        that only writes never needs it, and at 1M it costs the server 2-3 s (:mod:`._pg_terms`)."""
         self.statistics.check(conn)
-        self.lexemes.current(conn, self._terms.total_rows(conn))
-        # Read again by the first search (one small query): a load and ANALYZE right after the open would otherwise
-        # leave its plans on the open's statistics for a minute.
-        self._terms.invalidate()
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
         """Full-text candidates matching any of ``terms``, best BM25 first (FTS5's form, higher is better).

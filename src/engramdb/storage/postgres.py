@@ -38,8 +38,8 @@ other threads keep their own connections.
   every instance, one at a time by an advisory lock; ``pg_vector_mover``): see ``_pg_staging``.
 * statistics: searches run ANALYZE in the background when a bulk load left them behind (``_pg_analyze``).
 * warm-up (``settings.warm``): the open opens a search's connections (:data:`SEARCH_CONNECTIONS`, each planning the
-  store's relations once), takes the first look at the statistics and the keyword lexeme sample on a thread, so a
-  process's first searches find them ready.
+  store's relations once) and takes the first look at the statistics on a thread, so a process's first searches
+  find them ready.
 * visibility: statements that gather rows through indexes (keyword matches, the exact vector scan, counts)
   spell the agent filter so the planner can answer it from indexes too (see ``_pg_sql.filter_sql``); the
   HNSW path tests it row by row.
@@ -292,8 +292,8 @@ class PostgresBackend:
 
     def _warm(self) -> None:
         """What a process's first searches would otherwise do on their way, done at the open on this thread: the
-        pool's connections for a search opened (each plans the store's relations once, see :func:`_configure`),
-        the statistics, the model and the keyword lexeme sample read (:meth:`PgSearch.warm`). Best effort."""
+        pool's connections for a search opened (each plans the store's relations once, see :func:`_configure`) and
+        the first look at the statistics (:meth:`PgSearch.warm`). Best effort."""
         try:
             pool = self._pool
             if pool is not None:
