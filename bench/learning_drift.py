@@ -76,6 +76,7 @@ from engramdb.embeddings import make_embedder
 from engramdb.embeddings.base import Embedder
 from engramdb.learning import recommend as rc
 from engramdb.learning.recommend import CALIBRATION, CALIBRATION_POOLED, RecommendConfig
+from engramdb.learning.stats import prob_best
 from engramdb.models import DecisionRecord
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -234,6 +235,11 @@ def run_stream(
                 }
                 for kind in ORACLES if oracles else ():
                     answer[f"o_{kind}_top"], answer[f"o_{kind}_conf"] = told_by[(sit.name, kind)]
+                if oracles:
+                    # The oracles' statistic on the rule's own posteriors: P(its top option is the best of all).
+                    answer["a_pbest"] = (
+                        float(prob_best(judged.ranked, rng=oracle_rng, draws=2000)[0]) if judged.ranked else 0.0
+                    )
                 if decompose and since >= SETTLED:
                     last = max([0, *(c for c in changes[sit.name] if c <= i)])
                     answer.update(
