@@ -341,14 +341,24 @@ def _oracle_rows(settled: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Each oracle's right and given / precision (its top option always given) and at 95% precision (its P(best)
     as the stated confidence), on the same settled questions (bench/_drift_oracle.py)."""
     out: dict[str, Any] = {}
-    for kind in ORACLES:
-        if not settled or f"o_{kind}_top" not in settled[0]:
+    if not settled or "o_since_top" not in settled[0]:
+        return out
+    for kind in [*ORACLES, "pbest"]:
+        top, conf = ("a_top", "a_pbest") if kind == "pbest" else (f"o_{kind}_top", f"o_{kind}_conf")
+        told = [{**a, "given": a[top], "confidence": a[conf]} for a in settled if conf in a]
+        if not told:
             continue
-        told = [{**a, "given": a[f"o_{kind}_top"], "confidence": a[f"o_{kind}_conf"]} for a in settled]
         right = 100 * sum(a["given"] == a["right"] for a in told) / len(told)
         out[f"oracle_{kind}"] = f"{right:.1f} / {right:.1f}"
         out[f"oracle_{kind}_at_95"] = _given_at_precision(told, 0.95)
+        if kind in ORACLE_AT:
+            out[f"oracle_{kind}_at_{ORACLE_AT[kind]:g}"] = _at_threshold(told, ORACLE_AT[kind])
     return out
+
+
+#: Thresholds read on dev at which the oracles' answers are scored too (``--oracle-at``; ``pbest``: P(best) on the
+#: rule's own posteriors).
+ORACLE_AT: dict[str, float] = {}
 
 
 def _losses(settled: Sequence[dict[str, Any]], at95: float | None = None) -> dict[str, Any]:
@@ -463,6 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--decompose", action="store_true", help="put every lost settled question in a bucket (bench/_drift_losses.py)"
     )
     parser.add_argument("--oracle", action="store_true", help="also answer by the ceilings' oracles")
+    parser.add_argument("--oracle-at", default="", help="KIND=T,...: also score these oracles from these thresholds")
     parser.add_argument(
         "--policy", default="shipped", choices=["shipped", *(f"oracle-{k}" for k in ORACLES)], help="who chooses"
     )
@@ -473,6 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.given_at is not None:
         THRESHOLDS.append(args.given_at)
+    ORACLE_AT.update({k: float(v) for k, v in (x.split("=") for x in args.oracle_at.split(",") if x)})
     if args.merge is not None:
         only = None if args.only_seeds is None else {int(x) for x in args.only_seeds.split(",")}
         pooled = merge(args.merge[0::2], args.merge[1::2], args.rescore, only)
