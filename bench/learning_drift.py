@@ -38,6 +38,9 @@ bench/_learning_rec.py's overrides (``change_z=1.5``, ``recent_horizon=3``, ...)
     python bench/learning_drift.py --merge R1.json D1.json --given-at 0.7           # pooled, scored at a threshold
     python bench/learning_drift.py --seeds 3 --decompose --dump D.json --config change_clock=action  # eighth round
     python bench/_drift_buckets.py 0.685 dev D.json   # the eighth round's buckets: neighbourhood, evidence, stale
+    python bench/learning_drift.py --seeds 8 --oracle --decompose --dump D.json    # ninth round: the ceilings
+    python bench/learning_drift.py --seeds 8 --oracle --policy oracle-rate   # an oracle chooses (_drift_oracle.py)
+    python bench/learning_drift.py --merge R.json D.json --oracle-at since=0.468,rate=0.457   # at dev thresholds
 
 Each summary's ``given_at_95`` is the lowest stated confidence from which the settled recommendations are right 95%
 of the time, with right and given / precision there (abstaining to reach the precision target): read it on dev and
