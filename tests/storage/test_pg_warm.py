@@ -13,7 +13,14 @@ from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb.config import load_settings
 from engramdb.storage.base import Filter
-from engramdb.storage.postgres import _CATALOG_WARM, SEARCH_CONNECTIONS, PgSearch, PostgresBackend, open_postgres
+from engramdb.storage.postgres import (
+    _CATALOG_WARM,
+    SEARCH_CONNECTIONS,
+    PgSearch,
+    PostgresBackend,
+    _prewarm,
+    open_postgres,
+)
 
 AGENTS = ("agent-0", "agent-1", "agent-2")
 
@@ -90,3 +97,24 @@ def test_one_prepared_vector_statement_serves_every_agent(postgres_server: PgSer
         assert len(rows) == 1
         assert rows[0][1] == 6
         assert all(agent not in rows[0][0] for agent in AGENTS)
+
+
+def test_the_hottest_relations_are_read_into_the_servers_buffers_where_it_can(postgres_server: PgServer) -> None:
+    url = postgres_server.new_database()
+    _filled(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert _prewarm(conn) == 0  # no pg_prewarm: nothing read, nothing raised
+        conn.execute("CREATE EXTENSION pg_prewarm")
+        row = conn.execute(
+            "SELECT (SELECT sum(pg_relation_size(p.relid)) FROM vector_indexes v "
+            "CROSS JOIN LATERAL pg_partition_tree(to_regclass(v.index_name)) p WHERE p.isleaf), "
+            "pg_relation_size('memory_terms_pkey'), pg_relation_size('memories_pkey') + pg_relation_size('memories') "
+            "+ (SELECT sum(pg_relation_size(p.relid)) FROM pg_partition_tree(to_regclass('vectors')) p), "
+            "current_setting('block_size')::int"
+        ).fetchone()
+        assert row is not None
+        blocks = _prewarm(conn)
+    graphs, postings, rest, block = (int(x) for x in row)
+    # A small store fits the budget whole: the graphs, the postings' index and the rest, each block once.
+    assert graphs > 0
+    assert blocks == (graphs + postings + rest) // block

@@ -124,6 +124,46 @@ EXACT_SEARCH_BELOW: Final = 20_000
 #: Connections one hybrid search holds at once (the vector channel, and the keyword channel's two statements on
 #: its worker threads): the pool opens this many (at most its size) at the open's warm-up, not in the first searches.
 SEARCH_CONNECTIONS: Final = 3
+#: Share of the server's ``shared_buffers`` the open's warm-up reads the search's hottest relations into, where the
+#: server has the ``pg_prewarm`` extension (see :func:`_prewarm`).
+PREWARM_SHARE: Final = 0.25
+# The relations a search reads most, hottest first: the HNSW graphs' partitions (~1,000 of a search's ~1,400 buffers
+# at 100k), the keyword postings' index, the memories by row number, the memories, the vectors' partitions. Each is
+# read whole while their running total fits the budget (one parameter, bytes).
+_PREWARM_SQL: Final = (
+    "WITH rels AS ("
+    "SELECT p.relid AS rel, 1 AS rank FROM vector_indexes v "
+    "CROSS JOIN LATERAL pg_partition_tree(to_regclass(v.index_name)) p WHERE p.isleaf "
+    "UNION ALL SELECT to_regclass('memory_terms_pkey'), 2 UNION ALL SELECT to_regclass('memories_pkey'), 3 "
+    "UNION ALL SELECT to_regclass('memories'), 4 "
+    "UNION ALL SELECT p.relid, 5 FROM pg_partition_tree(to_regclass('vectors')) p WHERE p.isleaf), "
+    "sized AS (SELECT rel, sum(pg_relation_size(rel)) OVER (ORDER BY rank, rel) AS upto FROM rels "
+    "WHERE rel IS NOT NULL) "
+    "SELECT coalesce(sum({prewarm}(rel::regclass)), 0) FROM sized WHERE upto <= %s"
+)
+_PREWARM_SCHEMA_SQL: Final = (
+    "SELECT n.nspname, (SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings "
+    "WHERE name = 'shared_buffers') FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+    "WHERE e.extname = 'pg_prewarm'"
+)
+
+
+def _prewarm(conn: Raw) -> int:
+    """Read the search's hottest relations into the server's shared buffers, up to :data:`PREWARM_SHARE` of them,
+    when the server has ``pg_prewarm`` (a superuser's ``CREATE EXTENSION pg_prewarm``); the blocks read (0 without).
+
+    A server that just started has empty shared buffers: each of its first searches then copies ~1,400 pages from the
+    OS cache, and the first pass of 100 searches cost the server twice the CPU of the next (bench/RESULTS.md, issue
+    26, ninth round). Pages already cached cost a lookup each, so every open may do it.
+    """
+    found = conn.execute(_PREWARM_SCHEMA_SQL).fetchone()
+    if found is None or found[1] is None:
+        return 0
+    statement = sql.SQL(_PREWARM_SQL).format(prewarm=sql.Identifier(str(found[0]), "pg_prewarm"))
+    row = conn.execute(statement, (int(int(found[1]) * PREWARM_SHARE),)).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 # Planned once on each new connection, by the pool's worker: a new server process reads the catalog entries of every
 # relation a search plans with (the 16 partitions of ``vectors`` and their indexes, the postings, the staged rows),
 # which the first searches on the connection otherwise read on their way. EXPLAIN only: nothing runs.
@@ -292,8 +332,9 @@ class PostgresBackend:
 
     def _warm(self) -> None:
         """What a process's first searches would otherwise do on their way, done at the open on this thread: the
-        pool's connections for a search opened (each plans the store's relations once, see :func:`_configure`) and
-        the first look at the statistics (:meth:`PgSearch.warm`). Best effort."""
+        pool's connections for a search opened (each plans the store's relations once, see :func:`_configure`), the
+        first look at the statistics (:meth:`PgSearch.warm`), the hottest relations read into the server's buffers
+        (:func:`_prewarm`, where the server has ``pg_prewarm``). Best effort."""
         try:
             pool = self._pool
             if pool is not None:
@@ -301,6 +342,9 @@ class PostgresBackend:
             if not self._background.stopping:
                 with self.reading() as conn:
                     self.search.warm(conn)
+            if not self._background.stopping:
+                with self.reading() as conn:
+                    _prewarm(conn)
         except Exception as exc:  # noqa: BLE001 - a background thread: report, never raise
             log.debug("engramdb: the PostgreSQL store's warm-up stopped (%s)", exc)
 
