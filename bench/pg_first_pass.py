@@ -137,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--processes", type=int, default=1, help="processes one after the other per server start (2: a warm server)"
     )
+    parser.add_argument(
+        "--prewarm-extension",
+        action="store_true",
+        help="CREATE EXTENSION pg_prewarm in the store first (the store's warm-up then reads its hottest relations)",
+    )
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between the open and the first search")
     parser.add_argument("--lme-questions", type=int, default=60)
     parser.add_argument("--embedding-cache", type=Path, default=None)
@@ -165,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             for name in names if r % 2 == 0 else names[::-1]:
                 server = scale_pg.start_server(None, Path(args.resume))
                 try:
+                    if args.prewarm_extension:
+                        import psycopg
+
+                        with psycopg.connect(server.url("scale"), autocommit=True) as conn:
+                            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
                     spec = Path(scratch) / "spec.json"
                     spec.write_text(
                         json.dumps(
