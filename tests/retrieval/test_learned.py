@@ -103,8 +103,7 @@ RULE = LearnedScorer(
 @given(cands, kw_cands, words, texts)
 def test_the_hand_rule_is_one_of_the_learned_scorers(vector, keyword, terms, words_of) -> None:
     text = {i: " ".join(ws) for i, ws in words_of.items()}
-    # Without the meaning gate (a product of coverage and the cosine, no linear feature): the rest of the hand rule.
-    rule = fuse_by(RankingWeights(meaning_high=0.0), keyword, vector, text, terms)
+    rule = fuse_by(RankingWeights(), keyword, vector, text, terms)
     learned = {f.id: f.relevance for f in fuse_learned(keyword, vector, text, terms, scorer=RULE)}
     assert {f.id: pytest.approx(f.relevance, abs=1e-9) for f in rule} == learned
 

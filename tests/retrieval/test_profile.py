@@ -74,9 +74,8 @@ def test_weights_for_takes_the_fusion_fields_and_keeps_the_rest(base: RankingWei
     assert (got.coverage, got.sure_lead, got.sure_weak, got.sure_coverage) == (0.2, 0.02, 0.4, 0.25)
     assert (got.note_sure_lead, got.note_sure_weak, got.note_sure_coverage) == (None, None, None)
     fusion = {"coverage", "sure_lead", "sure_weak", "sure_coverage", "note_sure_lead", "note_sure_weak"}
-    fusion |= {"note_sure_coverage", "bare_lead", "bare_coverage", "meaning_low", "meaning_high"}
+    fusion |= {"note_sure_coverage", "bare_lead", "bare_coverage"}
     assert (got.bare_lead, got.bare_coverage) == (0.0, 1.0)
-    assert (got.meaning_low, got.meaning_high) == (SHARP.meaning_low, SHARP.meaning_high)
     rest = {f.name for f in dataclasses.fields(RankingWeights)} - fusion
     assert all(getattr(got, name) == getattr(base, name) for name in rest)
 

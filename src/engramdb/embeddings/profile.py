@@ -16,7 +16,7 @@ from typing import Final
 
 from engramdb.errors import ValidationError
 
-__all__ = ["CALIBRATION", "DEFAULT_PROFILE", "Calibration", "FusionProfile", "check_meaning", "profile_of"]
+__all__ = ["CALIBRATION", "DEFAULT_PROFILE", "Calibration", "FusionProfile", "profile_of"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,10 +60,6 @@ class FusionProfile:
     #: its runner-up by ``bare_lead`` or more (0: never); coverage then counts ``bare_coverage`` x.
     bare_lead: float = 0.0
     bare_coverage: float = 1.0
-    #: Words count as far as meaning allows: a candidate's coverage counts fully from cosine ``meaning_high`` up,
-    #: not at all at ``meaning_low`` or below, linearly between (``meaning_high`` 0: always fully).
-    meaning_low: float = 0.0
-    meaning_high: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.coverage <= 10.0:
@@ -75,13 +71,6 @@ class FusionProfile:
         ):
             if not (0.0 <= lead <= 2.0 and 0.0 <= weak <= 1.0 and 0.0 <= share <= 1.0):
                 raise ValidationError("sure_lead must be within [0, 2], sure_weak and sure_coverage within [0, 1]")
-        check_meaning(self.meaning_low, self.meaning_high)
-
-
-def check_meaning(low: float, high: float) -> None:
-    """ValidationError unless ``high`` is 0 (off) or ``-1 <= low < high <= 1``."""
-    if high != 0.0 and not -1.0 <= low < high <= 1.0:
-        raise ValidationError(f"meaning_low must be below meaning_high, both within [-1, 1], not {low!r}, {high!r}")
 
 
 #: all-MiniLM-L6-v2's (the bundled model): fitted on the recall dev split and LoCoMo dev (bench/RESULTS.md, issue 21,
@@ -94,8 +83,6 @@ DEFAULT_PROFILE: Final = FusionProfile(
     calibration=CALIBRATION,
     bare_lead=0.02,
     bare_coverage=0.0,
-    meaning_low=0.1,
-    meaning_high=0.15,
 )
 
 

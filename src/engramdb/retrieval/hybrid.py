@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -248,7 +248,6 @@ class HybridSearcher:
         if extra:
             held = {c.id for c in keyword}
             keyword = [*keyword, *(c for c in extra if c.id not in held)]
-        meaning: dict[str, float] | None = None
         if self.weights.fusion != "minmax":
             # Coverage needs every candidate's words: all of them are read (<= 2 x depth rows).
             ids = list(dict.fromkeys([c.id for c in vec] + [c.id for c in keyword]))
@@ -259,12 +258,6 @@ class HybridSearcher:
                 fused = fuse_learned(keyword, vec, texts, terms, scorer=self.scorer)
             else:
                 note_first = bool(vec) and vec[0].id in memories and memories[vec[0].id].kind != "conversation"
-                if w.meaning_high > 0:
-                    # Words count as far as meaning allows: a keyword-only candidate's own cosine is needed.
-                    seen = {c.id for c in vec}
-                    only = [c.id for c in keyword if c.id not in seen and c.id in memories]
-                    agents = sorted({memories[i].agent for i in only})
-                    meaning = self._stored_cosines(qvec, only, agents=agents, carried=keyword) if only else {}
                 fused = fuse_by(
                     w,
                     keyword,
@@ -275,7 +268,6 @@ class HybridSearcher:
                     related_credit=self.related_credit,
                     scale=scale,
                     note_first=note_first,
-                    cosines=meaning,
                 )
             head = fused[: max(_HEAD, limit)]
         else:
@@ -346,11 +338,7 @@ class HybridSearcher:
         if touch and ranked:
             self._store.memories.touch([m.id for (_, m, _), _ in ranked], at=now)
         cosines = self._cosines(
-            qvec,
-            [f for (f, _, _), _ in ranked],
-            agents=[m.agent for (_, m, _), _ in ranked],
-            carried=keyword,
-            known=meaning,
+            qvec, [f for (f, _, _), _ in ranked], agents=[m.agent for (_, m, _), _ in ranked], carried=keyword
         )
         weights = [term_weight(t) for t in terms]
         calibration = self.profile.calibration
@@ -380,36 +368,20 @@ class HybridSearcher:
         *,
         agents: Sequence[str],
         carried: Sequence[Candidate] = (),
-        known: Mapping[str, float] | None = None,
     ) -> dict[str, float]:
-        """Each hit's raw cosine to the query: the vector channel's, else one computed already (``known``), else from
-        its stored vector (0 if none)."""
+        """Each hit's raw cosine to the query: the vector channel's, else from its stored vector (0 if none): the one
+        its keyword candidate carried (``carried``), else read."""
         out = {f.id: f.vector_score for f in fused if f.vector_score is not None}
-        out |= {f.id: known[f.id] for f in fused if f.id not in out and known and f.id in known}
-        missing = [f.id for f in fused if f.id not in out]
+        missing = [f.id for f in fused if f.vector_score is None]
         if missing:
-            out |= self._stored_cosines(qvec, missing, agents=agents, carried=carried)
+            q = np.asarray(qvec, dtype=np.float32)
+            q = q / (float(np.linalg.norm(q)) or 1.0)
+            known = {c.id: c.vector for c in carried if c.vector is not None and c.vector_model == self._model_id}
+            vectors = {i: known[i] for i in missing if i in known}
+            unread = [i for i in missing if i not in known]
+            if unread:
+                vectors.update(self._store.vectors.get(unread, model_id=self._model_id, agents=agents))
+            for memory_id, vec in vectors.items():
+                v = np.asarray(vec, dtype=np.float32)
+                out[memory_id] = float(q @ v) / (float(np.linalg.norm(v)) or 1.0)
         return {f.id: out.get(f.id, 0.0) for f in fused}
-
-    def _stored_cosines(
-        self,
-        qvec: Sequence[float] | npt.NDArray[np.float32],
-        ids: Sequence[str],
-        *,
-        agents: Sequence[str],
-        carried: Sequence[Candidate] = (),
-    ) -> dict[str, float]:
-        """The cosines to the query of ``ids``' stored vectors (ids without one are left out): the vector a keyword
-        candidate carried (``carried``), else read."""
-        q = np.asarray(qvec, dtype=np.float32)
-        q = q / (float(np.linalg.norm(q)) or 1.0)
-        known = {c.id: c.vector for c in carried if c.vector is not None and c.vector_model == self._model_id}
-        vectors = {i: known[i] for i in ids if i in known}
-        unread = [i for i in ids if i not in known]
-        if unread:
-            vectors.update(self._store.vectors.get(unread, model_id=self._model_id, agents=agents))
-        out = {}
-        for memory_id, vec in vectors.items():
-            v = np.asarray(vec, dtype=np.float32)
-            out[memory_id] = float(q @ v) / (float(np.linalg.norm(v)) or 1.0)
-        return out

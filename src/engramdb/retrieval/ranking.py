@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from engramdb.embeddings.profile import DEFAULT_PROFILE, FusionProfile, check_meaning
+from engramdb.embeddings.profile import DEFAULT_PROFILE, FusionProfile
 from engramdb.errors import ValidationError
 from engramdb.models import Memory
 from engramdb.retrieval.evidence import pool_coverage
@@ -57,11 +57,6 @@ class RankingWeights:
     note_sure_lead: float | None = None
     note_sure_weak: float | None = None
     note_sure_coverage: float | None = None
-    #: Evidence fusion, words as far as meaning allows: a candidate's coverage counts fully from cosine
-    #: ``meaning_high`` up, not at all at ``meaning_low`` or below (``meaning_high`` 0: always fully). From the
-    #: embedder's profile.
-    meaning_low: float = DEFAULT_PROFILE.meaning_low
-    meaning_high: float = DEFAULT_PROFILE.meaning_high
     #: Min-max fusion: weight of the keyword channel; the vector channel gets ``1 - keyword``.
     keyword: float = 0.5
     recency: float = 0.05
@@ -73,7 +68,6 @@ class RankingWeights:
     def __post_init__(self) -> None:
         if self.fusion not in ("evidence", "minmax", "learned"):
             raise ValidationError(f"fusion must be 'evidence', 'learned' or 'minmax', not {self.fusion!r}")
-        check_meaning(self.meaning_low, self.meaning_high)
 
 
 def weights_for(profile: FusionProfile, base: RankingWeights | None = None) -> RankingWeights:
@@ -89,8 +83,6 @@ def weights_for(profile: FusionProfile, base: RankingWeights | None = None) -> R
         note_sure_coverage=profile.note_sure_coverage,
         bare_lead=profile.bare_lead,
         bare_coverage=profile.bare_coverage,
-        meaning_low=profile.meaning_low,
-        meaning_high=profile.meaning_high,
     )
 
 
@@ -161,9 +153,6 @@ def fuse_evidence(
     scale: Mapping[str, float] | None = None,
     bare_lead: float = 0.0,
     bare_coverage: float = 1.0,
-    cosines: Mapping[str, float] | None = None,
-    meaning_low: float = 0.0,
-    meaning_high: float = 0.0,
 ) -> list[Fused]:
     """Evidence fusion: ``cosine + coverage_weight * coverage`` for every candidate of either channel.
 
@@ -190,13 +179,6 @@ def fuse_evidence(
 
     ``scale``: a term -> a factor in [0, 1] on its weight in coverage (the question's form words: "how many",
     "in total", "how long"; :func:`~engramdb.retrieval.text.form_words`).
-
-    Words as far as meaning allows (``meaning_high`` > 0): a candidate's coverage counts in full from cosine
-    ``meaning_high`` up, not at all at ``meaning_low`` or below, linearly between. The cosine is the vector
-    channel's, else the candidate's own from ``cosines`` (a keyword-only candidate's real cosine; one missing there
-    counts in full). A memory that shares the question's words but nothing of its meaning ("participating" and
-    "event" in a text about financing social enterprises, for "a sports event I participated in") is a decoy of
-    the words, not the memory meant (bench/RESULTS.md, "Issue 21, tenth round").
     """
     if not 0.0 <= coverage_weight <= 10.0:
         raise ValueError("coverage_weight must be within [0, 10]")
@@ -208,8 +190,6 @@ def fuse_evidence(
         raise ValueError("bare_lead must be within [0, 2] and bare_coverage within [0, 1]")
     if scale and not all(0.0 <= f <= 1.0 for f in scale.values()):
         raise ValueError("scale factors must be within [0, 1]")
-    if meaning_high != 0.0 and not -1.0 <= meaning_low < meaning_high <= 1.0:
-        raise ValueError("meaning_low must be below meaning_high, both within [-1, 1]")
     vec_raw = {c.id: c.score for c in vector}
     kw_raw = {c.id: c.score for c in keyword}
     floor = min(vec_raw.values(), default=0.0)
@@ -222,17 +202,7 @@ def fuse_evidence(
         coverage_weight *= sure_coverage
     elif bare_lead > 0 and lead >= bare_lead and cover.get(vector[0].id, 0.0) == 0.0:
         coverage_weight *= bare_coverage
-    if meaning_high == 0.0:
-        evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) for i in ids}
-        return scaled(evidence, keyword, vector)
-    own = cosines or {}
-    span = meaning_high - meaning_low
-
-    def meant(i: str) -> float:
-        c = vec_raw.get(i, own.get(i))
-        return 1.0 if c is None else min(1.0, max(0.0, (c - meaning_low) / span))
-
-    evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) * meant(i) for i in ids}
+    evidence = {i: max(0.0, vec_raw.get(i, floor)) + coverage_weight * cover.get(i, 0.0) for i in ids}
     return scaled(evidence, keyword, vector)
 
 
@@ -262,11 +232,10 @@ def fuse_by(
     related_credit: float = 0.0,
     scale: Mapping[str, float] | None = None,
     note_first: bool = False,
-    cosines: Mapping[str, float] | None = None,
 ) -> list[Fused]:
-    """:func:`fuse_evidence` with ``weights``' coverage, sure-model and meaning fields; ``note_first``: the vector
-    channel's best candidate is a note, not a conversation turn (the ``note_sure_*`` fields and the paraphrase rule,
-    ``bare_lead``, then apply); ``cosines``: keyword-only candidates' own cosines."""
+    """:func:`fuse_evidence` with ``weights``' coverage and sure-model fields; ``note_first``: the vector channel's
+    best candidate is a note, not a conversation turn (the ``note_sure_*`` fields and the paraphrase rule,
+    ``bare_lead``, then apply)."""
 
     def sure(value: float, note: float | None) -> float:
         return note if note_first and note is not None else value
@@ -286,9 +255,6 @@ def fuse_by(
         # On conversations a model's clear first is no evidence (bench/RESULTS.md, "Issue 21, models, third round").
         bare_lead=weights.bare_lead if note_first else 0.0,
         bare_coverage=weights.bare_coverage,
-        cosines=cosines,
-        meaning_low=weights.meaning_low,
-        meaning_high=weights.meaning_high,
     )
 
 
