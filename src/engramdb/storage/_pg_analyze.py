@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from engramdb.storage._pg_staging import OWN_LOOK
+
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
@@ -59,7 +61,7 @@ _CLEAN_AFTER: Final = 500
 PENDING_LIST_LIMIT: Final = "1MB"
 # Inserts and non-HOT updates of memories so far (each adds entries to the keyword indexes' pending lists).
 _INDEXED_WRITES_SQL: Final = (
-    "SELECT s.n_tup_ins + s.n_tup_upd - s.n_tup_hot_upd FROM pg_stat_user_tables s "
+    f"{OWN_LOOK}SELECT s.n_tup_ins + s.n_tup_upd - s.n_tup_hot_upd FROM pg_stat_user_tables s "
     "WHERE s.relid = to_regclass('memories')"
 )
 #: The GIN indexes with pending lists (the postings' index is a b-tree: entries go straight into it).
@@ -71,7 +73,7 @@ _CLEAN_SQL: Final = (
 # Summed over a table's partitions (``vectors`` is partitioned by agent since schema step 5; a plain table is its own
 # only leaf). A partition never counted has reltuples -1: the table is unknown only when none was ever counted.
 _COUNTERS_SQL: Final = (
-    "SELECT t.name, CASE WHEN bool_and(c.reltuples < 0) THEN -1 ELSE sum(greatest(c.reltuples, 0)) END, "
+    f"{OWN_LOOK}SELECT t.name, CASE WHEN bool_and(c.reltuples < 0) THEN -1 ELSE sum(greatest(c.reltuples, 0)) END, "
     "sum(s.n_live_tup), sum(s.n_mod_since_analyze), "
     "bool_and(s.last_analyze IS NOT NULL OR s.last_autoanalyze IS NOT NULL) "
     "FROM unnest(ARRAY['memories', 'vectors']) AS t(name) "

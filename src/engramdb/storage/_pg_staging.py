@@ -48,6 +48,7 @@ __all__ = [
     "AGENT_HIGH_WATER",
     "HIGH_WATER",
     "MOVE_BATCH",
+    "OWN_LOOK",
     "QUIET",
     "REST",
     "ROOM_WAIT",
@@ -125,6 +126,10 @@ _OWN: Final = "/* engramdb "
 _MOVER: Final = f"{_OWN}mover */ "
 #: The first words of the reads a write makes for itself (near-duplicate lookups): not searches anything yields to.
 WRITE_READ: Final = f"{_OWN}write */ "
+#: The first words of the store's own bookkeeping reads (a new connection's planning, the statistics' change
+#: counters): not searches a bulk write yields to. The open's warm-up runs them on several connections at once, and a
+#: write right after the open would otherwise wait for its own store.
+OWN_LOOK: Final = f"{_OWN}look */ "
 # The rows to move, oldest first: skipped while a writer holds one (it replaces or deletes that vector) or its memory
 # (a forget, which then waits for this batch rather than deadlocking on the foreign key check of the insert).
 _TAKE: Final = (

@@ -65,6 +65,7 @@ import numpy.typing as npt
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.adapt import AdaptersMap
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engramdb._threads import JOIN_SECONDS, THREAD_PREFIX, Background
@@ -87,7 +88,7 @@ from engramdb.storage._pg_sql import (
     one_of,
     pg_statement,
 )
-from engramdb.storage._pg_staging import StagedMover, wait_for_room
+from engramdb.storage._pg_staging import OWN_LOOK, StagedMover, wait_for_room
 from engramdb.storage.base import Filter, Store, Vectors
 
 if TYPE_CHECKING:
@@ -168,9 +169,10 @@ def _prewarm(conn: Raw) -> int:
 # relation a search plans with (the 16 partitions of ``vectors`` and their indexes, the postings, the staged rows),
 # which the first searches on the connection otherwise read on their way. EXPLAIN only: nothing runs.
 _CATALOG_WARM: Final = (
-    "EXPLAIN SELECT 1 FROM vectors v JOIN memories m ON m.id = v.memory_id",
-    "EXPLAIN SELECT 1 FROM memory_terms p JOIN memories m ON m.rid = p.rid",
-    "EXPLAIN SELECT 1 FROM vectors_staged s JOIN shares x ON x.memory_id = s.memory_id JOIN meta k ON k.key = s.agent",
+    f"{OWN_LOOK}EXPLAIN SELECT 1 FROM vectors v JOIN memories m ON m.id = v.memory_id",
+    f"{OWN_LOOK}EXPLAIN SELECT 1 FROM memory_terms p JOIN memories m ON m.rid = p.rid",
+    f"{OWN_LOOK}EXPLAIN SELECT 1 FROM vectors_staged s JOIN shares x ON x.memory_id = s.memory_id "
+    "JOIN meta k ON k.key = s.agent",
 )
 
 
@@ -222,7 +224,8 @@ class _PgConn:
 
 
 def _configure(conn: Raw) -> None:
-    """Set up a new pooled connection: pgvector's types, and a plan made for each execution's values.
+    """Set up a new pooled connection (pgvector's types come with the pool's adapters): a plan made for each
+    execution's values.
 
     psycopg prepares a statement on its fifth run, and PostgreSQL then switches to a generic plan
     once that looks no costlier. For the store's parameter-sensitive predicates the generic plan
@@ -234,7 +237,6 @@ def _configure(conn: Raw) -> None:
     :data:`~engramdb.storage._pg_analyze.PENDING_LIST_LIMIT`: the writers clean what they add, not the searching
     processes (see :mod:`engramdb.storage._pg_analyze`).
     """
-    register_vector(conn)
     conn.execute("SET plan_cache_mode = force_custom_plan")
     conn.execute(f"SET gin_pending_list_limit = '{PENDING_LIST_LIMIT}'")
     try:
@@ -278,6 +280,10 @@ class PostgresBackend:
         try:
             with psycopg.connect(location, autocommit=True, connect_timeout=int(self._timeout)) as conn:
                 migrate(conn, location=self.location)
+                # pgvector's types, looked up once: every pooled connection starts from these adapters
+                # (register_vector on each new connection asked the catalog four times).
+                register_vector(conn)
+                adapters = AdaptersMap(conn.adapters)
         except (StorageError, ValidationError):
             raise
         except psycopg.Error as exc:
@@ -287,7 +293,7 @@ class PostgresBackend:
             location,
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "context": adapters},
             configure=_configure,
             timeout=self._timeout,
             name="engramdb",
