@@ -60,13 +60,20 @@ def test_a_bulk_load_is_analysed_by_the_next_searches(postgres_server: PgServer)
             # vectors is partitioned by agent: autovacuum would analyse its partitions.
             for (leaf,) in conn.execute(leaves).fetchall():
                 conn.execute(f"ALTER TABLE {leaf} SET (autovacuum_enabled = off)")
-        store.search.keyword_candidates(["alpha"], Filter(agent="agent-0"), limit=5)
         keeper = store.search.statistics  # type: ignore[attr-defined]
-        assert keeper.wait(timeout=60)
+        # A backend publishes its write counters at most once a second, and a busy one up to 10 s later (PostgreSQL
+        # 15's statistics): the searches that follow analyse once the load shows, each looking every few seconds.
+        deadline = time.monotonic() + 60
         with psycopg.connect(url, autocommit=True) as conn:
-            memories = conn.execute(
-                "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'memories'"
-            ).fetchone()
+            while True:
+                store.search.keyword_candidates(["alpha"], Filter(agent="agent-0"), limit=5)
+                assert keeper.wait(timeout=60)
+                memories = conn.execute(
+                    "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'memories'"
+                ).fetchone()
+                if memories == (True,) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.25)
             parts = conn.execute(
                 "SELECT bool_and(s.last_analyze IS NOT NULL), sum(greatest(c.reltuples, 0)) "
                 "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
