@@ -68,7 +68,8 @@ _INDEXED_WRITES_SQL: Final = (
 _KEYWORD_INDEXES: Final = ("memories_tsv",)
 # gin_clean_pending_list of each keyword index the store has.
 _CLEAN_SQL: Final = (
-    "SELECT gin_clean_pending_list(to_regclass(i)) FROM unnest(%s::text[]) AS i WHERE to_regclass(i) IS NOT NULL"
+    f"{OWN_LOOK}SELECT gin_clean_pending_list(to_regclass(i)) FROM unnest(%s::text[]) AS i "
+    "WHERE to_regclass(i) IS NOT NULL"
 )
 # Summed over a table's partitions (``vectors`` is partitioned by agent since schema step 5; a plain table is its own
 # only leaf). A partition never counted has reltuples -1: the table is unknown only when none was ever counted.
@@ -174,7 +175,7 @@ class StatisticsKeeper:
                     self._cleaned_at = writes
                     conn.execute(_CLEAN_SQL, (list(_KEYWORD_INDEXES),)).fetchall()
                 for table in tables:
-                    conn.execute(f"ANALYZE {_ANALYSED_TOGETHER.get(table, table)}")  # names from _TABLES only
+                    conn.execute(f"{OWN_LOOK}ANALYZE {_ANALYSED_TOGETHER.get(table, table)}")  # names from _TABLES only
             if tables:
                 self._on_analysed()
         except Exception as exc:  # noqa: BLE001 - a background thread: report, never raise

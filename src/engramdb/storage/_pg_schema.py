@@ -454,10 +454,9 @@ ANALYZE memory_terms;
 
 # No search reads ``memory_words`` since step 11 (the reader's own matches come from the postings, the others' from
 # the GIN index of ``memories``), yet every insert still copied its row and GIN entries there: the triggers now keep
-# the postings alone and the table goes (fresh stores, 20 batches of 200 turns: 1,653 -> 2,168 memories/s;
-# bench/RESULTS.md, issue 26, eighth round). An update rewrites a memory's postings only when its words or its agent
-# changed: the trigger's condition now says so, so the other updates of those columns (kind, user, validity) queue no
-# trigger call at all.
+# the postings alone and the table goes (bench/RESULTS.md, issue 26, writes, eighth round). An update rewrites a
+# memory's postings only when its words or its agent changed: the trigger's condition now says so, so the other
+# updates of those columns (kind, user, validity) queue no trigger call at all.
 _V12_NO_WORD_COPY = """
 DROP TRIGGER memory_words_added ON memories;
 DROP TRIGGER memory_words_removed ON memories;

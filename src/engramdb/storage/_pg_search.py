@@ -182,7 +182,7 @@ class PgSearch:
     def warm(self, conn: Raw) -> None:
         """Take the first look at the change counters, which a process's first search would take on its way (it may
         start an ANALYZE or a merge of the keyword indexes' pending lists). Not the keyword lexeme sample: a process
-        that only writes never needs it, and at 1M it costs the server 2-3 s (:mod:`._pg_terms`)."""
+        that only writes never needs it, and it reads a sample of the whole store (:mod:`._pg_terms`)."""
         self.statistics.check(conn)
 
     def keyword_candidates(self, terms: Sequence[str], flt: Filter, *, limit: int) -> list[Candidate]:
@@ -422,8 +422,7 @@ class PgSearch:
         branches = vector_branches(model, flt, plan)
         for branch in branches:
             params += branch.ordered_params(query, MODEL_META_KEY, *f.shared_by_params, *f.shared_at_params)
-        # The statement's text depends on the filter's form, not its values: composed once per form (composing and
-        # converting it took ~1 ms of a search's own thread under load, cProfile at 100k).
+        # The statement's text depends on the filter's form, not its values: composed once per form, not per search.
         form = (
             model.model_id, model.dim, limit, plan, flt.agent is None, flt.include_shared,
             f.where, filter_sql(replace(flt, agent=None)).where, f.shared_by, f.shared_at,

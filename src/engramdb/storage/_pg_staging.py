@@ -126,9 +126,9 @@ _OWN: Final = "/* engramdb "
 _MOVER: Final = f"{_OWN}mover */ "
 #: The first words of the reads a write makes for itself (near-duplicate lookups): not searches anything yields to.
 WRITE_READ: Final = f"{_OWN}write */ "
-#: The first words of the store's own bookkeeping reads (a new connection's planning, the statistics' change
-#: counters): not searches a bulk write yields to. The open's warm-up runs them on several connections at once, and a
-#: write right after the open would otherwise wait for its own store.
+#: The first words of the store's own upkeep (a new connection's settings and planning, the statistics' looks, ANALYZE
+#: and merges, the open's prewarm): not searches a bulk write yields to. The open's warm-up runs them on several
+#: connections at once, and a write right after the open would otherwise wait for its own store.
 OWN_LOOK: Final = f"{_OWN}look */ "
 # The rows to move, oldest first: skipped while a writer holds one (it replaces or deletes that vector) or its memory
 # (a forget, which then waits for this batch rather than deadlocking on the foreign key check of the insert).

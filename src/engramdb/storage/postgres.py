@@ -128,11 +128,11 @@ SEARCH_CONNECTIONS: Final = 3
 #: Share of the server's ``shared_buffers`` the open's warm-up reads the search's hottest relations into, where the
 #: server has the ``pg_prewarm`` extension (see :func:`_prewarm`).
 PREWARM_SHARE: Final = 0.25
-# The relations a search reads most, hottest first: the HNSW graphs' partitions (~1,000 of a search's ~1,400 buffers
-# at 100k), the keyword postings' index, the memories by row number, the memories, the vectors' partitions. Each is
+# The relations a search reads most, hottest first: the HNSW graphs' partitions (most of a search's buffers), the
+# keyword postings' index, the memories by row number, the memories, the vectors' partitions. Each is
 # read whole while their running total fits the budget (one parameter, bytes).
 _PREWARM_SQL: Final = (
-    "WITH rels AS ("
+    f"{OWN_LOOK}WITH rels AS ("
     "SELECT p.relid AS rel, 1 AS rank FROM vector_indexes v "
     "CROSS JOIN LATERAL pg_partition_tree(to_regclass(v.index_name)) p WHERE p.isleaf "
     "UNION ALL SELECT to_regclass('memory_terms_pkey'), 2 UNION ALL SELECT to_regclass('memories_pkey'), 3 "
@@ -143,7 +143,7 @@ _PREWARM_SQL: Final = (
     "SELECT coalesce(sum({prewarm}(rel::regclass)), 0) FROM sized WHERE upto <= %s"
 )
 _PREWARM_SCHEMA_SQL: Final = (
-    "SELECT n.nspname, (SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings "
+    f"{OWN_LOOK}SELECT n.nspname, (SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings "
     "WHERE name = 'shared_buffers') FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
     "WHERE e.extname = 'pg_prewarm'"
 )
@@ -153,9 +153,9 @@ def _prewarm(conn: Raw) -> int:
     """Read the search's hottest relations into the server's shared buffers, up to :data:`PREWARM_SHARE` of them,
     when the server has ``pg_prewarm`` (a superuser's ``CREATE EXTENSION pg_prewarm``); the blocks read (0 without).
 
-    A server that just started has empty shared buffers: each of its first searches then copies ~1,400 pages from the
-    OS cache, and the first pass of 100 searches cost the server twice the CPU of the next (bench/RESULTS.md, issue
-    26, ninth round). Pages already cached cost a lookup each, so every open may do it.
+    A server that just started has empty shared buffers: each of its first searches then copies the pages it reads
+    from the OS cache, at a multiple of a later search's server CPU (bench/RESULTS.md, issue 26, ninth round). Pages
+    already cached cost a lookup each, so every open may do it.
     """
     found = conn.execute(_PREWARM_SCHEMA_SQL).fetchone()
     if found is None or found[1] is None:
@@ -237,8 +237,8 @@ def _configure(conn: Raw) -> None:
     :data:`~engramdb.storage._pg_analyze.PENDING_LIST_LIMIT`: the writers clean what they add, not the searching
     processes (see :mod:`engramdb.storage._pg_analyze`).
     """
-    conn.execute("SET plan_cache_mode = force_custom_plan")
-    conn.execute(f"SET gin_pending_list_limit = '{PENDING_LIST_LIMIT}'")
+    conn.execute(f"{OWN_LOOK}SET plan_cache_mode = force_custom_plan")
+    conn.execute(f"{OWN_LOOK}SET gin_pending_list_limit = '{PENDING_LIST_LIMIT}'")
     try:
         with conn.pipeline():
             for statement in _CATALOG_WARM:

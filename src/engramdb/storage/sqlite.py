@@ -210,8 +210,8 @@ class SQLiteBackend:
         for index in indexes:
             asked += index.spans()
             left -= pages.read_ahead(index, budget=left, pace=pace)
-        # Then the two tables every search reads rows of (a first search's re-ranked head, 80-370 pages of
-        # `vectors`, and its candidates' rows), before the rest: read from the front, the database's other tables
+        # Then the two tables every search reads rows of (a first search's re-ranked head in `vectors`, its
+        # candidates' rows), before the rest: read from the front, the database's other tables
         # (the history, the other indexes: no search reads most of them) came in between and kept the vector
         # rows out of the cache for the first searches (bench/RESULTS.md, issue 27, tenth round).
         for name in ("memories", "vectors"):
