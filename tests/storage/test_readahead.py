@@ -5,12 +5,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,15 +17,7 @@ from hypothesis import strategies as st
 
 from engramdb import Engram
 from engramdb.embeddings.base import Embedder
-from engramdb.storage._readahead import (
-    Pace,
-    gaps,
-    read_ahead,
-    read_ahead_open,
-    read_spans,
-    sidecar_files,
-    yield_cpu,
-)
+from engramdb.storage._readahead import Pace, read_ahead, read_ahead_open, read_spans, sidecar_files, yield_cpu
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is Linux/BSD only")
 
@@ -55,28 +45,6 @@ def test_read_ahead_asks_for_the_files_in_order_up_to_the_budget(
     asked = read_ahead([*paths, directory / "missing"], budget=budget)
     assert asked == min(budget, sum(sizes))
     assert _digests(directory) == before
-
-
-@given(
-    spans=st.lists(st.tuples(st.integers(0, 5_000), st.integers(0, 2_000)), max_size=8),
-    size=st.integers(0, 6_000),
-)
-def test_the_gaps_and_the_spans_cover_the_file_once(spans: list[tuple[int, int]], size: int) -> None:
-    left = gaps(spans, size)
-    covered = [False] * size
-    for start, length in spans:
-        for at in range(start, min(start + length, size)):
-            covered[at] = True
-    seen = [False] * size
-    for start, length in left:
-        assert length > 0
-        assert start + length <= size
-        for at in range(start, start + length):
-            assert not covered[at]  # outside every span
-            assert not seen[at]  # each byte once
-            seen[at] = True
-    assert all(c or s for c, s in zip(covered, seen, strict=True))
-    assert left == sorted(left)
 
 
 def test_sidecar_files_are_every_file_under_the_sidecar(tmp_path: Path) -> None:
@@ -162,66 +130,6 @@ def test_a_warm_open_reads_the_store_ahead_and_a_cold_one_does_not(
         assert [h.memory.content for h in mem.search("staging VPN", agent="ops")] == [
             "The staging deploy needs the VPN"
         ]
-
-
-def _advised_ranges(monkeypatch: pytest.MonkeyPatch, name: str) -> list[tuple[int, int]]:
-    """The byte ranges of files called ``name`` the open's read-ahead asks for with posix_fadvise(WILLNEED) from now
-    on, in order (not the searches' own hints: the warm-up's rehearsal is a search)."""
-    seen: list[tuple[int, int]] = []
-    advise = os.posix_fadvise
-
-    def recording(fd: int, offset: int, length: int, advice: int) -> None:
-        if (
-            advice == os.POSIX_FADV_WILLNEED
-            and threading.current_thread().name == "engramdb-readahead"
-            and os.readlink(f"/proc/self/fd/{fd}").endswith(name)
-        ):
-            seen.append((offset, length))
-        advise(fd, offset, length, advice)
-
-    monkeypatch.setattr(os, "posix_fadvise", recording)
-    return seen
-
-
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names the advised files through /proc")
-def test_the_read_ahead_asks_for_the_vector_rows_before_the_tables_searches_do_not_read(
-    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with Engram(tmp_path / "s", embedder=embedder) as mem:
-        mem.remember_many(
-            [
-                {"content": f"note {i}: the build {i % 7} failed on host {i % 13}", "agent": f"a{i % 3}"}
-                for i in range(400)
-            ]
-        )
-        mem.search("build failed", agent="a1")
-    _join_warmers()
-    database = tmp_path / "s" / "engram.db"
-    with sqlite3.connect(database) as conn:
-        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        owners = {page: name for name, page in conn.execute("SELECT name, pageno FROM dbstat")}
-        leaves = {
-            name: {
-                p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (name,))
-            }
-            for name in ("vectors", "history", "memories", "sqlite_autoindex_memories_1", "sqlite_autoindex_vectors_1")
-        }
-    assert leaves["vectors"]
-    assert leaves["history"]
-    seen = _advised_ranges(monkeypatch, "engram.db")
-    with Engram(tmp_path / "s", embedder=embedder):
-        _join_warmers()  # no search: its own hints would ask for its rows' pages again
-    # Each asked range's pages (SQLite numbers them from 1), in the order asked for.
-    order = [{offset // page_size + 1 + i for i in range(-(-length // page_size))} for offset, length in seen]
-    asked = set().union(*order)
-    assert asked >= set(owners)  # the whole database, in the end
-    last_vector = max(i for i, pages in enumerate(order) if pages & leaves["vectors"])
-    first_history = min(i for i, pages in enumerate(order) if pages & leaves["history"])
-    assert last_vector < first_history
-    # No leaf asked for twice (the rest of the file skips those asked for before it; the trees' interior pages,
-    # read first for the leaf maps, may be).
-    times = Counter(page for pages in order for page in pages)
-    assert {times[page] for page in set().union(*leaves.values())} == {1}
 
 
 @pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread nice values are Linux's")

@@ -21,7 +21,7 @@ import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -32,7 +32,7 @@ try:
     import resource as _resource
 except ImportError:  # not POSIX: no per-thread read counts (the probe re-arms on samples and idle gaps only)
     _resource = None  # type: ignore[assignment]
-from engramdb.storage._readahead import Pace, Span, gaps, read_spans
+from engramdb.storage._readahead import Pace, Span, read_spans
 from engramdb.storage._sqlite_files import connect_read_only
 
 if TYPE_CHECKING:
@@ -359,18 +359,6 @@ class PageHints:
         """Ask for every leaf of one tree, paced (see _readahead.read_spans), until ``budget`` bytes; the bytes."""
         fd = self._descriptor()
         return 0 if fd is None else read_spans(fd, found.spans(), budget=budget, pace=pace)
-
-    def read_rest(self, asked: Sequence[Span], *, budget: int, pace: Pace) -> int:
-        """Ask for the database's pages outside ``asked`` (byte ranges read ahead already), front to back, paced,
-        until ``budget`` bytes; the bytes."""
-        fd = self._descriptor()
-        if fd is None:
-            return 0
-        try:
-            size = os.fstat(fd).st_size
-        except OSError:
-            return 0
-        return read_spans(fd, gaps(asked, size), budget=budget, pace=pace)
 
     def _descriptor(self) -> int | None:
         """SQLite's descriptor of the database, found once and checked (by inode) at each use: it may be reused."""

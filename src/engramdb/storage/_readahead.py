@@ -162,21 +162,6 @@ def read_spans(fd: int, spans: Sequence[Span], *, budget: int = READAHEAD_BUDGET
     return asked
 
 
-def gaps(spans: Iterable[Span], size: int) -> list[Span]:
-    """The byte ranges of ``[0, size)`` none of ``spans`` covers, in order (what is left of a file to read)."""
-    out: list[Span] = []
-    at = 0
-    for start, length in sorted(spans):
-        if start > at:
-            out.append((at, min(start, size) - at))
-        at = max(at, start + length)
-        if at >= size:
-            break
-    if at < size:
-        out.append((at, size - at))
-    return [(start, length) for start, length in out if length > 0]
-
-
 def _size(fd: int) -> int:
     try:
         return os.fstat(fd).st_size

@@ -45,7 +45,7 @@ from engramdb.storage._dialect import Conn
 from engramdb.storage._engine import sql_store
 from engramdb.storage._filters import FilterSQL
 from engramdb.storage._kw_persist import postings_path
-from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, Span, read_ahead, read_ahead_open, sidecar_files
+from engramdb.storage._readahead import READAHEAD_BUDGET, Pace, read_ahead, read_ahead_open, sidecar_files
 from engramdb.storage._sqlite_files import check_present, connect_read_only, create_atomically, ensure_marker
 from engramdb.storage._sqlite_schema import APPLICATION_ID, check_header, migrate
 from engramdb.storage._sqlite_search import SQLiteSearch, sync_state
@@ -190,7 +190,7 @@ class SQLiteBackend:
     def _read_ahead(self) -> None:
         """Read the store's pages ahead, in the order searches need them (issue 27, cold first searches): where the
         rows lie, the vector sidecar and the postings, the id indexes every search looks rows up in, the memory
-        rows, the vector rows, then the rest of the database from the front, within ``READAHEAD_BUDGET`` bytes."""
+        rows, then the rest of the database from the front, within ``READAHEAD_BUDGET`` bytes."""
         path, pages, background = self.path, self._pages, self.search.background
         if path is None:
             return
@@ -203,25 +203,13 @@ class SQLiteBackend:
         indexes: list[LeafMap] = pages.load() if pages is not None else []
         left = READAHEAD_BUDGET
         left -= read_ahead([*sidecar_files(sidecar_dir(path)), postings_path(str(path))], budget=left, pace=pace)
-        if pages is None:
-            read_ahead_open([path, path.with_name(path.name + "-wal")], budget=max(0, left), pace=pace)
-            return
-        asked: list[Span] = []
-        for index in indexes:
-            asked += index.spans()
-            left -= pages.read_ahead(index, budget=left, pace=pace)
-        # Then the two tables every search reads rows of (a first search's re-ranked head in `vectors`, its
-        # candidates' rows), before the rest: read from the front, the database's other tables
-        # (the history, the other indexes: no search reads most of them) came in between and kept the vector
-        # rows out of the cache for the first searches (bench/RESULTS.md, issue 27, tenth round).
-        for name in ("memories", "vectors"):
-            table = pages.table(name)
-            if table is not None and left > 0:
-                asked += table.spans()
-                left -= pages.read_ahead(table, budget=left, pace=pace)
-        if left > 0:
-            left -= pages.read_rest(asked, budget=left, pace=pace)
-        read_ahead_open([path.with_name(path.name + "-wal")], budget=max(0, left), pace=pace)
+        if pages is not None:
+            for index in indexes:
+                left -= pages.read_ahead(index, budget=left, pace=pace)
+        memories = pages.table("memories") if pages is not None else None
+        if memories is not None and pages is not None:
+            left -= pages.read_ahead(memories, budget=left, pace=pace)
+        read_ahead_open([path, path.with_name(path.name + "-wal")], budget=max(0, left), pace=pace)
 
     def _interrupt(self) -> None:
         conn = self._conn
