@@ -350,6 +350,22 @@ POSTINGS_DRIFT = (
 )
 
 
+def written_on(store: Store, url: str, ms: Sequence[Memory]) -> None:
+    """A migrated store keeps answering and writing: agent ``a1``'s "harbor" matches are the memories of ``ms``
+    written before the migration (built as ``f"{WORDS[i % 6]} ... {i}"`` by agent ``a{i % 3}``, "harbor" fifth), a
+    memory written after it is found beside them, and the postings stay in step with the words throughout."""
+    from storage_helpers import MODEL, memory
+
+    assert count(url, POSTINGS_DRIFT) == 0
+    old = {c.id for c in store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)}
+    assert old == {m.id for i, m in enumerate(ms) if i % 6 == 4 and i % 3 == 1}
+    new = memory("harbor written after the step", agent="a1")
+    store.memories.add([new], None, model_id=MODEL, actor="t")
+    found = store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)
+    assert {c.id for c in found} == old | {new.id}
+    assert count(url, POSTINGS_DRIFT) == 0
+
+
 def bm25_reference(store: Store, url: str, terms: list[str], flt: Filter, limit: int) -> list[tuple[str, float]]:
     """The top ``limit`` (id, score) by BM25 as FTS5 computes it, in Python over the visible rows' ``tsv``, with the
     store's own sample (document counts, rows, mean length) and stems."""

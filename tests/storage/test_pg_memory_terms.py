@@ -23,6 +23,7 @@ from pg_server import (
     count,
     graph_and_exact,
     old_store,
+    written_on,
 )
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
@@ -120,14 +121,7 @@ def test_a_store_made_before_the_step_migrates_in_place(postgres_server: PgServe
                 5,
                 5,
             )
-        assert count(url, POSTINGS_DRIFT) == 0
-        old = {c.id for c in store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)}
-        assert old == {m.id for i, m in enumerate(ms) if i % 6 == 4 and i % 3 == 1}
-        new = memory("harbor written after the step", agent="a1")
-        store.memories.add([new], None, model_id=MODEL, actor="t")
-        found = store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)
-        assert {c.id for c in found} == old | {new.id}
-        assert count(url, POSTINGS_DRIFT) == 0
+        written_on(store, url, ms)
 
 
 def test_a_term_ranks_its_newest_postings_of_the_reader(postgres_server: PgServer) -> None:

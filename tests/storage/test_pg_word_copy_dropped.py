@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_server import POSTINGS_DRIFT, PgServer, bm25_reference, count, old_store, schema_at
+from pg_server import POSTINGS_DRIFT, PgServer, bm25_reference, count, old_store, schema_at, written_on
 from storage_helpers import MODEL, NOW, memory, unit_vectors
 
 from engramdb.models import Memory
@@ -179,11 +179,4 @@ def test_a_store_made_before_the_narrow_table_migrates_in_place(postgres_server:
             assert conn.execute("SELECT version FROM engram_schema").fetchone() == (_pg_schema.SCHEMA_VERSION,)
             assert conn.execute("SELECT to_regclass('memory_words')").fetchone() == (None,)
             assert conn.execute("SELECT to_regclass('memories_agent_tsv')").fetchone() == (None,)
-        assert count(url, POSTINGS_DRIFT) == 0
-        old = {c.id for c in store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)}
-        assert old == {m.id for i, m in enumerate(ms) if i % 6 == 4 and i % 3 == 1}
-        new = memory("harbor written after the step", agent="a1")
-        store.memories.add([new], None, model_id=MODEL, actor="t")
-        found = store.search.keyword_candidates(["harbor"], Filter(agent="a1"), limit=50)
-        assert {c.id for c in found} == old | {new.id}
-        assert count(url, POSTINGS_DRIFT) == 0
+        written_on(store, url, ms)
